@@ -1,0 +1,1 @@
+//! tcpdoctor-analyze: see Cargo.toml description. Filled in by its issue.

@@ -1,0 +1,1 @@
+//! tcpdoctor-capture: see Cargo.toml description. Filled in by its issue.

@@ -1,0 +1,11 @@
+//! One module per subcommand. Each has `Args` (clap) and `run(Args) -> anyhow::Result<i32>`
+//! returning the exit code, and renders its own body with `tcpdoctor_report` pieces.
+
+pub mod analyze;
+pub mod burst;
+pub mod check;
+pub mod counters;
+pub mod doctor;
+pub mod lab;
+pub mod probe;
+pub mod sockets;

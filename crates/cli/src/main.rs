@@ -1,0 +1,68 @@
+//! The `tcpdoctor` binary: flags, subcommand glue and exit codes. Measurement and analysis
+//! live in the library crates; this crate validates input, calls them, and renders.
+//!
+//! Exit codes: 0 healthy, 1 findings, 2 error (including bad input), 130 interrupted before
+//! anything was measured.
+
+mod cmd;
+mod output;
+
+use clap::{Parser, Subcommand};
+
+/// Finds out why TCP connections are slow or failing, and proves it.
+///
+/// Start with `tcpdoctor doctor` to diagnose this host. Every command prints a human report
+/// (or JSON with --json) that ends in ranked findings: what is wrong, the evidence (counters,
+/// sockets, packets, timings), why it happens, and what to do.
+///
+/// Exit status: 0 healthy, 1 findings, 2 error.
+#[derive(Parser, Debug)]
+#[command(
+    name = "tcpdoctor",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Diagnose this host: settings, sockets, counters and a loopback self-probe.
+    Doctor(cmd::doctor::Args),
+    /// Generate connection churn or HTTP load and explain every latency spike.
+    Probe(cmd::probe::Args),
+    /// Read a capture (pcap, pcapng, snoop) and name the pathologies in it.
+    Analyze(cmd::analyze::Args),
+    /// Census of TCP sockets via sock_diag: states, TIME_WAIT per destination, queues.
+    Sockets(cmd::sockets::Args),
+    /// Kernel TCP counters: snapshot, delta, watch, or saved netstat/nstat text.
+    Counters(cmd::counters::Args),
+    /// Audit TCP sysctls and routes, with the arithmetic behind each finding.
+    Check(cmd::check::Args),
+    /// Sample an interface's counters at sub-millisecond resolution to find microbursts.
+    Burst(cmd::burst::Args),
+    /// Reproduce a pathology in network namespaces, diagnose it, and verify the fix.
+    Lab(cmd::lab::Args),
+}
+
+fn main() {
+    output::init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Doctor(a) => cmd::doctor::run(a),
+        Command::Probe(a) => cmd::probe::run(a),
+        Command::Analyze(a) => cmd::analyze::run(a),
+        Command::Sockets(a) => cmd::sockets::run(a),
+        Command::Counters(a) => cmd::counters::run(a),
+        Command::Check(a) => cmd::check::run(a),
+        Command::Burst(a) => cmd::burst::run(a),
+        Command::Lab(a) => cmd::lab::run(a),
+    };
+    match result {
+        Ok(code) => std::process::exit(code),
+        Err(e) => output::fail(e),
+    }
+}

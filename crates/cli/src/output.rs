@@ -1,0 +1,89 @@
+//! Process-wide output concerns: Ctrl-C, stdout that tolerates a closed pipe, progress bars,
+//! and the one-line error format.
+
+use std::io::{self, IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::Duration;
+
+use serde::Serialize;
+use tcpdoctor_model::Report;
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+static SIGNALS: AtomicU32 = AtomicU32::new(0);
+
+/// Installs the Ctrl-C/SIGTERM handler: the first signal sets [`interrupted`] so running work
+/// stops and reports what it measured; a second one exits at once with status 130.
+pub fn init() {
+    let _ = ctrlc::set_handler(|| {
+        INTERRUPTED.store(true, Ordering::SeqCst);
+        if SIGNALS.fetch_add(1, Ordering::SeqCst) >= 1 {
+            std::process::exit(130);
+        }
+    });
+}
+
+/// The flag long-running work polls; set by Ctrl-C or SIGTERM.
+pub fn stop_flag() -> &'static AtomicBool {
+    &INTERRUPTED
+}
+
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
+
+/// Prints a one-line error and exits with status 2. The chain of causes is joined by ": ".
+pub fn fail(e: anyhow::Error) -> ! {
+    let mut msg = String::new();
+    for (i, cause) in e.chain().enumerate() {
+        if i > 0 {
+            msg.push_str(": ");
+        }
+        msg.push_str(&cause.to_string());
+    }
+    let _ = writeln!(io::stderr(), "tcpdoctor: error: {msg}");
+    std::process::exit(2)
+}
+
+/// Runs `f` with a locked, buffered stdout. A closed pipe (`| head`) ends the output quietly.
+pub fn with_stdout<F>(f: F) -> anyhow::Result<()>
+where
+    F: FnOnce(&mut dyn Write) -> io::Result<()>,
+{
+    let stdout = io::stdout();
+    let mut w = io::BufWriter::new(stdout.lock());
+    match f(&mut w).and_then(|_| w.flush()) {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.map_err(anyhow::Error::from),
+    }
+}
+
+/// Prints a report as JSON, or as text through `text`, and returns the exit code.
+pub fn emit<B: Serialize>(
+    report: &Report<B>,
+    json: bool,
+    text: impl FnOnce(&mut dyn Write, &Report<B>) -> io::Result<()>,
+) -> anyhow::Result<i32> {
+    if json {
+        with_stdout(|w| tcpdoctor_report::json(w, report))?;
+    } else {
+        with_stdout(|w| text(w, report))?;
+    }
+    Ok(report.verdict.exit_code())
+}
+
+/// A progress bar on stderr, hidden when stderr is not a terminal.
+pub fn progress(total: Option<u64>, what: &str) -> indicatif::ProgressBar {
+    if !io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = match total {
+        Some(n) => indicatif::ProgressBar::new(n).with_style(
+            indicatif::ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} {elapsed}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        ),
+        None => indicatif::ProgressBar::new_spinner(),
+    };
+    bar.set_message(what.to_string());
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}

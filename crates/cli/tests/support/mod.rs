@@ -1,0 +1,182 @@
+//! Shared helpers of the integration tests: the real binary, root checks, and network
+//! namespaces that clean up after themselves.
+//!
+//! Every object a test creates is named with the `tdoc` prefix (the same prefix the lab uses,
+//! so `tcpdoctor lab cleanup` also finds leftovers of a killed test run), a per-test tag and
+//! the test process id, so tests never collide and never depend on each other's order.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Path of the `tcpdoctor` binary built for these tests.
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_tcpdoctor"))
+}
+
+/// Runs tcpdoctor with `args`; returns (exit code, stdout, stderr).
+pub fn run(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(bin())
+        .args(args)
+        .output()
+        .expect("spawn tcpdoctor");
+    decode(out)
+}
+
+/// Runs tcpdoctor inside network namespace `ns`.
+pub fn run_in(ns: &Netns, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new("ip")
+        .args(["netns", "exec", &ns.name])
+        .arg(bin())
+        .args(args)
+        .output()
+        .expect("spawn ip netns exec tcpdoctor");
+    decode(out)
+}
+
+fn decode(out: Output) -> (i32, String, String) {
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Parses stdout as JSON, failing the test with both streams shown when it is not.
+pub fn json(stdout: &str, stderr: &str) -> serde_json::Value {
+    serde_json::from_str(stdout).unwrap_or_else(|e| {
+        panic!("stdout is not JSON ({e})\nstdout:\n{stdout}\nstderr:\n{stderr}")
+    })
+}
+
+/// True when the test may use root facilities. Outside CI a non-root run skips with a printed
+/// reason; in CI (`CI=true`) a skip is a failure.
+pub fn require_root(test: &str) -> bool {
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    if std::env::var("CI").map(|v| v == "true").unwrap_or(false) {
+        panic!("{test}: needs root, and CI=true forbids skipping");
+    }
+    eprintln!("SKIP {test}: needs root (network namespaces, sysctls, tc)");
+    false
+}
+
+/// Runs a command and panics with its output when it fails.
+pub fn sh(cmd: &str) -> String {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .output()
+        .expect("spawn sh");
+    if !out.status.success() {
+        panic!(
+            "command failed: {cmd}\nstdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// A short unique suffix for interface names (at most 15 bytes in total).
+pub fn unique_id() -> String {
+    let n = SEQ.fetch_add(1, Ordering::SeqCst);
+    format!("{:x}{:x}", std::process::id() % 0xfffff, n)
+}
+
+/// A network namespace named `tdoc-<tag>-<pid>`, deleted (with its interfaces and every
+/// process still inside it) when dropped, also when the test panics.
+pub struct Netns {
+    pub name: String,
+}
+
+impl Netns {
+    pub fn new(tag: &str) -> Netns {
+        let name = format!("tdoc-{tag}-{}", unique_id());
+        let _ = Command::new("ip").args(["netns", "del", &name]).output();
+        sh(&format!("ip netns add {name}"));
+        let ns = Netns { name };
+        ns.exec("ip link set lo up");
+        ns
+    }
+
+    /// Runs a shell command inside the namespace; panics on failure.
+    pub fn exec(&self, cmd: &str) -> String {
+        sh(&format!(
+            "ip netns exec {} sh -c '{}'",
+            self.name,
+            cmd.replace('\'', "'\\''")
+        ))
+    }
+
+    /// Sets a sysctl inside the namespace.
+    pub fn sysctl(&self, name: &str, value: &str) {
+        self.exec(&format!("sysctl -qw {name}='{value}'"));
+    }
+
+    /// Starts a long-running process inside the namespace; it is killed on drop.
+    pub fn spawn(&self, cmd: &str) -> std::process::Child {
+        Command::new("ip")
+            .args(["netns", "exec", &self.name, "sh", "-c", cmd])
+            .spawn()
+            .expect("spawn in netns")
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        // Only processes inside our own namespace: we started them.
+        if let Ok(out) = Command::new("ip")
+            .args(["netns", "pids", &self.name])
+            .output()
+        {
+            for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+                if let Ok(pid) = pid.parse::<i32>() {
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
+            }
+        }
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .output();
+    }
+}
+
+/// Connects `a` and `b` with a veth pair, addresses `a_cidr`/`b_cidr` (e.g. "10.9.0.1/24"),
+/// offloads off and per-flow receive steering on (no reordering across CPUs). Returns the
+/// interface names (in a, in b).
+pub fn veth(a: &Netns, a_cidr: &str, b: &Netns, b_cidr: &str) -> (String, String) {
+    let id = unique_id();
+    let (ia, ib) = (format!("tdoc{id}a"), format!("tdoc{id}b"));
+    sh(&format!(
+        "ip link add {ia} netns {} type veth peer name {ib} netns {}",
+        a.name, b.name
+    ));
+    for (ns, ifname, cidr) in [(a, &ia, a_cidr), (b, &ib, b_cidr)] {
+        ns.exec(&format!(
+            "ip addr add {cidr} dev {ifname} && ip link set {ifname} up"
+        ));
+        let _ = Command::new("ip")
+            .args([
+                "netns", "exec", &ns.name, "ethtool", "-K", ifname, "tso", "off", "gso", "off",
+                "gro", "off",
+            ])
+            .output();
+        let _ = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &ns.name,
+                "sh",
+                "-c",
+                &format!("echo 3 > /sys/class/net/{ifname}/queues/rx-0/rps_cpus"),
+            ])
+            .output();
+    }
+    (ia, ib)
+}

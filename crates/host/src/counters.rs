@@ -1,0 +1,242 @@
+//! Kernel SNMP/MIB counters, named exactly as `nstat` prints them (`TcpRetransSegs`,
+//! `TcpExtTCPSynRetrans`, `Ip6InReceives`).
+//!
+//! `/proc/net/snmp` and `/proc/net/netstat` hold pairs of lines: a header line
+//! `Prefix: Name1 Name2 ...` followed by a value line `Prefix: v1 v2 ...`; the nstat name is
+//! prefix + field. `/proc/net/snmp6` has one `Name value` pair per line.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::Error;
+
+/// One reading of every counter.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    pub values: BTreeMap<String, u64>,
+}
+
+/// Where the counter files live (`/proc/net` for the current network namespace).
+#[derive(Clone, Debug)]
+pub struct Source {
+    pub dir: PathBuf,
+}
+
+impl Default for Source {
+    fn default() -> Self {
+        Source {
+            dir: PathBuf::from("/proc/net"),
+        }
+    }
+}
+
+impl Source {
+    /// Reads snmp and netstat (required) and snmp6 (optional: absent without IPv6).
+    pub fn snapshot(&self) -> Result<Snapshot, Error> {
+        let mut snap = Snapshot::default();
+        for name in ["snmp", "netstat"] {
+            let path = self.dir.join(name);
+            let text = read(&path)?;
+            parse_paired(&text, &path, &mut snap.values)?;
+        }
+        let path = self.dir.join("snmp6");
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            parse_flat(&text, &path, &mut snap.values)?;
+        }
+        Ok(snap)
+    }
+}
+
+/// Reads the counters of the current network namespace.
+pub fn snapshot() -> Result<Snapshot, Error> {
+    Source::default().snapshot()
+}
+
+fn read(path: &Path) -> Result<String, Error> {
+    std::fs::read_to_string(path).map_err(|source| Error::Read {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Parses the header/value line pairs of `/proc/net/snmp` and `/proc/net/netstat`.
+pub fn parse_paired(text: &str, path: &Path, out: &mut BTreeMap<String, u64>) -> Result<(), Error> {
+    let mut lines = text.lines().enumerate();
+    while let Some((i, header)) = lines.next() {
+        if header.trim().is_empty() {
+            continue;
+        }
+        let err = |line: usize, message: String| Error::Parse {
+            path: path.to_path_buf(),
+            line: line + 1,
+            message,
+        };
+        let (prefix, names) = header
+            .split_once(':')
+            .ok_or_else(|| err(i, "expected 'Prefix: names...'".into()))?;
+        let (j, values_line) = lines
+            .next()
+            .ok_or_else(|| err(i, format!("header '{prefix}' has no value line")))?;
+        let (vprefix, values) = values_line
+            .split_once(':')
+            .ok_or_else(|| err(j, "expected 'Prefix: values...'".into()))?;
+        if vprefix != prefix {
+            return Err(err(
+                j,
+                format!("value line '{vprefix}' follows header '{prefix}'"),
+            ));
+        }
+        let names: Vec<&str> = names.split_whitespace().collect();
+        let values: Vec<&str> = values.split_whitespace().collect();
+        if names.len() != values.len() {
+            return Err(err(
+                j,
+                format!(
+                    "{} names but {} values for '{prefix}'",
+                    names.len(),
+                    values.len()
+                ),
+            ));
+        }
+        for (name, value) in names.iter().zip(values) {
+            // Some fields (Tcp MaxConn = -1) are signed; keep them as two's complement is
+            // useless, so negative values are stored as 0.
+            let v = match value.parse::<u64>() {
+                Ok(v) => v,
+                Err(_) if value.parse::<i64>().is_ok() => 0,
+                Err(_) => return Err(err(j, format!("'{name}' has non-numeric value '{value}'"))),
+            };
+            out.insert(format!("{prefix}{name}"), v);
+        }
+    }
+    Ok(())
+}
+
+/// Parses `Name value` lines (`/proc/net/snmp6`).
+pub fn parse_flat(text: &str, path: &Path, out: &mut BTreeMap<String, u64>) -> Result<(), Error> {
+    for (i, line) in text.lines().enumerate() {
+        let mut it = line.split_whitespace();
+        let (Some(name), Some(value)) = (it.next(), it.next()) else {
+            continue;
+        };
+        let v = value.parse::<u64>().map_err(|_| Error::Parse {
+            path: path.to_path_buf(),
+            line: i + 1,
+            message: format!("'{name}' has non-numeric value '{value}'"),
+        })?;
+        out.insert(name.to_string(), v);
+    }
+    Ok(())
+}
+
+impl Snapshot {
+    pub fn get(&self, name: &str) -> Option<u64> {
+        self.values.get(name).copied()
+    }
+
+    /// Counters that changed from `before` to `self`, as signed deltas (a counter that went
+    /// down was reset or is a gauge such as `TcpCurrEstab`).
+    pub fn delta_since(&self, before: &Snapshot) -> Delta {
+        let mut changed = BTreeMap::new();
+        for (name, &after) in &self.values {
+            let b = before.values.get(name).copied().unwrap_or(0);
+            if after != b {
+                changed.insert(name.clone(), after as i64 - b as i64);
+            }
+        }
+        Delta { changed }
+    }
+}
+
+/// The counters that moved between two snapshots.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Delta {
+    pub changed: BTreeMap<String, i64>,
+}
+
+impl Delta {
+    /// The change of `name`, 0 when it did not move.
+    pub fn get(&self, name: &str) -> i64 {
+        self.changed.get(name).copied().unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Excerpts of real files from Linux 6.18.
+    const SNMP: &str = "\
+Ip: Forwarding DefaultTTL InReceives InHdrErrors
+Ip: 1 64 1234 0
+Tcp: RtoAlgorithm RtoMin RtoMax MaxConn ActiveOpens PassiveOpens AttemptFails EstabResets CurrEstab InSegs OutSegs RetransSegs InErrs OutRsts InCsumErrors
+Tcp: 1 200 120000 -1 4242 17 3 1 5 99999 88888 12 0 7 0
+";
+    const NETSTAT: &str = "\
+TcpExt: SyncookiesSent SyncookiesRecv TW ListenOverflows ListenDrops TCPSynRetrans
+TcpExt: 0 0 310 2 2 9
+IpExt: InNoRoutes InOctets
+IpExt: 0 123456789
+";
+    const SNMP6: &str = "Ip6InReceives                   \t42\nIp6OutRequests 40\n";
+
+    fn parse_all() -> Snapshot {
+        let mut s = Snapshot::default();
+        parse_paired(SNMP, Path::new("snmp"), &mut s.values).unwrap();
+        parse_paired(NETSTAT, Path::new("netstat"), &mut s.values).unwrap();
+        parse_flat(SNMP6, Path::new("snmp6"), &mut s.values).unwrap();
+        s
+    }
+
+    #[test]
+    fn names_match_nstat() {
+        let s = parse_all();
+        assert_eq!(s.get("TcpRetransSegs"), Some(12));
+        assert_eq!(s.get("TcpExtTCPSynRetrans"), Some(9));
+        assert_eq!(s.get("TcpExtListenOverflows"), Some(2));
+        assert_eq!(s.get("IpExtInOctets"), Some(123456789));
+        assert_eq!(s.get("Ip6InReceives"), Some(42));
+        assert_eq!(s.get("TcpMaxConn"), Some(0));
+    }
+
+    #[test]
+    fn delta_reports_only_moved_counters() {
+        let a = parse_all();
+        let mut b = a.clone();
+        *b.values.get_mut("TcpExtTCPSynRetrans").unwrap() += 3;
+        *b.values.get_mut("TcpCurrEstab").unwrap() -= 2;
+        let d = b.delta_since(&a);
+        assert_eq!(d.changed.len(), 2);
+        assert_eq!(d.get("TcpExtTCPSynRetrans"), 3);
+        assert_eq!(d.get("TcpCurrEstab"), -2);
+        assert_eq!(d.get("TcpRetransSegs"), 0);
+    }
+
+    #[test]
+    fn malformed_input_names_the_line() {
+        let mut m = BTreeMap::new();
+        let e = parse_paired("Tcp: A B\nTcp: 1\n", Path::new("/proc/net/snmp"), &mut m)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("/proc/net/snmp: line 2"), "{e}");
+        let e = parse_paired("Tcp: A\n", Path::new("x"), &mut m)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no value line"), "{e}");
+        let e = parse_paired("Tcp: A\nUdp: 1\n", Path::new("x"), &mut m)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("follows header"), "{e}");
+        let e = parse_paired("Tcp: A\nTcp: x\n", Path::new("x"), &mut m)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("non-numeric"), "{e}");
+    }
+
+    #[test]
+    fn live_snapshot_has_tcp_counters() {
+        let s = snapshot().expect("/proc/net is readable on Linux");
+        assert!(s.get("TcpActiveOpens").is_some());
+        assert!(s.get("TcpExtTW").is_some());
+    }
+}

@@ -1,0 +1,26 @@
+//! Linux TCP introspection: kernel counters (`/proc/net/{snmp,netstat,snmp6}`), sysctls,
+//! and (with later issues) the sock_diag census, interface statistics and routes.
+//!
+//! Reads the host; never changes it. Every reader returns a typed [`Error`] naming the file.
+
+pub mod counters;
+pub mod sysctl;
+
+use std::path::PathBuf;
+
+/// Errors of host introspection. Each names the file or object it concerns.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: line {line}: {message}")]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+}

@@ -1,0 +1,1 @@
+//! tcpdoctor-lab: see Cargo.toml description. Filled in by its issue.

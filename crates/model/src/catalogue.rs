@@ -1,0 +1,294 @@
+//! The catalogue: for each [`Pathology`], its title, explanation, remedies (best first, with
+//! cautions), and the kernel counters and sysctls that bear on it. Data only.
+
+use serde::{Deserialize, Serialize};
+
+use crate::finding::Pathology;
+
+/// A remedy as printed and serialized.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Remedy {
+    /// What to do, imperative.
+    pub action: String,
+    /// When this remedy is dangerous (e.g. on internet-facing hosts), or `None`.
+    pub caution: Option<String>,
+}
+
+impl Remedy {
+    pub fn new(action: impl Into<String>) -> Remedy {
+        Remedy {
+            action: action.into(),
+            caution: None,
+        }
+    }
+}
+
+/// A remedy as stored in the static catalogue.
+#[derive(Debug)]
+pub struct StaticRemedy {
+    pub action: &'static str,
+    pub caution: Option<&'static str>,
+}
+
+impl StaticRemedy {
+    pub fn to_owned_remedy(&self) -> Remedy {
+        Remedy {
+            action: self.action.to_string(),
+            caution: self.caution.map(str::to_string),
+        }
+    }
+}
+
+/// What tcpdoctor knows about one pathology.
+#[derive(Debug)]
+pub struct CatalogueEntry {
+    pub pathology: Pathology,
+    /// snake_case name, as in JSON.
+    pub name: &'static str,
+    /// A short title for human output.
+    pub title: &'static str,
+    /// Lower is more damaging when severities tie.
+    pub rank: u8,
+    pub explanation: &'static str,
+    pub remedies: &'static [StaticRemedy],
+    /// Counters as `nstat` names them.
+    pub counters: &'static [&'static str],
+    pub sysctls: &'static [&'static str],
+}
+
+const fn r(action: &'static str) -> StaticRemedy {
+    StaticRemedy {
+        action,
+        caution: None,
+    }
+}
+
+const fn rc(action: &'static str, caution: &'static str) -> StaticRemedy {
+    StaticRemedy {
+        action,
+        caution: Some(caution),
+    }
+}
+
+/// The entry of one pathology.
+pub fn entry(p: Pathology) -> &'static CatalogueEntry {
+    CATALOGUE
+        .iter()
+        .find(|e| e.pathology == p)
+        .expect("every pathology has a catalogue entry (checked by a test)")
+}
+
+/// Every entry, in rank order.
+pub static CATALOGUE: &[CatalogueEntry] = &[
+    CatalogueEntry {
+        pathology: Pathology::PortExhaustion,
+        name: "port_exhaustion",
+        title: "Ephemeral ports exhausted",
+        rank: 0,
+        explanation: "Every outgoing connection to one destination needs its own local port. The side that closes first keeps the 4-tuple in TIME_WAIT for 60 s on Linux, so a client that opens and closes connections faster than (ports in ip_local_port_range / 60 s) to one ip:port runs out of ports: connect() fails with EADDRNOTAVAIL or bind() with EADDRINUSE.",
+        remedies: &[
+            r("Reuse connections (HTTP keep-alive, a connection pool) so each request does not cost a 4-tuple."),
+            r("Spread connections over more 4-tuples: several destination ports or addresses, or several local source addresses."),
+            rc("Set net.ipv4.tcp_tw_reuse=1 so outgoing connects may reuse a TIME_WAIT port when timestamps prove it safe.", "needs tcp_timestamps on both ends; it only affects outgoing connections, never the server side"),
+            r("Widen net.ipv4.ip_local_port_range (e.g. 1024 65535), keeping listening ports out of it (ip_local_reserved_ports)."),
+            r("Let the server close first so TIME_WAIT lands on the server, which does not spend ephemeral ports on it."),
+        ],
+        counters: &["TcpExtTW", "TcpExtTWRecycled", "TcpActiveOpens"],
+        sysctls: &["net.ipv4.ip_local_port_range", "net.ipv4.tcp_tw_reuse", "net.ipv4.tcp_max_tw_buckets", "net.ipv4.ip_local_reserved_ports"],
+    },
+    CatalogueEntry {
+        pathology: Pathology::TimeWaitCollision,
+        name: "time_wait_collision",
+        title: "SYN collided with a TIME_WAIT socket",
+        rank: 1,
+        explanation: "A new SYN reused a 4-tuple whose previous connection is still in TIME_WAIT at the peer. If the peer cannot prove the SYN is new (its sequence number is not above the old one, or timestamps are off), it answers with an ACK of the old connection instead of a SYN-ACK; the client resets that and its SYN waits for the retransmission timer (1 s, then the ladder). With net.ipv4.tcp_rfc1337=1 the peer ignores the reset and the connect can stall for many seconds.",
+        remedies: &[
+            r("Keep TCP timestamps on (net.ipv4.tcp_timestamps=1) on both ends: the peer can then accept a SYN that reuses a TIME_WAIT 4-tuple."),
+            r("Reuse connections instead of reconnecting from the same source port; do not bind a fixed source port for short connections."),
+            r("Let the client close first, so TIME_WAIT stays on the client, which will not reuse the port while it holds it."),
+            rc("Leave net.ipv4.tcp_rfc1337 at 0 unless you need its protection.", "with 1, a collision becomes a multi-second stall instead of a 1 s one"),
+        ],
+        counters: &["TcpExtTCPSynRetrans", "TcpExtTWRecycled", "TcpExtPAWSEstab", "TcpExtTCPChallengeACK", "TcpOutRsts"],
+        sysctls: &["net.ipv4.tcp_timestamps", "net.ipv4.tcp_rfc1337", "net.ipv4.tcp_tw_reuse"],
+    },
+    CatalogueEntry {
+        pathology: Pathology::SynRetransmit,
+        name: "syn_retransmit",
+        title: "SYN retransmitted",
+        rank: 2,
+        explanation: "A SYN (or its SYN-ACK) was lost, dropped by a full accept queue or a firewall, or ignored, so the client resent it when its connect timer fired. The delay is exactly a rung of the SYN ladder: the initial RTO of 1 s, repeated linearly for tcp_syn_linear_timeouts attempts on current kernels, then doubling up to tcp_syn_retries.",
+        remedies: &[
+            r("Find where the SYN is lost: compare ListenOverflows/ListenDrops on the server, firewall drop counters, and a capture on both ends."),
+            r("If the server's accept queue overflows, accept faster and raise the listen backlog with net.core.somaxconn."),
+            r("If ports collide with TIME_WAIT, see time_wait_collision."),
+            rc("Lower the initial SYN timeout per route only where the path is known (ip route ... rto_min applies to data, not SYNs).", "client-side timeouts shorter than the ladder turn a delay into a failure"),
+        ],
+        counters: &["TcpExtTCPSynRetrans", "TcpRetransSegs", "TcpExtListenOverflows", "TcpExtListenDrops"],
+        sysctls: &["net.ipv4.tcp_syn_retries", "net.ipv4.tcp_syn_linear_timeouts", "net.ipv4.tcp_synack_retries"],
+    },
+    CatalogueEntry {
+        pathology: Pathology::AcceptQueueOverflow,
+        name: "accept_queue_overflow",
+        title: "Listener accept queue overflowed",
+        rank: 3,
+        explanation: "A listening socket holds completed connections until the application calls accept(). When that queue (the listen backlog, capped by net.core.somaxconn) is full, the kernel drops the client's final ACK or SYN; the client sees a 1 s connect delay or, after its first data, a retransmission.",
+        remedies: &[
+            r("Accept faster: more acceptor threads, or a non-blocking accept loop that drains the queue."),
+            r("Raise the backlog passed to listen() and net.core.somaxconn together (the smaller wins)."),
+            rc("net.ipv4.tcp_abort_on_overflow=1 makes overflow visible as resets instead of delays.", "clients then see errors instead of slowness"),
+        ],
+        counters: &["TcpExtListenOverflows", "TcpExtListenDrops", "TcpExtTCPSynRetrans"],
+        sysctls: &["net.core.somaxconn", "net.ipv4.tcp_max_syn_backlog", "net.ipv4.tcp_abort_on_overflow"],
+    },
+    CatalogueEntry {
+        pathology: Pathology::Incast,
+        name: "incast",
+        title: "Incast: synchronized losses from many senders",
+        rank: 4,
+        explanation: "Many senders answer one receiver at the same moment. Their combined burst exceeds the bottleneck buffer, several flows lose their tail segments together and, with too few packets left to trigger fast retransmit, wait for the retransmission timeout (200 ms minimum on Linux). Throughput collapses while average link utilisation stays low.",
+        remedies: &[
+            r("Lower the RTO floor inside the datacenter: ip route change ... rto_min 5ms, or net.ipv4.tcp_rto_min_us."),
+            r("Limit the fan-in or stagger the requests (fewer simultaneous responders, smaller blocks per round)."),
+            r("Give the bottleneck more buffer, or enable ECN so senders slow down before losses."),
+            rc("Cap each sender's rate (tc fq maxrate, SO_MAX_PACING_RATE).", "lowers peak throughput of single flows"),
+        ],
+        counters: &["TcpExtTCPTimeouts", "TcpRetransSegs", "TcpExtTCPLossProbes", "TcpExtTCPFastRetrans"],
+        sysctls: &["net.ipv4.tcp_rto_min_us", "net.ipv4.tcp_ecn"],
+    },
+    CatalogueEntry {
+        pathology: Pathology::RetransmitTimeout,
+        name: "retransmit_timeout",
+        title: "Data retransmitted after a timeout",
+        rank: 5,
+        explanation: "A segment was lost and nothing after it arrived to trigger fast retransmit, so the sender waited for its retransmission timer (at least tcp_rto_min_us, 200 ms by default, or the route's rto_min) before sending it again. Each such timeout stalls the connection for the whole RTO.",
+        remedies: &[
+            r("Find the loss: interface drops (ip -s link), qdisc drops (tc -s qdisc), softnet drops (/proc/net/softnet_stat)."),
+            r("On low-latency paths lower the RTO floor: ip route change ... rto_min 5ms."),
+            r("Keep SACK and TLP enabled (net.ipv4.tcp_sack, tcp_early_retrans) so tail losses are repaired without a timeout."),
+        ],
+        counters: &["TcpExtTCPTimeouts", "TcpRetransSegs", "TcpExtTCPLossProbes"],
+        sysctls: &["net.ipv4.tcp_rto_min_us", "net.ipv4.tcp_early_retrans", "net.ipv4.tcp_sack"],
+    },
+    CatalogueEntry {
+        pathology: Pathology::SlowReader,
+        name: "slow_reader",
+        title: "Slow reader: receive window closed",
+        rank: 6,
+        explanation: "The receiving application reads slower than the sender writes. Its receive buffer fills, it advertises a zero window, the sender's send buffer fills and its writes block (or fail with EAGAIN). Latency grows with the buffered backlog; nothing is lost, so retransmission counters stay quiet.",
+        remedies: &[
+            r("Make the reader keep up: read in larger chunks, move processing off the reading thread, add readers."),
+            r("Apply backpressure in the protocol so the writer slows down instead of queueing."),
+            rc("Raise the receive buffer (SO_RCVBUF, net.ipv4.tcp_rmem) to absorb bursts.", "a bigger buffer hides a reader that is permanently too slow and adds latency"),
+        ],
+        counters: &["TcpExtTCPFromZeroWindowAdv", "TcpExtTCPToZeroWindowAdv", "TcpExtTCPWantZeroWindowAdv", "TcpExtTCPRcvQDrop", "TcpExtPruneCalled"],
+        sysctls: &["net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem", "net.core.rmem_max"],
+    },
+    CatalogueEntry {
+        pathology: Pathology::StaleAckRace,
+        name: "stale_ack_race",
+        title: "SYN answered by a stale ACK",
+        rank: 7,
+        explanation: "A client reconnected on a 4-tuple the server still held from the previous connection (closed with SO_LINGER 0 or a lost final ACK). The server answered the SYN with an ACK of the old connection; the client reset it and sent the SYN again. Current Linux resends immediately (a few ms); older kernels waited for the 1 s SYN timer.",
+        remedies: &[
+            r("Avoid closing with SO_LINGER 0 as a matter of course; let connections close normally."),
+            r("Reuse connections instead of reconnecting at a high rate on the same destination."),
+            r("Run a kernel with the quick SYN resend after a reset (Linux 4.x and later)."),
+        ],
+        counters: &["TcpExtTCPSynRetrans", "TcpOutRsts", "TcpExtTCPChallengeACK"],
+        sysctls: &["net.ipv4.tcp_tw_reuse"],
+    },
+    CatalogueEntry {
+        pathology: Pathology::Microburst,
+        name: "microburst",
+        title: "Microbursts",
+        rank: 8,
+        explanation: "Over short windows the traffic rate is many times its average. A buffer sized for the average overflows during the peak; counters sampled every second or minute show a lightly loaded link.",
+        remedies: &[
+            r("Pace senders (tc qdisc fq, SO_MAX_PACING_RATE) so bursts are spread out."),
+            r("Give the bottleneck more buffer or move the burst-heavy flows to a less shared path."),
+            r("Measure at the time scale of the buffer: bytes per 100 us to 1 ms, not per second."),
+        ],
+        counters: &["TcpRetransSegs", "TcpExtTCPTimeouts"],
+        sysctls: &[],
+    },
+    CatalogueEntry {
+        pathology: Pathology::Retransmission,
+        name: "retransmission",
+        title: "Retransmissions (loss repaired without a timeout)",
+        rank: 9,
+        explanation: "Segments were lost or reordered and repaired by fast retransmit or a tail loss probe. Each repair costs about one round trip; many of them point at a lossy path or an overflowing queue.",
+        remedies: &[
+            r("Find where packets are dropped: interface, qdisc and softnet counters on both ends."),
+            r("If the loss is at a shallow buffer, pace senders or add buffer."),
+        ],
+        counters: &["TcpRetransSegs", "TcpExtTCPFastRetrans", "TcpExtTCPLossProbes", "TcpExtTCPSACKReorder"],
+        sysctls: &["net.ipv4.tcp_sack"],
+    },
+    CatalogueEntry {
+        pathology: Pathology::ConnectFailure,
+        name: "connect_failure",
+        title: "Connections refused, reset or timed out",
+        rank: 10,
+        explanation: "Connections did not complete: the peer refused them (no listener, RST), reset them mid-request, or never answered within the timeout.",
+        remedies: &[
+            r("Check that the server listens on that address and port (ss -ltn) and that no firewall rejects the traffic."),
+            r("Look for resets in the server's counters (TcpOutRsts, TcpExtTCPAbortOnData) and logs."),
+        ],
+        counters: &["TcpAttemptFails", "TcpEstabResets", "TcpOutRsts", "TcpExtTCPAbortOnData"],
+        sysctls: &[],
+    },
+    CatalogueEntry {
+        pathology: Pathology::DelayedAck,
+        name: "delayed_ack",
+        title: "Delayed ACK and Nagle",
+        rank: 11,
+        explanation: "A small write waited because Nagle's algorithm holds it until the previous segment is acknowledged, and the peer delays that ACK (up to ~40 ms on Linux). Request/reply protocols that write a message in several pieces see ~40 ms steps.",
+        remedies: &[
+            r("Write each message with one send() (build it in a buffer, or use writev)."),
+            r("Set TCP_NODELAY on latency-sensitive sockets."),
+            r("Set TCP_QUICKACK on the receiver where replies follow requests immediately."),
+        ],
+        counters: &["TcpExtDelayedACKs", "TcpExtDelayedACKLocked"],
+        sysctls: &[],
+    },
+    CatalogueEntry {
+        pathology: Pathology::UnexplainedDelay,
+        name: "unexplained_delay",
+        title: "Latency spikes without a TCP cause",
+        rank: 12,
+        explanation: "Some requests were slow, but no kernel counter moved and the delay matches no TCP timer. The usual causes are outside TCP: CPU scheduling, page faults, garbage collection, the server's own work.",
+        remedies: &[
+            r("Check CPU saturation and run-queue latency (e.g. perf sched, runqlat) on both ends."),
+            r("Compare with the server's own processing time."),
+        ],
+        counters: &[],
+        sysctls: &[],
+    },
+    CatalogueEntry {
+        pathology: Pathology::RiskySetting,
+        name: "risky_setting",
+        title: "Risky or limiting setting",
+        rank: 13,
+        explanation: "A tunable is set to a value that limits connection rate, turns a rare event into a long stall, or is unsafe on hosts that talk to the internet.",
+        remedies: &[r("Review the setting named in the evidence; the summary says what to change and why.")],
+        counters: &[],
+        sysctls: &[],
+    },
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_pathology_has_one_entry_with_matching_name() {
+        for p in Pathology::ALL {
+            let n = CATALOGUE.iter().filter(|e| e.pathology == p).count();
+            assert_eq!(n, 1, "{p:?}");
+            let json = serde_json::to_value(p).unwrap();
+            assert_eq!(json.as_str().unwrap(), entry(p).name);
+            assert!(!entry(p).remedies.is_empty());
+        }
+        assert_eq!(CATALOGUE.len(), Pathology::ALL.len());
+    }
+}

@@ -1,0 +1,274 @@
+//! [`Finding`]: one diagnosed problem, with the evidence that proves it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::catalogue::{self, Remedy};
+
+/// What went wrong. Every detector in every command names one of these; the catalogue
+/// ([`Pathology::entry`]) holds its explanation and remedies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pathology {
+    /// A SYN went unanswered and was retransmitted after the initial RTO (1 s, 2 s, ...).
+    SynRetransmit,
+    /// A SYN reused a 4-tuple whose previous incarnation is still in TIME_WAIT at the peer,
+    /// was answered by a bare ACK or dropped, and the connect stalled (files 000, 003).
+    TimeWaitCollision,
+    /// A SYN was answered by an ACK of an old connection, the client reset it and resent the
+    /// SYN (file 003). Current kernels resend within milliseconds; older ones after the RTO.
+    StaleAckRace,
+    /// Connects fail with EADDRNOTAVAIL or stall because ephemeral ports toward one
+    /// destination are used up, mostly by TIME_WAIT (file 004).
+    PortExhaustion,
+    /// A listener's accept queue overflowed; SYNs or final ACKs were dropped.
+    AcceptQueueOverflow,
+    /// Data was retransmitted after a retransmission timeout (an idle gap >= RTO min).
+    RetransmitTimeout,
+    /// Data was retransmitted quickly (fast retransmit, TLP): loss without a timeout.
+    Retransmission,
+    /// Many senders answer one receiver at once, overflow a shallow buffer and stall on
+    /// synchronized retransmission timeouts (file 001).
+    Incast,
+    /// Traffic arrives in bursts far above its average rate on a short time scale (file 001).
+    Microburst,
+    /// The receiver reads slower than the sender writes: zero windows, full receive queues,
+    /// stalled writers (file 002).
+    SlowReader,
+    /// A reply waited ~40 ms for a delayed ACK interacting with Nagle's algorithm.
+    DelayedAck,
+    /// Connections were refused, reset or timed out.
+    ConnectFailure,
+    /// A latency spike that no kernel counter or timer signature explains.
+    UnexplainedDelay,
+    /// A tunable whose value exposes the host to one of the pathologies above, or is unsafe.
+    RiskySetting,
+}
+
+impl Pathology {
+    pub const ALL: [Pathology; 14] = [
+        Pathology::SynRetransmit,
+        Pathology::TimeWaitCollision,
+        Pathology::StaleAckRace,
+        Pathology::PortExhaustion,
+        Pathology::AcceptQueueOverflow,
+        Pathology::RetransmitTimeout,
+        Pathology::Retransmission,
+        Pathology::Incast,
+        Pathology::Microburst,
+        Pathology::SlowReader,
+        Pathology::DelayedAck,
+        Pathology::ConnectFailure,
+        Pathology::UnexplainedDelay,
+        Pathology::RiskySetting,
+    ];
+
+    /// The snake_case name used in JSON and on the command line.
+    pub fn name(self) -> &'static str {
+        self.entry().name
+    }
+
+    /// The catalogue entry: title, explanation, remedies, counters and sysctls.
+    pub fn entry(self) -> &'static catalogue::CatalogueEntry {
+        catalogue::entry(self)
+    }
+}
+
+impl std::fmt::Display for Pathology {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How much a finding hurts. Ordered: `Info < Warning < Critical`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// Worth knowing; does not make the verdict unhealthy.
+    Info,
+    /// Hurts latency or throughput now, or will under load.
+    Warning,
+    /// Requests fail or stall for seconds.
+    Critical,
+}
+
+impl std::fmt::Display for Severity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Critical => "critical",
+        })
+    }
+}
+
+/// Which part of tcpdoctor produced a finding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    Probe,
+    Analyze,
+    Sockets,
+    Counters,
+    Check,
+    Burst,
+    Lab,
+}
+
+/// One fact that backs a finding. Tagged by `kind` in JSON.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Evidence {
+    /// A kernel counter that moved, named as `nstat` prints it (`TcpExtTCPSynRetrans`).
+    Counter { name: String, delta: i64 },
+    /// A sysctl (`net.ipv4.tcp_tw_reuse`) or route attribute and its value.
+    Setting { name: String, value: String },
+    /// Sockets: how many, in which state, toward what, with a detail.
+    Sockets {
+        state: String,
+        count: u64,
+        local: Option<String>,
+        remote: Option<String>,
+        detail: Option<String>,
+    },
+    /// A measured duration: what, how many times, and a representative value.
+    Timing {
+        what: String,
+        count: u64,
+        value_us: u64,
+    },
+    /// Packets of a capture (1-based frame numbers, as Wireshark counts them).
+    Packets {
+        flow: String,
+        frames: Vec<u64>,
+        description: String,
+    },
+    /// A computation shown with its inputs, e.g. `28232 ports / 60 s = 470 conn/s`.
+    Arithmetic { formula: String, result: f64 },
+    /// Examples that let a user find the case again (local ports, flows, sockets).
+    Examples { what: String, items: Vec<String> },
+}
+
+/// One diagnosed problem.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    pub pathology: Pathology,
+    pub severity: Severity,
+    pub source: Source,
+    /// One line: what was seen, with the key figure.
+    pub summary: String,
+    pub evidence: Vec<Evidence>,
+    /// Why it happens (from the catalogue unless a detector knows more).
+    pub explanation: String,
+    /// What to do, best first.
+    pub remedies: Vec<Remedy>,
+}
+
+impl Finding {
+    /// A finding whose explanation and remedies come from the catalogue.
+    pub fn new(
+        pathology: Pathology,
+        severity: Severity,
+        source: Source,
+        summary: impl Into<String>,
+    ) -> Finding {
+        let entry = pathology.entry();
+        Finding {
+            pathology,
+            severity,
+            source,
+            summary: summary.into(),
+            evidence: Vec::new(),
+            explanation: entry.explanation.to_string(),
+            remedies: entry.remedies.iter().map(|r| r.to_owned_remedy()).collect(),
+        }
+    }
+
+    pub fn with_evidence(mut self, evidence: Evidence) -> Finding {
+        self.evidence.push(evidence);
+        self
+    }
+
+    pub fn with_explanation(mut self, explanation: impl Into<String>) -> Finding {
+        self.explanation = explanation.into();
+        self
+    }
+
+    /// Puts a remedy first (a detector that knows the best fix for this case).
+    pub fn with_first_remedy(mut self, remedy: Remedy) -> Finding {
+        self.remedies.insert(0, remedy);
+        self
+    }
+
+    /// Shorthand for counter evidence.
+    pub fn counter(self, name: &str, delta: i64) -> Finding {
+        self.with_evidence(Evidence::Counter {
+            name: name.to_string(),
+            delta,
+        })
+    }
+
+    /// Shorthand for setting evidence.
+    pub fn setting(self, name: &str, value: impl ToString) -> Finding {
+        self.with_evidence(Evidence::Setting {
+            name: name.to_string(),
+            value: value.to_string(),
+        })
+    }
+
+    /// Shorthand for arithmetic evidence.
+    pub fn arithmetic(self, formula: impl Into<String>, result: f64) -> Finding {
+        self.with_evidence(Evidence::Arithmetic {
+            formula: formula.into(),
+            result,
+        })
+    }
+}
+
+/// Orders findings most damaging first: severity, then the catalogue's rank.
+pub fn rank(findings: &mut [Finding]) {
+    findings.sort_by(|a, b| {
+        b.severity
+            .cmp(&a.severity)
+            .then(a.pathology.entry().rank.cmp(&b.pathology.entry().rank))
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finding_takes_catalogue_text_and_serializes_snake_case() {
+        let f = Finding::new(
+            Pathology::PortExhaustion,
+            Severity::Critical,
+            Source::Probe,
+            "connects failed",
+        )
+        .counter("TcpExtTW", 3);
+        assert!(!f.explanation.is_empty());
+        assert!(!f.remedies.is_empty());
+        let json = serde_json::to_value(&f).unwrap();
+        assert_eq!(json["pathology"], "port_exhaustion");
+        assert_eq!(json["severity"], "critical");
+        assert_eq!(json["evidence"][0]["kind"], "counter");
+        assert_eq!(json["evidence"][0]["name"], "TcpExtTW");
+    }
+
+    #[test]
+    fn rank_puts_critical_first() {
+        let mut v = vec![
+            Finding::new(Pathology::DelayedAck, Severity::Info, Source::Probe, "a"),
+            Finding::new(
+                Pathology::SynRetransmit,
+                Severity::Critical,
+                Source::Probe,
+                "b",
+            ),
+            Finding::new(Pathology::Incast, Severity::Warning, Source::Probe, "c"),
+        ];
+        rank(&mut v);
+        assert_eq!(v[0].summary, "b");
+        assert_eq!(v[2].summary, "a");
+    }
+}

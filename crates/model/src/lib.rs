@@ -1,0 +1,18 @@
+//! The shared vocabulary of tcpdoctor: what a [`Finding`] is, what [`Evidence`] may back it,
+//! which [`Pathology`] it names, and the [`Report`] envelope every command prints as JSON.
+//!
+//! This crate is pure data plus serde. It must not do I/O, read the clock or the network.
+//! The catalogue of pathologies (explanation, remedies, relevant counters and sysctls) lives
+//! here as data so that every subcommand explains a pathology with the same words.
+
+pub mod catalogue;
+pub mod finding;
+pub mod net;
+pub mod report;
+pub mod timers;
+
+pub use catalogue::{CatalogueEntry, Remedy};
+pub use finding::{Evidence, Finding, Pathology, Severity, Source};
+pub use net::PortRange;
+pub use report::{Report, Verdict, SCHEMA_VERSION};
+pub use timers::SynLadder;

@@ -1,0 +1,1 @@
+//! tcpdoctor-probe: see Cargo.toml description. Filled in by its issue.

@@ -1,0 +1,98 @@
+//! Human formatting of durations, rates and sizes. Units always printed.
+
+use std::time::Duration;
+
+/// `850us`, `12.3ms`, `1.004s`: three significant digits, unit chosen by magnitude.
+pub fn duration(d: Duration) -> String {
+    micros(d.as_micros() as u64)
+}
+
+/// Like [`duration`], from microseconds.
+pub fn micros(us: u64) -> String {
+    if us < 1_000 {
+        format!("{us}us")
+    } else if us < 1_000_000 {
+        let ms = us as f64 / 1_000.0;
+        if ms < 10.0 {
+            format!("{ms:.2}ms")
+        } else if ms < 100.0 {
+            format!("{ms:.1}ms")
+        } else {
+            format!("{ms:.0}ms")
+        }
+    } else {
+        format!("{:.3}s", us as f64 / 1_000_000.0)
+    }
+}
+
+/// `1.2 k`, `3.4 M` style counts (SI, three significant digits).
+pub fn count(n: f64) -> String {
+    let (v, unit) = if n >= 1e9 {
+        (n / 1e9, " G")
+    } else if n >= 1e6 {
+        (n / 1e6, " M")
+    } else if n >= 1e3 {
+        (n / 1e3, " k")
+    } else {
+        (n, "")
+    };
+    if unit.is_empty() && v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else if v < 10.0 {
+        format!("{v:.2}{unit}")
+    } else if v < 100.0 {
+        format!("{v:.1}{unit}")
+    } else {
+        format!("{v:.0}{unit}")
+    }
+}
+
+/// Bits per second: `940 Mbit/s`.
+pub fn bitrate(bits_per_s: f64) -> String {
+    let c = count(bits_per_s);
+    if c.contains(' ') {
+        format!("{c}bit/s")
+    } else {
+        format!("{c} bit/s")
+    }
+}
+
+/// Bytes with binary units: `16 KiB`, `1.5 MiB`.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < UNITS.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{n} B")
+    } else if v < 10.0 {
+        format!("{v:.1} {}", UNITS[i])
+    } else {
+        format!("{v:.0} {}", UNITS[i])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_pick_units() {
+        assert_eq!(micros(850), "850us");
+        assert_eq!(micros(1_234), "1.23ms");
+        assert_eq!(micros(40_100), "40.1ms");
+        assert_eq!(micros(1_004_000), "1.004s");
+    }
+
+    #[test]
+    fn counts_and_bytes() {
+        assert_eq!(count(12.0), "12");
+        assert_eq!(count(12_345.0), "12.3 k");
+        assert_eq!(bytes(16 * 1024), "16 KiB");
+        assert_eq!(bytes(100), "100 B");
+        assert_eq!(bitrate(940e6), "940 Mbit/s");
+    }
+}

@@ -1,0 +1,25 @@
+//! Aligned plain tables (no borders, no colour) for human output.
+
+use comfy_table::{presets, CellAlignment, ContentArrangement, Table};
+
+/// A table with a header row, right-aligned numeric columns chosen by the caller.
+pub fn new<I, S>(header: I) -> Table
+where
+    I: IntoIterator<Item = S>,
+    S: Into<comfy_table::Cell>,
+{
+    let mut t = Table::new();
+    t.load_style(presets::NOTHING)
+        .set_content_arrangement(ContentArrangement::Disabled)
+        .set_header(header);
+    t
+}
+
+/// Right-aligns the given columns (0-based).
+pub fn align_right(t: &mut Table, columns: &[usize]) {
+    for &c in columns {
+        if let Some(col) = t.column_mut(c) {
+            col.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+}
