@@ -1,0 +1,69 @@
+//! [`Segment`]: one TCP segment as the capture readers produce it and the analyzer consumes
+//! it. Small and `Copy`: readers build one per packet without allocating.
+
+use std::net::IpAddr;
+
+/// TCP header flags (RFC 9293 section 3.1), as the low 8 bits of the flags field.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct TcpFlags(pub u8);
+
+impl TcpFlags {
+    pub const FIN: u8 = 0x01;
+    pub const SYN: u8 = 0x02;
+    pub const RST: u8 = 0x04;
+    pub const PSH: u8 = 0x08;
+    pub const ACK: u8 = 0x10;
+    pub const URG: u8 = 0x20;
+    pub const ECE: u8 = 0x40;
+    pub const CWR: u8 = 0x80;
+
+    pub fn has(self, bit: u8) -> bool {
+        self.0 & bit != 0
+    }
+    pub fn syn(self) -> bool {
+        self.has(Self::SYN)
+    }
+    pub fn ack(self) -> bool {
+        self.has(Self::ACK)
+    }
+    pub fn fin(self) -> bool {
+        self.has(Self::FIN)
+    }
+    pub fn rst(self) -> bool {
+        self.has(Self::RST)
+    }
+}
+
+/// The TCP options tcpdoctor uses (RFC 9293, RFC 7323, RFC 2018).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcpOptions {
+    pub mss: Option<u16>,
+    pub window_scale: Option<u8>,
+    pub sack_permitted: bool,
+    /// (TSval, TSecr)
+    pub timestamps: Option<(u32, u32)>,
+    /// Up to 4 SACK blocks (left, right); `sack_count` of them are valid.
+    pub sack: [(u32, u32); 4],
+    pub sack_count: u8,
+}
+
+/// One TCP segment from a capture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    /// 1-based frame number in the capture, as Wireshark counts it.
+    pub frame: u64,
+    /// Capture timestamp, nanoseconds since the Unix epoch.
+    pub ts_ns: u64,
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub src_port: u16,
+    pub dst_port: u16,
+    pub seq: u32,
+    pub ack: u32,
+    pub flags: TcpFlags,
+    /// Raw window field (unscaled).
+    pub window: u16,
+    /// TCP payload length computed from the IP lengths, not from the captured bytes.
+    pub payload_len: u32,
+    pub options: TcpOptions,
+}
