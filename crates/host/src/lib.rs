@@ -3,7 +3,13 @@
 //!
 //! Reads the host; never changes it. Every reader returns a typed [`Error`] naming the file.
 
+pub mod burst;
+pub mod check;
 pub mod counters;
+pub mod netdev;
+pub mod route;
+pub mod saved;
+pub mod sockets;
 pub mod sysctl;
 
 use std::path::PathBuf;

@@ -6,6 +6,7 @@
 //! here as data so that every subcommand explains a pathology with the same words.
 
 pub mod catalogue;
+pub mod counters;
 pub mod finding;
 pub mod net;
 pub mod report;

@@ -1,0 +1,1 @@
+//! Microburst sampler of interface counters.

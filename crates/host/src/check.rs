@@ -1,0 +1,1 @@
+//! Audit of TCP sysctls and routes into findings, with the arithmetic.

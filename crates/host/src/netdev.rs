@@ -1,0 +1,1 @@
+//! Interface statistics (sysfs, netlink) and link speed.

@@ -1,0 +1,1 @@
+//! Routes and per-route TCP metrics (rto_min).

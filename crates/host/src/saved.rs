@@ -1,0 +1,1 @@
+//! Parsers of saved counter text: nstat, Linux/macOS/illumos netstat -s.

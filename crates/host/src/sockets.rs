@@ -1,0 +1,1 @@
+//! TCP socket census through NETLINK_SOCK_DIAG.
