@@ -1,1 +1,417 @@
-//! TCP socket census through NETLINK_SOCK_DIAG.
+//! TCP socket census through NETLINK_SOCK_DIAG (IPv4 and IPv6, every TCP state), with
+//! `tcp_info`, socket memory, Recv-Q/Send-Q and listener backlogs, plus the analysis that
+//! turns a census into findings (`Source::Sockets`).
+//!
+//! Reads the host; never changes it. It does not parse `/proc/net/tcp`.
+//!
+//! # API (what `doctor` and `tcpdoctor sockets` call)
+//!
+//! ```no_run
+//! use tcpdoctor_host::sockets::{self, Filter};
+//! // This network namespace (or `sockets::census_in_netns("blue", &filter)` for
+//! // /run/netns/blue: done on a helper thread that setns()s, the caller is not moved).
+//! let census = sockets::census(&Filter::default())?;
+//! // Counts by state, per destination (TIME_WAIT vs the ephemeral range -> headroom and
+//! // sustainable connect rate), listeners (accept queue vs backlog), flagged sockets.
+//! // `previous` (an earlier census, e.g. from --watch) adds "Recv-Q grew" detection.
+//! let analysis = sockets::analyze(&census, None);
+//! for f in &analysis.findings { println!("{}: {}", f.pathology, f.summary); }
+//! # Ok::<(), sockets::Error>(())
+//! ```
+//!
+//! [`Census`] holds every socket ([`Socket`], serializable) and the port range read in the
+//! same namespace; [`Analysis`] ([`analyze`]) holds the [`Summary`] (serializable body for
+//! JSON) and the findings: `port_exhaustion`, `accept_queue_overflow`, `slow_reader`,
+//! `retransmit_timeout`.
+//!
+//! Kernel facts this relies on: TIME_WAIT and NEW_SYN_RECV entries carry no attributes (no
+//! `tcp_info`; `inet_twsk_diag_fill`, net/ipv4/inet_diag.c); for a listener `idiag_rqueue`
+//! is the accept queue length and `idiag_wqueue` the backlog (`tcp_diag_get_info`,
+//! net/ipv4/tcp_diag.c); `tcp_info` is parsed from raw bytes by length so older and newer
+//! kernels both work (see [`TcpInfo`]).
+
+mod analysis;
+mod netlink;
+mod tcp_info;
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use serde::Serialize;
+use tcpdoctor_model::PortRange;
+
+pub use analysis::{
+    analyze, Analysis, Destination, FlaggedSocket, Listener, SlowSign, Summary, HEADROOM_CRITICAL,
+    HEADROOM_WARNING,
+};
+pub use tcp_info::TcpInfo;
+
+/// Errors of the census.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The netlink socket could not be opened, written or read.
+    #[error("sock_diag netlink socket: {0}")]
+    Socket(std::io::Error),
+    /// The kernel answered the dump request with an error.
+    #[error("sock_diag dump of {family}: kernel error {code}")]
+    Kernel { family: &'static str, code: i32 },
+    /// The named network namespace could not be entered.
+    #[error("network namespace '{name}' ({path}): {source}")]
+    Netns {
+        name: String,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// Reading a sysctl or /proc file failed.
+    #[error(transparent)]
+    Host(#[from] crate::Error),
+}
+
+/// TCP states, numbered and named as the kernel does (include/net/tcp_states.h).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum TcpState {
+    Established = 1,
+    SynSent = 2,
+    SynRecv = 3,
+    FinWait1 = 4,
+    FinWait2 = 5,
+    TimeWait = 6,
+    Close = 7,
+    CloseWait = 8,
+    LastAck = 9,
+    Listen = 10,
+    Closing = 11,
+    NewSynRecv = 12,
+}
+
+impl TcpState {
+    pub const ALL: [TcpState; 12] = [
+        TcpState::Established,
+        TcpState::SynSent,
+        TcpState::SynRecv,
+        TcpState::FinWait1,
+        TcpState::FinWait2,
+        TcpState::TimeWait,
+        TcpState::Close,
+        TcpState::CloseWait,
+        TcpState::LastAck,
+        TcpState::Listen,
+        TcpState::Closing,
+        TcpState::NewSynRecv,
+    ];
+
+    pub fn from_kernel(v: u8) -> Option<TcpState> {
+        TcpState::ALL.iter().copied().find(|s| *s as u8 == v)
+    }
+
+    /// The kernel's name without the `TCP_` prefix (`TIME_WAIT`).
+    pub fn name(self) -> &'static str {
+        match self {
+            TcpState::Established => "ESTABLISHED",
+            TcpState::SynSent => "SYN_SENT",
+            TcpState::SynRecv => "SYN_RECV",
+            TcpState::FinWait1 => "FIN_WAIT1",
+            TcpState::FinWait2 => "FIN_WAIT2",
+            TcpState::TimeWait => "TIME_WAIT",
+            TcpState::Close => "CLOSE",
+            TcpState::CloseWait => "CLOSE_WAIT",
+            TcpState::LastAck => "LAST_ACK",
+            TcpState::Listen => "LISTEN",
+            TcpState::Closing => "CLOSING",
+            TcpState::NewSynRecv => "NEW_SYN_RECV",
+        }
+    }
+}
+
+impl std::fmt::Display for TcpState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for TcpState {
+    type Err = String;
+
+    /// Accepts the kernel names (`TIME_WAIT`), any case, `-` for `_`, and `ss`'s
+    /// abbreviations (`estab`, `syn-recv`, `listening`).
+    fn from_str(s: &str) -> Result<TcpState, String> {
+        let norm = s.trim().to_ascii_uppercase().replace('-', "_");
+        let alias = match norm.as_str() {
+            "ESTAB" => "ESTABLISHED",
+            "LISTENING" => "LISTEN",
+            "CLOSED" => "CLOSE",
+            "SYN_RECV" | "SYN_RECEIVED" => "SYN_RECV",
+            "TW" => "TIME_WAIT",
+            other => other,
+        };
+        TcpState::ALL
+            .iter()
+            .copied()
+            .find(|st| st.name() == alias)
+            .ok_or_else(|| {
+                let names: Vec<&str> = TcpState::ALL.iter().map(|s| s.name()).collect();
+                format!("unknown TCP state '{s}' (one of {})", names.join(", "))
+            })
+    }
+}
+
+/// Which timer the kernel reports as pending (`idiag_timer`, net/ipv4/inet_diag.c).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Timer {
+    Off,
+    /// Retransmission (or loss probe / reordering) timer.
+    Retransmit,
+    KeepAlive,
+    TimeWait,
+    /// Zero-window probe timer: the peer advertises a zero window.
+    ZeroWindowProbe,
+    Other,
+}
+
+/// One TCP socket as sock_diag reports it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Socket {
+    pub state: TcpState,
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
+    /// Listener: connections waiting in the accept queue. Others: bytes received and not
+    /// yet read by the application (`ss` Recv-Q).
+    pub recv_q: u32,
+    /// Listener: the backlog passed to listen() (capped by net.core.somaxconn). Others:
+    /// bytes not yet acknowledged by the peer (`ss` Send-Q).
+    pub send_q: u32,
+    pub timer: Timer,
+    /// When the pending timer fires, from now.
+    pub timer_expires_ms: u32,
+    /// `idiag_retrans`: retransmissions of the timer (RTO backoffs, keepalive probes).
+    pub timer_retransmits: u8,
+    pub uid: u32,
+    pub inode: u32,
+    /// Receive buffer limit (`SK_MEMINFO_RCVBUF`), absent for TIME_WAIT/NEW_SYN_RECV.
+    pub rcvbuf_bytes: Option<u32>,
+    /// Send buffer limit (`SK_MEMINFO_SNDBUF`).
+    pub sndbuf_bytes: Option<u32>,
+    /// `tcp_info`, absent for TIME_WAIT and NEW_SYN_RECV entries.
+    pub info: Option<TcpInfo>,
+}
+
+/// What to include. Empty lists mean "all". States are filtered by the kernel; ports and
+/// addresses (matching either end) in user space.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Filter {
+    pub states: Vec<TcpState>,
+    pub ports: Vec<u16>,
+    pub addresses: Vec<IpAddr>,
+}
+
+impl Filter {
+    pub fn matches(&self, s: &Socket) -> bool {
+        (self.states.is_empty() || self.states.contains(&s.state))
+            && (self.ports.is_empty()
+                || self.ports.contains(&s.local.port())
+                || self.ports.contains(&s.remote.port()))
+            && (self.addresses.is_empty()
+                || self
+                    .addresses
+                    .iter()
+                    .any(|a| same_ip(*a, s.local.ip()) || same_ip(*a, s.remote.ip())))
+    }
+
+    /// The kernel's state bitmask (`idiag_states`).
+    fn state_mask(&self) -> u32 {
+        if self.states.is_empty() {
+            return u32::MAX;
+        }
+        self.states.iter().fold(0, |m, s| m | 1 << (*s as u32))
+    }
+}
+
+/// Compares addresses, treating IPv4-mapped IPv6 (`::ffff:a.b.c.d`) as IPv4.
+fn same_ip(a: IpAddr, b: IpAddr) -> bool {
+    canonical(a) == canonical(b)
+}
+
+fn canonical(a: IpAddr) -> IpAddr {
+    match a {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(a),
+        v4 => v4,
+    }
+}
+
+/// Every TCP socket of one network namespace, with the port range read there.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Census {
+    /// `None`: the caller's namespace.
+    pub netns: Option<String>,
+    /// `net.ipv4.ip_local_port_range` of that namespace.
+    pub port_range: PortRange,
+    pub sockets: Vec<Socket>,
+    /// Kernel messages that could not be decoded (counted, never silently dropped).
+    pub undecoded_messages: u64,
+}
+
+/// Takes the census of the caller's network namespace.
+pub fn census(filter: &Filter) -> Result<Census, Error> {
+    let port_range = crate::sysctl::TcpSettings::read()?.ip_local_port_range;
+    let mut out = netlink::Dump::default();
+    let mask = filter.state_mask();
+    netlink::dump(netlink::Family::V4, mask, &mut out, filter)?;
+    netlink::dump(netlink::Family::V6, mask, &mut out, filter)?;
+    Ok(Census {
+        netns: None,
+        port_range,
+        sockets: out.sockets,
+        undecoded_messages: out.undecoded,
+    })
+}
+
+/// Takes the census of the named network namespace (`/run/netns/NAME`, as `ip netns`
+/// creates). A helper thread enters the namespace with setns(CLONE_NEWNET) and reads there;
+/// the calling thread stays where it is. Needs CAP_SYS_ADMIN.
+pub fn census_in_netns(name: &str, filter: &Filter) -> Result<Census, Error> {
+    let filter = filter.clone();
+    let mut c = in_netns(name, move || census(&filter))??;
+    c.netns = Some(name.to_string());
+    Ok(c)
+}
+
+/// Runs `f` on a thread that has entered network namespace `name` (`/run/netns/NAME`).
+/// Files under `/proc/thread-self/net` and `/proc/sys/net` read by `f` are that namespace's.
+pub fn in_netns<T, F>(name: &str, f: F) -> Result<T, Error>
+where
+    T: Send + 'static,
+    F: FnOnce() -> T + Send + 'static,
+{
+    let path = PathBuf::from("/run/netns").join(name);
+    let err = |source: std::io::Error| Error::Netns {
+        name: name.to_string(),
+        path: path.clone(),
+        source,
+    };
+    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+        return Err(err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a namespace name",
+        )));
+    }
+    let file = std::fs::File::open(&path).map_err(err)?;
+    let handle = std::thread::Builder::new()
+        .name("tdoc-netns".into())
+        .spawn(move || {
+            use std::os::fd::AsRawFd;
+            // SAFETY: setns on a valid fd; affects only this thread.
+            let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+            if rc != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(f())
+        })
+        .map_err(err)?;
+    match handle.join() {
+        Ok(r) => r.map_err(err),
+        Err(_) => Err(err(std::io::Error::other("namespace thread panicked"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_names_parse_both_ways() {
+        for s in TcpState::ALL {
+            assert_eq!(s.name().parse::<TcpState>(), Ok(s));
+            assert_eq!(TcpState::from_kernel(s as u8), Some(s));
+        }
+        assert_eq!("time-wait".parse(), Ok(TcpState::TimeWait));
+        assert_eq!("estab".parse(), Ok(TcpState::Established));
+        assert_eq!("LISTENING".parse(), Ok(TcpState::Listen));
+        assert!("bogus"
+            .parse::<TcpState>()
+            .unwrap_err()
+            .contains("TIME_WAIT"));
+        assert_eq!(TcpState::from_kernel(0), None);
+    }
+
+    #[test]
+    fn filter_masks_and_matches() {
+        let f = Filter {
+            states: vec![TcpState::TimeWait, TcpState::Listen],
+            ..Filter::default()
+        };
+        assert_eq!(f.state_mask(), (1 << 6) | (1 << 10));
+        assert_eq!(Filter::default().state_mask(), u32::MAX);
+        let s = Socket {
+            state: TcpState::TimeWait,
+            local: "[::ffff:127.0.0.1]:40000".parse().unwrap(),
+            remote: "127.0.0.1:5000".parse().unwrap(),
+            recv_q: 0,
+            send_q: 0,
+            timer: Timer::TimeWait,
+            timer_expires_ms: 0,
+            timer_retransmits: 0,
+            uid: 0,
+            inode: 0,
+            rcvbuf_bytes: None,
+            sndbuf_bytes: None,
+            info: None,
+        };
+        assert!(f.matches(&s));
+        let by_port = Filter {
+            ports: vec![5000],
+            ..Filter::default()
+        };
+        assert!(by_port.matches(&s));
+        let by_addr = Filter {
+            addresses: vec!["127.0.0.1".parse().unwrap()],
+            ..Filter::default()
+        };
+        assert!(by_addr.matches(&s));
+        let other = Filter {
+            ports: vec![80],
+            ..Filter::default()
+        };
+        assert!(!other.matches(&s));
+    }
+
+    #[test]
+    fn live_census_sees_a_listener_and_its_connection() {
+        // Loopback only; a listener outside ip_local_port_range is not needed because the
+        // kernel picks the port (bind to port 0).
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let filter = Filter {
+            ports: vec![port],
+            ..Filter::default()
+        };
+        let census = census(&filter).unwrap();
+        let listen = census
+            .sockets
+            .iter()
+            .find(|s| s.state == TcpState::Listen)
+            .expect("listener in census");
+        assert_eq!(listen.recv_q, 1, "one connection waits in the accept queue");
+        assert!(listen.send_q > 0, "backlog reported");
+        let client = census
+            .sockets
+            .iter()
+            .find(|s| s.local == c.local_addr().unwrap())
+            .expect("client socket in census");
+        assert_eq!(client.state, TcpState::Established);
+        let info = client
+            .info
+            .as_ref()
+            .expect("established sockets carry tcp_info");
+        assert!(
+            info.rto_us >= 200_000,
+            "RTO floor is 200 ms: {}",
+            info.rto_us
+        );
+        assert!(client.rcvbuf_bytes.unwrap_or(0) > 0);
+    }
+}
