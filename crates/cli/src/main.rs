@@ -5,6 +5,7 @@
 //! anything was measured.
 
 mod cmd;
+mod netns;
 mod output;
 
 use clap::{Parser, Subcommand};
