@@ -358,3 +358,323 @@ fn every_link_type() {
         (3, 1, 1, 1, 1)
     );
 }
+
+/// A pcapng builder in either byte order.
+struct Ng {
+    big: bool,
+    out: Vec<u8>,
+}
+
+impl Ng {
+    fn new(big: bool) -> Ng {
+        let mut n = Ng {
+            big,
+            out: Vec::new(),
+        };
+        n.shb();
+        n
+    }
+    fn u16(&self, v: u16) -> [u8; 2] {
+        if self.big {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        }
+    }
+    fn u32(&self, v: u32) -> [u8; 4] {
+        if self.big {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        }
+    }
+    fn block(&mut self, btype: u32, body: &[u8]) {
+        let mut body = body.to_vec();
+        while !body.len().is_multiple_of(4) {
+            body.push(0);
+        }
+        let len = 12 + body.len() as u32;
+        let mut b = Vec::new();
+        b.extend_from_slice(&self.u32(btype));
+        b.extend_from_slice(&self.u32(len));
+        b.extend_from_slice(&body);
+        b.extend_from_slice(&self.u32(len));
+        self.out.extend_from_slice(&b);
+    }
+    fn shb(&mut self) {
+        let mut body = Vec::new();
+        body.extend_from_slice(&self.u32(0x1a2b3c4d));
+        body.extend_from_slice(&self.u16(1));
+        body.extend_from_slice(&self.u16(0));
+        body.extend_from_slice(&[0xff; 8]);
+        self.block(0x0a0d0d0a, &body);
+    }
+    fn option(&self, body: &mut Vec<u8>, code: u16, v: &[u8]) {
+        body.extend_from_slice(&self.u16(code));
+        body.extend_from_slice(&self.u16(v.len() as u16));
+        body.extend_from_slice(v);
+        while !body.len().is_multiple_of(4) {
+            body.push(0);
+        }
+    }
+    fn idb(&mut self, lt: u16, snaplen: u32, tsresol: Option<u8>, tsoffset: Option<i64>) {
+        let mut body = Vec::new();
+        body.extend_from_slice(&self.u16(lt));
+        body.extend_from_slice(&[0, 0]);
+        body.extend_from_slice(&self.u32(snaplen));
+        self.option(&mut body, 2, b"eth0"); // if_name, to be skipped
+        if let Some(r) = tsresol {
+            self.option(&mut body, 9, &[r]);
+        }
+        if let Some(o) = tsoffset {
+            let v = if self.big {
+                o.to_be_bytes()
+            } else {
+                o.to_le_bytes()
+            };
+            self.option(&mut body, 14, &v);
+        }
+        self.option(&mut body, 0, &[]);
+        self.block(1, &body);
+    }
+    fn epb(&mut self, iface: u32, units: u64, frame: &[u8], orig: u32) {
+        let mut body = Vec::new();
+        body.extend_from_slice(&self.u32(iface));
+        body.extend_from_slice(&self.u32((units >> 32) as u32));
+        body.extend_from_slice(&self.u32(units as u32));
+        body.extend_from_slice(&self.u32(frame.len() as u32));
+        body.extend_from_slice(&self.u32(orig));
+        body.extend_from_slice(frame);
+        while !body.len().is_multiple_of(4) {
+            body.push(0);
+        }
+        self.option(&mut body, 1, b"a comment");
+        self.block(6, &body);
+    }
+    fn spb(&mut self, frame: &[u8]) {
+        let mut body = Vec::new();
+        body.extend_from_slice(&self.u32(frame.len() as u32));
+        body.extend_from_slice(frame);
+        self.block(3, &body);
+    }
+    fn opb(&mut self, iface: u16, units: u64, frame: &[u8]) {
+        let mut body = Vec::new();
+        body.extend_from_slice(&self.u16(iface));
+        body.extend_from_slice(&self.u16(0));
+        body.extend_from_slice(&self.u32((units >> 32) as u32));
+        body.extend_from_slice(&self.u32(units as u32));
+        body.extend_from_slice(&self.u32(frame.len() as u32));
+        body.extend_from_slice(&self.u32(frame.len() as u32));
+        body.extend_from_slice(frame);
+        self.block(2, &body);
+    }
+}
+
+fn eth_frame(s: &Segment) -> Vec<u8> {
+    let mut f = Vec::new();
+    build_frame(s, WriteLink::Ethernet, &mut f);
+    f
+}
+
+#[test]
+fn pcapng_interfaces_resolutions_offsets_and_block_kinds() {
+    for big in [false, true] {
+        let s: Vec<Segment> = (0..6).map(|i| seg(i, i % 2 == 0)).collect();
+        let mut n = Ng::new(big);
+        n.idb(1, 0, None, None); // 0: Ethernet, microseconds
+        n.idb(101, 0, Some(9), None); // 1: raw IP, nanoseconds
+        n.idb(1, 0, Some(0x80 | 20), Some(-10)); // 2: 2^-20 s units, 10 s earlier
+        n.idb(276, 0, Some(3), Some(100)); // 3: SLL2, milliseconds, +100 s
+        n.block(4, &[0, 0, 0, 0]); // name resolution block: skipped
+        n.epb(0, 1_700_000_000_123_456, &eth_frame(&s[0]), 0);
+        n.epb(1, 1_700_000_000_123_456_789, &ip_packet(&s[1]), 0);
+        n.epb(2, 3 << 20 | 1 << 19, &eth_frame(&s[2]), 0); // 3.5 s
+        let sll2 = [
+            vec![
+                0x86, 0xdd, 0, 0, 0, 0, 0, 1, 0, 1, 0, 6, 1, 2, 3, 4, 5, 6, 0, 0,
+            ],
+            ip_packet(&s[4]),
+        ]
+        .concat();
+        n.epb(3, 2_500, &sll2, 0);
+        n.spb(&eth_frame(&s[5])); // interface 0, timestamp of the previous packet
+        n.opb(1, 42, &ip_packet(&s[3]));
+        n.epb(7, 1, &eth_frame(&s[0]), 0); // no such interface: counted undecodable
+        let mut isb = Vec::new();
+        isb.extend_from_slice(&n.u32(0));
+        isb.extend_from_slice(&[0; 8]);
+        let drops = if big {
+            17u64.to_be_bytes()
+        } else {
+            17u64.to_le_bytes()
+        };
+        n.option(&mut isb, 5, &drops);
+        n.option(&mut isb, 0, &[]);
+        n.block(5, &isb);
+        let (got, r, err) = read_all(n.out);
+        assert!(err.is_none(), "{err:?}");
+        assert_eq!(r.format(), Format::PcapNg);
+        assert_eq!(got.len(), 6, "{:?}", r.stats());
+        same(&got[0], &s[0], 1, 1_700_000_000_123_456_000);
+        same(&got[1], &s[1], 2, 1_700_000_000_123_456_789);
+        same(&got[2], &s[2], 3, 0); // 3.5 s - 10 s clamps at the epoch
+        same(&got[3], &s[4], 4, 102_500_000_000);
+        same(&got[4], &s[5], 5, 102_500_000_000);
+        same(&got[5], &s[3], 6, 42);
+        let st = r.stats();
+        assert_eq!(st.interfaces, 4);
+        assert_eq!(
+            (st.packets, st.undecodable, st.undecodable_link_type),
+            (7, 1, 1)
+        );
+        assert_eq!(st.capture_drops, 17);
+        let names: Vec<_> = st.link_types.iter().map(|c| (c.name, c.packets)).collect();
+        assert_eq!(
+            names,
+            [
+                ("ethernet", 3),
+                ("raw", 2),
+                ("linux_sll2", 1),
+                ("unsupported", 1)
+            ]
+        );
+    }
+}
+
+#[test]
+fn pcapng_power_of_two_resolution_keeps_fractions() {
+    let s = seg(1, false);
+    let mut n = Ng::new(false);
+    n.idb(1, 0, Some(0x80 | 30), Some(5));
+    n.epb(0, (1 << 30) + (1 << 29) + (1 << 28), &eth_frame(&s), 0);
+    let (got, _, _) = read_all(n.out);
+    assert_eq!(got[0].ts_ns, 6_750_000_000);
+}
+
+#[test]
+fn pcapng_sections_may_change_byte_order() {
+    let s = seg(1, false);
+    let mut a = Ng::new(false);
+    a.idb(1, 0, None, None);
+    a.epb(0, 5, &eth_frame(&s), 0);
+    let mut b = Ng::new(true);
+    b.idb(101, 0, None, None);
+    b.epb(0, 6, &ip_packet(&s), 0);
+    let (got, r, err) = read_all([a.out, b.out].concat());
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(got.len(), 2);
+    assert_eq!((got[0].ts_ns, got[1].ts_ns), (5000, 6000));
+    assert_eq!(r.stats().interfaces, 2);
+}
+
+#[test]
+fn pcapng_truncated_and_corrupt_blocks() {
+    let s = seg(1, false);
+    let mut n = Ng::new(false);
+    n.idb(1, 0, None, None);
+    n.epb(0, 5, &eth_frame(&s), 0);
+    let good_end = n.out.len();
+    n.epb(0, 6, &eth_frame(&s), 0);
+    let full = n.out.clone();
+    // Truncated inside the second packet block.
+    let (got, _, err) = read_all(full[..good_end + 30].to_vec());
+    assert_eq!(got.len(), 1);
+    let err = err.unwrap();
+    assert_eq!(err.offset, good_end as u64);
+    assert!(err.to_string().contains("truncated pcapng block"), "{err}");
+    // Trailing length differs from the leading one.
+    let mut bad = full.clone();
+    let last = bad.len() - 4;
+    bad[last] ^= 0x40;
+    let (got, _, err) = read_all(bad);
+    assert_eq!(got.len(), 1);
+    assert!(err.unwrap().to_string().contains("trailing length"));
+    // Length not a multiple of 4.
+    let mut bad = full.clone();
+    bad[good_end + 4] = 0x43;
+    let (got, _, err) = read_all(bad);
+    assert_eq!(got.len(), 1);
+    let err = err.unwrap();
+    assert_eq!(err.offset, good_end as u64 + 4);
+    // Captured length larger than the block.
+    let mut bad = full;
+    bad[good_end + 20] = 0xff;
+    let (_, _, err) = read_all(bad);
+    assert!(err.unwrap().to_string().contains("exceeds the block"));
+}
+
+fn snoop_file(datalink: u32, frames: &[(Vec<u8>, u32)]) -> Vec<u8> {
+    let mut b = b"snoop\0\0\0".to_vec();
+    b.extend_from_slice(&2u32.to_be_bytes());
+    b.extend_from_slice(&datalink.to_be_bytes());
+    for (i, (f, orig)) in frames.iter().enumerate() {
+        let pad = (4 - f.len() % 4) % 4;
+        b.extend_from_slice(&orig.to_be_bytes());
+        b.extend_from_slice(&(f.len() as u32).to_be_bytes());
+        b.extend_from_slice(&((24 + f.len() + pad) as u32).to_be_bytes());
+        b.extend_from_slice(&(i as u32).to_be_bytes()); // cumulative drops
+        b.extend_from_slice(&(1_600_000_000 + i as u32).to_be_bytes());
+        b.extend_from_slice(&(250_000u32).to_be_bytes());
+        b.extend_from_slice(f);
+        b.extend(std::iter::repeat_n(0u8, pad));
+    }
+    b
+}
+
+#[test]
+fn snoop_ethernet_and_ipnet() {
+    let s4 = seg(1, false);
+    let s6 = seg(2, true);
+    let (f4, f6) = (eth_frame(&s4), eth_frame(&s6));
+    let (got, r, err) = read_all(snoop_file(
+        4,
+        &[(f4.clone(), f4.len() as u32), (f6.clone(), f6.len() as u32)],
+    ));
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(r.format(), Format::Snoop);
+    same(&got[0], &s4, 1, 1_600_000_000_250_000_000);
+    same(&got[1], &s6, 2, 1_600_000_001_250_000_000);
+    assert_eq!(r.stats().capture_drops, 1);
+    // ipnet (illumos loopback captures, `snoop -I lo0`): 24-byte header, then IP.
+    let ipnet = |fam: u8, p: Vec<u8>| [vec![1, fam, 0, 0], vec![0; 20], p].concat();
+    let frames = [
+        (ipnet(2, ip_packet(&s4)), 0),
+        (ipnet(26, ip_packet(&s6)), 0),
+    ];
+    let (got, r, err) = read_all(snoop_file(0x8000_0005, &frames));
+    assert!(err.is_none());
+    assert_eq!(got.len(), 2);
+    assert_eq!(r.stats().link_types[0].name, "ipnet");
+    // Headers-only snoop (snoop -s 96): true payload length.
+    let mut big = seg(3, false);
+    big.payload_len = 1448;
+    let f = eth_frame(&big);
+    let (got, r, _) = read_all(snoop_file(4, &[(f[..96].to_vec(), f.len() as u32)]));
+    assert_eq!(got[0].payload_len, 1448);
+    assert_eq!(r.stats().cut_by_snaplen, 1);
+}
+
+#[test]
+fn snoop_truncated_and_corrupt() {
+    let s = seg(1, false);
+    let f = eth_frame(&s);
+    let full = snoop_file(4, &[(f.clone(), 0), (f.clone(), 0)]);
+    let second = 16 + 24 + f.len().div_ceil(4) * 4;
+    let (got, _, err) = read_all(full[..second + 30].to_vec());
+    assert_eq!(got.len(), 1);
+    let err = err.unwrap();
+    assert_eq!(err.offset, second as u64);
+    assert!(err.to_string().contains("truncated snoop record"), "{err}");
+    let mut bad = full.clone();
+    bad[second + 8..second + 12].copy_from_slice(&10u32.to_be_bytes()); // record shorter than data
+    let (got, _, err) = read_all(bad);
+    assert_eq!(got.len(), 1);
+    assert!(matches!(err.unwrap().kind, ErrorKind::Corrupt { .. }));
+    let mut bad = full;
+    bad[11] = 9; // version 9
+    let r = Reader::from_read(Box::new(Cursor::new(bad)), "s.snoop".into());
+    assert_eq!(
+        r.err().unwrap().to_string(),
+        "s.snoop: byte offset 8: unsupported snoop version: version 9, expected 2"
+    );
+}
