@@ -1,9 +1,311 @@
-//! `tcpdoctor sockets` (not built yet: see its issue).
+//! `tcpdoctor sockets`: the sock_diag census, summarized and diagnosed (`host::sockets`).
 
-/// Not built yet.
+use std::io::{self, Write};
+use std::net::IpAddr;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde::Serialize;
+use tcpdoctor_host::sockets::{self, Census, Filter, Socket, Summary, TcpState};
+use tcpdoctor_model::Report;
+use tcpdoctor_report::{findings, fmt, table};
+
+use crate::output;
+
+/// Census of TCP sockets through NETLINK_SOCK_DIAG: counts by state, TIME_WAIT per
+/// destination against the ephemeral port range, listener accept queues, slow readers and
+/// sockets in retransmission backoff.
+///
+/// Needs: Linux with sock_diag (any 3.x+ kernel); no root, except for --netns (CAP_SYS_ADMIN
+/// to enter /run/netns/NAME) and to see other users' sockets' uid. Overhead: one netlink
+/// dump per address family, read-only; ~1 us per socket.
+///
+/// Output fields (JSON, units in names): by_state; port_range, ephemeral_ports,
+/// sustainable_connect_rate_per_s (= ports / 60 s TIME_WAIT, per destination);
+/// destinations[] {remote, sockets, time_wait, ephemeral_ports_in_use, headroom_ports,
+/// used_percent, time_wait_rate_per_s}; listeners[] {local, accept_queue, backlog, full,
+/// connections}; slow_readers[] and retransmitting[] {local, remote, sign, recv_q_bytes,
+/// send_q_bytes, rcv_wnd_bytes, snd_wnd_bytes, rto_us, backoff}; census_duration_us;
+/// with --list, sockets[] with tcp_info. Findings: port_exhaustion (>= 50% of the range
+/// held toward one destination), accept_queue_overflow (Recv-Q > backlog), slow_reader (zero
+/// window, full or growing Recv-Q), retransmit_timeout (RTO backoff).
+///
+/// Example: tcpdoctor sockets --state time-wait --port 443 ;
+///          tcpdoctor sockets --watch 1s --count 10 --json
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// Print JSON (one report; with --watch one report per line).
+    #[arg(long)]
+    json: bool,
+    /// Take a census every INTERVAL (e.g. 500ms, 2s) until --count or Ctrl-C; later samples
+    /// also flag sockets whose Recv-Q grew.
+    #[arg(long, value_name = "INTERVAL", value_parser = humantime::parse_duration)]
+    watch: Option<Duration>,
+    /// With --watch: stop after N samples.
+    #[arg(long, value_name = "N", requires = "watch")]
+    count: Option<u64>,
+    /// Only sockets with this local or remote port (repeatable, or comma-separated).
+    #[arg(long, value_name = "PORT", value_delimiter = ',')]
+    port: Vec<u16>,
+    /// Only sockets with this local or remote address (repeatable, or comma-separated).
+    #[arg(long, value_name = "IP", value_delimiter = ',')]
+    address: Vec<IpAddr>,
+    /// Only sockets in this state: kernel names (TIME_WAIT, ESTABLISHED, LISTEN, ...) or
+    /// ss names (time-wait, estab, syn-recv); repeatable or comma-separated.
+    #[arg(long, value_name = "STATE", value_delimiter = ',')]
+    state: Vec<TcpState>,
+    /// Look inside network namespace NAME (/run/netns/NAME, as `ip netns` makes).
+    #[arg(long, value_name = "NAME")]
+    netns: Option<String>,
+    /// Rows per table in human output (JSON always has every row).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    top: usize,
+    /// Also list every socket (with tcp_info) in the output.
+    #[arg(long)]
+    list: bool,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<i32> {
-    anyhow::bail!("'sockets' is not implemented yet")
+/// The JSON body: the summary, flattened, plus timing and (with --list) every socket.
+#[derive(Serialize)]
+struct Body<'a> {
+    #[serde(flatten)]
+    summary: &'a Summary,
+    /// 1-based sample number with --watch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sample: Option<u64>,
+    census_duration_us: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sockets: Option<&'a [Socket]>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    let filter = Filter {
+        states: args.state.clone(),
+        ports: args.port.clone(),
+        addresses: args.address.clone(),
+    };
+    let take = |filter: &Filter| -> anyhow::Result<(Census, Duration)> {
+        let t0 = Instant::now();
+        let c = match &args.netns {
+            Some(ns) => sockets::census_in_netns(ns, filter),
+            None => sockets::census(filter),
+        }
+        .context("socket census")?;
+        Ok((c, t0.elapsed()))
+    };
+
+    let Some(interval) = args.watch else {
+        let (census, took) = take(&filter)?;
+        let analysis = sockets::analyze(&census, None);
+        let body = Body {
+            summary: &analysis.summary,
+            sample: None,
+            census_duration_us: took.as_micros() as u64,
+            sockets: args.list.then_some(census.sockets.as_slice()),
+        };
+        let report = Report::new("sockets", analysis.findings, body);
+        return output::emit(&report, args.json, |w, r| text(w, r, &args));
+    };
+
+    if interval.is_zero() {
+        anyhow::bail!("--watch: the interval must be above 0");
+    }
+    let stop = output::stop_flag();
+    let mut previous: Option<Census> = None;
+    let mut worst = 0;
+    let mut n = 0u64;
+    loop {
+        n += 1;
+        let (census, took) = take(&filter)?;
+        let analysis = sockets::analyze(&census, previous.as_ref());
+        let body = Body {
+            summary: &analysis.summary,
+            sample: Some(n),
+            census_duration_us: took.as_micros() as u64,
+            sockets: args.list.then_some(census.sockets.as_slice()),
+        };
+        let last = args.count.is_some_and(|c| n >= c);
+        let report = Report::new("sockets", analysis.findings, body)
+            .interrupted(stop.load(Ordering::SeqCst));
+        worst = worst.max(report.verdict.exit_code());
+        if args.json {
+            output::with_stdout(|w| tcpdoctor_report::json_line(w, &report))?;
+        } else {
+            output::with_stdout(|w| {
+                writeln!(w, "--- sample {n} ---")?;
+                text(w, &report, &args)
+            })?;
+        }
+        previous = Some(census);
+        if last || stop.load(Ordering::SeqCst) {
+            break;
+        }
+        // Sleep in small steps so Ctrl-C ends the watch promptly.
+        let until = Instant::now() + interval;
+        while Instant::now() < until && !stop.load(Ordering::SeqCst) {
+            std::thread::sleep((until - Instant::now()).min(Duration::from_millis(50)));
+        }
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+    }
+    Ok(worst)
+}
+
+fn text(w: &mut dyn Write, r: &Report<Body>, args: &Args) -> io::Result<()> {
+    let s = r.body.summary;
+    let ns = s
+        .netns
+        .as_deref()
+        .map(|n| format!(" in netns {n}"))
+        .unwrap_or_default();
+    writeln!(
+        w,
+        "TCP sockets{ns}: {} (census {})",
+        s.total_sockets,
+        fmt::micros(r.body.census_duration_us)
+    )?;
+    let states: Vec<String> = s.by_state.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    if !states.is_empty() {
+        writeln!(w, "  by state: {}", states.join(", "))?;
+    }
+    writeln!(
+        w,
+        "  ephemeral ports {} ({} ports): {} new connections/s per destination at {} s TIME_WAIT",
+        s.port_range,
+        s.ephemeral_ports,
+        fmt::count(s.sustainable_connect_rate_per_s),
+        s.time_wait_duration_s
+    )?;
+    if s.undecoded_messages > 0 {
+        writeln!(
+            w,
+            "  {} kernel message(s) could not be decoded",
+            s.undecoded_messages
+        )?;
+    }
+
+    if !s.destinations.is_empty() {
+        writeln!(w, "\nDestinations (outgoing, by remote ip:port)")?;
+        let mut t = table::new([
+            "REMOTE",
+            "SOCKETS",
+            "TIME_WAIT",
+            "PORTS_USED",
+            "HEADROOM",
+            "USED",
+            "TW_RATE/s",
+        ]);
+        for d in s.destinations.iter().take(args.top) {
+            t.add_row(vec![
+                d.remote.to_string(),
+                d.sockets.to_string(),
+                d.time_wait.to_string(),
+                d.ephemeral_ports_in_use.to_string(),
+                d.headroom_ports.to_string(),
+                format!("{:.1}%", d.used_percent),
+                format!("{:.1}", d.time_wait_rate_per_s),
+            ]);
+        }
+        table::align_right(&mut t, &[1, 2, 3, 4, 5, 6]);
+        writeln!(w, "{t}")?;
+        more(w, s.destinations.len(), args.top)?;
+    }
+    if !s.listeners.is_empty() {
+        writeln!(w, "\nListeners (local ip:port; accept queue vs backlog)")?;
+        let mut t = table::new(["LOCAL", "ACCEPT_Q", "BACKLOG", "FULL", "CONNECTIONS"]);
+        for l in s.listeners.iter().take(args.top) {
+            let conns: Vec<String> = l
+                .connections
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect();
+            let opt = |v: Option<u32>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
+            t.add_row(vec![
+                if l.listening {
+                    l.local.to_string()
+                } else {
+                    format!("{} (not listening)", l.local)
+                },
+                opt(l.accept_queue),
+                opt(l.backlog),
+                if l.full { "FULL".into() } else { String::new() },
+                conns.join(", "),
+            ]);
+        }
+        table::align_right(&mut t, &[1, 2]);
+        writeln!(w, "{t}")?;
+        more(w, s.listeners.len(), args.top)?;
+    }
+    for (title, rows) in [
+        ("Slow readers", &s.slow_readers),
+        ("In retransmission backoff", &s.retransmitting),
+    ] {
+        if rows.is_empty() {
+            continue;
+        }
+        writeln!(w, "\n{title}")?;
+        let mut t = table::new([
+            "LOCAL", "REMOTE", "STATE", "SIGN", "RECV_Q", "SEND_Q", "RCV_WND", "SND_WND", "RTO",
+            "BACKOFF",
+        ]);
+        for f in rows.iter().take(args.top) {
+            let opt = |v: Option<u32>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
+            t.add_row(vec![
+                f.local.to_string(),
+                f.remote.to_string(),
+                f.state.to_string(),
+                format!("{:?}", f.sign),
+                f.recv_q_bytes.to_string(),
+                f.send_q_bytes.to_string(),
+                opt(f.rcv_wnd_bytes),
+                opt(f.snd_wnd_bytes),
+                f.rto_us
+                    .map(|v| fmt::micros(u64::from(v)))
+                    .unwrap_or_else(|| "-".into()),
+                f.backoff
+                    .map(|b| b.to_string())
+                    .unwrap_or_else(|| "-".into()),
+            ]);
+        }
+        table::align_right(&mut t, &[4, 5, 6, 7, 8, 9]);
+        writeln!(w, "{t}")?;
+        more(w, rows.len(), args.top)?;
+    }
+    if let Some(list) = r.body.sockets {
+        writeln!(w, "\nSockets")?;
+        let mut t = table::new([
+            "STATE", "RECV_Q", "SEND_Q", "LOCAL", "REMOTE", "RTT", "RTO", "RETRANS",
+        ]);
+        for so in list {
+            let i = so.info.as_ref();
+            t.add_row(vec![
+                so.state.to_string(),
+                so.recv_q.to_string(),
+                so.send_q.to_string(),
+                so.local.to_string(),
+                so.remote.to_string(),
+                i.map(|i| fmt::micros(u64::from(i.rtt_us)))
+                    .unwrap_or_else(|| "-".into()),
+                i.map(|i| fmt::micros(u64::from(i.rto_us)))
+                    .unwrap_or_else(|| "-".into()),
+                i.map(|i| i.total_retrans.to_string())
+                    .unwrap_or_else(|| "-".into()),
+            ]);
+        }
+        table::align_right(&mut t, &[1, 2, 5, 6, 7]);
+        writeln!(w, "{t}")?;
+    }
+    writeln!(w)?;
+    findings::write(w, &r.findings)?;
+    writeln!(w)?;
+    findings::verdict(w, r)
+}
+
+fn more(w: &mut dyn Write, len: usize, top: usize) -> io::Result<()> {
+    if len > top {
+        writeln!(w, "  ... {} more (--top N, or --json for all)", len - top)?;
+    }
+    Ok(())
 }
