@@ -1,0 +1,578 @@
+//! The streaming flow engine: segments in (in capture order), per-incarnation state updated
+//! in place, finished incarnations summarised into the detectors' accumulators and evicted.
+//! Memory is bounded by the connections alive in the last few seconds of capture time plus
+//! one small tombstone per 4-tuple for the TIME_WAIT horizon.
+
+use std::time::Duration;
+
+use tcpdoctor_capture::Segment;
+use tcpdoctor_model::PortRange;
+
+use crate::burst::BurstMeter;
+use crate::detect::Acc;
+use crate::flow::{CloseKind, Conn, Endpoint, FastMap, FlowKey, FlowRow, RetransKind, Reuse, Tomb};
+use crate::seq::SeqNumber;
+use crate::Analysis;
+
+/// Tunables of the analysis. Defaults are Linux's.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Floor of a data retransmission timeout: 200 ms (`TCP_RTO_MIN`, include/net/tcp.h;
+    /// RFC 6298 section 2.4 recommends 1 s, Linux uses 200 ms). An idle gap of at least 90%
+    /// of it ended by a retransmission counts as a timeout (the timer is armed by the last
+    /// ACK, which a capture point may see slightly earlier than the sender did).
+    pub rto_min: Duration,
+    /// How long the closing side holds TIME_WAIT: 60 s (`TCP_TIMEWAIT_LEN`,
+    /// include/net/tcp.h). Reuse within it can collide; it also sets the port budget.
+    pub time_wait: Duration,
+    /// Open connections silent longer than this are summarised and evicted.
+    pub idle_timeout: Duration,
+    /// The client's ephemeral range (`net.ipv4.ip_local_port_range`, default 32768-60999).
+    pub port_range: PortRange,
+    /// Link speed for the microburst table, when known.
+    pub link_speed_bits_per_s: Option<u64>,
+    /// Retransmission timeouts of different flows into one receiver this close together
+    /// count as one synchronized incast episode.
+    pub incast_window: Duration,
+    /// Fewest distinct flows in an incast episode.
+    pub incast_min_flows: u32,
+    /// Keep one [`FlowRow`] per incarnation (for `--flows`); costs memory per connection.
+    pub keep_flows: bool,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            rto_min: Duration::from_millis(200),
+            time_wait: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(300),
+            port_range: PortRange {
+                low: 32768,
+                high: 60999,
+            },
+            link_speed_bits_per_s: None,
+            incast_window: Duration::from_millis(20),
+            incast_min_flows: 3,
+            keep_flows: false,
+        }
+    }
+}
+
+/// Closed connections stay whole this long (capture time) to absorb late ACKs, resets and
+/// retransmitted FINs before they are summarised.
+const CLOSE_LINGER_NS: u64 = 2_000_000_000;
+/// How often (capture time) the table is swept for finished and idle connections.
+const SWEEP_EVERY_NS: u64 = 1_000_000_000;
+/// Without a handshake RTT, a segment below the highest sequence number that arrives within
+/// 3 ms of it is taken as reordered, not retransmitted (Wireshark's default threshold).
+const OOO_DEFAULT_NS: u64 = 3_000_000;
+
+#[derive(Default)]
+struct Slot {
+    conn: Option<Box<Conn>>,
+    prev: Option<Tomb>,
+    incarnations: u32,
+}
+
+/// Counts over the whole capture.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Totals {
+    pub segments: u64,
+    /// Connection incarnations seen (a reused 4-tuple counts once per SYN).
+    pub connections: u64,
+    pub connections_with_handshake: u64,
+    pub payload_bytes: u64,
+    pub data_segments: u64,
+    /// Everything Wireshark's `tcp.analysis.retransmission` would flag (RTO, fast, TLP, SYN).
+    pub retransmissions: u64,
+    pub retransmitted_bytes: u64,
+    pub retransmissions_rto: u64,
+    pub retransmissions_fast: u64,
+    pub retransmissions_tlp: u64,
+    pub retransmissions_syn: u64,
+    pub retransmissions_other: u64,
+    pub out_of_order: u64,
+    /// SYNs on a 4-tuple that already carried a connection in this capture.
+    pub reused_ports: u64,
+    pub zero_window_ads: u64,
+    pub resets: u64,
+    /// Highest number of connections held at once (bounded-memory check).
+    pub peak_tracked_connections: u64,
+}
+
+/// The flow engine plus detectors. Feed segments with [`Analyzer::push`], then
+/// [`Analyzer::finish`].
+pub struct Analyzer {
+    cfg: Config,
+    flows: FastMap<FlowKey, Slot>,
+    acc: Acc,
+    totals: Totals,
+    bursts: BurstMeter,
+    rows: Vec<FlowRow>,
+    first_ts: Option<u64>,
+    last_ts: u64,
+    next_sweep: u64,
+    next_id: u64,
+    open: u64,
+}
+
+impl Analyzer {
+    pub fn new(cfg: Config) -> Analyzer {
+        Analyzer {
+            acc: Acc::new(&cfg),
+            cfg,
+            flows: FastMap::default(),
+            totals: Totals::default(),
+            bursts: BurstMeter::default(),
+            rows: Vec::new(),
+            first_ts: None,
+            last_ts: 0,
+            next_sweep: 0,
+            next_id: 0,
+            open: 0,
+        }
+    }
+
+    /// Segments so far.
+    pub fn segments(&self) -> u64 {
+        self.totals.segments
+    }
+
+    /// Takes one segment. Segments must come in capture order.
+    pub fn push(&mut self, s: &Segment) {
+        let ts = s.ts_ns;
+        self.totals.segments += 1;
+        if self.first_ts.is_none() {
+            self.first_ts = Some(ts);
+            self.next_sweep = ts + SWEEP_EVERY_NS;
+        }
+        self.last_ts = self.last_ts.max(ts);
+        self.bursts.add(ts, s.payload_len);
+        if ts >= self.next_sweep {
+            self.sweep(ts);
+            self.next_sweep = ts + SWEEP_EVERY_NS;
+        }
+        let src = Endpoint {
+            addr: s.src,
+            port: s.src_port,
+        };
+        let dst = Endpoint {
+            addr: s.dst,
+            port: s.dst_port,
+        };
+        let key = FlowKey::new(src, dst);
+        let pure_syn = s.flags.syn() && !s.flags.ack();
+        let slot = self.flows.entry(key).or_default();
+        let new_incarnation = match &slot.conn {
+            None => true,
+            Some(c) => pure_syn && !(c.client == src && c.half[0].isn == Some(SeqNumber(s.seq))),
+        };
+        if new_incarnation {
+            if let Some(old) = slot.conn.take() {
+                self.open -= 1;
+                let close = old.close;
+                slot.prev = Some(finish_conn(
+                    *old,
+                    close,
+                    &mut self.acc,
+                    &mut self.rows,
+                    &self.cfg,
+                    self.first_ts.unwrap_or(ts),
+                ));
+            }
+            let (client, server, roles_known) = if pure_syn {
+                (src, dst, true)
+            } else if s.flags.syn() {
+                (dst, src, true)
+            } else if src.port >= dst.port {
+                (src, dst, false)
+            } else {
+                (dst, src, false)
+            };
+            slot.incarnations += 1;
+            self.next_id += 1;
+            self.totals.connections += 1;
+            self.open += 1;
+            self.totals.peak_tracked_connections =
+                self.totals.peak_tracked_connections.max(self.open);
+            let mut conn = Box::new(Conn::new(
+                self.next_id,
+                slot.incarnations,
+                client,
+                server,
+                roles_known,
+                ts,
+            ));
+            conn.first_frame = s.frame;
+            if pure_syn {
+                if let Some(prev) = slot.prev.filter(|p| p.client == client) {
+                    self.totals.reused_ports += 1;
+                    conn.reuse = Some(Reuse {
+                        interval_ns: ts.saturating_sub(prev.last_ts),
+                        prev_close: prev.close,
+                        prev_client_next: prev.client_next,
+                        prev_last_frame: prev.last_frame,
+                    });
+                }
+                self.acc.on_new_connection(&conn, ts);
+            }
+            slot.conn = Some(conn);
+        }
+        let Some(conn) = slot.conn.as_deref_mut() else {
+            return;
+        };
+        track(conn, s, &self.cfg, &mut self.acc, &mut self.totals);
+    }
+
+    /// Summarises closed connections that have lingered, evicts idle ones, and forgets
+    /// tombstones older than twice the TIME_WAIT length.
+    fn sweep(&mut self, now: u64) {
+        let idle = self.cfg.idle_timeout.as_nanos() as u64;
+        let forget = 2 * self.cfg.time_wait.as_nanos() as u64;
+        let origin = self.first_ts.unwrap_or(now);
+        let (acc, rows, cfg, open) = (&mut self.acc, &mut self.rows, &self.cfg, &mut self.open);
+        self.flows.retain(|_, slot| {
+            if let Some(c) = slot.conn.as_deref() {
+                let quiet = now.saturating_sub(c.last_ts);
+                let done = c.close != CloseKind::Open && quiet > CLOSE_LINGER_NS;
+                if done || quiet > idle {
+                    let c = slot.conn.take().expect("checked above");
+                    *open -= 1;
+                    let reason = if done { c.close } else { CloseKind::Idle };
+                    slot.prev = Some(finish_conn(*c, reason, acc, rows, cfg, origin));
+                }
+                return true;
+            }
+            match slot.prev {
+                Some(t) => now.saturating_sub(t.last_ts) <= forget,
+                None => false,
+            }
+        });
+        self.acc.sweep(now);
+    }
+
+    /// Summarises every connection still held and runs the detectors.
+    pub fn finish(mut self) -> Analysis {
+        let origin = self.first_ts.unwrap_or(0);
+        for slot in self.flows.values_mut() {
+            if let Some(c) = slot.conn.take() {
+                let close = c.close;
+                finish_conn(*c, close, &mut self.acc, &mut self.rows, &self.cfg, origin);
+            }
+        }
+        self.rows.sort_by_key(|r| r.id);
+        let span_ns = self.last_ts.saturating_sub(origin);
+        let (findings, details) = self.acc.conclude(&self.cfg, &self.totals, span_ns);
+        Analysis {
+            findings,
+            totals: self.totals,
+            first_ts_ns: self.first_ts,
+            duration_us: span_ns / 1_000,
+            details,
+            microbursts: self.bursts.rows(self.cfg.link_speed_bits_per_s),
+            flows: self.rows,
+        }
+    }
+}
+
+/// Updates one incarnation with one of its segments.
+fn track(c: &mut Conn, s: &Segment, cfg: &Config, acc: &mut Acc, totals: &mut Totals) {
+    let d = usize::from(!(c.client.addr == s.src && c.client.port == s.src_port));
+    let r = 1 - d;
+    let ts = s.ts_ns;
+    let f = s.flags;
+    let seq = SeqNumber(s.seq);
+    let len = s.payload_len;
+    let gap = ts.saturating_sub(c.last_ts);
+    let frame = s.frame;
+
+    // Handshake.
+    if f.syn() && !f.ack() && d == 0 {
+        if c.syn_count == 0 {
+            c.half[0].isn = Some(seq);
+            c.half[0].wscale = s.options.window_scale;
+            c.syn_ts_option = s.options.timestamps.is_some();
+        }
+        if (c.syn_count as usize) < c.syns.len() {
+            c.syns[c.syn_count as usize] = (ts, frame);
+        }
+        c.syn_count += 1;
+        c.awaiting_answer = true;
+    } else if f.syn() && f.ack() && d == 1 {
+        if c.synack.is_none() {
+            c.synack = Some((ts, frame));
+            c.half[1].isn = Some(seq);
+            c.half[1].wscale = s.options.window_scale;
+            c.wscale_ok = c.half[0].wscale.is_some() && c.half[1].wscale.is_some();
+            totals.connections_with_handshake += 1;
+        }
+        c.awaiting_answer = false;
+    } else if d == 1 && c.awaiting_answer && c.synack.is_none() {
+        if f.rst() {
+            c.rst_answer.push(frame);
+        } else if f.ack() {
+            if c.stale.is_empty() {
+                c.stale_first_ts = ts;
+            }
+            c.stale.push(frame);
+        }
+        c.awaiting_answer = false;
+    } else if d == 0 && f.rst() && c.synack.is_none() && !c.stale.is_empty() {
+        if c.client_rst.is_empty() {
+            c.client_rst_ts = ts;
+        }
+        c.client_rst.push(frame);
+    } else if d == 0
+        && f.ack()
+        && c.established_ts.is_none()
+        && c.synack.is_some()
+        && c.half[1].isn.map(|i| i.wrapping_add(1)) == Some(SeqNumber(s.ack))
+    {
+        c.established_ts = Some(ts);
+        if let Some(&(syn_ts, _)) = c.syn_list().last() {
+            c.rtt_ns = Some(ts.saturating_sub(syn_ts));
+        }
+    }
+
+    // Sequence analysis of direction d, against what direction r has acknowledged.
+    let rev = c.half[r];
+    let scale = |h: &crate::flow::Half, raw: u16| -> u64 {
+        if c.wscale_ok && !f.syn() {
+            u64::from(raw) << h.wscale.unwrap_or(0).min(14)
+        } else {
+            u64::from(raw)
+        }
+    };
+    let eff = len + u32::from(f.syn()) + u32::from(f.fin());
+    let ooo_ns = c.rtt_ns.filter(|&v| v > 0).unwrap_or(OOO_DEFAULT_NS);
+    let rto_ns = cfg.rto_min.as_nanos() as u64 * 9 / 10;
+    let h = &mut c.half[d];
+    let mut retrans = None;
+    let mut probe = false;
+    match h.next_seq {
+        None => {
+            h.next_seq = Some(seq.wrapping_add(eff));
+            h.next_seq_ts = ts;
+        }
+        Some(nxt) => {
+            let zero_rev = rev.win_known && rev.win_raw == 0;
+            if eff == 0 && !f.rst() && zero_rev && seq == nxt.wrapping_sub(1) {
+                // Linux probes a zero window with an empty segment one below snd_una
+                // (tcp_xmit_probe_skb, net/ipv4/tcp_output.c).
+                probe = true;
+            } else if eff > 0 && !f.rst() {
+                let end = seq.wrapping_add(eff);
+                let keepalive = len <= 1 && !f.syn() && !f.fin() && seq == nxt.wrapping_sub(1);
+                let zwp = len == 1 && seq == nxt && zero_rev;
+                if zwp {
+                    probe = true;
+                } else {
+                    if seq < nxt && !keepalive {
+                        let fast = rev.dup_acks >= 2 && rev.last_ack == Some(seq);
+                        let ooo = !fast && ts.saturating_sub(h.next_seq_ts) < ooo_ns && nxt != end;
+                        if ooo {
+                            h.out_of_order += 1;
+                            totals.out_of_order += 1;
+                        } else {
+                            let below_una = rev.last_ack.is_none_or(|a| seq <= a);
+                            let sacked_above = rev.sack_hi.is_some_and(|hi| hi > seq);
+                            retrans = Some(if f.syn() {
+                                RetransKind::Syn
+                            } else if gap >= rto_ns && below_una {
+                                RetransKind::Rto
+                            } else if fast || sacked_above {
+                                RetransKind::Fast
+                            } else if end == nxt {
+                                RetransKind::Tlp
+                            } else if gap >= rto_ns {
+                                RetransKind::Rto
+                            } else {
+                                RetransKind::Other
+                            });
+                        }
+                    }
+                    if end > nxt {
+                        h.next_seq = Some(end);
+                        h.next_seq_ts = ts;
+                    }
+                }
+            }
+        }
+    }
+    if let Some(kind) = retrans {
+        h.retrans += 1;
+        h.retrans_bytes += u64::from(len);
+        h.by_kind[kind.index()] += 1;
+        totals.retransmissions += 1;
+        totals.retransmitted_bytes += u64::from(len);
+        match kind {
+            RetransKind::Rto => totals.retransmissions_rto += 1,
+            RetransKind::Fast => totals.retransmissions_fast += 1,
+            RetransKind::Tlp => totals.retransmissions_tlp += 1,
+            RetransKind::Syn => totals.retransmissions_syn += 1,
+            RetransKind::Other => totals.retransmissions_other += 1,
+        }
+    }
+    // Window full (Wireshark's tcp.analysis.window_full): this segment fills the window
+    // the other side last advertised.
+    if len > 0 && rev.win_known && rev.win_bytes > 0 {
+        if let Some(a) = rev.last_ack {
+            if seq.wrapping_add(len)
+                == a.wrapping_add(rev.win_bytes.min(u64::from(u32::MAX)) as u32)
+            {
+                h.window_full += 1;
+            }
+        }
+    }
+    h.packets += 1;
+    if probe {
+        c.probe_frames.push(frame);
+    }
+    let h = &mut c.half[d];
+    if len > 0 {
+        h.data_packets += 1;
+        h.bytes += u64::from(len);
+        h.last_data_ts = ts;
+        totals.data_segments += 1;
+        totals.payload_bytes += u64::from(len);
+    }
+
+    if probe {
+        c.half[r].probes += 1;
+    }
+    let h = &mut c.half[d];
+    // ACK side: direction d acknowledging direction r.
+    if f.ack() {
+        let ack = SeqNumber(s.ack);
+        let outstanding = rev.next_seq.is_some_and(|n| n > ack);
+        let dup = len == 0
+            && !f.syn()
+            && !f.fin()
+            && !f.rst()
+            && h.last_ack == Some(ack)
+            && s.window == h.win_raw
+            && outstanding;
+        if dup {
+            h.dup_acks += 1;
+        } else if h.last_ack.is_none_or(|a| ack > a) {
+            h.last_ack = Some(ack);
+            h.dup_acks = 0;
+        }
+        let n = usize::from(s.options.sack_count).min(4);
+        h.sack_hi = s.options.sack[..n]
+            .iter()
+            .map(|&(_, right)| SeqNumber(right))
+            .filter(|&right| right > ack)
+            .reduce(|a, b| if b > a { b } else { a });
+    }
+    if !f.rst() {
+        let win = scale(h, s.window);
+        if s.window == 0 && !f.syn() && !f.fin() {
+            h.zero_window_ads += 1;
+            totals.zero_window_ads += 1;
+            if h.zero_since.is_none() {
+                h.zero_since = Some((ts, frame));
+                c.zero_frames.push(frame);
+            }
+        } else if s.window > 0 {
+            if let Some((t0, _)) = h.zero_since.take() {
+                let stall = ts.saturating_sub(t0);
+                h.zero_total_ns += stall;
+                h.zero_max_ns = h.zero_max_ns.max(stall);
+            }
+        }
+        h.win_raw = s.window;
+        h.win_bytes = win;
+        h.win_known = true;
+    }
+
+    // Close.
+    if f.fin() && !h.fin {
+        h.fin = true;
+        if c.fin_first.is_none() {
+            c.fin_first = Some(d);
+        }
+        if c.half[r].fin {
+            c.close = CloseKind::Fin {
+                client_first: c.fin_first == Some(0),
+            };
+        }
+    }
+    if f.rst() {
+        totals.resets += 1;
+        let handshake_noise = c.synack.is_none() && (d == 0 || c.awaiting_answer);
+        if !handshake_noise || c.syn_count == 0 {
+            c.half[d].rst = true;
+            c.close = CloseKind::Rst { by_client: d == 0 };
+        } else if d == 1 {
+            // A reset answering a SYN: refused (or a collision answered by a reset).
+            c.close = CloseKind::Rst { by_client: false };
+        }
+    }
+
+    if let Some(RetransKind::Rto) = retrans {
+        c.rto.push(frame);
+        c.rto_max_gap_ns = c.rto_max_gap_ns.max(gap);
+        acc.on_rto(c, d, ts, gap, frame);
+    }
+    if len > 0 {
+        acc.on_data(c, d, ts, len);
+    }
+    c.last_ts = c.last_ts.max(ts);
+    c.last_frame = frame;
+}
+
+/// Summarises an incarnation into the accumulators (and a flow row) and returns its tombstone.
+fn finish_conn(
+    mut c: Conn,
+    close: CloseKind,
+    acc: &mut Acc,
+    rows: &mut Vec<FlowRow>,
+    cfg: &Config,
+    origin: u64,
+) -> Tomb {
+    for h in &mut c.half {
+        if let Some((t0, _)) = h.zero_since.take() {
+            let stall = c.last_ts.saturating_sub(t0);
+            h.zero_total_ns += stall;
+            h.zero_max_ns = h.zero_max_ns.max(stall);
+        }
+    }
+    c.close = close;
+    acc.on_finish(&c);
+    if cfg.keep_flows {
+        let k = |i: RetransKind| c.half[0].by_kind[i.index()] + c.half[1].by_kind[i.index()];
+        rows.push(FlowRow {
+            id: c.id,
+            client: c.client.to_string(),
+            server: c.server.to_string(),
+            incarnation: c.incarnation,
+            start_us: c.first_ts.saturating_sub(origin) / 1_000,
+            duration_us: c.last_ts.saturating_sub(c.first_ts) / 1_000,
+            first_frame: c.first_frame,
+            packets_c2s: c.half[0].packets,
+            packets_s2c: c.half[1].packets,
+            bytes_c2s: c.half[0].bytes,
+            bytes_s2c: c.half[1].bytes,
+            retrans_c2s: c.half[0].retrans,
+            retrans_s2c: c.half[1].retrans,
+            rto: k(RetransKind::Rto),
+            fast_retrans: k(RetransKind::Fast),
+            tlp: k(RetransKind::Tlp),
+            syn_retrans: k(RetransKind::Syn),
+            out_of_order: c.half[0].out_of_order + c.half[1].out_of_order,
+            zero_window_ads: c.half[0].zero_window_ads + c.half[1].zero_window_ads,
+            zero_window_max_us: c.half[0].zero_max_ns.max(c.half[1].zero_max_ns) / 1_000,
+            handshake_rtt_us: c.rtt_ns.map(|v| v / 1_000),
+            close,
+            reuse_interval_us: c.reuse.map(|r| r.interval_ns / 1_000),
+        });
+    }
+    Tomb {
+        last_ts: c.last_ts,
+        close,
+        client: c.client,
+        client_next: c.half[0].next_seq,
+        last_frame: c.last_frame,
+    }
+}

@@ -1,0 +1,361 @@
+//! Flow vocabulary: endpoints, the canonical 4-tuple key, one connection incarnation with
+//! its two half-connections, and the summary row (`--flows`) it leaves when evicted.
+
+use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::net::IpAddr;
+
+use serde::Serialize;
+
+use crate::seq::SeqNumber;
+
+/// One side of a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Endpoint {
+    pub addr: IpAddr,
+    pub port: u16,
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.addr {
+            IpAddr::V4(a) => write!(f, "{a}:{}", self.port),
+            IpAddr::V6(a) => write!(f, "[{a}]:{}", self.port),
+        }
+    }
+}
+
+/// A 4-tuple with its endpoints in canonical order, so both directions find the same entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FlowKey {
+    pub lo: Endpoint,
+    pub hi: Endpoint,
+}
+
+impl FlowKey {
+    pub fn new(a: Endpoint, b: Endpoint) -> FlowKey {
+        if a <= b {
+            FlowKey { lo: a, hi: b }
+        } else {
+            FlowKey { lo: b, hi: a }
+        }
+    }
+}
+
+/// A small multiplicative hasher (the FxHash mixing step): flow lookups are the hot path and
+/// the keys come from one capture, not from an adversary choosing collisions.
+#[derive(Default, Clone, Copy)]
+pub struct FastHasher(u64);
+
+const FX_SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
+impl FastHasher {
+    fn mix(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(FX_SEED);
+    }
+}
+
+impl Hasher for FastHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(c);
+            self.mix(u64::from_le_bytes(b));
+        }
+        let mut last = 0u64;
+        for (i, &b) in chunks.remainder().iter().enumerate() {
+            last |= u64::from(b) << (8 * i);
+        }
+        self.mix(last);
+    }
+    fn write_u8(&mut self, v: u8) {
+        self.mix(u64::from(v));
+    }
+    fn write_u16(&mut self, v: u16) {
+        self.mix(u64::from(v));
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.mix(u64::from(v));
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.mix(v);
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.mix(v as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+pub type FastMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<FastHasher>>;
+
+/// The first `N` frame numbers of some kind, plus how many there were in all.
+#[derive(Clone, Copy, Debug)]
+pub struct Frames<const N: usize> {
+    items: [u64; N],
+    len: u8,
+    pub total: u32,
+}
+
+impl<const N: usize> Default for Frames<N> {
+    fn default() -> Self {
+        Frames {
+            items: [0; N],
+            len: 0,
+            total: 0,
+        }
+    }
+}
+
+impl<const N: usize> Frames<N> {
+    pub fn push(&mut self, frame: u64) {
+        if (self.len as usize) < N {
+            self.items[self.len as usize] = frame;
+            self.len += 1;
+        }
+        self.total = self.total.saturating_add(1);
+    }
+    pub fn as_slice(&self) -> &[u64] {
+        &self.items[..self.len as usize]
+    }
+    pub fn first(&self) -> Option<u64> {
+        self.as_slice().first().copied()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+}
+
+/// How a retransmission was triggered, judged from timing, duplicate ACKs and SACK.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RetransKind {
+    /// After an idle gap of at least the RTO floor (RFC 6298 section 5; Linux `TCP_RTO_MIN`).
+    Rto,
+    /// After duplicate ACKs or a SACK above it (RFC 5681 section 3.2, RFC 6675).
+    Fast,
+    /// The highest segment resent quickly with no duplicate ACKs: a tail loss probe
+    /// (RFC 8985 section 7).
+    Tlp,
+    /// A SYN or SYN-ACK resent.
+    Syn,
+    /// Other quick repairs (RACK marking, go-back-N after a timeout).
+    Other,
+}
+
+impl RetransKind {
+    pub const ALL: [RetransKind; 5] = [
+        RetransKind::Rto,
+        RetransKind::Fast,
+        RetransKind::Tlp,
+        RetransKind::Syn,
+        RetransKind::Other,
+    ];
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// How a connection incarnation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CloseKind {
+    /// Still open when evicted or at the end of the capture.
+    Open,
+    /// FIN both ways; `client_first` tells who closed first (and so holds TIME_WAIT).
+    Fin { client_first: bool },
+    /// Reset; `by_client` tells who sent it.
+    Rst { by_client: bool },
+    /// Idle longer than the idle timeout and evicted.
+    Idle,
+}
+
+/// One direction of a connection.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Half {
+    pub isn: Option<SeqNumber>,
+    /// Highest sequence number sent + 1 (SYN and FIN count one).
+    pub next_seq: Option<SeqNumber>,
+    pub next_seq_ts: u64,
+    /// Last cumulative ACK this side sent (acknowledging the other direction).
+    pub last_ack: Option<SeqNumber>,
+    pub dup_acks: u32,
+    /// Highest SACK right edge in this side's most recent ACK.
+    pub sack_hi: Option<SeqNumber>,
+    pub wscale: Option<u8>,
+    pub win_raw: u16,
+    pub win_bytes: u64,
+    pub win_known: bool,
+    pub packets: u64,
+    pub data_packets: u64,
+    pub bytes: u64,
+    pub retrans: u32,
+    pub retrans_bytes: u64,
+    pub by_kind: [u32; 5],
+    pub out_of_order: u32,
+    pub zero_window_ads: u32,
+    pub zero_since: Option<(u64, u64)>,
+    pub zero_total_ns: u64,
+    pub zero_max_ns: u64,
+    /// Zero-window probes received (sent by the other side while this window was zero).
+    pub probes: u32,
+    pub window_full: u32,
+    pub fin: bool,
+    pub rst: bool,
+    pub last_data_ts: u64,
+    pub fanin_reported_ts: u64,
+}
+
+/// What a new SYN found on its 4-tuple: the previous incarnation.
+#[derive(Clone, Copy, Debug)]
+pub struct Reuse {
+    pub interval_ns: u64,
+    pub prev_close: CloseKind,
+    pub prev_client_next: Option<SeqNumber>,
+    pub prev_last_frame: u64,
+}
+
+/// What is kept of an incarnation after it is summarised: enough to recognise reuse.
+#[derive(Clone, Copy, Debug)]
+pub struct Tomb {
+    pub last_ts: u64,
+    pub close: CloseKind,
+    pub client: Endpoint,
+    pub client_next: Option<SeqNumber>,
+    pub last_frame: u64,
+}
+
+/// One connection incarnation.
+#[derive(Clone, Debug)]
+pub struct Conn {
+    pub id: u64,
+    pub incarnation: u32,
+    pub client: Endpoint,
+    pub server: Endpoint,
+    /// Whether the client/server roles come from a SYN (true) or a port-number guess.
+    pub roles_known: bool,
+    pub first_ts: u64,
+    pub last_ts: u64,
+    pub first_frame: u64,
+    pub last_frame: u64,
+    pub half: [Half; 2],
+    pub wscale_ok: bool,
+    /// Client SYN transmissions (timestamp, frame), first 8.
+    pub syns: [(u64, u64); 8],
+    pub syn_count: u32,
+    pub syn_ts_option: bool,
+    pub synack: Option<(u64, u64)>,
+    pub awaiting_answer: bool,
+    pub established_ts: Option<u64>,
+    pub rtt_ns: Option<u64>,
+    /// Server answers to a SYN that were plain ACKs (of an older connection).
+    pub stale: Frames<4>,
+    pub stale_first_ts: u64,
+    /// Server answers to a SYN that were resets.
+    pub rst_answer: Frames<4>,
+    /// Client resets of a stale answer.
+    pub client_rst: Frames<4>,
+    pub client_rst_ts: u64,
+    pub reuse: Option<Reuse>,
+    pub close: CloseKind,
+    pub fin_first: Option<usize>,
+    pub rto: Frames<16>,
+    pub rto_max_gap_ns: u64,
+    pub zero_frames: Frames<8>,
+    pub probe_frames: Frames<8>,
+}
+
+impl Conn {
+    pub fn new(
+        id: u64,
+        incarnation: u32,
+        client: Endpoint,
+        server: Endpoint,
+        roles_known: bool,
+        ts: u64,
+    ) -> Conn {
+        Conn {
+            id,
+            incarnation,
+            client,
+            server,
+            roles_known,
+            first_ts: ts,
+            last_ts: ts,
+            first_frame: 0,
+            last_frame: 0,
+            half: [Half::default(); 2],
+            wscale_ok: false,
+            syns: [(0, 0); 8],
+            syn_count: 0,
+            syn_ts_option: false,
+            synack: None,
+            awaiting_answer: false,
+            established_ts: None,
+            rtt_ns: None,
+            stale: Frames::default(),
+            stale_first_ts: 0,
+            rst_answer: Frames::default(),
+            client_rst: Frames::default(),
+            client_rst_ts: 0,
+            reuse: None,
+            close: CloseKind::Open,
+            fin_first: None,
+            rto: Frames::default(),
+            rto_max_gap_ns: 0,
+            zero_frames: Frames::default(),
+            probe_frames: Frames::default(),
+        }
+    }
+
+    /// `client:port > server:port`, with the incarnation when the 4-tuple was reused.
+    pub fn label(&self) -> String {
+        if self.incarnation > 1 {
+            format!("{} > {} #{}", self.client, self.server, self.incarnation)
+        } else {
+            format!("{} > {}", self.client, self.server)
+        }
+    }
+
+    /// Client SYN transmissions so far (the first 8).
+    pub fn syn_list(&self) -> &[(u64, u64)] {
+        &self.syns[..(self.syn_count as usize).min(self.syns.len())]
+    }
+
+    pub fn retrans_total(&self) -> u32 {
+        self.half[0].retrans + self.half[1].retrans
+    }
+}
+
+/// One row of `--flows`: a connection incarnation, compact like `tcptrace -l`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FlowRow {
+    pub id: u64,
+    pub client: String,
+    pub server: String,
+    /// 1 for the first connection on this 4-tuple in the capture, 2 for the next, ...
+    pub incarnation: u32,
+    /// Start relative to the first packet of the capture.
+    pub start_us: u64,
+    pub duration_us: u64,
+    pub first_frame: u64,
+    pub packets_c2s: u64,
+    pub packets_s2c: u64,
+    pub bytes_c2s: u64,
+    pub bytes_s2c: u64,
+    pub retrans_c2s: u32,
+    pub retrans_s2c: u32,
+    pub rto: u32,
+    pub fast_retrans: u32,
+    pub tlp: u32,
+    pub syn_retrans: u32,
+    pub out_of_order: u32,
+    pub zero_window_ads: u32,
+    pub zero_window_max_us: u64,
+    pub handshake_rtt_us: Option<u64>,
+    pub close: CloseKind,
+    /// Time since the previous incarnation on this 4-tuple ended, when there was one.
+    pub reuse_interval_us: Option<u64>,
+}

@@ -1,0 +1,568 @@
+//! Engine and detector tests on synthetic segment sequences (time injected via `ts_ns`).
+
+use std::net::IpAddr;
+
+use tcpdoctor_capture::{Segment, TcpFlags, TcpOptions};
+use tcpdoctor_model::{Evidence, Pathology};
+
+use crate::{Analysis, Analyzer, Config};
+
+const S: u8 = TcpFlags::SYN;
+const A: u8 = TcpFlags::ACK;
+const F: u8 = TcpFlags::FIN;
+const R: u8 = TcpFlags::RST;
+const P: u8 = TcpFlags::PSH;
+
+/// Builds segments of a capture; frames numbered from 1.
+struct Cap {
+    segs: Vec<Segment>,
+    t0_ns: u64,
+}
+
+#[derive(Clone, Copy)]
+struct Tuple {
+    c: (IpAddr, u16),
+    s: (IpAddr, u16),
+}
+
+fn tuple(c: &str, cp: u16, s: &str, sp: u16) -> Tuple {
+    Tuple {
+        c: (c.parse().unwrap(), cp),
+        s: (s.parse().unwrap(), sp),
+    }
+}
+
+impl Cap {
+    fn new() -> Cap {
+        Cap {
+            segs: Vec::new(),
+            t0_ns: 1_700_000_000_000_000_000,
+        }
+    }
+
+    /// One segment at `t_us` microseconds; `c2s` picks the direction.
+    #[allow(clippy::too_many_arguments)]
+    fn pkt(
+        &mut self,
+        t_us: u64,
+        tp: Tuple,
+        c2s: bool,
+        flags: u8,
+        seq: u32,
+        ack: u32,
+        len: u32,
+        win: u16,
+    ) -> u64 {
+        let (src, dst) = if c2s { (tp.c, tp.s) } else { (tp.s, tp.c) };
+        let frame = self.segs.len() as u64 + 1;
+        self.segs.push(Segment {
+            frame,
+            ts_ns: self.t0_ns + t_us * 1_000,
+            src: src.0,
+            dst: dst.0,
+            src_port: src.1,
+            dst_port: dst.1,
+            seq,
+            ack,
+            flags: TcpFlags(flags),
+            window: win,
+            payload_len: len,
+            options: TcpOptions::default(),
+        });
+        frame
+    }
+
+    fn with_ts_option(&mut self) {
+        self.segs.last_mut().unwrap().options.timestamps = Some((1, 0));
+    }
+
+    /// Handshake at `t_us` with ISNs `ci`/`si`, 100 us RTT.
+    fn handshake(&mut self, t_us: u64, tp: Tuple, ci: u32, si: u32) {
+        self.pkt(t_us, tp, true, S, ci, 0, 0, 64240);
+        self.pkt(
+            t_us + 50,
+            tp,
+            false,
+            S | A,
+            si,
+            ci.wrapping_add(1),
+            0,
+            65160,
+        );
+        self.pkt(
+            t_us + 100,
+            tp,
+            true,
+            A,
+            ci.wrapping_add(1),
+            si.wrapping_add(1),
+            0,
+            502,
+        );
+    }
+
+    /// Client sends `n` segments of `mss` bytes starting at `seq`, each acked by the server.
+    fn transfer(&mut self, t_us: u64, tp: Tuple, mut seq: u32, sack: u32, n: u32, mss: u32) -> u32 {
+        for i in 0..n {
+            let t = t_us + u64::from(i) * 20;
+            self.pkt(t, tp, true, A | P, seq, sack, mss, 502);
+            seq = seq.wrapping_add(mss);
+            self.pkt(t + 10, tp, false, A, sack, seq, 0, 1000);
+        }
+        seq
+    }
+
+    /// Clean close, `client_first` decides who sends FIN first.
+    fn close(&mut self, t_us: u64, tp: Tuple, cseq: u32, sseq: u32, client_first: bool) {
+        if client_first {
+            self.pkt(t_us, tp, true, F | A, cseq, sseq, 0, 502);
+            self.pkt(
+                t_us + 10,
+                tp,
+                false,
+                F | A,
+                sseq,
+                cseq.wrapping_add(1),
+                0,
+                1000,
+            );
+            self.pkt(
+                t_us + 20,
+                tp,
+                true,
+                A,
+                cseq.wrapping_add(1),
+                sseq.wrapping_add(1),
+                0,
+                502,
+            );
+        } else {
+            self.pkt(t_us, tp, false, F | A, sseq, cseq, 0, 1000);
+            self.pkt(
+                t_us + 10,
+                tp,
+                true,
+                F | A,
+                cseq,
+                sseq.wrapping_add(1),
+                0,
+                502,
+            );
+            self.pkt(
+                t_us + 20,
+                tp,
+                false,
+                A,
+                sseq.wrapping_add(1),
+                cseq.wrapping_add(1),
+                0,
+                1000,
+            );
+        }
+    }
+
+    fn run(&self, cfg: Config) -> Analysis {
+        let mut a = Analyzer::new(cfg);
+        for s in &self.segs {
+            a.push(s);
+        }
+        a.finish()
+    }
+}
+
+fn only(a: &Analysis, p: Pathology) -> &tcpdoctor_model::Finding {
+    let v: Vec<_> = a.findings.iter().filter(|f| f.pathology == p).collect();
+    assert_eq!(v.len(), 1, "expected one {p} finding in {:#?}", a.findings);
+    v[0]
+}
+
+fn packets(f: &tcpdoctor_model::Finding) -> Vec<&Vec<u64>> {
+    f.evidence
+        .iter()
+        .filter_map(|e| match e {
+            Evidence::Packets { frames, .. } => Some(frames),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn clean_connection_has_no_findings() {
+    let tp = tuple("10.0.0.1", 40000, "10.0.0.2", 80);
+    let mut c = Cap::new();
+    c.handshake(0, tp, 1000, 5000);
+    let end = c.transfer(200, tp, 1001, 5001, 50, 1448);
+    c.close(5_000, tp, end, 5001, true);
+    let a = c.run(Config {
+        keep_flows: true,
+        ..Config::default()
+    });
+    assert!(a.findings.is_empty(), "{:#?}", a.findings);
+    assert_eq!(a.totals.connections, 1);
+    assert_eq!(a.totals.retransmissions, 0);
+    assert_eq!(a.totals.payload_bytes, 50 * 1448);
+    assert_eq!(a.flows.len(), 1);
+    let row = &a.flows[0];
+    assert_eq!(row.handshake_rtt_us, Some(100));
+    assert_eq!(row.packets_c2s, 2 + 50 + 2);
+    assert_eq!(row.client, "10.0.0.1:40000");
+    assert!(matches!(
+        row.close,
+        crate::flow::CloseKind::Fin { client_first: true }
+    ));
+}
+
+#[test]
+fn sequence_wrap_around_is_not_a_retransmission() {
+    let tp = tuple("10.0.0.1", 40000, "10.0.0.2", 80);
+    let mut c = Cap::new();
+    let isn = u32::MAX - 10_000;
+    c.handshake(0, tp, isn, 7);
+    let end = c.transfer(200, tp, isn.wrapping_add(1), 8, 40, 1448);
+    assert!(end < isn, "the transfer must cross the wrap");
+    let a = c.run(Config::default());
+    assert_eq!(a.totals.retransmissions, 0, "{:#?}", a.totals);
+    assert_eq!(a.totals.out_of_order, 0);
+}
+
+#[test]
+fn syn_retransmissions_fit_the_linear_ladder() {
+    let tp = tuple("10.0.0.1", 40000, "10.0.0.2", 80);
+    let mut c = Cap::new();
+    let f1 = c.pkt(0, tp, true, S, 100, 0, 0, 64240);
+    let f2 = c.pkt(1_004_000, tp, true, S, 100, 0, 0, 64240);
+    let f3 = c.pkt(2_008_000, tp, true, S, 100, 0, 0, 64240);
+    let f4 = c.pkt(2_008_100, tp, false, S | A, 9, 101, 0, 65160);
+    c.pkt(2_008_200, tp, true, A, 101, 10, 0, 502);
+    let a = c.run(Config::default());
+    let f = only(&a, Pathology::SynRetransmit);
+    assert_eq!(packets(f)[0], &vec![f1, f2, f3, f4]);
+    let d = &a.details.syn_retransmits;
+    assert_eq!(d.connections, 1);
+    assert_eq!(d.ladder, Some(crate::detect::LadderFit::Linear));
+    assert_eq!(d.by_retransmissions[0].retransmissions, 2);
+    assert!(
+        (2_008_000..2_008_200).contains(&d.max_connect_delay_us),
+        "{d:?}"
+    );
+    assert_eq!(a.totals.retransmissions_syn, 2);
+    assert!(f.summary.contains("linear"), "{}", f.summary);
+
+    // The same at 1 s and 3 s is the exponential ladder of older kernels.
+    let mut c = Cap::new();
+    c.pkt(0, tp, true, S, 100, 0, 0, 64240);
+    c.pkt(1_000_000, tp, true, S, 100, 0, 0, 64240);
+    c.pkt(3_000_000, tp, true, S, 100, 0, 0, 64240);
+    let a = c.run(Config::default());
+    assert_eq!(
+        a.details.syn_retransmits.ladder,
+        Some(crate::detect::LadderFit::Exponential)
+    );
+    assert_eq!(a.details.syn_retransmits.unanswered, 1);
+}
+
+#[test]
+fn time_wait_collision_after_large_transfer_without_timestamps() {
+    let tp = tuple("10.0.0.1", 40000, "10.0.0.2", 5001);
+    let mut c = Cap::new();
+    c.handshake(0, tp, 1_000, 50_000);
+    let end = c.transfer(200, tp, 1_001, 50_001, 100, 1448);
+    // Server closes first: it holds TIME_WAIT.
+    let last = c.segs.len() as u64 + 3;
+    c.close(10_000, tp, end, 50_001, false);
+    // New SYN 300 ms later with an ISN below the old data: answered by the old ACK.
+    let syn = c.pkt(310_000, tp, true, S, 2_000, 0, 0, 64240);
+    let stale = c.pkt(310_050, tp, false, A, 50_002, end.wrapping_add(1), 0, 1000);
+    let rst = c.pkt(310_100, tp, true, R, end.wrapping_add(1), 0, 0, 0);
+    let resent = c.pkt(1_310_000, tp, true, S, 2_000, 0, 0, 64240);
+    let synack = c.pkt(1_310_050, tp, false, S | A, 90_000, 2_001, 0, 65160);
+    c.pkt(1_310_100, tp, true, A, 2_001, 90_001, 0, 502);
+    let a = c.run(Config::default());
+    let f = only(&a, Pathology::TimeWaitCollision);
+    assert_eq!(packets(f)[0], &vec![last, syn, stale, rst, resent, synack]);
+    assert!(a
+        .findings
+        .iter()
+        .all(|f| f.pathology != Pathology::SynRetransmit));
+    let d = &a.details.time_wait_collisions;
+    assert_eq!(
+        (d.count, d.timestamps_off, d.isn_not_above_previous),
+        (1, 1, 1)
+    );
+    assert_eq!(d.min_reuse_interval_us, Some(300_000 - 20));
+    assert!(
+        (999_000..1_000_000).contains(&d.max_resend_delay_us),
+        "{d:?}"
+    );
+    assert_eq!(a.totals.reused_ports, 1);
+    assert_eq!(a.totals.connections, 2);
+    assert!(f
+        .evidence
+        .iter()
+        .any(|e| matches!(e, Evidence::Setting { value, .. } if value == "off")));
+}
+
+#[test]
+fn repeated_stale_answers_are_the_rfc1337_stall() {
+    let tp = tuple("10.0.0.1", 40000, "10.0.0.2", 5001);
+    let mut c = Cap::new();
+    c.handshake(0, tp, 1_000, 50_000);
+    c.close(1_000, tp, 1_001, 50_001, false);
+    for (i, t) in [100_000u64, 1_100_000, 2_100_000, 3_100_000]
+        .iter()
+        .enumerate()
+    {
+        c.pkt(*t, tp, true, S, 500, 0, 0, 64240);
+        c.with_ts_option();
+        c.pkt(t + 50, tp, false, A, 50_002, 1_002, 0, 1000);
+        if i < 3 {
+            c.pkt(t + 100, tp, true, R, 1_002, 0, 0, 0);
+        }
+    }
+    let a = c.run(Config::default());
+    let f = only(&a, Pathology::TimeWaitCollision);
+    assert_eq!(a.details.time_wait_collisions.stalls, 1);
+    assert_eq!(a.details.time_wait_collisions.timestamps_off, 0);
+    assert!(f
+        .evidence
+        .iter()
+        .any(|e| matches!(e, Evidence::Setting { name, .. } if name == "net.ipv4.tcp_rfc1337")));
+    assert!(f.remedies[0].action.contains("tcp_rfc1337=0"));
+}
+
+#[test]
+fn stale_ack_race_after_linger_zero_close() {
+    // File 003's trace: the old connection ends with the client's RST; the next SYN on the
+    // port is answered by an ACK for the old data, reset, and resent.
+    let tp = tuple("127.0.0.1", 45150, "127.0.0.1", 4242);
+    let mut c = Cap::new();
+    c.handshake(0, tp, 2_541_101_293, 2_413_948_679);
+    c.pkt(120, tp, true, P | A, 2_541_101_294, 2_413_948_680, 4, 512);
+    c.pkt(125, tp, false, A, 2_413_948_680, 2_541_101_298, 0, 512);
+    c.pkt(140, tp, false, F | A, 2_413_948_680, 2_541_101_298, 0, 512);
+    c.pkt(240, tp, true, A, 2_541_101_298, 2_413_948_681, 0, 512);
+    c.pkt(248, tp, true, R | A, 2_541_101_298, 2_413_948_681, 0, 512);
+    let syn = c.pkt(1_248_000, tp, true, S, 2_560_603_644, 0, 0, 65495);
+    let stale = c.pkt(
+        1_248_007,
+        tp,
+        false,
+        A,
+        2_413_948_681,
+        2_541_101_298,
+        0,
+        512,
+    );
+    let rst = c.pkt(1_248_012, tp, true, R, 2_541_101_298, 0, 0, 0);
+    let resent = c.pkt(1_251_000, tp, true, S, 2_560_603_644, 0, 0, 65495);
+    c.pkt(
+        1_251_020,
+        tp,
+        false,
+        S | A,
+        2_449_519_317,
+        2_560_603_645,
+        0,
+        65483,
+    );
+    c.pkt(1_251_030, tp, true, A, 2_560_603_645, 2_449_519_318, 0, 512);
+    let a = c.run(Config::default());
+    let f = only(&a, Pathology::StaleAckRace);
+    let frames = packets(f)[0];
+    for x in [syn, stale, rst, resent] {
+        assert!(frames.contains(&x), "{frames:?} lacks {x}");
+    }
+    let d = &a.details.stale_ack_races;
+    assert!((2_900..3_100).contains(&d.max_resend_delay_us), "{d:?}");
+    assert!(a.details.time_wait_collisions.count == 0);
+}
+
+#[test]
+fn rto_fast_retransmit_and_tlp_are_told_apart() {
+    let tp = tuple("10.0.0.1", 40000, "10.0.0.2", 80);
+    let mut c = Cap::new();
+    c.handshake(0, tp, 0, 0);
+    // 5 segments; the first is lost; the receiver sends 3 dup ACKs; fast retransmit.
+    let mss = 1000;
+    for i in 0..5u32 {
+        c.pkt(
+            1_000 + u64::from(i) * 10,
+            tp,
+            true,
+            A,
+            1 + i * mss,
+            1,
+            mss,
+            502,
+        );
+    }
+    for i in 0..3u64 {
+        c.pkt(1_100 + i * 10, tp, false, A, 1, 1, 0, 1000);
+    }
+    let fast = c.pkt(1_200, tp, true, A, 1, 1, mss, 502);
+    c.pkt(1_300, tp, false, A, 1, 1 + 5 * mss, 0, 1000);
+    // One more segment, lost, then a 210 ms silence ended by its retransmission: RTO.
+    c.pkt(2_000, tp, true, A, 1 + 5 * mss, 1, mss, 502);
+    let rto = c.pkt(212_000, tp, true, A, 1 + 5 * mss, 1, mss, 502);
+    c.pkt(212_100, tp, false, A, 1, 1 + 6 * mss, 0, 1000);
+    // Two segments, the last resent 20 ms later without dup ACKs: a tail loss probe.
+    c.pkt(300_000, tp, true, A, 1 + 6 * mss, 1, mss, 502);
+    c.pkt(300_010, tp, true, A, 1 + 7 * mss, 1, mss, 502);
+    c.pkt(300_100, tp, false, A, 1, 1 + 7 * mss, 0, 1000);
+    c.pkt(320_000, tp, true, A, 1 + 7 * mss, 1, mss, 502);
+    let a = c.run(Config {
+        keep_flows: true,
+        ..Config::default()
+    });
+    let t = &a.totals;
+    assert_eq!(
+        (
+            t.retransmissions,
+            t.retransmissions_fast,
+            t.retransmissions_rto,
+            t.retransmissions_tlp
+        ),
+        (3, 1, 1, 1),
+        "{t:#?}"
+    );
+    let f = only(&a, Pathology::RetransmitTimeout);
+    assert_eq!(packets(f)[0], &vec![rto]);
+    assert!(a
+        .findings
+        .iter()
+        .any(|f| f.pathology == Pathology::Retransmission));
+    assert_eq!(a.flows[0].rto, 1);
+    let _ = fast;
+}
+
+#[test]
+fn zero_window_is_a_slow_reader() {
+    let tp = tuple("10.0.0.1", 40000, "10.0.0.2", 80);
+    let mut c = Cap::new();
+    c.handshake(0, tp, 0, 0);
+    c.pkt(1_000, tp, true, A, 1, 1, 1000, 502);
+    let zw = c.pkt(1_100, tp, false, A, 1, 1001, 0, 0);
+    let p1 = c.pkt(201_100, tp, true, A, 1000, 1, 0, 502);
+    c.pkt(201_200, tp, false, A, 1, 1001, 0, 0);
+    let p2 = c.pkt(601_100, tp, true, A, 1000, 1, 0, 502);
+    c.pkt(601_200, tp, false, A, 1, 1001, 0, 0);
+    c.pkt(801_100, tp, false, A, 1, 1001, 0, 800);
+    c.pkt(801_200, tp, true, A, 1001, 1, 1000, 502);
+    let a = c.run(Config::default());
+    let f = only(&a, Pathology::SlowReader);
+    assert_eq!(packets(f)[0], &vec![zw, p1, p2]);
+    let d = &a.details.slow_readers;
+    assert_eq!((d.flows, d.zero_window_ads, d.window_probes), (1, 3, 2));
+    assert_eq!(d.stall_max_us, 800_000);
+    assert_eq!(a.totals.retransmissions, 0);
+}
+
+#[test]
+fn synchronized_timeouts_into_one_receiver_are_incast() {
+    let mut c = Cap::new();
+    let mss = 1448;
+    let tps: Vec<Tuple> = (0..5)
+        .map(|i| tuple(&format!("10.0.1.{}", i + 1), 7000, "10.0.0.100", 40000 + i))
+        .collect();
+    for (i, tp) in tps.iter().enumerate() {
+        // The servers (senders) answer the receiver's request.
+        c.handshake(i as u64 * 10, Tuple { c: tp.s, s: tp.c }, 1000, 0);
+    }
+    // Each sender bursts 4 segments at t = 1 ms; the last 2 of each are lost.
+    for round in 0..4u32 {
+        for (i, tp) in tps.iter().enumerate() {
+            c.pkt(
+                1_000 + u64::from(round) * 5 + i as u64,
+                *tp,
+                true,
+                A,
+                1 + round * mss,
+                1001,
+                mss,
+                502,
+            );
+        }
+    }
+    for tp in &tps {
+        c.pkt(1_100, *tp, false, A, 1001, 1 + 2 * mss, 0, 1000);
+    }
+    // 200 ms later all five time out within 3 ms.
+    for (i, tp) in tps.iter().enumerate() {
+        c.pkt(
+            201_200 + i as u64 * 600,
+            *tp,
+            true,
+            A,
+            1 + 2 * mss,
+            1001,
+            mss,
+            502,
+        );
+    }
+    let a = c.run(Config::default());
+    let f = only(&a, Pathology::Incast);
+    assert_eq!(a.details.incast.len(), 1);
+    let e = &a.details.incast[0];
+    assert_eq!((e.flows_timed_out, e.fan_in), (5, 5));
+    assert_eq!(e.receiver, "10.0.0.100");
+    assert!(e.stall_us >= 200_000);
+    assert_eq!(packets(f)[0].len(), 5);
+    assert_eq!(a.totals.retransmissions_rto, 5);
+}
+
+#[test]
+fn port_churn_over_the_time_wait_budget_is_port_exhaustion() {
+    let mut c = Cap::new();
+    // 3000 connections in 2 s (1500/s, above 28232/60 = 470/s), each port used once.
+    for i in 0..3000u32 {
+        let tp = tuple("10.0.0.1", 32768 + i as u16, "10.0.0.2", 8080);
+        let t = u64::from(i) * 666;
+        c.handshake(t, tp, i * 7, i * 11);
+        c.close(t + 200, tp, i * 7 + 1, i * 11 + 1, true);
+    }
+    let a = c.run(Config::default());
+    let f = only(&a, Pathology::PortExhaustion);
+    let d = &a.details.destinations[0];
+    assert_eq!((d.connections, d.distinct_ports), (3000, 3000));
+    assert!(
+        d.new_connections_per_s > 1400.0 && d.new_connections_per_s < 1600.0,
+        "{d:?}"
+    );
+    assert!((d.time_wait_budget_per_s - 28232.0 / 60.0).abs() < 1e-6);
+    assert!(f.evidence.iter().any(
+        |e| matches!(e, Evidence::Arithmetic { formula, .. } if formula.contains("28232 ports"))
+    ));
+}
+
+#[test]
+fn memory_stays_bounded_with_many_short_connections() {
+    // 50 000 connections over 250 s of capture time, each on a new port pair.
+    let mut a = Analyzer::new(Config::default());
+    let mut frame = 0;
+    let t0 = 1_700_000_000_000_000_000u64;
+    for i in 0..50_000u32 {
+        let tp = tuple(
+            "10.0.0.1",
+            (1024 + i % 60000) as u16,
+            &format!("10.1.{}.{}", i / 60000, 1),
+            80,
+        );
+        let mut cap = Cap::new();
+        cap.t0_ns = t0 + u64::from(i) * 5_000_000;
+        cap.handshake(0, tp, i, i);
+        cap.close(300, tp, i + 1, i + 1, true);
+        for mut s in cap.segs {
+            frame += 1;
+            s.frame = frame;
+            a.push(&s);
+        }
+    }
+    // 200 conn/s x (2 s linger + 1 s sweep) plus slack.
+    let a = a.finish();
+    assert!(
+        a.totals.peak_tracked_connections < 1_000,
+        "{}",
+        a.totals.peak_tracked_connections
+    );
+    assert_eq!(a.totals.connections, 50_000);
+}
