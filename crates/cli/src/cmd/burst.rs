@@ -166,7 +166,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     if args.duration.as_nanos() / args.interval.as_nanos() > 50_000_000 {
         bail!("--duration / --interval: more than 50 M samples; lengthen the interval");
     }
-    if !(args.threshold > 1.0) {
+    if args.threshold.is_nan() || args.threshold <= 1.0 {
         bail!("--threshold {}: must be above 1", args.threshold);
     }
     let (iface, chosen_by) = match &args.iface {
