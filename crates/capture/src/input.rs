@@ -4,8 +4,11 @@
 
 use std::io::{self, Read};
 
-/// Initial buffer size. Loopback frames can be 64 KiB and more; 2 MiB amortises reads.
+/// Buffer size once a capture proves larger than [`FIRST`]. Loopback frames can be 64 KiB
+/// and more; 2 MiB amortises read calls.
 const INITIAL: usize = 2 << 20;
+/// Buffer size at first, so small inputs (tests, fuzzing, short captures) stay cheap.
+const FIRST: usize = 64 << 10;
 
 pub(crate) struct Input {
     src: Box<dyn Read + Send>,
@@ -21,7 +24,7 @@ impl Input {
     pub(crate) fn new(src: Box<dyn Read + Send>) -> Input {
         Input {
             src,
-            buf: vec![0; INITIAL],
+            buf: vec![0; FIRST],
             pos: 0,
             end: 0,
             base: 0,
@@ -61,11 +64,16 @@ impl Input {
             self.base += self.pos as u64;
             self.end -= self.pos;
             self.pos = 0;
-            if n > self.buf.len() {
-                self.buf.resize(n.next_power_of_two(), 0);
-            }
         }
         while self.end - self.pos < n {
+            if self.end == self.buf.len() {
+                // Grow step by step as bytes arrive, so a corrupt length field in a short
+                // input never allocates the whole claimed size.
+                let want = (self.buf.len() * 2)
+                    .max(INITIAL)
+                    .min((self.pos + n).next_power_of_two().max(INITIAL));
+                self.buf.resize(want, 0);
+            }
             match self.src.read(&mut self.buf[self.end..]) {
                 Ok(0) => {
                     self.eof = true;

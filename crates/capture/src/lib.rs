@@ -14,6 +14,8 @@
 
 mod decode;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 mod input;
 pub mod reader;
 pub mod segment;

@@ -97,6 +97,123 @@ impl<W: Write> PcapWriter<W> {
     }
 }
 
+/// Writes a pcapng file (little-endian): one section, one interface, Enhanced Packet
+/// Blocks; timestamps in units of 10^-`tsresol` seconds (6 = microseconds, 9 = nanoseconds).
+pub struct PcapNgWriter<W: Write> {
+    out: W,
+    link: WriteLink,
+    tsresol: u8,
+    frame: Vec<u8>,
+}
+
+impl<W: Write> PcapNgWriter<W> {
+    pub fn new(mut out: W, link: WriteLink, tsresol: u8) -> io::Result<Self> {
+        // Section Header Block: byte-order magic, version 1.0, section length unknown (-1).
+        let mut shb = Vec::new();
+        shb.extend_from_slice(&0x1a2b_3c4du32.to_le_bytes());
+        shb.extend_from_slice(&1u16.to_le_bytes());
+        shb.extend_from_slice(&0u16.to_le_bytes());
+        shb.extend_from_slice(&(-1i64).to_le_bytes());
+        ng_block(&mut out, 0x0a0d_0d0a, &shb)?;
+        // Interface Description Block with if_tsresol (code 9) and opt_endofopt.
+        let mut idb = Vec::new();
+        idb.extend_from_slice(&(link.linktype() as u16).to_le_bytes());
+        idb.extend_from_slice(&0u16.to_le_bytes());
+        idb.extend_from_slice(&0u32.to_le_bytes());
+        idb.extend_from_slice(&[9, 0, 1, 0, tsresol, 0, 0, 0, 0, 0, 0, 0]);
+        ng_block(&mut out, 1, &idb)?;
+        Ok(PcapNgWriter {
+            out,
+            link,
+            tsresol: tsresol.min(19),
+            frame: Vec::with_capacity(2048),
+        })
+    }
+
+    pub fn write_segment(&mut self, seg: &Segment) -> io::Result<()> {
+        let mut frame = std::mem::take(&mut self.frame);
+        build_frame(seg, self.link, &mut frame);
+        let r = self.write_frame(seg.ts_ns, &frame, frame.len() as u32);
+        self.frame = frame;
+        r
+    }
+
+    pub fn write_frame(&mut self, ts_ns: u64, data: &[u8], orig_len: u32) -> io::Result<()> {
+        let units = if self.tsresol <= 9 {
+            ts_ns / 10u64.pow(9 - u32::from(self.tsresol))
+        } else {
+            ts_ns.saturating_mul(10u64.pow(u32::from(self.tsresol) - 9))
+        };
+        let mut b = Vec::with_capacity(20 + data.len() + 3);
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.extend_from_slice(&((units >> 32) as u32).to_le_bytes());
+        b.extend_from_slice(&(units as u32).to_le_bytes());
+        b.extend_from_slice(&(data.len() as u32).to_le_bytes());
+        b.extend_from_slice(&orig_len.to_le_bytes());
+        b.extend_from_slice(data);
+        ng_block(&mut self.out, 6, &b)
+    }
+
+    pub fn into_inner(mut self) -> io::Result<W> {
+        self.out.flush()?;
+        Ok(self.out)
+    }
+}
+
+fn ng_block(out: &mut impl Write, btype: u32, body: &[u8]) -> io::Result<()> {
+    let pad = (4 - body.len() % 4) % 4;
+    let len = (12 + body.len() + pad) as u32;
+    out.write_all(&btype.to_le_bytes())?;
+    out.write_all(&len.to_le_bytes())?;
+    out.write_all(body)?;
+    out.write_all(&[0u8; 3][..pad])?;
+    out.write_all(&len.to_le_bytes())
+}
+
+/// Writes a snoop file (RFC 1761): big-endian, Ethernet (datalink type 4), microseconds.
+pub struct SnoopWriter<W: Write> {
+    out: W,
+    frame: Vec<u8>,
+}
+
+impl<W: Write> SnoopWriter<W> {
+    pub fn new(mut out: W) -> io::Result<Self> {
+        out.write_all(b"snoop\0\0\0")?;
+        out.write_all(&2u32.to_be_bytes())?;
+        out.write_all(&4u32.to_be_bytes())?;
+        Ok(SnoopWriter {
+            out,
+            frame: Vec::with_capacity(2048),
+        })
+    }
+
+    pub fn write_segment(&mut self, seg: &Segment) -> io::Result<()> {
+        let mut frame = std::mem::take(&mut self.frame);
+        build_frame(seg, WriteLink::Ethernet, &mut frame);
+        let r = self.write_frame(seg.ts_ns, &frame, frame.len() as u32);
+        self.frame = frame;
+        r
+    }
+
+    pub fn write_frame(&mut self, ts_ns: u64, data: &[u8], orig_len: u32) -> io::Result<()> {
+        let pad = (4 - data.len() % 4) % 4;
+        let mut h = [0u8; 24];
+        h[0..4].copy_from_slice(&orig_len.to_be_bytes());
+        h[4..8].copy_from_slice(&(data.len() as u32).to_be_bytes());
+        h[8..12].copy_from_slice(&((24 + data.len() + pad) as u32).to_be_bytes());
+        h[16..20].copy_from_slice(&((ts_ns / 1_000_000_000) as u32).to_be_bytes());
+        h[20..24].copy_from_slice(&((ts_ns % 1_000_000_000 / 1000) as u32).to_be_bytes());
+        self.out.write_all(&h)?;
+        self.out.write_all(data)?;
+        self.out.write_all(&[0u8; 3][..pad])
+    }
+
+    pub fn into_inner(mut self) -> io::Result<W> {
+        self.out.flush()?;
+        Ok(self.out)
+    }
+}
+
 /// TCP option bytes for `seg.options`, in the order Linux sends them, NOP-padded to a
 /// multiple of 4 and at most 40 bytes (SACK blocks that do not fit are left out).
 pub fn tcp_options(seg: &Segment) -> Vec<u8> {

@@ -1,0 +1,10 @@
+//! Fuzzes the snoop reader: the input becomes the body of a snoop file (see
+//! `tcpdoctor_capture::fuzzing::snoop_input`), read to the end; invariants are asserted.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use tcpdoctor_capture::fuzzing;
+
+fuzz_target!(|data: &[u8]| {
+    fuzzing::read_all(&fuzzing::snoop_input(data));
+});
