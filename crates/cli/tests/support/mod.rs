@@ -180,3 +180,96 @@ pub fn veth(a: &Netns, a_cidr: &str, b: &Netns, b_cidr: &str) -> (String, String
     }
     (ia, ib)
 }
+
+/// Runs `f` on a thread that entered `ns` (setns on that thread only). Sockets it creates
+/// belong to the namespace and may be returned to the caller.
+pub fn in_netns<T: Send + 'static>(ns: &Netns, f: impl FnOnce() -> T + Send + 'static) -> T {
+    use std::os::fd::AsRawFd;
+    let path = format!("/run/netns/{}", ns.name);
+    std::thread::spawn(move || {
+        let file = std::fs::File::open(&path).expect("open netns");
+        let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+        assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+        f()
+    })
+    .join()
+    .expect("thread in netns")
+}
+
+/// An IPv4 TCP listener with an explicit listen() backlog and, optionally, SO_RCVBUF set
+/// before listen() so accepted sockets inherit it.
+pub fn listen_v4(
+    addr: std::net::SocketAddrV4,
+    backlog: i32,
+    rcvbuf: Option<i32>,
+) -> std::net::TcpListener {
+    use std::os::fd::FromRawFd;
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let owned = std::os::fd::OwnedFd::from_raw_fd(fd);
+        let one: libc::c_int = 1;
+        let int = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_REUSEADDR,
+            &one as *const libc::c_int as *const libc::c_void,
+            int,
+        );
+        if let Some(b) = rcvbuf {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUF,
+                &b as *const libc::c_int as *const libc::c_void,
+                int,
+            );
+        }
+        let sin = sockaddr_v4(addr);
+        let rc = libc::bind(
+            fd,
+            &sin as *const libc::sockaddr_in as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        );
+        assert_eq!(rc, 0, "bind {addr}: {}", std::io::Error::last_os_error());
+        assert_eq!(libc::listen(fd, backlog), 0);
+        std::net::TcpListener::from(owned)
+    }
+}
+
+fn sockaddr_v4(addr: std::net::SocketAddrV4) -> libc::sockaddr_in {
+    libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: addr.port().to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(*addr.ip()).to_be(),
+        },
+        sin_zero: [0; 8],
+    }
+}
+
+/// Starts a non-blocking IPv4 connect and leaves it in progress.
+pub fn connect_v4_nonblocking(addr: std::net::SocketAddrV4) -> std::os::fd::OwnedFd {
+    use std::os::fd::FromRawFd;
+    unsafe {
+        let fd = libc::socket(
+            libc::AF_INET,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        );
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let sin = sockaddr_v4(addr);
+        let rc = libc::connect(
+            fd,
+            &sin as *const libc::sockaddr_in as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        );
+        let err = std::io::Error::last_os_error();
+        assert!(
+            rc == 0 || err.raw_os_error() == Some(libc::EINPROGRESS),
+            "connect {addr}: {err}"
+        );
+        std::os::fd::OwnedFd::from_raw_fd(fd)
+    }
+}

@@ -1,0 +1,201 @@
+//! `tcpdoctor doctor` in network namespaces holding known problems, and in a fresh one.
+
+mod support;
+
+use std::io::Write;
+use std::net::{SocketAddrV4, TcpStream};
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::Netns;
+
+fn pathologies(v: &Value) -> Vec<(String, String, String)> {
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["pathology"].as_str().unwrap().to_string(),
+                f["severity"].as_str().unwrap().to_string(),
+                f["source"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn doctor_names_accept_queue_overflow() {
+    if !support::require_root("doctor_names_accept_queue_overflow") {
+        return;
+    }
+    let ns = Netns::new("draq");
+    let addr: SocketAddrV4 = "127.0.0.1:5300".parse().unwrap();
+    // A listener with backlog 1 that never accepts.
+    let listener = support::in_netns(&ns, move || support::listen_v4(addr, 1, None));
+    // Flood it for the whole run: a connect every 20 ms, at most 300 (bounded in count and
+    // time), from a thread inside the namespace.
+    let stop = Arc::new(AtomicBool::new(false));
+    let flood = {
+        let stop = stop.clone();
+        let path = format!("/run/netns/{}", ns.name);
+        std::thread::spawn(move || {
+            use std::os::fd::AsRawFd;
+            let f = std::fs::File::open(&path).unwrap();
+            assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+            let mut held: Vec<OwnedFd> = Vec::new();
+            let t0 = Instant::now();
+            while !stop.load(Ordering::Relaxed)
+                && held.len() < 300
+                && t0.elapsed() < Duration::from_secs(20)
+            {
+                held.push(support::connect_v4_nonblocking(addr));
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            held.len()
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let (code, out, err) = support::run_in(&ns, &["doctor", "--json", "--quick", "--window", "1s"]);
+    stop.store(true, Ordering::SeqCst);
+    let flooded = flood.join().unwrap();
+    let v = support::json(&out, &err);
+    assert!(flooded > 10);
+    assert_eq!(code, 1, "{err}\n{out}");
+    assert_eq!(v["command"], "doctor");
+    let p = pathologies(&v);
+    // Named from the census (queue > backlog) and from the counters (ListenOverflows moved).
+    assert!(
+        p.iter()
+            .any(|(n, s, src)| n == "accept_queue_overflow" && s != "info" && src == "sockets"),
+        "{p:?}"
+    );
+    assert!(
+        v["counters_moved"]["TcpExtListenOverflows"]
+            .as_i64()
+            .unwrap_or(0)
+            > 0,
+        "{v}"
+    );
+    // One finding carries both sides: the census and the counter.
+    let aq = &v["findings"][0];
+    assert!(
+        aq["evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["kind"] == "counter" && e["name"] == "TcpExtListenOverflows"),
+        "{aq}"
+    );
+    // Ranked: the overflow is the first finding.
+    assert_eq!(
+        v["findings"][0]["pathology"], "accept_queue_overflow",
+        "{p:?}"
+    );
+    // The audit saw the listener's backlog from the census.
+    assert!(v["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["step"] == "probe"));
+    // Human output names it too.
+    let (_, text, _) = support::run_in(&ns, &["doctor", "--quick", "--window", "200ms"]);
+    assert!(text.contains("accept queue overflowed"), "{text}");
+    drop(listener);
+}
+
+#[test]
+fn doctor_names_a_slow_reader() {
+    if !support::require_root("doctor_names_a_slow_reader") {
+        return;
+    }
+    let ns = Netns::new("drsr");
+    let addr: SocketAddrV4 = "127.0.0.1:5400".parse().unwrap();
+    let held = support::in_netns(&ns, move || {
+        // A small receive buffer, and a reader that never reads.
+        let l = support::listen_v4(addr, 16, Some(4096));
+        let mut c = TcpStream::connect(addr).unwrap();
+        let (s, _) = l.accept().unwrap();
+        c.set_nonblocking(true).unwrap();
+        let chunk = vec![0x5au8; 16 * 1024];
+        let t0 = Instant::now();
+        let mut blocked = 0;
+        while t0.elapsed() < Duration::from_secs(3) && blocked < 5 {
+            match c.write(&chunk) {
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    blocked += 1;
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => panic!("write: {e}"),
+            }
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        (l, c, s)
+    });
+    let (code, out, err) =
+        support::run_in(&ns, &["doctor", "--json", "--quick", "--window", "500ms"]);
+    let v = support::json(&out, &err);
+    assert_eq!(code, 1, "{err}\n{out}");
+    let p = pathologies(&v);
+    assert!(
+        p.iter()
+            .any(|(n, s, src)| n == "slow_reader" && s != "info" && src == "sockets"),
+        "{p:?}"
+    );
+    let slow = v["sockets"]["slow_readers"].as_array().unwrap();
+    assert!(
+        slow.iter().any(|s| s["local"] == "127.0.0.1:5400"),
+        "{slow:?}"
+    );
+    drop(held);
+}
+
+/// Decision (documented in docs/examples/doctor.md): a fresh namespace with kernel defaults
+/// is healthy. Doctor exits 0; it may list informational findings (the port budget, the SYN
+/// ladder, the RTO floor) but nothing of severity warning or above.
+#[test]
+fn doctor_in_a_fresh_namespace_is_healthy() {
+    if !support::require_root("doctor_in_a_fresh_namespace_is_healthy") {
+        return;
+    }
+    let ns = Netns::new("drok");
+    let (code, out, err) = support::run_in(&ns, &["doctor", "--json", "--window", "500ms"]);
+    let v = support::json(&out, &err);
+    for (n, s, src) in pathologies(&v) {
+        assert_eq!(s, "info", "{n} from {src}: {v}");
+    }
+    assert_eq!(v["verdict"], "healthy");
+    assert_eq!(code, 0, "{err}");
+    let steps: Vec<&str> = v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["ran"] == true)
+        .map(|s| s["step"].as_str().unwrap())
+        .collect();
+    for s in ["check", "sockets", "counters"] {
+        assert!(steps.contains(&s), "{s} did not run: {v}");
+    }
+    // The same through --netns from outside.
+    let (code, out, err) = support::run(&[
+        "doctor", "--json", "--quick", "--window", "200ms", "--netns", &ns.name,
+    ]);
+    let v = support::json(&out, &err);
+    assert_eq!(code, 0, "{err}\n{out}");
+    assert_eq!(v["netns"], ns.name.as_str());
+}
+
+#[test]
+fn doctor_rejects_bad_input_in_one_line() {
+    let (code, _, err) = support::run(&["doctor", "--window", "5ms"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--window"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let (code, _, err) = support::run(&["doctor", "--netns", "tdoc-none-here"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("tdoc-none-here"), "{err}");
+}
