@@ -34,7 +34,7 @@ enum Command {
     /// Diagnose this host: settings, sockets, counters and a loopback self-probe.
     Doctor(cmd::doctor::Args),
     /// Generate connection churn or HTTP load and explain every latency spike.
-    Probe(cmd::probe::Args),
+    Probe(Box<cmd::probe::Args>),
     /// Read a capture (pcap, pcapng, snoop) and name the pathologies in it.
     Analyze(cmd::analyze::Args),
     /// Census of TCP sockets via sock_diag: states, TIME_WAIT per destination, queues.
@@ -54,7 +54,7 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Doctor(a) => cmd::doctor::run(a),
-        Command::Probe(a) => cmd::probe::run(a),
+        Command::Probe(a) => cmd::probe::run(*a),
         Command::Analyze(a) => cmd::analyze::run(a),
         Command::Sockets(a) => cmd::sockets::run(a),
         Command::Counters(a) => cmd::counters::run(a),

@@ -1,9 +1,483 @@
-//! `tcpdoctor probe` (not built yet: see its issue).
+//! `tcpdoctor probe`: flags, the `--serve` mode, and the human rendering of a probe report.
+//! Measurement lives in `tcpdoctor_probe`.
 
-/// Not built yet.
+use std::io::{self, Write};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+use tcpdoctor_model::{PortRange, Report};
+use tcpdoctor_probe::http::Url;
+use tcpdoctor_probe::server::{Protocol, Server, ServerConfig};
+use tcpdoctor_probe::units::{BytesArg, DurationArg};
+use tcpdoctor_probe::{CloseFirst, Config, Mode, Summary};
+use tcpdoctor_report::{findings, fmt, table};
+
+use crate::output;
+
+/// Generate connection churn or HTTP load and explain every latency spike.
+///
+/// Without TARGET, probes an embedded server on 127.0.0.1 (ephemeral port). Each worker
+/// (-c) opens connections in a closed loop (or open loop with --rate, latency counted from
+/// the scheduled start). Every connection is recorded: start, connect done, first reply
+/// byte, end, local port, outcome (ok or errno). Connections slower than the spike
+/// threshold are classified by their timer signature: SYN retransmission (with the attempt
+/// number on this host's SYN ladder), quick SYN resend after a stale ACK, data RTO, delayed
+/// ACK, accept-queue overflow, or unexplained; kernel counters (/proc/net/snmp, netstat)
+/// read before and after corroborate each cause. EADDRNOTAVAIL is reported as ephemeral
+/// port exhaustion with the arithmetic (ports / 60 s TIME_WAIT).
+///
+/// Needs: Linux; no root. Counters are those of the current network namespace (they
+/// include other traffic of the namespace). Overhead: the load itself, one thread per
+/// worker, ~80 bytes of memory per recorded connection.
+///
+/// JSON fields (--json, all times in microseconds): requests, requests_ok, requests_failed,
+/// requests_cut, connections_opened, requests_ok_per_s, connections_per_s, local_ports_used,
+/// phases[] {phase: connect|first_byte|total, count, min_us, mean_us, p50_us, p90_us,
+/// p99_us, p999_us, p9999_us, max_us}, errors[] {kind, errno, phase, count, first_at_us,
+/// ok_before_first, example_local_ports}, status_codes {code: count}, per_second[] {second,
+/// ok, failed, p99_total_us, max_total_us}, spikes {threshold_us, count, groups[] {cause,
+/// attempt, count, corroborated, typical_phase_us, max_total_us, example_local_ports}},
+/// counters[] {name, delta, meaning}, settings {ip_local_port_range, ports_available,
+/// tcp_tw_reuse, syn_ladder_ms, syn_give_up_ms, rto_min_us, rto_min_source,
+/// spike_threshold_us}, findings[].
+///
+/// --serve ADDR:PORT runs only the embedded server (TCP responder, or HTTP with --mode
+/// http; --request-size/--reply-size/--close-first apply) until Ctrl-C/SIGTERM or
+/// --duration, so a probe in another namespace or host can target it.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+#[command(after_help = "Examples:
+  tcpdoctor probe                                  # embedded server, crr, 10 s
+  tcpdoctor probe 10.0.0.5:8080 -c 8 -d 30s --linger0 --nodelay
+  tcpdoctor probe http://127.0.0.1:8080/ --keepalive off -n 20000 --json
+  tcpdoctor probe --serve 10.77.0.2:5001 --close-first server")]
+pub struct Args {
+    /// ADDR:PORT, HOST:PORT or http://HOST[:PORT]/PATH (implies --mode http).
+    target: Option<Target>,
+    /// connect: handshake only; crr: connect, request, reply, close; rr: persistent
+    /// connection per worker; http: HTTP/1.1 GET.
+    #[arg(long, value_enum)]
+    mode: Option<ModeArg>,
+    /// Workers, each with one connection in flight.
+    #[arg(short = 'c', long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=10000))]
+    concurrency: u64,
+    /// Stop after this long (e.g. 10s, 500ms, 2m).
+    #[arg(short = 'd', long)]
+    duration: Option<DurationArg>,
+    /// Stop after this many connections (requests in rr / keep-alive http).
+    #[arg(short = 'n', long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    count: u64,
+    /// Open loop: requests per second in total; latency counts from the scheduled start.
+    #[arg(long, value_parser = positive_rate)]
+    rate: Option<f64>,
+    /// Close with SO_LINGER 0 (RST, no TIME_WAIT), like the loop of file 003.
+    #[arg(long)]
+    linger0: bool,
+    /// Set TCP_NODELAY on client sockets.
+    #[arg(long)]
+    nodelay: bool,
+    /// Who closes first, and so holds TIME_WAIT: client or server (embedded server and
+    /// client wait accordingly).
+    #[arg(long, default_value = "client", value_parser = close_first)]
+    close_first: CloseFirst,
+    /// Source address to bind.
+    #[arg(long, value_name = "IP")]
+    local_addr: Option<IpAddr>,
+    /// Bind these source ports explicitly, in turn (e.g. 20000-20199).
+    #[arg(long, value_name = "LOW-HIGH")]
+    local_ports: Option<PortRange>,
+    /// Request bytes (crr, rr).
+    #[arg(long, default_value = "64", value_name = "BYTES")]
+    request_size: BytesArg,
+    /// Reply bytes (crr, rr; HTTP body size of the embedded server).
+    #[arg(long, default_value = "64", value_name = "BYTES")]
+    reply_size: BytesArg,
+    /// Cut a connect() after this long.
+    #[arg(long, default_value = "10s")]
+    connect_timeout: DurationArg,
+    /// Cut the wait for a reply after this long.
+    #[arg(long, default_value = "10s")]
+    timeout: DurationArg,
+    /// Classify connections slower than this (default: max(5ms, 20 x median)).
+    #[arg(long)]
+    spike_threshold: Option<DurationArg>,
+    /// HTTP keep-alive: on reuses connections, off sends Connection: close.
+    #[arg(long, value_enum, default_value = "on")]
+    keepalive: OnOff,
+    /// Path requested from the embedded HTTP server (no target), e.g. /status/503.
+    #[arg(long, default_value = "/")]
+    path: String,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Run only the embedded server on ADDR:PORT (see above).
+    #[arg(long, value_name = "ADDR:PORT", conflicts_with = "target")]
+    serve: Option<SocketAddr>,
+    /// Threads of the --serve server (each serves one connection at a time).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    serve_threads: u64,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<i32> {
-    anyhow::bail!("'probe' is not implemented yet")
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum ModeArg {
+    Connect,
+    Crr,
+    Rr,
+    Http,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum OnOff {
+    On,
+    Off,
+}
+
+/// The TARGET argument, validated but not resolved.
+#[derive(Clone, Debug)]
+enum Target {
+    Addr(SocketAddr),
+    Host(String, u16),
+    Url(Url),
+}
+
+impl FromStr for Target {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Target, String> {
+        if s.starts_with("http://") || s.starts_with("https://") {
+            return s.parse::<Url>().map(Target::Url);
+        }
+        if let Ok(a) = s.parse::<SocketAddr>() {
+            if a.port() == 0 {
+                return Err(format!("'{s}': port 0 cannot be probed"));
+            }
+            return Ok(Target::Addr(a));
+        }
+        let (host, port) = s
+            .rsplit_once(':')
+            .ok_or_else(|| format!("'{s}' is not ADDR:PORT, HOST:PORT or an http:// URL"))?;
+        let port = match port.parse::<u16>() {
+            Ok(p) if p != 0 => p,
+            _ => return Err(format!("'{port}' in '{s}' is not a port (1-65535)")),
+        };
+        if host.is_empty()
+            || host.contains(['[', ']', '/', ' '])
+            || !host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == ':')
+        {
+            return Err(format!("'{host}' in '{s}' is not a host name or address"));
+        }
+        Ok(Target::Host(host.to_string(), port))
+    }
+}
+
+fn positive_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!(
+            "'{s}' is not a positive number of requests per second"
+        )),
+    }
+}
+
+fn close_first(s: &str) -> Result<CloseFirst, String> {
+    s.parse()
+}
+
+fn resolve(host: &str, port: u16) -> anyhow::Result<SocketAddr> {
+    (host, port)
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve '{host}'"))?
+        .next()
+        .with_context(|| format!("'{host}' has no address"))
+}
+
+fn config(a: &Args) -> anyhow::Result<Config> {
+    let (target, url) = match &a.target {
+        None => (None, None),
+        Some(Target::Addr(s)) => (Some(*s), None),
+        Some(Target::Host(h, p)) => (Some(resolve(h, *p)?), None),
+        Some(Target::Url(u)) => (Some(resolve(&u.host, u.port)?), Some(u.clone())),
+    };
+    let mode_arg = a.mode.unwrap_or(if url.is_some() {
+        ModeArg::Http
+    } else {
+        ModeArg::Crr
+    });
+    let mode = match mode_arg {
+        ModeArg::Connect => Mode::Connect,
+        ModeArg::Crr => Mode::Crr,
+        ModeArg::Rr => Mode::Rr,
+        ModeArg::Http => {
+            let url = match (url, target) {
+                (Some(u), _) => u,
+                (None, Some(t)) => Url {
+                    host: t.ip().to_string(),
+                    port: t.port(),
+                    path: a.path.clone(),
+                },
+                // Host and port are replaced by the embedded server's.
+                (None, None) => Url {
+                    host: "127.0.0.1".into(),
+                    port: 1,
+                    path: a.path.clone(),
+                },
+            };
+            if !url.path.starts_with('/') {
+                bail!("--path '{}' must start with /", url.path);
+            }
+            Mode::Http {
+                url,
+                keepalive: a.keepalive == OnOff::On,
+            }
+        }
+    };
+    if let (Some(t), Some(l)) = (target, a.local_addr) {
+        if t.is_ipv4() != l.is_ipv4() {
+            bail!("--local-addr {l} and target {t} are of different IP families");
+        }
+    }
+    Ok(Config {
+        target,
+        mode,
+        concurrency: a.concurrency as usize,
+        duration: a.duration.map_or(Duration::from_secs(10), |d| d.0),
+        count: a.count,
+        rate_per_s: a.rate,
+        linger0: a.linger0,
+        nodelay: a.nodelay,
+        close_first: a.close_first,
+        local_addr: a.local_addr,
+        local_ports: a.local_ports,
+        request_bytes: a.request_size.0,
+        reply_bytes: a.reply_size.0,
+        connect_timeout: a.connect_timeout.0,
+        reply_timeout: a.timeout.0,
+        spike_threshold: a.spike_threshold.map(|d| d.0),
+    })
+}
+
+pub fn run(a: Args) -> anyhow::Result<i32> {
+    if let Some(addr) = a.serve {
+        return serve(&a, addr);
+    }
+    let cfg = config(&a)?;
+    let bar = output::progress(Some(1000), "probing");
+    let on_progress = |p: tcpdoctor_probe::Progress| {
+        let by_time = p.elapsed.as_secs_f64() / p.duration.as_secs_f64().max(1e-9);
+        let by_count = p.done as f64 / p.count.max(1) as f64;
+        bar.set_position((by_time.max(by_count).min(1.0) * 1000.0) as u64);
+        bar.set_message(format!("{} done, {} errors", p.done, p.errors));
+    };
+    let result = tcpdoctor_probe::run(&cfg, output::stop_flag(), &on_progress);
+    bar.finish_and_clear();
+    let result = result?;
+    let interrupted = result.interrupted;
+    let report = Report::new("probe", result.findings, result.summary).interrupted(interrupted);
+    output::emit(&report, a.json, |w, r| render(w, r))
+}
+
+fn serve(a: &Args, addr: SocketAddr) -> anyhow::Result<i32> {
+    let protocol = match a.mode {
+        Some(ModeArg::Http) => Protocol::Http {
+            body_bytes: a.reply_size.0,
+        },
+        _ => Protocol::Tcp {
+            request_bytes: a.request_size.0.max(1),
+            reply_bytes: a.reply_size.0,
+        },
+    };
+    let mut sc = ServerConfig::new(addr, protocol.clone());
+    sc.close_first = a.close_first;
+    sc.threads = a.serve_threads as usize;
+    let server = Server::start(sc)?;
+    let kind = match protocol {
+        Protocol::Http { .. } => "http",
+        Protocol::Tcp { .. } => "tcp",
+    };
+    output::with_stdout(|w| writeln!(w, "serving {kind} on {}", server.local_addr()))?;
+    let until = a.duration.map(|d| Instant::now() + d.0);
+    while !output::interrupted() && until.is_none_or(|t| Instant::now() < t) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let st = server.stop();
+    let _ = writeln!(
+        io::stderr(),
+        "tcpdoctor: served {} connections, {} requests",
+        st.connections_accepted,
+        st.requests_served
+    );
+    Ok(0)
+}
+
+fn render(w: &mut dyn Write, r: &Report<Summary>) -> io::Result<()> {
+    let s = &r.body;
+    let server = if s.embedded_server.is_some() {
+        " (embedded server)"
+    } else {
+        ""
+    };
+    let mode = match (s.keepalive, &s.url) {
+        (Some(k), Some(u)) => format!("http {u} keep-alive {}", if k { "on" } else { "off" }),
+        _ => s.mode.clone(),
+    };
+    writeln!(
+        w,
+        "probe: {mode} to {}{server}, {} workers, {}, close first: {}{}{}",
+        s.target,
+        s.concurrency,
+        fmt::micros(s.elapsed_us),
+        match s.close_first {
+            CloseFirst::Client => "client",
+            CloseFirst::Server => "server",
+        },
+        if s.linger0 { ", SO_LINGER 0" } else { "" },
+        if s.nodelay { ", TCP_NODELAY" } else { "" },
+    )?;
+    writeln!(
+        w,
+        "{} requests ok ({}/s), {} failed, {} cut at the end; {} connections opened ({}/s), {} local ports used",
+        s.requests_ok,
+        fmt::count(s.requests_ok_per_s),
+        s.requests_failed,
+        s.requests_cut,
+        s.connections_opened,
+        fmt::count(s.connections_per_s),
+        s.local_ports_used
+    )?;
+    writeln!(w)?;
+    if !s.phases.is_empty() && s.requests_ok > 0 {
+        writeln!(w, "Latency of successful requests:")?;
+        let mut t = table::new([
+            "phase", "count", "min", "p50", "p90", "p99", "p99.9", "p99.99", "max",
+        ]);
+        for p in &s.phases {
+            t.add_row(vec![
+                p.phase.to_string(),
+                p.count.to_string(),
+                fmt::micros(p.min_us),
+                fmt::micros(p.p50_us),
+                fmt::micros(p.p90_us),
+                fmt::micros(p.p99_us),
+                fmt::micros(p.p999_us),
+                fmt::micros(p.p9999_us),
+                fmt::micros(p.max_us),
+            ]);
+        }
+        table::align_right(&mut t, &[1, 2, 3, 4, 5, 6, 7, 8]);
+        writeln!(w, "{t}\n")?;
+    }
+    if !s.errors.is_empty() {
+        writeln!(w, "Errors:")?;
+        let mut t = table::new([
+            "errno",
+            "phase",
+            "count",
+            "first at",
+            "ok before",
+            "local ports",
+        ]);
+        for e in &s.errors {
+            t.add_row(vec![
+                e.errno.clone(),
+                format!("{:?}", e.phase).to_lowercase(),
+                e.count.to_string(),
+                fmt::micros(e.first_at_us),
+                e.ok_before_first.to_string(),
+                join_ports(&e.example_local_ports),
+            ]);
+        }
+        table::align_right(&mut t, &[2, 3, 4]);
+        writeln!(w, "{t}\n")?;
+    }
+    if !s.status_codes.is_empty() {
+        let codes: Vec<String> = s
+            .status_codes
+            .iter()
+            .map(|(c, n)| format!("{c} x {n}"))
+            .collect();
+        writeln!(w, "HTTP status codes: {}\n", codes.join(", "))?;
+    }
+    if s.per_second.len() > 1 {
+        writeln!(w, "Per second:")?;
+        let mut t = table::new(["second", "ok", "failed", "p99 total", "max total"]);
+        for p in s.per_second.iter().take(30) {
+            t.add_row(vec![
+                p.second.to_string(),
+                p.ok.to_string(),
+                p.failed.to_string(),
+                fmt::micros(p.p99_total_us),
+                fmt::micros(p.max_total_us),
+            ]);
+        }
+        table::align_right(&mut t, &[0, 1, 2, 3, 4]);
+        writeln!(w, "{t}\n")?;
+    }
+    writeln!(
+        w,
+        "Slow requests (total > {}): {}",
+        fmt::micros(s.spikes.threshold_us),
+        s.spikes.count
+    )?;
+    if !s.spikes.groups.is_empty() {
+        let mut t = table::new([
+            "cause",
+            "count",
+            "corroborated",
+            "typical slow phase",
+            "max total",
+            "example local ports",
+        ]);
+        for g in &s.spikes.groups {
+            t.add_row(vec![
+                g.label.clone(),
+                g.count.to_string(),
+                g.corroborated.to_string(),
+                fmt::micros(g.typical_phase_us),
+                fmt::micros(g.max_total_us),
+                join_ports(&g.example_local_ports),
+            ]);
+        }
+        table::align_right(&mut t, &[1, 2, 3, 4]);
+        writeln!(w, "{t}")?;
+    }
+    writeln!(w)?;
+    if !s.counters.is_empty() {
+        writeln!(w, "Kernel counters that moved (this network namespace):")?;
+        let mut t = table::new(["counter", "delta", "meaning"]);
+        for c in &s.counters {
+            t.add_row(vec![
+                c.name.clone(),
+                format!("{:+}", c.delta),
+                c.meaning.clone(),
+            ]);
+        }
+        table::align_right(&mut t, &[1]);
+        writeln!(w, "{t}\n")?;
+    }
+    let st = &s.settings;
+    let ladder: Vec<String> = st
+        .syn_ladder_ms
+        .iter()
+        .map(|ms| format!("{}", *ms as f64 / 1000.0))
+        .collect();
+    writeln!(
+        w,
+        "Settings: ip_local_port_range {} ({} ports usable), tcp_tw_reuse {}, SYN retransmits at {} s (gives up at {} s), RTO floor {} ({})\n",
+        st.ip_local_port_range,
+        st.ports_available,
+        st.tcp_tw_reuse.map_or("n/a".to_string(), |v| v.to_string()),
+        ladder.join(", "),
+        st.syn_give_up_ms as f64 / 1000.0,
+        fmt::micros(st.rto_min_us),
+        st.rto_min_source
+    )?;
+    findings::write(w, &r.findings)?;
+    writeln!(w)?;
+    findings::verdict(w, r)
+}
+
+fn join_ports(p: &[u16]) -> String {
+    p.iter().map(u16::to_string).collect::<Vec<_>>().join(" ")
 }

@@ -1,0 +1,433 @@
+//! Spike classification: each completed connection slower than the threshold gets a
+//! [`SpikeCause`] from its timer signature (which phase was slow, and by how much), then the
+//! cause is checked against the kernel counters that moved during the run.
+//!
+//! Pure: records, the host's timer values and the counter delta come in as arguments.
+//!
+//! Signatures:
+//! * connect ~= a rung of the SYN ladder (`tcp_syn_retries`, `tcp_syn_linear_timeouts`, 1 s
+//!   initial RTO; net/ipv4/tcp_timer.c): a SYN retransmission, attempt = rung index; when
+//!   `TcpExtListenOverflows`/`TcpExtListenDrops` moved, the SYN was dropped by a full accept
+//!   queue instead.
+//! * connect of a few ms with `TcpExtTCPSynRetrans` moving more than the ladder spikes
+//!   explain: the quick SYN resend after a stale ACK (`tcp_rcv_synsent_state_process` in
+//!   net/ipv4/tcp_input.c re-arms the SYN timer to `TCP_TIMEOUT_MIN`, 2 jiffies).
+//! * reply wait >= the RTO floor (`tcp_rto_min_us` or the route's `rto_min`) with
+//!   `TcpExtTCPTimeouts` moving: a data retransmission timeout.
+//! * reply wait ~40 ms (`TCP_DELACK_MIN`, include/net/tcp.h) with `TcpExtDelayedACKs`
+//!   moving or Nagle on: a delayed ACK holding a small write.
+//! * anything else: unexplained (scheduling, the server's own work).
+
+use std::time::Duration;
+
+use serde::Serialize;
+use tcpdoctor_host::counters::Delta;
+use tcpdoctor_model::SynLadder;
+
+use crate::record::Record;
+
+/// Why a connection was slow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case", tag = "cause")]
+pub enum SpikeCause {
+    /// The SYN (or SYN-ACK) was retransmitted; `attempt` is the ladder rung (1 = first
+    /// retransmission, 1 s after the SYN).
+    SynRetransmit { attempt: u32 },
+    /// The SYN met a stale ACK of an old connection, was reset and resent within ms.
+    StaleAckResend,
+    /// A data segment waited for the retransmission timeout.
+    DataRto,
+    /// A small write waited for a delayed ACK (Nagle).
+    DelayedAck,
+    /// The listener's accept queue was full; the handshake was retried on the SYN ladder.
+    AcceptQueueOverflow,
+    /// No timer signature or counter explains it.
+    Unexplained,
+}
+
+impl SpikeCause {
+    pub fn label(&self) -> String {
+        match self {
+            SpikeCause::SynRetransmit { attempt } => format!("SYN retransmission #{attempt}"),
+            SpikeCause::StaleAckResend => "SYN resent after stale ACK".into(),
+            SpikeCause::DataRto => "data retransmission timeout".into(),
+            SpikeCause::DelayedAck => "delayed ACK / Nagle".into(),
+            SpikeCause::AcceptQueueOverflow => "accept queue overflow".into(),
+            SpikeCause::Unexplained => "unexplained (scheduling?)".into(),
+        }
+    }
+}
+
+/// The slow part of a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SlowPhase {
+    /// Waiting for the open-loop schedule, or time outside connect and reply.
+    Other,
+    Connect,
+    FirstByte,
+}
+
+/// This host's timer values, read by the caller.
+#[derive(Clone, Debug)]
+pub struct Signatures {
+    pub ladder: SynLadder,
+    /// Floor of the data RTO toward the target (route `rto_min`, else `tcp_rto_min_us`).
+    pub rto_min: Duration,
+    pub delack_min: Duration,
+    /// TCP_NODELAY was set (Nagle off): delayed ACKs cannot hold our writes.
+    pub nodelay: bool,
+}
+
+/// One slow connection and its cause.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Spike {
+    /// Index into the run's records.
+    pub record: usize,
+    pub local_port: u16,
+    pub total_us: u64,
+    pub phase: SlowPhase,
+    /// Duration of the slow phase.
+    pub phase_us: u64,
+    #[serde(flatten)]
+    pub cause: SpikeCause,
+    /// A kernel counter moved in the way the cause predicts.
+    pub corroborated: bool,
+}
+
+/// Slack when matching a delay to a SYN ladder rung: the round trip after the resend plus
+/// timer granularity (one jiffy is 1-10 ms, CONFIG_HZ) and scheduling.
+pub const LADDER_SLACK: Duration = Duration::from_millis(100);
+/// Window of the quick resend after a stale ACK: `TCP_TIMEOUT_MIN` is 2 jiffies, 2 ms at
+/// HZ=1000 to 20 ms at HZ=100; the upper bound leaves room for the round trips around it.
+pub const STALE_ACK_WINDOW: (Duration, Duration) =
+    (Duration::from_millis(1), Duration::from_millis(60));
+
+/// Default spike threshold: 20 x the median total, at least 5 ms.
+pub fn default_threshold(records: &[Record]) -> Duration {
+    let mut totals: Vec<u64> = records
+        .iter()
+        .filter(|r| r.is_ok())
+        .map(Record::total_ns)
+        .collect();
+    let floor = Duration::from_millis(5);
+    if totals.is_empty() {
+        return floor;
+    }
+    let mid = totals.len() / 2;
+    let (_, median, _) = totals.select_nth_unstable(mid);
+    floor.max(Duration::from_nanos(*median * 20))
+}
+
+/// Counter deltas that corroborate causes.
+struct Moved {
+    syn_retrans: i64,
+    listen: bool,
+    timeouts: bool,
+    delayed_acks: bool,
+}
+
+impl Moved {
+    fn of(d: &Delta) -> Moved {
+        Moved {
+            syn_retrans: d.get("TcpExtTCPSynRetrans"),
+            listen: d.get("TcpExtListenOverflows") > 0 || d.get("TcpExtListenDrops") > 0,
+            timeouts: d.get("TcpExtTCPTimeouts") > 0,
+            delayed_acks: d.get("TcpExtDelayedACKs") > 0,
+        }
+    }
+}
+
+/// Classifies every successful record whose total is at least `threshold`.
+pub fn classify(
+    records: &[Record],
+    threshold: Duration,
+    sig: &Signatures,
+    delta: &Delta,
+) -> Vec<Spike> {
+    let moved = Moved::of(delta);
+    let thr = threshold.as_nanos() as u64;
+    let mut spikes: Vec<Spike> = records
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.is_ok() && r.total_ns() >= thr)
+        .map(|(i, r)| classify_one(i, r, sig, &moved))
+        .collect();
+    // Quick SYN resends: only when the SYN retransmissions counted by the kernel exceed those
+    // the ladder spikes account for.
+    let ladder_resends: i64 = spikes
+        .iter()
+        .map(|s| match s.cause {
+            SpikeCause::SynRetransmit { attempt } => i64::from(attempt),
+            SpikeCause::AcceptQueueOverflow => 1,
+            _ => 0,
+        })
+        .sum();
+    let mut spare = moved.syn_retrans - ladder_resends;
+    for s in spikes.iter_mut() {
+        let in_window = s.phase == SlowPhase::Connect
+            && s.phase_us >= STALE_ACK_WINDOW.0.as_micros() as u64
+            && s.phase_us <= STALE_ACK_WINDOW.1.as_micros() as u64;
+        if s.cause == SpikeCause::Unexplained && in_window && spare > 0 {
+            s.cause = SpikeCause::StaleAckResend;
+            s.corroborated = true;
+            spare -= 1;
+        }
+    }
+    spikes
+}
+
+fn classify_one(index: usize, r: &Record, sig: &Signatures, moved: &Moved) -> Spike {
+    let connect = r.connect_ns().unwrap_or(0);
+    let first = r.first_byte_wait_ns().unwrap_or(0);
+    let total = r.total_ns();
+    let other = total.saturating_sub(connect + first);
+    let (phase, phase_ns) = if connect >= first && connect >= other {
+        (SlowPhase::Connect, connect)
+    } else if first >= other {
+        (SlowPhase::FirstByte, first)
+    } else {
+        (SlowPhase::Other, other)
+    };
+    let d = Duration::from_nanos(phase_ns);
+    let ladder = sig.ladder.attempt_for(d, LADDER_SLACK);
+    let (cause, corroborated) = match phase {
+        SlowPhase::Connect => match ladder {
+            Some(_) if moved.listen => (SpikeCause::AcceptQueueOverflow, true),
+            Some(attempt) => (
+                SpikeCause::SynRetransmit { attempt },
+                moved.syn_retrans >= i64::from(attempt),
+            ),
+            None => (SpikeCause::Unexplained, false),
+        },
+        SlowPhase::FirstByte => {
+            let delack_hi = sig.delack_min + Duration::from_millis(40);
+            let delack_lo = sig.delack_min.saturating_sub(Duration::from_millis(5));
+            if ladder.is_some() && moved.listen {
+                // The final ACK was dropped by a full accept queue; the server resent its
+                // SYN-ACK on the ladder before our request could be accepted.
+                (SpikeCause::AcceptQueueOverflow, true)
+            } else if moved.timeouts && d + Duration::from_millis(5) >= sig.rto_min {
+                (SpikeCause::DataRto, true)
+            } else if (delack_lo..=delack_hi).contains(&d) && (moved.delayed_acks || !sig.nodelay) {
+                (SpikeCause::DelayedAck, moved.delayed_acks)
+            } else {
+                (SpikeCause::Unexplained, false)
+            }
+        }
+        SlowPhase::Other => (SpikeCause::Unexplained, false),
+    };
+    Spike {
+        record: index,
+        local_port: r.local_port,
+        total_us: total / 1_000,
+        phase,
+        phase_us: phase_ns / 1_000,
+        cause,
+        corroborated,
+    }
+}
+
+/// Counters a probe reports, with what a move means. Kernel names as nstat prints them.
+pub const REPORTED_COUNTERS: &[(&str, &str)] = &[
+    ("TcpActiveOpens", "connections this host opened (connect)"),
+    ("TcpPassiveOpens", "connections this host accepted"),
+    (
+        "TcpAttemptFails",
+        "connects that failed (refused, reset in SYN_SENT, timed out)",
+    ),
+    ("TcpEstabResets", "established connections reset"),
+    ("TcpOutRsts", "resets sent"),
+    ("TcpRetransSegs", "segments retransmitted (all causes)"),
+    ("TcpExtTCPSynRetrans", "SYN and SYN-ACK retransmissions"),
+    (
+        "TcpExtListenOverflows",
+        "handshakes dropped: accept queue full",
+    ),
+    (
+        "TcpExtListenDrops",
+        "SYNs or final ACKs a listener dropped (any reason)",
+    ),
+    ("TcpExtTCPTimeouts", "retransmission timer expirations"),
+    ("TcpExtTCPLossProbes", "tail loss probes sent"),
+    (
+        "TcpExtDelayedACKs",
+        "delayed ACKs sent (the 40 ms+ ACK timer fired)",
+    ),
+    (
+        "TcpExtTW",
+        "TIME_WAIT sockets that ended (timer expired or port reused)",
+    ),
+    (
+        "TcpExtTWRecycled",
+        "TIME_WAIT ports reused by connect (tcp_tw_reuse)",
+    ),
+    ("TcpExtTCPChallengeACK", "challenge ACKs sent (RFC 5961)"),
+    (
+        "TcpExtPAWSEstab",
+        "segments dropped by PAWS (old timestamp)",
+    ),
+    (
+        "TcpExtTCPAbortOnData",
+        "connections reset because data arrived after close",
+    ),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::Outcome;
+    use std::collections::BTreeMap;
+
+    const MS: u64 = 1_000_000;
+
+    fn rec(port: u16, connect_ms: f64, first_ms: f64) -> Record {
+        let c = (connect_ms * MS as f64) as u64;
+        let f = (first_ms * MS as f64) as u64;
+        Record {
+            worker: 0,
+            local_port: port,
+            status: 0,
+            reused: false,
+            outcome: Outcome::Ok,
+            scheduled_ns: 0,
+            start_ns: 0,
+            connected_ns: Some(c),
+            first_byte_ns: Some(c + f),
+            end_ns: c + f + 20_000,
+        }
+    }
+
+    fn sig(nodelay: bool) -> Signatures {
+        Signatures {
+            ladder: SynLadder::new(6, Some(4), Duration::from_secs(1)),
+            rto_min: Duration::from_millis(200),
+            delack_min: Duration::from_millis(40),
+            nodelay,
+        }
+    }
+
+    fn delta(pairs: &[(&str, i64)]) -> Delta {
+        Delta {
+            changed: pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v))
+                .collect::<BTreeMap<_, _>>(),
+        }
+    }
+
+    fn causes(records: &[Record], d: &Delta, nodelay: bool) -> Vec<SpikeCause> {
+        classify(records, Duration::from_millis(5), &sig(nodelay), d)
+            .into_iter()
+            .map(|s| s.cause)
+            .collect()
+    }
+
+    #[test]
+    fn syn_ladder_attempts_from_connect_time() {
+        let rs = [
+            rec(40001, 0.05, 0.03),
+            rec(40002, 1_003.0, 0.03),
+            rec(40003, 2_004.5, 0.03),
+            rec(40004, 7_010.0, 0.03),
+        ];
+        let d = delta(&[("TcpExtTCPSynRetrans", 1 + 2 + 6)]);
+        let s = classify(&rs, Duration::from_millis(5), &sig(false), &d);
+        assert_eq!(s.len(), 3);
+        assert_eq!(s[0].cause, SpikeCause::SynRetransmit { attempt: 1 });
+        assert_eq!(s[0].local_port, 40002);
+        assert_eq!(s[1].cause, SpikeCause::SynRetransmit { attempt: 2 });
+        assert_eq!(s[2].cause, SpikeCause::SynRetransmit { attempt: 6 });
+        assert!(s
+            .iter()
+            .all(|s| s.corroborated && s.phase == SlowPhase::Connect));
+        // Without the counter moving, the timing still names the rung but is not corroborated.
+        let s = classify(&rs, Duration::from_millis(5), &sig(false), &delta(&[]));
+        assert!(!s[0].corroborated);
+    }
+
+    #[test]
+    fn exponential_ladder_of_older_kernels() {
+        let mut g = sig(false);
+        g.ladder = SynLadder::new(6, None, Duration::from_secs(1));
+        let rs = [rec(1, 3_010.0, 0.1)];
+        let s = classify(
+            &rs,
+            Duration::from_millis(5),
+            &g,
+            &delta(&[("TcpExtTCPSynRetrans", 2)]),
+        );
+        assert_eq!(s[0].cause, SpikeCause::SynRetransmit { attempt: 2 });
+    }
+
+    #[test]
+    fn accept_queue_overflow_when_listen_counters_move() {
+        let rs = [rec(1, 1_002.0, 0.1), rec(2, 0.1, 1_001.0)];
+        let d = delta(&[("TcpExtListenOverflows", 2), ("TcpExtTCPSynRetrans", 2)]);
+        assert_eq!(
+            causes(&rs, &d, false),
+            vec![
+                SpikeCause::AcceptQueueOverflow,
+                SpikeCause::AcceptQueueOverflow
+            ]
+        );
+    }
+
+    #[test]
+    fn stale_ack_needs_unexplained_syn_retransmissions() {
+        let rs = [rec(1, 8.3, 0.1), rec(2, 1_001.0, 0.1), rec(3, 9.0, 0.1)];
+        // 1 for the ladder spike + 1 quick resend: only one of the two fast connects.
+        let d = delta(&[("TcpExtTCPSynRetrans", 2)]);
+        assert_eq!(
+            causes(&rs, &d, false),
+            vec![
+                SpikeCause::StaleAckResend,
+                SpikeCause::SynRetransmit { attempt: 1 },
+                SpikeCause::Unexplained
+            ]
+        );
+        // No counter movement: both stay unexplained.
+        let d = delta(&[]);
+        assert_eq!(causes(&rs, &d, false)[0], SpikeCause::Unexplained);
+    }
+
+    #[test]
+    fn data_rto_and_delayed_ack_from_reply_wait() {
+        let rs = [rec(1, 0.1, 204.0), rec(2, 0.1, 41.0), rec(3, 0.1, 120.0)];
+        let d = delta(&[("TcpExtTCPTimeouts", 1), ("TcpExtDelayedACKs", 3)]);
+        assert_eq!(
+            causes(&rs, &d, false),
+            vec![
+                SpikeCause::DataRto,
+                SpikeCause::DelayedAck,
+                SpikeCause::Unexplained
+            ]
+        );
+        // A 204 ms wait without TCPTimeouts is not an RTO; a 41 ms wait with Nagle off and no
+        // delayed ACKs is not a delayed ACK.
+        assert_eq!(
+            causes(&rs[..2], &delta(&[]), true),
+            vec![SpikeCause::Unexplained, SpikeCause::Unexplained]
+        );
+    }
+
+    #[test]
+    fn threshold_and_failures() {
+        let mut failed = rec(9, 3_000.0, 0.0);
+        failed.outcome = Outcome::Error {
+            kind: crate::ErrorKind::Refused,
+            phase: crate::Phase::Connect,
+        };
+        let rs = [
+            rec(1, 0.05, 0.05),
+            rec(2, 0.06, 0.04),
+            rec(3, 0.05, 4.0),
+            failed,
+        ];
+        assert_eq!(default_threshold(&rs), Duration::from_millis(5));
+        assert!(classify(&rs, Duration::from_millis(5), &sig(false), &delta(&[])).is_empty());
+        let s = classify(&rs, Duration::from_millis(2), &sig(false), &delta(&[]));
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].phase, SlowPhase::FirstByte);
+    }
+}

@@ -1,0 +1,663 @@
+//! The load engine: worker threads that open connections and write [`Record`]s, and the
+//! supervising loop in [`run`] that reports progress, enforces timeouts, ends the run, and
+//! hands the records to statistics and classification.
+//!
+//! Workers use plain blocking sockets: per connection `socket`, `connect`, `getsockname`,
+//! `send`, `recv`, `close` (plus the options asked for). Timeouts cost no syscall on that
+//! path: each worker publishes its in-flight socket and deadline in a slot, and the
+//! supervisor (every 20 ms) shuts down a socket whose deadline passed, which wakes the
+//! blocked connect()/recv(). Ctrl-C and the end of the run use the same mechanism.
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use socket2::{Domain, Socket, Type};
+use tcpdoctor_host::{counters, route, sysctl::TcpSettings};
+
+use crate::classify::{self, Signatures};
+use crate::record::{ErrorKind, Outcome, Phase, Record};
+use crate::server::{Protocol, Server, ServerConfig};
+use crate::{findings, http, stats, CloseFirst, Config, Error, Mode, ProbeResult, Progress};
+
+/// How often the supervisor wakes: timeout precision and progress cadence.
+const TICK: Duration = Duration::from_millis(20);
+/// In-flight connections get this long to finish after the duration ends.
+const DRAIN_AT_END: Duration = Duration::from_secs(1);
+/// ... and this long after the caller's stop flag (Ctrl-C).
+const DRAIN_ON_STOP: Duration = Duration::from_millis(100);
+/// Pause after a local-exhaustion error (EADDRNOTAVAIL, EADDRINUSE, EMFILE): retrying at
+/// once fails again and would only spin.
+const EXHAUSTION_BACKOFF: Duration = Duration::from_millis(1);
+
+/// Why the supervisor cut a socket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cut {
+    ConnectTimeout,
+    ReplyTimeout,
+    Stopped,
+}
+
+#[derive(Default)]
+struct InFlight {
+    fd: Option<RawFd>,
+    deadline: Option<(Instant, Cut)>,
+    cut: Option<Cut>,
+}
+
+#[repr(align(64))]
+struct Slot {
+    inflight: Mutex<InFlight>,
+    done: AtomicU64,
+    errors: AtomicU64,
+}
+
+struct Shared<'a> {
+    cfg: &'a Config,
+    target: SocketAddr,
+    /// Request bytes: the crr/rr payload or the HTTP request.
+    request: Vec<u8>,
+    t0: Instant,
+    end: Instant,
+    tickets: AtomicU64,
+    halt: AtomicBool,
+    next_port: AtomicU64,
+    slots: Vec<Slot>,
+}
+
+impl Shared<'_> {
+    fn ns(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.t0).as_nanos() as u64
+    }
+}
+
+fn validate(cfg: &Config) -> Result<(), Error> {
+    let bad = |m: &str| Err(Error::Config(m.to_string()));
+    if cfg.concurrency == 0 || cfg.concurrency > 10_000 {
+        return bad("concurrency must be 1..=10000");
+    }
+    if cfg.count == 0 {
+        return bad("count must be at least 1");
+    }
+    if cfg.duration.is_zero() {
+        return bad("duration must be above 0");
+    }
+    if let Some(r) = cfg.rate_per_s {
+        if !(r.is_finite() && r > 0.0) {
+            return bad("rate must be a positive number per second");
+        }
+    }
+    if matches!(cfg.mode, Mode::Crr | Mode::Rr) && (cfg.request_bytes == 0 || cfg.reply_bytes == 0)
+    {
+        return bad("request and reply sizes must be at least 1 byte in crr and rr modes");
+    }
+    if let (Some(a), Some(t)) = (cfg.local_addr, cfg.target) {
+        if a.is_ipv4() != t.is_ipv4() {
+            return bad("local address and target are of different IP families");
+        }
+    }
+    Ok(())
+}
+
+/// Runs a probe as configured. See the crate documentation.
+pub fn run(
+    cfg: &Config,
+    stop: &AtomicBool,
+    on_progress: &dyn Fn(Progress),
+) -> Result<ProbeResult, Error> {
+    validate(cfg)?;
+    let settings = TcpSettings::read()?;
+    let server = match cfg.target {
+        Some(_) => None,
+        None => Some(start_embedded(cfg)?),
+    };
+    let target = cfg
+        .target
+        .or_else(|| server.as_ref().map(Server::local_addr))
+        .ok_or_else(|| Error::Config("no target".into()))?;
+    let route_rto_min = route::rto_min_for(target.ip()).ok().flatten();
+    let request = match &cfg.mode {
+        Mode::Http { url, keepalive } => {
+            let mut url = url.clone();
+            if cfg.target.is_none() {
+                url.host = target.ip().to_string();
+                url.port = target.port();
+            }
+            http::request(&url, *keepalive)
+        }
+        _ => vec![b'q'; cfg.request_bytes],
+    };
+
+    let before = counters::snapshot()?;
+    let (records, elapsed) = drive(cfg, target, request, stop, on_progress)?;
+    let after = counters::snapshot()?;
+    let server_stats = server.map(Server::stop);
+    let delta = after.delta_since(&before);
+    let interrupted = stop.load(Ordering::SeqCst);
+
+    let sig = Signatures {
+        ladder: settings.syn_ladder(),
+        rto_min: route_rto_min.unwrap_or_else(|| settings.rto_min()),
+        delack_min: tcpdoctor_model::timers::DELACK_MIN,
+        nodelay: cfg.nodelay,
+    };
+    let threshold = cfg
+        .spike_threshold
+        .unwrap_or_else(|| classify::default_threshold(&records));
+    let spikes = classify::classify(&records, threshold, &sig, &delta);
+    let ctx = stats::Context {
+        cfg,
+        target,
+        embedded_server: server_stats,
+        elapsed,
+        settings: &settings,
+        route_rto_min,
+        threshold,
+    };
+    let summary = stats::summarize(&ctx, &records, &spikes, &delta, &sig);
+    let findings = findings::build(&ctx, &summary, &spikes, &delta);
+    Ok(ProbeResult {
+        summary,
+        findings,
+        interrupted,
+        records,
+    })
+}
+
+fn start_embedded(cfg: &Config) -> Result<Server, Error> {
+    let protocol = match cfg.mode {
+        Mode::Http { .. } => Protocol::Http {
+            body_bytes: cfg.reply_bytes,
+        },
+        _ => Protocol::Tcp {
+            request_bytes: cfg.request_bytes.max(1),
+            reply_bytes: cfg.reply_bytes,
+        },
+    };
+    let ip = match cfg.local_addr {
+        Some(IpAddr::V6(_)) => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        _ => IpAddr::V4(Ipv4Addr::LOCALHOST),
+    };
+    let mut sc = ServerConfig::new(SocketAddr::new(ip, 0), protocol);
+    sc.close_first = cfg.close_first;
+    sc.threads = (cfg.concurrency + 2).max(4);
+    sc.nodelay = true;
+    Server::start(sc)
+}
+
+/// Runs the workers under supervision; returns the records sorted by start, and the time
+/// the run took.
+fn drive(
+    cfg: &Config,
+    target: SocketAddr,
+    request: Vec<u8>,
+    stop: &AtomicBool,
+    on_progress: &dyn Fn(Progress),
+) -> Result<(Vec<Record>, Duration), Error> {
+    let t0 = Instant::now();
+    let sh = Shared {
+        cfg,
+        target,
+        request,
+        t0,
+        end: t0 + cfg.duration,
+        tickets: AtomicU64::new(0),
+        halt: AtomicBool::new(false),
+        next_port: AtomicU64::new(0),
+        slots: (0..cfg.concurrency)
+            .map(|_| Slot {
+                inflight: Mutex::new(InFlight::default()),
+                done: AtomicU64::new(0),
+                errors: AtomicU64::new(0),
+            })
+            .collect(),
+    };
+    let per_worker = (cfg.count / cfg.concurrency as u64 + 1).min(1 << 16) as usize;
+    let mut all = Vec::new();
+    std::thread::scope(|scope| -> Result<(), Error> {
+        let mut handles = Vec::with_capacity(cfg.concurrency);
+        for id in 0..cfg.concurrency {
+            let sh = &sh;
+            let h = std::thread::Builder::new()
+                .name(format!("tdoc-probe-{id}"))
+                .spawn_scoped(scope, move || worker(sh, id, per_worker))
+                .map_err(|e| {
+                    sh.halt.store(true, Ordering::SeqCst);
+                    Error::Thread(e)
+                })?;
+            handles.push(h);
+        }
+        supervise(&sh, stop, on_progress, &handles);
+        for h in handles {
+            if let Ok(v) = h.join() {
+                all.extend(v);
+            }
+        }
+        Ok(())
+    })?;
+    let elapsed = t0.elapsed();
+    all.sort_unstable_by_key(|r| (r.start_ns, r.worker));
+    Ok((all, elapsed))
+}
+
+fn supervise<T>(
+    sh: &Shared,
+    stop: &AtomicBool,
+    on_progress: &dyn Fn(Progress),
+    handles: &[std::thread::ScopedJoinHandle<'_, T>],
+) {
+    let mut halt_at: Option<Instant> = None;
+    let mut ticks = 0u64;
+    loop {
+        std::thread::sleep(TICK);
+        ticks += 1;
+        let now = Instant::now();
+        if handles.iter().all(|h| h.is_finished()) {
+            break;
+        }
+        if halt_at.is_none() {
+            if stop.load(Ordering::SeqCst) {
+                halt_at = Some(now + DRAIN_ON_STOP);
+            } else if now >= sh.end {
+                halt_at = Some(now + DRAIN_AT_END);
+            }
+            if halt_at.is_some() {
+                sh.halt.store(true, Ordering::SeqCst);
+            }
+        } else if stop.load(Ordering::SeqCst) {
+            // Ctrl-C during the drain at the end: shorten it.
+            halt_at = halt_at.map(|t| t.min(now + DRAIN_ON_STOP));
+        }
+        let cut_all = halt_at.is_some_and(|t| now >= t);
+        for slot in &sh.slots {
+            let Ok(mut f) = slot.inflight.lock() else {
+                continue;
+            };
+            let Some(fd) = f.fd else { continue };
+            if f.cut.is_some() {
+                continue;
+            }
+            let why = match f.deadline {
+                Some((d, why)) if now >= d => Some(why),
+                _ if cut_all => Some(Cut::Stopped),
+                _ => None,
+            };
+            if let Some(why) = why {
+                f.cut = Some(why);
+                // SAFETY: fd is open: the worker clears the slot under this lock before
+                // closing it.
+                unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+            }
+        }
+        if ticks.is_multiple_of(5) {
+            on_progress(progress(sh, now));
+        }
+    }
+    on_progress(progress(sh, Instant::now()));
+}
+
+fn progress(sh: &Shared, now: Instant) -> Progress {
+    Progress {
+        elapsed: now - sh.t0,
+        done: sh
+            .slots
+            .iter()
+            .map(|s| s.done.load(Ordering::Relaxed))
+            .sum(),
+        errors: sh
+            .slots
+            .iter()
+            .map(|s| s.errors.load(Ordering::Relaxed))
+            .sum(),
+        count: sh.cfg.count,
+        duration: sh.cfg.duration,
+    }
+}
+
+/// A persistent connection kept between iterations (rr, keep-alive http).
+struct Conn {
+    sock: Socket,
+    local_port: u16,
+}
+
+struct Worker<'a, 'b> {
+    sh: &'a Shared<'b>,
+    id: u16,
+    slot: &'a Slot,
+    conn: Option<Conn>,
+    buf: Vec<u8>,
+    records: Vec<Record>,
+}
+
+fn worker(sh: &Shared, id: usize, reserve: usize) -> Vec<Record> {
+    let mut w = Worker {
+        sh,
+        id: id as u16,
+        slot: &sh.slots[id],
+        conn: None,
+        buf: vec![0u8; 16 * 1024],
+        records: Vec::with_capacity(reserve),
+    };
+    let rate = sh.cfg.rate_per_s;
+    loop {
+        if sh.halt.load(Ordering::Relaxed) {
+            break;
+        }
+        let ticket = sh.tickets.fetch_add(1, Ordering::Relaxed);
+        if ticket >= sh.cfg.count {
+            break;
+        }
+        let scheduled = match rate {
+            Some(r) => {
+                let due = sh.t0 + Duration::from_secs_f64(ticket as f64 / r);
+                if !sleep_until(sh, due) {
+                    break;
+                }
+                due
+            }
+            None => Instant::now(),
+        };
+        if scheduled >= sh.end {
+            break;
+        }
+        let rec = w.iteration(scheduled);
+        let failed = match rec.outcome {
+            Outcome::Error { kind, .. } => {
+                w.slot.errors.fetch_add(1, Ordering::Relaxed);
+                Some(kind)
+            }
+            _ => None,
+        };
+        w.records.push(rec);
+        w.slot.done.fetch_add(1, Ordering::Relaxed);
+        if failed.is_some_and(|k| k.is_local_exhaustion()) {
+            std::thread::sleep(EXHAUSTION_BACKOFF);
+        }
+    }
+    w.close_conn();
+    w.records
+}
+
+/// Sleeps until `due` in short steps; false when the run halts meanwhile.
+fn sleep_until(sh: &Shared, due: Instant) -> bool {
+    loop {
+        if sh.halt.load(Ordering::Relaxed) {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= due {
+            return true;
+        }
+        std::thread::sleep((due - now).min(Duration::from_millis(50)));
+    }
+}
+
+enum Fail {
+    Io(std::io::Error, Phase),
+    Kind(ErrorKind, Phase),
+}
+
+impl Worker<'_, '_> {
+    fn now_ns(&self) -> u64 {
+        self.sh.ns(Instant::now())
+    }
+
+    fn iteration(&mut self, scheduled: Instant) -> Record {
+        let start = Instant::now();
+        let mut rec = Record {
+            worker: self.id,
+            local_port: 0,
+            status: 0,
+            reused: false,
+            outcome: Outcome::Ok,
+            scheduled_ns: self.sh.ns(scheduled),
+            start_ns: self.sh.ns(start),
+            connected_ns: None,
+            first_byte_ns: None,
+            end_ns: 0,
+        };
+        let result = match &self.sh.cfg.mode {
+            Mode::Connect => self.connect_close(&mut rec),
+            Mode::Crr => self.with_connection(&mut rec, false, Self::tcp_exchange),
+            Mode::Rr => self.with_connection(&mut rec, true, Self::tcp_exchange),
+            Mode::Http { keepalive, .. } => {
+                let k = *keepalive;
+                self.with_connection(&mut rec, k, Self::http_exchange)
+            }
+        };
+        rec.end_ns = self.now_ns();
+        if let Err(f) = result {
+            rec.outcome = self.outcome_of(f);
+        }
+        rec
+    }
+
+    /// Maps a failure to an outcome, looking at whether the supervisor cut the socket.
+    fn outcome_of(&mut self, f: Fail) -> Outcome {
+        let (kind, phase) = match f {
+            Fail::Io(e, p) => (ErrorKind::from_io(&e), p),
+            Fail::Kind(k, p) => (k, p),
+        };
+        let cut = self
+            .slot
+            .inflight
+            .lock()
+            .ok()
+            .and_then(|mut g| g.cut.take());
+        self.close_conn();
+        match cut {
+            Some(Cut::Stopped) => Outcome::Cut { phase },
+            Some(Cut::ConnectTimeout) => Outcome::Error {
+                kind: ErrorKind::ConnectTimeout,
+                phase,
+            },
+            Some(Cut::ReplyTimeout) => Outcome::Error {
+                kind: ErrorKind::ReplyTimeout,
+                phase,
+            },
+            None => Outcome::Error { kind, phase },
+        }
+    }
+
+    fn publish(&self, fd: Option<RawFd>, deadline: Option<(Instant, Cut)>) {
+        if let Ok(mut g) = self.slot.inflight.lock() {
+            g.fd = fd;
+            g.deadline = deadline;
+            if fd.is_none() {
+                g.cut = None;
+            }
+        }
+    }
+
+    fn arm(&self, timeout: Duration, why: Cut) {
+        if let Ok(mut g) = self.slot.inflight.lock() {
+            g.deadline = Some((Instant::now() + timeout, why));
+        }
+    }
+
+    fn disarm(&self) {
+        if let Ok(mut g) = self.slot.inflight.lock() {
+            g.deadline = None;
+        }
+    }
+
+    fn close_conn(&mut self) {
+        if self.conn.is_some() {
+            self.publish(None, None);
+            self.conn = None;
+        }
+    }
+
+    /// Creates, configures, binds and connects a socket; fills `connected_ns`, `local_port`.
+    fn open(&mut self, rec: &mut Record) -> Result<(), Fail> {
+        let cfg = self.sh.cfg;
+        let target = self.sh.target;
+        let sock = Socket::new(Domain::for_address(target), Type::STREAM, None)
+            .map_err(|e| Fail::Io(e, Phase::Socket))?;
+        if cfg.linger0 {
+            sock.set_linger(Some(Duration::ZERO))
+                .map_err(|e| Fail::Io(e, Phase::Socket))?;
+        }
+        if cfg.nodelay {
+            sock.set_tcp_nodelay(true)
+                .map_err(|e| Fail::Io(e, Phase::Socket))?;
+        }
+        self.bind(&sock)?;
+        let fd = sock.as_raw_fd();
+        self.conn = Some(Conn {
+            sock,
+            local_port: 0,
+        });
+        self.publish(
+            Some(fd),
+            Some((Instant::now() + cfg.connect_timeout, Cut::ConnectTimeout)),
+        );
+        let conn = self.conn.as_mut().expect("just set");
+        let connected = conn.sock.connect(&target.into());
+        rec.local_port = conn
+            .sock
+            .local_addr()
+            .ok()
+            .and_then(|a| a.as_socket())
+            .map_or(0, |a| a.port());
+        conn.local_port = rec.local_port;
+        connected.map_err(|e| Fail::Io(e, Phase::Connect))?;
+        rec.connected_ns = Some(self.now_ns());
+        self.disarm();
+        Ok(())
+    }
+
+    fn bind(&self, sock: &Socket) -> Result<(), Fail> {
+        let cfg = self.sh.cfg;
+        let ip = match (cfg.local_addr, cfg.local_ports) {
+            (None, None) => return Ok(()),
+            (Some(ip), _) => ip,
+            (None, Some(_)) => match self.sh.target {
+                SocketAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+                SocketAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+            },
+        };
+        let port = match cfg.local_ports {
+            Some(range) => {
+                let n = self.sh.next_port.fetch_add(1, Ordering::Relaxed);
+                range.low + (n % u64::from(range.len())) as u16
+            }
+            None => {
+                // Let connect() choose the port for the whole 4-tuple (Linux 4.2+).
+                let one: libc::c_int = 1;
+                // SAFETY: valid fd, option value of the documented type and size.
+                unsafe {
+                    libc::setsockopt(
+                        sock.as_raw_fd(),
+                        libc::IPPROTO_IP,
+                        libc::IP_BIND_ADDRESS_NO_PORT,
+                        (&one as *const libc::c_int).cast(),
+                        std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                    )
+                };
+                0
+            }
+        };
+        sock.bind(&SocketAddr::new(ip, port).into())
+            .map_err(|e| Fail::Io(e, Phase::Bind))
+    }
+
+    fn connect_close(&mut self, rec: &mut Record) -> Result<(), Fail> {
+        self.open(rec)?;
+        self.close_conn();
+        Ok(())
+    }
+
+    /// Runs `exchange` on the worker's connection, opening one if needed; closes it after
+    /// unless `keep` (and the exchange allows it).
+    fn with_connection(
+        &mut self,
+        rec: &mut Record,
+        keep: bool,
+        exchange: fn(&mut Self, &mut Record) -> Result<bool, Fail>,
+    ) -> Result<(), Fail> {
+        if self.conn.is_some() {
+            rec.reused = true;
+            rec.local_port = self.conn.as_ref().map_or(0, |c| c.local_port);
+        } else {
+            self.open(rec)?;
+        }
+        let reusable = exchange(self, rec)?;
+        if !(keep && reusable) {
+            self.close_conn();
+        }
+        Ok(())
+    }
+
+    /// crr/rr: send the request, read `reply_bytes`; with the server closing first, wait for
+    /// its FIN. Returns whether the connection can carry another request.
+    fn tcp_exchange(&mut self, rec: &mut Record) -> Result<bool, Fail> {
+        let cfg = self.sh.cfg;
+        let reply_bytes = cfg.reply_bytes;
+        let server_closes = cfg.close_first == CloseFirst::Server;
+        let persistent = matches!(cfg.mode, Mode::Rr);
+        let t0 = self.sh.t0;
+        let conn = self.conn.as_mut().expect("connection open");
+        conn.sock
+            .write_all(&self.sh.request)
+            .map_err(|e| Fail::Io(e, Phase::Send))?;
+        self.arm(cfg.reply_timeout, Cut::ReplyTimeout);
+        let conn = self.conn.as_mut().expect("connection open");
+        let mut got = 0;
+        while got < reply_bytes {
+            let want = (reply_bytes - got).min(self.buf.len());
+            match conn.sock.read(&mut self.buf[..want]) {
+                Ok(0) => return Err(Fail::Kind(ErrorKind::ShortReply, Phase::Reply)),
+                Ok(n) => {
+                    if got == 0 {
+                        rec.first_byte_ns =
+                            Some(Instant::now().duration_since(t0).as_nanos() as u64);
+                    }
+                    got += n;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Fail::Io(e, Phase::Reply)),
+            }
+        }
+        if server_closes && !persistent {
+            // Wait for the server's FIN so the server holds TIME_WAIT.
+            loop {
+                match conn.sock.read(&mut self.buf[..]) {
+                    Ok(0) => break,
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(Fail::Io(e, Phase::Reply)),
+                }
+            }
+        }
+        self.disarm();
+        Ok(persistent)
+    }
+
+    fn http_exchange(&mut self, rec: &mut Record) -> Result<bool, Fail> {
+        let cfg = self.sh.cfg;
+        let t0 = self.sh.t0;
+        let conn = self.conn.as_mut().expect("connection open");
+        conn.sock
+            .write_all(&self.sh.request)
+            .map_err(|e| Fail::Io(e, Phase::Send))?;
+        self.arm(cfg.reply_timeout, Cut::ReplyTimeout);
+        let conn = self.conn.as_mut().expect("connection open");
+        let mut first = None;
+        let resp = http::read_response(&mut conn.sock, &mut self.buf, || {
+            first = Some(Instant::now().duration_since(t0).as_nanos() as u64)
+        });
+        rec.first_byte_ns = first;
+        let resp = resp.map_err(|e| match e {
+            http::ReadError::Io(e) => Fail::Io(e, Phase::Reply),
+            http::ReadError::Closed { .. } => Fail::Kind(ErrorKind::ShortReply, Phase::Reply),
+            http::ReadError::Malformed(_) => Fail::Kind(ErrorKind::BadReply, Phase::Reply),
+        })?;
+        self.disarm();
+        rec.status = resp.status;
+        Ok(resp.keep_alive)
+    }
+}

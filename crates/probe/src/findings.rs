@@ -1,0 +1,356 @@
+//! Findings of a probe run: errors by errno (EADDRNOTAVAIL is port exhaustion, with the
+//! arithmetic), spike groups by cause, each with its counter evidence. Pure.
+
+use tcpdoctor_host::counters::Delta;
+use tcpdoctor_host::sysctl::TIME_WAIT;
+use tcpdoctor_model::{Evidence, Finding, Pathology, Severity, Source};
+
+use crate::classify::{Spike, SpikeCause};
+use crate::record::ErrorKind;
+use crate::stats::{Context, Summary};
+use crate::CloseFirst;
+
+fn us_to_ms(us: u64) -> String {
+    if us >= 10_000 {
+        format!("{} ms", us / 1_000)
+    } else {
+        format!("{:.1} ms", us as f64 / 1_000.0)
+    }
+}
+
+fn counter_evidence(f: Finding, delta: &Delta, names: &[&str]) -> Finding {
+    names.iter().fold(f, |f, n| {
+        let d = delta.get(n);
+        if d != 0 {
+            f.counter(n, d)
+        } else {
+            f
+        }
+    })
+}
+
+fn ports(items: &[u16]) -> Vec<String> {
+    items.iter().map(u16::to_string).collect()
+}
+
+/// All findings of a run, unranked (the Report ranks them).
+pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec<Finding> {
+    let mut out = Vec::new();
+    port_exhaustion(ctx, s, delta, &mut out);
+    connect_failures(s, delta, &mut out);
+    for g in &s.spikes.groups {
+        let examples = Evidence::Examples {
+            what: "local ports of slow connections".into(),
+            items: ports(&g.example_local_ports),
+        };
+        let f = match g.cause {
+            SpikeCause::SynRetransmit { .. } => continue, // grouped below
+            SpikeCause::AcceptQueueOverflow => counter_evidence(
+                Finding::new(
+                    Pathology::AcceptQueueOverflow,
+                    Severity::Warning,
+                    Source::Probe,
+                    format!(
+                        "{} connections waited ~{} while the listener's accept queue overflowed",
+                        g.count,
+                        us_to_ms(g.typical_phase_us)
+                    ),
+                ),
+                delta,
+                &["TcpExtListenOverflows", "TcpExtListenDrops", "TcpExtTCPSynRetrans"],
+            ),
+            SpikeCause::StaleAckResend => counter_evidence(
+                Finding::new(
+                    Pathology::StaleAckRace,
+                    Severity::Info,
+                    Source::Probe,
+                    format!(
+                        "{} connects took ~{}: SYN answered by a stale ACK and resent quickly",
+                        g.count,
+                        us_to_ms(g.typical_phase_us)
+                    ),
+                ),
+                delta,
+                &["TcpExtTCPSynRetrans", "TcpOutRsts"],
+            ),
+            SpikeCause::DataRto => counter_evidence(
+                Finding::new(
+                    Pathology::RetransmitTimeout,
+                    Severity::Warning,
+                    Source::Probe,
+                    format!(
+                        "{} replies waited ~{} for a retransmission timeout (RTO floor {})",
+                        g.count,
+                        us_to_ms(g.typical_phase_us),
+                        us_to_ms(s.settings.rto_min_us)
+                    ),
+                ),
+                delta,
+                &["TcpExtTCPTimeouts", "TcpRetransSegs"],
+            )
+            .setting(
+                if s.settings.rto_min_source == "route" {
+                    "route rto_min"
+                } else {
+                    "net.ipv4.tcp_rto_min_us"
+                },
+                s.settings.rto_min_us,
+            ),
+            SpikeCause::DelayedAck => counter_evidence(
+                Finding::new(
+                    Pathology::DelayedAck,
+                    Severity::Warning,
+                    Source::Probe,
+                    format!(
+                        "{} replies waited ~{}: a delayed ACK held a small write",
+                        g.count,
+                        us_to_ms(g.typical_phase_us)
+                    ),
+                ),
+                delta,
+                &["TcpExtDelayedACKs"],
+            )
+            .setting("TCP_NODELAY", ctx.cfg.nodelay),
+            SpikeCause::Unexplained => Finding::new(
+                Pathology::UnexplainedDelay,
+                Severity::Info,
+                Source::Probe,
+                format!(
+                    "{} connections were slower than {} (typical slow phase {}) with no TCP timer signature",
+                    g.count,
+                    us_to_ms(s.spikes.threshold_us),
+                    us_to_ms(g.typical_phase_us)
+                ),
+            ),
+        };
+        out.push(
+            f.with_evidence(Evidence::Timing {
+                what: format!("slow phase ({})", g.label),
+                count: g.count,
+                value_us: g.typical_phase_us,
+            })
+            .with_evidence(examples),
+        );
+    }
+    syn_retransmits(s, spikes, delta, &mut out);
+    out
+}
+
+fn port_exhaustion(ctx: &Context, s: &Summary, delta: &Delta, out: &mut Vec<Finding>) {
+    let ports = s.settings.ports_available;
+    let rate = f64::from(ports) / TIME_WAIT.as_secs_f64();
+    let range_name = if ctx.cfg.local_ports.is_some() {
+        "--local-ports"
+    } else {
+        "net.ipv4.ip_local_port_range"
+    };
+    let range_value = ctx
+        .cfg
+        .local_ports
+        .map_or(s.settings.ip_local_port_range.clone(), |r| r.to_string());
+    let formula = format!(
+        "{ports} ports / {} s TIME_WAIT = new connections per second to one destination",
+        TIME_WAIT.as_secs()
+    );
+    let exhausted: Vec<_> = s
+        .errors
+        .iter()
+        .filter(|e| matches!(e.kind, ErrorKind::AddrNotAvail | ErrorKind::AddrInUse))
+        .collect();
+    if !exhausted.is_empty() {
+        let n: u64 = exhausted.iter().map(|e| e.count).sum();
+        let first = exhausted
+            .iter()
+            .min_by_key(|e| e.first_at_us)
+            .expect("non-empty");
+        let mut f = Finding::new(
+            Pathology::PortExhaustion,
+            Severity::Critical,
+            Source::Probe,
+            format!(
+                "{n} connects failed with {} after {} succeeded: {ports} local ports last {:.1} new connections/s to {} while TIME_WAIT holds each for {} s",
+                first.errno,
+                first.ok_before_first,
+                rate,
+                s.target,
+                TIME_WAIT.as_secs()
+            ),
+        )
+        .setting(range_name, &range_value)
+        .arithmetic(formula, rate);
+        if let Some(v) = ctx.settings.tcp_tw_reuse {
+            f = f.setting("net.ipv4.tcp_tw_reuse", v);
+        }
+        for e in &exhausted {
+            f = f.with_evidence(Evidence::Timing {
+                what: format!("{} at {:?}, first after", e.errno, e.phase),
+                count: e.count,
+                value_us: e.first_at_us,
+            });
+        }
+        f = counter_evidence(
+            f,
+            delta,
+            &["TcpExtTW", "TcpActiveOpens", "TcpExtTWRecycled"],
+        );
+        out.push(f);
+        return;
+    }
+    // No failure yet, but a connection rate the port range cannot sustain: only tw_reuse,
+    // the server closing first, or SO_LINGER 0 kept ports free.
+    let per_conn = ctx.cfg.mode.connection_per_request();
+    if per_conn
+        && s.connections_opened as f64 >= f64::from(ports)
+        && s.connections_per_s > rate
+        && ctx.cfg.close_first == CloseFirst::Client
+        && !ctx.cfg.linger0
+    {
+        let reused = delta.get("TcpExtTWRecycled");
+        let f = Finding::new(
+            Pathology::PortExhaustion,
+            Severity::Info,
+            Source::Probe,
+            format!(
+                "{:.0} new connections/s to one destination is above the {:.1}/s that {ports} ports sustain through 60 s of TIME_WAIT; {}",
+                s.connections_per_s,
+                rate,
+                if reused > 0 {
+                    "tcp_tw_reuse recycled TIME_WAIT ports, so no connect failed".to_string()
+                } else {
+                    "no connect failed in this run".to_string()
+                }
+            ),
+        )
+        .setting(range_name, &range_value)
+        .arithmetic(formula, rate);
+        let f = match ctx.settings.tcp_tw_reuse {
+            Some(v) => f.setting("net.ipv4.tcp_tw_reuse", v),
+            None => f,
+        };
+        out.push(counter_evidence(
+            f,
+            delta,
+            &["TcpExtTWRecycled", "TcpExtTW"],
+        ));
+    }
+}
+
+fn connect_failures(s: &Summary, delta: &Delta, out: &mut Vec<Finding>) {
+    let failures: Vec<_> = s
+        .errors
+        .iter()
+        .filter(|e| !matches!(e.kind, ErrorKind::AddrNotAvail | ErrorKind::AddrInUse))
+        .collect();
+    if failures.is_empty() {
+        return;
+    }
+    let n: u64 = failures.iter().map(|e| e.count).sum();
+    let what: Vec<String> = failures
+        .iter()
+        .map(|e| format!("{} x {} ({:?})", e.count, e.errno, e.phase).to_lowercase())
+        .collect();
+    let severity = if s.requests_ok == 0 || n * 100 >= s.requests.max(1) {
+        Severity::Critical
+    } else {
+        Severity::Warning
+    };
+    let mut f = Finding::new(
+        Pathology::ConnectFailure,
+        severity,
+        Source::Probe,
+        format!(
+            "{n} of {} requests to {} failed: {}",
+            s.requests,
+            s.target,
+            what.join(", ")
+        ),
+    );
+    for e in &failures {
+        f = f.with_evidence(Evidence::Timing {
+            what: format!("{} during {:?}, first after", e.errno, e.phase).to_lowercase(),
+            count: e.count,
+            value_us: e.first_at_us,
+        });
+        if !e.example_local_ports.is_empty() {
+            f = f.with_evidence(Evidence::Examples {
+                what: format!("local ports ({})", e.errno),
+                items: ports(&e.example_local_ports),
+            });
+        }
+    }
+    out.push(counter_evidence(
+        f,
+        delta,
+        &[
+            "TcpAttemptFails",
+            "TcpEstabResets",
+            "TcpOutRsts",
+            "TcpExtTCPAbortOnData",
+        ],
+    ));
+}
+
+fn syn_retransmits(s: &Summary, spikes: &[Spike], delta: &Delta, out: &mut Vec<Finding>) {
+    let groups: Vec<_> = s
+        .spikes
+        .groups
+        .iter()
+        .filter(|g| matches!(g.cause, SpikeCause::SynRetransmit { .. }))
+        .collect();
+    if groups.is_empty() {
+        return;
+    }
+    let n: u64 = groups.iter().map(|g| g.count).sum();
+    let ladder: Vec<String> = s
+        .settings
+        .syn_ladder_ms
+        .iter()
+        .map(|ms| format!("{}", *ms as f64 / 1000.0))
+        .collect();
+    let corroborated: u64 = groups.iter().map(|g| g.corroborated).sum();
+    let mut f = Finding::new(
+        Pathology::SynRetransmit,
+        Severity::Warning,
+        Source::Probe,
+        format!(
+            "{n} connects waited for SYN retransmissions ({}){}",
+            groups
+                .iter()
+                .map(|g| format!("{} x {}", g.count, g.label))
+                .collect::<Vec<_>>()
+                .join(", "),
+            if corroborated < n {
+                "; TcpExtTCPSynRetrans did not move enough to confirm all of them"
+            } else {
+                ""
+            }
+        ),
+    )
+    .setting(
+        "SYN ladder (tcp_syn_retries, tcp_syn_linear_timeouts)",
+        format!("{} s", ladder.join(", ")),
+    );
+    for g in &groups {
+        f = f.with_evidence(Evidence::Timing {
+            what: format!("connect after {}", g.label),
+            count: g.count,
+            value_us: g.typical_phase_us,
+        });
+    }
+    let mut ports: Vec<String> = spikes
+        .iter()
+        .filter(|sp| matches!(sp.cause, SpikeCause::SynRetransmit { .. }))
+        .map(|sp| sp.local_port.to_string())
+        .collect();
+    ports.dedup();
+    ports.truncate(8);
+    f = f.with_evidence(Evidence::Examples {
+        what: "local ports of retransmitted SYNs".into(),
+        items: ports,
+    });
+    out.push(counter_evidence(
+        f,
+        delta,
+        &["TcpExtTCPSynRetrans", "TcpRetransSegs", "TcpExtListenDrops"],
+    ));
+}

@@ -1,0 +1,189 @@
+//! [`Record`]: the raw timestamps of one connection (or one request on a reused connection),
+//! as the workers write them. No statistics here.
+//!
+//! Times are nanoseconds since the run started (one monotonic clock for all workers).
+
+use serde::Serialize;
+
+/// One connection, or one request on a persistent connection (`reused`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Record {
+    pub worker: u16,
+    /// Local port of the connection (0 when no socket was bound).
+    pub local_port: u16,
+    /// HTTP status code, 0 when none.
+    pub status: u16,
+    /// The request ran on a connection opened by an earlier request.
+    pub reused: bool,
+    pub outcome: Outcome,
+    /// When the request was due: the open-loop schedule, else equal to `start_ns`.
+    pub scheduled_ns: u64,
+    pub start_ns: u64,
+    /// connect() returned (None when it failed or the connection was reused).
+    pub connected_ns: Option<u64>,
+    /// First byte of the reply arrived.
+    pub first_byte_ns: Option<u64>,
+    /// The request finished (reply complete, error, or close done).
+    pub end_ns: u64,
+}
+
+impl Record {
+    /// Handshake time (connect() call to return).
+    pub fn connect_ns(&self) -> Option<u64> {
+        self.connected_ns.map(|c| c.saturating_sub(self.start_ns))
+    }
+
+    /// From the request being sent (connection ready) to the first byte of the reply.
+    pub fn first_byte_wait_ns(&self) -> Option<u64> {
+        let from = self.connected_ns.unwrap_or(self.start_ns);
+        self.first_byte_ns.map(|f| f.saturating_sub(from))
+    }
+
+    /// Whole request as the user experiences it: from the scheduled start to the end.
+    pub fn total_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.scheduled_ns)
+    }
+
+    pub fn is_ok(&self) -> bool {
+        self.outcome == Outcome::Ok
+    }
+}
+
+/// How a connection/request ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case", tag = "result")]
+pub enum Outcome {
+    Ok,
+    Error {
+        kind: ErrorKind,
+        phase: Phase,
+    },
+    /// Still in flight when the run ended or was interrupted; not counted as a failure.
+    Cut {
+        phase: Phase,
+    },
+}
+
+/// Where in the exchange an error happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Socket,
+    Bind,
+    Connect,
+    Send,
+    Reply,
+}
+
+/// Failure kinds, by errno where there is one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// EADDRNOTAVAIL: no free local port (or address) for this destination.
+    AddrNotAvail,
+    /// EADDRINUSE: an explicitly bound local port is taken (often by TIME_WAIT).
+    AddrInUse,
+    /// ECONNREFUSED: RST answered the SYN (no listener).
+    Refused,
+    /// ECONNRESET / EPIPE: the peer reset an established connection.
+    Reset,
+    /// ETIMEDOUT: the kernel gave up after tcp_syn_retries (or data retries).
+    TimedOut,
+    /// Our connect timeout cut the handshake.
+    ConnectTimeout,
+    /// Our reply timeout cut the wait for the reply.
+    ReplyTimeout,
+    /// EHOSTUNREACH / ENETUNREACH.
+    Unreachable,
+    /// The peer closed before the whole reply arrived.
+    ShortReply,
+    /// The reply was not valid HTTP.
+    BadReply,
+    /// EMFILE / ENFILE: out of file descriptors.
+    NoFiles,
+    /// Any other errno.
+    Other { errno: i32 },
+}
+
+impl ErrorKind {
+    pub fn from_io(e: &std::io::Error) -> ErrorKind {
+        match e.raw_os_error() {
+            Some(libc::EADDRNOTAVAIL) => ErrorKind::AddrNotAvail,
+            Some(libc::EADDRINUSE) => ErrorKind::AddrInUse,
+            Some(libc::ECONNREFUSED) => ErrorKind::Refused,
+            Some(libc::ECONNRESET) | Some(libc::EPIPE) | Some(libc::ECONNABORTED) => {
+                ErrorKind::Reset
+            }
+            Some(libc::ETIMEDOUT) => ErrorKind::TimedOut,
+            Some(libc::EHOSTUNREACH) | Some(libc::ENETUNREACH) => ErrorKind::Unreachable,
+            Some(libc::EMFILE) | Some(libc::ENFILE) => ErrorKind::NoFiles,
+            Some(errno) => ErrorKind::Other { errno },
+            None => ErrorKind::Other { errno: 0 },
+        }
+    }
+
+    /// The errno name as C spells it, or a short description when there is no errno.
+    pub fn errno_name(&self) -> String {
+        match self {
+            ErrorKind::AddrNotAvail => "EADDRNOTAVAIL".into(),
+            ErrorKind::AddrInUse => "EADDRINUSE".into(),
+            ErrorKind::Refused => "ECONNREFUSED".into(),
+            ErrorKind::Reset => "ECONNRESET".into(),
+            ErrorKind::TimedOut => "ETIMEDOUT".into(),
+            ErrorKind::ConnectTimeout => "connect timeout".into(),
+            ErrorKind::ReplyTimeout => "reply timeout".into(),
+            ErrorKind::Unreachable => "EHOSTUNREACH".into(),
+            ErrorKind::ShortReply => "short reply (peer closed)".into(),
+            ErrorKind::BadReply => "malformed reply".into(),
+            ErrorKind::NoFiles => "EMFILE".into(),
+            ErrorKind::Other { errno } => format!("errno {errno}"),
+        }
+    }
+
+    /// Errors caused by this host running out of local resources (ports, files): retrying at
+    /// once fails again, so workers back off briefly.
+    pub fn is_local_exhaustion(&self) -> bool {
+        matches!(
+            self,
+            ErrorKind::AddrNotAvail | ErrorKind::AddrInUse | ErrorKind::NoFiles
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errno_mapping() {
+        let e = std::io::Error::from_raw_os_error(libc::EADDRNOTAVAIL);
+        assert_eq!(ErrorKind::from_io(&e), ErrorKind::AddrNotAvail);
+        assert_eq!(ErrorKind::AddrNotAvail.errno_name(), "EADDRNOTAVAIL");
+        let e = std::io::Error::from_raw_os_error(libc::ECONNREFUSED);
+        assert_eq!(ErrorKind::from_io(&e), ErrorKind::Refused);
+        let e = std::io::Error::from_raw_os_error(libc::EPERM);
+        assert_eq!(
+            ErrorKind::from_io(&e),
+            ErrorKind::Other { errno: libc::EPERM }
+        );
+    }
+
+    #[test]
+    fn phases_of_a_record() {
+        let r = Record {
+            worker: 0,
+            local_port: 40000,
+            status: 0,
+            reused: false,
+            outcome: Outcome::Ok,
+            scheduled_ns: 0,
+            start_ns: 500,
+            connected_ns: Some(1_500),
+            first_byte_ns: Some(4_500),
+            end_ns: 5_000,
+        };
+        assert_eq!(r.connect_ns(), Some(1_000));
+        assert_eq!(r.first_byte_wait_ns(), Some(3_000));
+        assert_eq!(r.total_ns(), 5_000);
+    }
+}

@@ -1,0 +1,468 @@
+//! Statistics computed from the records: HDR histograms per phase, errors by errno, status
+//! codes, a per-second series, spike groups, and the counters that moved. This is the body
+//! of the probe report (`--json`); it holds no raw records.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use tcpdoctor_host::counters::Delta;
+use tcpdoctor_host::sysctl::TcpSettings;
+
+use crate::classify::{Signatures, Spike, SpikeCause, REPORTED_COUNTERS};
+use crate::record::{ErrorKind, Outcome, Phase, Record};
+use crate::server::ServerStats;
+use crate::{CloseFirst, Config, Mode};
+
+/// What the run was, besides its records.
+pub struct Context<'a> {
+    pub cfg: &'a Config,
+    pub target: SocketAddr,
+    pub embedded_server: Option<ServerStats>,
+    pub elapsed: Duration,
+    pub settings: &'a TcpSettings,
+    pub route_rto_min: Option<Duration>,
+    pub threshold: Duration,
+}
+
+/// The probe report body.
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    pub target: String,
+    pub mode: String,
+    /// Some for http mode.
+    pub keepalive: Option<bool>,
+    pub url: Option<String>,
+    pub concurrency: usize,
+    pub close_first: CloseFirst,
+    pub linger0: bool,
+    pub nodelay: bool,
+    pub rate_limit_per_s: Option<f64>,
+    pub duration_limit_us: u64,
+    pub count_limit: u64,
+    /// The embedded server's counts when there was no target.
+    pub embedded_server: Option<ServerStats>,
+    pub elapsed_us: u64,
+    /// Requests (connections in connect/crr) that finished, ok or failed.
+    pub requests: u64,
+    pub requests_ok: u64,
+    pub requests_failed: u64,
+    /// In flight when the run ended or was interrupted; neither ok nor failed.
+    pub requests_cut: u64,
+    /// Connections opened (successful connect()).
+    pub connections_opened: u64,
+    pub requests_ok_per_s: f64,
+    pub connections_per_s: f64,
+    /// Distinct local ports over all connections.
+    pub local_ports_used: u64,
+    pub phases: Vec<PhaseStats>,
+    pub errors: Vec<ErrorCount>,
+    /// HTTP status code -> responses.
+    pub status_codes: BTreeMap<String, u64>,
+    pub per_second: Vec<SecondStats>,
+    pub spikes: SpikeSummary,
+    /// Relevant kernel counters that moved, this network namespace, whole run.
+    pub counters: Vec<CounterMove>,
+    pub settings: SettingsUsed,
+}
+
+/// Latency of one phase over successful requests.
+#[derive(Clone, Debug, Serialize)]
+pub struct PhaseStats {
+    /// `connect`, `first_byte` (request sent -> first reply byte) or `total`.
+    pub phase: &'static str,
+    pub count: u64,
+    pub min_us: u64,
+    pub mean_us: u64,
+    pub p50_us: u64,
+    pub p90_us: u64,
+    pub p99_us: u64,
+    pub p999_us: u64,
+    pub p9999_us: u64,
+    pub max_us: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ErrorCount {
+    pub kind: ErrorKind,
+    /// `EADDRNOTAVAIL`, `ECONNREFUSED`, ... or a description when there is no errno.
+    pub errno: String,
+    pub phase: Phase,
+    pub count: u64,
+    pub first_at_us: u64,
+    /// Requests that had succeeded before the first one of these.
+    pub ok_before_first: u64,
+    pub example_local_ports: Vec<u16>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SecondStats {
+    /// Seconds since the start (requests by scheduled start).
+    pub second: u64,
+    pub ok: u64,
+    pub failed: u64,
+    pub p99_total_us: u64,
+    pub max_total_us: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SpikeSummary {
+    pub threshold_us: u64,
+    pub count: u64,
+    pub groups: Vec<SpikeGroup>,
+}
+
+/// Spikes of one cause.
+#[derive(Clone, Debug, Serialize)]
+pub struct SpikeGroup {
+    #[serde(flatten)]
+    pub cause: SpikeCause,
+    pub label: String,
+    pub count: u64,
+    pub corroborated: u64,
+    /// Median duration of the slow phase.
+    pub typical_phase_us: u64,
+    pub max_total_us: u64,
+    pub example_local_ports: Vec<u16>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CounterMove {
+    pub name: String,
+    pub delta: i64,
+    pub meaning: String,
+}
+
+/// The host settings the classification used.
+#[derive(Clone, Debug, Serialize)]
+pub struct SettingsUsed {
+    pub ip_local_port_range: String,
+    /// The range connects drew from: `--local-ports` or ip_local_port_range.
+    pub ports_available: u32,
+    pub tcp_tw_reuse: Option<u64>,
+    pub tcp_syn_retries: u64,
+    pub tcp_syn_linear_timeouts: Option<u64>,
+    /// When each SYN retransmission is sent, from the first SYN.
+    pub syn_ladder_ms: Vec<u64>,
+    pub syn_give_up_ms: u64,
+    pub rto_min_us: u64,
+    /// `route` when `ip route get TARGET` showed an rto_min, else `sysctl` or `default`.
+    pub rto_min_source: &'static str,
+    pub spike_threshold_us: u64,
+}
+
+const EXAMPLES: usize = 8;
+
+fn us(ns: u64) -> u64 {
+    ns / 1_000
+}
+
+fn phase_stats(phase: &'static str, values_ns: impl Iterator<Item = u64>) -> PhaseStats {
+    // 1 us .. 1 hour, 3 significant digits.
+    let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).expect("valid bounds");
+    for v in values_ns {
+        h.saturating_record(us(v).max(1));
+    }
+    let q = |p: f64| {
+        if h.is_empty() {
+            0
+        } else {
+            h.value_at_quantile(p)
+        }
+    };
+    PhaseStats {
+        phase,
+        count: h.len(),
+        min_us: if h.is_empty() { 0 } else { h.min() },
+        mean_us: h.mean() as u64,
+        p50_us: q(0.5),
+        p90_us: q(0.9),
+        p99_us: q(0.99),
+        p999_us: q(0.999),
+        p9999_us: q(0.9999),
+        max_us: if h.is_empty() { 0 } else { h.max() },
+    }
+}
+
+/// Builds the report body from the records and the classified spikes.
+pub fn summarize(
+    ctx: &Context,
+    records: &[Record],
+    spikes: &[Spike],
+    delta: &Delta,
+    sig: &Signatures,
+) -> Summary {
+    let cfg = ctx.cfg;
+    let ok: Vec<&Record> = records.iter().filter(|r| r.is_ok()).collect();
+    let cut = records
+        .iter()
+        .filter(|r| matches!(r.outcome, Outcome::Cut { .. }))
+        .count() as u64;
+    let failed = records.len() as u64 - ok.len() as u64 - cut;
+    let opened = records.iter().filter(|r| r.connected_ns.is_some()).count() as u64;
+    let secs = ctx.elapsed.as_secs_f64().max(1e-9);
+    let mut phases = Vec::new();
+    if opened > 0 {
+        phases.push(phase_stats(
+            "connect",
+            ok.iter().filter_map(|r| r.connect_ns()),
+        ));
+    }
+    if !matches!(cfg.mode, Mode::Connect) {
+        phases.push(phase_stats(
+            "first_byte",
+            ok.iter().filter_map(|r| r.first_byte_wait_ns()),
+        ));
+    }
+    phases.push(phase_stats("total", ok.iter().map(|r| r.total_ns())));
+
+    let ports: BTreeSet<u16> = records
+        .iter()
+        .map(|r| r.local_port)
+        .filter(|&p| p != 0)
+        .collect();
+    let mut status_codes = BTreeMap::new();
+    for r in &ok {
+        if r.status != 0 {
+            *status_codes.entry(r.status.to_string()).or_insert(0) += 1;
+        }
+    }
+    let (keepalive, url) = match &cfg.mode {
+        Mode::Http { url, keepalive } => (Some(*keepalive), Some(url.to_string())),
+        _ => (None, None),
+    };
+    let range = ctx.settings.ip_local_port_range;
+    Summary {
+        target: ctx.target.to_string(),
+        mode: cfg.mode.name().to_string(),
+        keepalive,
+        url,
+        concurrency: cfg.concurrency,
+        close_first: cfg.close_first,
+        linger0: cfg.linger0,
+        nodelay: cfg.nodelay,
+        rate_limit_per_s: cfg.rate_per_s,
+        duration_limit_us: cfg.duration.as_micros() as u64,
+        count_limit: cfg.count,
+        embedded_server: ctx.embedded_server,
+        elapsed_us: ctx.elapsed.as_micros() as u64,
+        requests: ok.len() as u64 + failed,
+        requests_ok: ok.len() as u64,
+        requests_failed: failed,
+        requests_cut: cut,
+        connections_opened: opened,
+        requests_ok_per_s: ok.len() as f64 / secs,
+        connections_per_s: opened as f64 / secs,
+        local_ports_used: ports.len() as u64,
+        phases,
+        errors: errors(records),
+        status_codes,
+        per_second: per_second(records),
+        spikes: spike_summary(spikes, ctx.threshold),
+        counters: counter_moves(delta),
+        settings: SettingsUsed {
+            ip_local_port_range: range.to_string(),
+            ports_available: cfg.local_ports.map_or(range.connect_ports(), |r| r.len()),
+            tcp_tw_reuse: ctx.settings.tcp_tw_reuse,
+            tcp_syn_retries: ctx.settings.tcp_syn_retries,
+            tcp_syn_linear_timeouts: ctx.settings.tcp_syn_linear_timeouts,
+            syn_ladder_ms: sig
+                .ladder
+                .rungs()
+                .iter()
+                .map(|d| d.as_millis() as u64)
+                .collect(),
+            syn_give_up_ms: sig.ladder.give_up_at().as_millis() as u64,
+            rto_min_us: sig.rto_min.as_micros() as u64,
+            rto_min_source: if ctx.route_rto_min.is_some() {
+                "route"
+            } else if ctx.settings.tcp_rto_min_us.is_some() {
+                "sysctl"
+            } else {
+                "default"
+            },
+            spike_threshold_us: ctx.threshold.as_micros() as u64,
+        },
+    }
+}
+
+fn errors(records: &[Record]) -> Vec<ErrorCount> {
+    let mut map: BTreeMap<(ErrorKind, Phase), ErrorCount> = BTreeMap::new();
+    let mut ok_so_far = 0u64;
+    for r in records {
+        match r.outcome {
+            Outcome::Ok => ok_so_far += 1,
+            Outcome::Error { kind, phase } => {
+                let e = map.entry((kind, phase)).or_insert_with(|| ErrorCount {
+                    kind,
+                    errno: kind.errno_name(),
+                    phase,
+                    count: 0,
+                    first_at_us: us(r.start_ns),
+                    ok_before_first: ok_so_far,
+                    example_local_ports: Vec::new(),
+                });
+                e.count += 1;
+                if r.local_port != 0
+                    && e.example_local_ports.len() < EXAMPLES
+                    && !e.example_local_ports.contains(&r.local_port)
+                {
+                    e.example_local_ports.push(r.local_port);
+                }
+            }
+            Outcome::Cut { .. } => {}
+        }
+    }
+    let mut v: Vec<ErrorCount> = map.into_values().collect();
+    v.sort_by_key(|e| std::cmp::Reverse(e.count));
+    v
+}
+
+fn per_second(records: &[Record]) -> Vec<SecondStats> {
+    let mut buckets: BTreeMap<u64, (u64, u64, Vec<u64>)> = BTreeMap::new();
+    for r in records {
+        let b = buckets
+            .entry(r.scheduled_ns / 1_000_000_000)
+            .or_insert_with(|| (0, 0, Vec::new()));
+        match r.outcome {
+            Outcome::Ok => {
+                b.0 += 1;
+                b.2.push(r.total_ns());
+            }
+            Outcome::Error { .. } => b.1 += 1,
+            Outcome::Cut { .. } => {}
+        }
+    }
+    buckets
+        .into_iter()
+        .map(|(second, (ok, failed, mut totals))| {
+            totals.sort_unstable();
+            let p99 = if totals.is_empty() {
+                0
+            } else {
+                totals[((totals.len() - 1) as f64 * 0.99).round() as usize]
+            };
+            SecondStats {
+                second,
+                ok,
+                failed,
+                p99_total_us: us(p99),
+                max_total_us: us(totals.last().copied().unwrap_or(0)),
+            }
+        })
+        .collect()
+}
+
+/// Groups spikes by cause, most frequent first.
+pub fn spike_summary(spikes: &[Spike], threshold: Duration) -> SpikeSummary {
+    // count, corroborated, slow-phase durations, max total, example ports
+    type Acc = (u64, u64, Vec<u64>, u64, Vec<u16>);
+    let mut map: BTreeMap<SpikeCause, Acc> = BTreeMap::new();
+    for s in spikes {
+        let g = map
+            .entry(s.cause)
+            .or_insert_with(|| (0, 0, Vec::new(), 0, Vec::new()));
+        g.0 += 1;
+        g.1 += u64::from(s.corroborated);
+        g.2.push(s.phase_us);
+        g.3 = g.3.max(s.total_us);
+        if g.4.len() < EXAMPLES && !g.4.contains(&s.local_port) {
+            g.4.push(s.local_port);
+        }
+    }
+    let mut groups: Vec<SpikeGroup> = map
+        .into_iter()
+        .map(
+            |(cause, (count, corroborated, mut phase, max_total_us, ports))| {
+                phase.sort_unstable();
+                SpikeGroup {
+                    cause,
+                    label: cause.label(),
+                    count,
+                    corroborated,
+                    typical_phase_us: phase[phase.len() / 2],
+                    max_total_us,
+                    example_local_ports: ports,
+                }
+            },
+        )
+        .collect();
+    groups.sort_by(|a, b| b.count.cmp(&a.count).then(a.cause.cmp(&b.cause)));
+    SpikeSummary {
+        threshold_us: threshold.as_micros() as u64,
+        count: spikes.len() as u64,
+        groups,
+    }
+}
+
+fn counter_moves(delta: &Delta) -> Vec<CounterMove> {
+    REPORTED_COUNTERS
+        .iter()
+        .filter(|(name, _)| delta.get(name) != 0)
+        .map(|(name, meaning)| CounterMove {
+            name: name.to_string(),
+            delta: delta.get(name),
+            meaning: meaning.to_string(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(start_ms: u64, total_ms: u64, outcome: Outcome, port: u16) -> Record {
+        let s = start_ms * 1_000_000;
+        Record {
+            worker: 0,
+            local_port: port,
+            status: 200,
+            reused: false,
+            outcome,
+            scheduled_ns: s,
+            start_ns: s,
+            connected_ns: Some(s + 1_000),
+            first_byte_ns: Some(s + 2_000),
+            end_ns: s + total_ms * 1_000_000,
+        }
+    }
+
+    #[test]
+    fn errors_series_and_percentiles() {
+        let enoaddr = Outcome::Error {
+            kind: ErrorKind::AddrNotAvail,
+            phase: Phase::Connect,
+        };
+        let mut rs: Vec<Record> = (0..100)
+            .map(|i| rec(i * 10, 1, Outcome::Ok, 1000 + i as u16))
+            .collect();
+        rs.push(rec(1_500, 0, enoaddr, 0));
+        rs.push(rec(1_600, 0, enoaddr, 0));
+        rs.push(rec(
+            1_700,
+            0,
+            Outcome::Cut {
+                phase: Phase::Connect,
+            },
+            0,
+        ));
+        let e = errors(&rs);
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].count, 2);
+        assert_eq!(e[0].errno, "EADDRNOTAVAIL");
+        assert_eq!(e[0].ok_before_first, 100);
+        let s = per_second(&rs);
+        assert_eq!(s.len(), 2);
+        assert_eq!((s[0].ok, s[0].failed), (100, 0));
+        assert_eq!((s[1].ok, s[1].failed), (0, 2));
+        assert_eq!(s[0].max_total_us, 1_000);
+        let p = phase_stats(
+            "total",
+            rs.iter().filter(|r| r.is_ok()).map(|r| r.total_ns()),
+        );
+        assert_eq!(p.count, 100);
+        assert!(p.p50_us >= 999 && p.p50_us <= 1_001, "{p:?}");
+    }
+}
