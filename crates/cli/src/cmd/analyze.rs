@@ -1,9 +1,376 @@
-//! `tcpdoctor analyze` (not built yet: see its issue).
+//! `tcpdoctor analyze`: read a capture, run the flow engine and detectors
+//! (`tcpdoctor_analyze`), print ranked findings with packet evidence.
 
-/// Not built yet.
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use serde::Serialize;
+use tcpdoctor_analyze::{Analysis, Analyzer, Config, FlowRow};
+use tcpdoctor_capture::{Reader, Stats};
+use tcpdoctor_model::{PortRange, Report};
+use tcpdoctor_report::{findings, fmt, table};
+
+use crate::output;
+
+/// Read a capture and name the TCP pathologies in it, with the frame numbers that prove them.
+///
+/// Reads pcap (us/ns, either byte order), pcapng and snoop files, gzip-compressed or not, or
+/// `-` for stdin (`tcpdump -w - | tcpdoctor analyze -`). Needs no root and no kernel
+/// feature: it only reads the file. Overhead: one pass, streaming; memory grows with the
+/// connections alive at once, not with the file (finished connections are summarised and
+/// evicted; open ones after --idle-timeout of capture time). Headers are enough (`-s 128`).
+///
+/// Detects: syn_retransmit (delay, attempt, which SYN ladder fits), time_wait_collision
+/// (SYN on a recently closed 4-tuple answered by an old ACK; timestamps on/off; the
+/// tcp_rfc1337 stall), stale_ack_race (SYN -> old ACK -> RST -> SYN), port_exhaustion
+/// (per destination: distinct source ports, reuse, rate vs ports/60 s), retransmit_timeout
+/// (idle gap >= ~RTO floor ended by a retransmission), retransmission (fast, TLP),
+/// incast (timeouts of several flows into one receiver within --incast-window),
+/// microburst (payload bytes per 10 us .. 1 s bin vs --link-speed), slow_reader (zero
+/// windows, probes, stall durations), connect_failure (SYN answered by RST).
+///
+/// Output fields (JSON; units in names): capture {name, format, packets, tcp_segments,
+/// non_tcp, undecodable, cut_by_snaplen, ...}; error (a read error, with byte offset);
+/// totals {segments, connections, retransmissions, retransmissions_rto/_fast/_tlp/_syn/_other,
+/// out_of_order, reused_ports, zero_window_ads, ...}; duration_us; details {syn_retransmits,
+/// time_wait_collisions, stale_ack_races, destinations[], retransmit_timeouts, incast[],
+/// slow_readers, retransmissions}; microbursts[] {resolution_us, max_bytes, avg_bytes,
+/// max_bits_per_s, avg_bits_per_s, max_to_avg_ratio, peak_link_share}; with --flows,
+/// flows[] (one per connection incarnation).
+///
+/// Exit: 0 nothing wrong, 1 findings, 2 error (a read error still prints what was found
+/// before it, with interrupted=true). Ctrl-C prints the findings so far.
+///
+/// Example: tcpdoctor analyze trace.pcap.gz --link-speed 1gbit ;
+///          tcpdump -i eth0 -s 128 -w - | tcpdoctor analyze - --json
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// Capture file (pcap, pcapng, snoop; gzip ok), or `-` for stdin.
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+    /// Print the JSON report.
+    #[arg(long)]
+    json: bool,
+    /// Also list every connection incarnation (one row each; in JSON as flows[]).
+    #[arg(long)]
+    flows: bool,
+    /// Print the connection list as CSV (header + one row per incarnation) instead of the report.
+    #[arg(long, conflicts_with = "json")]
+    csv: bool,
+    /// Link speed for the microburst table, e.g. 1gbit, 100mbit, 10g (bits per second).
+    #[arg(long, value_name = "RATE", value_parser = parse_rate)]
+    link_speed: Option<u64>,
+    /// The client's ephemeral port range (net.ipv4.ip_local_port_range).
+    #[arg(long, value_name = "LOW-HIGH", default_value = "32768-60999")]
+    port_range: PortRange,
+    /// RTO floor of the senders (TCP_RTO_MIN 200ms; lower if routes set rto_min).
+    #[arg(long, value_name = "DURATION", default_value = "200ms", value_parser = humantime::parse_duration)]
+    rto_min: Duration,
+    /// TIME_WAIT length of the peers (Linux TCP_TIMEWAIT_LEN 60s; illumos tcp_time_wait_interval).
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
+    time_wait: Duration,
+    /// Timeouts of different flows into one receiver within this window form an incast episode.
+    #[arg(long, value_name = "DURATION", default_value = "20ms", value_parser = humantime::parse_duration)]
+    incast_window: Duration,
+    /// Open connections silent this long (capture time) are summarised and evicted.
+    #[arg(long, value_name = "DURATION", default_value = "300s", value_parser = humantime::parse_duration)]
+    idle_timeout: Duration,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<i32> {
-    anyhow::bail!("'analyze' is not implemented yet")
+/// Parses `1gbit`, `100mbit`, `10g`, `2.5G`, `1000000` into bits per second.
+fn parse_rate(s: &str) -> Result<u64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let t = t
+        .strip_suffix("bit/s")
+        .or_else(|| t.strip_suffix("bps"))
+        .or_else(|| t.strip_suffix("bit"))
+        .unwrap_or(&t);
+    let (num, mult) = match t.chars().last() {
+        Some('k') => (&t[..t.len() - 1], 1e3),
+        Some('m') => (&t[..t.len() - 1], 1e6),
+        Some('g') => (&t[..t.len() - 1], 1e9),
+        Some('t') => (&t[..t.len() - 1], 1e12),
+        _ => (t, 1.0),
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a rate (e.g. 1gbit, 100mbit, 10g)"))?;
+    if !(v > 0.0) || !v.is_finite() {
+        return Err(format!("'{s}' must be a positive rate"));
+    }
+    Ok((v * mult) as u64)
+}
+
+/// The capture as read.
+#[derive(Serialize)]
+struct CaptureInfo {
+    name: String,
+    #[serde(flatten)]
+    stats: Stats,
+}
+
+#[derive(Serialize)]
+struct Body {
+    capture: CaptureInfo,
+    /// The read error that ended the analysis early (names the byte offset), if any.
+    error: Option<String>,
+    #[serde(flatten)]
+    analysis: Analysis,
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    let mut reader = Reader::open(&args.file).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let cfg = Config {
+        rto_min: args.rto_min,
+        time_wait: args.time_wait,
+        idle_timeout: args.idle_timeout,
+        port_range: args.port_range,
+        link_speed_bits_per_s: args.link_speed,
+        incast_window: args.incast_window,
+        keep_flows: args.flows || args.csv,
+        ..Config::default()
+    };
+    let size = std::fs::metadata(&args.file)
+        .ok()
+        .filter(|m| m.is_file())
+        .map(|m| m.len());
+    let bar = output::progress(size, "analyze");
+    let stop = output::stop_flag();
+    let mut engine = Analyzer::new(cfg);
+    let mut error = None;
+    let mut interrupted = false;
+    loop {
+        if engine.segments() & 0xffff == 0 {
+            if stop.load(Ordering::Relaxed) {
+                interrupted = true;
+                break;
+            }
+            bar.set_position(reader.stats().bytes_read);
+        }
+        match reader.next_segment() {
+            Ok(Some(seg)) => engine.push(&seg),
+            Ok(None) => break,
+            Err(e) => {
+                error = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    bar.finish_and_clear();
+    let analysis = engine.finish();
+    let findings_v = analysis.findings.clone();
+    let body = Body {
+        capture: CaptureInfo {
+            name: reader.name().to_string(),
+            stats: reader.stats().clone(),
+        },
+        error: error.clone(),
+        analysis,
+    };
+    let report =
+        Report::new("analyze", findings_v, body).interrupted(interrupted || error.is_some());
+    let code = if args.csv {
+        output::with_stdout(|w| write_csv(w, &report.body.analysis.flows))?;
+        report.verdict.exit_code()
+    } else {
+        let show_flows = args.flows;
+        output::emit(&report, args.json, |w, r| render(w, r, show_flows))?
+    };
+    if let Some(e) = error {
+        let _ = writeln!(io::stderr(), "tcpdoctor: error: {e}");
+        return Ok(2);
+    }
+    Ok(code)
+}
+
+fn render(w: &mut dyn Write, r: &Report<Body>, show_flows: bool) -> io::Result<()> {
+    let b = &r.body;
+    let s = &b.capture.stats;
+    let a = &b.analysis;
+    let t = &a.totals;
+    writeln!(
+        w,
+        "Capture: {} ({:?}{}), {} packets over {}: {} TCP segments, {} non-TCP, {} undecodable, {} cut by the snap length",
+        b.capture.name,
+        s.format,
+        if s.gzip { ", gzip" } else { "" },
+        s.packets,
+        fmt::micros(a.duration_us),
+        s.tcp_segments,
+        s.non_tcp,
+        s.undecodable,
+        s.cut_by_snaplen
+    )?;
+    writeln!(
+        w,
+        "Connections: {} ({} with handshake, {} reused 4-tuples); {} of payload in {} data segments",
+        t.connections,
+        t.connections_with_handshake,
+        t.reused_ports,
+        fmt::bytes(t.payload_bytes),
+        t.data_segments
+    )?;
+    writeln!(
+        w,
+        "Retransmissions: {} ({} after timeout, {} fast, {} TLP, {} SYN, {} other); {} out of order; {} zero-window ads; {} resets",
+        t.retransmissions,
+        t.retransmissions_rto,
+        t.retransmissions_fast,
+        t.retransmissions_tlp,
+        t.retransmissions_syn,
+        t.retransmissions_other,
+        t.out_of_order,
+        t.zero_window_ads,
+        t.resets
+    )?;
+    if !a.microbursts.is_empty() {
+        writeln!(w, "\nMicrobursts (TCP payload per bin):")?;
+        let mut tb = table::new([
+            "resolution",
+            "max",
+            "avg",
+            "max rate",
+            "avg rate",
+            "max/avg",
+            "peak/link",
+        ]);
+        for m in &a.microbursts {
+            tb.add_row(vec![
+                fmt::micros(m.resolution_us),
+                fmt::bytes(m.max_bytes),
+                fmt::bytes(m.avg_bytes as u64),
+                fmt::bitrate(m.max_bits_per_s),
+                fmt::bitrate(m.avg_bits_per_s),
+                format!("{:.1}", m.max_to_avg_ratio),
+                m.peak_link_share
+                    .map(|v| format!("{:.0}%", 100.0 * v))
+                    .unwrap_or_else(|| "-".into()),
+            ]);
+        }
+        table::align_right(&mut tb, &[0, 1, 2, 3, 4, 5, 6]);
+        writeln!(w, "{tb}")?;
+    }
+    if show_flows {
+        writeln!(w, "\nConnections (one row per incarnation):")?;
+        let mut tb = table::new([
+            "id",
+            "client",
+            "server",
+            "inc",
+            "start",
+            "dur",
+            "pkts c>s",
+            "pkts s>c",
+            "bytes c>s",
+            "bytes s>c",
+            "rexmit",
+            "rto",
+            "zwin",
+            "rtt",
+            "close",
+        ]);
+        for f in &a.flows {
+            tb.add_row(vec![
+                f.id.to_string(),
+                f.client.clone(),
+                f.server.clone(),
+                f.incarnation.to_string(),
+                fmt::micros(f.start_us),
+                fmt::micros(f.duration_us),
+                f.packets_c2s.to_string(),
+                f.packets_s2c.to_string(),
+                f.bytes_c2s.to_string(),
+                f.bytes_s2c.to_string(),
+                (f.retrans_c2s + f.retrans_s2c).to_string(),
+                f.rto.to_string(),
+                f.zero_window_ads.to_string(),
+                f.handshake_rtt_us
+                    .map(fmt::micros)
+                    .unwrap_or_else(|| "-".into()),
+                close_name(f).to_string(),
+            ]);
+        }
+        table::align_right(&mut tb, &[0, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
+        writeln!(w, "{tb}")?;
+    }
+    writeln!(w)?;
+    findings::write(w, &r.findings)?;
+    writeln!(w)?;
+    if let Some(e) = &b.error {
+        writeln!(w, "Stopped early: {e}")?;
+    }
+    findings::verdict(w, r)
+}
+
+fn close_name(f: &FlowRow) -> &'static str {
+    use tcpdoctor_analyze::flow::CloseKind;
+    match f.close {
+        CloseKind::Open => "open",
+        CloseKind::Idle => "idle",
+        CloseKind::Fin { client_first: true } => "fin(client)",
+        CloseKind::Fin {
+            client_first: false,
+        } => "fin(server)",
+        CloseKind::Rst { by_client: true } => "rst(client)",
+        CloseKind::Rst { by_client: false } => "rst(server)",
+    }
+}
+
+fn write_csv(w: &mut dyn Write, rows: &[FlowRow]) -> io::Result<()> {
+    writeln!(
+        w,
+        "id,client,server,incarnation,start_us,duration_us,first_frame,packets_c2s,packets_s2c,bytes_c2s,bytes_s2c,retrans_c2s,retrans_s2c,rto,fast_retrans,tlp,syn_retrans,out_of_order,zero_window_ads,zero_window_max_us,handshake_rtt_us,close,reuse_interval_us"
+    )?;
+    for f in rows {
+        writeln!(
+            w,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            f.id,
+            f.client,
+            f.server,
+            f.incarnation,
+            f.start_us,
+            f.duration_us,
+            f.first_frame,
+            f.packets_c2s,
+            f.packets_s2c,
+            f.bytes_c2s,
+            f.bytes_s2c,
+            f.retrans_c2s,
+            f.retrans_s2c,
+            f.rto,
+            f.fast_retrans,
+            f.tlp,
+            f.syn_retrans,
+            f.out_of_order,
+            f.zero_window_ads,
+            f.zero_window_max_us,
+            f.handshake_rtt_us
+                .map(|v| v.to_string())
+                .unwrap_or_default(),
+            close_name(f),
+            f.reuse_interval_us
+                .map(|v| v.to_string())
+                .unwrap_or_default()
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_rate;
+
+    #[test]
+    fn rates_parse_with_units() {
+        assert_eq!(parse_rate("1gbit"), Ok(1_000_000_000));
+        assert_eq!(parse_rate("100mbit"), Ok(100_000_000));
+        assert_eq!(parse_rate("2.5G"), Ok(2_500_000_000));
+        assert_eq!(parse_rate("9600"), Ok(9600));
+        assert!(parse_rate("fast").is_err());
+        assert!(parse_rate("-1g").is_err());
+    }
 }
