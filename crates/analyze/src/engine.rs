@@ -38,6 +38,8 @@ pub struct Config {
     pub incast_min_flows: u32,
     /// Keep one [`FlowRow`] per incarnation (for `--flows`); costs memory per connection.
     pub keep_flows: bool,
+    /// Keep the frame number and kind of every retransmission (for cross-checks).
+    pub keep_retransmissions: bool,
 }
 
 impl Default for Config {
@@ -54,6 +56,7 @@ impl Default for Config {
             incast_window: Duration::from_millis(20),
             incast_min_flows: 3,
             keep_flows: false,
+            keep_retransmissions: false,
         }
     }
 }
@@ -109,6 +112,7 @@ pub struct Analyzer {
     totals: Totals,
     bursts: BurstMeter,
     rows: Vec<FlowRow>,
+    retransmitted: Vec<(u64, RetransKind)>,
     first_ts: Option<u64>,
     last_ts: u64,
     next_sweep: u64,
@@ -125,6 +129,7 @@ impl Analyzer {
             totals: Totals::default(),
             bursts: BurstMeter::default(),
             rows: Vec::new(),
+            retransmitted: Vec::new(),
             first_ts: None,
             last_ts: 0,
             next_sweep: 0,
@@ -221,7 +226,10 @@ impl Analyzer {
         let Some(conn) = slot.conn.as_deref_mut() else {
             return;
         };
-        track(conn, s, &self.cfg, &mut self.acc, &mut self.totals);
+        let kind = track(conn, s, &self.cfg, &mut self.acc, &mut self.totals);
+        if let Some(k) = kind.filter(|_| self.cfg.keep_retransmissions) {
+            self.retransmitted.push((s.frame, k));
+        }
     }
 
     /// Summarises closed connections that have lingered, evicts idle ones, and forgets
@@ -271,12 +279,19 @@ impl Analyzer {
             details,
             microbursts: self.bursts.rows(self.cfg.link_speed_bits_per_s),
             flows: self.rows,
+            retransmitted: self.retransmitted,
         }
     }
 }
 
 /// Updates one incarnation with one of its segments.
-fn track(c: &mut Conn, s: &Segment, cfg: &Config, acc: &mut Acc, totals: &mut Totals) {
+fn track(
+    c: &mut Conn,
+    s: &Segment,
+    cfg: &Config,
+    acc: &mut Acc,
+    totals: &mut Totals,
+) -> Option<RetransKind> {
     let d = usize::from(!(c.client.addr == s.src && c.client.port == s.src_port));
     let r = 1 - d;
     let ts = s.ts_ns;
@@ -454,7 +469,9 @@ fn track(c: &mut Conn, s: &Segment, cfg: &Config, acc: &mut Acc, totals: &mut To
             && outstanding;
         if dup {
             h.dup_acks += 1;
-        } else if h.last_ack.is_none_or(|a| ack > a) {
+        } else if h.last_ack != Some(ack) {
+            // Any change resets the count, also an older ACK overtaken on the way (as
+            // Wireshark counts, so the retransmission totals agree).
             h.last_ack = Some(ack);
             h.dup_acks = 0;
         }
@@ -520,6 +537,7 @@ fn track(c: &mut Conn, s: &Segment, cfg: &Config, acc: &mut Acc, totals: &mut To
     }
     c.last_ts = c.last_ts.max(ts);
     c.last_frame = frame;
+    retrans
 }
 
 /// Summarises an incarnation into the accumulators (and a flow row) and returns its tombstone.

@@ -34,6 +34,9 @@ pub struct Analysis {
     pub microbursts: Vec<BurstRow>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub flows: Vec<FlowRow>,
+    /// With `Config::keep_retransmissions`: (frame, kind) of every retransmission.
+    #[serde(skip)]
+    pub retransmitted: Vec<(u64, RetransKind)>,
 }
 
 #[cfg(test)]
