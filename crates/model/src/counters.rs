@@ -129,17 +129,28 @@ pub fn info(name: &str) -> Option<&'static CounterInfo> {
     COUNTERS.iter().find(|c| c.name == name)
 }
 
+/// The worst severity seen for one pathology and the counters that moved.
+type Moved = (Severity, Vec<(&'static str, i64)>);
+
 /// Findings from counter deltas (`name -> change`), `Source::Counters`: for each pathology,
 /// the counters that signal it and moved, as evidence; the finding takes the highest
 /// severity among them. `window_ms` (how long the delta covers) is quoted in the summary.
 pub fn findings(delta: &BTreeMap<String, i64>, window_ms: Option<u64>) -> Vec<Finding> {
-    let mut by: BTreeMap<Pathology, (Severity, Vec<(&'static str, i64)>)> = BTreeMap::new();
+    let mut by: BTreeMap<Pathology, Moved> = BTreeMap::new();
     for c in COUNTERS {
         let (Some(p), Some(sev)) = (c.pathology, c.moved) else {
             continue;
         };
         let d = delta.get(c.name).copied().unwrap_or(0);
         if d <= 0 || c.gauge {
+            continue;
+        }
+        // TCPTimeouts also counts SYN timeouts (tcp_retransmit_timer handles SYN_SENT,
+        // net/ipv4/tcp_timer.c); when SYN retransmissions explain all of them, they are
+        // not data timeouts.
+        if c.name == "TcpExtTCPTimeouts"
+            && d <= delta.get("TcpExtTCPSynRetrans").copied().unwrap_or(0)
+        {
             continue;
         }
         let e = by.entry(p).or_insert((sev, Vec::new()));
@@ -223,5 +234,13 @@ mod tests {
         assert!(aq.summary.contains("in 2.0 s"));
         assert_eq!(f[2].severity, Severity::Critical);
         assert!(findings(&BTreeMap::new(), None).is_empty());
+        // Timeouts fully explained by SYN retransmissions are not data timeouts.
+        let mut d = BTreeMap::new();
+        d.insert("TcpExtTCPTimeouts".to_string(), 90);
+        d.insert("TcpExtTCPSynRetrans".to_string(), 90);
+        let ps: Vec<Pathology> = findings(&d, None).iter().map(|f| f.pathology).collect();
+        assert_eq!(ps, vec![Pathology::SynRetransmit]);
+        d.insert("TcpExtTCPTimeouts".to_string(), 95);
+        assert_eq!(findings(&d, None).len(), 2);
     }
 }

@@ -1,0 +1,326 @@
+//! `tcpdoctor counters`: saved outputs of five tools (tests/data/counters), malformed lines,
+//! deltas of two snapshots, and live deltas in a namespace flooded at a backlog-1 listener.
+
+mod hostsc_support;
+mod support;
+
+use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use hostsc_support::{connect_nonblocking, in_ns, listener};
+use serde_json::Value;
+use support::Netns;
+
+fn data(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/data/counters")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn saved(args: &[&str]) -> (i32, Value) {
+    let files: Vec<String> = args.iter().map(|a| data(a)).collect();
+    let mut argv = vec!["counters", "--json", "--from", &files[0]];
+    if files.len() > 1 {
+        argv.extend(["--to", &files[1]]);
+    }
+    let (code, out, err) = support::run(&argv);
+    (code, support::json(&out, &err))
+}
+
+fn row<'a>(v: &'a Value, name: &str) -> &'a Value {
+    v["counters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no counter {name}"))
+}
+
+fn delta(v: &Value, name: &str) -> i64 {
+    row(v, name)["delta"].as_i64().unwrap()
+}
+
+fn pathologies(v: &Value) -> Vec<String> {
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["pathology"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn the_three_linux_formats_agree_on_every_delta() {
+    let (c1, text) = saved(&["linux-nstat-a.1.txt", "linux-nstat-a.2.txt"]);
+    let (c2, json) = saved(&["linux-nstat.1.json", "linux-nstat.2.json"]);
+    let (c3, netstat) = saved(&["linux-netstat-s.1.txt", "linux-netstat-s.2.txt"]);
+    assert_eq!((c1, c2, c3), (1, 1, 1));
+    assert_eq!(text["files"][0]["format"], "nstat_text");
+    assert_eq!(json["files"][0]["format"], "nstat_json");
+    assert_eq!(netstat["files"][1]["format"], "linux_netstat");
+    assert_eq!(text["mode"], "delta");
+    assert_eq!(text["source"], "saved");
+    // The same moments seen by nstat (text and JSON) and netstat: identical deltas for every
+    // counter netstat prints, whether as a sentence or as `Name: value`.
+    for name in [
+        "TcpActiveOpens",
+        "TcpPassiveOpens",
+        "TcpRetransSegs",
+        "TcpExtListenOverflows",
+        "TcpExtListenDrops",
+        "TcpExtTCPSynRetrans",
+        "TcpExtTCPTimeouts",
+        "TcpExtTCPToZeroWindowAdv",
+        "TcpExtTW",
+    ] {
+        let d = delta(&text, name);
+        assert_eq!(d, delta(&json, name), "{name}: nstat text vs json");
+        assert_eq!(d, delta(&netstat, name), "{name}: nstat vs netstat -s");
+    }
+    // The scenario moved what it was built to move.
+    assert!(delta(&text, "TcpExtListenOverflows") > 0);
+    assert!(delta(&text, "TcpExtTW") >= 50);
+    assert_eq!(
+        netstat["files"][1]["mapped"]["TcpExtListenOverflows"],
+        "TcpExt: N times the listen queue of a socket overflowed"
+    );
+    for v in [&text, &json, &netstat] {
+        let p = pathologies(v);
+        for want in ["accept_queue_overflow", "syn_retransmit", "slow_reader"] {
+            assert!(p.iter().any(|x| x == want), "{want} missing from {p:?}");
+        }
+    }
+    let f = text["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["pathology"] == "accept_queue_overflow")
+        .unwrap();
+    assert_eq!(f["source"], "counters");
+    assert_eq!(f["evidence"][0]["name"], "TcpExtListenOverflows");
+    assert_eq!(
+        f["evidence"][0]["delta"].as_i64().unwrap(),
+        delta(&text, "TcpExtListenOverflows")
+    );
+    // Meanings come from the shared table.
+    assert!(row(&text, "TcpExtListenOverflows")["meaning"]
+        .as_str()
+        .unwrap()
+        .contains("accept queue"));
+}
+
+#[test]
+fn macos_and_illumos_map_to_nstat_names() {
+    let (code, mac) = saved(&["macos-netstat-s-p-tcp.1.txt", "macos-netstat-s-p-tcp.2.txt"]);
+    assert_eq!(code, 1);
+    assert_eq!(mac["files"][0]["format"], "macos_netstat");
+    assert_eq!(delta(&mac, "TcpExtListenOverflows"), 37);
+    assert_eq!(delta(&mac, "TcpExtTCPTimeouts"), 45);
+    assert_eq!(delta(&mac, "TcpRetransSegs"), 84);
+    assert_eq!(
+        row(&mac, "TcpExtListenOverflows")["native_name"],
+        "tcp: N listen queue overflows"
+    );
+    let p = pathologies(&mac);
+    assert!(p.contains(&"accept_queue_overflow".to_string()), "{p:?}");
+    assert!(p.contains(&"retransmit_timeout".to_string()), "{p:?}");
+    assert!(mac["files"][0]["unparsed"].as_array().unwrap().is_empty());
+    assert!(!mac["files"][0]["unmapped"].as_array().unwrap().is_empty());
+
+    let (code, ill) = saved(&[
+        "illumos-netstat-sP-tcp.1.txt",
+        "illumos-netstat-sP-tcp.2.txt",
+    ]);
+    assert_eq!(code, 1);
+    assert_eq!(ill["files"][0]["format"], "illumos_netstat");
+    assert_eq!(delta(&ill, "TcpRetransSegs"), 245);
+    assert_eq!(row(&ill, "TcpRetransSegs")["native_name"], "tcpRetransSegs");
+    assert_eq!(delta(&ill, "TcpExtListenOverflows"), 9);
+    assert_eq!(delta(&ill, "TcpExtTCPTimeouts"), 313);
+    assert!(ill["files"][0]["unparsed"].as_array().unwrap().is_empty());
+    // Names without an nstat equivalent are kept, and --all shows their delta too.
+    let unmapped = ill["files"][0]["unmapped"].as_array().unwrap();
+    assert!(unmapped.iter().any(|n| n == "tcpRetransBytes"));
+    let (code, out, err) = support::run(&[
+        "counters",
+        "--json",
+        "--all",
+        "--from",
+        &data("illumos-netstat-sP-tcp.1.txt"),
+        "--to",
+        &data("illumos-netstat-sP-tcp.2.txt"),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    let all = support::json(&out, &err);
+    assert_eq!(delta(&all, "tcpRetransBytes"), 398810 - 160716);
+}
+
+#[test]
+fn a_single_file_is_a_snapshot_with_its_values() {
+    let (code, v) = saved(&["linux-nstat-a.2.txt"]);
+    assert_eq!(code, 0, "a snapshot has no findings");
+    assert_eq!(v["mode"], "snapshot");
+    let file = std::fs::read_to_string(data("linux-nstat-a.2.txt")).unwrap();
+    let expect: u64 = file
+        .lines()
+        .find(|l| l.starts_with("TcpExtListenOverflows "))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(row(&v, "TcpExtListenOverflows")["value"], expect);
+}
+
+#[test]
+fn malformed_lines_are_reported_not_dropped() {
+    for (file, lines, kept) in [
+        (
+            "malformed-nstat-a.txt",
+            vec![6, 10],
+            "TcpExtListenOverflows",
+        ),
+        (
+            "malformed-netstat-s.txt",
+            vec![3, 37],
+            "TcpExtListenOverflows",
+        ),
+        (
+            "malformed-macos-netstat-s-p-tcp.txt",
+            vec![4],
+            "TcpExtListenOverflows",
+        ),
+        (
+            "malformed-illumos-netstat-sP-tcp.txt",
+            vec![5],
+            "TcpRetransSegs",
+        ),
+    ] {
+        let (code, v) = saved(&[file]);
+        assert_eq!(code, 0, "{file}");
+        let got: Vec<u64> = v["files"][0]["unparsed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|u| u["line"].as_u64().unwrap())
+            .collect();
+        assert_eq!(got, lines, "{file}");
+        assert!(row(&v, kept)["value"].as_u64().is_some(), "{file}: {kept}");
+        // Human output lists them too.
+        let (_, out, _) = support::run(&["counters", "--from", &data(file)]);
+        assert!(out.contains("not understood"), "{file}:\n{out}");
+    }
+    // The illumos line had one good pair after the bad one: kept.
+    let (_, v) = saved(&["malformed-illumos-netstat-sP-tcp.txt"]);
+    assert!(v["files"][0]["unmapped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|n| n == "tcpAlsoFine"));
+    // A cut JSON file and an unknown format: one-line errors naming the file, exit 2.
+    for (file, what) in [
+        ("malformed-nstat.json", "invalid JSON"),
+        ("README.md", "not nstat"),
+    ] {
+        let (code, _, err) = support::run(&["counters", "--from", &data(file)]);
+        assert_eq!(code, 2, "{file}");
+        assert!(err.contains(file) && err.contains(what), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+    let (code, _, err) = support::run(&["counters", "--from", "/nonexistent/tdoc.txt"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("/nonexistent/tdoc.txt"), "{err}");
+}
+
+#[test]
+fn live_snapshot_and_all() {
+    let (code, out, err) = support::run(&["counters", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v = support::json(&out, &err);
+    assert_eq!(v["source"], "live");
+    assert!(row(&v, "TcpActiveOpens")["value"].as_u64().is_some());
+    assert!(v["snapshot_duration_us"].as_u64().is_some());
+    assert!(!v["counters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["name"] == "IpInReceives"));
+    let (_, out, err) = support::run(&["counters", "--json", "--all"]);
+    let v = support::json(&out, &err);
+    assert!(row(&v, "IpInReceives")["value"].as_u64().is_some());
+}
+
+#[test]
+fn flooded_backlog_1_listener_full_in_sockets_and_listen_overflows_in_counters() {
+    if !support::require_root("flooded_listener_counters") {
+        return;
+    }
+    let ns = Netns::new("ctaq");
+    let addr: SocketAddr = "127.0.0.1:5500".parse().unwrap();
+    let l = in_ns(&ns, move || listener(addr, 1, None));
+    // The delta runs while the flood happens: start it first.
+    let counters = Command::new("ip")
+        .args(["netns", "exec", &ns.name])
+        .arg(support::bin())
+        .args(["counters", "--json", "--interval", "2500ms"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let clients: Vec<OwnedFd> = in_ns(&ns, move || {
+        (0..20).map(|_| connect_nonblocking(addr)).collect()
+    });
+    // SYNs beyond the queue are dropped at once and again at the 1 s retransmission.
+    std::thread::sleep(Duration::from_millis(300));
+    let (code, out, err) = support::run_in(&ns, &["sockets", "--json", "--port", "5500"]);
+    let s = support::json(&out, &err);
+    assert_eq!(code, 1, "{err}");
+    let lst = &s["listeners"][0];
+    assert_eq!(
+        (lst["full"].as_bool(), lst["backlog"].as_u64()),
+        (Some(true), Some(1))
+    );
+    assert_eq!(s["findings"][0]["pathology"], "accept_queue_overflow");
+
+    let out = counters.wait_with_output().unwrap();
+    let (so, se) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    let v = support::json(&so, &se);
+    assert_eq!(out.status.code(), Some(1), "{se}");
+    assert_eq!(v["mode"], "delta");
+    let ms = v["interval_ms"].as_u64().unwrap();
+    assert!((2500..4000).contains(&ms), "{ms}");
+    let overflows = delta(&v, "TcpExtListenOverflows");
+    assert!(
+        overflows >= 18,
+        "18 connects found the queue full: {overflows}"
+    );
+    assert!(delta(&v, "TcpExtTCPSynRetrans") > 0);
+    let p = pathologies(&v);
+    assert!(p.contains(&"accept_queue_overflow".to_string()), "{p:?}");
+    assert!(p.contains(&"syn_retransmit".to_string()), "{p:?}");
+
+    // --netns from outside reads the namespace's counters, not ours.
+    drop(clients);
+    let (code, out, err) = support::run(&["counters", "--json", "--netns", &ns.name]);
+    assert_eq!(code, 0, "{err}");
+    let v = support::json(&out, &err);
+    let inside: u64 = ns
+        .exec("nstat -a -s -z TcpExtListenOverflows")
+        .lines()
+        .find(|l| l.starts_with("TcpExtListenOverflows"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(row(&v, "TcpExtListenOverflows")["value"], inside);
+    assert!(inside >= overflows as u64);
+    drop(l);
+}
