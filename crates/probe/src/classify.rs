@@ -103,7 +103,8 @@ pub const LADDER_SLACK: Duration = Duration::from_millis(100);
 pub const STALE_ACK_WINDOW: (Duration, Duration) =
     (Duration::from_millis(1), Duration::from_millis(60));
 
-/// Default spike threshold: 20 x the median total, at least 5 ms.
+/// Default spike threshold: 20 x the median total, at least 5 ms and at most 1 s (the first
+/// SYN retransmission), so that a run where most connections are slow still classifies them.
 pub fn default_threshold(records: &[Record]) -> Duration {
     let mut totals: Vec<u64> = records
         .iter()
@@ -116,7 +117,9 @@ pub fn default_threshold(records: &[Record]) -> Duration {
     }
     let mid = totals.len() / 2;
     let (_, median, _) = totals.select_nth_unstable(mid);
-    floor.max(Duration::from_nanos(*median * 20))
+    floor
+        .max(Duration::from_nanos(*median * 20))
+        .min(Duration::from_secs(1))
 }
 
 /// Counter deltas that corroborate causes.
@@ -132,13 +135,15 @@ impl Moved {
         Moved {
             syn_retrans: d.get("TcpExtTCPSynRetrans"),
             listen: d.get("TcpExtListenOverflows") > 0 || d.get("TcpExtListenDrops") > 0,
-            timeouts: d.get("TcpExtTCPTimeouts") > 0,
+            // SYN timeouts count in TCPTimeouts too: only the excess is data RTOs.
+            timeouts: d.get("TcpExtTCPTimeouts") > d.get("TcpExtTCPSynRetrans"),
             delayed_acks: d.get("TcpExtDelayedACKs") > 0,
         }
     }
 }
 
-/// Classifies every successful record whose total is at least `threshold`.
+/// Classifies every successful record whose total is at least `threshold`, and every one
+/// whose connect matches a rung of the SYN ladder whatever the threshold.
 pub fn classify(
     records: &[Record],
     threshold: Duration,
@@ -150,7 +155,15 @@ pub fn classify(
     let mut spikes: Vec<Spike> = records
         .iter()
         .enumerate()
-        .filter(|(_, r)| r.is_ok() && r.total_ns() >= thr)
+        .filter(|(_, r)| {
+            r.is_ok()
+                && (r.total_ns() >= thr
+                    || r.connect_ns().is_some_and(|c| {
+                        sig.ladder
+                            .attempt_for(Duration::from_nanos(c), LADDER_SLACK)
+                            .is_some()
+                    }))
+        })
         .map(|(i, r)| classify_one(i, r, sig, &moved))
         .collect();
     // Quick SYN resends: only when the SYN retransmissions counted by the kernel exceed those
@@ -228,7 +241,8 @@ fn classify_one(index: usize, r: &Record, sig: &Signatures, moved: &Moved) -> Sp
     }
 }
 
-/// Counters a probe reports, with what a move means. Kernel names as nstat prints them.
+/// Counters a probe reports, with a fallback meaning (the shared table in
+/// `tcpdoctor_model::counters` is preferred). Kernel names as nstat prints them.
 pub const REPORTED_COUNTERS: &[(&str, &str)] = &[
     ("TcpActiveOpens", "connections this host opened (connect)"),
     ("TcpPassiveOpens", "connections this host accepted"),
@@ -347,6 +361,20 @@ mod tests {
     }
 
     #[test]
+    fn ladder_spikes_are_found_when_every_connect_is_slow() {
+        let rs = [
+            rec(1, 1_002.0, 0.1),
+            rec(2, 1_003.0, 0.1),
+            rec(3, 2_003.0, 0.1),
+        ];
+        assert_eq!(default_threshold(&rs), Duration::from_secs(1));
+        let d = delta(&[("TcpExtTCPSynRetrans", 4), ("TcpExtTCPTimeouts", 4)]);
+        let s = classify(&rs, Duration::from_secs(20), &sig(false), &d);
+        assert_eq!(s.len(), 3);
+        assert_eq!(s[2].cause, SpikeCause::SynRetransmit { attempt: 2 });
+    }
+
+    #[test]
     fn exponential_ladder_of_older_kernels() {
         let mut g = sig(false);
         g.ladder = SynLadder::new(6, None, Duration::from_secs(1));
@@ -395,6 +423,12 @@ mod tests {
     fn data_rto_and_delayed_ack_from_reply_wait() {
         let rs = [rec(1, 0.1, 204.0), rec(2, 0.1, 41.0), rec(3, 0.1, 120.0)];
         let d = delta(&[("TcpExtTCPTimeouts", 1), ("TcpExtDelayedACKs", 3)]);
+        // Timeouts that the SYN retransmissions account for are not data RTOs.
+        let syn_only = delta(&[("TcpExtTCPTimeouts", 1), ("TcpExtTCPSynRetrans", 1)]);
+        assert_eq!(
+            causes(&rs[..1], &syn_only, true),
+            vec![SpikeCause::Unexplained]
+        );
         assert_eq!(
             causes(&rs, &d, false),
             vec![

@@ -404,7 +404,10 @@ fn counter_moves(delta: &Delta) -> Vec<CounterMove> {
         .map(|(name, meaning)| CounterMove {
             name: name.to_string(),
             delta: delta.get(name),
-            meaning: meaning.to_string(),
+            // The shared table's words first, so every command explains a counter alike.
+            meaning: tcpdoctor_model::counters::info(name)
+                .map_or(*meaning, |i| i.meaning)
+                .to_string(),
         })
         .collect()
 }
