@@ -1,9 +1,396 @@
-//! `tcpdoctor lab` (not built yet: see its issue).
+//! `tcpdoctor lab`: reproduces a pathology in network namespaces, prints the measurement, the
+//! diagnosis tcpdoctor's detectors made of it, and (with `--fix`) the measurement after the
+//! remedy. `tcpdoctor lab cleanup` removes leftovers of killed runs.
 
-/// Not built yet.
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+use anyhow::Context;
+use tcpdoctor_lab::cleanup::{self, Scope};
+use tcpdoctor_lab::scenario::{self, incast, Common};
+use tcpdoctor_lab::subnet::LabSubnet;
+use tcpdoctor_model::Report;
+use tcpdoctor_report::{findings, fmt, table};
+
+use crate::output;
+
+/// Reproduce a pathology in network namespaces, diagnose it, and verify the fix.
+///
+/// Needs root (network namespaces, veths, tc qdiscs, nftables). Every object is named
+/// `tdoc-lab-<pid>-...` (namespaces) or `tdoc...` (interfaces inside them) and is removed when
+/// the scenario ends, fails or is interrupted with Ctrl-C; after a SIGKILL run
+/// `tcpdoctor lab cleanup`. Traffic never leaves the lab's namespaces: addresses come from
+/// 10.77.0.0/16 only (`--subnet` must lie inside it).
+///
+/// Each scenario is bounded in time (seconds, unless you raise its counts), prints its
+/// measurement, then the findings tcpdoctor's detectors produced from the evidence (kernel
+/// counter deltas per namespace, timings, captures), then with --fix the same measurement
+/// after the remedy, side by side. --json prints the Report envelope (findings, then the
+/// scenario body with `before` and `after`). Exit 0 healthy, 1 findings, 2 error.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+#[command(
+    after_help = "Examples:\n  sudo tcpdoctor lab incast --senders 8 --rto-min 200ms,5ms\n  sudo tcpdoctor lab incast --sweep senders=1,2,4,8,16 --rto-min 200ms,5ms --out /tmp/incast\n  sudo tcpdoctor lab cleanup"
+)]
+pub struct Args {
+    #[command(subcommand)]
+    scenario: Scenario,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<i32> {
-    anyhow::bail!("'lab' is not implemented yet")
+#[derive(clap::Subcommand, Debug)]
+enum Scenario {
+    /// N senders answer one receiver through a shallow tbf bottleneck; timeouts stall rounds.
+    ///
+    /// Topology: sender namespaces -> bridge (tdoc-lab-P-sw) -> tbf on the receiver's port
+    /// -> receiver. Each round the receiver asks every sender for block/N bytes at once.
+    /// Output per run: goodput (bit/s), rounds slower than 100 ms, p50/p99/max round time,
+    /// TcpRetransSegs and TcpExtTCPTimeouts per sender namespace, tbf drops. Overhead: one
+    /// namespace per sender; CPU-bound at 1 gbit on small machines.
+    Incast(Box<IncastArgs>),
+    /// Remove leftovers: namespaces named tdoc* (and processes inside), root interfaces tdoc*.
+    ///
+    /// Lab namespaces of runs that are still alive are kept unless --force.
+    Cleanup(CleanupArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct CommonArgs {
+    /// Print the Report envelope as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Apply the remedy and measure again; print before and after side by side.
+    #[arg(long)]
+    fix: bool,
+    /// Save the scenario's traffic (tcpdump inside the lab, headers only) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<PathBuf>,
+    /// Lab subnet; must lie inside the lab's private block 10.77.0.0/16 (/16 to /24).
+    #[arg(long, default_value = "10.77.0.0/24", value_name = "CIDR")]
+    subnet: String,
+}
+
+impl CommonArgs {
+    fn common(&self) -> anyhow::Result<Common> {
+        let subnet: LabSubnet = self.subnet.parse()?;
+        Ok(Common {
+            subnet,
+            pcap: self.pcap.clone(),
+            fix: self.fix,
+        })
+    }
+}
+
+#[derive(clap::Args, Debug)]
+struct IncastArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Number of senders.
+    #[arg(long, default_value_t = 8)]
+    senders: u32,
+    /// Run once per sender count: `senders=1,2,4,8,16`. Writes OUT.csv and OUT.svg.
+    #[arg(long, value_name = "senders=N,N,...")]
+    sweep: Option<String>,
+    /// RTO floors to compare, set on each sender's route (`ip route ... rto_min`).
+    /// --fix alone compares 200ms with 5ms.
+    #[arg(long, value_delimiter = ',', value_name = "DUR,DUR")]
+    rto_min: Vec<String>,
+    /// Bytes requested per round, split over the senders.
+    #[arg(long, default_value = "256kb", value_name = "BYTES")]
+    block: String,
+    /// Rounds per run.
+    #[arg(long, default_value_t = 200)]
+    rounds: u32,
+    /// tbf rate of the bottleneck (tc syntax).
+    #[arg(long, default_value = "1gbit")]
+    rate: String,
+    /// tbf burst of the bottleneck.
+    #[arg(long, default_value = "16kb", value_name = "BYTES")]
+    burst: String,
+    /// tbf queue limit of the bottleneck (the shallow buffer).
+    #[arg(long, default_value = "32kb", value_name = "BYTES")]
+    limit: String,
+    /// Upper bound of each run, in seconds.
+    #[arg(long, default_value_t = 20)]
+    max_run_secs: u64,
+    /// Path prefix of the sweep's CSV and SVG files.
+    #[arg(long, default_value = "tdoc-incast-sweep", value_name = "PREFIX")]
+    out: PathBuf,
+}
+
+#[derive(clap::Args, Debug)]
+struct CleanupArgs {
+    /// Only the namespaces of the lab run with this process id.
+    #[arg(long, conflicts_with = "prefix")]
+    pid: Option<u32>,
+    /// Only namespaces and root interfaces whose name starts with PREFIX (must start with tdoc).
+    #[arg(long)]
+    prefix: Option<String>,
+    /// Also remove namespaces of lab runs that are still alive.
+    #[arg(long)]
+    force: bool,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    match args.scenario {
+        Scenario::Incast(a) => run_incast(*a),
+        Scenario::Cleanup(a) => run_cleanup(a),
+    }
+}
+
+fn run_cleanup(a: CleanupArgs) -> anyhow::Result<i32> {
+    let scope = match (a.pid, a.prefix) {
+        (Some(pid), _) => Scope::Run(pid),
+        (None, Some(p)) => {
+            if !p.starts_with(tcpdoctor_lab::naming::PREFIX) {
+                anyhow::bail!(
+                    "--prefix '{p}': must start with 'tdoc' (the lab only removes its own objects)"
+                );
+            }
+            Scope::Prefix(p)
+        }
+        (None, None) => Scope::All { force: a.force },
+    };
+    tcpdoctor_lab::require_root()?;
+    let cleaned = cleanup::cleanup(&scope);
+    let report = Report::new("lab", Vec::new(), cleaned);
+    let code = output::emit(&report, a.json, |w, r| {
+        let c = &r.body;
+        writeln!(
+            w,
+            "Removed {} namespace(s), {} interface(s), killed {} process(es).",
+            c.namespaces_removed.len(),
+            c.interfaces_removed.len(),
+            c.processes_killed.len()
+        )?;
+        for n in &c.namespaces_removed {
+            writeln!(w, "  namespace {n}")?;
+        }
+        for n in &c.interfaces_removed {
+            writeln!(w, "  interface {n}")?;
+        }
+        for n in &c.namespaces_in_use {
+            writeln!(w, "  kept {n} (its run is alive; --force removes it)")?;
+        }
+        for n in &c.failed {
+            writeln!(w, "  FAILED to remove {n}")?;
+        }
+        Ok(())
+    })?;
+    if !report.body.failed.is_empty() {
+        anyhow::bail!("could not remove: {}", report.body.failed.join(", "));
+    }
+    Ok(code)
+}
+
+fn parse_sweep(s: &str) -> anyhow::Result<Vec<u32>> {
+    let list = s
+        .strip_prefix("senders=")
+        .with_context(|| format!("--sweep '{s}': expected senders=N,N,..."))?;
+    let v: Vec<u32> = list
+        .split(',')
+        .map(|t| {
+            t.trim()
+                .parse::<u32>()
+                .ok()
+                .filter(|n| (1..=64).contains(n))
+        })
+        .collect::<Option<_>>()
+        .with_context(|| format!("--sweep '{s}': sender counts must be 1..=64"))?;
+    Ok(v)
+}
+
+fn run_incast(a: IncastArgs) -> anyhow::Result<i32> {
+    let common = a.common.common()?;
+    let mut rto_min: Vec<String> = a.rto_min.clone();
+    if rto_min.is_empty() {
+        rto_min.push("200ms".into());
+        if a.common.fix {
+            rto_min.push("5ms".into());
+        }
+    }
+    let rto_min_us = rto_min
+        .iter()
+        .map(|s| scenario::parse_duration("--rto-min", s).map(|d| d.as_micros() as u64))
+        .collect::<Result<Vec<_>, _>>()?;
+    let senders = match &a.sweep {
+        Some(s) => parse_sweep(s)?,
+        None => {
+            if !(1..=64).contains(&a.senders) {
+                anyhow::bail!("--senders {}: must be 1..=64", a.senders);
+            }
+            vec![a.senders]
+        }
+    };
+    let cfg = incast::Config {
+        senders,
+        block_bytes: scenario::parse_bytes("--block", &a.block)?,
+        rounds: a.rounds.max(1),
+        max_run_duration_ms: a.max_run_secs.max(1) * 1000,
+        rate: a.rate.clone(),
+        burst_bytes: scenario::parse_bytes("--burst", &a.burst)?,
+        limit_bytes: scenario::parse_bytes("--limit", &a.limit)?,
+        rto_min_us,
+    };
+    tcpdoctor_lab::require_root()?;
+    let bar = output::progress(None, "incast");
+    let outcome = incast::run(&common, &cfg, output::stop_flag())?;
+    bar.finish_and_clear();
+    if a.sweep.is_some() {
+        let csv = a.out.with_extension("csv");
+        let svg = a.out.with_extension("svg");
+        tcpdoctor_lab::chart::write_incast_sweep(&outcome.body.runs, &csv, &svg)?;
+        if !a.common.json {
+            eprintln!("wrote {} and {}", csv.display(), svg.display());
+        }
+    }
+    let report =
+        Report::new("lab", outcome.findings, outcome.body).interrupted(outcome.interrupted);
+    output::emit(&report, a.common.json, |w, r| render_incast(w, r))
+}
+
+fn render_incast(w: &mut dyn Write, r: &Report<incast::Report>) -> io::Result<()> {
+    let b = &r.body;
+    let c = &b.config;
+    writeln!(
+        w,
+        "lab incast: {} bytes per round over N senders, bottleneck tbf rate {} burst {} limit {} (run {})",
+        fmt::bytes(c.block_bytes),
+        c.rate,
+        fmt::bytes(c.burst_bytes),
+        fmt::bytes(c.limit_bytes),
+        b.header.run_id
+    )?;
+    writeln!(w)?;
+    let mut t = table::new([
+        "senders",
+        "rto_min",
+        "rounds",
+        "slow >100ms",
+        "goodput",
+        "p50 round",
+        "p99 round",
+        "max round",
+        "RTOs",
+        "TLPs",
+        "retrans",
+        "tbf drops",
+    ]);
+    for run in &b.runs {
+        t.add_row(vec![
+            run.senders.to_string(),
+            fmt::micros(run.rto_min_us),
+            run.rounds.to_string(),
+            format!(
+                "{} ({:.1}%)",
+                run.slow_rounds,
+                pct(run.slow_rounds, run.rounds)
+            ),
+            fmt::bitrate(run.goodput_bits_per_s),
+            fmt::micros(run.round_p50_us),
+            fmt::micros(run.round_p99_us),
+            fmt::micros(run.round_max_us),
+            run.rto_expiries.to_string(),
+            run.loss_probes.to_string(),
+            run.retrans_segs.to_string(),
+            run.bottleneck_drops
+                .map(|d| d.to_string())
+                .unwrap_or_else(|| "-".into()),
+        ]);
+    }
+    table::align_right(&mut t, &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+    writeln!(w, "{t}")?;
+    if let Some(before) = &b.before {
+        writeln!(w)?;
+        writeln!(
+            w,
+            "Per sender ({} senders, rto_min {}):",
+            before.senders,
+            fmt::micros(before.rto_min_us)
+        )?;
+        let mut t = table::new([
+            "sender",
+            "RTO expiries",
+            "TcpExtTCPTimeouts",
+            "TcpRetransSegs",
+            "TcpExtTCPLossProbes",
+            "TcpExtTCPFastRetrans",
+        ]);
+        for s in &before.per_sender {
+            t.add_row(vec![
+                format!("s{}", s.sender),
+                s.rto_expiries.to_string(),
+                s.timeouts.to_string(),
+                s.retrans_segs.to_string(),
+                s.loss_probes.to_string(),
+                s.fast_retrans.to_string(),
+            ]);
+        }
+        table::align_right(&mut t, &[1, 2, 3, 4, 5]);
+        writeln!(w, "RTO expiries: TcpExtTCPTimeouts plus the recovery-state variants (TcpExtTCPSackRecoveryFail, TcpExtTCPSackFailures, TcpExtTCPLossFailures) that tcp_retransmit_timer counts instead.")?;
+        writeln!(w, "{t}")?;
+    }
+    writeln!(w)?;
+    findings::write(w, &r.findings)?;
+    if let (Some(before), Some(after)) = (&b.before, &b.after) {
+        writeln!(w)?;
+        writeln!(w, "Before and after the fix ({} senders):", before.senders)?;
+        let mut t = table::new([
+            String::new(),
+            format!("before: rto_min {}", fmt::micros(before.rto_min_us)),
+            format!("after: rto_min {}", fmt::micros(after.rto_min_us)),
+        ]);
+        t.add_row(vec![
+            "goodput".into(),
+            fmt::bitrate(before.goodput_bits_per_s),
+            fmt::bitrate(after.goodput_bits_per_s),
+        ]);
+        t.add_row(vec![
+            "rounds slower than 100 ms".into(),
+            format!("{} of {}", before.slow_rounds, before.rounds),
+            format!("{} of {}", after.slow_rounds, after.rounds),
+        ]);
+        t.add_row(vec![
+            "p99 round".into(),
+            fmt::micros(before.round_p99_us),
+            fmt::micros(after.round_p99_us),
+        ]);
+        t.add_row(vec![
+            "retransmission timer expiries".into(),
+            before.rto_expiries.to_string(),
+            after.rto_expiries.to_string(),
+        ]);
+        t.add_row(vec![
+            "tail loss probes".into(),
+            before.loss_probes.to_string(),
+            after.loss_probes.to_string(),
+        ]);
+        table::align_right(&mut t, &[1, 2]);
+        writeln!(w, "{t}")?;
+    }
+    if let Some(cap) = &b.header.capture {
+        writeln!(w)?;
+        writeln!(
+            w,
+            "Capture: {} ({} packets, {} dropped by kernel)",
+            cap.path.display(),
+            cap.packets_captured
+                .map(|n| n.to_string())
+                .unwrap_or_else(|| "?".into()),
+            cap.packets_dropped_by_kernel
+                .map(|n| n.to_string())
+                .unwrap_or_else(|| "?".into())
+        )?;
+    }
+    writeln!(w)?;
+    findings::verdict(w, r)
+}
+
+fn pct(a: u32, b: u32) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        f64::from(a) * 100.0 / f64::from(b)
+    }
 }

@@ -1,0 +1,267 @@
+//! `tcpdoctor lab`: each scenario reproduces its pathology in namespaces and names it; every
+//! run leaves nothing behind, also after SIGKILL + `lab cleanup`; outside addresses are refused.
+//!
+//! Lab runs are identified by the tcpdoctor process id carried in their namespace names, so the
+//! leftover checks look only at the run under test and stay correct while other tests of this
+//! binary run concurrently.
+
+mod support;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Namespaces of lab run `pid` (`tdoc-lab-<pid>-...`).
+fn run_namespaces(pid: u32) -> Vec<String> {
+    let prefix = format!("tdoc-lab-{pid}-");
+    support::sh("ip netns list")
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(&prefix))
+        .map(str::to_string)
+        .collect()
+}
+
+fn root_tdoc_interfaces() -> Vec<String> {
+    support::sh("ip -o link show")
+        .lines()
+        .filter_map(|l| l.split(": ").nth(1))
+        .map(|n| n.split('@').next().unwrap_or(n).to_string())
+        .filter(|n| n.starts_with("tdoc"))
+        .collect()
+}
+
+/// Runs a lab scenario with --json; returns (exit code, report). Asserts that the run left no
+/// namespace and created no root interface.
+fn lab(args: &[&str]) -> (i32, Value) {
+    let ifaces_before = root_tdoc_interfaces();
+    let mut full = vec!["lab"];
+    full.extend_from_slice(args);
+    full.push("--json");
+    let (code, out, err) = support::run(&full);
+    let v = support::json(&out, &err);
+    let run_id = v["run_id"].as_u64().expect("run_id in the body") as u32;
+    assert!(
+        run_namespaces(run_id).is_empty(),
+        "run {run_id} left namespaces: {:?}",
+        run_namespaces(run_id)
+    );
+    let new: Vec<String> = root_tdoc_interfaces()
+        .into_iter()
+        .filter(|i| !ifaces_before.contains(i))
+        .collect();
+    assert!(new.is_empty(), "root interfaces appeared: {new:?}");
+    (code, v)
+}
+
+fn pathologies(v: &Value) -> Vec<String> {
+    v["findings"]
+        .as_array()
+        .expect("findings array")
+        .iter()
+        .map(|f| f["pathology"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+fn incast_at_8_senders_stalls_more_with_200ms_rto_min_and_is_named() {
+    if !support::require_root("incast_at_8_senders_stalls_more_with_200ms_rto_min_and_is_named") {
+        return;
+    }
+    let (code, v) = lab(&[
+        "incast",
+        "--senders",
+        "8",
+        "--rounds",
+        "400",
+        "--rto-min",
+        "200ms,5ms",
+    ]);
+    assert_eq!(code, 1, "findings expected: {v:#}");
+    assert_eq!(v["command"], "lab");
+    assert_eq!(v["scenario"], "incast");
+    let before = &v["before"];
+    let after = &v["after"];
+    assert_eq!(before["rto_min_us"], 200_000);
+    assert_eq!(after["rto_min_us"], 5_000);
+    let slow = |r: &Value| r["slow_rounds"].as_u64().unwrap();
+    assert!(
+        slow(before) > slow(after),
+        "slow rounds: 200ms {} vs 5ms {}",
+        slow(before),
+        slow(after)
+    );
+    assert!(before["rto_expiries"].as_i64().unwrap() > 0, "{before:#}");
+    assert_eq!(before["per_sender"].as_array().unwrap().len(), 8);
+    assert!(
+        pathologies(&v).contains(&"incast".to_string()),
+        "diagnosis: {:?}",
+        pathologies(&v)
+    );
+}
+
+#[test]
+fn lab_refuses_addresses_outside_its_block() {
+    for bad in [
+        "192.168.1.0/24",
+        "8.8.8.0/24",
+        "10.78.0.0/24",
+        "127.0.0.0/24",
+    ] {
+        let (code, out, err) = support::run(&["lab", "incast", "--subnet", bad, "--json"]);
+        assert_eq!(code, 2, "{bad}: {out}{err}");
+        assert!(out.is_empty(), "{bad}: nothing may be measured: {out}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(&format!("--subnet '{bad}'")), "{err}");
+        assert!(err.contains("10.77.0.0/16"), "{err}");
+    }
+    let (code, _, err) = support::run(&["lab", "cleanup", "--prefix", "eth"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--prefix 'eth'"), "{err}");
+}
+
+#[test]
+fn lab_without_root_says_so_in_one_line() {
+    if unsafe { libc::geteuid() } != 0 {
+        let (code, _, err) = support::run(&["lab", "incast"]);
+        assert_eq!(code, 2);
+        assert!(err.contains("needs root"), "{err}");
+        return;
+    }
+    // As root: drop to nobody for this one run.
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(support::bin())
+        .args(["lab", "incast"])
+        .output()
+        .expect("setpriv");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("needs root"), "{err}");
+}
+
+#[test]
+fn sigkilled_run_is_removed_by_cleanup() {
+    if !support::require_root("sigkilled_run_is_removed_by_cleanup") {
+        return;
+    }
+    let pcap = std::env::temp_dir().join(format!("tdoc-killtest-{}.pcap", std::process::id()));
+    let mut child = Command::new(support::bin())
+        .args([
+            "lab",
+            "incast",
+            "--senders",
+            "2",
+            "--rounds",
+            "1000000",
+            "--max-run-secs",
+            "60",
+            "--json",
+            "--pcap",
+        ])
+        .arg(&pcap)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn lab");
+    let pid = child.id();
+    // Wait until the lab is built and tcpdump runs inside the receiver's namespace.
+    let rx = format!("tdoc-lab-{pid}-rx");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut inside = Vec::new();
+    while Instant::now() < deadline {
+        if run_namespaces(pid).contains(&rx) {
+            inside = support::sh(&format!("ip netns pids {rx} 2>/dev/null || true"))
+                .split_whitespace()
+                .map(str::to_string)
+                .collect();
+            if !inside.is_empty() {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!inside.is_empty(), "the lab never started tcpdump in {rx}");
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().expect("SIGKILL the lab");
+    let _ = child.wait();
+    assert!(
+        !run_namespaces(pid).is_empty(),
+        "SIGKILL leaves the namespaces behind"
+    );
+
+    let (code, out, err) = support::run(&["lab", "cleanup", "--pid", &pid.to_string(), "--json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let v = support::json(&out, &err);
+    assert!(
+        v["namespaces_removed"].as_array().unwrap().len() >= 4,
+        "{v:#}"
+    );
+    assert!(
+        !v["processes_killed"].as_array().unwrap().is_empty(),
+        "{v:#}"
+    );
+    assert!(
+        run_namespaces(pid).is_empty(),
+        "left: {:?}",
+        run_namespaces(pid)
+    );
+    for p in inside {
+        assert!(dies_soon(&p), "process {p} from {rx} survived");
+    }
+    let _ = std::fs::remove_file(&pcap);
+}
+
+/// True when process `pid` is gone (or a zombie waiting for its new parent) within 3 s.
+fn dies_soon(pid: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < deadline {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => return true,
+            Ok(stat) => {
+                let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+                if state.starts_with('Z') || state.starts_with('X') {
+                    return true;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+#[test]
+fn cleanup_removes_leftovers_of_killed_test_runs() {
+    if !support::require_root("cleanup_removes_leftovers_of_killed_test_runs") {
+        return;
+    }
+    // What a killed test leaves: a namespace with a process inside, and a root interface.
+    // Same string for both so one --prefix selects them (IFNAMSIZ: at most 15 bytes).
+    let tag = format!("tdockt{}", support::unique_id());
+    assert!(tag.len() <= 15);
+    support::sh(&format!("ip netns add {tag}"));
+    let mut sleeper = Command::new("ip")
+        .args(["netns", "exec", &tag, "sleep", "60"])
+        .spawn()
+        .expect("sleep in netns");
+    let ifname = tag.clone();
+    support::sh(&format!(
+        "ip link add {ifname} type veth peer name tdocpeer netns {tag}"
+    ));
+    let (code, out, err) = support::run(&["lab", "cleanup", "--prefix", &tag, "--json"]);
+    let _ = sleeper.wait();
+    assert_eq!(code, 0, "{out}{err}");
+    let v = support::json(&out, &err);
+    assert!(
+        v["namespaces_removed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n == tag.as_str()),
+        "{v:#}"
+    );
+    assert!(!support::sh("ip netns list").contains(&tag));
+    assert!(!root_tdoc_interfaces().contains(&ifname));
+}

@@ -1,0 +1,161 @@
+//! Saving a scenario's traffic: `tcpdump` started inside a lab namespace, writing a pcap that
+//! `tcpdoctor analyze` and Wireshark read. The capture is stopped with SIGINT (so tcpdump
+//! flushes and reports its drop count) when the scenario ends, and killed by the lab's teardown
+//! if anything goes wrong.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::{Error, Result};
+
+/// Headers only: Ethernet + IPv4 + TCP with options fit in 128 bytes.
+pub const SNAPLEN: u32 = 128;
+
+/// A running tcpdump.
+#[derive(Debug)]
+pub struct Capture {
+    child: Option<Child>,
+    path: PathBuf,
+    stderr: Option<mpsc::Receiver<String>>,
+}
+
+/// What tcpdump reported when it stopped.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CaptureSummary {
+    pub path: PathBuf,
+    pub packets_captured: Option<u64>,
+    pub packets_dropped_by_kernel: Option<u64>,
+}
+
+impl Capture {
+    /// Starts `tcpdump -i IFACE -w PATH` inside `ns` with `filter`, and waits until it listens.
+    pub fn start(ns: &str, iface: &str, path: &Path, filter: &str) -> Result<Capture> {
+        let step = format!("start tcpdump on {iface} in {ns}");
+        let snaplen = SNAPLEN.to_string();
+        let path_s = path.display().to_string();
+        let args = [
+            "netns", "exec", ns, "tcpdump", "-i", iface, "-n", "-U", "-s", &snaplen, "-w", &path_s,
+            filter,
+        ];
+        let fail = |detail: String| Error::Command {
+            step: step.clone(),
+            command: format!("ip {}", args.join(" ")),
+            detail,
+        };
+        let mut child = Command::new("ip")
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| fail(format!("cannot start: {e}")))?;
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stderr);
+            let mut line = String::new();
+            while reader.read_line(&mut line).unwrap_or(0) > 0 {
+                let _ = tx.send(std::mem::take(&mut line));
+            }
+        });
+        let mut cap = Capture {
+            child: Some(child),
+            path: path.to_path_buf(),
+            stderr: Some(rx),
+        };
+        // tcpdump prints "listening on IFACE" once its socket is bound.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let mut seen = String::new();
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match cap.stderr.as_ref().expect("set above").recv_timeout(left) {
+                Ok(l) if l.contains("listening on") => break,
+                Ok(l) => seen.push_str(l.trim()),
+                Err(_) => {
+                    cap.kill();
+                    return Err(fail(format!("did not start listening: {seen}")));
+                }
+            }
+        }
+        Ok(cap)
+    }
+
+    /// Stops tcpdump (SIGINT, then SIGKILL after 3 s) and returns its counts.
+    pub fn stop(mut self) -> CaptureSummary {
+        let mut summary = CaptureSummary {
+            path: self.path.clone(),
+            ..Default::default()
+        };
+        if let Some(mut child) = self.child.take() {
+            // Let the last packets reach the capture buffer.
+            std::thread::sleep(Duration::from_millis(100));
+            // SAFETY: signalling the tcpdump child this struct started.
+            unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+            let deadline = std::time::Instant::now() + Duration::from_secs(3);
+            while child.try_wait().ok().flatten().is_none() {
+                if std::time::Instant::now() > deadline {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        if let Some(rx) = self.stderr.take() {
+            let mut text = String::new();
+            while let Ok(l) = rx.recv_timeout(Duration::from_millis(200)) {
+                text.push_str(&l);
+            }
+            summary.packets_captured = count_before(&text, "packets captured");
+            summary.packets_dropped_by_kernel = count_before(&text, "packets dropped by kernel");
+        }
+        summary
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn count_before(text: &str, what: &str) -> Option<u64> {
+    text.lines()
+        .find(|l| l.contains(what))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+}
+
+/// Reads a whole file (a finished capture) for the analyzer.
+pub fn read_file(path: &Path) -> Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_to_end(&mut buf))
+        .map_err(|e| Error::io(format!("read capture {}", path.display()), e))?;
+    Ok(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_tcpdump_summary() {
+        let t = "listening on x\n12 packets captured\n14 packets received by filter\n0 packets dropped by kernel\n";
+        assert_eq!(count_before(t, "packets captured"), Some(12));
+        assert_eq!(count_before(t, "packets dropped by kernel"), Some(0));
+        assert_eq!(count_before("", "packets captured"), None);
+    }
+}

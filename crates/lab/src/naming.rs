@@ -1,0 +1,72 @@
+//! Names of everything the lab creates. Every object starts with [`PREFIX`] so that
+//! `tcpdoctor lab cleanup` can find leftovers, and carries the run's process id so that
+//! concurrent runs (and concurrent tests) never collide.
+//!
+//! Namespaces: `tdoc-lab-<pid>-<role>`. Interfaces live only inside the lab's namespaces (veth
+//! pairs are created directly in them), are named `tdoc<role>` and fit IFNAMSIZ (15 bytes,
+//! include/uapi/linux/if.h). nftables tables: `tdoc_lab` inside a namespace.
+
+use crate::{Error, Result};
+
+/// The prefix of every namespace, interface, table and temporary file tcpdoctor creates.
+pub const PREFIX: &str = "tdoc";
+
+/// The prefix of the lab's own namespaces (tests use other `tdoc-` names).
+pub const LAB_NS_PREFIX: &str = "tdoc-lab-";
+
+/// The nftables table the lab creates inside a namespace.
+pub const NFT_TABLE: &str = "tdoc_lab";
+
+/// Longest interface name Linux accepts (IFNAMSIZ - 1).
+pub const IFNAME_MAX: usize = 15;
+
+/// Name of the namespace playing `role` in run `pid`.
+pub fn netns(pid: u32, role: &str) -> String {
+    format!("{LAB_NS_PREFIX}{pid}-{role}")
+}
+
+/// The namespace-name prefix of run `pid` (`tdoc-lab-<pid>-`).
+pub fn run_prefix(pid: u32) -> String {
+    format!("{LAB_NS_PREFIX}{pid}-")
+}
+
+/// The run id (process id) encoded in a lab namespace name, if it is one.
+pub fn run_of(ns: &str) -> Option<u32> {
+    ns.strip_prefix(LAB_NS_PREFIX)?
+        .split('-')
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// An interface name `tdoc<role>`, checked against IFNAMSIZ.
+pub fn ifname(role: &str) -> Result<String> {
+    let name = format!("{PREFIX}{role}");
+    if name.len() > IFNAME_MAX
+        || role.is_empty()
+        || !role.bytes().all(|b| b.is_ascii_alphanumeric())
+    {
+        return Err(Error::invalid(
+            "interface name",
+            format!("'{name}' must be 5..{IFNAME_MAX} ASCII letters and digits"),
+        ));
+    }
+    Ok(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_carry_prefix_and_run() {
+        let ns = netns(4242, "s3");
+        assert_eq!(ns, "tdoc-lab-4242-s3");
+        assert!(ns.starts_with(&run_prefix(4242)));
+        assert_eq!(run_of(&ns), Some(4242));
+        assert_eq!(run_of("tdoc-probe-1a2"), None);
+        assert_eq!(ifname("p31").unwrap(), "tdocp31");
+        assert!(ifname("abcdefghijkl").is_err());
+        assert!(ifname("a-b").is_err());
+    }
+}

@@ -1,0 +1,113 @@
+//! Threads that run inside one of the lab's network namespaces.
+//!
+//! `setns(CLONE_NEWNET)` changes the namespace of the calling thread only, so each traffic
+//! thread enters its namespace first and then opens sockets there. Namespaces must exist
+//! before the threads start (the `ip` commands run from the main thread, which stays in the
+//! root namespace). Inside such a thread, `/proc/thread-self/net` shows the thread's namespace
+//! (`/proc/net` follows the process's main thread, not the calling thread).
+
+use std::fs::File;
+use std::path::PathBuf;
+use std::thread::JoinHandle;
+
+use crate::{Error, Result};
+
+/// The per-thread view of `/proc/net`.
+pub const THREAD_PROC_NET: &str = "/proc/thread-self/net";
+
+/// Opens the namespace file of `ns` (`/run/netns/<ns>`, made by `ip netns add`).
+pub fn open(ns: &str) -> Result<File> {
+    let path = PathBuf::from("/run/netns").join(ns);
+    File::open(&path).map_err(|e| Error::io(format!("open namespace {}", path.display()), e))
+}
+
+/// Moves the calling thread into namespace `ns`.
+pub fn enter(ns: &str) -> Result<()> {
+    let file = open(ns)?;
+    nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET)
+        .map_err(|e| Error::io(format!("enter namespace {ns}"), e.into()))
+}
+
+/// Spawns a thread named `name` that enters `ns` and runs `f`.
+pub fn spawn<T, F>(ns: &str, name: &str, f: F) -> Result<Worker<T>>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T> + Send + 'static,
+{
+    let file = open(ns)?;
+    let ns_name = ns.to_string();
+    let handle = std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(move || {
+            nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET)
+                .map_err(|e| Error::io(format!("enter namespace {ns_name}"), e.into()))?;
+            drop(file);
+            f()
+        })
+        .map_err(|e| Error::io(format!("start thread {name}"), e))?;
+    Ok(Worker {
+        name: name.to_string(),
+        handle,
+    })
+}
+
+/// Runs `f` in a short-lived thread inside `ns` and returns its result.
+pub fn run_in<T, F>(ns: &str, f: F) -> Result<T>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T> + Send + 'static,
+{
+    spawn(ns, "tdoc-ns", f)?.join()
+}
+
+/// A traffic thread inside a namespace.
+#[derive(Debug)]
+pub struct Worker<T> {
+    name: String,
+    handle: JoinHandle<Result<T>>,
+}
+
+impl<T> Worker<T> {
+    /// Waits for the thread; a panic becomes [`Error::Thread`].
+    pub fn join(self) -> Result<T> {
+        match self.handle.join() {
+            Ok(r) => r,
+            Err(p) => {
+                let detail = p
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "panicked".to_string());
+                Err(Error::Thread {
+                    step: self.name,
+                    detail,
+                })
+            }
+        }
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.handle.is_finished()
+    }
+}
+
+/// Kernel counters of namespace `ns`, read by a thread inside it.
+pub fn counters(ns: &str) -> Result<tcpdoctor_host::counters::Snapshot> {
+    let step = format!("read counters of {ns}");
+    run_in(ns, move || {
+        tcpdoctor_host::counters::Source {
+            dir: PathBuf::from(THREAD_PROC_NET),
+        }
+        .snapshot()
+        .map_err(|source| Error::Host { step, source })
+    })
+}
+
+/// The TCP settings of namespace `ns`, read by a thread inside it (`/proc/sys/net` follows
+/// the reading thread's namespace).
+pub fn settings(ns: &str) -> Result<tcpdoctor_host::sysctl::TcpSettings> {
+    let step = format!("read TCP settings of {ns}");
+    run_in(ns, move || {
+        tcpdoctor_host::sysctl::TcpSettings::read().map_err(|source| Error::Host { step, source })
+    })
+}
