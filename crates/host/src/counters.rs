@@ -23,9 +23,17 @@ pub struct Source {
 }
 
 impl Default for Source {
+    /// The calling thread's namespace: `/proc/thread-self/net` (Linux 3.17+). It equals
+    /// `/proc/net` on the main thread, and stays right on a thread that entered another
+    /// network namespace with setns(), where `/proc/net` still shows the main thread's.
     fn default() -> Self {
+        let thread = Path::new("/proc/thread-self/net");
         Source {
-            dir: PathBuf::from("/proc/net"),
+            dir: if thread.exists() {
+                thread.to_path_buf()
+            } else {
+                PathBuf::from("/proc/net")
+            },
         }
     }
 }
