@@ -71,6 +71,12 @@ pub struct Config {
     pub interval: Duration,
     pub duration: Duration,
     pub mode: Mode,
+    /// In busy-poll and hybrid modes, run the sampling thread as SCHED_FIFO priority 1 so
+    /// ordinary tasks cannot preempt it at the end of a time slice. Needs CAP_SYS_NICE;
+    /// without it sampling continues at normal priority. The kernel still gives other tasks
+    /// their share (RT throttling, `kernel.sched_rt_runtime_us`; the fair server on 6.12+),
+    /// which shows up as rare gaps of tens of ms in `max_ns`.
+    pub realtime: bool,
 }
 
 /// Raw samples: `t_ns[i]` (from the first sample) and, per direction, bytes and packets.
@@ -89,6 +95,28 @@ pub struct Samples {
     pub cpu: Option<usize>,
     /// Stopped by the stop flag before the duration elapsed.
     pub interrupted: bool,
+    /// The sampling thread ran as SCHED_FIFO.
+    pub realtime: bool,
+}
+
+/// Makes the calling thread SCHED_FIFO priority 1; returns the previous policy and priority
+/// to restore, or `None` when not permitted.
+fn enter_realtime() -> Option<(libc::c_int, libc::sched_param)> {
+    // SAFETY: plain syscalls on the calling thread (tid 0) with valid pointers.
+    unsafe {
+        let old_policy = libc::sched_getscheduler(0);
+        let mut old = std::mem::zeroed::<libc::sched_param>();
+        if old_policy < 0 || libc::sched_getparam(0, &mut old) != 0 {
+            return None;
+        }
+        let p = libc::sched_param { sched_priority: 1 };
+        (libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) == 0).then_some((old_policy, old))
+    }
+}
+
+fn leave_realtime(old: (libc::c_int, libc::sched_param)) {
+    // SAFETY: restores what sched_getscheduler/sched_getparam returned for this thread.
+    unsafe { libc::sched_setscheduler(0, old.0, &old.1) };
 }
 
 fn mono_ns() -> u64 {
@@ -184,6 +212,12 @@ pub fn sample(cfg: &Config, stop: &AtomicBool) -> Result<Samples, Error> {
             (false, false)
         }
     };
+    let previous_sched = if busy && cfg.realtime {
+        enter_realtime()
+    } else {
+        None
+    };
+    out.realtime = previous_sched.is_some();
     // Touch every page up front so the loop never faults.
     out.t_ns.resize(slots, 0);
     out.t_ns.clear();
@@ -234,6 +268,9 @@ pub fn sample(cfg: &Config, stop: &AtomicBool) -> Result<Samples, Error> {
             out.missed_slots += now_slot - k + 1;
             k = now_slot + 1;
         }
+    }
+    if let Some(old) = previous_sched {
+        leave_realtime(old);
     }
     if busy && !previous_cpus.is_empty() {
         set_affinity(&previous_cpus);

@@ -131,6 +131,7 @@ fn samples_loopback_in_both_modes() {
             interval: Duration::from_micros(500),
             duration: Duration::from_millis(50),
             mode,
+            realtime: true,
         };
         let s = sample(&cfg, &stop).unwrap();
         assert!(s.t_ns.len() > 20, "{mode:?}: {}", s.t_ns.len());
@@ -145,6 +146,7 @@ fn samples_loopback_in_both_modes() {
         interval: Duration::from_micros(500),
         duration: Duration::from_secs(10),
         mode: Mode::Sleep,
+        realtime: false,
     };
     let s = sample(&cfg, &stop).unwrap();
     assert!(s.interrupted);
