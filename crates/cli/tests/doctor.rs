@@ -177,7 +177,7 @@ fn doctor_in_a_fresh_namespace_is_healthy() {
         .filter(|s| s["ran"] == true)
         .map(|s| s["step"].as_str().unwrap())
         .collect();
-    for s in ["check", "sockets", "counters"] {
+    for s in ["check", "sockets", "counters", "probe"] {
         assert!(steps.contains(&s), "{s} did not run: {v}");
     }
     // The same through --netns from outside.
@@ -187,6 +187,38 @@ fn doctor_in_a_fresh_namespace_is_healthy() {
     let v = support::json(&out, &err);
     assert_eq!(code, 0, "{err}\n{out}");
     assert_eq!(v["netns"], ns.name.as_str());
+}
+
+/// Without root every step still runs (sock_diag, /proc, the loopback probe need none).
+#[test]
+fn doctor_runs_without_root() {
+    if !support::require_root("doctor_runs_without_root") {
+        return;
+    }
+    let ns = Netns::new("drnr");
+    let out = std::process::Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &ns.name,
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+        ])
+        .arg(support::bin())
+        .args(["doctor", "--json", "--window", "300ms"])
+        .output()
+        .expect("spawn setpriv");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    let v = support::json(&stdout, &stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}\n{stdout}");
+    assert_eq!(v["root"], false);
+    assert_eq!(v["skipped"].as_array().unwrap().len(), 0, "{v}");
+    assert!(v["probe"]["requests_ok"].as_u64().unwrap() > 0, "{v}");
 }
 
 #[test]
