@@ -307,6 +307,20 @@ fn write_text(w: &mut dyn Write, b: &Body) -> io::Result<()> {
         s.missed_slots,
         ns(b.read_cost_p50_ns)
     )?;
+    // Preempted more than 10 targets' worth at the 99th percentile: say how to do better.
+    if s.error_p99_ns > 10 * s.target_ns {
+        let fix = match (b.mode, b.realtime) {
+            (Mode::Sleep, _) => "--mode busy --realtime (root) spins at a real-time priority",
+            (_, false) => "--realtime (root) keeps the sampler from being preempted",
+            (_, true) => "a less loaded CPU (--cpu N) may do better",
+        };
+        writeln!(
+            w,
+            "note: the sampler was delayed (p99 error {}); time scales below {} are smoothed; {fix}",
+            ns(s.error_p99_ns),
+            ns(s.p99_ns)
+        )?;
+    }
     match b.link_speed_bits_per_s {
         Some(l) => writeln!(
             w,
