@@ -389,10 +389,11 @@ impl Acc {
             s.stall_max_us = s.stall_max_us.max(max / 1_000);
             s.window_full += u64::from(c.half[0].window_full + c.half[1].window_full);
             if s.examples.len() < EXAMPLES {
-                let reader = if c.half[1].zero_window_ads > c.half[0].zero_window_ads {
-                    c.client
-                } else {
+                // half[1] holds what the server sent: its zero windows make it the reader.
+                let reader = if c.half[1].zero_window_ads >= c.half[0].zero_window_ads {
                     c.server
+                } else {
+                    c.client
                 };
                 let mut frames = c.zero_frames.as_slice().to_vec();
                 frames.extend_from_slice(c.probe_frames.as_slice());
@@ -978,7 +979,13 @@ fn collision_finding(d: &CollisionDetails, race: bool) -> Option<Finding> {
     } else {
         (
             Pathology::TimeWaitCollision,
-            Severity::Critical,
+            // A resend at the 1 s SYN timer (older kernels, illumos) stalls requests for
+            // seconds; Linux 4.x+ resends at TCP_TIMEOUT_MIN after the reset (milliseconds).
+            if d.max_connect_delay_us >= 500_000 {
+                Severity::Critical
+            } else {
+                Severity::Warning
+            },
             "into TIME_WAIT",
         )
     };

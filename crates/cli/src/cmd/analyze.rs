@@ -98,7 +98,7 @@ fn parse_rate(s: &str) -> Result<u64, String> {
         .trim()
         .parse()
         .map_err(|_| format!("'{s}' is not a rate (e.g. 1gbit, 100mbit, 10g)"))?;
-    if !(v > 0.0) || !v.is_finite() {
+    if v.is_nan() || v <= 0.0 || !v.is_finite() {
         return Err(format!("'{s}' must be a positive rate"));
     }
     Ok((v * mult) as u64)

@@ -1,0 +1,763 @@
+//! `tcpdoctor analyze` against captures made here by tcpdump in namespaces we create, with
+//! traffic from small generators in this file (std sockets on threads that entered the
+//! namespace with setns). Each scenario must be diagnosed with its pathology; the clean one
+//! with none. Plus: the retransmission count agrees with tshark, and read errors keep the
+//! findings made before them.
+
+mod support;
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::Netns;
+
+/// Runs `f` on a thread that entered network namespace `ns`.
+fn in_ns<T: Send + 'static>(ns: &Netns, f: impl FnOnce() -> T + Send + 'static) -> JoinHandle<T> {
+    let path = format!("/run/netns/{}", ns.name);
+    thread::spawn(move || {
+        let fd = File::open(&path).unwrap_or_else(|e| panic!("open {path}: {e}"));
+        let rc = unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) };
+        assert_eq!(rc, 0, "setns {path}: {}", std::io::Error::last_os_error());
+        f()
+    })
+}
+
+/// Listens on `addr` inside `ns` and runs `f` with the listener on that thread; returns once
+/// the socket is listening.
+fn serve<T: Send + 'static>(
+    ns: &Netns,
+    addr: &str,
+    rcvbuf: Option<i32>,
+    f: impl FnOnce(TcpListener) -> T + Send + 'static,
+) -> JoinHandle<T> {
+    let addr = v4(addr);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let h = in_ns(ns, move || {
+        let l = listener(addr, rcvbuf);
+        tx.send(()).unwrap();
+        f(l)
+    });
+    rx.recv_timeout(Duration::from_secs(10))
+        .expect("listener ready");
+    h
+}
+
+fn check(rc: libc::c_int, what: &str) {
+    assert!(rc >= 0, "{what}: {}", std::io::Error::last_os_error());
+}
+
+fn sockaddr(a: SocketAddrV4) -> libc::sockaddr_in {
+    libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: a.port().to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(*a.ip()).to_be(),
+        },
+        sin_zero: [0; 8],
+    }
+}
+
+fn setopt(fd: i32, level: i32, name: i32, v: i32) {
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            &v as *const i32 as *const libc::c_void,
+            std::mem::size_of::<i32>() as libc::socklen_t,
+        )
+    };
+    check(rc, "setsockopt");
+}
+
+/// A listener with SO_REUSEADDR and, if given, SO_RCVBUF set before listen() (so the window
+/// scale of accepted connections follows it).
+fn listener(addr: SocketAddrV4, rcvbuf: Option<i32>) -> TcpListener {
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        check(fd, "socket");
+        setopt(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1);
+        if let Some(b) = rcvbuf {
+            setopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, b);
+        }
+        let sa = sockaddr(addr);
+        check(
+            libc::bind(
+                fd,
+                &sa as *const _ as *const libc::sockaddr,
+                std::mem::size_of_val(&sa) as u32,
+            ),
+            "bind",
+        );
+        check(libc::listen(fd, 128), "listen");
+        TcpListener::from_raw_fd(fd)
+    }
+}
+
+/// Connects from a fixed local address (SO_REUSEADDR), like a client that binds its port.
+fn connect_from(local: SocketAddrV4, remote: SocketAddrV4) -> TcpStream {
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        check(fd, "socket");
+        setopt(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1);
+        let la = sockaddr(local);
+        check(
+            libc::bind(
+                fd,
+                &la as *const _ as *const libc::sockaddr,
+                std::mem::size_of_val(&la) as u32,
+            ),
+            "bind local",
+        );
+        let ra = sockaddr(remote);
+        check(
+            libc::connect(
+                fd,
+                &ra as *const _ as *const libc::sockaddr,
+                std::mem::size_of_val(&ra) as u32,
+            ),
+            "connect",
+        );
+        TcpStream::from_raw_fd(fd)
+    }
+}
+
+fn v4(s: &str) -> SocketAddrV4 {
+    match s.parse::<SocketAddr>().unwrap() {
+        SocketAddr::V4(a) => a,
+        SocketAddr::V6(_) => unreachable!(),
+    }
+}
+
+/// A temporary capture file, removed on drop.
+struct TempFile(PathBuf);
+
+impl TempFile {
+    fn new(tag: &str) -> TempFile {
+        TempFile(
+            std::env::temp_dir().join(format!("tdoc-analyze-{tag}-{}.pcap", support::unique_id())),
+        )
+    }
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if std::env::var_os("TDOC_KEEP_CAPTURES").is_some() {
+            eprintln!("kept {}", self.0.display());
+            return;
+        }
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// tcpdump running inside a namespace; `stop` ends it cleanly (SIGINT flushes the file).
+struct Tcpdump(Child);
+
+impl Tcpdump {
+    fn start(ns: &Netns, iface: &str, file: &TempFile) -> Tcpdump {
+        let mut child = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &ns.name,
+                "tcpdump",
+                "-i",
+                iface,
+                "-s",
+                "128",
+                "-B",
+                "16384",
+                "--immediate-mode",
+                "-U",
+                "-n",
+                "-w",
+            ])
+            .arg(file.path())
+            .arg("tcp")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn tcpdump");
+        // tcpdump says "listening on" once its socket is bound and filtering.
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            line.clear();
+            if err.read_line(&mut line).unwrap_or(0) == 0 || line.contains("listening on") {
+                break;
+            }
+        }
+        assert!(
+            line.contains("listening on"),
+            "tcpdump did not start: {line}"
+        );
+        thread::spawn(move || {
+            let mut sink = String::new();
+            let _ = err.read_to_string(&mut sink);
+        });
+        Tcpdump(child)
+    }
+
+    fn stop(mut self) {
+        thread::sleep(Duration::from_millis(300));
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGINT) };
+        let _ = self.0.wait();
+    }
+}
+
+/// Two namespaces joined by a veth pair: (client ns, server ns, client if, server if).
+fn pair(tag: &str, net: u8) -> (Netns, Netns, String, String) {
+    let a = Netns::new(&format!("{tag}c"));
+    let b = Netns::new(&format!("{tag}s"));
+    let (ia, ib) = support::veth(
+        &a,
+        &format!("10.77.{net}.1/24"),
+        &b,
+        &format!("10.77.{net}.2/24"),
+    );
+    (a, b, ia, ib)
+}
+
+fn analyze(file: &TempFile, extra: &[&str]) -> (i32, Value) {
+    let mut args = vec!["analyze", file.path(), "--json"];
+    args.extend_from_slice(extra);
+    let (code, out, err) = support::run(&args);
+    let v = support::json(&out, &err);
+    assert!(code == 0 || code == 1, "exit {code}: {err}");
+    (code, v)
+}
+
+fn pathologies(v: &Value) -> Vec<String> {
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["pathology"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn finding<'a>(v: &'a Value, p: &str) -> &'a Value {
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["pathology"] == p)
+        .unwrap_or_else(|| panic!("no {p} finding in {:#}", v["findings"]))
+}
+
+#[test]
+fn clean_keep_alive_traffic_has_no_finding() {
+    if !support::require_root("clean_keep_alive_traffic_has_no_finding") {
+        return;
+    }
+    let (c, s, ic, _) = pair("ancl", 11);
+    let file = TempFile::new("clean");
+    let server = serve(&s, "10.77.11.2:7001", None, move |srv| {
+        let (mut conn, _) = srv.accept().unwrap();
+        let mut buf = [0u8; 100];
+        while conn.read_exact(&mut buf).is_ok() {
+            conn.write_all(&[7u8; 300]).unwrap();
+        }
+    });
+    let dump = Tcpdump::start(&c, &ic, &file);
+    in_ns(&c, || {
+        let mut conn = TcpStream::connect("10.77.11.2:7001").unwrap();
+        conn.set_nodelay(true).unwrap();
+        let mut reply = [0u8; 300];
+        for _ in 0..40 {
+            conn.write_all(&[1u8; 100]).unwrap();
+            conn.read_exact(&mut reply).unwrap();
+            thread::sleep(Duration::from_millis(20));
+        }
+    })
+    .join()
+    .unwrap();
+    server.join().unwrap();
+    dump.stop();
+    let (code, v) = analyze(&file, &[]);
+    assert_eq!(
+        v["findings"].as_array().unwrap().len(),
+        0,
+        "{:#}",
+        v["findings"]
+    );
+    assert_eq!(code, 0);
+    assert_eq!(v["verdict"], "healthy");
+    assert_eq!(v["totals"]["connections"], 1);
+    assert_eq!(v["totals"]["retransmissions"], 0);
+    assert!(
+        v["totals"]["data_segments"].as_u64().unwrap() >= 80,
+        "{:#}",
+        v["totals"]
+    );
+    assert_eq!(v["capture"]["undecodable"], 0);
+}
+
+#[test]
+fn dropped_syns_are_syn_retransmissions_on_the_linear_ladder() {
+    if !support::require_root("dropped_syns_are_syn_retransmissions_on_the_linear_ladder") {
+        return;
+    }
+    let (c, s, ic, _) = pair("ansyn", 12);
+    // Drop two SYNs of every three at the server: each connect waits for 2 retransmissions.
+    s.exec(
+        "nft add table inet tdocsyn && nft add chain inet tdocsyn in \"{ type filter hook input priority 0; }\" && nft add rule inet tdocsyn in tcp dport 7002 tcp flags \\& \\(syn \\| ack\\) == syn numgen inc mod 3 \\< 2 drop",
+    );
+    c.sysctl("net.ipv4.tcp_syn_linear_timeouts", "4");
+    let file = TempFile::new("syn");
+    let server = serve(&s, "10.77.12.2:7002", None, move |srv| {
+        for _ in 0..2 {
+            let (mut conn, _) = srv.accept().unwrap();
+            let mut b = [0u8; 1];
+            let _ = conn.read(&mut b);
+        }
+    });
+    let dump = Tcpdump::start(&c, &ic, &file);
+    let delays = in_ns(&c, || {
+        (0..2)
+            .map(|_| {
+                let t = Instant::now();
+                let mut conn = TcpStream::connect("10.77.12.2:7002").unwrap();
+                let d = t.elapsed();
+                conn.write_all(b"x").unwrap();
+                d
+            })
+            .collect::<Vec<_>>()
+    })
+    .join()
+    .unwrap();
+    server.join().unwrap();
+    dump.stop();
+    assert!(
+        delays.iter().all(|d| *d >= Duration::from_millis(1900)),
+        "{delays:?}"
+    );
+    let (code, v) = analyze(&file, &[]);
+    assert_eq!(code, 1);
+    let f = finding(&v, "syn_retransmit");
+    assert_eq!(f["severity"], "critical");
+    let d = &v["details"]["syn_retransmits"];
+    assert_eq!(d["connections"], 2, "{d:#}");
+    assert_eq!(d["ladder"], "linear", "{d:#}");
+    assert_eq!(d["by_retransmissions"][0]["retransmissions"], 2);
+    assert_eq!(d["by_retransmissions"][0]["connections"], 2);
+    let delay = d["max_connect_delay_us"].as_u64().unwrap();
+    assert!((1_990_000..2_300_000).contains(&delay), "{delay}");
+    // Evidence names the three SYNs and the SYN-ACK of a connection.
+    let frames = f["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "packets")
+        .unwrap()["frames"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(frames, 4);
+    assert!(!pathologies(&v).contains(&"time_wait_collision".to_string()));
+}
+
+#[test]
+fn port_reuse_into_time_wait_without_timestamps_collides() {
+    if !support::require_root("port_reuse_into_time_wait_without_timestamps_collides") {
+        return;
+    }
+    let (c, s, ic, _) = pair("antw", 13);
+    for ns in [&c, &s] {
+        ns.sysctl("net.ipv4.tcp_timestamps", "0");
+        ns.sysctl("net.ipv4.tcp_rfc1337", "0");
+    }
+    const BYTES: usize = 64 << 20;
+    let file = TempFile::new("tw");
+    // The server reads the upload and closes first, so it holds TIME_WAIT.
+    let server = serve(&s, "10.77.13.2:7003", None, move |srv| {
+        for _ in 0..2 {
+            let (mut conn, _) = srv.accept().unwrap();
+            let mut buf = vec![0u8; 1 << 16];
+            let mut got = 0;
+            while got < BYTES {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => got += n,
+                }
+            }
+            drop(conn);
+        }
+    });
+    let dump = Tcpdump::start(&c, &ic, &file);
+    let second = in_ns(&c, || {
+        let local = v4("10.77.13.1:20013");
+        let remote = v4("10.77.13.2:7003");
+        let mut conn = connect_from(local, remote);
+        let chunk = vec![0u8; 1 << 16];
+        for _ in 0..BYTES / chunk.len() {
+            conn.write_all(&chunk).unwrap();
+        }
+        let mut b = [0u8; 16];
+        while conn.read(&mut b).map(|n| n > 0).unwrap_or(false) {}
+        drop(conn);
+        thread::sleep(Duration::from_millis(100));
+        // Same 4-tuple again: the ISN has not caught up with 64 MiB of old sequence space.
+        let t = Instant::now();
+        let conn = connect_from(local, remote);
+        let d = t.elapsed();
+        drop(conn);
+        d
+    })
+    .join()
+    .unwrap();
+    server.join().unwrap();
+    dump.stop();
+    // Linux 6.x re-arms the SYN timer at TCP_TIMEOUT_MIN after resetting a stale ACK
+    // (tcp_rcv_synsent_state_process): the collision costs milliseconds, not the 1 s RTO.
+    assert!(
+        second >= Duration::from_millis(2),
+        "second connect took {second:?}"
+    );
+    let (code, v) = analyze(&file, &[]);
+    assert_eq!(code, 1);
+    let f = finding(&v, "time_wait_collision");
+    let d = &v["details"]["time_wait_collisions"];
+    assert_eq!(d["count"], 1, "{d:#}");
+    assert_eq!(d["timestamps_off"], 1);
+    assert_eq!(d["isn_not_above_previous"], 1);
+    let reuse = d["min_reuse_interval_us"].as_u64().unwrap();
+    assert!((50_000..1_000_000).contains(&reuse), "{reuse}");
+    let delay = d["max_connect_delay_us"].as_u64().unwrap();
+    let measured = second.as_micros() as u64;
+    assert!(
+        delay <= measured && delay * 2 + 1_000 >= measured,
+        "{delay} us vs {measured} us"
+    );
+    let sev = if delay >= 500_000 {
+        "critical"
+    } else {
+        "warning"
+    };
+    assert_eq!(f["severity"], sev);
+    // Evidence: last packet of the old connection, SYN, stale ACK, RST, SYN, SYN-ACK.
+    let frames = f["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "packets")
+        .unwrap()["frames"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(frames, 6, "{f:#}");
+    assert!(f["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["kind"] == "setting" && e["value"] == "off"));
+    assert_eq!(v["totals"]["reused_ports"], 1);
+    // The collision explains the SYN retransmission: it is not reported twice.
+    assert!(
+        !pathologies(&v).contains(&"syn_retransmit".to_string()),
+        "{:?}",
+        pathologies(&v)
+    );
+}
+
+#[test]
+fn tbf_bottleneck_with_several_senders_is_incast() {
+    if !support::require_root("tbf_bottleneck_with_several_senders_is_incast") {
+        return;
+    }
+    // senders (S) -- router (M, tbf with a shallow queue toward R) -- receiver (R).
+    let snd = Netns::new("anics");
+    let mid = Netns::new("anicm");
+    let rcv = Netns::new("anicr");
+    let (is, _) = support::veth(&snd, "10.77.14.1/24", &mid, "10.77.14.2/24");
+    let (im, _) = support::veth(&mid, "10.77.15.1/24", &rcv, "10.77.15.2/24");
+    mid.sysctl("net.ipv4.ip_forward", "1");
+    snd.exec("ip route add 10.77.15.0/24 via 10.77.14.2");
+    rcv.exec("ip route add 10.77.14.0/24 via 10.77.15.1");
+    mid.exec(&format!(
+        "tc qdisc add dev {im} root tbf rate 100mbit burst 16kb limit 12kb"
+    ));
+    // No tail loss probes: tail drops must wait for the RTO, as on the kernels of file 001.
+    snd.sysctl("net.ipv4.tcp_early_retrans", "0");
+    const FLOWS: usize = 8;
+    const BLOCK: usize = 96 * 1024;
+    const ROUNDS: usize = 12;
+    let file = TempFile::new("incast");
+    // The receiver (like a Riak coordinator) asks all senders at once; each answers a block.
+    let dump = Tcpdump::start(&snd, &is, &file);
+    let receiver = serve(&rcv, "10.77.15.2:7004", None, move |lst| {
+        let mut conns: Vec<TcpStream> = (0..FLOWS).map(|_| lst.accept().unwrap().0).collect();
+        let mut buf = vec![0u8; BLOCK];
+        let mut worst = Duration::ZERO;
+        for _ in 0..ROUNDS {
+            let t = Instant::now();
+            for c in &mut conns {
+                c.write_all(b"g").unwrap();
+            }
+            for c in &mut conns {
+                c.read_exact(&mut buf).unwrap();
+            }
+            worst = worst.max(t.elapsed());
+        }
+        worst
+    });
+    let senders: Vec<_> = (0..FLOWS)
+        .map(|_| {
+            in_ns(&snd, || {
+                let mut c = TcpStream::connect("10.77.15.2:7004").unwrap();
+                c.set_nodelay(true).unwrap();
+                let block = vec![3u8; BLOCK];
+                let mut req = [0u8; 1];
+                for _ in 0..ROUNDS {
+                    c.read_exact(&mut req).unwrap();
+                    c.write_all(&block).unwrap();
+                }
+            })
+        })
+        .collect();
+    for s in senders {
+        s.join().unwrap();
+    }
+    let worst = receiver.join().unwrap();
+    dump.stop();
+    let (code, v) = analyze(&file, &[]);
+    assert_eq!(code, 1);
+    let p = pathologies(&v);
+    assert!(
+        p.contains(&"incast".to_string()),
+        "worst round {worst:?}; {p:?}\n{:#}",
+        v["details"]["retransmit_timeouts"]
+    );
+    let eps = v["details"]["incast"].as_array().unwrap();
+    assert!(!eps.is_empty());
+    for e in eps {
+        assert_eq!(e["receiver"], "10.77.15.2");
+        assert!(e["flows_timed_out"].as_u64().unwrap() >= 3, "{e:#}");
+        assert!(e["fan_in"].as_u64().unwrap() >= e["flows_timed_out"].as_u64().unwrap());
+        assert!(e["stall_us"].as_u64().unwrap() >= 180_000, "{e:#}");
+    }
+    assert!(v["totals"]["retransmissions_rto"].as_u64().unwrap() >= 3);
+}
+
+#[test]
+fn slow_reader_with_16k_receive_buffer_shows_zero_windows() {
+    if !support::require_root("slow_reader_with_16k_receive_buffer_shows_zero_windows") {
+        return;
+    }
+    let (c, s, ic, _) = pair("anslow", 16);
+    let file = TempFile::new("slow");
+    let reader = serve(&s, "10.77.16.2:7005", Some(16 * 1024), move |srv| {
+        let (mut conn, _) = srv.accept().unwrap();
+        let mut buf = [0u8; 4096];
+        let mut total = 0;
+        loop {
+            match conn.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => total += n,
+            }
+            thread::sleep(Duration::from_millis(40));
+        }
+        total
+    });
+    let dump = Tcpdump::start(&c, &ic, &file);
+    in_ns(&c, || {
+        let mut conn = TcpStream::connect("10.77.16.2:7005").unwrap();
+        conn.write_all(&vec![5u8; 160 * 1024]).unwrap();
+    })
+    .join()
+    .unwrap();
+    assert_eq!(reader.join().unwrap(), 160 * 1024);
+    dump.stop();
+    let (code, v) = analyze(&file, &[]);
+    assert_eq!(code, 1);
+    let f = finding(&v, "slow_reader");
+    assert_eq!(f["severity"], "warning");
+    let d = &v["details"]["slow_readers"];
+    assert_eq!(d["flows"], 1);
+    assert!(d["zero_window_ads"].as_u64().unwrap() >= 2, "{d:#}");
+    assert!(d["stall_max_us"].as_u64().unwrap() >= 20_000, "{d:#}");
+    assert!(d["examples"][0]["description"]
+        .as_str()
+        .unwrap()
+        .contains("10.77.16.2:7005"));
+    // Nothing is lost with a slow reader.
+    assert!(!pathologies(&v).contains(&"retransmit_timeout".to_string()));
+}
+
+/// A lossy bulk capture on a namespace's loopback: MTU 1500, offloads off, random drops in
+/// the input hook (after the capture tap, so tcpdump sees every original).
+fn lossy_capture(tag: &str, file: &TempFile, bytes: usize) {
+    let ns = Netns::new(tag);
+    ns.exec(
+        "ip link set lo mtu 1500; ethtool -K lo tso off gso off gro off >/dev/null 2>&1 || true",
+    );
+    ns.exec(
+        "nft add table inet tdocloss && nft add chain inet tdocloss in \"{ type filter hook input priority 0; }\" && nft add rule inet tdocloss in tcp dport 7006 numgen random mod 1000 \\< 5 drop",
+    );
+    let dump = Tcpdump::start(&ns, "lo", file);
+    let sink = serve(&ns, "127.0.0.1:7006", None, move |lst| {
+        let mut n = 0;
+        for _ in 0..2 {
+            let (mut c, _) = lst.accept().unwrap();
+            let mut buf = vec![0u8; 1 << 16];
+            loop {
+                match c.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(k) => n += k,
+                }
+            }
+        }
+        n
+    });
+    let senders: Vec<_> = (0..2)
+        .map(|_| {
+            in_ns(&ns, move || {
+                let mut c = TcpStream::connect("127.0.0.1:7006").unwrap();
+                let chunk = vec![1u8; 1 << 16];
+                for _ in 0..bytes / 2 / chunk.len() {
+                    c.write_all(&chunk).unwrap();
+                }
+            })
+        })
+        .collect();
+    for s in senders {
+        s.join().unwrap();
+    }
+    assert_eq!(sink.join().unwrap(), bytes / 2 / (1 << 16) * (1 << 16) * 2);
+    dump.stop();
+}
+
+#[test]
+fn retransmission_count_agrees_with_tshark() {
+    if !support::require_root("retransmission_count_agrees_with_tshark") {
+        return;
+    }
+    let file = TempFile::new("tshark");
+    lossy_capture("anrtx", &file, 48 << 20);
+    let (_, v) = analyze(&file, &[]);
+    let ours = v["totals"]["retransmissions"].as_u64().unwrap();
+    let out = Command::new("tshark")
+        .args([
+            "-r",
+            file.path(),
+            "-Y",
+            "tcp.analysis.retransmission",
+            "-T",
+            "fields",
+            "-e",
+            "frame.number",
+        ])
+        .output()
+        .expect("run tshark");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let theirs = String::from_utf8_lossy(&out.stdout).lines().count() as u64;
+    assert!(
+        theirs >= 20,
+        "the capture must be lossy: tshark saw {theirs}"
+    );
+    let diff = ours.abs_diff(theirs) as f64 / theirs as f64;
+    assert!(diff <= 0.01, "tcpdoctor {ours} vs tshark {theirs}");
+}
+
+/// Writes the first `keep` bytes of `src` to `dst`.
+fn truncate_copy(src: &TempFile, dst: &TempFile, keep: usize) {
+    let data = std::fs::read(&src.0).unwrap();
+    std::fs::write(&dst.0, &data[..keep.min(data.len())]).unwrap();
+}
+
+#[test]
+fn read_errors_keep_the_findings_so_far() {
+    if !support::require_root("read_errors_keep_the_findings_so_far") {
+        return;
+    }
+    let file = TempFile::new("trunc-src");
+    lossy_capture("antrunc", &file, 16 << 20);
+    let size = std::fs::metadata(&file.0).unwrap().len() as usize;
+    let (_, whole) = analyze(&file, &[]);
+    assert!(whole["totals"]["retransmissions"].as_u64().unwrap() > 0);
+
+    // Cut inside a record near the end: an error naming the offset, findings still printed.
+    let cut = TempFile::new("trunc");
+    truncate_copy(&file, &cut, size - 37);
+    let (code, out, err) = support::run(&["analyze", cut.path(), "--json"]);
+    assert_eq!(code, 2, "{err}");
+    let v = support::json(&out, &err);
+    assert_eq!(v["interrupted"], true);
+    assert!(
+        v["error"].as_str().unwrap().contains("offset"),
+        "{}",
+        v["error"]
+    );
+    assert!(err.lines().count() == 1 && err.contains("offset"), "{err}");
+    assert!(!v["findings"].as_array().unwrap().is_empty());
+    assert!(v["totals"]["segments"].as_u64().unwrap() > 1000);
+
+    // Corrupt a record header in the middle: the same, with fewer segments.
+    let bad = TempFile::new("corrupt");
+    let mut data = std::fs::read(&file.0).unwrap();
+    let mid = size / 2;
+    // Find a record boundary by walking the pcap records (24-byte file header).
+    let mut at = 24;
+    while at + 16 < mid {
+        let incl = u32::from_le_bytes(data[at + 8..at + 12].try_into().unwrap()) as usize;
+        at += 16 + incl;
+    }
+    data[at + 8..at + 12].copy_from_slice(&0x7fff_ffffu32.to_le_bytes());
+    std::fs::write(&bad.0, &data).unwrap();
+    let (code, out, err) = support::run(&["analyze", bad.path()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        out.contains("Findings") && out.contains("Stopped early"),
+        "{out}"
+    );
+    // The error names the byte offset of the broken record (or of its length field).
+    let offset: usize = err
+        .split("byte offset ")
+        .nth(1)
+        .and_then(|t| t.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no byte offset in: {err}"));
+    assert!(
+        (at..at + 16).contains(&offset),
+        "offset {offset}, record at {at}: {err}"
+    );
+
+    // A missing file is a one-line error and exit 2.
+    let (code, _, err) = support::run(&["analyze", "/nonexistent/tdoc.pcap"]);
+    assert_eq!(code, 2);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("/nonexistent/tdoc.pcap"), "{err}");
+}
+
+#[test]
+fn flows_and_csv_list_each_incarnation() {
+    if !support::require_root("flows_and_csv_list_each_incarnation") {
+        return;
+    }
+    let file = TempFile::new("flows");
+    lossy_capture("anflows", &file, 4 << 20);
+    let (_, v) = analyze(&file, &["--flows"]);
+    let flows = v["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 2, "{flows:#?}");
+    assert!(flows.iter().all(|f| f["server"] == "127.0.0.1:7006"));
+    let (_, csv, err) = support::run(&["analyze", file.path(), "--csv"]);
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 3, "{csv}{err}");
+    assert!(lines[0].starts_with("id,client,server,incarnation"));
+    assert_eq!(lines[1].split(',').count(), lines[0].split(',').count());
+}
