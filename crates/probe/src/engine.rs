@@ -131,9 +131,10 @@ pub fn run(
         _ => vec![b'q'; cfg.request_bytes],
     };
 
-    let before = counters::snapshot()?;
+    let counters = counter_source();
+    let before = counters.snapshot()?;
     let (records, elapsed) = drive(cfg, target, request, stop, on_progress)?;
-    let after = counters::snapshot()?;
+    let after = counters.snapshot()?;
     let server_stats = server.map(Server::stop);
     let delta = after.delta_since(&before);
     let interrupted = stop.load(Ordering::SeqCst);
@@ -165,6 +166,18 @@ pub fn run(
         interrupted,
         records,
     })
+}
+
+/// Counters of this thread's network namespace: `/proc/net` follows the process's main
+/// thread, `/proc/thread-self/net` the caller (which may have entered a namespace with
+/// setns(), as the lab does).
+fn counter_source() -> counters::Source {
+    let own = std::path::PathBuf::from("/proc/thread-self/net");
+    if own.join("snmp").exists() {
+        counters::Source { dir: own }
+    } else {
+        counters::Source::default()
+    }
 }
 
 fn start_embedded(cfg: &Config) -> Result<Server, Error> {

@@ -31,6 +31,10 @@
 //!   ([`classify`]); [`classify::classify`] and [`findings::build`] are pure and take timings
 //!   and counter deltas as arguments, so tests inject them.
 //!
+//! Namespaces: [`run`] measures in the network namespace of the calling thread (workers
+//! inherit it; counters come from `/proc/thread-self/net`, sysctls from `/proc/sys/net`), so
+//! a caller may `setns()` a thread into a namespace and call [`run`] from it.
+//!
 //! Timeouts (connect, reply) and Ctrl-C are enforced by a watchdog in [`run`] that shuts the
 //! in-flight socket down; the hot path makes no extra syscalls for them.
 
