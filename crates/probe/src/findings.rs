@@ -6,8 +6,8 @@ use tcpdoctor_host::sysctl::TIME_WAIT;
 use tcpdoctor_model::{Evidence, Finding, Pathology, Severity, Source};
 
 use crate::classify::{Spike, SpikeCause};
-use crate::record::ErrorKind;
-use crate::stats::{Context, Summary};
+use crate::record::{ErrorKind, Phase};
+use crate::stats::{Context, ErrorCount, Summary};
 use crate::CloseFirst;
 
 fn us_to_ms(us: u64) -> String {
@@ -181,13 +181,7 @@ fn port_exhaustion(ctx: &Context, s: &Summary, delta: &Delta, out: &mut Vec<Find
         if let Some(v) = ctx.settings.tcp_tw_reuse {
             f = f.setting("net.ipv4.tcp_tw_reuse", v);
         }
-        for e in &exhausted {
-            f = f.with_evidence(Evidence::Timing {
-                what: format!("{} at {:?}, first after", e.errno, e.phase),
-                count: e.count,
-                value_us: e.first_at_us,
-            });
-        }
+        f = f.with_evidence(failures(&exhausted));
         f = counter_evidence(
             f,
             delta,
@@ -235,6 +229,35 @@ fn port_exhaustion(ctx: &Context, s: &Summary, delta: &Delta, out: &mut Vec<Find
     }
 }
 
+/// `200 x EADDRNOTAVAIL from connect(), the first 63.7 ms into the run`, one per kind.
+fn failures(errors: &[&ErrorCount]) -> Evidence {
+    Evidence::Examples {
+        what: "failures".into(),
+        items: errors
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} x {} from {}, the first {} into the run",
+                    e.count,
+                    e.errno,
+                    phase_call(e.phase),
+                    us_to_ms(e.first_at_us)
+                )
+            })
+            .collect(),
+    }
+}
+
+fn phase_call(p: Phase) -> &'static str {
+    match p {
+        Phase::Socket => "socket()",
+        Phase::Bind => "bind()",
+        Phase::Connect => "connect()",
+        Phase::Send => "send()",
+        Phase::Reply => "the reply",
+    }
+}
+
 fn connect_failures(s: &Summary, delta: &Delta, out: &mut Vec<Finding>) {
     let failures: Vec<_> = s
         .errors
@@ -247,7 +270,7 @@ fn connect_failures(s: &Summary, delta: &Delta, out: &mut Vec<Finding>) {
     let n: u64 = failures.iter().map(|e| e.count).sum();
     let what: Vec<String> = failures
         .iter()
-        .map(|e| format!("{} x {} ({:?})", e.count, e.errno, e.phase).to_lowercase())
+        .map(|e| format!("{} x {} from {}", e.count, e.errno, phase_call(e.phase)))
         .collect();
     let severity = if s.requests_ok == 0 || n * 100 >= s.requests.max(1) {
         Severity::Critical
@@ -265,12 +288,8 @@ fn connect_failures(s: &Summary, delta: &Delta, out: &mut Vec<Finding>) {
             what.join(", ")
         ),
     );
+    f = f.with_evidence(self::failures(&failures));
     for e in &failures {
-        f = f.with_evidence(Evidence::Timing {
-            what: format!("{} during {:?}, first after", e.errno, e.phase).to_lowercase(),
-            count: e.count,
-            value_us: e.first_at_us,
-        });
         if !e.example_local_ports.is_empty() {
             f = f.with_evidence(Evidence::Examples {
                 what: format!("local ports ({})", e.errno),
