@@ -7,7 +7,8 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use tcpdoctor_lab::cleanup::{self, Scope};
-use tcpdoctor_lab::scenario::{self, incast, Common};
+use tcpdoctor_lab::scenario::churn::ProbeRun;
+use tcpdoctor_lab::scenario::{self, accept_overflow, incast, port_exhaustion, syn_drop, Common};
 use tcpdoctor_lab::subnet::LabSubnet;
 use tcpdoctor_model::Report;
 use tcpdoctor_report::{findings, fmt, table};
@@ -46,6 +47,26 @@ enum Scenario {
     /// TcpRetransSegs and TcpExtTCPTimeouts per sender namespace, tbf drops. Overhead: one
     /// namespace per sender; CPU-bound at 1 gbit on small machines.
     Incast(Box<IncastArgs>),
+    /// New connection per request from a narrowed port range until connect() fails with
+    /// EADDRNOTAVAIL (ports stuck in TIME_WAIT for 60 s).
+    ///
+    /// Client namespace: ip_local_port_range narrowed (--ports), tcp_tw_reuse=0; load by
+    /// `probe` (crr) against the embedded server. Output: connections ok/failed by errno,
+    /// connect/total latency percentiles, the computed sustainable rate (ports / 60 s) and,
+    /// for runs of 70 s or more, the measured steady-state rate. --fix: keep-alive, and
+    /// tcp_tw_reuse=1, each in a fresh client namespace.
+    PortExhaustion(Box<PortArgs>),
+    /// A share of SYNs dropped by nftables: connects take 1 s, 2 s, ... (the SYN ladder).
+    ///
+    /// Output: connect percentiles, slow connects classified by probe's spike classifier with
+    /// their ladder rung, TcpExtTCPSynRetrans. --fix removes the drop and measures again.
+    SynDrop(Box<SynDropArgs>),
+    /// A one-thread server with listen backlog 1 under concurrent churn: the accept queue
+    /// overflows, SYNs are dropped, connects wait 1 s.
+    ///
+    /// Output: connect percentiles, spikes by cause, server TcpExtListenOverflows/ListenDrops.
+    /// --fix: 8 acceptor threads and backlog 4096.
+    AcceptOverflow(Box<AcceptArgs>),
     /// Remove leftovers: namespaces named tdoc* (and processes inside), root interfaces tdoc*.
     ///
     /// Lab namespaces of runs that are still alive are kept unless --force.
@@ -117,6 +138,57 @@ struct IncastArgs {
 }
 
 #[derive(clap::Args, Debug)]
+struct PortArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// The client namespace's ip_local_port_range (LOW-HIGH).
+    #[arg(long, default_value = "40000-40199")]
+    ports: String,
+    /// Length of each run, seconds (>= 70 also measures the steady-state rate).
+    #[arg(long, default_value_t = 4)]
+    duration: u64,
+    /// Which side closes first: client (TIME_WAIT on the client) or server.
+    #[arg(long, default_value = "client")]
+    close_first: String,
+    /// Concurrent connections.
+    #[arg(long, default_value_t = 2)]
+    concurrency: usize,
+}
+
+#[derive(clap::Args, Debug)]
+struct SynDropArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Share of SYNs dropped, percent (1-90).
+    #[arg(long, default_value_t = 10)]
+    drop_percent: u32,
+    /// Length of each run, seconds.
+    #[arg(long, default_value_t = 4)]
+    duration: u64,
+    /// Concurrent connections.
+    #[arg(long, default_value_t = 4)]
+    concurrency: usize,
+}
+
+#[derive(clap::Args, Debug)]
+struct AcceptArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// listen() backlog of the slow server.
+    #[arg(long, default_value_t = 1)]
+    backlog: i32,
+    /// Acceptor threads of the slow server.
+    #[arg(long, default_value_t = 1)]
+    server_threads: usize,
+    /// Length of each run, seconds.
+    #[arg(long, default_value_t = 4)]
+    duration: u64,
+    /// Concurrent connections.
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+}
+
+#[derive(clap::Args, Debug)]
 struct CleanupArgs {
     /// Only the namespaces of the lab run with this process id.
     #[arg(long, conflicts_with = "prefix")]
@@ -135,6 +207,9 @@ struct CleanupArgs {
 pub fn run(args: Args) -> anyhow::Result<i32> {
     match args.scenario {
         Scenario::Incast(a) => run_incast(*a),
+        Scenario::PortExhaustion(a) => run_port_exhaustion(*a),
+        Scenario::SynDrop(a) => run_syn_drop(*a),
+        Scenario::AcceptOverflow(a) => run_accept_overflow(*a),
         Scenario::Cleanup(a) => run_cleanup(a),
     }
 }
@@ -393,4 +468,256 @@ fn pct(a: u32, b: u32) -> f64 {
     } else {
         f64::from(a) * 100.0 / f64::from(b)
     }
+}
+
+fn check_duration(flag: &str, secs: u64) -> anyhow::Result<std::time::Duration> {
+    if !(1..=600).contains(&secs) {
+        anyhow::bail!("{flag} {secs}: must be 1..=600 seconds");
+    }
+    Ok(std::time::Duration::from_secs(secs))
+}
+
+fn check_concurrency(c: usize) -> anyhow::Result<usize> {
+    if !(1..=256).contains(&c) {
+        anyhow::bail!("--concurrency {c}: must be 1..=256");
+    }
+    Ok(c)
+}
+
+fn run_port_exhaustion(a: PortArgs) -> anyhow::Result<i32> {
+    let common = a.common.common()?;
+    let ports: tcpdoctor_model::PortRange = a
+        .ports
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--ports '{}': {e}", a.ports))?;
+    if ports.low < 1024 || ports.contains(tcpdoctor_lab::traffic::SERVER_PORT) {
+        anyhow::bail!(
+            "--ports '{}': must lie in 1024-65535 and leave out the lab's server port {}",
+            a.ports,
+            tcpdoctor_lab::traffic::SERVER_PORT
+        );
+    }
+    let close_first = a
+        .close_first
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--close-first: {e}"))?;
+    let cfg = port_exhaustion::Config {
+        ports,
+        duration_ms: check_duration("--duration", a.duration)?.as_millis() as u64,
+        concurrency: check_concurrency(a.concurrency)?,
+        close_first,
+    };
+    tcpdoctor_lab::require_root()?;
+    let bar = output::progress(None, "port-exhaustion");
+    let o = port_exhaustion::run(&common, &cfg, output::stop_flag())?;
+    bar.finish_and_clear();
+    let report = Report::new("lab", o.findings, o.body).interrupted(o.interrupted);
+    output::emit(&report, a.common.json, |w, r| {
+        let b = &r.body;
+        writeln!(
+            w,
+            "lab port-exhaustion: client port range {} ({} ports), tcp_tw_reuse=0, {} closes first, {} s per run (run {})",
+            b.config.ports,
+            b.config.ports.len(),
+            match b.config.close_first {
+                tcpdoctor_probe::CloseFirst::Client => "client",
+                tcpdoctor_probe::CloseFirst::Server => "server",
+            },
+            b.config.duration_ms / 1000,
+            b.header.run_id
+        )?;
+        let mut runs = vec![&b.before];
+        runs.extend(b.after.iter());
+        runs_table(w, &runs)?;
+        writeln!(
+            w,
+            "Sustainable new connections to one destination: computed {} ports / 60 s = {:.2}/s; measured {}",
+            b.config.ports.len(),
+            b.computed_sustainable_per_s,
+            match b.measured_sustainable_per_s {
+                Some(m) => format!("{m:.2}/s (steady state after 61 s)"),
+                None => "- (needs --duration 70 or more)".into(),
+            }
+        )?;
+        tail(w, r, &b.header)
+    })
+}
+
+fn run_syn_drop(a: SynDropArgs) -> anyhow::Result<i32> {
+    let common = a.common.common()?;
+    let cfg = syn_drop::Config {
+        drop_percent: a.drop_percent,
+        duration_ms: check_duration("--duration", a.duration)?.as_millis() as u64,
+        concurrency: check_concurrency(a.concurrency)?,
+    };
+    if !(1..=90).contains(&cfg.drop_percent) {
+        anyhow::bail!("--drop-percent {}: must be 1..=90", cfg.drop_percent);
+    }
+    tcpdoctor_lab::require_root()?;
+    let bar = output::progress(None, "syn-drop");
+    let o = syn_drop::run(&common, &cfg, output::stop_flag())?;
+    bar.finish_and_clear();
+    let report = Report::new("lab", o.findings, o.body).interrupted(o.interrupted);
+    output::emit(&report, a.common.json, |w, r| {
+        let b = &r.body;
+        writeln!(
+            w,
+            "lab syn-drop: nftables in the server namespace drops {}% of SYNs (run {})",
+            b.config.drop_percent, b.header.run_id
+        )?;
+        let mut runs = vec![&b.before];
+        runs.extend(b.after.iter());
+        runs_table(w, &runs)?;
+        tail(w, r, &b.header)
+    })
+}
+
+fn run_accept_overflow(a: AcceptArgs) -> anyhow::Result<i32> {
+    let common = a.common.common()?;
+    if !(1..=65535).contains(&a.backlog) || !(1..=64).contains(&a.server_threads) {
+        anyhow::bail!("--backlog must be 1..=65535 and --server-threads 1..=64");
+    }
+    let cfg = accept_overflow::Config {
+        backlog: a.backlog,
+        server_threads: a.server_threads,
+        duration_ms: check_duration("--duration", a.duration)?.as_millis() as u64,
+        concurrency: check_concurrency(a.concurrency)?,
+    };
+    tcpdoctor_lab::require_root()?;
+    let bar = output::progress(None, "accept-overflow");
+    let o = accept_overflow::run(&common, &cfg, output::stop_flag())?;
+    bar.finish_and_clear();
+    let report = Report::new("lab", o.findings, o.body).interrupted(o.interrupted);
+    output::emit(&report, a.common.json, |w, r| {
+        let b = &r.body;
+        writeln!(
+            w,
+            "lab accept-overflow: {} server thread(s), backlog {}, {} concurrent clients (run {})",
+            b.config.server_threads, b.config.backlog, b.config.concurrency, b.header.run_id
+        )?;
+        let mut runs = vec![&b.before];
+        runs.extend(b.after.iter());
+        runs_table(w, &runs)?;
+        tail(w, r, &b.header)
+    })
+}
+
+/// The measurement of probe runs side by side, one column per run.
+fn runs_table(w: &mut dyn Write, runs: &[&ProbeRun]) -> io::Result<()> {
+    writeln!(w)?;
+    let mut header = vec![String::new()];
+    header.extend(runs.iter().map(|r| r.label.clone()));
+    let mut t = table::new(header);
+    let row = |name: &str, f: &dyn Fn(&ProbeRun) -> String| {
+        let mut v = vec![name.to_string()];
+        v.extend(runs.iter().map(|r| f(r)));
+        v
+    };
+    t.add_row(row("requests ok", &|r| r.summary.requests_ok.to_string()));
+    t.add_row(row("requests failed", &|r| {
+        r.summary.requests_failed.to_string()
+    }));
+    t.add_row(row("ok per second", &|r| {
+        format!("{:.1}", r.summary.requests_ok_per_s)
+    }));
+    t.add_row(row("connections opened", &|r| {
+        r.summary.connections_opened.to_string()
+    }));
+    t.add_row(row("errors", &|r| {
+        if r.summary.errors.is_empty() {
+            "-".into()
+        } else {
+            r.summary
+                .errors
+                .iter()
+                .map(|e| format!("{} x{}", e.errno, e.count))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    }));
+    for phase in ["connect", "total"] {
+        t.add_row(row(&format!("{phase} p50 / p99 / max"), &|r| {
+            r.summary
+                .phases
+                .iter()
+                .find(|p| p.phase == phase)
+                .map(|p| {
+                    format!(
+                        "{} / {} / {}",
+                        fmt::micros(p.p50_us),
+                        fmt::micros(p.p99_us),
+                        fmt::micros(p.max_us)
+                    )
+                })
+                .unwrap_or_else(|| "-".into())
+        }));
+    }
+    t.add_row(row("slow connections by cause", &|r| {
+        if r.summary.spikes.groups.is_empty() {
+            "-".into()
+        } else {
+            r.summary
+                .spikes
+                .groups
+                .iter()
+                .map(|g| format!("{} x{}", g.label, g.count))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    }));
+    t.add_row(row("client TcpExtTCPSynRetrans", &|r| {
+        r.summary
+            .counters
+            .iter()
+            .find(|c| c.name == "TcpExtTCPSynRetrans")
+            .map(|c| c.delta.to_string())
+            .unwrap_or_else(|| "0".into())
+    }));
+    t.add_row(row("server TcpExtListenOverflows", &|r| {
+        r.server_counters
+            .get("TcpExtListenOverflows")
+            .copied()
+            .unwrap_or(0)
+            .to_string()
+    }));
+    t.add_row(row("findings", &|r| {
+        if r.findings.is_empty() {
+            "none".into()
+        } else {
+            r.pathologies()
+                .iter()
+                .map(|p| p.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    }));
+    writeln!(w, "{t}")?;
+    writeln!(w)
+}
+
+/// Findings of the first run, the capture, and the verdict.
+fn tail<B>(w: &mut dyn Write, r: &Report<B>, h: &scenario::Header) -> io::Result<()> {
+    writeln!(
+        w,
+        "Diagnosis of the first run (by {}):",
+        h.diagnosed_by.join("; ")
+    )?;
+    writeln!(w)?;
+    findings::write(w, &r.findings)?;
+    if let Some(cap) = &h.capture {
+        writeln!(w)?;
+        writeln!(
+            w,
+            "Capture: {} ({} packets, {} dropped by kernel)",
+            cap.path.display(),
+            cap.packets_captured
+                .map(|n| n.to_string())
+                .unwrap_or_else(|| "?".into()),
+            cap.packets_dropped_by_kernel
+                .map(|n| n.to_string())
+                .unwrap_or_else(|| "?".into())
+        )?;
+    }
+    writeln!(w)?;
+    findings::verdict(w, r)
 }

@@ -3,7 +3,11 @@
 //! optionally a capture) to tcpdoctor's detectors ([`crate::diagnose`]), and with `fix`
 //! measures again after the remedy. Each returns a record; nothing here prints.
 
+pub mod accept_overflow;
+pub mod churn;
 pub mod incast;
+pub mod port_exhaustion;
+pub mod syn_drop;
 
 use std::path::PathBuf;
 use std::time::Duration;

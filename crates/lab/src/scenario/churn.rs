@@ -1,0 +1,160 @@
+//! Shared machinery of the connection scenarios (`port-exhaustion`, `syn-drop`,
+//! `accept-overflow`, `stale-ack-race`): a client and a server namespace joined by a veth,
+//! tcpdoctor's embedded server in the server namespace, and `tcpdoctor probe`'s load engine in
+//! the client namespace. The diagnosis is probe's: its spike classifier and findings (timer
+//! signatures corroborated by the client namespace's counters), plus the findings
+//! `model::counters` draws from the server namespace's counter delta (e.g. `ListenOverflows`,
+//! which only the server sees).
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, SocketAddrV4};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use tcpdoctor_model::{Finding, Pathology};
+use tcpdoctor_probe::server::{Server, ServerConfig};
+
+use super::Common;
+use crate::topo::Lab;
+use crate::traffic::SERVER_PORT;
+use crate::{capture, naming, netns, Error, Result};
+
+/// Client and server namespaces joined by one veth.
+pub struct Pair {
+    pub lab: Lab,
+    pub client: String,
+    pub server: String,
+    pub server_addr: SocketAddrV4,
+    pub client_if: String,
+    pub server_if: String,
+}
+
+impl Pair {
+    /// Builds `tdoc-lab-<pid>-cl<tag>` (host 1) and `tdoc-lab-<pid>-sv<tag>` (host 2).
+    pub fn build(common: &Common, tag: &str) -> Result<Pair> {
+        let mut lab = Lab::new()?;
+        let client = lab.add_ns(&format!("cl{tag}"))?;
+        let server = lab.add_ns(&format!("sv{tag}"))?;
+        let (client_if, server_if) = (naming::ifname("c")?, naming::ifname("s")?);
+        lab.veth(&client, &client_if, &server, &server_if)?;
+        lab.addr(&client, &client_if, &common.subnet.cidr_of(1))?;
+        lab.addr(&server, &server_if, &common.subnet.cidr_of(2))?;
+        Ok(Pair {
+            lab,
+            client,
+            server,
+            server_addr: SocketAddrV4::new(common.subnet.host(2), SERVER_PORT),
+            client_if,
+            server_if,
+        })
+    }
+
+    /// Starts tcpdump on the client's interface when `--pcap` was given.
+    pub fn capture(&self, common: &Common) -> Result<Option<capture::Capture>> {
+        common
+            .pcap
+            .as_ref()
+            .map(|p| capture::Capture::start(&self.client, &self.client_if, p, "tcp"))
+            .transpose()
+    }
+
+    /// Starts the embedded server inside the server namespace.
+    pub fn serve(&self, cfg: ServerConfig) -> Result<Server> {
+        let addr = cfg.addr;
+        netns::run_in(&self.server, move || {
+            Server::start(cfg).map_err(|e| {
+                Error::io(
+                    format!("embedded server on {addr}"),
+                    std::io::Error::other(e.to_string()),
+                )
+            })
+        })
+    }
+}
+
+/// One probe run inside the client namespace, with the server namespace's counters.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProbeRun {
+    /// What this run is (`before`, `after: keep-alive`, ...).
+    pub label: String,
+    /// Probe's summary: phases, errors by errno, spikes by cause, client counters.
+    pub summary: tcpdoctor_probe::Summary,
+    /// Counters of the server namespace that moved during the run.
+    pub server_counters: BTreeMap<String, i64>,
+    /// Findings of this run (probe's classifier + server counter findings).
+    pub findings: Vec<Finding>,
+    pub interrupted: bool,
+}
+
+impl ProbeRun {
+    /// Pathologies named by this run's findings.
+    pub fn pathologies(&self) -> Vec<Pathology> {
+        self.findings.iter().map(|f| f.pathology).collect()
+    }
+}
+
+/// Runs probe with `cfg` (its target must be set) from inside the client namespace. `stop`
+/// (Ctrl-C) is forwarded to the probe.
+pub fn probe(
+    pair: &Pair,
+    label: &str,
+    cfg: tcpdoctor_probe::Config,
+    stop: &AtomicBool,
+) -> Result<ProbeRun> {
+    let server_before = netns::counters(&pair.server)?;
+    let inner = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&inner);
+    let worker = netns::spawn(&pair.client, "tdoc-probe", move || {
+        tcpdoctor_probe::run(&cfg, &flag, &|_| {}).map_err(|e| Error::Thread {
+            step: "probe".into(),
+            detail: e.to_string(),
+        })
+    })?;
+    while !worker.is_finished() {
+        if stop.load(Ordering::Relaxed) {
+            inner.store(true, Ordering::Relaxed);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let result = worker.join()?;
+    let server_delta = netns::counters(&pair.server)?.delta_since(&server_before);
+    let mut findings = result.findings;
+    // What only the server sees (ListenOverflows, ListenDrops, ...), through the shared
+    // counter meanings; pathologies probe already named keep probe's evidence.
+    let have: Vec<Pathology> = findings.iter().map(|f| f.pathology).collect();
+    let server_moved: BTreeMap<String, i64> = server_delta
+        .changed
+        .iter()
+        .filter(|(k, _)| k.starts_with("Tcp"))
+        .map(|(k, v)| (k.clone(), *v))
+        .collect();
+    for f in
+        tcpdoctor_model::counters::findings(&server_moved, Some(result.summary.elapsed_us / 1000))
+    {
+        if !have.contains(&f.pathology) {
+            let summary = format!("server namespace: {}", f.summary);
+            findings.push(Finding { summary, ..f });
+        }
+    }
+    tcpdoctor_model::finding::rank(&mut findings);
+    Ok(ProbeRun {
+        label: label.to_string(),
+        summary: result.summary,
+        server_counters: server_moved,
+        findings,
+        interrupted: result.interrupted,
+    })
+}
+
+/// A probe configuration toward `target` with the lab's defaults.
+pub fn probe_config(target: SocketAddrV4, duration: Duration) -> tcpdoctor_probe::Config {
+    tcpdoctor_probe::Config {
+        target: Some(SocketAddr::V4(target)),
+        duration,
+        connect_timeout: Duration::from_secs(12),
+        reply_timeout: Duration::from_secs(5),
+        ..tcpdoctor_probe::Config::default()
+    }
+}

@@ -1,0 +1,186 @@
+//! `port-exhaustion`: a client namespace with a narrowed `ip_local_port_range` and
+//! `tcp_tw_reuse=0` opens a new connection per request to one server (file 004). The side that
+//! closes first keeps each 4-tuple in TIME_WAIT for 60 s (`TCP_TIMEWAIT_LEN`,
+//! include/net/tcp.h), so after one range's worth of connections connect() fails with
+//! EADDRNOTAVAIL. `--fix` measures, each in a fresh client namespace, keep-alive (one
+//! persistent connection per worker) and `net.ipv4.tcp_tw_reuse=1`.
+
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use serde::Serialize;
+use tcpdoctor_model::PortRange;
+use tcpdoctor_probe::server::{Protocol, ServerConfig};
+use tcpdoctor_probe::{CloseFirst, Mode};
+
+use super::churn::{self, Pair, ProbeRun};
+use super::{Common, Header, Outcome};
+use crate::Result;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Config {
+    /// The client namespace's `net.ipv4.ip_local_port_range`.
+    pub ports: PortRange,
+    pub duration_ms: u64,
+    pub concurrency: usize,
+    pub close_first: CloseFirst,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            ports: PortRange {
+                low: 40000,
+                high: 40199,
+            },
+            duration_ms: 4000,
+            concurrency: 2,
+            close_first: CloseFirst::Client,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    #[serde(flatten)]
+    pub header: Header,
+    pub config: Config,
+    /// ports / TIME_WAIT (60 s): new connections per second one client can sustain to one
+    /// destination once every port has gone through TIME_WAIT.
+    pub computed_sustainable_per_s: f64,
+    /// Successful connections per second after the first 60 s (steady state), when the run
+    /// lasted long enough (>= 70 s).
+    pub measured_sustainable_per_s: Option<f64>,
+    pub before: ProbeRun,
+    /// Keep-alive, then tcp_tw_reuse=1 (with --fix).
+    pub after: Vec<ProbeRun>,
+}
+
+/// Seconds after which the per-second series is in steady state: one TIME_WAIT period plus
+/// one second of slack.
+const STEADY_AFTER_S: u64 = 61;
+
+fn measured_steady(run: &ProbeRun) -> Option<f64> {
+    let tail: Vec<u64> = run
+        .summary
+        .per_second
+        .iter()
+        .filter(|s| s.second >= STEADY_AFTER_S)
+        .map(|s| s.ok)
+        .collect();
+    // Drop the last (partial) second.
+    if tail.len() < 10 {
+        return None;
+    }
+    let full = &tail[..tail.len() - 1];
+    Some(full.iter().sum::<u64>() as f64 / full.len() as f64)
+}
+
+fn one_run(
+    common: &Common,
+    cfg: &Config,
+    tag: &str,
+    label: &str,
+    mode: Mode,
+    tw_reuse: &str,
+    stop: &AtomicBool,
+) -> Result<(
+    ProbeRun,
+    Vec<String>,
+    Option<crate::capture::CaptureSummary>,
+)> {
+    let pair = Pair::build(common, tag)?;
+    pair.lab.sysctl(
+        &pair.client,
+        "net.ipv4.ip_local_port_range",
+        &format!("{} {}", cfg.ports.low, cfg.ports.high),
+    )?;
+    pair.lab
+        .sysctl(&pair.client, "net.ipv4.tcp_tw_reuse", tw_reuse)?;
+    let mut scfg = ServerConfig::new(
+        pair.server_addr.into(),
+        Protocol::Tcp {
+            request_bytes: 64,
+            reply_bytes: 64,
+        },
+    );
+    scfg.close_first = cfg.close_first;
+    let server = pair.serve(scfg)?;
+    let cap = if tag.is_empty() {
+        pair.capture(common)?
+    } else {
+        None
+    };
+    let mut pcfg = churn::probe_config(pair.server_addr, Duration::from_millis(cfg.duration_ms));
+    pcfg.mode = mode;
+    pcfg.concurrency = cfg.concurrency;
+    pcfg.close_first = cfg.close_first;
+    pcfg.connect_timeout = Duration::from_secs(2);
+    let run = churn::probe(&pair, label, pcfg, stop);
+    let summary = cap.map(|c| c.stop());
+    server.stop();
+    Ok((run?, pair.lab.namespaces().to_vec(), summary))
+}
+
+pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
+    let (before, mut namespaces, capture) = one_run(
+        common,
+        cfg,
+        "",
+        "before: new connection per request, tcp_tw_reuse=0",
+        Mode::Crr,
+        "0",
+        stop,
+    )?;
+    let mut after = Vec::new();
+    if common.fix {
+        let (ka, ns, _) = one_run(
+            common,
+            cfg,
+            "ka",
+            "after: keep-alive (one connection per worker)",
+            Mode::Rr,
+            "0",
+            stop,
+        )?;
+        namespaces.extend(ns);
+        after.push(ka);
+        let (tw, ns, _) = one_run(
+            common,
+            cfg,
+            "tw",
+            "after: new connection per request, tcp_tw_reuse=1",
+            Mode::Crr,
+            "1",
+            stop,
+        )?;
+        namespaces.extend(ns);
+        after.push(tw);
+    }
+    let interrupted = before.interrupted || after.iter().any(|r| r.interrupted);
+    let computed = f64::from(cfg.ports.len()) / tcpdoctor_host::sysctl::TIME_WAIT.as_secs_f64();
+    let measured = measured_steady(&before);
+    Ok(Outcome {
+        findings: before.findings.clone(),
+        body: Report {
+            header: Header {
+                scenario: "port-exhaustion",
+                run_id: std::process::id(),
+                subnet: common.subnet.to_string(),
+                namespaces,
+                capture,
+                diagnosed_by: vec![
+                    "probe: errors by errno and spike classifier (client namespace counters)"
+                        .into(),
+                    "model::counters findings (server namespace counters)".into(),
+                ],
+            },
+            config: cfg.clone(),
+            computed_sustainable_per_s: computed,
+            measured_sustainable_per_s: measured,
+            before,
+            after,
+        },
+        interrupted,
+    })
+}
