@@ -254,7 +254,7 @@ fn port_budget(t: &TcpSettings, m: &More, out: &mut Vec<Finding>) {
         )
     };
     let mut f = Finding::new(Pathology::PortExhaustion, severity, Source::Check, summary)
-        .setting(RANGE, format!("{}\t{}", r.low, r.high))
+        .setting(RANGE, format!("{} {}", r.low, r.high))
         .arithmetic(
             format!("ports = {} - {} + 1", r.high, r.low),
             f64::from(ports),
