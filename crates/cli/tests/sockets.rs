@@ -300,3 +300,45 @@ fn bad_input_is_one_line_exit_2() {
     assert!(err.contains("tdoc-no-such-ns"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
+
+#[test]
+fn dropped_data_shows_retransmission_backoff() {
+    if !support::require_root("retransmission_backoff") {
+        return;
+    }
+    let ns = Netns::new("skrt");
+    let addr: SocketAddr = "127.0.0.1:5400".parse().unwrap();
+    let (l, c, s) = in_ns(&ns, move || {
+        let l = listener(addr, 16, None);
+        let c = TcpStream::connect(addr).unwrap();
+        let (s, _) = l.accept().unwrap();
+        (l, c, s)
+    });
+    // Drop every segment toward the server on input (an output drop would fail the send
+    // locally instead of losing it): the client's data is retransmitted on its RTO
+    // timer (200 ms floor, doubling: 200, 400, 800 ms).
+    ns.exec(
+        "printf 'table inet tdoc_rt {\\n chain inp {\\n  type filter hook input priority 0; tcp dport 5400 drop\\n }\\n}\\n' | nft -f -",
+    );
+    let mut w = c.try_clone().unwrap();
+    w.write_all(&[7u8; 1000]).unwrap();
+    std::thread::sleep(Duration::from_millis(900));
+    let (code, out, err) = support::run_in(&ns, &["sockets", "--json", "--port", "5400"]);
+    let v = support::json(&out, &err);
+    assert_eq!(code, 1, "{err}");
+    let r = v["retransmitting"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["remote"] == "127.0.0.1:5400")
+        .unwrap_or_else(|| panic!("client not in backoff: {}", v["retransmitting"]));
+    assert_eq!(r["sign"], "retransmit_backoff");
+    assert!(r["backoff"].as_u64().unwrap() >= 1, "{r}");
+    assert!(r["rto_us"].as_u64().unwrap() >= 400_000, "RTO doubled: {r}");
+    assert!(v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["pathology"] == "retransmit_timeout"));
+    drop((l, c, s));
+}

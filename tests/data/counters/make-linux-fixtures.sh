@@ -50,8 +50,8 @@ l4 = socket.socket(); l4.bind(("127.0.0.1", 5400)); l4.listen(8)
 c4 = socket.create_connection(("127.0.0.1", 5400)); s4, _ = l4.accept()
 subprocess.run(["nft", "-f", "-"], input=b"""
 table inet tdoc_fixture {
-  chain out {
-    type filter hook output priority 0; tcp dport 5400 drop
+  chain inp {
+    type filter hook input priority 0; tcp dport 5400 drop
   }
 }
 """, check=True)

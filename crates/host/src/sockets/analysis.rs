@@ -72,6 +72,8 @@ pub enum SlowSign {
     ReceiveQueueGrowing,
     /// The socket is in retransmission-timeout backoff.
     RetransmitBackoff,
+    /// A connect (SYN_SENT) whose SYN was retransmitted.
+    SynRetransmit,
 }
 
 /// A socket worth looking at, with the figures that flagged it.
@@ -245,7 +247,14 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
     let mut slow_readers = Vec::new();
     let mut retransmitting = Vec::new();
     for s in &census.sockets {
-        if s.state == TcpState::Listen {
+        if s.state == TcpState::SynSent {
+            // A connect whose SYN went unanswered: the SYN ladder, not a data timeout.
+            if s.info.as_ref().is_some_and(|i| i.retransmits > 0) || s.timer_retransmits > 0 {
+                retransmitting.push(flag(s, SlowSign::SynRetransmit, None));
+            }
+            continue;
+        }
+        if !carries_data(s.state) {
             continue;
         }
         if let Some(sign) = slow_sign(s, &before) {
@@ -255,7 +264,10 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
             slow_readers.push(flag(s, sign, growth));
         }
         if let Some(i) = &s.info {
-            if i.backoff > 0 || i.retransmits > 0 {
+            // Zero-window probing also backs off (icsk_backoff, tcp_probe_timer in
+            // net/ipv4/tcp_timer.c) but is the slow reader's doing, not a loss.
+            let probing = s.timer == Timer::ZeroWindowProbe || i.snd_wnd_bytes == Some(0);
+            if i.retransmits > 0 || (i.backoff > 0 && !probing) {
                 retransmitting.push(flag(s, SlowSign::RetransmitBackoff, None));
             }
         }
@@ -277,6 +289,19 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
     };
     let findings = findings(&summary);
     Analysis { summary, findings }
+}
+
+/// States in which a socket exchanges data and has meaningful windows and queues.
+fn carries_data(state: TcpState) -> bool {
+    matches!(
+        state,
+        TcpState::Established
+            | TcpState::CloseWait
+            | TcpState::FinWait1
+            | TcpState::FinWait2
+            | TcpState::LastAck
+            | TcpState::Closing
+    )
 }
 
 fn slow_sign(s: &Socket, before: &HashMap<Key, u32>) -> Option<SlowSign> {
@@ -451,20 +476,49 @@ fn findings(sum: &Summary) -> Vec<Finding> {
             }),
         );
     }
-    if !sum.retransmitting.is_empty() {
-        let n = sum.retransmitting.len() as u64;
-        let max_rto = sum
-            .retransmitting
-            .iter()
-            .filter_map(|f| f.rto_us)
-            .max()
-            .unwrap_or(0);
-        let max_backoff = sum
-            .retransmitting
-            .iter()
-            .filter_map(|f| f.backoff)
-            .max()
-            .unwrap_or(0);
+    let syn: Vec<&FlaggedSocket> = sum
+        .retransmitting
+        .iter()
+        .filter(|f| f.sign == SlowSign::SynRetransmit)
+        .collect();
+    if !syn.is_empty() {
+        let n = syn.len() as u64;
+        let most = syn.iter().filter_map(|f| f.retransmits).max().unwrap_or(0);
+        out.push(
+            Finding::new(
+                Pathology::SynRetransmit,
+                Severity::Warning,
+                Source::Sockets,
+                format!(
+                    "{n} connect(s) in SYN_SENT have retransmitted their SYN (up to {most} times)"
+                ),
+            )
+            .with_evidence(Evidence::Sockets {
+                state: TcpState::SynSent.name().to_string(),
+                count: n,
+                local: None,
+                remote: None,
+                detail: Some("SYN unanswered; the SYN ladder is running".into()),
+            })
+            .with_evidence(Evidence::Examples {
+                what: "connects (local -> remote)".into(),
+                items: syn
+                    .iter()
+                    .take(EXAMPLES)
+                    .map(|f| format!("{} -> {}", f.local, f.remote))
+                    .collect(),
+            }),
+        );
+    }
+    let data: Vec<&FlaggedSocket> = sum
+        .retransmitting
+        .iter()
+        .filter(|f| f.sign == SlowSign::RetransmitBackoff)
+        .collect();
+    if !data.is_empty() {
+        let n = data.len() as u64;
+        let max_rto = data.iter().filter_map(|f| f.rto_us).max().unwrap_or(0);
+        let max_backoff = data.iter().filter_map(|f| f.backoff).max().unwrap_or(0);
         out.push(
             Finding::new(
                 Pathology::RetransmitTimeout,
@@ -482,8 +536,7 @@ fn findings(sum: &Summary) -> Vec<Finding> {
             })
             .with_evidence(Evidence::Examples {
                 what: "sockets (local -> remote backoff RTO)".into(),
-                items: sum
-                    .retransmitting
+                items: data
                     .iter()
                     .take(EXAMPLES)
                     .map(|f| {
@@ -641,6 +694,33 @@ mod tests {
         // Without the earlier sample the growing socket is not flagged.
         let a = analyze(&census(vec![grow], "32768-60999"), None);
         assert!(a.findings.is_empty());
+    }
+
+    #[test]
+    fn connects_and_probers_are_not_slow_readers_or_data_timeouts() {
+        let mut syn = sock(TcpState::SynSent, "127.0.0.1:40002", "127.0.0.1:5100");
+        syn.send_q = 1;
+        syn.info = Some(TcpInfo {
+            retransmits: 1,
+            snd_wnd_bytes: Some(0),
+            rto_us: 1_000_000,
+            ..info()
+        });
+        let mut prober = sock(TcpState::Established, "127.0.0.1:40034", "127.0.0.1:5200");
+        prober.send_q = 3_000_000;
+        prober.timer = Timer::ZeroWindowProbe;
+        prober.info = Some(TcpInfo {
+            backoff: 3,
+            snd_wnd_bytes: Some(0),
+            ..info()
+        });
+        let a = analyze(&census(vec![syn, prober], "32768-60999"), None);
+        assert_eq!(a.summary.slow_readers.len(), 1);
+        assert_eq!(a.summary.slow_readers[0].sign, SlowSign::PeerZeroWindow);
+        assert_eq!(a.summary.retransmitting.len(), 1);
+        assert_eq!(a.summary.retransmitting[0].sign, SlowSign::SynRetransmit);
+        let ps: Vec<Pathology> = a.findings.iter().map(|f| f.pathology).collect();
+        assert_eq!(ps, vec![Pathology::SlowReader, Pathology::SynRetransmit]);
     }
 
     #[test]
