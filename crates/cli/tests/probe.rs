@@ -455,3 +455,55 @@ EOF",
         .iter()
         .any(|e| e["name"] == "TcpExtTCPSynRetrans"));
 }
+
+#[test]
+fn rr_mode_keeps_one_connection_per_worker() {
+    let (_, v, _) = probe(&["--mode", "rr", "-n", "200", "-c", "2", "--json"]);
+    assert_eq!(v["requests_ok"], 200);
+    assert_eq!(v["connections_opened"], 2);
+    assert_eq!(v["embedded_server"]["requests_served"], 200);
+}
+
+#[test]
+fn open_loop_rate_paces_the_requests() {
+    let (_, v, _) = probe(&["--rate", "100", "-n", "50", "-c", "2", "--json"]);
+    assert_eq!(v["requests_ok"], 50);
+    assert_eq!(v["rate_limit_per_s"], 100.0);
+    // 50 requests at 100/s: the last is due at 0.49 s.
+    let elapsed = v["elapsed_us"].as_u64().unwrap();
+    assert!(elapsed >= 480_000, "{elapsed}");
+}
+
+#[test]
+fn explicit_local_ports_run_out_with_eaddrinuse() {
+    if !support::require_root("explicit_local_ports_run_out_with_eaddrinuse") {
+        return;
+    }
+    // Own namespace, so the ports cannot collide with anything else on the host.
+    let ns = Netns::new("lp");
+    let (code, v, _) = probe_in(
+        &ns,
+        &[
+            "--local-ports",
+            "20000-20009",
+            "-n",
+            "30",
+            "-c",
+            "1",
+            "--json",
+        ],
+    );
+    assert_eq!(code, 1);
+    assert_eq!(v["requests_ok"], 10, "{}", v["errors"]);
+    assert_eq!(v["local_ports_used"], 10);
+    assert_eq!(v["errors"][0]["errno"], "EADDRINUSE");
+    assert_eq!(v["errors"][0]["phase"], "bind");
+    assert_eq!(v["settings"]["ports_available"], 10);
+    let f = &v["findings"][0];
+    assert_eq!(f["pathology"], "port_exhaustion");
+    assert!(f["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["name"] == "--local-ports" && e["value"] == "20000-20009"));
+}

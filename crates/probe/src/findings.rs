@@ -373,3 +373,119 @@ fn syn_retransmits(s: &Summary, spikes: &[Spike], delta: &Delta, out: &mut Vec<F
         &["TcpExtTCPSynRetrans", "TcpRetransSegs", "TcpExtListenDrops"],
     ));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::classify::{classify, Signatures};
+    use crate::record::{Outcome, Record};
+    use crate::stats::summarize;
+    use crate::Config;
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+    use tcpdoctor_host::sysctl::TcpSettings;
+    use tcpdoctor_model::{PortRange, SynLadder};
+
+    fn settings() -> TcpSettings {
+        TcpSettings {
+            ip_local_port_range: PortRange::new(40000, 40199).unwrap(),
+            tcp_tw_reuse: Some(0),
+            tcp_timestamps: Some(1),
+            tcp_rfc1337: Some(0),
+            tcp_syn_retries: 6,
+            tcp_syn_linear_timeouts: Some(4),
+            tcp_synack_retries: Some(5),
+            tcp_rto_min_us: None,
+            tcp_fin_timeout: Some(60),
+            tcp_max_tw_buckets: Some(262144),
+            tcp_max_syn_backlog: Some(4096),
+            somaxconn: Some(4096),
+        }
+    }
+
+    fn rec(i: u64, connect_ms: u64, outcome: Outcome) -> Record {
+        let s = i * 1_000_000;
+        Record {
+            worker: 0,
+            local_port: if outcome == Outcome::Ok {
+                40000 + i as u16
+            } else {
+                0
+            },
+            status: 0,
+            reused: false,
+            outcome,
+            scheduled_ns: s,
+            start_ns: s,
+            connected_ns: (outcome == Outcome::Ok).then_some(s + connect_ms * 1_000_000 + 30_000),
+            first_byte_ns: (outcome == Outcome::Ok).then_some(s + connect_ms * 1_000_000 + 60_000),
+            end_ns: s + connect_ms * 1_000_000 + 80_000,
+        }
+    }
+
+    fn findings_of(records: &[Record], delta: &Delta) -> Vec<Finding> {
+        let cfg = Config::default();
+        let st = settings();
+        let sig = Signatures {
+            ladder: SynLadder::new(6, Some(4), Duration::from_secs(1)),
+            rto_min: Duration::from_millis(200),
+            delack_min: Duration::from_millis(40),
+            nodelay: false,
+        };
+        let threshold = Duration::from_millis(5);
+        let spikes = classify(records, threshold, &sig, delta);
+        let ctx = Context {
+            cfg: &cfg,
+            target: "10.77.1.2:5001".parse().unwrap(),
+            embedded_server: None,
+            elapsed: Duration::from_secs(1),
+            settings: &st,
+            route_rto_min: None,
+            threshold,
+        };
+        let s = summarize(&ctx, records, &spikes, delta, &sig);
+        build(&ctx, &s, &spikes, delta)
+    }
+
+    #[test]
+    fn eaddrnotavail_is_port_exhaustion_with_the_arithmetic() {
+        let enoaddr = Outcome::Error {
+            kind: ErrorKind::AddrNotAvail,
+            phase: Phase::Connect,
+        };
+        let mut rs: Vec<Record> = (0..200).map(|i| rec(i, 0, Outcome::Ok)).collect();
+        rs.extend((200..210).map(|i| rec(i, 0, enoaddr)));
+        let f = findings_of(&rs, &Delta::default());
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].pathology, Pathology::PortExhaustion);
+        assert_eq!(f[0].severity, Severity::Critical);
+        assert!(f[0]
+            .summary
+            .contains("10 connects failed with EADDRNOTAVAIL after 200"));
+        assert!(f[0].evidence.iter().any(|e| matches!(e,
+            Evidence::Arithmetic { result, .. } if (*result - 200.0 / 60.0).abs() < 1e-9)));
+        assert!(f[0].remedies[0].action.starts_with("Reuse connections"));
+    }
+
+    #[test]
+    fn syn_spikes_make_one_finding_with_counter_evidence() {
+        let rs = vec![
+            rec(0, 0, Outcome::Ok),
+            rec(1, 1_000, Outcome::Ok),
+            rec(3000, 2_000, Outcome::Ok),
+        ];
+        let delta = Delta {
+            changed: BTreeMap::from([("TcpExtTCPSynRetrans".to_string(), 3)]),
+        };
+        let f = findings_of(&rs, &delta);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].pathology, Pathology::SynRetransmit);
+        assert!(f[0]
+            .summary
+            .contains("1 x SYN retransmission #1, 1 x SYN retransmission #2"));
+        assert!(f[0].evidence.contains(&Evidence::Counter {
+            name: "TcpExtTCPSynRetrans".into(),
+            delta: 3
+        }));
+    }
+}
