@@ -16,42 +16,46 @@ use tcpdoctor_report::{findings, fmt, table};
 
 use crate::output;
 
-/// Generate connection churn or HTTP load and explain every latency spike.
-///
-/// Without TARGET, probes an embedded server on 127.0.0.1 (ephemeral port). Each worker
-/// (-c) opens connections in a closed loop (or open loop with --rate, latency counted from
-/// the scheduled start). Every connection is recorded: start, connect done, first reply
-/// byte, end, local port, outcome (ok or errno). Connections slower than the spike
-/// threshold are classified by their timer signature: SYN retransmission (with the attempt
-/// number on this host's SYN ladder), quick SYN resend after a stale ACK, data RTO, delayed
-/// ACK, accept-queue overflow, or unexplained; kernel counters (/proc/net/snmp, netstat)
-/// read before and after corroborate each cause. EADDRNOTAVAIL is reported as ephemeral
-/// port exhaustion with the arithmetic (ports / 60 s TIME_WAIT).
-///
-/// Needs: Linux; no root. Counters are those of the current network namespace (they
-/// include other traffic of the namespace). Overhead: the load itself, one thread per
-/// worker, ~80 bytes of memory per recorded connection.
-///
-/// JSON fields (--json, all times in microseconds): requests, requests_ok, requests_failed,
-/// requests_cut, connections_opened, requests_ok_per_s, connections_per_s, local_ports_used,
-/// phases[] {phase: connect|first_byte|total, count, min_us, mean_us, p50_us, p90_us,
-/// p99_us, p999_us, p9999_us, max_us}, errors[] {kind, errno, phase, count, first_at_us,
-/// ok_before_first, example_local_ports}, status_codes {code: count}, per_second[] {second,
-/// ok, failed, p99_total_us, max_total_us}, spikes {threshold_us, count, groups[] {cause,
-/// attempt, count, corroborated, typical_phase_us, max_total_us, example_local_ports}},
-/// counters[] {name, delta, meaning}, settings {ip_local_port_range, ports_available,
-/// tcp_tw_reuse, syn_ladder_ms, syn_give_up_ms, rto_min_us, rto_min_source,
-/// spike_threshold_us}, findings[].
-///
-/// --serve ADDR:PORT runs only the embedded server (TCP responder, or HTTP with --mode
-/// http; --request-size/--reply-size/--close-first apply) until Ctrl-C/SIGTERM or
-/// --duration, so a probe in another namespace or host can target it.
-#[derive(clap::Args, Debug)]
-#[command(after_help = "Examples:
+const EXAMPLES: &str = "Examples:
   tcpdoctor probe                                  # embedded server, crr, 10 s
   tcpdoctor probe 10.0.0.5:8080 -c 8 -d 30s --linger0 --nodelay
   tcpdoctor probe http://127.0.0.1:8080/ --keepalive off -n 20000 --json
-  tcpdoctor probe --serve 10.77.0.2:5001 --close-first server")]
+  tcpdoctor probe --serve 10.77.0.2:5001 --close-first server";
+
+const ABOUT: &str = concat!(
+    "Without TARGET, probes an embedded server on 127.0.0.1 (ephemeral port). Each worker\n\
+(-c) opens connections in a closed loop (or open loop with --rate, latency counted from\n\
+the scheduled start). Every connection is recorded: start, connect done, first reply\n\
+byte, end, local port, outcome (ok or errno). Connections slower than the spike\n\
+threshold are classified by their timer signature: SYN retransmission (with the attempt\n\
+number on this host's SYN ladder), quick SYN resend after a stale ACK, data RTO, delayed\n\
+ACK, accept-queue overflow, or unexplained; kernel counters (/proc/net/snmp, netstat)\n\
+read before and after corroborate each cause. EADDRNOTAVAIL is reported as ephemeral\n\
+port exhaustion with the arithmetic (ports / 60 s TIME_WAIT).\n\
+\n\
+Needs: Linux; no root. Counters are those of the current network namespace (they\n\
+include other traffic of the namespace). Overhead: the load itself, one thread per\n\
+worker, ~80 bytes of memory per recorded connection.\n\
+\n\
+JSON fields (--json, all times in microseconds): requests, requests_ok, requests_failed,\n\
+requests_cut, connections_opened, requests_ok_per_s, connections_per_s, local_ports_used,\n\
+phases[] {phase: connect|first_byte|total, count, min_us, mean_us, p50_us, p90_us,\n\
+p99_us, p999_us, p9999_us, max_us}, errors[] {kind, errno, phase, count, first_at_us,\n\
+ok_before_first, example_local_ports}, status_codes {code: count}, per_second[] {second,\n\
+ok, failed, p99_total_us, max_total_us}, spikes {threshold_us, count, groups[] {cause,\n\
+attempt, count, corroborated, typical_phase_us, max_total_us, example_local_ports}},\n\
+counters[] {name, delta, meaning}, settings {ip_local_port_range, ports_available,\n\
+tcp_tw_reuse, syn_ladder_ms, syn_give_up_ms, rto_min_us, rto_min_source,\n\
+spike_threshold_us}, findings[].\n\
+\n\
+--serve ADDR:PORT runs only the embedded server (TCP responder, or HTTP with --mode\n\
+http; --request-size/--reply-size/--close-first apply) until Ctrl-C/SIGTERM or\n\
+--duration, so a probe in another namespace or host can target it.\n\n"
+);
+
+/// Generate connection churn or HTTP load and explain every latency spike.
+#[derive(clap::Args, Debug)]
+#[command(after_help = EXAMPLES, after_long_help = format!("{ABOUT}{EXAMPLES}"))]
 pub struct Args {
     /// ADDR:PORT, HOST:PORT or http://HOST[:PORT]/PATH (implies --mode http).
     target: Option<Target>,
