@@ -121,3 +121,27 @@ fn check_rejects_a_missing_namespace() {
     assert!(err.contains("--netns tdoc-no-such-ns"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
 }
+
+#[test]
+fn check_sees_small_listener_backlogs_through_the_census() {
+    if !support::require_root("check_sees_small_listener_backlogs_through_the_census") {
+        return;
+    }
+    let ns = support::Netns::new("chkl");
+    let addr: std::net::SocketAddrV4 = "127.0.0.1:5500".parse().unwrap();
+    let l = support::in_netns(&ns, move || support::listen_v4(addr, 4, None));
+    let (_, out, err) = support::run_in(&ns, &["check", "--json"]);
+    let v = support::json(&out, &err);
+    assert_eq!(v["settings"]["listeners"][0]["local"], "127.0.0.1:5500", "{v}");
+    assert_eq!(v["settings"]["listeners"][0]["backlog"], 4);
+    let f = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["pathology"] == "accept_queue_overflow")
+        .unwrap_or_else(|| panic!("no backlog finding: {v}"));
+    assert_eq!(f["severity"], "info");
+    let items = &f["evidence"][0]["items"];
+    assert_eq!(items[0], "127.0.0.1:5500 (4)", "{f}");
+    drop(l);
+}

@@ -9,7 +9,8 @@ use tcpdoctor_report::{findings, fmt, table};
 
 /// Audit TCP sysctls and routes of this host (or one network namespace).
 ///
-/// Reads /proc/sys/net and `ip route` (iproute2); changes nothing. Needs no root, except
+/// Reads /proc/sys/net, `ip route` (iproute2) and the listening sockets (sock_diag, for
+/// their backlogs against somaxconn); changes nothing. Needs no root, except
 /// --netns. Overhead: a few file reads, under 10 ms.
 ///
 /// Each finding shows the setting and the arithmetic behind it: the ephemeral port budget
@@ -58,7 +59,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     if let Some(ns) = &args.netns {
         crate::netns::enter(ns)?;
     }
-    let inputs = Inputs::read()?;
+    let mut inputs = Inputs::read()?;
+    // Listener backlogs from the socket census; without it the listener checks are skipped.
+    if let Ok(c) = tcpdoctor_host::sockets::census(&tcpdoctor_host::sockets::Filter::default()) {
+        inputs.listeners = listener_backlogs(&tcpdoctor_host::sockets::analyze(&c, None).summary);
+    }
     let found = check::audit(&inputs);
     let report = Report::new("check", found, body(inputs));
     crate::output::emit(&report, args.json, |w, r| {
@@ -68,6 +73,20 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         writeln!(w)?;
         findings::verdict(w, r)
     })
+}
+
+/// Effective backlogs of the listening sockets of a census summary.
+pub fn listener_backlogs(s: &tcpdoctor_host::sockets::Summary) -> Vec<check::ListenerBacklog> {
+    s.listeners
+        .iter()
+        .filter(|l| l.listening)
+        .filter_map(|l| {
+            l.backlog.map(|b| check::ListenerBacklog {
+                local: l.local.to_string(),
+                backlog: u64::from(b),
+            })
+        })
+        .collect()
 }
 
 fn opt(v: Option<u64>) -> String {

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use tcpdoctor_host::check::{self, Inputs, ListenerBacklog};
+use tcpdoctor_host::check::{self, Inputs};
 use tcpdoctor_host::counters;
 use tcpdoctor_host::sockets::{self, Filter, Summary};
 use tcpdoctor_model::{Finding, Report, Severity, Source};
@@ -188,18 +188,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     match (&census0, &census1) {
         (Ok(c0), Ok(c1)) => {
             let a = sockets::analyze(c1, Some(c0));
-            listeners = a
-                .summary
-                .listeners
-                .iter()
-                .filter(|l| l.listening)
-                .filter_map(|l| {
-                    l.backlog.map(|b| ListenerBacklog {
-                        local: l.local.to_string(),
-                        backlog: u64::from(b),
-                    })
-                })
-                .collect();
+            listeners = crate::cmd::check::listener_backlogs(&a.summary);
             run.steps.push(Step {
                 step: "sockets",
                 ran: true,
