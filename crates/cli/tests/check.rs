@@ -132,7 +132,10 @@ fn check_sees_small_listener_backlogs_through_the_census() {
     let l = support::in_netns(&ns, move || support::listen_v4(addr, 4, None));
     let (_, out, err) = support::run_in(&ns, &["check", "--json"]);
     let v = support::json(&out, &err);
-    assert_eq!(v["settings"]["listeners"][0]["local"], "127.0.0.1:5500", "{v}");
+    assert_eq!(
+        v["settings"]["listeners"][0]["local"], "127.0.0.1:5500",
+        "{v}"
+    );
     assert_eq!(v["settings"]["listeners"][0]["backlog"], 4);
     let f = v["findings"]
         .as_array()

@@ -234,7 +234,11 @@ fn port_budget(t: &TcpSettings, m: &More, out: &mut Vec<Finding>) {
     // __inet_hash_connect (net/ipv4/inet_hashtables.c, Linux 4.6+): connect() scans ports of
     // the same parity as `low` first; bind(0) (inet_csk_get_port) prefers the other half.
     let first = ports.div_ceil(2);
-    let parity = if r.low.is_multiple_of(2) { "even" } else { "odd" };
+    let parity = if r.low.is_multiple_of(2) {
+        "even"
+    } else {
+        "odd"
+    };
     let reuse_covers_remote = t.tcp_tw_reuse == Some(1) && t.tcp_timestamps != Some(0);
     let severity = if ports < DEFAULT_PORTS && !reuse_covers_remote {
         Severity::Warning
