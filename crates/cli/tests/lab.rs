@@ -351,3 +351,44 @@ fn accept_overflow_is_named_from_the_server_counters() {
             > 0
     );
 }
+
+#[test]
+fn timewait_collision_is_named_and_timestamps_fix_it() {
+    if !support::require_root("timewait_collision_is_named_and_timestamps_fix_it") {
+        return;
+    }
+    let (code, v) = lab(&[
+        "timewait-collision",
+        "--connections",
+        "3",
+        "--request-bytes",
+        "16mb",
+        "--fix",
+    ]);
+    assert_eq!(code, 1, "{v:#}");
+    assert_eq!(v["scenario"], "timewait-collision");
+    assert!(
+        pathologies(&v).contains(&"time_wait_collision".to_string()),
+        "{:?}",
+        pathologies(&v)
+    );
+    let names = |r: &Value| -> Vec<String> {
+        r["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["pathology"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(
+        !names(&v["after"]).contains(&"time_wait_collision".to_string()),
+        "{:?}",
+        names(&v["after"])
+    );
+    assert!(
+        v["before"]["client_counters"]["TcpExtTCPSynRetrans"]
+            .as_i64()
+            .unwrap_or(0)
+            > 0
+    );
+}

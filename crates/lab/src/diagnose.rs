@@ -131,6 +131,32 @@ pub fn fan_in(o: &FanIn) -> Vec<Finding> {
     out
 }
 
+/// Findings of `tcpdoctor analyze`'s detectors on a capture the lab made, and how many
+/// segments they read. A capture that ends in a damaged record keeps the findings so far.
+pub fn capture(path: &std::path::Path) -> crate::Result<(Vec<Finding>, u64)> {
+    let mut reader =
+        tcpdoctor_capture::reader::Reader::open(path).map_err(|e| crate::Error::Invalid {
+            what: format!("capture {}", path.display()),
+            detail: e.to_string(),
+        })?;
+    let mut engine = tcpdoctor_analyze::Analyzer::new(tcpdoctor_analyze::Config::default());
+    while let Ok(Some(seg)) = reader.next_segment() {
+        engine.push(&seg);
+    }
+    let segments = engine.segments();
+    Ok((engine.finish().findings, segments))
+}
+
+/// Appends `more` to `findings`, skipping pathologies already named, and ranks the result.
+pub fn merge(findings: &mut Vec<Finding>, more: Vec<Finding>) {
+    for f in more {
+        if !findings.iter().any(|g| g.pathology == f.pathology) {
+            findings.push(f);
+        }
+    }
+    tcpdoctor_model::finding::rank(findings);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

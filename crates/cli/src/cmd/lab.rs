@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use anyhow::Context;
 use tcpdoctor_lab::cleanup::{self, Scope};
 use tcpdoctor_lab::scenario::churn::ProbeRun;
-use tcpdoctor_lab::scenario::{self, accept_overflow, incast, port_exhaustion, syn_drop, Common};
+use tcpdoctor_lab::scenario::{
+    self, accept_overflow, incast, port_exhaustion, syn_drop, timewait, Common,
+};
 use tcpdoctor_lab::subnet::LabSubnet;
 use tcpdoctor_model::Report;
 use tcpdoctor_report::{findings, fmt, table};
@@ -67,6 +69,15 @@ enum Scenario {
     /// Output: connect percentiles, spikes by cause, server TcpExtListenOverflows/ListenDrops.
     /// --fix: 8 acceptor threads and backlog 4096.
     AcceptOverflow(Box<AcceptArgs>),
+    /// Reconnects from one fixed source port into the server's TIME_WAIT, timestamps off:
+    /// each reconnect waits 1 s (SYN answered by an old ACK, reset, SYN resent).
+    ///
+    /// Each connection uploads --request-bytes so the client's sequence numbers outrun the
+    /// next ISN. Output: connect times, spikes by cause (probe), findings of probe's
+    /// classifier and of analyze's detectors on a capture. --rfc1337: the server ignores the
+    /// client's reset and the connect stalls for seconds (up to the SYN ladder's 11 s).
+    /// --fix: timestamps on and a gap between reconnects, in fresh namespaces.
+    TimewaitCollision(Box<TimewaitArgs>),
     /// Remove leftovers: namespaces named tdoc* (and processes inside), root interfaces tdoc*.
     ///
     /// Lab namespaces of runs that are still alive are kept unless --force.
@@ -189,6 +200,21 @@ struct AcceptArgs {
 }
 
 #[derive(clap::Args, Debug)]
+struct TimewaitArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Connections, all from the same source port.
+    #[arg(long, default_value_t = 4)]
+    connections: u64,
+    /// Bytes the client uploads per connection.
+    #[arg(long, default_value = "32mb", value_name = "BYTES")]
+    request_bytes: String,
+    /// Set net.ipv4.tcp_rfc1337=1 on the server: the multi-second stall variant.
+    #[arg(long)]
+    rfc1337: bool,
+}
+
+#[derive(clap::Args, Debug)]
 struct CleanupArgs {
     /// Only the namespaces of the lab run with this process id.
     #[arg(long, conflicts_with = "prefix")]
@@ -210,6 +236,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         Scenario::PortExhaustion(a) => run_port_exhaustion(*a),
         Scenario::SynDrop(a) => run_syn_drop(*a),
         Scenario::AcceptOverflow(a) => run_accept_overflow(*a),
+        Scenario::TimewaitCollision(a) => run_timewait(*a),
         Scenario::Cleanup(a) => run_cleanup(a),
     }
 }
@@ -720,4 +747,95 @@ fn tail<B>(w: &mut dyn Write, r: &Report<B>, h: &scenario::Header) -> io::Result
     }
     writeln!(w)?;
     findings::verdict(w, r)
+}
+
+fn run_timewait(a: TimewaitArgs) -> anyhow::Result<i32> {
+    let common = a.common.common()?;
+    if !(2..=20).contains(&a.connections) {
+        anyhow::bail!("--connections {}: must be 2..=20", a.connections);
+    }
+    let request_bytes = scenario::parse_bytes("--request-bytes", &a.request_bytes)?;
+    if request_bytes > 256 << 20 {
+        anyhow::bail!("--request-bytes {}: at most 256mb", a.request_bytes);
+    }
+    let cfg = timewait::Config {
+        connections: a.connections,
+        request_bytes: request_bytes as usize,
+        rfc1337: a.rfc1337,
+        ..timewait::Config::default()
+    };
+    tcpdoctor_lab::require_root()?;
+    let bar = output::progress(None, "timewait-collision");
+    let o = timewait::run(&common, &cfg, output::stop_flag())?;
+    bar.finish_and_clear();
+    let report = Report::new("lab", o.findings, o.body).interrupted(o.interrupted);
+    output::emit(&report, a.common.json, |w, r| {
+        let b = &r.body;
+        writeln!(
+            w,
+            "lab timewait-collision: {} connections from source port {}, {} uploaded each, server closes first{} (run {})",
+            b.config.connections,
+            timewait::CLIENT_PORT,
+            fmt::bytes(b.config.request_bytes as u64),
+            if b.config.rfc1337 { ", tcp_rfc1337=1" } else { "" },
+            b.header.run_id
+        )?;
+        let mut runs = vec![&b.before];
+        runs.extend(b.after.iter());
+        writeln!(w)?;
+        let mut header = vec![String::new()];
+        header.extend(runs.iter().map(|r| r.label.clone()));
+        let mut t = table::new(header);
+        let row = |name: &str, f: &dyn Fn(&timewait::Run) -> String| {
+            let mut v = vec![name.to_string()];
+            v.extend(runs.iter().map(|r| f(r)));
+            v
+        };
+        t.add_row(row("connect times", &|r| {
+            r.connections
+                .iter()
+                .map(|c| fmt::micros(c.connect_us))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }));
+        t.add_row(row("failed", &|r| {
+            r.connections
+                .iter()
+                .filter(|c| c.outcome != tcpdoctor_lab::traffic::Outcome::Ok)
+                .map(|c| c.outcome.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        }));
+        t.add_row(row("connects slower than 100 ms", &|r| {
+            r.slow_connects.to_string()
+        }));
+        for (side, name) in [
+            ("client", "TcpExtTCPSynRetrans"),
+            ("client", "TcpOutRsts"),
+            ("server", "TcpExtTW"),
+        ] {
+            t.add_row(row(&format!("{side} {name}"), &|r| {
+                let m = if side == "client" {
+                    &r.client_counters
+                } else {
+                    &r.server_counters
+                };
+                m.get(name).copied().unwrap_or(0).to_string()
+            }));
+        }
+        t.add_row(row("findings", &|r| {
+            if r.findings.is_empty() {
+                "none".into()
+            } else {
+                r.findings
+                    .iter()
+                    .map(|f| f.pathology.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        }));
+        writeln!(w, "{t}")?;
+        writeln!(w)?;
+        tail(w, r, &b.header)
+    })
 }

@@ -8,6 +8,7 @@ pub mod churn;
 pub mod incast;
 pub mod port_exhaustion;
 pub mod syn_drop;
+pub mod timewait;
 
 use std::path::PathBuf;
 use std::time::Duration;
