@@ -22,13 +22,28 @@ fn main() {
         ns.push(t0.elapsed().as_nanos());
         counters = s.values.len();
     }
+    // The kernel's share: reading the same three files without parsing.
+    let mut read_ns: Vec<u128> = Vec::with_capacity(n);
+    let mut buf = Vec::with_capacity(16 * 1024);
+    for _ in 0..n {
+        let t0 = Instant::now();
+        for f in ["/proc/net/snmp", "/proc/net/netstat", "/proc/net/snmp6"] {
+            buf.clear();
+            if let Ok(mut file) = std::fs::File::open(f) {
+                let _ = std::io::Read::read_to_end(&mut file, &mut buf);
+            }
+        }
+        read_ns.push(t0.elapsed().as_nanos());
+    }
     ns.sort_unstable();
-    let q = |p: f64| ns[((ns.len() - 1) as f64 * p).round() as usize] as f64 / 1000.0;
+    read_ns.sort_unstable();
+    let q = |v: &[u128], p: f64| v[((v.len() - 1) as f64 * p).round() as usize] as f64 / 1000.0;
     let mean = ns.iter().sum::<u128>() as f64 / ns.len() as f64 / 1000.0;
     println!(
-        "{{\"iterations\":{n},\"counters\":{counters},\"median_us\":{:.1},\"p90_us\":{:.1},\"p99_us\":{:.1},\"mean_us\":{mean:.1}}}",
-        q(0.5),
-        q(0.9),
-        q(0.99)
+        "{{\"iterations\":{n},\"counters\":{counters},\"median_us\":{:.1},\"p90_us\":{:.1},\"p99_us\":{:.1},\"mean_us\":{mean:.1},\"read_only_median_us\":{:.1}}}",
+        q(&ns, 0.5),
+        q(&ns, 0.9),
+        q(&ns, 0.99),
+        q(&read_ns, 0.5)
     );
 }

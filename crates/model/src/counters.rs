@@ -81,7 +81,7 @@ pub static COUNTERS: &[CounterInfo] = &[
     sig("TcpExtTCPSynRetrans", "SYNs and SYN-ACKs retransmitted after the handshake timer fired (1 s, then the ladder)", P::SynRetransmit, Some(S::Warning)),
     sig("TcpExtEmbryonicRsts", "resets received for sockets still in SYN_RECV", P::ConnectFailure, None),
     // TIME_WAIT and 4-tuple reuse.
-    sig("TcpExtTW", "sockets that left TIME_WAIT after the full 60 s", P::PortExhaustion, None),
+    sig("TcpExtTW", "sockets put in TIME_WAIT: the side that closed first holds the 4-tuple for 60 s", P::PortExhaustion, None),
     sig("TcpExtTWRecycled", "TIME_WAIT 4-tuples reused early for a new connection (tcp_tw_reuse, timestamps)", P::PortExhaustion, None),
     sig("TcpExtTWKilled", "TIME_WAIT sockets ended early (e.g. by a reset, RFC 1337 allows it when tcp_rfc1337=0)", P::TimeWaitCollision, None),
     sig("TcpExtTCPTimeWaitOverflow", "sockets that skipped TIME_WAIT because tcp_max_tw_buckets was reached", P::PortExhaustion, Some(S::Warning)),
@@ -129,6 +129,19 @@ pub fn info(name: &str) -> Option<&'static CounterInfo> {
     COUNTERS.iter().find(|c| c.name == name)
 }
 
+/// SYN retransmissions also count as timeouts and retransmitted segments
+/// (`tcp_retransmit_timer` handles SYN_SENT, net/ipv4/tcp_timer.c): when SYN retransmissions
+/// explain a data-loss counter's movement, it is not evidence of data loss.
+fn explained_by_syn_retransmits(name: &str, delta: &BTreeMap<String, i64>) -> bool {
+    let get = |n: &str| delta.get(n).copied().unwrap_or(0);
+    let syn = get("TcpExtTCPSynRetrans");
+    match name {
+        "TcpExtTCPTimeouts" | "TcpRetransSegs" => get(name) <= syn,
+        "TcpExtTCPLostRetransmit" => get("TcpExtTCPTimeouts") <= syn,
+        _ => false,
+    }
+}
+
 /// The worst severity seen for one pathology and the counters that moved.
 type Moved = (Severity, Vec<(&'static str, i64)>);
 
@@ -145,12 +158,7 @@ pub fn findings(delta: &BTreeMap<String, i64>, window_ms: Option<u64>) -> Vec<Fi
         if d <= 0 || c.gauge {
             continue;
         }
-        // TCPTimeouts also counts SYN timeouts (tcp_retransmit_timer handles SYN_SENT,
-        // net/ipv4/tcp_timer.c); when SYN retransmissions explain all of them, they are
-        // not data timeouts.
-        if c.name == "TcpExtTCPTimeouts"
-            && d <= delta.get("TcpExtTCPSynRetrans").copied().unwrap_or(0)
-        {
+        if explained_by_syn_retransmits(c.name, delta) {
             continue;
         }
         let e = by.entry(p).or_insert((sev, Vec::new()));
@@ -238,6 +246,8 @@ mod tests {
         let mut d = BTreeMap::new();
         d.insert("TcpExtTCPTimeouts".to_string(), 90);
         d.insert("TcpExtTCPSynRetrans".to_string(), 90);
+        d.insert("TcpExtTCPLostRetransmit".to_string(), 40);
+        d.insert("TcpRetransSegs".to_string(), 90);
         let ps: Vec<Pathology> = findings(&d, None).iter().map(|f| f.pathology).collect();
         assert_eq!(ps, vec![Pathology::SynRetransmit]);
         d.insert("TcpExtTCPTimeouts".to_string(), 95);
