@@ -392,3 +392,26 @@ fn timewait_collision_is_named_and_timestamps_fix_it() {
             > 0
     );
 }
+
+#[test]
+fn slow_reader_is_named_and_the_fix_removes_the_stall() {
+    if !support::require_root("slow_reader_is_named_and_the_fix_removes_the_stall") {
+        return;
+    }
+    let (code, v) = lab(&["slow-reader", "--duration", "2", "--fix"]);
+    assert_eq!(code, 1, "{v:#}");
+    assert_eq!(v["scenario"], "slow-reader");
+    assert!(
+        pathologies(&v).contains(&"slow_reader".to_string()),
+        "{:?}",
+        pathologies(&v)
+    );
+    let stall = |r: &Value| r["writer_stall_us"].as_u64().unwrap();
+    assert!(
+        stall(&v["before"]) > stall(&v["after"]),
+        "{:#} {:#}",
+        v["before"],
+        v["after"]
+    );
+    assert!(v["before"]["zero_window_advertisements"].as_i64().unwrap() > 0);
+}

@@ -9,7 +9,7 @@ use anyhow::Context;
 use tcpdoctor_lab::cleanup::{self, Scope};
 use tcpdoctor_lab::scenario::churn::ProbeRun;
 use tcpdoctor_lab::scenario::{
-    self, accept_overflow, incast, port_exhaustion, syn_drop, timewait, Common,
+    self, accept_overflow, incast, port_exhaustion, slow_reader, syn_drop, timewait, Common,
 };
 use tcpdoctor_lab::subnet::LabSubnet;
 use tcpdoctor_model::Report;
@@ -78,6 +78,14 @@ enum Scenario {
     /// client's reset and the connect stalls for seconds (up to the SYN ladder's 11 s).
     /// --fix: timestamps on and a gap between reconnects, in fresh namespaces.
     TimewaitCollision(Box<TimewaitArgs>),
+    /// A writer faster than its reader: the reader's small buffer fills, zero windows, the
+    /// writer blocks.
+    ///
+    /// Output per run: bytes written/read, writer stall time (write() blocked beyond its
+    /// pacing, us and share of the run), zero-window advertisements (reader's
+    /// TcpExtTCPToZeroWindowAdv), findings of analyze on a capture and of the reader's
+    /// counters. --fix: 64x the buffer (at least 1 MiB) and a reader 10x faster.
+    SlowReader(Box<SlowReaderArgs>),
     /// Remove leftovers: namespaces named tdoc* (and processes inside), root interfaces tdoc*.
     ///
     /// Lab namespaces of runs that are still alive are kept unless --force.
@@ -215,6 +223,24 @@ struct TimewaitArgs {
 }
 
 #[derive(clap::Args, Debug)]
+struct SlowReaderArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Writer rate, bytes per second.
+    #[arg(long, default_value = "8mb", value_name = "BYTES")]
+    writer_rate: String,
+    /// Reader rate, bytes per second.
+    #[arg(long, default_value = "1mb", value_name = "BYTES")]
+    reader_rate: String,
+    /// Reader's SO_RCVBUF.
+    #[arg(long, default_value = "16kb", value_name = "BYTES")]
+    rcvbuf: String,
+    /// Length of each run, seconds.
+    #[arg(long, default_value_t = 3)]
+    duration: u64,
+}
+
+#[derive(clap::Args, Debug)]
 struct CleanupArgs {
     /// Only the namespaces of the lab run with this process id.
     #[arg(long, conflicts_with = "prefix")]
@@ -237,6 +263,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         Scenario::SynDrop(a) => run_syn_drop(*a),
         Scenario::AcceptOverflow(a) => run_accept_overflow(*a),
         Scenario::TimewaitCollision(a) => run_timewait(*a),
+        Scenario::SlowReader(a) => run_slow_reader(*a),
         Scenario::Cleanup(a) => run_cleanup(a),
     }
 }
@@ -823,6 +850,78 @@ fn run_timewait(a: TimewaitArgs) -> anyhow::Result<i32> {
                 m.get(name).copied().unwrap_or(0).to_string()
             }));
         }
+        t.add_row(row("findings", &|r| {
+            if r.findings.is_empty() {
+                "none".into()
+            } else {
+                r.findings
+                    .iter()
+                    .map(|f| f.pathology.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        }));
+        writeln!(w, "{t}")?;
+        writeln!(w)?;
+        tail(w, r, &b.header)
+    })
+}
+
+fn run_slow_reader(a: SlowReaderArgs) -> anyhow::Result<i32> {
+    let common = a.common.common()?;
+    let cfg = slow_reader::Config {
+        writer_rate_bytes_per_s: scenario::parse_bytes("--writer-rate", &a.writer_rate)?,
+        reader_rate_bytes_per_s: scenario::parse_bytes("--reader-rate", &a.reader_rate)?,
+        reader_rcvbuf_bytes: scenario::parse_bytes("--rcvbuf", &a.rcvbuf)? as usize,
+        duration_ms: check_duration("--duration", a.duration)?.as_millis() as u64,
+    };
+    if cfg.writer_rate_bytes_per_s > 1 << 30 || cfg.reader_rcvbuf_bytes > 64 << 20 {
+        anyhow::bail!("--writer-rate is at most 1gb and --rcvbuf at most 64mb");
+    }
+    tcpdoctor_lab::require_root()?;
+    let bar = output::progress(None, "slow-reader");
+    let o = slow_reader::run(&common, &cfg, output::stop_flag())?;
+    bar.finish_and_clear();
+    let report = Report::new("lab", o.findings, o.body).interrupted(o.interrupted);
+    output::emit(&report, a.common.json, |w, r| {
+        let b = &r.body;
+        writeln!(
+            w,
+            "lab slow-reader: writer {}/s, reader {}/s, reader SO_RCVBUF {} (run {})",
+            fmt::bytes(b.config.writer_rate_bytes_per_s),
+            fmt::bytes(b.config.reader_rate_bytes_per_s),
+            fmt::bytes(b.config.reader_rcvbuf_bytes as u64),
+            b.header.run_id
+        )?;
+        let mut runs = vec![&b.before];
+        runs.extend(b.after.iter());
+        writeln!(w)?;
+        let mut header = vec![String::new()];
+        header.extend(runs.iter().map(|r| r.label.clone()));
+        let mut t = table::new(header);
+        let row = |name: &str, f: &dyn Fn(&slow_reader::Run) -> String| {
+            let mut v = vec![name.to_string()];
+            v.extend(runs.iter().map(|r| f(r)));
+            v
+        };
+        t.add_row(row("reader SO_RCVBUF", &|r| {
+            fmt::bytes(r.reader_rcvbuf_bytes as u64)
+        }));
+        t.add_row(row("reader rate", &|r| {
+            format!("{}/s", fmt::bytes(r.reader_rate_bytes_per_s))
+        }));
+        t.add_row(row("bytes written", &|r| fmt::bytes(r.bytes_written)));
+        t.add_row(row("bytes read", &|r| fmt::bytes(r.bytes_read)));
+        t.add_row(row("writer stalled", &|r| {
+            format!(
+                "{} ({:.0}%)",
+                fmt::micros(r.writer_stall_us),
+                r.writer_stall_share * 100.0
+            )
+        }));
+        t.add_row(row("zero-window advertisements", &|r| {
+            r.zero_window_advertisements.to_string()
+        }));
         t.add_row(row("findings", &|r| {
             if r.findings.is_empty() {
                 "none".into()

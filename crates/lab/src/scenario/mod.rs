@@ -7,6 +7,7 @@ pub mod accept_overflow;
 pub mod churn;
 pub mod incast;
 pub mod port_exhaustion;
+pub mod slow_reader;
 pub mod syn_drop;
 pub mod timewait;
 
