@@ -11,28 +11,30 @@ use tcpdoctor_host::netdev::{self, Stat};
 use tcpdoctor_model::Report;
 use tcpdoctor_report::{findings, fmt, table};
 
+/// The long help of `tcpdoctor burst --help` (what it needs, overhead, fields, example).
+const ABOUT: &str = r#"Prints, per time scale (100us, 1ms, 10ms, 100ms, 1s), the busiest interval over the
+average (max/avg), the peak and average rate, and utilisation against the link speed.
+A max/avg of 10 at 1ms means the busiest millisecond carried ten times the average: a
+buffer sized for the average overflows there while per-second graphs look idle.
+
+Reads /sys/class/net/IFACE/statistics/{rx,tx}_{bytes,packets} with pread on open files.
+Needs no root (except --netns). Overhead: in busy-poll mode (the default below 1ms) one
+CPU is fully used for --duration; in sleep mode a few percent of one CPU at 100us.
+The achieved sampling interval (p50/p99, error against the target) is printed so you know
+which resolution was real; time scales finer than the achieved median are left out.
+
+JSON fields: `iface`, `link_speed_bits_per_s`, `sampling` (`target_ns`, `p50_ns`,
+`p99_ns`, `max_ns`, `error_p50_ns`, `error_p99_ns`, `missed_slots`), and per direction
+`resolutions[]` (`resolution_ns`, `max_avg_ratio`, `peak_rate_bits_per_s`,
+`avg_rate_bits_per_s`, `peak_packets_per_s`, `peak_utilisation`, ...). A microburst
+finding is raised when max/avg at 1ms reaches --threshold and the busiest millisecond
+holds at least 10 packets.
+
+Example: tcpdoctor burst eth0 --duration 10s --direction rx"#;
+
 /// Sample an interface's byte and packet counters at sub-millisecond resolution.
-///
-/// Prints, per time scale (100us, 1ms, 10ms, 100ms, 1s), the busiest interval over the
-/// average (max/avg), the peak and average rate, and utilisation against the link speed.
-/// A max/avg of 10 at 1ms means the busiest millisecond carried ten times the average: a
-/// buffer sized for the average overflows there while per-second graphs look idle.
-///
-/// Reads /sys/class/net/IFACE/statistics/{rx,tx}_{bytes,packets} with pread on open files.
-/// Needs no root (except --netns). Overhead: in busy-poll mode (the default below 1ms) one
-/// CPU is fully used for --duration; in sleep mode a few percent of one CPU at 100us.
-/// The achieved sampling interval (p50/p99, error against the target) is printed so you know
-/// which resolution was real; time scales finer than the achieved median are left out.
-///
-/// JSON fields: `iface`, `link_speed_bits_per_s`, `sampling` (`target_ns`, `p50_ns`,
-/// `p99_ns`, `max_ns`, `error_p50_ns`, `error_p99_ns`, `missed_slots`), and per direction
-/// `resolutions[]` (`resolution_ns`, `max_avg_ratio`, `peak_rate_bits_per_s`,
-/// `avg_rate_bits_per_s`, `peak_packets_per_s`, `peak_utilisation`, ...). A microburst
-/// finding is raised when max/avg at 1ms reaches --threshold and the busiest millisecond
-/// holds at least 10 packets.
-///
-/// Example: tcpdoctor burst eth0 --duration 10s --direction rx
 #[derive(clap::Args, Debug)]
+#[command(after_long_help = ABOUT)]
 pub struct Args {
     /// Interface to sample. Default: the busiest non-loopback interface over 200 ms
     /// (list them with `ip -s link`).

@@ -7,25 +7,27 @@ use tcpdoctor_host::check::{self, Inputs};
 use tcpdoctor_model::Report;
 use tcpdoctor_report::{findings, fmt, table};
 
+/// The long help of `tcpdoctor check --help` (what it needs, overhead, fields, example).
+const ABOUT: &str = r#"Reads /proc/sys/net, `ip route` (iproute2) and the listening sockets (sock_diag, for
+their backlogs against somaxconn); changes nothing. Needs no root, except
+--netns. Overhead: a few file reads, under 10 ms.
+
+Each finding shows the setting and the arithmetic behind it: the ephemeral port budget
+(ports / 60 s TIME_WAIT = new connections/s per destination) and the parity connect()
+prefers, tcp_tw_reuse (2, the default, covers loopback only), tcp_timestamps, tcp_rfc1337,
+tcp_max_tw_buckets, somaxconn and tcp_max_syn_backlog, the SYN retransmission ladder
+(tcp_syn_retries, tcp_syn_linear_timeouts), the RTO floor (tcp_rto_min_us, per-route
+rto_min), buffer limits, and settings unsafe on internet-facing hosts.
+
+JSON fields: `settings` (every value read, sysctl names with units in the key),
+`syn_ladder_s` (when each SYN retransmission leaves), `syn_give_up_s`,
+`connect_rate_per_destination_per_s`, `findings[].evidence` (`setting`, `arithmetic`).
+
+Example: tcpdoctor check --json | jq '.findings[].summary'"#;
+
 /// Audit TCP sysctls and routes of this host (or one network namespace).
-///
-/// Reads /proc/sys/net, `ip route` (iproute2) and the listening sockets (sock_diag, for
-/// their backlogs against somaxconn); changes nothing. Needs no root, except
-/// --netns. Overhead: a few file reads, under 10 ms.
-///
-/// Each finding shows the setting and the arithmetic behind it: the ephemeral port budget
-/// (ports / 60 s TIME_WAIT = new connections/s per destination) and the parity connect()
-/// prefers, tcp_tw_reuse (2, the default, covers loopback only), tcp_timestamps, tcp_rfc1337,
-/// tcp_max_tw_buckets, somaxconn and tcp_max_syn_backlog, the SYN retransmission ladder
-/// (tcp_syn_retries, tcp_syn_linear_timeouts), the RTO floor (tcp_rto_min_us, per-route
-/// rto_min), buffer limits, and settings unsafe on internet-facing hosts.
-///
-/// JSON fields: `settings` (every value read, sysctl names with units in the key),
-/// `syn_ladder_s` (when each SYN retransmission leaves), `syn_give_up_s`,
-/// `connect_rate_per_destination_per_s`, `findings[].evidence` (`setting`, `arithmetic`).
-///
-/// Example: tcpdoctor check --json | jq '.findings[].summary'
 #[derive(clap::Args, Debug)]
+#[command(after_long_help = ABOUT)]
 pub struct Args {
     /// Print JSON instead of text.
     #[arg(long)]

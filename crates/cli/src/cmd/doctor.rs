@@ -17,28 +17,30 @@ use tcpdoctor_report::{findings, fmt};
 
 use crate::output;
 
+/// The long help of `tcpdoctor doctor --help` (what it needs, overhead, fields, example).
+const ABOUT: &str = r#"Runs, in order: the `check` audit of TCP sysctls and routes; a sock_diag census of every
+TCP socket (TIME_WAIT per destination, full accept queues, slow readers, sockets in RTO
+backoff), taken at the start and at the end of the window to see queues grow; a delta of
+the kernel TCP counters over --window (nothing of tcpdoctor's own runs in that window);
+and, unless --quick, a bounded loopback self-probe against an embedded server (at most
+~1.5 s and 1000 connections) to see whether this kernel stalls short connections. Then
+prints the findings most damaging first, each with evidence, explanation and remedies,
+and a one-line verdict.
+
+Needs: Linux. Root is not required: without it everything runs on this host's network
+namespace (--netns needs root). Steps that cannot run are listed under "skipped" with
+the reason. Overhead: reads /proc and /sys, two netlink dumps, and the short probe.
+
+Exit status: 0 healthy (no finding above info), 1 findings, 2 error. JSON fields:
+`steps[]` (`step`, `ran`, `duration_us`, `detail`), `skipped[]` (`step`, `reason`),
+`window_ms`, `settings` (as `check`), `sockets` (as `sockets`), `counters_moved`
+(nstat name -> delta over the window), `probe` (as `probe`), `findings[]`.
+
+Example: tcpdoctor doctor ; tcpdoctor doctor --quick --json"#;
+
 /// Diagnose this host: settings, sockets, counters and a loopback self-probe.
-///
-/// Runs, in order: the `check` audit of TCP sysctls and routes; a sock_diag census of every
-/// TCP socket (TIME_WAIT per destination, full accept queues, slow readers, sockets in RTO
-/// backoff), taken at the start and at the end of the window to see queues grow; a delta of
-/// the kernel TCP counters over --window (nothing of tcpdoctor's own runs in that window);
-/// and, unless --quick, a bounded loopback self-probe against an embedded server (at most
-/// ~1.5 s and 1000 connections) to see whether this kernel stalls short connections. Then
-/// prints the findings most damaging first, each with evidence, explanation and remedies,
-/// and a one-line verdict.
-///
-/// Needs: Linux. Root is not required: without it everything runs on this host's network
-/// namespace (--netns needs root). Steps that cannot run are listed under "skipped" with
-/// the reason. Overhead: reads /proc and /sys, two netlink dumps, and the short probe.
-///
-/// Exit status: 0 healthy (no finding above info), 1 findings, 2 error. JSON fields:
-/// `steps[]` (`step`, `ran`, `duration_us`, `detail`), `skipped[]` (`step`, `reason`),
-/// `window_ms`, `settings` (as `check`), `sockets` (as `sockets`), `counters_moved`
-/// (nstat name -> delta over the window), `probe` (as `probe`), `findings[]`.
-///
-/// Example: tcpdoctor doctor ; tcpdoctor doctor --quick --json
 #[derive(clap::Args, Debug)]
+#[command(after_long_help = ABOUT)]
 pub struct Args {
     /// Print JSON instead of text.
     #[arg(long)]
