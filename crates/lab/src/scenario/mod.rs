@@ -8,6 +8,7 @@ pub mod churn;
 pub mod incast;
 pub mod port_exhaustion;
 pub mod slow_reader;
+pub mod stale_ack;
 pub mod syn_drop;
 pub mod timewait;
 

@@ -1,0 +1,224 @@
+//! `stale-ack-race`: file 003's loop (connect, send 4 bytes, read, close with SO_LINGER 0 and
+//! TCP_NODELAY; the server closes first) run by probe's engine, reporting how often a SYN was
+//! resent (`TcpExtTCPSynRetrans`) and what probe's classifier made of slow connects; then a
+//! forced check of the kernel's behaviour: the client's reset is dropped (nftables) so the
+//! server keeps the old connection, the client reconnects from the same port, meets the stale
+//! ACK, resets it, and the time to its SYN resend is measured. It reports what it observed:
+//! a resend within milliseconds (the quick-resend behaviour of current kernels) or after the
+//! 1 s SYN timer.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddrV4;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tcpdoctor_probe::server::{Protocol, ServerConfig};
+use tcpdoctor_probe::{CloseFirst, Mode};
+
+use super::churn::{self, Pair, ProbeRun};
+use super::{Common, Header, Outcome};
+use crate::{naming, netns, traffic, Error, Result};
+
+/// Source port of the forced check: below `ip_local_port_range`.
+pub const FORCED_PORT: u16 = 20002;
+/// Server port of the forced check.
+pub const FORCED_SERVER_PORT: u16 = 5002;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Config {
+    pub duration_ms: u64,
+    pub concurrency: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            duration_ms: 3000,
+            concurrency: 1,
+        }
+    }
+}
+
+/// What the kernel did when a SYN met a stale ACK in the forced check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResendBehaviour {
+    /// The SYN was resent within milliseconds of the client's reset.
+    QuickResend,
+    /// The SYN waited for the retransmission timer (~1 s).
+    TimerResend,
+    /// The stale ACK did not happen (the connect completed without a SYN resend).
+    NotReproduced,
+    /// The connect failed.
+    Failed,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Forced {
+    pub connect_us: u64,
+    pub behaviour: ResendBehaviour,
+    pub client_counters: BTreeMap<String, i64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    #[serde(flatten)]
+    pub header: Header,
+    pub config: Config,
+    pub loop_run: ProbeRun,
+    /// `TcpExtTCPSynRetrans` of the loop per million connections.
+    pub syn_resends_per_million: f64,
+    /// Connects probe classified as a SYN resent after a stale ACK.
+    pub stale_ack_resends: u64,
+    /// Connects probe classified as SYN retransmissions (timer).
+    pub syn_timer_resends: u64,
+    pub forced: Forced,
+}
+
+fn forced_check(common: &Common) -> Result<(Forced, Vec<String>)> {
+    let pair = Pair::build(common, "fc")?;
+    let srv = SocketAddrV4::new(common.subnet.host(2), FORCED_SERVER_PORT);
+    let bind = SocketAddrV4::new(common.subnet.host(1), FORCED_PORT);
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = Arc::clone(&stop);
+    // The server accepts and holds every connection without closing it.
+    let holder = netns::spawn(&pair.server, "tdoc-hold", move || {
+        let l = traffic::listen(srv, 16).map_err(|e| Error::io(format!("listen on {srv}"), e))?;
+        let mut held = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while let Ok(s) = traffic::accept_one(&l, &s2, deadline) {
+            held.push(s);
+        }
+        Ok(held.len())
+    })?;
+    pair.lab.nft(
+        &pair.client,
+        "drop the client's resets",
+        &format!(
+            "table inet {t} {{\n chain out {{\n  type filter hook output priority 0; policy accept;\n  tcp dport {FORCED_SERVER_PORT} tcp flags & rst == rst drop\n }}\n}}\n",
+            t = naming::NFT_TABLE
+        ),
+    )?;
+    let opts = traffic::ClientOptions {
+        bind: Some(bind),
+        linger0: true,
+        connect_timeout: Some(Duration::from_secs(5)),
+        ..Default::default()
+    };
+    let o2 = opts.clone();
+    netns::run_in(&pair.client, move || {
+        let (s, _) = traffic::connect(srv, &o2);
+        let s = s.map_err(|e| Error::io("forced check: first connect", e))?;
+        drop(s); // SO_LINGER 0: an RST, dropped by the rule.
+        Ok(())
+    })?;
+    std::thread::sleep(Duration::from_millis(50));
+    pair.lab.nft_flush(&pair.client);
+    let before = netns::counters(&pair.client)?;
+    let (ok, connect) = netns::run_in(&pair.client, move || {
+        let (s, t) = traffic::connect(srv, &opts);
+        Ok((s.is_ok(), t))
+    })?;
+    let delta = netns::counters(&pair.client)?.delta_since(&before);
+    stop.store(true, Ordering::Relaxed);
+    let _ = holder.join();
+    let resent = delta.get("TcpExtTCPSynRetrans") > 0;
+    // The 1 s initial SYN RTO (RFC 6298 2.1); half of it separates a quick resend from a timer.
+    let behaviour = match (ok, resent) {
+        (false, _) => ResendBehaviour::Failed,
+        (true, false) => ResendBehaviour::NotReproduced,
+        (true, true) if connect < Duration::from_millis(500) => ResendBehaviour::QuickResend,
+        (true, true) => ResendBehaviour::TimerResend,
+    };
+    let client_counters = delta
+        .changed
+        .into_iter()
+        .filter(|(k, _)| k.starts_with("Tcp"))
+        .collect();
+    Ok((
+        Forced {
+            connect_us: connect.as_micros() as u64,
+            behaviour,
+            client_counters,
+        },
+        pair.lab.namespaces().to_vec(),
+    ))
+}
+
+pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
+    let pair = Pair::build(common, "")?;
+    let mut scfg = ServerConfig::new(
+        pair.server_addr.into(),
+        Protocol::Tcp {
+            request_bytes: 4,
+            reply_bytes: 4,
+        },
+    );
+    scfg.close_first = CloseFirst::Server;
+    let server = pair.serve(scfg)?;
+    let mut p = churn::probe_config(pair.server_addr, Duration::from_millis(cfg.duration_ms));
+    p.mode = Mode::Crr;
+    p.linger0 = true;
+    p.nodelay = true;
+    p.close_first = CloseFirst::Server;
+    p.request_bytes = 4;
+    p.reply_bytes = 4;
+    p.concurrency = cfg.concurrency;
+    let loop_run = churn::probe(
+        &pair,
+        "file 003 loop: SO_LINGER 0, TCP_NODELAY, server closes first",
+        p,
+        stop,
+    );
+    server.stop();
+    let loop_run = loop_run?;
+    let mut namespaces = pair.lab.namespaces().to_vec();
+    drop(pair);
+    let (forced, ns) = forced_check(common)?;
+    namespaces.extend(ns);
+    let resends = loop_run
+        .summary
+        .counters
+        .iter()
+        .find(|c| c.name == "TcpExtTCPSynRetrans")
+        .map(|c| c.delta)
+        .unwrap_or(0);
+    let conns = loop_run.summary.connections_opened.max(1);
+    let count = |want: &dyn Fn(&tcpdoctor_probe::SpikeCause) -> bool| {
+        loop_run
+            .summary
+            .spikes
+            .groups
+            .iter()
+            .filter(|g| want(&g.cause))
+            .map(|g| g.count)
+            .sum()
+    };
+    let stale = count(&|c| matches!(c, tcpdoctor_probe::SpikeCause::StaleAckResend));
+    let timer = count(&|c| matches!(c, tcpdoctor_probe::SpikeCause::SynRetransmit { .. }));
+    Ok(Outcome {
+        findings: loop_run.findings.clone(),
+        body: Report {
+            header: Header {
+                scenario: "stale-ack-race",
+                run_id: std::process::id(),
+                subnet: common.subnet.to_string(),
+                namespaces,
+                capture: None,
+                diagnosed_by: vec![
+                    "probe: spike classifier (client namespace counters)".into(),
+                    "forced check: client TcpExtTCPSynRetrans and connect time".into(),
+                ],
+            },
+            config: cfg.clone(),
+            syn_resends_per_million: resends as f64 * 1e6 / conns as f64,
+            stale_ack_resends: stale,
+            syn_timer_resends: timer,
+            loop_run,
+            forced,
+        },
+        interrupted: stop.load(Ordering::Relaxed),
+    })
+}
