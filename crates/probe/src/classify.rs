@@ -75,7 +75,8 @@ pub struct Signatures {
     /// Floor of the data RTO toward the target (route `rto_min`, else `tcp_rto_min_us`).
     pub rto_min: Duration,
     pub delack_min: Duration,
-    /// TCP_NODELAY was set (Nagle off): delayed ACKs cannot hold our writes.
+    /// TCP_NODELAY was set on the client sockets (reported; each request is one write, so
+    /// Nagle cannot hold the client's requests either way).
     pub nodelay: bool,
 }
 
@@ -214,16 +215,19 @@ fn classify_one(index: usize, r: &Record, sig: &Signatures, moved: &Moved) -> Sp
             None => (SpikeCause::Unexplained, false),
         },
         SlowPhase::FirstByte => {
-            let delack_hi = sig.delack_min + Duration::from_millis(40);
-            let delack_lo = sig.delack_min.saturating_sub(Duration::from_millis(5));
+            // The delayed-ACK timer fires TCP_DELACK_MIN after the segment, rounded up to a
+            // jiffy (up to 10 ms): a narrow window, so scheduling stalls of 50-80 ms are not
+            // taken for it.
+            let delack_hi = sig.delack_min + Duration::from_millis(12);
+            let delack_lo = sig.delack_min.saturating_sub(Duration::from_millis(2));
             if ladder.is_some() && moved.listen {
                 // The final ACK was dropped by a full accept queue; the server resent its
                 // SYN-ACK on the ladder before our request could be accepted.
                 (SpikeCause::AcceptQueueOverflow, true)
             } else if moved.timeouts && d + Duration::from_millis(5) >= sig.rto_min {
                 (SpikeCause::DataRto, true)
-            } else if (delack_lo..=delack_hi).contains(&d) && (moved.delayed_acks || !sig.nodelay) {
-                (SpikeCause::DelayedAck, moved.delayed_acks)
+            } else if (delack_lo..=delack_hi).contains(&d) && moved.delayed_acks {
+                (SpikeCause::DelayedAck, true)
             } else {
                 (SpikeCause::Unexplained, false)
             }
@@ -421,7 +425,12 @@ mod tests {
 
     #[test]
     fn data_rto_and_delayed_ack_from_reply_wait() {
-        let rs = [rec(1, 0.1, 204.0), rec(2, 0.1, 41.0), rec(3, 0.1, 120.0)];
+        let rs = [
+            rec(1, 0.1, 204.0),
+            rec(2, 0.1, 41.0),
+            rec(3, 0.1, 120.0),
+            rec(4, 0.1, 73.0),
+        ];
         let d = delta(&[("TcpExtTCPTimeouts", 1), ("TcpExtDelayedACKs", 3)]);
         // Timeouts that the SYN retransmissions account for are not data RTOs.
         let syn_only = delta(&[("TcpExtTCPTimeouts", 1), ("TcpExtTCPSynRetrans", 1)]);
@@ -434,11 +443,12 @@ mod tests {
             vec![
                 SpikeCause::DataRto,
                 SpikeCause::DelayedAck,
+                SpikeCause::Unexplained,
                 SpikeCause::Unexplained
             ]
         );
-        // A 204 ms wait without TCPTimeouts is not an RTO; a 41 ms wait with Nagle off and no
-        // delayed ACKs is not a delayed ACK.
+        // A 204 ms wait without TCPTimeouts is not an RTO; a 41 ms wait without delayed ACKs
+        // is not a delayed ACK.
         assert_eq!(
             causes(&rs[..2], &delta(&[]), true),
             vec![SpikeCause::Unexplained, SpikeCause::Unexplained]

@@ -99,7 +99,12 @@ pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec
             SpikeCause::DelayedAck => counter_evidence(
                 Finding::new(
                     Pathology::DelayedAck,
-                    Severity::Warning,
+                    // Rare ones cost little; a steady share is a protocol pattern to fix.
+                    if g.count * 100 >= s.requests_ok.max(1) {
+                        Severity::Warning
+                    } else {
+                        Severity::Info
+                    },
                     Source::Probe,
                     format!(
                         "{} replies waited ~{}: a delayed ACK held a small write",
