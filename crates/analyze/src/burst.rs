@@ -16,6 +16,8 @@ pub const RESOLUTIONS_NS: [u64; 6] = [
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Bin {
+    /// End (exclusive, relative ns) of the current bin: a division only when it is crossed.
+    end_ns: u64,
     index: u64,
     bytes: u64,
     max_bytes: u64,
@@ -61,10 +63,13 @@ impl BurstMeter {
             return;
         }
         for (bin, res) in self.bins.iter_mut().zip(RESOLUTIONS_NS) {
-            let idx = rel / res;
-            if idx > bin.index {
-                bin.index = idx;
-                bin.bytes = 0;
+            if rel >= bin.end_ns {
+                let idx = rel / res;
+                bin.end_ns = (idx + 1) * res;
+                if idx > bin.index || bin.bytes == 0 {
+                    bin.index = idx;
+                    bin.bytes = 0;
+                }
             }
             bin.bytes += u64::from(bytes);
             if bin.bytes > bin.max_bytes {

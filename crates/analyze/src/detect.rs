@@ -290,19 +290,18 @@ impl Acc {
     }
 
     /// Data from direction `d` of `c`: refreshes the receiver's fan-in bookkeeping.
-    pub fn on_data(&mut self, c: &mut Conn, d: usize, ts: u64, len: u32) {
-        let receiver = if d == 0 { c.server.addr } else { c.client.addr };
-        let r = self.receivers.entry(receiver).or_default();
-        if r.bytes == 0 {
-            r.first_ts = ts;
-        }
-        r.bytes += u64::from(len);
-        r.last_ts = ts;
+    pub fn on_data(&mut self, c: &mut Conn, d: usize, ts: u64) {
         let h = &mut c.half[d];
-        if h.fanin_reported_ts == 0 || ts.saturating_sub(h.fanin_reported_ts) >= FANIN_REFRESH_NS {
-            h.fanin_reported_ts = ts;
-            r.active.insert(c.id, ts);
+        if h.fanin_reported_ts != 0 && ts.saturating_sub(h.fanin_reported_ts) < FANIN_REFRESH_NS {
+            return;
         }
+        h.fanin_reported_ts = ts;
+        let receiver = if d == 0 { c.server.addr } else { c.client.addr };
+        self.receivers
+            .entry(receiver)
+            .or_default()
+            .active
+            .insert(c.id, ts);
     }
 
     /// A retransmission ended an idle gap of at least the RTO floor.
@@ -335,6 +334,18 @@ impl Acc {
     /// An incarnation was summarised: classify its handshake and keep its counts.
     pub fn on_finish(&mut self, c: &Conn) {
         self.handshake(c);
+        // Goodput per receiver (for the incast estimate), from both directions' data.
+        for (d, receiver) in [(0, c.server.addr), (1, c.client.addr)] {
+            let h = &c.half[d];
+            if h.bytes > 0 {
+                let r = self.receivers.entry(receiver).or_default();
+                if r.bytes == 0 || c.first_ts < r.first_ts {
+                    r.first_ts = c.first_ts;
+                }
+                r.bytes += h.bytes - h.retrans_bytes.min(h.bytes);
+                r.last_ts = r.last_ts.max(h.last_data_ts);
+            }
+        }
         // Retransmission timeouts.
         if !c.rto.is_empty() {
             self.rto_flows.flows += 1;
@@ -829,19 +840,24 @@ impl Acc {
             let mut conns: Vec<u64> = group.iter().map(|e| e.conn).collect();
             conns.sort_unstable();
             conns.dedup();
-            if conns.len() as u32 >= cfg.incast_min_flows {
+            let fan_in = group
+                .iter()
+                .map(|e| e.fan_in)
+                .max()
+                .unwrap_or(0)
+                .max(conns.len() as u32);
+            // Synchronized, not chance: at least incast_min_flows flows, and at least a
+            // quarter of the flows that were sending into the receiver, timed out together.
+            // Random loss across thousands of short connections also puts a few timeouts
+            // into one window, but only a small share of the fan-in.
+            if conns.len() as u32 >= cfg.incast_min_flows && conns.len() as u32 * 4 >= fan_in {
                 let mut frames: Vec<u64> = group.iter().map(|e| e.frame).collect();
                 frames.sort_unstable();
                 out.push(IncastEpisode {
                     receiver: start.receiver.addr.to_string(),
                     at_us: start.ts / 1_000,
                     flows_timed_out: conns.len() as u32,
-                    fan_in: group
-                        .iter()
-                        .map(|e| e.fan_in)
-                        .max()
-                        .unwrap_or(0)
-                        .max(conns.len() as u32),
+                    fan_in,
                     stall_us: group.iter().map(|e| e.gap_ns).max().unwrap_or(0) / 1_000,
                     frames,
                 });

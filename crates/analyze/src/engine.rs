@@ -533,7 +533,7 @@ fn track(
         acc.on_rto(c, d, ts, gap, frame);
     }
     if len > 0 {
-        acc.on_data(c, d, ts, len);
+        acc.on_data(c, d, ts);
     }
     c.last_ts = c.last_ts.max(ts);
     c.last_frame = frame;

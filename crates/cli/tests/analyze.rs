@@ -761,3 +761,145 @@ fn flows_and_csv_list_each_incarnation() {
     assert!(lines[0].starts_with("id,client,server,incarnation"));
     assert_eq!(lines[1].split(',').count(), lines[0].split(',').count());
 }
+
+/// The workspace root (golden files are addressed relative to it).
+fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// File 003's trace (a connect/send/close loop with SO_LINGER 0 on Linux loopback), segment
+/// for segment: the old connection's reset close, then SYN -> stale ACK -> RST -> SYN 1 s
+/// later. Written with the capture crate's pcap writer (payload bytes are zeros).
+fn write_stale_ack_race_003(path: &std::path::Path) {
+    use tcpdoctor_capture::write::{PcapWriter, WriteLink};
+    use tcpdoctor_capture::{Segment, TcpFlags, TcpOptions};
+    let lo: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+    const S: u8 = TcpFlags::SYN;
+    const A: u8 = TcpFlags::ACK;
+    const F: u8 = TcpFlags::FIN;
+    const R: u8 = TcpFlags::RST;
+    const P: u8 = TcpFlags::PSH;
+    // (time of day us, client->server, flags, seq, ack, len, window, TSval, TSecr, syn options)
+    let t = |h: u64, m: u64, s: u64, us: u64| ((h * 60 + m) * 60 + s) * 1_000_000 + us;
+    #[rustfmt::skip]
+    let rows: &[(u64, bool, u8, u32, u32, u32, u16, u32, u32, bool)] = &[
+        (t(11, 57, 13, 188107), true, S, 2541101293, 0, 0, 65495, 953759375, 0, true),
+        (t(11, 57, 13, 188109), false, S | A, 2413948679, 2541101294, 0, 65483, 953759375, 953759375, true),
+        (t(11, 57, 13, 188116), true, A, 2541101294, 2413948680, 0, 512, 953759375, 953759375, false),
+        (t(11, 57, 13, 188231), true, P | A, 2541101294, 2413948680, 4, 512, 953759375, 953759375, false),
+        (t(11, 57, 13, 188235), false, A, 2413948680, 2541101298, 0, 512, 953759375, 953759375, false),
+        (t(11, 57, 13, 188248), false, F | A, 2413948680, 2541101298, 0, 512, 953759375, 953759375, false),
+        (t(11, 57, 13, 188347), true, A, 2541101298, 2413948681, 0, 512, 953759375, 953759375, false),
+        (t(11, 57, 13, 188355), true, R | A, 2541101298, 2413948681, 0, 512, 953759375, 953759375, false),
+        (t(11, 57, 14, 436259), true, S, 2560603644, 0, 0, 65495, 953760623, 0, true),
+        (t(11, 57, 14, 436266), false, A, 2413948681, 2541101298, 0, 512, 953760623, 953759375, false),
+        (t(11, 57, 14, 436271), true, R, 2541101298, 0, 0, 0, 0, 0, false),
+        (t(11, 57, 15, 464613), true, S, 2560603644, 0, 0, 65495, 953761652, 0, true),
+        (t(11, 57, 15, 464633), false, S | A, 2449519317, 2560603645, 0, 65483, 953761652, 953761652, true),
+        (t(11, 57, 15, 464644), true, A, 2560603645, 2449519318, 0, 512, 953761652, 953761652, false),
+        (t(11, 57, 15, 464677), true, P | A, 2560603645, 2449519318, 4, 512, 953761652, 953761652, false),
+        (t(11, 57, 15, 464680), false, A, 2449519318, 2560603649, 0, 512, 953761652, 953761652, false),
+        (t(11, 57, 15, 464730), false, F | A, 2449519318, 2560603649, 0, 512, 953761652, 953761652, false),
+        (t(11, 57, 15, 464865), true, R | A, 2560603649, 2449519319, 0, 512, 953761652, 953761652, false),
+    ];
+    let day0_ns = 1_600_000_000u64 / 86_400 * 86_400 * 1_000_000_000;
+    let mut w =
+        PcapWriter::new(File::create(path).unwrap(), WriteLink::Ethernet, false, 0).unwrap();
+    for (i, &(us, c2s, flags, seq, ack, len, win, tsv, tse, syn_opts)) in rows.iter().enumerate() {
+        let (src_port, dst_port) = if c2s { (45150, 4242) } else { (4242, 45150) };
+        let options = TcpOptions {
+            mss: syn_opts.then_some(65495),
+            window_scale: syn_opts.then_some(7),
+            sack_permitted: syn_opts,
+            timestamps: (flags & R == 0).then_some((tsv, tse)),
+            ..TcpOptions::default()
+        };
+        w.write_segment(&Segment {
+            frame: i as u64 + 1,
+            ts_ns: day0_ns + us * 1_000,
+            src: lo,
+            dst: lo,
+            src_port,
+            dst_port,
+            seq,
+            ack,
+            flags: TcpFlags(flags),
+            window: win,
+            payload_len: len,
+            options,
+        })
+        .unwrap();
+    }
+    w.into_inner().unwrap();
+}
+
+/// The parts of a report a golden file pins: everything but the catalogue's prose (which
+/// other commands share and may reword).
+fn golden_view(mut v: Value) -> Value {
+    if let Some(fs) = v["findings"].as_array_mut() {
+        for f in fs {
+            let o = f.as_object_mut().unwrap();
+            o.remove("explanation");
+            o.remove("remedies");
+        }
+    }
+    v
+}
+
+/// Golden captures in tests/data/analyze with the JSON tcpdoctor printed for them. Regenerate with
+/// `TDOC_BLESS=1 cargo test -p tcpdoctor --test analyze golden` (see tests/data/analyze/README.md).
+#[test]
+fn golden_captures_match_expected_json() {
+    let root = workspace();
+    let data = root.join("tests/data/analyze");
+    let bless = std::env::var_os("TDOC_BLESS").is_some();
+    if bless {
+        write_stale_ack_race_003(&data.join("stale-ack-race-003.pcap"));
+    }
+    for (name, pathology) in [
+        ("stale-ack-race-003", Some("stale_ack_race")),
+        ("syn-drop", Some("syn_retransmit")),
+        ("tw-collision", Some("time_wait_collision")),
+        ("slow-reader-16k", Some("slow_reader")),
+        ("clean-keepalive", None),
+    ] {
+        let rel = format!("tests/data/analyze/{name}.pcap");
+        let out = Command::new(support::bin())
+            .current_dir(&root)
+            .args(["analyze", &rel, "--json"])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let got = golden_view(support::json(
+            &stdout,
+            &String::from_utf8_lossy(&out.stderr),
+        ));
+        let expected_path = data.join(format!("{name}.json"));
+        if bless {
+            std::fs::write(
+                &expected_path,
+                serde_json::to_string_pretty(&got).unwrap() + "\n",
+            )
+            .unwrap();
+        }
+        let expected: Value =
+            serde_json::from_str(&std::fs::read_to_string(&expected_path).unwrap()).unwrap();
+        assert_eq!(
+            got,
+            expected,
+            "{name}: output differs from {}",
+            expected_path.display()
+        );
+        let p = pathologies(&got);
+        match pathology {
+            Some(want) => {
+                assert_eq!(p.first().map(String::as_str), Some(want), "{name}: {p:?}");
+                assert_eq!(out.status.code(), Some(1));
+            }
+            None => {
+                assert!(p.is_empty(), "{name}: {p:?}");
+                assert_eq!(out.status.code(), Some(0));
+            }
+        }
+    }
+}

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use tcpdoctor_analyze::{Analysis, Analyzer, Config, FlowRow};
-use tcpdoctor_capture::{Reader, Stats};
+use tcpdoctor_capture::{Format, Reader, Stats};
 use tcpdoctor_model::{PortRange, Report};
 use tcpdoctor_report::{findings, fmt, table};
 
@@ -193,9 +193,14 @@ fn render(w: &mut dyn Write, r: &Report<Body>, show_flows: bool) -> io::Result<(
     let t = &a.totals;
     writeln!(
         w,
-        "Capture: {} ({:?}{}), {} packets over {}: {} TCP segments, {} non-TCP, {} undecodable, {} cut by the snap length",
+        "Capture: {} ({}{}), {} packets over {}: {} TCP segments, {} non-TCP, {} undecodable, {} cut by the snap length",
         b.capture.name,
-        s.format,
+        match s.format {
+            Format::Pcap { nanos: true, .. } => "pcap, ns",
+            Format::Pcap { nanos: false, .. } => "pcap",
+            Format::PcapNg => "pcapng",
+            Format::Snoop => "snoop",
+        },
         if s.gzip { ", gzip" } else { "" },
         s.packets,
         fmt::micros(a.duration_us),

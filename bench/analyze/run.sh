@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# Benchmark: `tcpdoctor analyze` side by side with tshark's retransmission/reused-port
+# analysis, `tcptrace -l`, `capinfos` and `cat`, on one capture this script records.
+#
+# The capture: a namespace (tdoc-bench-an-PID) whose lo has MTU 1500 and offloads off, an
+# nftables rule dropping 0.2% of TCP packets at random in the input hook (after the capture
+# tap, so every original is in the file), nginx answering thousands of short connections per
+# second (wrk with "Connection: close"), plus two bulk iperf3 flows at a bounded rate;
+# tcpdump -s 128 stops after $PKTS packets. Every load is bounded in time ($MAX_GEN_S).
+#
+# Timings: median of $RUNS runs; peak memory from /usr/bin/time (max RSS). tshark and tcptrace
+# run on the first $PREFIX packets (editcap -r), as does tcpdoctor for the same-input ratio;
+# tcpdoctor, capinfos and cat also run on the whole file. Results go to $OUT/result.md and
+# replace the "analyze" section of BENCHMARKS.md.
+#
+# Usage (root): bench/analyze/run.sh        env: PKTS RUNS PREFIX OUT KEEP=1 (keep capture)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+PKTS=${PKTS:-10000000}
+PREFIX=${PREFIX:-1000000}
+RUNS=${RUNS:-5}
+SLOW_RUNS=${SLOW_RUNS:-3}
+OUT=${OUT:-/tmp/tdoc-bench-analyze}
+MAX_GEN_S=${MAX_GEN_S:-600}
+NS=tdoc-bench-an-$$
+
+need=(tcpdump tshark tcptrace wireshark-common nginx-light wrk iperf3 nftables ethtool iproute2 time)
+missing=()
+for p in "${need[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  # nginx may come as nginx or nginx-light; accept either.
+  if [[ " ${missing[*]} " == *" nginx-light "* ]] && command -v nginx >/dev/null; then
+    missing=("${missing[@]/nginx-light}")
+  fi
+  if [ -n "${missing[*]// /}" ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq ${missing[*]} >/dev/null
+  fi
+fi
+
+cargo build --release -p tcpdoctor >/dev/null
+TD=$ROOT/target/release/tcpdoctor
+mkdir -p "$OUT"
+CAP=$OUT/bench.pcap
+PRE=$OUT/prefix.pcap
+
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  [ -f "$OUT/nginx.pid" ] && kill "$(cat "$OUT/nginx.pid")" 2>/dev/null || true
+  ip netns del "$NS" 2>/dev/null || true
+  if [ "${KEEP:-0}" != 1 ]; then rm -f "$PRE"; fi
+}
+trap cleanup EXIT INT TERM
+
+packets_in() { capinfos -Mc "$1" 2>/dev/null | awk -F: '/Number of packets/ {gsub(/ /,"",$2); print $2}'; }
+
+generate() {
+  echo "generating $PKTS packets into $CAP ..." >&2
+  rm -f "$CAP"
+  ip netns add "$NS"
+  local X="ip netns exec $NS"
+  $X ip link set lo up
+  $X ip link set lo mtu 1500
+  $X ethtool -K lo tso off gso off gro off >/dev/null 2>&1 || true
+  $X nft -f - <<NFT
+table inet tdocbench {
+  chain in {
+    type filter hook input priority 0;
+    meta l4proto tcp numgen random mod 1000 < 2 drop
+  }
+}
+NFT
+  cat > "$OUT/nginx.conf" <<NGX
+worker_processes 1;
+pid $OUT/nginx.pid;
+error_log $OUT/nginx.err;
+daemon off;
+events { worker_connections 8192; }
+http {
+  access_log off;
+  server { listen 127.0.0.1:8080 backlog=8192; location / { return 200 "ok\n"; } }
+}
+NGX
+  $X nginx -c "$OUT/nginx.conf" -e "$OUT/nginx.err" & pids+=($!)
+  $X iperf3 -s -p 5201 >/dev/null 2>&1 & pids+=($!)
+  sleep 1
+  $X timeout "$MAX_GEN_S" tcpdump -i lo -s 128 -B 262144 -c "$PKTS" -w "$CAP" tcp 2>"$OUT/tcpdump.err" & local tp=$!
+  sleep 1
+  $X timeout "$MAX_GEN_S" iperf3 -c 127.0.0.1 -p 5201 -P 2 -b 100M -t "$MAX_GEN_S" >/dev/null 2>&1 & pids+=($!)
+  $X timeout "$MAX_GEN_S" wrk -t 1 -c 32 -d "${MAX_GEN_S}s" -H "Connection: close" http://127.0.0.1:8080/ >"$OUT/wrk.txt" 2>&1 & pids+=($!)
+  local t0=$SECONDS
+  wait "$tp" || true
+  echo "capture done in $((SECONDS - t0)) s: $(tail -3 "$OUT/tcpdump.err" | tr '\n' ' ')" >&2
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  pids=()
+  GEN_SECONDS=$((SECONDS - t0))
+  ip netns del "$NS"
+}
+
+GEN_SECONDS=reused
+if [ ! -s "$CAP" ] || [ "$(packets_in "$CAP")" -lt "$PKTS" ]; then generate; fi
+N=$(packets_in "$CAP")
+editcap -r "$CAP" "$PRE" "1-$PREFIX"
+NPRE=$(packets_in "$PRE")
+SIZE=$(stat -c %s "$CAP")
+
+# median_of RUNS cmd...: prints "median_wall_s max_rss_kib" over the runs.
+median_of() {
+  local runs=$1; shift
+  local walls=() rss=0
+  for _ in $(seq "$runs"); do
+    /usr/bin/time -f "%e %M" -o "$OUT/time.txt" "$@" >/dev/null 2>"$OUT/cmd.err" || true
+    read -r w m < <(tail -1 "$OUT/time.txt")
+    walls+=("$w"); [ "$m" -gt "$rss" ] && rss=$m
+  done
+  printf '%s\n' "${walls[@]}" | sort -g | awk -v r="$rss" '{a[NR]=$1} END {print a[int((NR+1)/2)], r}'
+}
+
+echo "timing ($RUNS runs; tshark/tcptrace $SLOW_RUNS runs on $NPRE packets) ..." >&2
+read -r td_full td_full_rss < <(median_of "$RUNS" "$TD" analyze "$CAP" --json)
+read -r td_pre td_pre_rss < <(median_of "$RUNS" "$TD" analyze "$PRE" --json)
+read -r cat_full cat_full_rss < <(median_of "$RUNS" cat "$CAP")
+read -r cap_full cap_full_rss < <(median_of "$RUNS" capinfos "$CAP")
+read -r ts_pre ts_pre_rss < <(median_of "$SLOW_RUNS" tshark -r "$PRE" -Y 'tcp.analysis.retransmission or tcp.analysis.reused_ports')
+read -r tt_pre tt_pre_rss < <(median_of "$SLOW_RUNS" tcptrace -l "$PRE")
+
+# Agreement on the prefix: retransmissions by tcpdoctor vs tshark.
+ours=$("$TD" analyze "$PRE" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["totals"]["retransmissions"])' || true)
+theirs=$(tshark -r "$PRE" -Y tcp.analysis.retransmission -T fields -e frame.number 2>/dev/null | wc -l)
+summary=$("$TD" analyze "$CAP" --json | python3 -c '
+import json,sys
+r=json.load(sys.stdin); t=r["totals"]
+print("%d connections, %d retransmissions (%d RTO), %d reused 4-tuples; findings: %s" % (t["connections"], t["retransmissions"], t["retransmissions_rto"], t["reused_ports"], ", ".join(f["pathology"] for f in r["findings"])))' || true)
+
+python3 - "$OUT/result.md" <<PY
+import sys
+N, NPRE, SIZE = $N, $NPRE, $SIZE
+td_full, td_pre, cat_full, cap_full, ts_pre, tt_pre = $td_full, $td_pre, $cat_full, $cap_full, $ts_pre, $tt_pre
+rss = dict(td_full=$td_full_rss, td_pre=$td_pre_rss, cat=$cat_full_rss, cap=$cap_full_rss, ts=$ts_pre_rss, tt=$tt_pre_rss)
+rate = lambda n, s: n / s if s > 0 else float("inf")
+mib = lambda k: k / 1024
+def ratio(a, b): return a / b if b > 0 else float("inf")
+lines = []
+lines.append("Capture: %d packets (%.2f GB, \`-s 128\`), lo MTU 1500 offloads off, 0.2%% random drop after the tap; %s short connections/s (wrk, Connection: close) + 2 iperf3 flows at 100 Mbit/s; generated in ${GEN_SECONDS} s. Prefix: first %d packets (\`editcap -r\`)." % (N, SIZE/1e9, "thousands of", NPRE))
+lines.append("")
+lines.append("| tool | input | wall (median) | packets/s | peak RSS |")
+lines.append("|---|---|---:|---:|---:|")
+rows = [
+ ("tcpdoctor analyze --json", "full", td_full, N, rss["td_full"]),
+ ("cat > /dev/null", "full", cat_full, N, rss["cat"]),
+ ("capinfos", "full", cap_full, N, rss["cap"]),
+ ("tcpdoctor analyze --json", "prefix", td_pre, NPRE, rss["td_pre"]),
+ ("tshark -Y 'tcp.analysis.retransmission or tcp.analysis.reused_ports'", "prefix", ts_pre, NPRE, rss["ts"]),
+ ("tcptrace -l", "prefix", tt_pre, NPRE, rss["tt"]),
+]
+for name, inp, s, n, r in rows:
+    lines.append("| \`%s\` | %s | %.2f s | %.0f k | %.0f MiB |" % (name, inp, s, rate(n, s)/1e3, mib(r)))
+lines.append("")
+lines.append("Ratios (same input): tcpdoctor is **%.0fx** faster than tshark and **%.0fx** faster than tcptrace on the prefix; on the full file it takes **%.1fx** the time of \`cat\` and %.0f MiB peak (goal: >= 100x tshark, >= 40x tcptrace, < 1 GiB, within 10x of cat)." % (ratio(ts_pre, td_pre), ratio(tt_pre, td_pre), ratio(td_full, cat_full), mib(rss["td_full"])))
+lines.append("")
+lines.append("Agreement on the prefix: tcpdoctor counts $ours retransmissions, \`tshark -Y tcp.analysis.retransmission\` $theirs. Full file: $summary.")
+open(sys.argv[1], "w").write("\n".join(lines) + "\n")
+PY
+
+machine="$(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), Linux $(uname -r), load average at start $(cut -d' ' -f1 /proc/loadavg)"
+{
+  echo "Measured $(date -u +%Y-%m-%d) by \`bench/analyze/run.sh\` (PKTS=$PKTS PREFIX=$PREFIX RUNS=$RUNS SLOW_RUNS=$SLOW_RUNS) on $machine."
+  echo
+  cat "$OUT/result.md"
+} > "$OUT/section.md"
+python3 - "$ROOT/BENCHMARKS.md" "$OUT/section.md" <<'PY'
+import re, sys
+path, sec = sys.argv[1], open(sys.argv[2]).read()
+text = open(path).read()
+head = "## analyze (issue 3)\n"
+i = text.index(head) + len(head)
+j = text.find("\n## ", i)
+j = len(text) if j < 0 else j + 1
+text = text[:i] + "\n" + sec + "\n" + text[j:]
+open(path, "w").write(text)
+PY
+cat "$OUT/section.md"
