@@ -781,8 +781,9 @@ fn write_stale_ack_race_003(path: &std::path::Path) {
     const P: u8 = TcpFlags::PSH;
     // (time of day us, client->server, flags, seq, ack, len, window, TSval, TSecr, syn options)
     let t = |h: u64, m: u64, s: u64, us: u64| ((h * 60 + m) * 60 + s) * 1_000_000 + us;
+    type Row = (u64, bool, u8, u32, u32, u32, u16, u32, u32, bool);
     #[rustfmt::skip]
-    let rows: &[(u64, bool, u8, u32, u32, u32, u16, u32, u32, bool)] = &[
+    let rows: &[Row] = &[
         (t(11, 57, 13, 188107), true, S, 2541101293, 0, 0, 65495, 953759375, 0, true),
         (t(11, 57, 13, 188109), false, S | A, 2413948679, 2541101294, 0, 65483, 953759375, 953759375, true),
         (t(11, 57, 13, 188116), true, A, 2541101294, 2413948680, 0, 512, 953759375, 953759375, false),
