@@ -1120,3 +1120,75 @@ fn bytes_h(n: u64) -> String {
         format!("{n} B")
     }
 }
+
+/// Microbursts from the burst table. With a link speed: the busiest 1 ms (the time scale of
+/// a shallow switch or qdisc buffer) reached 90% of the link while the 1 s average stayed
+/// under half of it. Without one: the busiest 1 ms carried >= 100 Mbit/s and >= 10x the
+/// capture's average (an informational finding: the link may be fast enough).
+pub fn microburst_finding(rows: &[crate::BurstRow], link: Option<u64>) -> Option<Finding> {
+    let ms = rows.iter().find(|r| r.resolution_us == 1_000)?;
+    let sec = rows.iter().find(|r| r.resolution_us == 1_000_000)?;
+    if sec.bins < 2 || ms.max_bytes == 0 {
+        return None;
+    }
+    let (severity, against) = match link.filter(|&l| l > 0) {
+        Some(l) => {
+            let l = l as f64;
+            if ms.max_bits_per_s < 0.9 * l || sec.max_bits_per_s >= 0.5 * l {
+                return None;
+            }
+            (
+                Severity::Warning,
+                format!(
+                    "{:.0}% of the {} link, while the busiest second averaged {:.0}%",
+                    100.0 * ms.max_bits_per_s / l,
+                    rate_h(l),
+                    100.0 * sec.max_bits_per_s / l
+                ),
+            )
+        }
+        None => {
+            if ms.max_bits_per_s < 100e6 || ms.max_to_avg_ratio < 10.0 {
+                return None;
+            }
+            (
+                Severity::Info,
+                format!(
+                    "{:.0}x the capture's average of {} (give --link-speed to compare with the link)",
+                    ms.max_to_avg_ratio,
+                    rate_h(ms.avg_bits_per_s)
+                ),
+            )
+        }
+    };
+    let mut f = Finding::new(
+        Pathology::Microburst,
+        severity,
+        Source::Analyze,
+        format!(
+            "the busiest 1 ms carried {} ({}): {against}",
+            bytes_h(ms.max_bytes),
+            rate_h(ms.max_bits_per_s)
+        ),
+    );
+    for r in rows.iter().filter(|r| r.resolution_us <= 100_000) {
+        f = f.arithmetic(
+            format!(
+                "max {} in {} us / avg {:.0} B per bin",
+                r.max_bytes, r.resolution_us, r.avg_bytes
+            ),
+            r.max_to_avg_ratio,
+        );
+    }
+    Some(f)
+}
+
+fn rate_h(bits_per_s: f64) -> String {
+    if bits_per_s >= 1e9 {
+        format!("{:.2} Gbit/s", bits_per_s / 1e9)
+    } else if bits_per_s >= 1e6 {
+        format!("{:.1} Mbit/s", bits_per_s / 1e6)
+    } else {
+        format!("{:.0} kbit/s", bits_per_s / 1e3)
+    }
+}

@@ -118,6 +118,8 @@ pub struct Analyzer {
     next_sweep: u64,
     next_id: u64,
     open: u64,
+    /// Boxes of summarised connections, reused for new ones (saves an allocation each).
+    pool: Vec<Box<Conn>>,
 }
 
 impl Analyzer {
@@ -135,6 +137,7 @@ impl Analyzer {
             next_sweep: 0,
             next_id: 0,
             open: 0,
+            pool: Vec::new(),
         }
     }
 
@@ -173,17 +176,18 @@ impl Analyzer {
             Some(c) => pure_syn && !(c.client == src && c.half[0].isn == Some(SeqNumber(s.seq))),
         };
         if new_incarnation {
-            if let Some(old) = slot.conn.take() {
+            if let Some(mut old) = slot.conn.take() {
                 self.open -= 1;
                 let close = old.close;
                 slot.prev = Some(finish_conn(
-                    *old,
+                    &mut old,
                     close,
                     &mut self.acc,
                     &mut self.rows,
                     &self.cfg,
                     self.first_ts.unwrap_or(ts),
                 ));
+                recycle(&mut self.pool, old);
             }
             let (client, server, roles_known) = if pure_syn {
                 (src, dst, true)
@@ -200,14 +204,21 @@ impl Analyzer {
             self.open += 1;
             self.totals.peak_tracked_connections =
                 self.totals.peak_tracked_connections.max(self.open);
-            let mut conn = Box::new(Conn::new(
+            let fresh = Conn::new(
                 self.next_id,
                 slot.incarnations,
                 client,
                 server,
                 roles_known,
                 ts,
-            ));
+            );
+            let mut conn = match self.pool.pop() {
+                Some(mut b) => {
+                    *b = fresh;
+                    b
+                }
+                None => Box::new(fresh),
+            };
             conn.first_frame = s.frame;
             if pure_syn {
                 if let Some(prev) = slot.prev.filter(|p| p.client == client) {
@@ -233,21 +244,29 @@ impl Analyzer {
     }
 
     /// Summarises closed connections that have lingered, evicts idle ones, and forgets
-    /// tombstones older than twice the TIME_WAIT length.
+    /// tombstones older than the TIME_WAIT length (plus 5 s).
     fn sweep(&mut self, now: u64) {
         let idle = self.cfg.idle_timeout.as_nanos() as u64;
-        let forget = 2 * self.cfg.time_wait.as_nanos() as u64;
+        // Reuse after TIME_WAIT has expired cannot collide: forget a little after it.
+        let forget = self.cfg.time_wait.as_nanos() as u64 + 5_000_000_000;
         let origin = self.first_ts.unwrap_or(now);
-        let (acc, rows, cfg, open) = (&mut self.acc, &mut self.rows, &self.cfg, &mut self.open);
+        let (acc, rows, cfg, open, pool) = (
+            &mut self.acc,
+            &mut self.rows,
+            &self.cfg,
+            &mut self.open,
+            &mut self.pool,
+        );
         self.flows.retain(|_, slot| {
             if let Some(c) = slot.conn.as_deref() {
                 let quiet = now.saturating_sub(c.last_ts);
                 let done = c.close != CloseKind::Open && quiet > CLOSE_LINGER_NS;
                 if done || quiet > idle {
-                    let c = slot.conn.take().expect("checked above");
+                    let mut c = slot.conn.take().expect("checked above");
                     *open -= 1;
                     let reason = if done { c.close } else { CloseKind::Idle };
-                    slot.prev = Some(finish_conn(*c, reason, acc, rows, cfg, origin));
+                    slot.prev = Some(finish_conn(&mut c, reason, acc, rows, cfg, origin));
+                    recycle(pool, c);
                 }
                 return true;
             }
@@ -263,21 +282,33 @@ impl Analyzer {
     pub fn finish(mut self) -> Analysis {
         let origin = self.first_ts.unwrap_or(0);
         for slot in self.flows.values_mut() {
-            if let Some(c) = slot.conn.take() {
+            if let Some(mut c) = slot.conn.take() {
                 let close = c.close;
-                finish_conn(*c, close, &mut self.acc, &mut self.rows, &self.cfg, origin);
+                finish_conn(
+                    &mut c,
+                    close,
+                    &mut self.acc,
+                    &mut self.rows,
+                    &self.cfg,
+                    origin,
+                );
             }
         }
         self.rows.sort_by_key(|r| r.id);
         let span_ns = self.last_ts.saturating_sub(origin);
-        let (findings, details) = self.acc.conclude(&self.cfg, &self.totals, span_ns);
+        let (mut findings, details) = self.acc.conclude(&self.cfg, &self.totals, span_ns);
+        let microbursts = self.bursts.rows(self.cfg.link_speed_bits_per_s);
+        findings.extend(crate::detect::microburst_finding(
+            &microbursts,
+            self.cfg.link_speed_bits_per_s,
+        ));
         Analysis {
             findings,
             totals: self.totals,
             first_ts_ns: self.first_ts,
             duration_us: span_ns / 1_000,
             details,
-            microbursts: self.bursts.rows(self.cfg.link_speed_bits_per_s),
+            microbursts,
             flows: self.rows,
             retransmitted: self.retransmitted,
         }
@@ -541,8 +572,15 @@ fn track(
 }
 
 /// Summarises an incarnation into the accumulators (and a flow row) and returns its tombstone.
+/// Keeps up to 4096 boxes for reuse.
+fn recycle(pool: &mut Vec<Box<Conn>>, c: Box<Conn>) {
+    if pool.len() < 4096 {
+        pool.push(c);
+    }
+}
+
 fn finish_conn(
-    mut c: Conn,
+    c: &mut Conn,
     close: CloseKind,
     acc: &mut Acc,
     rows: &mut Vec<FlowRow>,
@@ -557,7 +595,7 @@ fn finish_conn(
         }
     }
     c.close = close;
-    acc.on_finish(&c);
+    acc.on_finish(c);
     if cfg.keep_flows {
         let k = |i: RetransKind| c.half[0].by_kind[i.index()] + c.half[1].by_kind[i.index()];
         rows.push(FlowRow {

@@ -566,3 +566,44 @@ fn memory_stays_bounded_with_many_short_connections() {
     );
     assert_eq!(a.totals.connections, 50_000);
 }
+
+#[test]
+fn a_burst_at_line_rate_in_a_quiet_second_is_a_microburst() {
+    let tp = tuple("10.0.0.1", 40000, "10.0.0.2", 80);
+    let mut c = Cap::new();
+    c.handshake(0, tp, 0, 0);
+    // 3 s of 1 kB every 10 ms (0.8 Mbit/s), with 120 kB inside one millisecond at 1.5 s.
+    let mut seq = 1;
+    for i in 0..300u64 {
+        c.pkt(1_000 + i * 10_000, tp, true, A, seq, 1, 1000, 502);
+        seq += 1000;
+        if i == 150 {
+            for k in 0..120u64 {
+                c.pkt(1_500_000 + k * 8, tp, true, A, seq, 1, 1000, 502);
+                seq += 1000;
+            }
+        }
+    }
+    let quiet = Config::default();
+    let a = c.run(Config {
+        link_speed_bits_per_s: Some(1_000_000_000),
+        ..quiet.clone()
+    });
+    let f = only(&a, Pathology::Microburst);
+    assert_eq!(f.severity, tcpdoctor_model::Severity::Warning);
+    let ms = a
+        .microbursts
+        .iter()
+        .find(|r| r.resolution_us == 1_000)
+        .unwrap();
+    assert!(ms.max_bytes >= 120_000, "{ms:?}");
+    // The same traffic on a 10 Gbit/s link is no problem.
+    let a = c.run(Config {
+        link_speed_bits_per_s: Some(10_000_000_000),
+        ..quiet
+    });
+    assert!(a
+        .findings
+        .iter()
+        .all(|f| f.pathology != Pathology::Microburst));
+}
