@@ -119,6 +119,8 @@ pub struct Analyzer {
     next_id: u64,
     open: u64,
     /// Boxes of summarised connections, reused for new ones (saves an allocation each).
+    /// Boxed because they move in and out of map slots without copying the ~1 KB `Conn`.
+    #[allow(clippy::vec_box)]
     pool: Vec<Box<Conn>>,
 }
 
@@ -573,6 +575,7 @@ fn track(
 
 /// Summarises an incarnation into the accumulators (and a flow row) and returns its tombstone.
 /// Keeps up to 4096 boxes for reuse.
+#[allow(clippy::vec_box)]
 fn recycle(pool: &mut Vec<Box<Conn>>, c: Box<Conn>) {
     if pool.len() < 4096 {
         pool.push(c);
