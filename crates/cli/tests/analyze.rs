@@ -906,3 +906,32 @@ fn golden_captures_match_expected_json() {
         }
     }
 }
+
+/// Ctrl-C (SIGINT) while reading a pipe: the report of what was read is still printed,
+/// marked interrupted.
+#[test]
+fn ctrl_c_prints_the_findings_so_far() {
+    let path = workspace().join("tests/data/analyze/syn-drop.pcap");
+    let bytes = std::fs::read(path).unwrap();
+    let mut child = Command::new(support::bin())
+        .args(["analyze", "-", "--json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&bytes).unwrap();
+    thread::sleep(Duration::from_millis(300));
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    thread::sleep(Duration::from_millis(100));
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let v = support::json(
+        &String::from_utf8_lossy(&out.stdout),
+        &String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(v["interrupted"], true);
+    assert_eq!(v["findings"][0]["pathology"], "syn_retransmit");
+    assert_eq!(out.status.code(), Some(1));
+}

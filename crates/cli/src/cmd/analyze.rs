@@ -143,7 +143,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let mut error = None;
     let mut interrupted = false;
     loop {
-        if engine.segments() & 0xffff == 0 {
+        if engine.segments() & 0x0fff == 0 {
             if stop.load(Ordering::Relaxed) {
                 interrupted = true;
                 break;
@@ -160,6 +160,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         }
     }
     bar.finish_and_clear();
+    // A Ctrl-C while blocked on a pipe shows up here, once the writer has gone away.
+    interrupted |= stop.load(Ordering::Relaxed);
     let analysis = engine.finish();
     let findings_v = analysis.findings.clone();
     let body = Body {
