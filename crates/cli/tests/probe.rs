@@ -507,3 +507,27 @@ fn explicit_local_ports_run_out_with_eaddrinuse() {
         .iter()
         .any(|e| e["name"] == "--local-ports" && e["value"] == "20000-20009"));
 }
+
+#[test]
+fn linger0_leaves_no_time_wait_to_run_out_of() {
+    if !support::require_root("linger0_leaves_no_time_wait_to_run_out_of") {
+        return;
+    }
+    let ns = Netns::new("l0");
+    ns.sysctl("net.ipv4.ip_local_port_range", "40000 40099");
+    ns.sysctl("net.ipv4.tcp_tw_reuse", "0");
+    // SO_LINGER 0: close() sends RST, no TIME_WAIT, so 100 ports carry 300 connections.
+    let (_, v, _) = probe_in(
+        &ns,
+        &["--linger0", "--nodelay", "-n", "300", "-c", "2", "--json"],
+    );
+    assert_eq!(v["linger0"], true);
+    assert_eq!(v["nodelay"], true);
+    assert_eq!(v["requests_ok"], 300, "{}", v["errors"]);
+    assert!(!pathologies(&v).contains(&"port_exhaustion".to_string()));
+    // The same without it runs out after about 100.
+    let (_, v, _) = probe_in(&ns, &["-n", "300", "-c", "2", "--json"]);
+    let ok = v["requests_ok"].as_u64().unwrap();
+    assert!(ok <= 100, "{ok}");
+    assert_eq!(v["errors"][0]["errno"], "EADDRNOTAVAIL");
+}
