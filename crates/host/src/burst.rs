@@ -89,6 +89,9 @@ pub struct Samples {
     pub packets: Vec<Vec<u64>>,
     /// Deadlines skipped because a read or a wake-up came later than the next deadline.
     pub missed_slots: u64,
+    /// Samples dropped because their reads took longer than [`MAX_READ_NS`]: the thread was
+    /// preempted between its timestamps, so the time of the reading is unknown.
+    pub uncertain_samples: u64,
     /// Median cost of one sample (all preads), ns.
     pub read_cost_p50_ns: u64,
     /// The CPU the sampler was pinned to (busy-poll mode).
@@ -171,6 +174,12 @@ fn set_affinity(cpus: &[usize]) -> bool {
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
     }
 }
+
+/// A sample whose reads took longer than this is dropped: a pread of a sysfs counter takes
+/// 2-5 us, so a longer one means the sampler was preempted between its two timestamps and
+/// the counter values cannot be placed in time (placing them at the midpoint would move
+/// bytes by up to half the preemption and invent bursts).
+pub const MAX_READ_NS: u64 = 50_000;
 
 /// Samples until `duration` elapses or `stop` is set. Samples taken so far are kept.
 pub fn sample(cfg: &Config, stop: &AtomicBool) -> Result<Samples, Error> {
@@ -256,11 +265,15 @@ pub fn sample(cfg: &Config, stop: &AtomicBool) -> Result<Samples, Error> {
             break;
         }
         let t1 = mono_ns();
-        out.t_ns.push((t0 + t1) / 2 - base);
         costs.push((t1 - t0).min(u64::from(u32::MAX)) as u32);
-        for d in 0..nd {
-            out.bytes[d].push(buf[2 * d]);
-            out.packets[d].push(buf[2 * d + 1]);
+        if t1 - t0 <= MAX_READ_NS {
+            out.t_ns.push((t0 + t1) / 2 - base);
+            for d in 0..nd {
+                out.bytes[d].push(buf[2 * d]);
+                out.packets[d].push(buf[2 * d + 1]);
+            }
+        } else {
+            out.uncertain_samples += 1;
         }
         k += 1;
         let now_slot = (t1 - base) / interval_ns;

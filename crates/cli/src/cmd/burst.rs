@@ -122,6 +122,8 @@ pub struct Body {
     pub realtime: bool,
     pub duration_ns: u64,
     pub read_cost_p50_ns: u64,
+    /// Samples dropped because a read was preempted (time of the reading unknown).
+    pub uncertain_samples: u64,
     pub sampling: IntervalStats,
     pub threshold_ratio: f64,
     pub directions: Vec<DirectionReport>,
@@ -248,6 +250,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         realtime: samples.realtime,
         duration_ns: samples.t_ns.last().copied().unwrap_or(0),
         read_cost_p50_ns: samples.read_cost_p50_ns,
+        uncertain_samples: samples.uncertain_samples,
         sampling,
         threshold_ratio: args.threshold,
         directions: reports,
@@ -299,7 +302,7 @@ fn write_text(w: &mut dyn Write, b: &Body) -> io::Result<()> {
     let s = &b.sampling;
     writeln!(
         w,
-        "sampling interval: target {}, achieved p50 {}, p99 {}, max {}; error vs target p50 {}, p99 {}; {} missed; one read {}",
+        "sampling interval: target {}, achieved p50 {}, p99 {}, max {}; error vs target p50 {}, p99 {}; {} missed, {} dropped (read preempted); one read {}",
         ns(s.target_ns),
         ns(s.p50_ns),
         ns(s.p99_ns),
@@ -307,6 +310,7 @@ fn write_text(w: &mut dyn Write, b: &Body) -> io::Result<()> {
         ns(s.error_p50_ns),
         ns(s.error_p99_ns),
         s.missed_slots,
+        b.uncertain_samples,
         ns(b.read_cost_p50_ns)
     )?;
     // Preempted more than 10 targets' worth at the 99th percentile: say how to do better.

@@ -444,3 +444,50 @@ fn write_text(w: &mut dyn Write, r: &Report<Body>) -> io::Result<()> {
     writeln!(w)?;
     findings::verdict(w, r)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tcpdoctor_model::Pathology;
+
+    fn f(p: Pathology, sev: Severity, src: Source, s: &str) -> Finding {
+        Finding::new(p, sev, src, s).counter(s, 1)
+    }
+
+    #[test]
+    fn live_findings_of_one_pathology_merge_settings_stay_apart() {
+        let merged = merge(vec![
+            f(
+                Pathology::AcceptQueueOverflow,
+                Severity::Warning,
+                Source::Sockets,
+                "full",
+            ),
+            f(
+                Pathology::AcceptQueueOverflow,
+                Severity::Info,
+                Source::Check,
+                "backlog 1",
+            ),
+            f(
+                Pathology::SynRetransmit,
+                Severity::Warning,
+                Source::Counters,
+                "syn",
+            ),
+            f(
+                Pathology::AcceptQueueOverflow,
+                Severity::Critical,
+                Source::Counters,
+                "overflows",
+            ),
+        ]);
+        assert_eq!(merged.len(), 3);
+        let aq = &merged[0];
+        assert_eq!(aq.source, Source::Sockets);
+        assert_eq!(aq.severity, Severity::Critical);
+        assert_eq!(aq.summary, "full; overflows");
+        assert_eq!(aq.evidence.len(), 2);
+        assert_eq!(merged[1].source, Source::Check);
+    }
+}
