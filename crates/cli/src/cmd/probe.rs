@@ -22,7 +22,7 @@ const EXAMPLES: &str = "Examples:
   tcpdoctor probe http://127.0.0.1:8080/ --keepalive off -n 20000 --json
   tcpdoctor probe --serve 10.77.0.2:5001 --close-first server";
 
-const ABOUT: &str = concat!(
+const ABOUT: &str =
     "Without TARGET, probes an embedded server on 127.0.0.1 (ephemeral port). Each worker\n\
 (-c) opens connections in a closed loop (or open loop with --rate, latency counted from\n\
 the scheduled start). Every connection is recorded: start, connect done, first reply\n\
@@ -50,8 +50,7 @@ spike_threshold_us}, findings[].\n\
 \n\
 --serve ADDR:PORT runs only the embedded server (TCP responder, or HTTP with --mode\n\
 http; --request-size/--reply-size/--close-first apply) until Ctrl-C/SIGTERM or\n\
---duration, so a probe in another namespace or host can target it.\n\n"
-);
+--duration, so a probe in another namespace or host can target it.\n\n";
 
 /// Generate connection churn or HTTP load and explain every latency spike.
 #[derive(clap::Args, Debug)]
