@@ -531,3 +531,26 @@ fn linger0_leaves_no_time_wait_to_run_out_of() {
     assert!(ok <= 100, "{ok}");
     assert_eq!(v["errors"][0]["errno"], "EADDRNOTAVAIL");
 }
+
+#[test]
+fn route_rto_min_sets_the_rto_floor() {
+    if !support::require_root("route_rto_min_sets_the_rto_floor") {
+        return;
+    }
+    let ns = Netns::new("rto");
+    let (_, v, _) = probe_in(&ns, &["-n", "20", "--json"]);
+    assert_ne!(
+        v["settings"]["rto_min_source"], "route",
+        "{}",
+        v["settings"]
+    );
+    // The embedded server listens on 127.0.0.1: give its host route an rto_min.
+    ns.exec("ip route replace local 127.0.0.1 dev lo table local rto_min 7ms");
+    let (_, v, _) = probe_in(&ns, &["-n", "20", "--json"]);
+    assert_eq!(
+        v["settings"]["rto_min_source"], "route",
+        "{}",
+        v["settings"]
+    );
+    assert_eq!(v["settings"]["rto_min_us"], 7000);
+}
