@@ -25,7 +25,7 @@ OUT=${OUT:-/tmp/tdoc-bench-analyze}
 MAX_GEN_S=${MAX_GEN_S:-600}
 NS=tdoc-bench-an-$$
 
-need=(tcpdump tshark tcptrace wireshark-common nginx-light wrk iperf3 nftables ethtool iproute2 time)
+need=(tcpdump tshark tcptrace wireshark-common nginx-light wrk iperf3 nftables ethtool iproute2 time bc)
 missing=()
 for p in "${need[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -107,25 +107,29 @@ editcap -r "$CAP" "$PRE" "1-$PREFIX"
 NPRE=$(packets_in "$PRE")
 SIZE=$(stat -c %s "$CAP")
 
-# median_of RUNS cmd...: prints "median_wall_s max_rss_kib" over the runs.
+# median_of RUNS cmd...: prints "median_wall_s median_cpu_s max_rss_kib" over the runs
+# (cpu = user + system: what the tool costs when other work shares the machine).
 median_of() {
   local runs=$1; shift
-  local walls=() rss=0
+  local walls=() cpus=() rss=0
   for _ in $(seq "$runs"); do
-    /usr/bin/time -f "%e %M" -o "$OUT/time.txt" "$@" >/dev/null 2>"$OUT/cmd.err" || true
-    read -r w m < <(tail -1 "$OUT/time.txt")
-    walls+=("$w"); [ "$m" -gt "$rss" ] && rss=$m
+    /usr/bin/time -f "%e %U %S %M" -o "$OUT/time.txt" "$@" >/dev/null 2>"$OUT/cmd.err" || true
+    read -r w u s m < <(tail -1 "$OUT/time.txt")
+    walls+=("$w"); cpus+=("$(echo "$u + $s" | bc -l)"); [ "$m" -gt "$rss" ] && rss=$m
   done
-  printf '%s\n' "${walls[@]}" | sort -g | awk -v r="$rss" '{a[NR]=$1} END {print a[int((NR+1)/2)], r}'
+  local mw mc
+  mw=$(printf '%s\n' "${walls[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+  mc=$(printf '%s\n' "${cpus[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+  echo "$mw $mc $rss"
 }
 
 echo "timing ($RUNS runs; tshark/tcptrace $SLOW_RUNS runs on $NPRE packets) ..." >&2
-read -r td_full td_full_rss < <(median_of "$RUNS" "$TD" analyze "$CAP" --json)
-read -r td_pre td_pre_rss < <(median_of "$RUNS" "$TD" analyze "$PRE" --json)
-read -r cat_full cat_full_rss < <(median_of "$RUNS" cat "$CAP")
-read -r cap_full cap_full_rss < <(median_of "$RUNS" capinfos "$CAP")
-read -r ts_pre ts_pre_rss < <(median_of "$SLOW_RUNS" tshark -r "$PRE" -Y 'tcp.analysis.retransmission or tcp.analysis.reused_ports')
-read -r tt_pre tt_pre_rss < <(median_of "$SLOW_RUNS" tcptrace -l "$PRE")
+read -r td_full td_full_cpu td_full_rss < <(median_of "$RUNS" "$TD" analyze "$CAP" --json)
+read -r td_pre td_pre_cpu td_pre_rss < <(median_of "$RUNS" "$TD" analyze "$PRE" --json)
+read -r cat_full cat_full_cpu cat_full_rss < <(median_of "$RUNS" cat "$CAP")
+read -r cap_full cap_full_cpu cap_full_rss < <(median_of "$RUNS" capinfos "$CAP")
+read -r ts_pre ts_pre_cpu ts_pre_rss < <(median_of "$SLOW_RUNS" tshark -r "$PRE" -Y 'tcp.analysis.retransmission or tcp.analysis.reused_ports')
+read -r tt_pre tt_pre_cpu tt_pre_rss < <(median_of "$SLOW_RUNS" tcptrace -l "$PRE")
 
 # Agreement on the prefix: retransmissions by tcpdoctor vs tshark.
 ours=$("$TD" analyze "$PRE" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["totals"]["retransmissions"])' || true)
@@ -139,6 +143,7 @@ python3 - "$OUT/result.md" <<PY
 import sys
 N, NPRE, SIZE = $N, $NPRE, $SIZE
 td_full, td_pre, cat_full, cap_full, ts_pre, tt_pre = $td_full, $td_pre, $cat_full, $cap_full, $ts_pre, $tt_pre
+cpu = dict(td_full=$td_full_cpu, td_pre=$td_pre_cpu, cat=$cat_full_cpu, cap=$cap_full_cpu, ts=$ts_pre_cpu, tt=$tt_pre_cpu)
 rss = dict(td_full=$td_full_rss, td_pre=$td_pre_rss, cat=$cat_full_rss, cap=$cap_full_rss, ts=$ts_pre_rss, tt=$tt_pre_rss)
 rate = lambda n, s: n / s if s > 0 else float("inf")
 mib = lambda k: k / 1024
@@ -146,20 +151,20 @@ def ratio(a, b): return a / b if b > 0 else float("inf")
 lines = []
 lines.append("Capture: %d packets (%.2f GB, \`-s 128\`), lo MTU 1500 offloads off, 0.2%% random drop after the tap; %s short connections/s (wrk, Connection: close) + 2 iperf3 flows at 100 Mbit/s; generated in ${GEN_SECONDS} s. Prefix: first %d packets (\`editcap -r\`)." % (N, SIZE/1e9, "thousands of", NPRE))
 lines.append("")
-lines.append("| tool | input | wall (median) | packets/s | peak RSS |")
-lines.append("|---|---|---:|---:|---:|")
+lines.append("| tool | input | wall (median) | CPU user+sys (median) | packets/s (wall) | peak RSS |")
+lines.append("|---|---|---:|---:|---:|---:|")
 rows = [
- ("tcpdoctor analyze --json", "full", td_full, N, rss["td_full"]),
- ("cat > /dev/null", "full", cat_full, N, rss["cat"]),
- ("capinfos", "full", cap_full, N, rss["cap"]),
- ("tcpdoctor analyze --json", "prefix", td_pre, NPRE, rss["td_pre"]),
- ("tshark -Y 'tcp.analysis.retransmission or tcp.analysis.reused_ports'", "prefix", ts_pre, NPRE, rss["ts"]),
- ("tcptrace -l", "prefix", tt_pre, NPRE, rss["tt"]),
+ ("tcpdoctor analyze --json", "full", td_full, cpu["td_full"], N, rss["td_full"]),
+ ("cat > /dev/null", "full", cat_full, cpu["cat"], N, rss["cat"]),
+ ("capinfos", "full", cap_full, cpu["cap"], N, rss["cap"]),
+ ("tcpdoctor analyze --json", "prefix", td_pre, cpu["td_pre"], NPRE, rss["td_pre"]),
+ ("tshark -Y 'tcp.analysis.retransmission or tcp.analysis.reused_ports'", "prefix", ts_pre, cpu["ts"], NPRE, rss["ts"]),
+ ("tcptrace -l", "prefix", tt_pre, cpu["tt"], NPRE, rss["tt"]),
 ]
-for name, inp, s, n, r in rows:
-    lines.append("| \`%s\` | %s | %.2f s | %.0f k | %.0f MiB |" % (name, inp, s, rate(n, s)/1e3, mib(r)))
+for name, inp, s, c, n, r in rows:
+    lines.append("| \`%s\` | %s | %.2f s | %.2f s | %.0f k | %.0f MiB |" % (name, inp, s, c, rate(n, s)/1e3, mib(r)))
 lines.append("")
-lines.append("Ratios (same input): tcpdoctor is **%.0fx** faster than tshark and **%.0fx** faster than tcptrace on the prefix; on the full file it takes **%.1fx** the time of \`cat\` and %.0f MiB peak (goal: >= 100x tshark, >= 40x tcptrace, < 1 GiB, within 10x of cat)." % (ratio(ts_pre, td_pre), ratio(tt_pre, td_pre), ratio(td_full, cat_full), mib(rss["td_full"])))
+lines.append("Ratios on the same input (prefix), wall / CPU: tcpdoctor is **%.0fx / %.0fx** faster than tshark and **%.0fx / %.0fx** faster than tcptrace. Full file: **%.1fx / %.1fx** the time of \`cat\`, %.0f MiB peak. Goals: >= 100x tshark, >= 40x tcptrace, < 1 GiB, within 10x of cat." % (ratio(ts_pre, td_pre), ratio(cpu["ts"], cpu["td_pre"]), ratio(tt_pre, td_pre), ratio(cpu["tt"], cpu["td_pre"]), ratio(td_full, cat_full), ratio(cpu["td_full"], cpu["cat"]), mib(rss["td_full"])))
 lines.append("")
 lines.append("Agreement on the prefix: tcpdoctor counts $ours retransmissions, \`tshark -Y tcp.analysis.retransmission\` $theirs. Full file: $summary.")
 open(sys.argv[1], "w").write("\n".join(lines) + "\n")

@@ -317,6 +317,17 @@ impl Analyzer {
     }
 }
 
+/// The fields of the reverse half that the analysis of a segment reads.
+struct RevView {
+    win_known: bool,
+    win_raw: u16,
+    win_bytes: u64,
+    last_ack: Option<SeqNumber>,
+    dup_acks: u32,
+    sack_hi: Option<SeqNumber>,
+    next_seq: Option<SeqNumber>,
+}
+
 /// Updates one incarnation with one of its segments.
 fn track(
     c: &mut Conn,
@@ -383,7 +394,17 @@ fn track(
     }
 
     // Sequence analysis of direction d, against what direction r has acknowledged.
-    let rev = c.half[r];
+    // What the other direction has advertised and acknowledged (copied field by field: a
+    // whole `Half` is ~200 bytes and this runs for every segment).
+    let rev = RevView {
+        win_known: c.half[r].win_known,
+        win_raw: c.half[r].win_raw,
+        win_bytes: c.half[r].win_bytes,
+        last_ack: c.half[r].last_ack,
+        dup_acks: c.half[r].dup_acks,
+        sack_hi: c.half[r].sack_hi,
+        next_seq: c.half[r].next_seq,
+    };
     let scale = |h: &crate::flow::Half, raw: u16| -> u64 {
         if c.wscale_ok && !f.syn() {
             u64::from(raw) << h.wscale.unwrap_or(0).min(14)

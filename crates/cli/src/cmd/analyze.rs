@@ -4,11 +4,13 @@
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::thread;
 use std::time::Duration;
 
 use serde::Serialize;
 use tcpdoctor_analyze::{Analysis, Analyzer, Config, FlowRow};
-use tcpdoctor_capture::{Format, Reader, Stats};
+use tcpdoctor_capture::{Format, Reader, Segment, Stats};
 use tcpdoctor_model::{PortRange, Report};
 use tcpdoctor_report::{findings, fmt, table};
 
@@ -122,7 +124,7 @@ struct Body {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    let mut reader = Reader::open(&args.file).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let reader = Reader::open(&args.file).map_err(|e| anyhow::anyhow!("{e}"))?;
     let cfg = Config {
         rto_min: args.rto_min,
         time_wait: args.time_wait,
@@ -139,22 +141,33 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         .map(|m| m.len());
     let bar = output::progress(size, "analyze");
     let stop = output::stop_flag();
+    let name = reader.name().to_string();
+    let mut stats = reader.stats().clone();
     let mut engine = Analyzer::new(cfg);
     let mut error = None;
     let mut interrupted = false;
-    loop {
-        if engine.segments() & 0x0fff == 0 {
-            if stop.load(Ordering::Relaxed) {
-                interrupted = true;
-                break;
+    // Decoding runs on its own thread, a few batches ahead of the flow engine, so the two
+    // halves of the work overlap on two cores. Batches come back for reuse.
+    let (tx, rx) = mpsc::sync_channel::<Batch>(4);
+    let (back_tx, back_rx) = mpsc::channel::<Vec<Segment>>();
+    thread::spawn(move || read_batches(reader, tx, back_rx));
+    for batch in rx {
+        match batch {
+            Batch::Segments(segs, st) => {
+                for seg in &segs {
+                    engine.push(seg);
+                }
+                stats = st;
+                bar.set_position(stats.bytes_read);
+                let _ = back_tx.send(segs);
+                if stop.load(Ordering::Relaxed) {
+                    interrupted = true;
+                    break;
+                }
             }
-            bar.set_position(reader.stats().bytes_read);
-        }
-        match reader.next_segment() {
-            Ok(Some(seg)) => engine.push(&seg),
-            Ok(None) => break,
-            Err(e) => {
-                error = Some(e.to_string());
+            Batch::End(st, err) => {
+                stats = st;
+                error = err;
                 break;
             }
         }
@@ -165,10 +178,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let analysis = engine.finish();
     let findings_v = analysis.findings.clone();
     let body = Body {
-        capture: CaptureInfo {
-            name: reader.name().to_string(),
-            stats: reader.stats().clone(),
-        },
+        capture: CaptureInfo { name, stats },
         error: error.clone(),
         analysis,
     };
@@ -186,6 +196,49 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         return Ok(2);
     }
     Ok(code)
+}
+
+/// What the reading thread hands to the engine: segments with the reader's counts so far,
+/// or the end (with the read error, if any).
+enum Batch {
+    Segments(Vec<Segment>, Stats),
+    End(Stats, Option<String>),
+}
+
+const BATCH: usize = 4096;
+
+fn read_batches(mut reader: Reader, tx: SyncSender<Batch>, back: Receiver<Vec<Segment>>) {
+    loop {
+        let mut segs = back
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(BATCH));
+        segs.clear();
+        let mut end = None;
+        while segs.len() < BATCH {
+            match reader.next_segment() {
+                Ok(Some(s)) => segs.push(s),
+                Ok(None) => {
+                    end = Some(None);
+                    break;
+                }
+                Err(e) => {
+                    end = Some(Some(e.to_string()));
+                    break;
+                }
+            }
+        }
+        if !segs.is_empty()
+            && tx
+                .send(Batch::Segments(segs, reader.stats().clone()))
+                .is_err()
+        {
+            return;
+        }
+        if let Some(err) = end {
+            let _ = tx.send(Batch::End(reader.stats().clone(), err));
+            return;
+        }
+    }
 }
 
 fn render(w: &mut dyn Write, r: &Report<Body>, show_flows: bool) -> io::Result<()> {
