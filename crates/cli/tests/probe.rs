@@ -554,3 +554,40 @@ fn route_rto_min_sets_the_rto_floor() {
     );
     assert_eq!(v["settings"]["rto_min_us"], 7000);
 }
+
+#[test]
+fn dropped_requests_are_classified_as_data_rto() {
+    if !support::require_root("dropped_requests_are_classified_as_data_rto") {
+        return;
+    }
+    let (cli, srv, addr, _served) = client_server("rto", &[]);
+    // No tail loss probe, so the lost request waits for the retransmission timer
+    // (tcp_rto_min, 200 ms) instead of a probe after ~2 RTT.
+    cli.sysctl("net.ipv4.tcp_early_retrans", "0");
+    // Drop the first data segment (the 64-byte request) of every connection.
+    srv.exec(
+        "nft -f - <<EOF
+table inet tdoc {
+  set seen { type ipv4_addr . inet_service; flags dynamic,timeout; timeout 60s; }
+  chain in {
+    type filter hook input priority 0;
+    tcp dport 5001 ip length > 100 ip saddr . tcp sport @seen accept
+    tcp dport 5001 ip length > 100 add @seen { ip saddr . tcp sport } drop
+  }
+}
+EOF",
+    );
+    let (_, v, _) = probe_in(&cli, &[&addr, "-n", "6", "-c", "3", "--json"]);
+    assert_eq!(v["requests_ok"], 6, "{}", v["errors"]);
+    let groups = v["spikes"]["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 1, "{}", v["spikes"]);
+    assert_eq!(groups[0]["cause"], "data_rto");
+    assert_eq!(groups[0]["count"], 6);
+    let typical = groups[0]["typical_phase_us"].as_u64().unwrap();
+    let floor = v["settings"]["rto_min_us"].as_u64().unwrap();
+    assert!(
+        typical >= floor && typical < floor + 100_000,
+        "{typical} vs {floor}"
+    );
+    assert!(pathologies(&v).contains(&"retransmit_timeout".to_string()));
+}

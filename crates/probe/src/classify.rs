@@ -46,6 +46,17 @@ pub enum SpikeCause {
 }
 
 impl SpikeCause {
+    /// Causes recognised by a kernel timer (SYN ladder, RTO): such connections are reported
+    /// whatever the spike threshold, so a run where every connect is slow still names them.
+    pub fn is_timer(&self) -> bool {
+        matches!(
+            self,
+            SpikeCause::SynRetransmit { .. }
+                | SpikeCause::AcceptQueueOverflow
+                | SpikeCause::DataRto
+        )
+    }
+
     pub fn label(&self) -> String {
         match self {
             SpikeCause::SynRetransmit { attempt } => format!("SYN retransmission #{attempt}"),
@@ -144,7 +155,7 @@ impl Moved {
 }
 
 /// Classifies every successful record whose total is at least `threshold`, and every one
-/// whose connect matches a rung of the SYN ladder whatever the threshold.
+/// whose slow phase matches a kernel timer (SYN ladder, RTO) whatever the threshold.
 pub fn classify(
     records: &[Record],
     threshold: Duration,
@@ -153,19 +164,13 @@ pub fn classify(
 ) -> Vec<Spike> {
     let moved = Moved::of(delta);
     let thr = threshold.as_nanos() as u64;
+    let base = Baseline::of(records);
     let mut spikes: Vec<Spike> = records
         .iter()
         .enumerate()
-        .filter(|(_, r)| {
-            r.is_ok()
-                && (r.total_ns() >= thr
-                    || r.connect_ns().is_some_and(|c| {
-                        sig.ladder
-                            .attempt_for(Duration::from_nanos(c), LADDER_SLACK)
-                            .is_some()
-                    }))
-        })
-        .map(|(i, r)| classify_one(i, r, sig, &moved))
+        .filter(|(_, r)| r.is_ok())
+        .map(|(i, r)| classify_one(i, r, sig, &moved, &base))
+        .filter(|s| s.total_us * 1_000 >= thr || s.cause.is_timer())
         .collect();
     // Quick SYN resends: only when the SYN retransmissions counted by the kernel exceed those
     // the ladder spikes account for.
@@ -191,20 +196,48 @@ pub fn classify(
     spikes
 }
 
-fn classify_one(index: usize, r: &Record, sig: &Signatures, moved: &Moved) -> Spike {
+/// The fastest connect and reply wait of the run: about one round trip on this path (more
+/// when every connection was slow, which only widens the slack).
+struct Baseline {
+    connect_ns: u64,
+    first_byte_ns: u64,
+}
+
+impl Baseline {
+    fn of(records: &[Record]) -> Baseline {
+        let ok = || records.iter().filter(|r| r.is_ok());
+        Baseline {
+            connect_ns: ok().filter_map(Record::connect_ns).min().unwrap_or(0),
+            first_byte_ns: ok()
+                .filter_map(Record::first_byte_wait_ns)
+                .min()
+                .unwrap_or(0),
+        }
+    }
+}
+
+fn classify_one(
+    index: usize,
+    r: &Record,
+    sig: &Signatures,
+    moved: &Moved,
+    base: &Baseline,
+) -> Spike {
     let connect = r.connect_ns().unwrap_or(0);
     let first = r.first_byte_wait_ns().unwrap_or(0);
     let total = r.total_ns();
     let other = total.saturating_sub(connect + first);
-    let (phase, phase_ns) = if connect >= first && connect >= other {
-        (SlowPhase::Connect, connect)
+    let (phase, phase_ns, base_ns) = if connect >= first && connect >= other {
+        (SlowPhase::Connect, connect, base.connect_ns)
     } else if first >= other {
-        (SlowPhase::FirstByte, first)
+        (SlowPhase::FirstByte, first, base.first_byte_ns)
     } else {
-        (SlowPhase::Other, other)
+        (SlowPhase::Other, other, 0)
     };
     let d = Duration::from_nanos(phase_ns);
-    let ladder = sig.ladder.attempt_for(d, LADDER_SLACK);
+    // A long path adds its round trip to every rung: widen the slack by the fastest one seen.
+    let slack = LADDER_SLACK + Duration::from_nanos(base_ns).min(Duration::from_secs(1));
+    let ladder = sig.ladder.attempt_for(d, slack);
     let (cause, corroborated) = match phase {
         SlowPhase::Connect => match ladder {
             Some(_) if moved.listen => (SpikeCause::AcceptQueueOverflow, true),
@@ -376,6 +409,25 @@ mod tests {
         let s = classify(&rs, Duration::from_secs(20), &sig(false), &d);
         assert_eq!(s.len(), 3);
         assert_eq!(s[2].cause, SpikeCause::SynRetransmit { attempt: 2 });
+    }
+
+    #[test]
+    fn rto_waits_are_found_when_every_request_is_slow() {
+        let rs = [rec(1, 0.1, 201.0), rec(2, 0.1, 203.0)];
+        let d = delta(&[("TcpExtTCPTimeouts", 2)]);
+        let s = classify(&rs, Duration::from_secs(1), &sig(false), &d);
+        assert_eq!(s.len(), 2);
+        assert!(s.iter().all(|s| s.cause == SpikeCause::DataRto));
+    }
+
+    #[test]
+    fn long_paths_widen_the_ladder_slack() {
+        // 150 ms round trip: connects take 150 ms, or 1.15 s after one SYN retransmission.
+        let rs = [rec(1, 150.0, 150.0), rec(2, 1_150.0, 150.0)];
+        let d = delta(&[("TcpExtTCPSynRetrans", 1)]);
+        let s = classify(&rs, Duration::from_millis(500), &sig(false), &d);
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].cause, SpikeCause::SynRetransmit { attempt: 1 });
     }
 
     #[test]
