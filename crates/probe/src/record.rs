@@ -122,6 +122,24 @@ impl ErrorKind {
         }
     }
 
+    /// snake_case name, as in JSON (`addr_not_avail`, `refused`, ..., `other`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            ErrorKind::AddrNotAvail => "addr_not_avail",
+            ErrorKind::AddrInUse => "addr_in_use",
+            ErrorKind::Refused => "refused",
+            ErrorKind::Reset => "reset",
+            ErrorKind::TimedOut => "timed_out",
+            ErrorKind::ConnectTimeout => "connect_timeout",
+            ErrorKind::ReplyTimeout => "reply_timeout",
+            ErrorKind::Unreachable => "unreachable",
+            ErrorKind::ShortReply => "short_reply",
+            ErrorKind::BadReply => "bad_reply",
+            ErrorKind::NoFiles => "no_files",
+            ErrorKind::Other { .. } => "other",
+        }
+    }
+
     /// The errno name as C spells it, or a short description when there is no errno.
     pub fn errno_name(&self) -> String {
         match self {
@@ -159,6 +177,14 @@ mod tests {
         let e = std::io::Error::from_raw_os_error(libc::EADDRNOTAVAIL);
         assert_eq!(ErrorKind::from_io(&e), ErrorKind::AddrNotAvail);
         assert_eq!(ErrorKind::AddrNotAvail.errno_name(), "EADDRNOTAVAIL");
+        // name() agrees with serde for unit variants.
+        for k in [
+            ErrorKind::AddrNotAvail,
+            ErrorKind::ReplyTimeout,
+            ErrorKind::NoFiles,
+        ] {
+            assert_eq!(serde_json::to_value(k).unwrap(), k.name());
+        }
         let e = std::io::Error::from_raw_os_error(libc::ECONNREFUSED);
         assert_eq!(ErrorKind::from_io(&e), ErrorKind::Refused);
         let e = std::io::Error::from_raw_os_error(libc::EPERM);

@@ -86,6 +86,8 @@ pub struct PhaseStats {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct ErrorCount {
+    /// snake_case kind (`addr_not_avail`, `refused`, ..., `other`).
+    #[serde(serialize_with = "kind_name")]
     pub kind: ErrorKind,
     /// `EADDRNOTAVAIL`, `ECONNREFUSED`, ... or a description when there is no errno.
     pub errno: String,
@@ -95,6 +97,10 @@ pub struct ErrorCount {
     /// Requests that had succeeded before the first one of these.
     pub ok_before_first: u64,
     pub example_local_ports: Vec<u16>,
+}
+
+fn kind_name<S: serde::Serializer>(k: &ErrorKind, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(k.name())
 }
 
 #[derive(Clone, Debug, Serialize)]
