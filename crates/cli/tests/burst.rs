@@ -161,3 +161,52 @@ fn burst_on_idle_loopback_is_healthy() {
     assert_eq!(v["directions"].as_array().unwrap().len(), 2);
     assert!(code == 0 || code == 1);
 }
+
+#[test]
+fn burst_without_iface_picks_the_busiest_and_works_through_netns() {
+    if !support::require_root("burst_without_iface_picks_the_busiest_and_works_through_netns") {
+        return;
+    }
+    let a = support::Netns::new("bba");
+    let b = support::Netns::new("bbb");
+    let (_ia, ib) = support::veth(&a, "10.77.42.1/24", &b, "10.77.42.2/24");
+    // A second, idle interface in b.
+    let c = support::Netns::new("bbc");
+    let (_ic, _idle) = support::veth(&c, "10.77.43.1/24", &b, "10.77.43.2/24");
+    let sock = udp_in(&a);
+    let stop = Arc::new(AtomicBool::new(false));
+    let sender = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            batch_sender(
+                sock,
+                "10.77.42.2:9100",
+                10,
+                Duration::from_millis(10),
+                Duration::from_secs(5),
+                stop,
+            )
+        })
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    let (code, out, err) = support::run(&[
+        "burst",
+        "--netns",
+        &b.name,
+        "--duration",
+        "500ms",
+        "--interval",
+        "1ms",
+        "--json",
+    ]);
+    stop.store(true, Ordering::SeqCst);
+    sender.join().unwrap();
+    let v = support::json(&out, &err);
+    assert!(code == 0 || code == 1, "{err}");
+    assert_eq!(v["iface_chosen_by"], "busiest", "{v}");
+    assert_eq!(v["iface"], ib.as_str(), "{v}");
+    assert!(
+        v["directions"][0]["total_packets"].as_u64().unwrap() > 100,
+        "{v}"
+    );
+}
