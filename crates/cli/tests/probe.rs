@@ -591,3 +591,18 @@ EOF",
     );
     assert!(pathologies(&v).contains(&"retransmit_timeout".to_string()));
 }
+
+#[test]
+fn connect_mode_measures_the_handshake_only() {
+    let (_, v, _) = probe(&["--mode", "connect", "-n", "200", "--json"]);
+    assert_eq!(v["mode"], "connect");
+    assert_eq!(v["requests_ok"], 200);
+    let phases: Vec<&str> = v["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(phases, ["connect", "total"]);
+    assert_eq!(v["embedded_server"]["requests_served"], 0);
+}
