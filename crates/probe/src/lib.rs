@@ -145,9 +145,11 @@ pub struct Config {
     pub reply_bytes: usize,
     /// connect() longer than this is cut and recorded as `connect_timeout`.
     pub connect_timeout: Duration,
-    /// A reply (first byte to last) longer than this is cut and recorded as `reply_timeout`.
+    /// Waiting longer than this for a reply (request sent to reply complete) cuts the
+    /// connection and records `reply_timeout`.
     pub reply_timeout: Duration,
-    /// Connections slower than this are classified. `None`: max(5 ms, 20 x median total).
+    /// Connections slower than this are classified (and those whose slow phase matches a
+    /// kernel timer, whatever it is). `None`: 20 x the median total, within 5 ms..=1 s.
     pub spike_threshold: Option<Duration>,
 }
 

@@ -102,7 +102,8 @@ pub struct Args {
     /// Cut the wait for a reply after this long.
     #[arg(long, default_value = "10s")]
     timeout: DurationArg,
-    /// Classify connections slower than this (default: max(5ms, 20 x median)).
+    /// Classify requests slower than this (default: 20 x the median, within 5ms..1s; waits
+    /// that match a SYN retransmission or RTO are classified whatever the threshold).
     #[arg(long)]
     spike_threshold: Option<DurationArg>,
     /// HTTP keep-alive: on reuses connections, off sends Connection: close.
