@@ -935,3 +935,26 @@ fn ctrl_c_prints_the_findings_so_far() {
     assert_eq!(v["findings"][0]["pathology"], "syn_retransmit");
     assert_eq!(out.status.code(), Some(1));
 }
+
+#[test]
+fn help_teaches_and_bad_flags_are_one_line_errors() {
+    let (code, out, _) = support::run(&["analyze", "--help"]);
+    assert_eq!(code, 0);
+    for needle in [
+        "Needs no root",
+        "Output fields",
+        "time_wait_collision",
+        "Example:",
+    ] {
+        assert!(out.contains(needle), "--help lacks {needle}:\n{out}");
+    }
+    let (code, _, err) = support::run(&["analyze", "x.pcap", "--link-speed", "fast"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("--link-speed") && err.contains("fast"),
+        "{err}"
+    );
+    let (code, _, err) = support::run(&["analyze", "x.pcap", "--port-range", "9-1"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--port-range"), "{err}");
+}

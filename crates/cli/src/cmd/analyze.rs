@@ -16,38 +16,43 @@ use tcpdoctor_report::{findings, fmt, table};
 
 use crate::output;
 
+/// Long help of `tcpdoctor analyze --help`.
+const ABOUT: &str = "\
+Read a capture and name the TCP pathologies in it, with the frame numbers that prove them.\n\
+\n\
+Reads pcap (us/ns, either byte order), pcapng and snoop files, gzip-compressed or not, or\n\
+`-` for stdin (`tcpdump -w - | tcpdoctor analyze -`). Needs no root and no kernel\n\
+feature: it only reads the file. Overhead: one pass, streaming; memory grows with the\n\
+connections alive at once, not with the file (finished connections are summarised and\n\
+evicted; open ones after --idle-timeout of capture time). Headers are enough (`-s 128`).\n\
+\n\
+Detects: syn_retransmit (delay, attempt, which SYN ladder fits), time_wait_collision\n\
+(SYN on a recently closed 4-tuple answered by an old ACK; timestamps on/off; the\n\
+tcp_rfc1337 stall), stale_ack_race (SYN -> old ACK -> RST -> SYN), port_exhaustion\n\
+(per destination: distinct source ports, reuse, rate vs ports/60 s), retransmit_timeout\n\
+(idle gap >= ~RTO floor ended by a retransmission), retransmission (fast, TLP),\n\
+incast (timeouts of several flows into one receiver within --incast-window),\n\
+microburst (payload bytes per 10 us .. 1 s bin vs --link-speed), slow_reader (zero\n\
+windows, probes, stall durations), connect_failure (SYN answered by RST).\n\
+\n\
+Output fields (JSON; units in names): capture {name, format, packets, tcp_segments,\n\
+non_tcp, undecodable, cut_by_snaplen, ...}; error (a read error, with byte offset);\n\
+totals {segments, connections, retransmissions, retransmissions_rto/_fast/_tlp/_syn/_other,\n\
+out_of_order, reused_ports, zero_window_ads, ...}; duration_us; details {syn_retransmits,\n\
+time_wait_collisions, stale_ack_races, destinations[], retransmit_timeouts, incast[],\n\
+slow_readers, retransmissions}; microbursts[] {resolution_us, max_bytes, avg_bytes,\n\
+max_bits_per_s, avg_bits_per_s, max_to_avg_ratio, peak_link_share}; with --flows,\n\
+flows[] (one per connection incarnation).\n\
+\n\
+Exit: 0 nothing wrong, 1 findings, 2 error (a read error still prints what was found\n\
+before it, with interrupted=true). Ctrl-C prints the findings so far.\n\
+\n\
+Example: tcpdoctor analyze trace.pcap.gz --link-speed 1gbit ;\n\
+         tcpdump -i eth0 -s 128 -w - | tcpdoctor analyze - --json";
+
 /// Read a capture and name the TCP pathologies in it, with the frame numbers that prove them.
-///
-/// Reads pcap (us/ns, either byte order), pcapng and snoop files, gzip-compressed or not, or
-/// `-` for stdin (`tcpdump -w - | tcpdoctor analyze -`). Needs no root and no kernel
-/// feature: it only reads the file. Overhead: one pass, streaming; memory grows with the
-/// connections alive at once, not with the file (finished connections are summarised and
-/// evicted; open ones after --idle-timeout of capture time). Headers are enough (`-s 128`).
-///
-/// Detects: syn_retransmit (delay, attempt, which SYN ladder fits), time_wait_collision
-/// (SYN on a recently closed 4-tuple answered by an old ACK; timestamps on/off; the
-/// tcp_rfc1337 stall), stale_ack_race (SYN -> old ACK -> RST -> SYN), port_exhaustion
-/// (per destination: distinct source ports, reuse, rate vs ports/60 s), retransmit_timeout
-/// (idle gap >= ~RTO floor ended by a retransmission), retransmission (fast, TLP),
-/// incast (timeouts of several flows into one receiver within --incast-window),
-/// microburst (payload bytes per 10 us .. 1 s bin vs --link-speed), slow_reader (zero
-/// windows, probes, stall durations), connect_failure (SYN answered by RST).
-///
-/// Output fields (JSON; units in names): capture {name, format, packets, tcp_segments,
-/// non_tcp, undecodable, cut_by_snaplen, ...}; error (a read error, with byte offset);
-/// totals {segments, connections, retransmissions, retransmissions_rto/_fast/_tlp/_syn/_other,
-/// out_of_order, reused_ports, zero_window_ads, ...}; duration_us; details {syn_retransmits,
-/// time_wait_collisions, stale_ack_races, destinations[], retransmit_timeouts, incast[],
-/// slow_readers, retransmissions}; microbursts[] {resolution_us, max_bytes, avg_bytes,
-/// max_bits_per_s, avg_bits_per_s, max_to_avg_ratio, peak_link_share}; with --flows,
-/// flows[] (one per connection incarnation).
-///
-/// Exit: 0 nothing wrong, 1 findings, 2 error (a read error still prints what was found
-/// before it, with interrupted=true). Ctrl-C prints the findings so far.
-///
-/// Example: tcpdoctor analyze trace.pcap.gz --link-speed 1gbit ;
-///          tcpdump -i eth0 -s 128 -w - | tcpdoctor analyze - --json
 #[derive(clap::Args, Debug)]
+#[command(after_long_help = ABOUT)]
 pub struct Args {
     /// Capture file (pcap, pcapng, snoop; gzip ok), or `-` for stdin.
     #[arg(value_name = "FILE")]
