@@ -210,3 +210,33 @@ fn burst_without_iface_picks_the_busiest_and_works_through_netns() {
         "{v}"
     );
 }
+
+/// Ctrl-C: burst stops and reports the samples taken so far.
+#[test]
+fn burst_interrupted_keeps_its_samples() {
+    let child = std::process::Command::new(support::bin())
+        .args([
+            "burst",
+            "lo",
+            "--duration",
+            "30s",
+            "--interval",
+            "1ms",
+            "--json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn burst");
+    std::thread::sleep(Duration::from_millis(700));
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().expect("wait burst");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    let v = support::json(&stdout, &stderr);
+    assert_eq!(v["interrupted"], true, "{v}");
+    assert!(v["sampling"]["samples"].as_u64().unwrap() > 100, "{v}");
+    assert!(v["duration_ns"].as_u64().unwrap() < 5_000_000_000, "{v}");
+}

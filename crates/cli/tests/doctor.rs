@@ -231,3 +231,37 @@ fn doctor_rejects_bad_input_in_one_line() {
     assert_eq!(code, 2);
     assert!(err.contains("tdoc-none-here"), "{err}");
 }
+
+/// Ctrl-C during the window: doctor stops, skips the probe, and reports what it measured.
+#[test]
+fn doctor_interrupted_reports_partial_results() {
+    let child = std::process::Command::new(support::bin())
+        .args(["doctor", "--json", "--window", "20s"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn doctor");
+    std::thread::sleep(Duration::from_millis(700));
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let t0 = Instant::now();
+    let out = child.wait_with_output().expect("wait doctor");
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "doctor did not stop promptly"
+    );
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    let v = support::json(&stdout, &stderr);
+    assert_eq!(v["interrupted"], true, "{v}");
+    assert!(v["window_ms"].as_u64().unwrap() < 5000, "{v}");
+    let probe = v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["step"] == "probe")
+        .unwrap();
+    assert_eq!(probe["ran"], false);
+    assert!(matches!(out.status.code(), Some(0) | Some(1)), "{stderr}");
+}
