@@ -9,6 +9,9 @@ cd "$(dirname "$0")/../.."
 REPS=${REPS:-3}
 SENDERS=${SENDERS:-1,2,4,8,16,32}
 PE_SECS=${PE_SECS:-130}
+BLOCK=${BLOCK:-256kb}
+ROUNDS=${ROUNDS:-100}
+RATE=${RATE:-100mbit}
 OUT=bench/lab/out
 mkdir -p "$OUT"
 export DEBIAN_FRONTEND=noninteractive
@@ -20,14 +23,14 @@ BIN=target/release/tcpdoctor
 "$BIN" lab cleanup >/dev/null || true
 
 for i in $(seq 1 "$REPS"); do
-  "$BIN" lab incast --sweep "senders=$SENDERS" --rto-min 200ms,5ms --out "$OUT/incast-sweep-$i" --json \
+  "$BIN" lab incast --sweep "senders=$SENDERS" --rto-min 200ms,5ms --block "$BLOCK" --rounds "$ROUNDS" --rate "$RATE" --out "$OUT/incast-sweep-$i" --json \
     > "$OUT/incast-sweep-$i.json" || [ $? -eq 1 ]
 done
-"$BIN" lab port-exhaustion --ports 40000-40099 --duration "$PE_SECS" --json > "$OUT/port-exhaustion.json" || [ $? -eq 1 ]
+[ "${SKIP_PE:-0}" = 1 ] || "$BIN" lab port-exhaustion --ports 40000-40099 --duration "$PE_SECS" --json > "$OUT/port-exhaustion.json" || [ $? -eq 1 ]
 
-python3 - "$OUT" "$REPS" <<'PY'
+python3 - "$OUT" "$REPS" "$BLOCK" "$RATE" <<'PY'
 import json, statistics, sys, platform, os, subprocess
-out, reps = sys.argv[1], int(sys.argv[2])
+out, reps, block, rate = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 runs = {}
 for i in range(1, reps + 1):
     v = json.load(open(f"{out}/incast-sweep-{i}.json"))
@@ -50,8 +53,8 @@ kernel = platform.release()
 cpus = os.cpu_count()
 print("Machine: %d CPUs, Linux %s. Command: `sudo bench/lab/run.sh` (REPS=%d)." % (cpus, kernel, reps))
 print()
-print("Incast: 200 rounds of 256 KiB per run split over N senders, tbf 1 gbit burst 16 KiB limit 32 KiB "
-      "on the bridge port toward the receiver; median of %d sweeps." % reps)
+print("Incast: %d rounds per run, %s per round split over N senders, tbf %s burst 16 KiB limit 32 KiB "
+      "on the bridge port toward the receiver; median of %d sweeps." % (rows[0][4], block, rate, reps))
 print()
 print("| senders | rto_min | goodput (Mbit/s) | rounds > 100 ms | p99 round (ms) | RTO expiries | tail loss probes |")
 print("|---:|---:|---:|---:|---:|---:|---:|")
@@ -62,7 +65,7 @@ b = pe["before"]["summary"]
 m = pe.get("measured_sustainable_per_s")
 print("Port exhaustion: client range %s (%d ports), tcp_tw_reuse=0, client closes first, %d s run: "
       "computed sustainable rate %.2f conn/s (ports / 60 s TIME_WAIT), measured %s conn/s "
-      "(mean successful connects per second after 61 s); %d connects succeeded, %s." % (
+      "(successful connects per second over whole 60 s periods after the first); %d connects succeeded, %s." % (
       "40000-40099", 100, pe["config"]["duration_ms"] // 1000, pe["computed_sustainable_per_s"],
       ("%.2f" % m) if m is not None else "n/a", b["requests_ok"],
       ", ".join("%s x%d" % (e["errno"], e["count"]) for e in b["errors"]) or "no errors"))

@@ -446,3 +446,48 @@ fn stale_ack_race_reports_the_observed_kernel_behaviour() {
             > 0
     );
 }
+
+#[test]
+fn ctrl_c_reports_what_was_measured_and_tears_down() {
+    if !support::require_root("ctrl_c_reports_what_was_measured_and_tears_down") {
+        return;
+    }
+    let child = Command::new(support::bin())
+        .args([
+            "lab",
+            "incast",
+            "--senders",
+            "2",
+            "--rounds",
+            "1000000",
+            "--max-run-secs",
+            "60",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn lab");
+    let pid = child.id();
+    let rx = format!("tdoc-lab-{pid}-rx");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline && !run_namespaces(pid).contains(&rx) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    unsafe { libc::kill(pid as i32, libc::SIGINT) };
+    let out = child.wait_with_output().expect("wait lab");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    let v = support::json(&stdout, &stderr);
+    assert_eq!(v["interrupted"], true, "{v:#}");
+    let rounds = v["runs"][0]["rounds"].as_u64().unwrap();
+    assert!(rounds > 0 && rounds < 1_000_000, "{rounds}");
+    assert!(
+        run_namespaces(pid).is_empty(),
+        "left: {:?}",
+        run_namespaces(pid)
+    );
+}

@@ -9,7 +9,7 @@ use crate::scenario::incast::Run;
 use crate::{Error, Result};
 
 /// CSV header of the sweep file.
-pub const CSV_HEADER: &str = "senders,rto_min_us,rounds,slow_rounds,goodput_bits_per_s,round_p50_us,round_p99_us,round_max_us,timeouts,retrans_segs,bottleneck_drops";
+pub const CSV_HEADER: &str = "senders,rto_min_us,rounds,slow_rounds,goodput_bits_per_s,round_p50_us,round_p99_us,round_max_us,rto_expiries,loss_probes,retrans_segs,bottleneck_drops";
 
 /// The sweep as CSV text.
 pub fn incast_csv(runs: &[Run]) -> String {
@@ -18,7 +18,7 @@ pub fn incast_csv(runs: &[Run]) -> String {
     for r in runs {
         let _ = writeln!(
             s,
-            "{},{},{},{},{:.0},{},{},{},{},{},{}",
+            "{},{},{},{},{:.0},{},{},{},{},{},{},{}",
             r.senders,
             r.rto_min_us,
             r.rounds,
@@ -27,7 +27,8 @@ pub fn incast_csv(runs: &[Run]) -> String {
             r.round_p50_us,
             r.round_p99_us,
             r.round_max_us,
-            r.timeouts,
+            r.rto_expiries,
+            r.loss_probes,
             r.retrans_segs,
             r.bottleneck_drops
                 .map(|d| d.to_string())

@@ -18,23 +18,37 @@ use tcpdoctor_report::{findings, fmt, table};
 
 use crate::output;
 
+const LONG_HELP: &str = "\
+Needs: root (network namespaces, veths, a bridge, tc qdiscs, nftables), iproute2, nftables,
+ethtool; tcpdump for --pcap. Linux with veth, bridge, tbf and nftables (tested on 6.18).
+
+Safety: every namespace is named tdoc-lab-<pid>-<role>, every interface tdoc<role> (inside
+those namespaces only), every nftables table tdoc_lab. All of it is removed when the scenario
+ends, fails or is interrupted with Ctrl-C (a second Ctrl-C exits at once: then run
+`tcpdoctor lab cleanup`, as after a SIGKILL). Traffic never leaves the lab's namespaces:
+addresses come from 10.77.0.0/16 only; --subnet must lie inside it.
+
+Overhead: seconds per scenario (bounded by rounds, durations and timeouts); incast keeps both
+CPUs busy at 1 gbit.
+
+Output: the measurement (a table, one column per run when --fix adds runs), then the findings
+tcpdoctor's detectors drew from the evidence (probe's spike classifier and errno findings,
+analyze's detectors on a capture, model::counters on the counter deltas of each namespace,
+the lab's fan-in detector), then the verdict. --json prints the Report envelope: findings,
+then the scenario body (scenario, run_id, namespaces, config, before, after, ...); every
+numeric field carries its unit (_us, _bytes, _bits_per_s, _per_s). Exit 0 healthy, 1
+findings, 2 error.
+
+Examples:
+  sudo tcpdoctor lab incast --senders 8 --rto-min 200ms,5ms
+  sudo tcpdoctor lab incast --sweep senders=1,2,4,8,16 --rto-min 200ms,5ms --out /tmp/incast
+  sudo tcpdoctor lab port-exhaustion --fix
+  sudo tcpdoctor lab timewait-collision --pcap /tmp/tw.pcap && tcpdoctor analyze /tmp/tw.pcap
+  sudo tcpdoctor lab cleanup";
+
 /// Reproduce a pathology in network namespaces, diagnose it, and verify the fix.
-///
-/// Needs root (network namespaces, veths, tc qdiscs, nftables). Every object is named
-/// `tdoc-lab-<pid>-...` (namespaces) or `tdoc...` (interfaces inside them) and is removed when
-/// the scenario ends, fails or is interrupted with Ctrl-C; after a SIGKILL run
-/// `tcpdoctor lab cleanup`. Traffic never leaves the lab's namespaces: addresses come from
-/// 10.77.0.0/16 only (`--subnet` must lie inside it).
-///
-/// Each scenario is bounded in time (seconds, unless you raise its counts), prints its
-/// measurement, then the findings tcpdoctor's detectors produced from the evidence (kernel
-/// counter deltas per namespace, timings, captures), then with --fix the same measurement
-/// after the remedy, side by side. --json prints the Report envelope (findings, then the
-/// scenario body with `before` and `after`). Exit 0 healthy, 1 findings, 2 error.
 #[derive(clap::Args, Debug)]
-#[command(
-    after_help = "Examples:\n  sudo tcpdoctor lab incast --senders 8 --rto-min 200ms,5ms\n  sudo tcpdoctor lab incast --sweep senders=1,2,4,8,16 --rto-min 200ms,5ms --out /tmp/incast\n  sudo tcpdoctor lab cleanup"
-)]
+#[command(after_long_help = LONG_HELP, after_help = "Run `tcpdoctor lab --help` for requirements, output fields and examples.")]
 pub struct Args {
     #[command(subcommand)]
     scenario: Scenario,
@@ -56,7 +70,7 @@ enum Scenario {
     /// Client namespace: ip_local_port_range narrowed (--ports), tcp_tw_reuse=0; load by
     /// `probe` (crr) against the embedded server. Output: connections ok/failed by errno,
     /// connect/total latency percentiles, the computed sustainable rate (ports / 60 s) and,
-    /// for runs of 70 s or more, the measured steady-state rate. --fix: keep-alive, and
+    /// for runs of 121 s or more, the measured steady-state rate. --fix: keep-alive, and
     /// tcp_tw_reuse=1, each in a fresh client namespace.
     PortExhaustion(Box<PortArgs>),
     /// A share of SYNs dropped by nftables: connects take 1 s, 2 s, ... (the SYN ladder).
@@ -70,8 +84,8 @@ enum Scenario {
     /// Output: connect percentiles, spikes by cause, server TcpExtListenOverflows/ListenDrops.
     /// --fix: 8 acceptor threads and backlog 4096.
     AcceptOverflow(Box<AcceptArgs>),
-    /// Reconnects from one fixed source port into the server's TIME_WAIT, timestamps off:
-    /// each reconnect waits 1 s (SYN answered by an old ACK, reset, SYN resent).
+    /// Reconnects from one fixed source port into the server's TIME_WAIT, timestamps off: the
+    /// SYN is answered by an old ACK, reset and resent (after ms here, 1 s on older kernels).
     ///
     /// Each connection uploads --request-bytes so the client's sequence numbers outrun the
     /// next ISN. Output: connect times, spikes by cause (probe), findings of probe's
@@ -145,10 +159,11 @@ struct IncastArgs {
     #[arg(long, default_value = "256kb", value_name = "BYTES")]
     block: String,
     /// Rounds per run.
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = 100)]
     rounds: u32,
-    /// tbf rate of the bottleneck (tc syntax).
-    #[arg(long, default_value = "1gbit")]
+    /// tbf rate of the bottleneck (tc syntax). 100mbit keeps the bottleneck, not the CPUs,
+    /// the limit on small machines; 1gbit needs several idle cores to synchronize senders.
+    #[arg(long, default_value = "100mbit")]
     rate: String,
     /// tbf burst of the bottleneck.
     #[arg(long, default_value = "16kb", value_name = "BYTES")]
@@ -171,7 +186,7 @@ struct PortArgs {
     /// The client namespace's ip_local_port_range (LOW-HIGH).
     #[arg(long, default_value = "40000-40199")]
     ports: String,
-    /// Length of each run, seconds (>= 70 also measures the steady-state rate).
+    /// Length of each run, seconds (>= 121 also measures the steady-state rate).
     #[arg(long, default_value_t = 4)]
     duration: u64,
     /// Which side closes first: client (TIME_WAIT on the client) or server.
@@ -610,8 +625,8 @@ fn run_port_exhaustion(a: PortArgs) -> anyhow::Result<i32> {
             b.config.ports.len(),
             b.computed_sustainable_per_s,
             match b.measured_sustainable_per_s {
-                Some(m) => format!("{m:.2}/s (steady state after 61 s)"),
-                None => "- (needs --duration 70 or more)".into(),
+                Some(m) => format!("{m:.2}/s (whole 60 s periods after the first)"),
+                None => "- (needs --duration 121 or more)".into(),
             }
         )?;
         tail(w, r, &b.header)

@@ -48,32 +48,35 @@ pub struct Report {
     /// ports / TIME_WAIT (60 s): new connections per second one client can sustain to one
     /// destination once every port has gone through TIME_WAIT.
     pub computed_sustainable_per_s: f64,
-    /// Successful connections per second after the first 60 s (steady state), when the run
-    /// lasted long enough (>= 70 s).
+    /// Successful connections per second over whole 60 s periods after the first one (steady
+    /// state), when the run lasted at least 121 s.
     pub measured_sustainable_per_s: Option<f64>,
     pub before: ProbeRun,
     /// Keep-alive, then tcp_tw_reuse=1 (with --fix).
     pub after: Vec<ProbeRun>,
 }
 
-/// Seconds after which the per-second series is in steady state: one TIME_WAIT period plus
-/// one second of slack.
-const STEADY_AFTER_S: u64 = 61;
+/// TIME_WAIT in whole seconds (`TCP_TIMEWAIT_LEN`).
+const TW_S: u64 = 60;
 
+/// Successful connects per second over whole TIME_WAIT periods after the first one: ports
+/// freed by TIME_WAIT come back in bursts 60 s after they were taken, so only windows of a
+/// whole number of periods average them fairly. Needs a run of at least 121 s.
 fn measured_steady(run: &ProbeRun) -> Option<f64> {
-    let tail: Vec<u64> = run
+    let last_full = run.summary.elapsed_us / 1_000_000; // seconds fully elapsed
+    let periods = last_full.checked_sub(TW_S)? / TW_S;
+    if periods == 0 {
+        return None;
+    }
+    let end = TW_S + periods * TW_S;
+    let ok: u64 = run
         .summary
         .per_second
         .iter()
-        .filter(|s| s.second >= STEADY_AFTER_S)
+        .filter(|s| s.second >= TW_S && s.second < end)
         .map(|s| s.ok)
-        .collect();
-    // Drop the last (partial) second.
-    if tail.len() < 10 {
-        return None;
-    }
-    let full = &tail[..tail.len() - 1];
-    Some(full.iter().sum::<u64>() as f64 / full.len() as f64)
+        .sum();
+    Some(ok as f64 / (end - TW_S) as f64)
 }
 
 fn one_run(

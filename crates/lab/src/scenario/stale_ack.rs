@@ -166,12 +166,14 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
     p.request_bytes = 4;
     p.reply_bytes = 4;
     p.concurrency = cfg.concurrency;
+    let cap = pair.capture(common)?;
     let loop_run = churn::probe(
         &pair,
         "file 003 loop: SO_LINGER 0, TCP_NODELAY, server closes first",
         p,
         stop,
     );
+    let capture = cap.map(|c| c.stop());
     server.stop();
     let loop_run = loop_run?;
     let mut namespaces = pair.lab.namespaces().to_vec();
@@ -206,7 +208,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
                 run_id: std::process::id(),
                 subnet: common.subnet.to_string(),
                 namespaces,
-                capture: None,
+                capture,
                 diagnosed_by: vec![
                     "probe: spike classifier (client namespace counters)".into(),
                     "forced check: client TcpExtTCPSynRetrans and connect time".into(),
