@@ -430,6 +430,11 @@ impl Reader {
         &self.stats
     }
 
+    /// Bytes consumed so far from the (decompressed) input, for progress reports.
+    pub fn bytes_read(&self) -> u64 {
+        self.input.offset()
+    }
+
     /// The input's name as used in errors.
     pub fn name(&self) -> &str {
         &self.name

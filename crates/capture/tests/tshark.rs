@@ -35,7 +35,17 @@ struct Tcpdump(Child);
 impl Tcpdump {
     fn start(out: &Path, extra: &[&str], filter: &str) -> Tcpdump {
         let mut child = Command::new("tcpdump")
-            .args(["-i", "lo", "-U", "--immediate-mode", "-B", "8192", "-Z", "root", "-w"])
+            .args([
+                "-i",
+                "lo",
+                "-U",
+                "--immediate-mode",
+                "-B",
+                "8192",
+                "-Z",
+                "root",
+                "-w",
+            ])
             .arg(out)
             .args(extra)
             .arg(filter)
