@@ -7,13 +7,15 @@
 #   cat       cat FILE > /dev/null (the I/O floor; file in page cache)
 # Input: a synthetic headers-only capture (snap length 128, Ethernet, 10% IPv6, 1% ARP) of
 # PACKETS packets (default 10 M) written by the capture_synth example, plus its pcapng and gzip
-# variants. Median of RUNS runs (default 5). Results go to stdout as a Markdown table.
+# variants. Median of RUNS runs (default 5) of wall time and of CPU time (user + sys: the
+# build machine is shared, so wall time depends on other load). Markdown table on stdout.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 packets=${PACKETS:-10000000}
 runs=${RUNS:-5}
 out=${OUT:-/tmp/tdoc-bench-capture}
 mkdir -p "$out"
+[ -x /usr/bin/time ] || DEBIAN_FRONTEND=noninteractive apt-get install -y time >/dev/null
 command -v capinfos >/dev/null && command -v editcap >/dev/null && command -v tshark >/dev/null || {
     DEBIAN_FRONTEND=noninteractive apt-get install -y tshark >/dev/null; }
 cargo build -q --release -p tcpdoctor-capture --examples
@@ -25,18 +27,28 @@ f=$out/synth-$packets.pcap
 [ -s "$out/first1m.pcap" ] || editcap -r "$f" "$out/first1m.pcap" 1-1000000
 
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-# time_of CMD...: wall seconds of one run
-time_of() { local t0 t1; t0=$(date +%s.%N); "$@" >/dev/null 2>&1; t1=$(date +%s.%N); echo "$t1 - $t0" | bc -l; }
+# One run: prints "wall_s cpu_s" (cpu = user + sys, less sensitive to other load on the box).
+one() {
+    local t; t=$(mktemp /tmp/tdoc-bench-XXXXXX)
+    /usr/bin/time -o "$t" -f "%e %U %S" "$@" >/dev/null 2>&1
+    awk '{printf "%s %.3f\n", $1, $2 + $3}' "$t"; rm -f "$t"
+}
 row() { # name packets cmd...
     local name=$1 n=$2; shift 2
-    local s; s=$(for _ in $(seq "$runs"); do time_of "$@"; done | median)
-    printf '| %s | %s | %.3f | %.2f |\n' "$name" "$n" "$s" "$(echo "$n / $s / 1000000" | bc -l)"
+    local all wall cpu
+    all=$(for _ in $(seq "$runs"); do one "$@"; done)
+    wall=$(echo "$all" | cut -d' ' -f1 | median)
+    cpu=$(echo "$all" | cut -d' ' -f2 | median)
+    printf '| %s | %s | %.3f | %.2f | %.3f | %.2f |\n' "$name" "$n" "$wall" \
+        "$(echo "$n / $wall / 1000000" | bc -l)" "$cpu" "$(echo "$n / $cpu / 1000000" | bc -l)"
 }
 cat "$f" > /dev/null # warm the page cache
 echo "Machine: $(nproc) cores, $(uname -r); $(date -u +%F); $packets packets, $(du -h "$f" | cut -f1) pcap"
 echo
-echo '| reader | packets | median s | M packets/s |'
-echo '|---|---|---|---|'
+echo "Load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+echo '| reader | packets | wall s | M packets/s (wall) | CPU s | M packets/CPU-s |'
+echo '|---|---|---|---|---|---|'
 row "tcpdoctor-capture, pcap" "$packets" $ex/capture_count "$f"
 row "tcpdoctor-capture, pcapng" "$packets" $ex/capture_count "$f.pcapng"
 row "tcpdoctor-capture, pcap.gz" "$packets" $ex/capture_count "$f.gz"
@@ -44,3 +56,4 @@ row "pcap-parser 0.17 + etherparse 0.21, pcap" "$packets" $ex/capture_count "$f"
 row "capinfos -c, pcap" "$packets" capinfos -c "$f"
 row "tshark -T fields -e tcp.seq, first 1 M" 1000000 tshark -n -r "$out/first1m.pcap" -T fields -e tcp.seq
 row "cat > /dev/null, pcap" "$packets" cat "$f"
+row "gzip -dc > /dev/null, pcap.gz" "$packets" gzip -dc "$f.gz"
