@@ -196,7 +196,7 @@ pub struct Socket {
     /// Send buffer limit (`SK_MEMINFO_SNDBUF`).
     pub sndbuf_bytes: Option<u32>,
     /// `tcp_info`, absent for TIME_WAIT and NEW_SYN_RECV entries.
-    pub info: Option<TcpInfo>,
+    pub info: Option<Box<TcpInfo>>,
 }
 
 /// What to include. Empty lists mean "all". States are filtered by the kernel; ports and
@@ -224,7 +224,10 @@ impl Filter {
     /// The kernel's state bitmask (`idiag_states`).
     fn state_mask(&self) -> u32 {
         if self.states.is_empty() {
-            return u32::MAX;
+            // Every real state, 1..=12. Not u32::MAX: bit 13 (TCP_BOUND_INACTIVE, Linux 6.5+)
+            // makes the kernel also walk the bind hash for bound-but-unconnected sockets
+            // (inet_diag_dump_icsk, net/ipv4/inet_diag.c), which costs more than the census.
+            return TcpState::ALL.iter().fold(0, |m, s| m | 1 << (*s as u32));
         }
         self.states.iter().fold(0, |m, s| m | 1 << (*s as u32))
     }
@@ -257,10 +260,12 @@ pub struct Census {
 /// Takes the census of the caller's network namespace.
 pub fn census(filter: &Filter) -> Result<Census, Error> {
     let port_range = crate::sysctl::TcpSettings::read()?.ip_local_port_range;
-    let mut out = netlink::Dump::default();
+    let mut out = netlink::Dump {
+        sockets: Vec::with_capacity(netlink::capacity_hint()),
+        undecoded: 0,
+    };
     let mask = filter.state_mask();
-    netlink::dump(netlink::Family::V4, mask, &mut out, filter)?;
-    netlink::dump(netlink::Family::V6, mask, &mut out, filter)?;
+    netlink::dump_all(mask, &mut out, filter)?;
     Ok(Census {
         netns: None,
         port_range,
@@ -344,7 +349,7 @@ mod tests {
             ..Filter::default()
         };
         assert_eq!(f.state_mask(), (1 << 6) | (1 << 10));
-        assert_eq!(Filter::default().state_mask(), u32::MAX);
+        assert_eq!(Filter::default().state_mask(), 0x1ffe);
         let s = Socket {
             state: TcpState::TimeWait,
             local: "[::ffff:127.0.0.1]:40000".parse().unwrap(),
@@ -413,5 +418,18 @@ mod tests {
             info.rto_us
         );
         assert!(client.rcvbuf_bytes.unwrap_or(0) > 0);
+        // IPv6 sockets come in the same census (one AF_UNSPEC dump, or the fallback).
+        if let Ok(l6) = std::net::TcpListener::bind("[::1]:0") {
+            let a6 = l6.local_addr().unwrap();
+            let c6 = super::census(&Filter {
+                ports: vec![a6.port()],
+                ..Filter::default()
+            })
+            .unwrap();
+            assert!(c6
+                .sockets
+                .iter()
+                .any(|s| s.local == a6 && s.state == TcpState::Listen));
+        }
     }
 }

@@ -652,24 +652,24 @@ mod tests {
     fn slow_reader_signs_and_growth() {
         let mut rx = sock(TcpState::Established, "127.0.0.1:5000", "127.0.0.1:40001");
         rx.recv_q = 100_000;
-        rx.info = Some(TcpInfo {
+        rx.info = Some(Box::new(TcpInfo {
             rcv_wnd_bytes: Some(0),
             ..info()
-        });
+        }));
         let mut tx = sock(TcpState::Established, "127.0.0.1:40001", "127.0.0.1:5000");
         tx.send_q = 50_000;
-        tx.info = Some(TcpInfo {
+        tx.info = Some(Box::new(TcpInfo {
             snd_wnd_bytes: Some(0),
             rcv_wnd_bytes: Some(65535),
             ..info()
-        });
+        }));
         let mut grow = sock(TcpState::Established, "127.0.0.1:6000", "127.0.0.1:40002");
         grow.recv_q = 2000;
-        grow.info = Some(TcpInfo {
+        grow.info = Some(Box::new(TcpInfo {
             snd_wnd_bytes: Some(65535),
             rcv_wnd_bytes: Some(30000),
             ..info()
-        });
+        }));
         let mut earlier = grow.clone();
         earlier.recv_q = 1000;
         let prev = census(vec![earlier], "32768-60999");
@@ -700,20 +700,20 @@ mod tests {
     fn connects_and_probers_are_not_slow_readers_or_data_timeouts() {
         let mut syn = sock(TcpState::SynSent, "127.0.0.1:40002", "127.0.0.1:5100");
         syn.send_q = 1;
-        syn.info = Some(TcpInfo {
+        syn.info = Some(Box::new(TcpInfo {
             retransmits: 1,
             snd_wnd_bytes: Some(0),
             rto_us: 1_000_000,
             ..info()
-        });
+        }));
         let mut prober = sock(TcpState::Established, "127.0.0.1:40034", "127.0.0.1:5200");
         prober.send_q = 3_000_000;
         prober.timer = Timer::ZeroWindowProbe;
-        prober.info = Some(TcpInfo {
+        prober.info = Some(Box::new(TcpInfo {
             backoff: 3,
             snd_wnd_bytes: Some(0),
             ..info()
-        });
+        }));
         let a = analyze(&census(vec![syn, prober], "32768-60999"), None);
         assert_eq!(a.summary.slow_readers.len(), 1);
         assert_eq!(a.summary.slow_readers[0].sign, SlowSign::PeerZeroWindow);
@@ -726,12 +726,12 @@ mod tests {
     #[test]
     fn retransmit_backoff_is_flagged() {
         let mut s = sock(TcpState::Established, "10.0.0.1:40000", "10.0.0.2:80");
-        s.info = Some(TcpInfo {
+        s.info = Some(Box::new(TcpInfo {
             backoff: 3,
             retransmits: 3,
             rto_us: 1_600_000,
             ..info()
-        });
+        }));
         let a = analyze(&census(vec![s], "32768-60999"), None);
         assert_eq!(a.summary.retransmitting.len(), 1);
         assert_eq!(a.findings[0].pathology, Pathology::RetransmitTimeout);
