@@ -193,6 +193,7 @@ struct RtoEvent {
 #[derive(Default)]
 struct Receiver {
     active: FastMap<u64, u64>,
+    last_rto_ts: u64,
     bytes: u64,
     first_ts: u64,
     last_ts: u64,
@@ -219,6 +220,7 @@ struct CollAcc {
 /// Everything the detectors accumulate while the engine streams.
 pub struct Acc {
     time_wait_ns: u64,
+    incast_window_ns: u64,
     syn: SynAcc,
     tw: CollAcc,
     race: CollAcc,
@@ -237,6 +239,7 @@ impl Acc {
     pub fn new(cfg: &Config) -> Acc {
         Acc {
             time_wait_ns: cfg.time_wait.as_nanos() as u64,
+            incast_window_ns: cfg.incast_window.as_nanos() as u64,
             syn: SynAcc::default(),
             tw: CollAcc::default(),
             race: CollAcc::default(),
@@ -308,11 +311,18 @@ impl Acc {
     pub fn on_rto(&mut self, c: &Conn, d: usize, ts: u64, gap_ns: u64, frame: u64) {
         let receiver = if d == 0 { c.server } else { c.client };
         let since = ts.saturating_sub(gap_ns).saturating_sub(FANIN_LOOKBACK_NS);
-        let fan_in = self
-            .receivers
-            .get(&receiver.addr)
-            .map(|r| r.active.values().filter(|&&t| t >= since).count() as u32)
-            .unwrap_or(1);
+        let window = self.incast_window_ns;
+        let r = self.receivers.entry(receiver.addr).or_default();
+        // Counting the fan-in scans the receiver's recent senders: only worth it when this
+        // timeout follows another into the same receiver within the incast window (a lone
+        // timeout cannot start an episode; the episode takes the largest fan-in of its
+        // events).
+        let fan_in = if r.last_rto_ts != 0 && ts.saturating_sub(r.last_rto_ts) <= window {
+            r.active.values().filter(|&&t| t >= since).count() as u32
+        } else {
+            0
+        };
+        r.last_rto_ts = ts;
         self.rtos.push(RtoEvent {
             ts,
             gap_ns,
