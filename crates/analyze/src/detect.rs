@@ -173,11 +173,57 @@ struct Dest {
     conns: u64,
     first_ts: u64,
     last_ts: u64,
-    ports: Box<[u64; 1024]>,
+    ports: PortSet,
     distinct: u32,
     reuses: u64,
     reuses_tw: u64,
     min_reuse_ns: Option<u64>,
+}
+
+/// Source ports seen toward one destination: a short list, a 64 Kibit bitmap once busy (so
+/// thousands of one-connection destinations do not cost 8 KiB each).
+enum PortSet {
+    Few(Vec<u16>),
+    Many(Box<[u64; 1024]>),
+}
+
+impl PortSet {
+    /// Adds `p`; true if it was new.
+    fn insert(&mut self, p: u16) -> bool {
+        match self {
+            PortSet::Few(v) => {
+                if v.contains(&p) {
+                    return false;
+                }
+                if v.len() < 64 {
+                    v.push(p);
+                    return true;
+                }
+                let mut bits = Box::new([0u64; 1024]);
+                for &q in v.iter() {
+                    bits[usize::from(q) / 64] |= 1 << (q % 64);
+                }
+                *self = PortSet::Many(bits);
+                self.insert(p)
+            }
+            PortSet::Many(bits) => {
+                let (w, b) = (usize::from(p) / 64, 1u64 << (p % 64));
+                let new = bits[w] & b == 0;
+                bits[w] |= b;
+                new
+            }
+        }
+    }
+
+    /// Ports in `low..=high`.
+    fn count_in(&self, low: u16, high: u16) -> u32 {
+        match self {
+            PortSet::Few(v) => v.iter().filter(|&&p| (low..=high).contains(&p)).count() as u32,
+            PortSet::Many(bits) => (low..=high)
+                .filter(|&p| bits[usize::from(p) / 64] & (1 << (p % 64)) != 0)
+                .count() as u32,
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -266,7 +312,7 @@ impl Acc {
                 conns: 0,
                 first_ts: ts,
                 last_ts: ts,
-                ports: Box::new([0; 1024]),
+                ports: PortSet::Few(Vec::new()),
                 distinct: 0,
                 reuses: 0,
                 reuses_tw: 0,
@@ -274,10 +320,7 @@ impl Acc {
             });
         d.conns += 1;
         d.last_ts = ts;
-        let p = usize::from(c.client.port);
-        let (w, b) = (p / 64, 1u64 << (p % 64));
-        if d.ports[w] & b == 0 {
-            d.ports[w] |= b;
+        if d.ports.insert(c.client.port) {
             d.distinct += 1;
         }
         if let Some(r) = c.reuse {
@@ -801,9 +844,7 @@ impl Acc {
             .dests
             .iter()
             .map(|((client, server), d)| {
-                let in_range = (range.low..=range.high)
-                    .filter(|&p| d.ports[usize::from(p) / 64] & (1u64 << (p % 64)) != 0)
-                    .count() as u32;
+                let in_range = d.ports.count_in(range.low, range.high);
                 let span = d.last_ts.saturating_sub(d.first_ts);
                 // A rate needs a second of span to mean anything.
                 let rate = d.conns as f64 / (span as f64 / 1e9).max(1.0);
