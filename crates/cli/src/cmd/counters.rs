@@ -18,7 +18,6 @@ use tcpdoctor_report::{findings, table};
 
 use crate::output;
 
-
 /// The long help of `tcpdoctor counters --help`: needs, overhead, output fields, example.
 const ABOUT: &str = "\
 What it does: kernel TCP counters (/proc/net/snmp, netstat, snmp6), named as nstat names

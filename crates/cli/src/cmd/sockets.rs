@@ -13,7 +13,6 @@ use tcpdoctor_report::{findings, fmt, table};
 
 use crate::output;
 
-
 /// The long help of `tcpdoctor sockets --help`: needs, overhead, output fields, example.
 const ABOUT: &str = "\
 What it does: a census of every TCP socket (IPv4 and IPv6, all states, with tcp_info) through
