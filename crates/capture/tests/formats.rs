@@ -678,3 +678,54 @@ fn snoop_truncated_and_corrupt() {
         "s.snoop: byte offset 8: unsupported snoop version: version 9, expected 2"
     );
 }
+
+#[test]
+fn corrupt_gzip_names_the_decompressed_offset_and_keeps_earlier_segments() {
+    use std::io::Write;
+    let segs: Vec<Segment> = (0..200).map(|i| seg(i % 5, false)).collect();
+    let plain = pcap_file(WriteLink::Ethernet, false, 0, &segs);
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::none());
+    gz.write_all(&plain).unwrap();
+    let mut bytes = gz.finish().unwrap();
+    // Stored (uncompressed) deflate blocks: cutting the stream in the middle ends the data early.
+    bytes.truncate(bytes.len() / 2);
+    let (got, r, err) = read_all(bytes);
+    assert!(!got.is_empty() && got.len() < 200);
+    let err = err.expect("cut gzip stream is an error");
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with("t.pcap (decompressed): byte offset "),
+        "{msg}"
+    );
+    assert!(r.stats().gzip);
+}
+
+#[test]
+fn open_errors_name_the_file() {
+    let e = Reader::open(std::path::Path::new("/nonexistent/tdoc-x.pcap"))
+        .err()
+        .unwrap();
+    assert!(matches!(e.kind, ErrorKind::Open(_)));
+    assert!(
+        e.to_string()
+            .starts_with("/nonexistent/tdoc-x.pcap: cannot open: "),
+        "{e}"
+    );
+    assert!(!e.to_string().contains('\n'));
+}
+
+#[test]
+fn reader_is_fused_after_an_error_and_usable_as_iterator() {
+    let segs: Vec<Segment> = (0..3).map(|i| seg(i, false)).collect();
+    let full = pcap_file(WriteLink::Ethernet, false, 0, &segs);
+    let mut r = Reader::from_read(
+        Box::new(Cursor::new(full[..full.len() - 3].to_vec())),
+        "t".into(),
+    )
+    .unwrap();
+    let items: Vec<_> = r.by_ref().collect();
+    assert_eq!(items.len(), 3);
+    assert!(items[0].is_ok() && items[1].is_ok() && items[2].is_err());
+    assert!(r.next_segment().unwrap().is_none());
+    assert_eq!(r.stats().packets, 2);
+}
