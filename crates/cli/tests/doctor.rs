@@ -265,3 +265,22 @@ fn doctor_interrupted_reports_partial_results() {
     assert_eq!(probe["ran"], false);
     assert!(matches!(out.status.code(), Some(0) | Some(1)), "{stderr}");
 }
+
+#[test]
+fn doctor_skips_the_probe_when_loopback_is_down() {
+    if !support::require_root("doctor_skips_the_probe_when_loopback_is_down") {
+        return;
+    }
+    let ns = Netns::new("drlo");
+    ns.exec("ip link set lo down");
+    let (code, out, err) = support::run_in(&ns, &["doctor", "--json", "--window", "200ms"]);
+    let v = support::json(&out, &err);
+    assert_eq!(code, 0, "{err}\n{out}");
+    let skipped = v["skipped"].as_array().unwrap();
+    assert_eq!(skipped.len(), 1, "{v}");
+    assert_eq!(skipped[0]["step"], "probe");
+    assert!(skipped[0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("lo is down"));
+}

@@ -67,6 +67,14 @@ pub fn link_speed_mbps(iface: &str) -> Option<u64> {
         .map(|v| v as u64)
 }
 
+/// Whether `iface` is administratively up (`IFF_UP` in `/sys/class/net/IF/flags`, a hex
+/// number; include/uapi/linux/if.h); `None` when it cannot be read.
+pub fn is_up(iface: &str) -> Option<bool> {
+    let text = std::fs::read_to_string(Path::new(SYS_NET).join(iface).join("flags")).ok()?;
+    let flags = u32::from_str_radix(text.trim().trim_start_matches("0x"), 16).ok()?;
+    Some(flags & 0x1 != 0)
+}
+
 /// Reads one statistic once.
 pub fn read_stat(iface: &str, stat: Stat) -> Result<u64, Error> {
     let mut f = CounterFiles::open(iface, &[stat])?;
@@ -163,6 +171,8 @@ mod tests {
         f.read(&mut w).unwrap();
         assert!(w[0] >= v[0] && w[1] >= v[1]);
         assert_eq!(link_speed_mbps("lo"), None);
+        assert_eq!(is_up("lo"), Some(true));
+        assert_eq!(is_up("tdoc-none"), None);
         assert!(interfaces().unwrap().iter().any(|i| i == "lo"));
         assert!(CounterFiles::open("tdoc-none", &[Stat::RxBytes]).is_err());
     }

@@ -196,7 +196,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 ran: true,
                 duration_us: census_ms.as_micros() as u64,
                 detail: format!(
-                    "{} sockets, {} listeners, {} destinations; censuses {} apart",
+                    "{} socket(s), {} listener(s), {} destination(s); censuses {} apart",
                     a.summary.total_sockets,
                     a.summary.listeners.iter().filter(|l| l.listening).count(),
                     a.summary.destinations.len(),
@@ -332,6 +332,14 @@ fn probe_step(
     run: &mut Run,
     settings: Option<&crate::cmd::check::Body>,
 ) -> Option<tcpdoctor_probe::Summary> {
+    // sysfs shows this namespace's interfaces (`--netns` remounts it; `ip netns exec` too).
+    if tcpdoctor_host::netdev::is_up("lo") == Some(false) {
+        run.skip(
+            "probe",
+            "the loopback interface lo is down here (ip link set lo up)".to_string(),
+        );
+        return None;
+    }
     let ports = settings.map_or(28_232, |b| {
         u64::from(b.settings.tcp.ip_local_port_range.len())
     });
@@ -417,7 +425,9 @@ fn write_text(w: &mut dyn Write, r: &Report<Body>) -> io::Result<()> {
     }
     if let Some(s) = &b.sockets {
         let states: Vec<String> = s.by_state.iter().map(|(k, v)| format!("{k} {v}")).collect();
-        writeln!(w, "  sockets by state: {}", states.join(", "))?;
+        if !states.is_empty() {
+            writeln!(w, "  sockets by state: {}", states.join(", "))?;
+        }
     }
     writeln!(w)?;
     let (serious, info): (Vec<Finding>, Vec<Finding>) = r
