@@ -34,6 +34,11 @@ pub const REFERENCE_RTT: Duration = Duration::from_millis(100);
 /// uses 200 ms (`TCP_RTO_MIN`) and datacenter guides go down to a few ms, not below.
 pub const RTO_FLOOR_RISKY: Duration = Duration::from_millis(1);
 
+/// A listen() backlog below this overflows on an ordinary burst of connects: 16 is what a
+/// single client opening one connection per CPU thread sends at once on a small server, and
+/// far below the backlogs servers ask for (nginx 511, Go's `net` package uses somaxconn).
+pub const SMALL_BACKLOG: u64 = 16;
+
 /// Settings [`TcpSettings`] does not carry, read from this network namespace.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct More {
@@ -462,7 +467,10 @@ fn backlogs(t: &TcpSettings, m: &More, listeners: &[ListenerBacklog], out: &mut 
     }
     // sk_max_ack_backlog: the accept queue holds backlog + 1 connections
     // (sk_acceptq_is_full, include/net/sock.h, uses '>').
-    let small: Vec<&ListenerBacklog> = listeners.iter().filter(|l| l.backlog < 16).collect();
+    let small: Vec<&ListenerBacklog> = listeners
+        .iter()
+        .filter(|l| l.backlog < SMALL_BACKLOG)
+        .collect();
     if !small.is_empty() {
         out.push(
             Finding::new(
@@ -470,7 +478,7 @@ fn backlogs(t: &TcpSettings, m: &More, listeners: &[ListenerBacklog], out: &mut 
                 Severity::Info,
                 Source::Check,
                 format!(
-                    "{} listener(s) with a backlog under 16: a short pause in accept() overflows them",
+                    "{} listener(s) with a backlog under {SMALL_BACKLOG}: a short pause in accept() overflows them",
                     small.len()
                 ),
             )
