@@ -58,6 +58,8 @@ pub struct Args {
     /// Busy and hybrid modes: run the sampler as SCHED_FIFO priority 1 (needs root or
     /// CAP_SYS_NICE) so other tasks cannot preempt it; the kernel still keeps ~5% of that
     /// CPU for them (kernel.sched_rt_runtime_us). Best resolution on a loaded host.
+    /// Caution: per-CPU kernel work on that CPU (ksoftirqd, kworkers) waits too; on a
+    /// production host pick a quiet CPU with --cpu.
     #[arg(long)]
     pub realtime: bool,
     /// Link speed when sysfs does not know it (virtual devices): e.g. 10G, 1000M, 25Gbit.
