@@ -87,7 +87,7 @@ pub fn fan_in(o: &FanIn) -> Vec<Finding> {
         .counter("TcpRetransSegs", o.retrans_segs)
         .with_evidence(timing)
         .with_evidence(Evidence::Examples {
-            what: "timeouts per sender".into(),
+            what: "timer-driven repairs per sender".into(),
             items: o
                 .timeouts_per_sender
                 .iter()

@@ -110,7 +110,10 @@ enum Scenario {
     StaleAckRace(Box<StaleAckArgs>),
     /// Remove leftovers: namespaces named tdoc* (and processes inside), root interfaces tdoc*.
     ///
-    /// Lab namespaces of runs that are still alive are kept unless --force.
+    /// Lab namespaces of runs that are still alive are kept unless --force. Other tdoc*
+    /// namespaces (tcpdoctor's tests use tdoc-<tag>-...) cannot be told apart from leftovers:
+    /// run the unscoped form only when no tcpdoctor test is running, or narrow it with --pid
+    /// or --prefix.
     Cleanup(CleanupArgs),
 }
 
@@ -420,7 +423,7 @@ fn render_incast(w: &mut dyn Write, r: &Report<incast::Report>) -> io::Result<()
     let c = &b.config;
     writeln!(
         w,
-        "lab incast: {} bytes per round over N senders, bottleneck tbf rate {} burst {} limit {} (run {})",
+        "lab incast: {} per round split over N senders, bottleneck tbf rate {} burst {} limit {} (run {})",
         fmt::bytes(c.block_bytes),
         c.rate,
         fmt::bytes(c.burst_bytes),
@@ -493,8 +496,8 @@ fn render_incast(w: &mut dyn Write, r: &Report<incast::Report>) -> io::Result<()
             ]);
         }
         table::align_right(&mut t, &[1, 2, 3, 4, 5]);
-        writeln!(w, "RTO expiries: TcpExtTCPTimeouts plus the recovery-state variants (TcpExtTCPSackRecoveryFail, TcpExtTCPSackFailures, TcpExtTCPLossFailures) that tcp_retransmit_timer counts instead.")?;
         writeln!(w, "{t}")?;
+        writeln!(w, "RTO expiries: TcpExtTCPTimeouts plus the recovery-state variants (TcpExtTCPSackRecoveryFail, TcpExtTCPSackFailures, TcpExtTCPLossFailures) that tcp_retransmit_timer counts instead.")?;
     }
     writeln!(w)?;
     findings::write(w, &r.findings)?;
