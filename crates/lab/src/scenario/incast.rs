@@ -302,20 +302,26 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
     } else {
         None
     };
-    let findings: Vec<Finding> = before
+    let mut findings: Vec<Finding> = before
         .as_ref()
         .map(|r| diagnose::fan_in(&fan_in_of(r)))
         .unwrap_or_default();
+    let mut diagnosed_by = vec![
+        "lab fan-in detector over per-sender retransmission-timer counters and round times".into(),
+    ];
+    // With a capture, analyze's detectors read it too (it spans every run of this scenario).
+    if let Some(path) = &common.pcap {
+        let (more, _) = diagnose::capture(path)?;
+        diagnose::merge(&mut findings, more);
+        diagnosed_by.push("analyze: detectors on the receiver's capture (all runs)".into());
+    }
     let header = Header {
         scenario: "incast",
         run_id: topo.lab.run_id(),
         subnet: common.subnet.to_string(),
         namespaces: topo.lab.namespaces().to_vec(),
         capture,
-        diagnosed_by: vec![
-            "lab fan-in detector over per-sender retransmission-timer counters and round times"
-                .into(),
-        ],
+        diagnosed_by,
     };
     drop(topo);
     Ok(Outcome {
