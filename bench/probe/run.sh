@@ -85,13 +85,24 @@ wrk_rps() { in_ns wrk -t2 -c "$CONC" -d "${DUR}s" "$@" http://127.0.0.1:8080/ | 
 
 declare -A R
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+# Each pair runs back to back, in alternating order: a churning run leaves tens of thousands
+# of TIME_WAIT sockets in the namespace for 60 s, which slows the next run's connects.
 for i in $(seq "$RUNS"); do
-  R[c]+="$(c_loop) "
-  R[t_crr]+="$(tdoc 127.0.0.1:5001 --mode crr -c 1) "
-  R[wrk_close]+="$(wrk_rps -H 'Connection: close') "
-  R[t_close]+="$(tdoc http://127.0.0.1:8080/ --keepalive off -c "$CONC") "
-  R[wrk_ka]+="$(wrk_rps) "
-  R[t_ka]+="$(tdoc http://127.0.0.1:8080/ -c "$CONC") "
+  if [ $((i % 2)) -eq 1 ]; then
+    R[c]+="$(c_loop) "
+    R[t_crr]+="$(tdoc 127.0.0.1:5001 --mode crr -c 1) "
+    R[wrk_close]+="$(wrk_rps -H 'Connection: close') "
+    R[t_close]+="$(tdoc http://127.0.0.1:8080/ --keepalive off -c "$CONC") "
+    R[wrk_ka]+="$(wrk_rps) "
+    R[t_ka]+="$(tdoc http://127.0.0.1:8080/ -c "$CONC") "
+  else
+    R[t_crr]+="$(tdoc 127.0.0.1:5001 --mode crr -c 1) "
+    R[c]+="$(c_loop) "
+    R[t_close]+="$(tdoc http://127.0.0.1:8080/ --keepalive off -c "$CONC") "
+    R[wrk_close]+="$(wrk_rps -H 'Connection: close') "
+    R[t_ka]+="$(tdoc http://127.0.0.1:8080/ -c "$CONC") "
+    R[wrk_ka]+="$(wrk_rps) "
+  fi
   ip netns pids "$NS" >/dev/null 2>&1 || { echo "namespace $NS vanished (a 'lab cleanup' elsewhere?)" >&2; exit 1; }
   echo "run $i/$RUNS done" >&2
 done
@@ -108,7 +119,7 @@ m = statistics.median
 def row(name, cmd, mine, peer, peer_name, peer_cmd):
     return (f"| {name} | `{cmd}` | {m(mine):,.0f} | `{peer_cmd}` | {m(peer):,.0f} | **{m(mine)/m(peer):.2f}x** |\n")
 out = f"""Run by `bench/probe/run.sh {runs} {dur} {conc}`: loopback inside a fresh network namespace,
-{runs} interleaved runs of {dur} s each, medians. Machine: {ncpu} CPUs ({cpu}), Linux {kernel};
+{runs} rounds of {dur} s runs, each pair back to back in alternating order, medians. Machine: {ncpu} CPUs ({cpu}), Linux {kernel};
 load average before/after: {lb} / {la} (other builds were running on the machine).
 Every tcpdoctor run recorded every connection/request (per-phase HDR histograms, per-second
 series, spike classification; the script checks that the total histogram counts every request).
@@ -119,7 +130,10 @@ series, spike classification; the script checks that the total histogram counts 
 out += row("crr, 1 worker", "probe 127.0.0.1:5001 --mode crr -c 1", tcrr, c, "C loop", "bench/probe/crr.c (connect/send/read/close)")
 out += row(f"http, no keep-alive, {conc} conns", f"probe http://127.0.0.1:8080/ --keepalive off -c {conc}", tclose, wclose, "wrk", f"wrk -t2 -c {conc} -H 'Connection: close'")
 out += row(f"http keep-alive, {conc} conns", f"probe http://127.0.0.1:8080/ -c {conc}", tka, wka, "wrk", f"wrk -t2 -c {conc}")
-out += "\nAll runs (req/s):\n\n"
+pairs = lambda a, b: m([x / y for x, y in zip(a, b)])
+out += (f"\nMedian of the per-round ratios (each pair ran back to back): crr {pairs(tcrr, c):.2f}x, "
+        f"http no keep-alive {pairs(tclose, wclose):.2f}x, http keep-alive {pairs(tka, wka):.2f}x.\n")
+out += "\nAll runs (req/s, in round order):\n\n"
 for name, v in zip(["C loop", "probe crr -c 1", "wrk close", "probe http close", "wrk keep-alive", "probe http keep-alive"], vals):
     out += f"- {name}: " + ", ".join(f"{x:,.0f}" for x in v) + "\n"
 print(out)

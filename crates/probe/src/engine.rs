@@ -251,7 +251,12 @@ fn drive(
         }
         Ok(())
     })?;
-    let elapsed = t0.elapsed();
+    // The load ran until its last request ended (not until the supervisor's next tick).
+    let elapsed = all
+        .iter()
+        .map(|r| Duration::from_nanos(r.end_ns))
+        .max()
+        .unwrap_or_else(|| t0.elapsed());
     all.sort_unstable_by_key(|r| (r.start_ns, r.worker));
     Ok((all, elapsed))
 }
@@ -366,17 +371,16 @@ fn worker(sh: &Shared, id: usize, reserve: usize) -> Vec<Record> {
         let scheduled = match rate {
             Some(r) => {
                 let due = sh.t0 + Duration::from_secs_f64(ticket as f64 / r);
-                if !sleep_until(sh, due) {
+                if due >= sh.end || !sleep_until(sh, due) {
                     break;
                 }
-                due
+                Some(due)
             }
-            None => Instant::now(),
+            None => None,
         };
-        if scheduled >= sh.end {
+        let Some(rec) = w.iteration(scheduled) else {
             break;
-        }
-        let rec = w.iteration(scheduled);
+        };
         let failed = match rec.outcome {
             Outcome::Error { kind, .. } => {
                 w.slot.errors.fetch_add(1, Ordering::Relaxed);
@@ -418,8 +422,14 @@ impl Worker<'_, '_> {
         self.sh.ns(Instant::now())
     }
 
-    fn iteration(&mut self, scheduled: Instant) -> Record {
+    /// One request; `None` when the run's duration is over. `scheduled` is the open-loop
+    /// due time (closed loop: the start).
+    fn iteration(&mut self, scheduled: Option<Instant>) -> Option<Record> {
         let start = Instant::now();
+        if scheduled.is_none() && start >= self.sh.end {
+            return None;
+        }
+        let scheduled = scheduled.unwrap_or(start);
         let mut rec = Record {
             worker: self.id,
             local_port: 0,
@@ -445,7 +455,7 @@ impl Worker<'_, '_> {
         if let Err(f) = result {
             rec.outcome = self.outcome_of(f);
         }
-        rec
+        Some(rec)
     }
 
     /// Maps a failure to an outcome, looking at whether the supervisor cut the socket.
@@ -539,7 +549,18 @@ impl Worker<'_, '_> {
         conn.local_port = rec.local_port;
         connected.map_err(|e| Fail::Io(e, Phase::Connect))?;
         rec.connected_ns = Some(self.now_ns());
-        self.disarm();
+        // The connect deadline stays armed until the exchange arms the reply deadline: one
+        // lock fewer per connection.
+        if matches!(
+            cfg.mode,
+            Mode::Rr
+                | Mode::Http {
+                    keepalive: true,
+                    ..
+                }
+        ) {
+            self.disarm();
+        }
         Ok(())
     }
 
@@ -646,7 +667,9 @@ impl Worker<'_, '_> {
                 }
             }
         }
-        self.disarm();
+        if persistent {
+            self.disarm();
+        }
         Ok(persistent)
     }
 
@@ -669,7 +692,9 @@ impl Worker<'_, '_> {
             http::ReadError::Closed { .. } => Fail::Kind(ErrorKind::ShortReply, Phase::Reply),
             http::ReadError::Malformed(_) => Fail::Kind(ErrorKind::BadReply, Phase::Reply),
         })?;
-        self.disarm();
+        if resp.keep_alive {
+            self.disarm();
+        }
         rec.status = resp.status;
         Ok(resp.keep_alive)
     }
