@@ -149,7 +149,9 @@ rate = lambda n, s: n / s if s > 0 else float("inf")
 mib = lambda k: k / 1024
 def ratio(a, b): return a / b if b > 0 else float("inf")
 lines = []
-lines.append("Capture: %d packets (%.2f GB, \`-s 128\`), lo MTU 1500 offloads off, 0.2%% random drop after the tap; %s short connections/s (wrk, Connection: close) + 2 iperf3 flows at 100 Mbit/s; generated in ${GEN_SECONDS} s. Prefix: first %d packets (\`editcap -r\`)." % (N, SIZE/1e9, "thousands of", NPRE))
+gen = "${GEN_SECONDS}"
+gen = "recorded by an earlier run of this script" if gen == "reused" else "recorded in %s s" % gen
+lines.append("Capture: %d packets (%.2f GB, \`-s 128\`), lo MTU 1500 offloads off, 0.2%% random drop after the tap; thousands of short connections/s (wrk, Connection: close) + 2 iperf3 flows at 100 Mbit/s; %s. Prefix: first %d packets (\`editcap -r\`)." % (N, SIZE/1e9, gen, NPRE))
 lines.append("")
 lines.append("| tool | input | wall (median) | CPU user+sys (median) | packets/s (wall) | peak RSS |")
 lines.append("|---|---|---:|---:|---:|---:|")
