@@ -107,7 +107,12 @@ pub struct Totals {
 /// [`Analyzer::finish`].
 pub struct Analyzer {
     cfg: Config,
-    flows: FastMap<FlowKey, Slot>,
+    /// 4-tuple -> index into `slots` (small values keep the hash table compact).
+    flows: FastMap<FlowKey, u32>,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    /// The last 4-tuple looked up: consecutive segments of one flow skip the hash.
+    last: Option<(FlowKey, u32)>,
     acc: Acc,
     totals: Totals,
     bursts: BurstMeter,
@@ -130,6 +135,9 @@ impl Analyzer {
             acc: Acc::new(&cfg),
             cfg,
             flows: FastMap::default(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            last: None,
             totals: Totals::default(),
             bursts: BurstMeter::default(),
             rows: Vec::new(),
@@ -172,7 +180,22 @@ impl Analyzer {
         };
         let key = FlowKey::new(src, dst);
         let pure_syn = s.flags.syn() && !s.flags.ack();
-        let slot = self.flows.entry(key).or_default();
+        let idx = match self.last {
+            Some((k, i)) if k == key => i,
+            _ => {
+                let (slots, free) = (&mut self.slots, &mut self.free);
+                let i = *self.flows.entry(key).or_insert_with(|| match free.pop() {
+                    Some(i) => i,
+                    None => {
+                        slots.push(Slot::default());
+                        (slots.len() - 1) as u32
+                    }
+                });
+                self.last = Some((key, i));
+                i
+            }
+        };
+        let slot = &mut self.slots[idx as usize];
         let new_incarnation = match &slot.conn {
             None => true,
             Some(c) => pure_syn && !(c.client == src && c.half[0].isn == Some(SeqNumber(s.seq))),
@@ -259,7 +282,9 @@ impl Analyzer {
             &mut self.open,
             &mut self.pool,
         );
-        self.flows.retain(|_, slot| {
+        let (slots, free) = (&mut self.slots, &mut self.free);
+        self.flows.retain(|_, &mut i| {
+            let slot = &mut slots[i as usize];
             if let Some(c) = slot.conn.as_deref() {
                 let quiet = now.saturating_sub(c.last_ts);
                 let done = c.close != CloseKind::Open && quiet > CLOSE_LINGER_NS;
@@ -272,18 +297,25 @@ impl Analyzer {
                 }
                 return true;
             }
-            match slot.prev {
+            let keep = match slot.prev {
                 Some(t) => now.saturating_sub(t.last_ts) <= forget,
                 None => false,
+            };
+            if !keep {
+                *slot = Slot::default();
+                free.push(i);
             }
+            keep
         });
+        // Freed indices may be handed to other 4-tuples.
+        self.last = None;
         self.acc.sweep(now);
     }
 
     /// Summarises every connection still held and runs the detectors.
     pub fn finish(mut self) -> Analysis {
         let origin = self.first_ts.unwrap_or(0);
-        for slot in self.flows.values_mut() {
+        for slot in self.slots.iter_mut() {
             if let Some(mut c) = slot.conn.take() {
                 let close = c.close;
                 finish_conn(
@@ -438,7 +470,14 @@ fn track(
                 } else {
                     if seq < nxt && !keepalive {
                         let fast = rev.dup_acks >= 2 && rev.last_ack == Some(seq);
-                        let ooo = !fast && ts.saturating_sub(h.next_seq_ts) < ooo_ns && nxt != end;
+                        // Data the receiver had already acknowledged is a (spurious) retransmission
+                        // whatever its timing; Wireshark checks this before reordering.
+                        let spurious =
+                            len > 0 && rev.last_ack.is_some_and(|a| seq.wrapping_add(len) <= a);
+                        let ooo = !fast
+                            && !spurious
+                            && ts.saturating_sub(h.next_seq_ts) < ooo_ns
+                            && nxt != end;
                         if ooo {
                             h.out_of_order += 1;
                             totals.out_of_order += 1;

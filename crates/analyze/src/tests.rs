@@ -607,3 +607,34 @@ fn a_burst_at_line_rate_in_a_quiet_second_is_a_microburst() {
         .iter()
         .all(|f| f.pathology != Pathology::Microburst));
 }
+
+#[test]
+fn already_acknowledged_data_is_a_retransmission_even_when_quick() {
+    // Wireshark calls it spurious and counts it as a retransmission before any reordering
+    // test; a quick resend of unacknowledged data within the RTT is reordering instead.
+    let tp = tuple("10.0.0.1", 40000, "10.0.0.2", 80);
+    let mut c = Cap::new();
+    c.handshake(0, tp, 0, 0); // 100 us handshake RTT
+    for i in 0..4u32 {
+        c.pkt(
+            1_000 + u64::from(i) * 5,
+            tp,
+            true,
+            A,
+            1 + i * 1000,
+            1,
+            1000,
+            502,
+        );
+    }
+    c.pkt(1_030, tp, false, A, 1, 2001, 0, 1000);
+    let spurious = c.pkt(1_040, tp, true, A, 1001, 1, 1000, 502);
+    c.pkt(1_045, tp, true, A, 2001, 1, 1000, 502);
+    let a = c.run(Config {
+        keep_retransmissions: true,
+        ..Config::default()
+    });
+    assert_eq!(a.totals.retransmissions, 1, "{:#?}", a.totals);
+    assert_eq!(a.totals.out_of_order, 1);
+    assert_eq!(a.retransmitted[0].0, spurious);
+}
