@@ -94,6 +94,17 @@ print(f"Library: `sockets::census` of {lib['sockets']} sockets median {lib['cens
 print()
 print(f"Counters snapshot (`host::counters::snapshot()`, {cost['counters']} counters, {cost['iterations']} calls): median **{cost['median_us']:.0f} us**, p90 {cost['p90_us']:.0f} us, p99 {cost['p99_us']:.0f} us (goal <= 150 us); reading the three files alone (the kernel's share) median {cost['read_only_median_us']:.0f} us.")
 print(f"Process level: `tcpdoctor counters` median {ms(c[0]['median']):.2f} ms vs `nstat -a -s` {ms(c[1]['median']):.2f} ms ({c[1]['median'] / c[0]['median']:.2f}x).")
+print("""
+Notes. Where the time goes (perf, 50 k TIME_WAIT): about two thirds of tcpdoctor's CPU is the
+kernel's dump itself (`tcp_diag_dump`), which ss pays as well. tcpdoctor asks for both address
+families in one legacy `TCPDIAG_GETSOCK` request (the kernel walks its established hash once
+with `AF_UNSPEC`; ss sends one request per family), masks only the 12 real states (bit 13 would
+add a walk of the bind hash), parses replies in place and sizes its result from
+`/proc/net/sockstat`; ss spends most of its user time formatting 50 k lines. Wall-clock ratios
+swing with the load of the shared 2 cores (an earlier run at load 10: 2.75x wall, 2.88x CPU).
+The counters goal is not met on this VM: generating the three /proc files alone takes the
+kernel ~130 us here; the rest (~70 us) is `host::counters` building 400 `String` keys into a
+`BTreeMap`, which a parser keyed by static names could cut to a few microseconds.""")
 PY
 rm -f "$hf" "$hf2" "$hf3"
 cat "$out"
