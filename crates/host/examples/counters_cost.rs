@@ -1,5 +1,6 @@
 //! Cost of one `host::counters::snapshot()` (reads /proc/net/snmp, netstat, snmp6 and parses
-//! them), measured in a loop: `cargo run --release -p tcpdoctor-host --example counters_cost
+//! them, opening the files each time) and of one `Sampler::sample()` (files kept open),
+//! measured in a loop: `cargo run --release -p tcpdoctor-host --example counters_cost
 //! -- [ITERATIONS]`. Prints median, p90, p99 and mean in microseconds as one JSON line.
 //! Used by bench/sockets/run.sh; not a test (timings belong in bench/ only).
 
@@ -22,6 +23,18 @@ fn main() {
         ns.push(t0.elapsed().as_nanos());
         counters = s.values.len();
     }
+    // Steady state: one open Sampler re-read for each snapshot (what --watch and doctor do).
+    let mut sampler = tcpdoctor_host::counters::Source::default()
+        .sampler()
+        .expect("open /proc/net counters");
+    let mut sampler_ns: Vec<u128> = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t0 = Instant::now();
+        let s = sampler.sample().expect("read /proc/net");
+        sampler_ns.push(t0.elapsed().as_nanos());
+        std::hint::black_box(s);
+    }
+    sampler_ns.sort_unstable();
     // The kernel's share: reading the same three files without parsing.
     let mut read_ns: Vec<u128> = Vec::with_capacity(n);
     let mut buf = Vec::with_capacity(16 * 1024);
@@ -40,10 +53,12 @@ fn main() {
     let q = |v: &[u128], p: f64| v[((v.len() - 1) as f64 * p).round() as usize] as f64 / 1000.0;
     let mean = ns.iter().sum::<u128>() as f64 / ns.len() as f64 / 1000.0;
     println!(
-        "{{\"iterations\":{n},\"counters\":{counters},\"median_us\":{:.1},\"p90_us\":{:.1},\"p99_us\":{:.1},\"mean_us\":{mean:.1},\"read_only_median_us\":{:.1}}}",
+        "{{\"iterations\":{n},\"counters\":{counters},\"median_us\":{:.1},\"p90_us\":{:.1},\"p99_us\":{:.1},\"mean_us\":{mean:.1},\"read_only_median_us\":{:.1},\"sampler_median_us\":{:.1},\"sampler_p99_us\":{:.1}}}",
         q(&ns, 0.5),
         q(&ns, 0.9),
         q(&ns, 0.99),
-        q(&read_ns, 0.5)
+        q(&read_ns, 0.5),
+        q(&sampler_ns, 0.5),
+        q(&sampler_ns, 0.99)
     );
 }

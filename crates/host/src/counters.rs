@@ -39,32 +39,88 @@ impl Default for Source {
 }
 
 impl Source {
-    /// Reads snmp and netstat (required) and snmp6 (optional: absent without IPv6).
+    /// Reads snmp and netstat (required) and snmp6 (optional: absent without IPv6) once.
+    /// For repeated readings open a [`Sampler`], which is cheaper per reading.
     pub fn snapshot(&self) -> Result<Snapshot, Error> {
-        let mut snap = Snapshot::default();
-        for name in ["snmp", "netstat"] {
+        self.sampler()?.sample()
+    }
+
+    /// Opens the counter files for repeated readings.
+    pub fn sampler(&self) -> Result<Sampler, Error> {
+        let open = |name: &str| {
             let path = self.dir.join(name);
-            let text = read(&path)?;
-            parse_paired(&text, &path, &mut snap.values)?;
+            std::fs::File::open(&path)
+                .map(|f| (path.clone(), f))
+                .map_err(|source| Error::Read { path, source })
+        };
+        Ok(Sampler {
+            paired: [open("snmp")?, open("netstat")?],
+            flat: open("snmp6").ok(),
+            buf: vec![0; 64 * 1024],
+        })
+    }
+}
+
+/// Open counter files, re-read from offset 0 for each snapshot.
+///
+/// Keeping the files open matters: each fresh open of a procfs seq_file starts with a
+/// one-page buffer, and `/proc/net/netstat` (just over 4 KiB on 6.18) overflows it, so the
+/// kernel generates the text twice (fs/seq_file.c, `seq_read_iter`). A kept file keeps its
+/// grown buffer, and one `pread` at offset 0 generates the text once.
+#[derive(Debug)]
+pub struct Sampler {
+    paired: [(PathBuf, std::fs::File); 2],
+    flat: Option<(PathBuf, std::fs::File)>,
+    buf: Vec<u8>,
+}
+
+impl Sampler {
+    /// Reads every counter now.
+    pub fn sample(&mut self) -> Result<Snapshot, Error> {
+        let mut snap = Snapshot::default();
+        for i in 0..2 {
+            let (path, file) = &self.paired[i];
+            let text = pread_all(file, &mut self.buf, path)?;
+            parse_paired(text, path, &mut snap.values)?;
         }
-        let path = self.dir.join("snmp6");
-        if let Ok(text) = std::fs::read_to_string(&path) {
-            parse_flat(&text, &path, &mut snap.values)?;
+        if let Some((path, file)) = &self.flat {
+            let text = pread_all(file, &mut self.buf, path)?;
+            parse_flat(text, path, &mut snap.values)?;
         }
         Ok(snap)
     }
 }
 
+/// Reads a whole procfs file from offset 0 with large reads, growing `buf` when needed.
+fn pread_all<'b>(
+    file: &std::fs::File,
+    buf: &'b mut Vec<u8>,
+    path: &Path,
+) -> Result<&'b str, Error> {
+    use std::os::unix::fs::FileExt;
+    let err = |source| Error::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            buf.resize(buf.len() * 2, 0);
+        }
+        match file.read_at(&mut buf[len..], len as u64) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(err(e)),
+        }
+    }
+    std::str::from_utf8(&buf[..len])
+        .map_err(|e| err(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
+}
+
 /// Reads the counters of the current network namespace.
 pub fn snapshot() -> Result<Snapshot, Error> {
     Source::default().snapshot()
-}
-
-fn read(path: &Path) -> Result<String, Error> {
-    std::fs::read_to_string(path).map_err(|source| Error::Read {
-        path: path.to_path_buf(),
-        source,
-    })
 }
 
 /// Parses the header/value line pairs of `/proc/net/snmp` and `/proc/net/netstat`.

@@ -127,18 +127,20 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     if let Some(from) = &args.from {
         return saved_mode(&args, from.clone());
     }
-    let take = || -> anyhow::Result<(Snapshot, Duration)> {
+    // One sampler for the whole run: kept-open files are re-read cheaply (host::counters).
+    let mut sampler = match &args.netns {
+        Some(ns) => sockets::in_netns(ns, || {
+            counters::Source {
+                dir: PathBuf::from("/proc/thread-self/net"),
+            }
+            .sampler()
+        })?,
+        None => counters::Source::default().sampler(),
+    }
+    .context("opening the counter files")?;
+    let mut take = || -> anyhow::Result<(Snapshot, Duration)> {
         let t0 = Instant::now();
-        let s = match &args.netns {
-            Some(ns) => sockets::in_netns(ns, || {
-                counters::Source {
-                    dir: PathBuf::from("/proc/thread-self/net"),
-                }
-                .snapshot()
-            })?,
-            None => counters::snapshot(),
-        }
-        .context("reading counters")?;
+        let s = sampler.sample().context("reading counters")?;
         Ok((s, t0.elapsed()))
     };
     let stop = output::stop_flag();
