@@ -10,7 +10,9 @@ use tcpdoctor_model::PortRange;
 
 use crate::burst::BurstMeter;
 use crate::detect::Acc;
-use crate::flow::{CloseKind, Conn, Endpoint, FastMap, FlowKey, FlowRow, RetransKind, Reuse, Tomb};
+use crate::flow::{
+    CloseKind, Conn, Endpoint, FastMap, FlowRow, PackedKey, RetransKind, Reuse, Tomb,
+};
 use crate::seq::SeqNumber;
 use crate::Analysis;
 
@@ -108,11 +110,11 @@ pub struct Totals {
 pub struct Analyzer {
     cfg: Config,
     /// 4-tuple -> index into `slots` (small values keep the hash table compact).
-    flows: FastMap<FlowKey, u32>,
+    flows: FastMap<PackedKey, u32>,
     slots: Vec<Slot>,
     free: Vec<u32>,
     /// The last 4-tuple looked up: consecutive segments of one flow skip the hash.
-    last: Option<(FlowKey, u32)>,
+    last: Option<(PackedKey, u32)>,
     acc: Acc,
     totals: Totals,
     bursts: BurstMeter,
@@ -178,7 +180,7 @@ impl Analyzer {
             addr: s.dst,
             port: s.dst_port,
         };
-        let key = FlowKey::new(src, dst);
+        let key = PackedKey::new(s.src, s.src_port, s.dst, s.dst_port);
         let pure_syn = s.flags.syn() && !s.flags.ack();
         let idx = match self.last {
             Some((k, i)) if k == key => i,

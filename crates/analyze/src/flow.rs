@@ -63,6 +63,53 @@ impl FlowKey {
     }
 }
 
+/// The flow table's key: a 4-tuple as plain integers, endpoints in the same canonical order
+/// as [`FlowKey`] (address, then port), so both directions find the same entry. Comparing and
+/// ordering integers is cheaper than walking `IpAddr` enums on every segment, and the hash is
+/// bit-for-bit [`FlowKey`]'s, so the table (and the order a sweep visits it) is unchanged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PackedKey {
+    lo: u128,
+    hi: u128,
+    /// `lo` port in the high half, `hi` port in the low half.
+    ports: u32,
+    /// Families, `lo`'s in bit 1 and `hi`'s in bit 0 (1 = IPv6); 0 = both IPv4.
+    fam: u8,
+}
+
+impl PackedKey {
+    pub fn new(a: IpAddr, a_port: u16, b: IpAddr, b_port: u16) -> PackedKey {
+        let bits = |x: IpAddr| match x {
+            IpAddr::V4(v) => u128::from(u32::from(v)),
+            IpAddr::V6(v) => u128::from(v),
+        };
+        // Families differ only in malformed input; keep such keys apart from same-family ones
+        // and order V4 before V6 as `IpAddr` does.
+        let fam = |x: IpAddr| u8::from(x.is_ipv6());
+        let (ea, eb) = ((fam(a), bits(a), a_port), (fam(b), bits(b), b_port));
+        let (lo, hi) = if ea <= eb { (ea, eb) } else { (eb, ea) };
+        PackedKey {
+            lo: lo.1,
+            hi: hi.1,
+            ports: (u32::from(lo.2) << 16) | u32::from(hi.2),
+            fam: (lo.0 << 1) | hi.0,
+        }
+    }
+}
+
+impl Hash for PackedKey {
+    /// The same words [`FlowKey`] writes for the same 4-tuple.
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        if self.fam != 0 {
+            h.write_u64(self.lo as u64 ^ (self.lo >> 64) as u64 ^ 0x6);
+            h.write_u64(self.hi as u64 ^ (self.hi >> 64) as u64);
+        } else {
+            h.write_u64(((self.lo as u64) << 32) | self.hi as u64);
+        }
+        h.write_u32(self.ports);
+    }
+}
+
 /// A small multiplicative hasher (the FxHash mixing step): flow lookups are the hot path and
 /// the keys come from one capture, not from an adversary choosing collisions.
 #[derive(Default, Clone, Copy)]

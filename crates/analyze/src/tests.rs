@@ -638,3 +638,46 @@ fn already_acknowledged_data_is_a_retransmission_even_when_quick() {
     assert_eq!(a.totals.out_of_order, 1);
     assert_eq!(a.retransmitted[0].0, spurious);
 }
+
+/// The flow table's packed key: both directions find one entry, distinct 4-tuples stay
+/// apart, and it hashes exactly as the `FlowKey` of the same 4-tuple (so the table, and the
+/// order a sweep visits connections, is what it was with `FlowKey`).
+#[test]
+fn packed_key_matches_flow_key() {
+    use crate::flow::{Endpoint, FastHasher, FlowKey, PackedKey};
+    use std::hash::{Hash, Hasher};
+    fn hash_of<T: Hash>(t: &T) -> u64 {
+        let mut h = FastHasher::default();
+        t.hash(&mut h);
+        h.finish()
+    }
+    let addrs: [IpAddr; 6] = [
+        "10.0.0.1".parse().unwrap(),
+        "10.0.0.2".parse().unwrap(),
+        "192.168.1.9".parse().unwrap(),
+        "::1".parse().unwrap(),
+        "2001:db8::7".parse().unwrap(),
+        "::ffff:10.0.0.1".parse().unwrap(),
+    ];
+    let ports = [80u16, 443, 8080, 40000, 60999];
+    let mut all = Vec::new();
+    for &a in &addrs {
+        for &b in &addrs {
+            for &pa in &ports {
+                for &pb in &ports {
+                    let ea = Endpoint { addr: a, port: pa };
+                    let eb = Endpoint { addr: b, port: pb };
+                    let k = PackedKey::new(a, pa, b, pb);
+                    assert_eq!(k, PackedKey::new(b, pb, a, pa), "{ea} {eb}");
+                    assert_eq!(hash_of(&k), hash_of(&FlowKey::new(ea, eb)), "{ea} {eb}");
+                    all.push((FlowKey::new(ea, eb), k));
+                }
+            }
+        }
+    }
+    for (i, (fa, ka)) in all.iter().enumerate() {
+        for (fb, kb) in &all[i + 1..] {
+            assert_eq!(fa == fb, ka == kb, "{fa:?} {fb:?}");
+        }
+    }
+}
