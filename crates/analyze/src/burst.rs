@@ -24,6 +24,16 @@ struct Bin {
     max_index: u64,
 }
 
+impl Bin {
+    /// Folds the open bin into the maximum.
+    fn close(&mut self) {
+        if self.bytes > self.max_bytes {
+            self.max_bytes = self.bytes;
+            self.max_index = self.index;
+        }
+    }
+}
+
 /// Accumulates bytes per bin for every resolution in [`RESOLUTIONS_NS`].
 #[derive(Clone, Debug, Default)]
 pub struct BurstMeter {
@@ -67,15 +77,14 @@ impl BurstMeter {
                 let idx = rel / res;
                 bin.end_ns = (idx + 1) * res;
                 if idx > bin.index || bin.bytes == 0 {
+                    // A bin's count only grows while it is open: compare it with the busiest
+                    // one when it closes (the earliest busiest bin wins, as `>` keeps it).
+                    bin.close();
                     bin.index = idx;
                     bin.bytes = 0;
                 }
             }
             bin.bytes += u64::from(bytes);
-            if bin.bytes > bin.max_bytes {
-                bin.max_bytes = bin.bytes;
-                bin.max_index = bin.index;
-            }
         }
     }
 
@@ -93,6 +102,8 @@ impl BurstMeter {
             .iter()
             .zip(RESOLUTIONS_NS)
             .map(|(bin, res)| {
+                let mut bin = *bin;
+                bin.close();
                 let bins = span / res + 1;
                 let avg = self.total_bytes as f64 / bins as f64;
                 let secs = res as f64 / 1e9;
