@@ -238,11 +238,50 @@ struct RtoEvent {
 
 #[derive(Default)]
 struct Receiver {
-    active: FastMap<u64, u64>,
+    active: Active,
     last_rto_ts: u64,
     bytes: u64,
     first_ts: u64,
     last_ts: u64,
+}
+
+/// Connections sending into one receiver, with the capture time each was last seen: a map
+/// from connection id to a position in a dense list, so counting the recent ones (for every
+/// closely following timeout) walks a compact array instead of a sparse hash table.
+#[derive(Default)]
+struct Active {
+    pos: FastMap<u64, u32>,
+    /// (connection id, last seen).
+    items: Vec<(u64, u64)>,
+}
+
+impl Active {
+    fn insert(&mut self, id: u64, ts: u64) {
+        match self.pos.entry(id) {
+            std::collections::hash_map::Entry::Occupied(e) => self.items[*e.get() as usize].1 = ts,
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(self.items.len() as u32);
+                self.items.push((id, ts));
+            }
+        }
+    }
+
+    /// Connections last seen at or after `since`.
+    fn count_since(&self, since: u64) -> u32 {
+        self.items.iter().filter(|&&(_, t)| t >= since).count() as u32
+    }
+
+    /// Forgets connections last seen before `keep`.
+    fn retain_since(&mut self, keep: u64) {
+        let before = self.items.len();
+        self.items.retain(|&(_, t)| t >= keep);
+        if self.items.len() != before {
+            self.pos.clear();
+            for (i, &(id, _)) in self.items.iter().enumerate() {
+                self.pos.insert(id, i as u32);
+            }
+        }
+    }
 }
 
 #[derive(Default)]
@@ -361,7 +400,7 @@ impl Acc {
         // timeout cannot start an episode; the episode takes the largest fan-in of its
         // events).
         let fan_in = if r.last_rto_ts != 0 && ts.saturating_sub(r.last_rto_ts) <= window {
-            r.active.values().filter(|&&t| t >= since).count() as u32
+            r.active.count_since(since)
         } else {
             0
         };
@@ -380,7 +419,7 @@ impl Acc {
     pub fn sweep(&mut self, now: u64) {
         let keep = now.saturating_sub(2_000_000_000);
         for r in self.receivers.values_mut() {
-            r.active.retain(|_, t| *t >= keep);
+            r.active.retain_since(keep);
         }
     }
 
