@@ -114,7 +114,7 @@ LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
     echo "### burst: achieved sampling interval at a 100 us target"
     echo
     echo "Machine: $(nproc) CPUs ($CPU), Linux $(uname -r), load average $LOAD at the end"
-    echo "(other engineers were building on the same 2 cores). Interface: $IFACE. $RUNS runs of ${DUR} s"
+    echo "(a shared 2-core machine: a high load means other work competed). Interface: $IFACE. $RUNS runs of ${DUR} s"
     echo "per tool, medians. Command: \`bench/burst/run.sh $RUNS $DUR\`."
     echo
     echo "| sampler | p50 interval | p99 interval | p99 error vs 100 us | p99 error / tcpdoctor busy --realtime |"

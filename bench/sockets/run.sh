@@ -77,7 +77,7 @@ lib = json.loads(lib); cost = json.loads(cost)
 ms = lambda x: x * 1000
 td, ss, tj = r[0]["median"], r[1]["median"], r[2]["median"]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-print(f"Machine: {os.cpu_count()} CPUs ({cpu}), Linux {platform.release()}; load average {lb} before, {la} after (other engineers were building).")
+print(f"Machine: {os.cpu_count()} CPUs ({cpu}), Linux {platform.release()}; load average {lb} before, {la} after.")
 print(f"Input: {tw} TIME_WAIT sockets ({tw_after} still there at the end, {secs} s later) toward {dests} destinations in a fresh namespace, port range 1024-65535.")
 print()
 cpu = lambda x: x["user"] + x["system"]
