@@ -1,6 +1,7 @@
 //! Aligned plain tables (no borders, no colour) for human output.
 
-use comfy_table::{presets, CellAlignment, ContentArrangement, Table};
+pub use comfy_table::Table;
+use comfy_table::{presets, CellAlignment, ContentArrangement};
 
 /// A table with a header row, right-aligned numeric columns chosen by the caller.
 pub fn new<I, S>(header: I) -> Table

@@ -698,25 +698,16 @@ fn run_accept_overflow(a: AcceptArgs) -> anyhow::Result<i32> {
 /// The measurement of probe runs side by side, one column per run.
 fn runs_table(w: &mut dyn Write, runs: &[&ProbeRun]) -> io::Result<()> {
     writeln!(w)?;
-    let mut header = vec![String::new()];
-    header.extend(runs.iter().map(|r| r.label.clone()));
-    let mut t = table::new(header);
-    let row = |name: &str, f: &dyn Fn(&ProbeRun) -> String| {
-        let mut v = vec![name.to_string()];
-        v.extend(runs.iter().map(|r| f(r)));
-        v
-    };
-    t.add_row(row("requests ok", &|r| r.summary.requests_ok.to_string()));
-    t.add_row(row("requests failed", &|r| {
-        r.summary.requests_failed.to_string()
-    }));
-    t.add_row(row("ok per second", &|r| {
+    let mut t = SideBySide::new(runs, |r: &ProbeRun| r.label.clone());
+    t.row("requests ok", |r| r.summary.requests_ok.to_string());
+    t.row("requests failed", |r| r.summary.requests_failed.to_string());
+    t.row("ok per second", |r| {
         format!("{:.1}", r.summary.requests_ok_per_s)
-    }));
-    t.add_row(row("connections opened", &|r| {
+    });
+    t.row("connections opened", |r| {
         r.summary.connections_opened.to_string()
-    }));
-    t.add_row(row("errors", &|r| {
+    });
+    t.row("errors", |r| {
         if r.summary.errors.is_empty() {
             "-".into()
         } else {
@@ -727,9 +718,9 @@ fn runs_table(w: &mut dyn Write, runs: &[&ProbeRun]) -> io::Result<()> {
                 .collect::<Vec<_>>()
                 .join(", ")
         }
-    }));
+    });
     for phase in ["connect", "total"] {
-        t.add_row(row(&format!("{phase} p50 / p99 / max"), &|r| {
+        t.row(&format!("{phase} p50 / p99 / max"), |r| {
             r.summary
                 .phases
                 .iter()
@@ -743,9 +734,9 @@ fn runs_table(w: &mut dyn Write, runs: &[&ProbeRun]) -> io::Result<()> {
                     )
                 })
                 .unwrap_or_else(|| "-".into())
-        }));
+        });
     }
-    t.add_row(row("slow connections by cause", &|r| {
+    t.row("slow connections by cause", |r| {
         if r.summary.spikes.groups.is_empty() {
             "-".into()
         } else {
@@ -757,23 +748,23 @@ fn runs_table(w: &mut dyn Write, runs: &[&ProbeRun]) -> io::Result<()> {
                 .collect::<Vec<_>>()
                 .join(", ")
         }
-    }));
-    t.add_row(row("client TcpExtTCPSynRetrans", &|r| {
+    });
+    t.row("client TcpExtTCPSynRetrans", |r| {
         r.summary
             .counters
             .iter()
             .find(|c| c.name == "TcpExtTCPSynRetrans")
             .map(|c| c.delta.to_string())
             .unwrap_or_else(|| "0".into())
-    }));
-    t.add_row(row("server TcpExtListenOverflows", &|r| {
+    });
+    t.row("server TcpExtListenOverflows", |r| {
         r.server_counters
             .get("TcpExtListenOverflows")
             .copied()
             .unwrap_or(0)
             .to_string()
-    }));
-    t.add_row(row("findings", &|r| {
+    });
+    t.row("findings", |r| {
         if r.findings.is_empty() {
             "none".into()
         } else {
@@ -783,7 +774,7 @@ fn runs_table(w: &mut dyn Write, runs: &[&ProbeRun]) -> io::Result<()> {
                 .collect::<Vec<_>>()
                 .join(", ")
         }
-    }));
+    });
     writeln!(w, "{t}")?;
     writeln!(w)
 }
@@ -849,47 +840,40 @@ fn run_timewait(a: TimewaitArgs) -> anyhow::Result<i32> {
         let mut runs = vec![&b.before];
         runs.extend(b.after.iter());
         writeln!(w)?;
-        let mut header = vec![String::new()];
-        header.extend(runs.iter().map(|r| r.label.clone()));
-        let mut t = table::new(header);
-        let row = |name: &str, f: &dyn Fn(&timewait::Run) -> String| {
-            let mut v = vec![name.to_string()];
-            v.extend(runs.iter().map(|r| f(r)));
-            v
-        };
-        t.add_row(row("connect times", &|r| {
+        let mut t = SideBySide::new(&runs, |r: &timewait::Run| r.label.clone());
+        t.row("connect times", |r| {
             r.connections
                 .iter()
                 .map(|c| fmt::micros(c.connect_us))
                 .collect::<Vec<_>>()
                 .join(", ")
-        }));
-        t.add_row(row("failed", &|r| {
+        });
+        t.row("failed", |r| {
             r.connections
                 .iter()
                 .filter(|c| c.outcome != tcpdoctor_lab::traffic::Outcome::Ok)
                 .map(|c| c.outcome.name())
                 .collect::<Vec<_>>()
                 .join(", ")
-        }));
-        t.add_row(row("connects slower than 100 ms", &|r| {
+        });
+        t.row("connects slower than 100 ms", |r| {
             r.slow_connects.to_string()
-        }));
+        });
         for (side, name) in [
             ("client", "TcpExtTCPSynRetrans"),
             ("client", "TcpOutRsts"),
             ("server", "TcpExtTW"),
         ] {
-            t.add_row(row(&format!("{side} {name}"), &|r| {
+            t.row(&format!("{side} {name}"), |r| {
                 let m = if side == "client" {
                     &r.client_counters
                 } else {
                     &r.server_counters
                 };
                 m.get(name).copied().unwrap_or(0).to_string()
-            }));
+            });
         }
-        t.add_row(row("findings", &|r| {
+        t.row("findings", |r| {
             if r.findings.is_empty() {
                 "none".into()
             } else {
@@ -899,7 +883,7 @@ fn run_timewait(a: TimewaitArgs) -> anyhow::Result<i32> {
                     .collect::<Vec<_>>()
                     .join(", ")
             }
-        }));
+        });
         writeln!(w, "{t}")?;
         writeln!(w)?;
         tail(w, r, &b.header)
@@ -935,33 +919,26 @@ fn run_slow_reader(a: SlowReaderArgs) -> anyhow::Result<i32> {
         let mut runs = vec![&b.before];
         runs.extend(b.after.iter());
         writeln!(w)?;
-        let mut header = vec![String::new()];
-        header.extend(runs.iter().map(|r| r.label.clone()));
-        let mut t = table::new(header);
-        let row = |name: &str, f: &dyn Fn(&slow_reader::Run) -> String| {
-            let mut v = vec![name.to_string()];
-            v.extend(runs.iter().map(|r| f(r)));
-            v
-        };
-        t.add_row(row("reader SO_RCVBUF", &|r| {
+        let mut t = SideBySide::new(&runs, |r: &slow_reader::Run| r.label.clone());
+        t.row("reader SO_RCVBUF", |r| {
             fmt::bytes(r.reader_rcvbuf_bytes as u64)
-        }));
-        t.add_row(row("reader rate", &|r| {
+        });
+        t.row("reader rate", |r| {
             format!("{}/s", fmt::bytes(r.reader_rate_bytes_per_s))
-        }));
-        t.add_row(row("bytes written", &|r| fmt::bytes(r.bytes_written)));
-        t.add_row(row("bytes read", &|r| fmt::bytes(r.bytes_read)));
-        t.add_row(row("writer stalled", &|r| {
+        });
+        t.row("bytes written", |r| fmt::bytes(r.bytes_written));
+        t.row("bytes read", |r| fmt::bytes(r.bytes_read));
+        t.row("writer stalled", |r| {
             format!(
                 "{} ({:.0}%)",
                 fmt::micros(r.writer_stall_us),
                 r.writer_stall_share * 100.0
             )
-        }));
-        t.add_row(row("zero-window advertisements", &|r| {
+        });
+        t.row("zero-window advertisements", |r| {
             r.zero_window_advertisements.to_string()
-        }));
-        t.add_row(row("findings", &|r| {
+        });
+        t.row("findings", |r| {
             if r.findings.is_empty() {
                 "none".into()
             } else {
@@ -971,7 +948,7 @@ fn run_slow_reader(a: SlowReaderArgs) -> anyhow::Result<i32> {
                     .collect::<Vec<_>>()
                     .join(", ")
             }
-        }));
+        });
         writeln!(w, "{t}")?;
         writeln!(w)?;
         tail(w, r, &b.header)
@@ -1013,4 +990,34 @@ fn run_stale_ack(a: StaleAckArgs) -> anyhow::Result<i32> {
         writeln!(w)?;
         tail(w, r, &b.header)
     })
+}
+
+/// A table with one column per run (before, then each remedy), filled row by row.
+struct SideBySide<'a, R> {
+    runs: &'a [&'a R],
+    table: table::Table,
+}
+
+impl<'a, R> SideBySide<'a, R> {
+    fn new(runs: &'a [&'a R], label: impl Fn(&R) -> String) -> SideBySide<'a, R> {
+        let mut header = vec![String::new()];
+        header.extend(runs.iter().map(|r| label(r)));
+        SideBySide {
+            runs,
+            table: table::new(header),
+        }
+    }
+
+    /// Adds the row `name` with one cell per run.
+    fn row(&mut self, name: &str, cell: impl Fn(&R) -> String) {
+        let mut v = vec![name.to_string()];
+        v.extend(self.runs.iter().map(|r| cell(r)));
+        self.table.add_row(v);
+    }
+}
+
+impl<R> std::fmt::Display for SideBySide<'_, R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.table.fmt(f)
+    }
 }
