@@ -873,17 +873,7 @@ fn run_timewait(a: TimewaitArgs) -> anyhow::Result<i32> {
                 m.get(name).copied().unwrap_or(0).to_string()
             });
         }
-        t.row("findings", |r| {
-            if r.findings.is_empty() {
-                "none".into()
-            } else {
-                r.findings
-                    .iter()
-                    .map(|f| f.pathology.name())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            }
-        });
+        t.row("findings", |r| pathology_names(&r.findings));
         writeln!(w, "{t}")?;
         writeln!(w)?;
         tail(w, r, &b.header)
@@ -938,17 +928,7 @@ fn run_slow_reader(a: SlowReaderArgs) -> anyhow::Result<i32> {
         t.row("zero-window advertisements", |r| {
             r.zero_window_advertisements.to_string()
         });
-        t.row("findings", |r| {
-            if r.findings.is_empty() {
-                "none".into()
-            } else {
-                r.findings
-                    .iter()
-                    .map(|f| f.pathology.name())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            }
-        });
+        t.row("findings", |r| pathology_names(&r.findings));
         writeln!(w, "{t}")?;
         writeln!(w)?;
         tail(w, r, &b.header)
@@ -1020,4 +1000,16 @@ impl<R> std::fmt::Display for SideBySide<'_, R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.table.fmt(f)
     }
+}
+
+/// The pathologies a run's findings name, `none` when there are none.
+fn pathology_names(findings: &[tcpdoctor_model::Finding]) -> String {
+    if findings.is_empty() {
+        return "none".into();
+    }
+    findings
+        .iter()
+        .map(|f| f.pathology.name())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
