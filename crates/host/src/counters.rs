@@ -219,6 +219,15 @@ pub struct Delta {
 }
 
 impl Delta {
+    /// Only the TCP counters that moved (`Tcp*` and `TcpExt*`), by name.
+    pub fn tcp(&self) -> BTreeMap<String, i64> {
+        self.changed
+            .iter()
+            .filter(|(k, _)| k.starts_with("Tcp"))
+            .map(|(k, v)| (k.clone(), *v))
+            .collect()
+    }
+
     /// The change of `name`, 0 when it did not move.
     pub fn get(&self, name: &str) -> i64 {
         self.changed.get(name).copied().unwrap_or(0)
@@ -274,6 +283,10 @@ IpExt: 0 123456789
         assert_eq!(d.get("TcpExtTCPSynRetrans"), 3);
         assert_eq!(d.get("TcpCurrEstab"), -2);
         assert_eq!(d.get("TcpRetransSegs"), 0);
+        *b.values.get_mut("IpExtInOctets").unwrap() += 1;
+        let tcp = b.delta_since(&a).tcp();
+        assert_eq!(tcp.len(), 2, "{tcp:?}");
+        assert!(tcp.keys().all(|k| k.starts_with("Tcp")));
     }
 
     #[test]

@@ -537,20 +537,7 @@ fn render_incast(w: &mut dyn Write, r: &Report<incast::Report>) -> io::Result<()
         table::align_right(&mut t, &[1, 2]);
         writeln!(w, "{t}")?;
     }
-    if let Some(cap) = &b.header.capture {
-        writeln!(w)?;
-        writeln!(
-            w,
-            "Capture: {} ({} packets, {} dropped by kernel)",
-            cap.path.display(),
-            cap.packets_captured
-                .map(|n| n.to_string())
-                .unwrap_or_else(|| "?".into()),
-            cap.packets_dropped_by_kernel
-                .map(|n| n.to_string())
-                .unwrap_or_else(|| "?".into())
-        )?;
-    }
+    capture_line(w, &b.header.capture)?;
     writeln!(w)?;
     findings::verdict(w, r)
 }
@@ -788,20 +775,7 @@ fn tail<B>(w: &mut dyn Write, r: &Report<B>, h: &scenario::Header) -> io::Result
     )?;
     writeln!(w)?;
     findings::write(w, &r.findings)?;
-    if let Some(cap) = &h.capture {
-        writeln!(w)?;
-        writeln!(
-            w,
-            "Capture: {} ({} packets, {} dropped by kernel)",
-            cap.path.display(),
-            cap.packets_captured
-                .map(|n| n.to_string())
-                .unwrap_or_else(|| "?".into()),
-            cap.packets_dropped_by_kernel
-                .map(|n| n.to_string())
-                .unwrap_or_else(|| "?".into())
-        )?;
-    }
+    capture_line(w, &h.capture)?;
     writeln!(w)?;
     findings::verdict(w, r)
 }
@@ -1012,4 +986,23 @@ fn pathology_names(findings: &[tcpdoctor_model::Finding]) -> String {
         .map(|f| f.pathology.name())
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The `--pcap` line: where the capture went and what tcpdump counted.
+fn capture_line(
+    w: &mut dyn Write,
+    capture: &Option<tcpdoctor_lab::capture::CaptureSummary>,
+) -> io::Result<()> {
+    let Some(cap) = capture else {
+        return Ok(());
+    };
+    let known = |n: Option<u64>| n.map(|n| n.to_string()).unwrap_or_else(|| "?".into());
+    writeln!(w)?;
+    writeln!(
+        w,
+        "Capture: {} ({} packets, {} dropped by kernel)",
+        cap.path.display(),
+        known(cap.packets_captured),
+        known(cap.packets_dropped_by_kernel)
+    )
 }

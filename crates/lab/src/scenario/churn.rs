@@ -124,12 +124,7 @@ pub fn probe(
     // What only the server sees (ListenOverflows, ListenDrops, ...), through the shared
     // counter meanings; pathologies probe already named keep probe's evidence.
     let have: Vec<Pathology> = findings.iter().map(|f| f.pathology).collect();
-    let server_moved: BTreeMap<String, i64> = server_delta
-        .changed
-        .iter()
-        .filter(|(k, _)| k.starts_with("Tcp"))
-        .map(|(k, v)| (k.clone(), *v))
-        .collect();
+    let server_moved = server_delta.tcp();
     for f in
         tcpdoctor_model::counters::findings(&server_moved, Some(result.summary.elapsed_us / 1000))
     {

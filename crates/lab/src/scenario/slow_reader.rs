@@ -203,14 +203,8 @@ fn one(
     let summary = cap.stop();
     let (written, stall_us) = w?;
     let read = r?;
-    let moved = |d: tcpdoctor_host::counters::Delta| -> BTreeMap<String, i64> {
-        d.changed
-            .into_iter()
-            .filter(|(k, _)| k.starts_with("Tcp"))
-            .collect()
-    };
-    let reader_counters = moved(netns::counters(&pair.server)?.delta_since(&r_before));
-    let writer_counters = moved(netns::counters(&pair.client)?.delta_since(&w_before));
+    let reader_counters = netns::counters(&pair.server)?.delta_since(&r_before).tcp();
+    let writer_counters = netns::counters(&pair.client)?.delta_since(&w_before).tcp();
     let (mut findings, _) = diagnose::capture(pcap)?;
     diagnose::merge(
         &mut findings,

@@ -132,11 +132,7 @@ fn forced_check(common: &Common) -> Result<(Forced, Vec<String>)> {
         (true, true) if connect < Duration::from_millis(500) => ResendBehaviour::QuickResend,
         (true, true) => ResendBehaviour::TimerResend,
     };
-    let client_counters = delta
-        .changed
-        .into_iter()
-        .filter(|(k, _)| k.starts_with("Tcp"))
-        .collect();
+    let client_counters = delta.tcp();
     Ok((
         Forced {
             connect_us: connect.as_micros() as u64,

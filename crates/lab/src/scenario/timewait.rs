@@ -199,14 +199,8 @@ fn one(
     let summary = cap.stop();
     server.stop();
     let records = records?;
-    let moved = |d: tcpdoctor_host::counters::Delta| -> BTreeMap<String, i64> {
-        d.changed
-            .into_iter()
-            .filter(|(k, _)| k.starts_with("Tcp"))
-            .collect()
-    };
-    let client_counters = moved(netns::counters(&pair.client)?.delta_since(&c_before));
-    let server_counters = moved(netns::counters(&pair.server)?.delta_since(&s_before));
+    let client_counters = netns::counters(&pair.client)?.delta_since(&c_before).tcp();
+    let server_counters = netns::counters(&pair.server)?.delta_since(&s_before).tcp();
     let (mut findings, _) = diagnose::capture(pcap)?;
     diagnose::merge(
         &mut findings,
