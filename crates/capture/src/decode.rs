@@ -416,20 +416,7 @@ mod tests {
     use super::*;
 
     fn blank() -> Segment {
-        Segment {
-            frame: 0,
-            ts_ns: 0,
-            src: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-            dst: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-            src_port: 0,
-            dst_port: 0,
-            seq: 0,
-            ack: 0,
-            flags: TcpFlags(0),
-            window: 0,
-            payload_len: 0,
-            options: TcpOptions::default(),
-        }
+        Segment::EMPTY
     }
 
     /// A SYN from 10.0.0.1:40000 to 10.0.0.2:80 with MSS 1460, SACK-permitted, timestamps

@@ -7,7 +7,6 @@
 
 use std::fs::File;
 use std::io::{self, Read};
-use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 
 use serde::Serialize;
@@ -15,7 +14,7 @@ use serde::Serialize;
 use crate::decode::{self, linktype, Link, Skip};
 use crate::error::{Error, ErrorKind};
 use crate::input::Input;
-use crate::segment::{Segment, TcpFlags, TcpOptions};
+use crate::segment::Segment;
 
 /// The largest record or block accepted. Real captures stay far below (the pcap snap length
 /// maximum is 262144); the limit keeps a corrupt length field from allocating gigabytes.
@@ -445,20 +444,7 @@ impl Reader {
     /// or corrupt input) every later call returns `Ok(None)`; segments returned before the
     /// error remain valid.
     pub fn next_segment(&mut self) -> Result<Option<Segment>, Error> {
-        let mut seg = Segment {
-            frame: 0,
-            ts_ns: 0,
-            src: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-            dst: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-            src_port: 0,
-            dst_port: 0,
-            seq: 0,
-            ack: 0,
-            flags: TcpFlags(0),
-            window: 0,
-            payload_len: 0,
-            options: TcpOptions::default(),
-        };
+        let mut seg = Segment::EMPTY;
         loop {
             if self.done {
                 return Ok(None);

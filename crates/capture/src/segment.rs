@@ -67,3 +67,28 @@ pub struct Segment {
     pub payload_len: u32,
     pub options: TcpOptions,
 }
+
+impl Segment {
+    /// All fields zero (unspecified IPv4 addresses): the starting point a decoder fills in.
+    pub const EMPTY: Segment = Segment {
+        frame: 0,
+        ts_ns: 0,
+        src: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+        dst: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+        src_port: 0,
+        dst_port: 0,
+        seq: 0,
+        ack: 0,
+        flags: TcpFlags(0),
+        window: 0,
+        payload_len: 0,
+        options: TcpOptions {
+            mss: None,
+            window_scale: None,
+            sack_permitted: false,
+            timestamps: None,
+            sack: [(0, 0); 4],
+            sack_count: 0,
+        },
+    };
+}
