@@ -11,7 +11,7 @@ use tcpdoctor_model::{
 };
 
 use crate::engine::{Config, Totals};
-use crate::flow::{CloseKind, Conn, Endpoint, FastMap, RetransKind};
+use crate::flow::{CloseKind, Conn, Dense, Endpoint, RetransKind};
 
 /// How many examples each detector keeps for evidence.
 const EXAMPLES: usize = 5;
@@ -245,41 +245,65 @@ struct Receiver {
     last_ts: u64,
 }
 
-/// Connections sending into one receiver, with the capture time each was last seen: a map
-/// from connection id to a position in a dense list, so counting the recent ones (for every
-/// closely following timeout) walks a compact array instead of a sparse hash table.
+/// Connections sending into one receiver, with the capture time each was last seen: a list
+/// of sightings in arrival order that a connection appends to at most once per
+/// [`FANIN_REFRESH_NS`], marking its previous entry superseded (the connection remembers
+/// where it is). Appending costs no lookup on the data path; counting the recent connections
+/// binary-searches the running maximum of the times (capture times may step back a little)
+/// and walks only the entries after it. The sweep drops the old front.
 #[derive(Default)]
 struct Active {
-    pos: FastMap<u64, u32>,
-    /// (connection id, last seen).
-    items: Vec<(u64, u64)>,
+    items: std::collections::VecDeque<Sighting>,
+    /// Position (counted since the start) of `items[0]`.
+    base: u64,
+    /// Sightings before this time are forgotten, also stragglers still in `items`.
+    floor: u64,
 }
 
+#[derive(Clone, Copy)]
+struct Sighting {
+    /// Connection id, or [`SUPERSEDED`].
+    id: u64,
+    ts: u64,
+    /// The largest `ts` of this entry and all before it: sorted, unlike `ts`.
+    max_ts: u64,
+}
+
+/// Marks a sighting that a later sighting of its connection replaced.
+const SUPERSEDED: u64 = u64::MAX;
+
 impl Active {
-    fn insert(&mut self, id: u64, ts: u64) {
-        match self.pos.entry(id) {
-            std::collections::hash_map::Entry::Occupied(e) => self.items[*e.get() as usize].1 = ts,
-            std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(self.items.len() as u32);
-                self.items.push((id, ts));
+    /// Records connection `id` seen at `ts`; `prev` is where it was recorded before (0 for
+    /// never, else position + 1). Returns the new position + 1.
+    fn insert(&mut self, id: u64, ts: u64, prev: u64) -> u64 {
+        if let Some(i) = prev.checked_sub(1).and_then(|p| p.checked_sub(self.base)) {
+            if let Some(e) = self.items.get_mut(i as usize) {
+                e.id = SUPERSEDED;
             }
         }
+        let max_ts = self.items.back().map_or(ts, |b| b.max_ts.max(ts));
+        self.items.push_back(Sighting { id, ts, max_ts });
+        self.base + self.items.len() as u64
     }
 
     /// Connections last seen at or after `since`.
     fn count_since(&self, since: u64) -> u32 {
-        self.items.iter().filter(|&&(_, t)| t >= since).count() as u32
+        let since = since.max(self.floor);
+        // Before `from`, every time is below `since`.
+        let from = self.items.partition_point(|e| e.max_ts < since);
+        self.items
+            .range(from..)
+            .filter(|e| e.id != SUPERSEDED && e.ts >= since)
+            .count() as u32
     }
 
-    /// Forgets connections last seen before `keep`.
+    /// Forgets the sightings before `keep` (those at the front now; a straggler with an
+    /// earlier time behind a later one stays in the list but is no longer counted).
     fn retain_since(&mut self, keep: u64) {
-        let before = self.items.len();
-        self.items.retain(|&(_, t)| t >= keep);
-        if self.items.len() != before {
-            self.pos.clear();
-            for (i, &(id, _)) in self.items.iter().enumerate() {
-                self.pos.insert(id, i as u32);
-            }
+        self.floor = self.floor.max(keep);
+        while self.items.front().is_some_and(|e| e.ts < keep) {
+            self.items.pop_front();
+            self.base += 1;
         }
     }
 }
@@ -310,10 +334,10 @@ pub struct Acc {
     tw: CollAcc,
     race: CollAcc,
     refused: RefusedDetails,
-    dests: FastMap<(IpAddr, Endpoint), Dest>,
+    dests: Dense<(IpAddr, Endpoint), Dest>,
     rtos: Vec<RtoEvent>,
     rto_flows: RtoDetails,
-    receivers: FastMap<IpAddr, Receiver>,
+    receivers: Dense<IpAddr, Receiver>,
     slow: SlowReaderDetails,
     retrans: RetransDetails,
     linear: SynLadder,
@@ -329,10 +353,10 @@ impl Acc {
             tw: CollAcc::default(),
             race: CollAcc::default(),
             refused: RefusedDetails::default(),
-            dests: FastMap::default(),
+            dests: Dense::default(),
             rtos: Vec::new(),
             rto_flows: RtoDetails::default(),
-            receivers: FastMap::default(),
+            receivers: Dense::default(),
             slow: SlowReaderDetails::default(),
             retrans: RetransDetails::default(),
             // Linux defaults: tcp_syn_retries=6, tcp_syn_linear_timeouts=4 (6.10+) or none.
@@ -346,8 +370,7 @@ impl Acc {
         let tw = self.time_wait_ns;
         let d = self
             .dests
-            .entry((c.client.addr, c.server))
-            .or_insert_with(|| Dest {
+            .get_or_insert_with((c.client.addr, c.server), || Dest {
                 conns: 0,
                 first_ts: ts,
                 last_ts: ts,
@@ -382,11 +405,13 @@ impl Acc {
         }
         h.fanin_reported_ts = ts;
         let receiver = if d == 0 { c.server.addr } else { c.client.addr };
-        self.receivers
-            .entry(receiver)
-            .or_default()
+        // Over loopback both directions go into one receiver: one entry for the connection.
+        let at = if c.client.addr == c.server.addr { 0 } else { d };
+        c.half[at].fanin_pos = self
+            .receivers
+            .get_or_insert_with(receiver, Receiver::default)
             .active
-            .insert(c.id, ts);
+            .insert(c.id, ts, c.half[at].fanin_pos);
     }
 
     /// A retransmission ended an idle gap of at least the RTO floor.
@@ -394,7 +419,9 @@ impl Acc {
         let receiver = if d == 0 { c.server } else { c.client };
         let since = ts.saturating_sub(gap_ns).saturating_sub(FANIN_LOOKBACK_NS);
         let window = self.incast_window_ns;
-        let r = self.receivers.entry(receiver.addr).or_default();
+        let r = self
+            .receivers
+            .get_or_insert_with(receiver.addr, Receiver::default);
         // Counting the fan-in scans the receiver's recent senders: only worth it when this
         // timeout follows another into the same receiver within the incast window (a lone
         // timeout cannot start an episode; the episode takes the largest fan-in of its
@@ -430,7 +457,9 @@ impl Acc {
         for (d, receiver) in [(0, c.server.addr), (1, c.client.addr)] {
             let h = &c.half[d];
             if h.bytes > 0 {
-                let r = self.receivers.entry(receiver).or_default();
+                let r = self
+                    .receivers
+                    .get_or_insert_with(receiver, Receiver::default);
                 if r.bytes == 0 || c.first_ts < r.first_ts {
                     r.first_ts = c.first_ts;
                 }
@@ -1280,5 +1309,35 @@ fn rate_h(bits_per_s: f64) -> String {
         format!("{:.1} Mbit/s", bits_per_s / 1e6)
     } else {
         format!("{:.0} kbit/s", bits_per_s / 1e3)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Active;
+
+    #[test]
+    fn fan_in_counts_each_connection_once_by_its_latest_sighting() {
+        let mut a = Active::default();
+        let p1 = a.insert(1, 100, 0);
+        let p2 = a.insert(2, 110, 0);
+        // Connection 1 seen again later: its first sighting no longer counts.
+        let p1 = a.insert(1, 300, p1);
+        assert_eq!(a.count_since(0), 2);
+        assert_eq!(a.count_since(200), 1);
+        // A straggler: an earlier time behind a later one is still found.
+        a.insert(3, 250, 0);
+        assert_eq!(a.count_since(200), 2);
+        assert_eq!(a.count_since(301), 0);
+        // The sweep forgets sightings before 120 (connection 2); positions stay valid.
+        a.retain_since(120);
+        assert_eq!(a.count_since(0), 2);
+        a.insert(1, 400, p1);
+        a.insert(2, 410, p2);
+        assert_eq!(a.count_since(0), 3);
+        assert_eq!(a.count_since(350), 2);
+        // Forgetting up to 260 drops the straggler too, though it sits behind a later entry.
+        a.retain_since(260);
+        assert_eq!(a.count_since(0), 2);
     }
 }

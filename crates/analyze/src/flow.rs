@@ -159,6 +159,58 @@ impl Hasher for FastHasher {
 
 pub type FastMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<FastHasher>>;
 
+/// A map for keys that few in number but looked up on many segments (receivers, client to
+/// server pairs): values live in a dense list in first-seen order behind a hash index, and the
+/// last key looked up is remembered, so a run of lookups of one key (one server taking
+/// thousands of connections) skips the hash.
+pub struct Dense<K, V> {
+    index: FastMap<K, u32>,
+    items: Vec<(K, V)>,
+    last: Option<(K, u32)>,
+}
+
+impl<K, V> Default for Dense<K, V> {
+    fn default() -> Self {
+        Dense {
+            index: FastMap::default(),
+            items: Vec::new(),
+            last: None,
+        }
+    }
+}
+
+impl<K: Hash + Eq + Copy, V> Dense<K, V> {
+    /// The value of `k`, made by `make` when `k` is new.
+    pub fn get_or_insert_with(&mut self, k: K, make: impl FnOnce() -> V) -> &mut V {
+        let i = match self.last {
+            Some((lk, i)) if lk == k => i,
+            _ => {
+                let items = &mut self.items;
+                let i = *self.index.entry(k).or_insert_with(|| {
+                    items.push((k, make()));
+                    (items.len() - 1) as u32
+                });
+                self.last = Some((k, i));
+                i
+            }
+        };
+        &mut self.items[i as usize].1
+    }
+
+    pub fn get(&self, k: &K) -> Option<&V> {
+        self.index.get(k).map(|&i| &self.items[i as usize].1)
+    }
+
+    /// Entries in first-seen order.
+    pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
+        self.items.iter().map(|(k, v)| (k, v))
+    }
+
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
+        self.items.iter_mut().map(|(_, v)| v)
+    }
+}
+
 /// The first `N` frame numbers of some kind, plus how many there were in all.
 #[derive(Clone, Copy, Debug)]
 pub struct Frames<const N: usize> {
@@ -274,6 +326,8 @@ pub struct Half {
     pub rst: bool,
     pub last_data_ts: u64,
     pub fanin_reported_ts: u64,
+    /// Where the receiver's fan-in list holds this direction (position + 1; 0 = nowhere).
+    pub fanin_pos: u64,
 }
 
 /// What a new SYN found on its 4-tuple: the previous incarnation.
