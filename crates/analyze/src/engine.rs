@@ -66,8 +66,14 @@ impl Default for Config {
 /// Closed connections stay whole this long (capture time) to absorb late ACKs, resets and
 /// retransmitted FINs before they are summarised.
 const CLOSE_LINGER_NS: u64 = 2_000_000_000;
-/// How often (capture time) the table is swept for finished and idle connections.
+/// How often (capture time) closed connections that have lingered are summarised.
 const SWEEP_EVERY_NS: u64 = 1_000_000_000;
+/// How often (capture time) the whole table is walked for idle connections and old
+/// tombstones. Both are also checked when their 4-tuple is looked up, so the results do not
+/// depend on this period; it only bounds memory.
+const SCAN_EVERY_NS: u64 = 10_000_000_000;
+/// Tombstones are kept this long past the TIME_WAIT length.
+const FORGET_AFTER_TIME_WAIT_NS: u64 = 5_000_000_000;
 /// Without a handshake RTT, a segment below the highest sequence number that arrives within
 /// 3 ms of it is taken as reordered, not retransmitted (Wireshark's default threshold).
 const OOO_DEFAULT_NS: u64 = 3_000_000;
@@ -123,6 +129,9 @@ pub struct Analyzer {
     first_ts: Option<u64>,
     last_ts: u64,
     next_sweep: u64,
+    next_scan: u64,
+    /// Connections that closed, in the order they did: (capture time queued, slot, id).
+    closing: std::collections::VecDeque<(u64, u32, u64)>,
     next_id: u64,
     open: u64,
     /// Boxes of summarised connections, reused for new ones (saves an allocation each).
@@ -147,6 +156,8 @@ impl Analyzer {
             first_ts: None,
             last_ts: 0,
             next_sweep: 0,
+            next_scan: 0,
+            closing: std::collections::VecDeque::new(),
             next_id: 0,
             open: 0,
             pool: Vec::new(),
@@ -165,6 +176,7 @@ impl Analyzer {
         if self.first_ts.is_none() {
             self.first_ts = Some(ts);
             self.next_sweep = ts + SWEEP_EVERY_NS;
+            self.next_scan = ts + SCAN_EVERY_NS;
         }
         self.last_ts = self.last_ts.max(ts);
         self.bursts.add(ts, s.payload_len);
@@ -198,6 +210,24 @@ impl Analyzer {
             }
         };
         let slot = &mut self.slots[idx as usize];
+        let idle_ns = self.cfg.idle_timeout.as_nanos() as u64;
+        if slot
+            .conn
+            .as_ref()
+            .is_some_and(|c| ts.saturating_sub(c.last_ts) > idle_ns)
+        {
+            let mut old = slot.conn.take().expect("checked above");
+            self.open -= 1;
+            slot.prev = Some(finish_conn(
+                &mut old,
+                CloseKind::Idle,
+                &mut self.acc,
+                &mut self.rows,
+                &self.cfg,
+                self.first_ts.unwrap_or(ts),
+            ));
+            recycle(&mut self.pool, old);
+        }
         let new_incarnation = match &slot.conn {
             None => true,
             Some(c) => pure_syn && !(c.client == src && c.half[0].isn == Some(SeqNumber(s.seq))),
@@ -248,7 +278,9 @@ impl Analyzer {
             };
             conn.first_frame = s.frame;
             if pure_syn {
-                if let Some(prev) = slot.prev.filter(|p| p.client == client) {
+                let forget = self.cfg.time_wait.as_nanos() as u64 + FORGET_AFTER_TIME_WAIT_NS;
+                let recent = |p: &Tomb| ts.saturating_sub(p.last_ts) <= forget;
+                if let Some(prev) = slot.prev.filter(|p| p.client == client && recent(p)) {
                     self.totals.reused_ports += 1;
                     conn.reuse = Some(Reuse {
                         interval_ns: ts.saturating_sub(prev.last_ts),
@@ -264,18 +296,60 @@ impl Analyzer {
         let Some(conn) = slot.conn.as_deref_mut() else {
             return;
         };
+        let open_before = conn.close == CloseKind::Open;
         let kind = track(conn, s, &self.cfg, &mut self.acc, &mut self.totals);
+        if open_before && conn.close != CloseKind::Open {
+            self.closing.push_back((ts, idx, conn.id));
+        }
         if let Some(k) = kind.filter(|_| self.cfg.keep_retransmissions) {
             self.retransmitted.push((s.frame, k));
         }
     }
 
-    /// Summarises closed connections that have lingered, evicts idle ones, and forgets
-    /// tombstones older than the TIME_WAIT length (plus 5 s).
+    /// Summarises closed connections that have lingered; every [`SCAN_EVERY_NS`] also evicts
+    /// idle connections and forgets tombstones older than the TIME_WAIT length (plus 5 s).
     fn sweep(&mut self, now: u64) {
+        let origin = self.first_ts.unwrap_or(now);
+        while let Some(&(queued, i, id)) = self.closing.front() {
+            if now.saturating_sub(queued) <= CLOSE_LINGER_NS {
+                break;
+            }
+            self.closing.pop_front();
+            let slot = &mut self.slots[i as usize];
+            // The slot may hold a later incarnation by now, or nothing.
+            let Some(c) = slot.conn.as_deref().filter(|c| c.id == id) else {
+                continue;
+            };
+            if now.saturating_sub(c.last_ts) <= CLOSE_LINGER_NS {
+                // Late segments after the close: look again after they have stopped.
+                self.closing.push_back((c.last_ts, i, id));
+                continue;
+            }
+            let mut c = slot.conn.take().expect("checked above");
+            self.open -= 1;
+            let close = c.close;
+            slot.prev = Some(finish_conn(
+                &mut c,
+                close,
+                &mut self.acc,
+                &mut self.rows,
+                &self.cfg,
+                origin,
+            ));
+            recycle(&mut self.pool, c);
+        }
+        if now >= self.next_scan {
+            self.scan(now);
+            self.next_scan = now + SCAN_EVERY_NS;
+        }
+        self.acc.sweep(now);
+    }
+
+    /// Evicts idle connections and forgets old tombstones (freeing their slots).
+    fn scan(&mut self, now: u64) {
         let idle = self.cfg.idle_timeout.as_nanos() as u64;
         // Reuse after TIME_WAIT has expired cannot collide: forget a little after it.
-        let forget = self.cfg.time_wait.as_nanos() as u64 + 5_000_000_000;
+        let forget = self.cfg.time_wait.as_nanos() as u64 + FORGET_AFTER_TIME_WAIT_NS;
         let origin = self.first_ts.unwrap_or(now);
         let (acc, rows, cfg, open, pool) = (
             &mut self.acc,
@@ -288,13 +362,10 @@ impl Analyzer {
         self.flows.retain(|_, &mut i| {
             let slot = &mut slots[i as usize];
             if let Some(c) = slot.conn.as_deref() {
-                let quiet = now.saturating_sub(c.last_ts);
-                let done = c.close != CloseKind::Open && quiet > CLOSE_LINGER_NS;
-                if done || quiet > idle {
+                if now.saturating_sub(c.last_ts) > idle {
                     let mut c = slot.conn.take().expect("checked above");
                     *open -= 1;
-                    let reason = if done { c.close } else { CloseKind::Idle };
-                    slot.prev = Some(finish_conn(&mut c, reason, acc, rows, cfg, origin));
+                    slot.prev = Some(finish_conn(&mut c, CloseKind::Idle, acc, rows, cfg, origin));
                     recycle(pool, c);
                 }
                 return true;
@@ -311,7 +382,6 @@ impl Analyzer {
         });
         // Freed indices may be handed to other 4-tuples.
         self.last = None;
-        self.acc.sweep(now);
     }
 
     /// Summarises every connection still held and runs the detectors.
