@@ -11,7 +11,7 @@ use tcpdoctor_model::PortRange;
 use crate::burst::BurstMeter;
 use crate::detect::Acc;
 use crate::flow::{
-    CloseKind, Conn, Endpoint, FastMap, FlowRow, PackedKey, RetransKind, Reuse, Tomb,
+    CloseKind, Conn, Endpoint, FlowRow, KeyMap, PackedKey, RetransKind, Reuse, Tomb,
 };
 use crate::seq::SeqNumber;
 use crate::Analysis;
@@ -111,12 +111,48 @@ pub struct Totals {
     pub peak_tracked_connections: u64,
 }
 
+/// A segment with what needs no flow state to work out: its flow key (with the key's hash)
+/// and which end of the 4-tuple sent it. Made by [`Prepare::key`], possibly on another
+/// thread than the [`Analyzer`] that takes it.
+#[derive(Clone, Copy, Debug)]
+pub struct Keyed {
+    pub seg: Segment,
+    key: PackedKey,
+    from_lo: bool,
+}
+
+impl Keyed {
+    fn new(s: &Segment) -> Keyed {
+        let (key, from_lo) = PackedKey::directed(s.src, s.src_port, s.dst, s.dst_port);
+        Keyed {
+            seg: *s,
+            key,
+            from_lo,
+        }
+    }
+}
+
+/// The per-segment work that needs no flow state: flow keys and the microburst meter. Run
+/// it where the segments are read (a second thread), feed its [`Keyed`] segments to
+/// [`Analyzer::push_keyed`] in capture order, and hand it to [`Analyzer::finish_prepared`].
+#[derive(Default)]
+pub struct Prepare {
+    bursts: BurstMeter,
+}
+
+impl Prepare {
+    pub fn key(&mut self, s: &Segment) -> Keyed {
+        self.bursts.add(s.ts_ns, s.payload_len);
+        Keyed::new(s)
+    }
+}
+
 /// The flow engine plus detectors. Feed segments with [`Analyzer::push`], then
 /// [`Analyzer::finish`].
 pub struct Analyzer {
     cfg: Config,
     /// 4-tuple -> index into `slots` (small values keep the hash table compact).
-    flows: FastMap<PackedKey, u32>,
+    flows: KeyMap<u32>,
     slots: Vec<Slot>,
     free: Vec<u32>,
     /// The last 4-tuple looked up: consecutive segments of one flow skip the hash.
@@ -145,7 +181,7 @@ impl Analyzer {
         Analyzer {
             acc: Acc::new(&cfg),
             cfg,
-            flows: FastMap::default(),
+            flows: KeyMap::default(),
             slots: Vec::new(),
             free: Vec::new(),
             last: None,
@@ -171,6 +207,18 @@ impl Analyzer {
 
     /// Takes one segment. Segments must come in capture order.
     pub fn push(&mut self, s: &Segment) {
+        self.bursts.add(s.ts_ns, s.payload_len);
+        let (key, from_lo) = PackedKey::directed(s.src, s.src_port, s.dst, s.dst_port);
+        self.take(s, key, from_lo);
+    }
+
+    /// Takes one segment prepared by a [`Prepare`]; finish with
+    /// [`finish_prepared`](Self::finish_prepared).
+    pub fn push_keyed(&mut self, k: &Keyed) {
+        self.take(&k.seg, k.key, k.from_lo);
+    }
+
+    fn take(&mut self, s: &Segment, key: PackedKey, from_lo: bool) {
         let ts = s.ts_ns;
         self.totals.segments += 1;
         if self.first_ts.is_none() {
@@ -179,20 +227,10 @@ impl Analyzer {
             self.next_scan = ts + SCAN_EVERY_NS;
         }
         self.last_ts = self.last_ts.max(ts);
-        self.bursts.add(ts, s.payload_len);
         if ts >= self.next_sweep {
             self.sweep(ts);
             self.next_sweep = ts + SWEEP_EVERY_NS;
         }
-        let src = Endpoint {
-            addr: s.src,
-            port: s.src_port,
-        };
-        let dst = Endpoint {
-            addr: s.dst,
-            port: s.dst_port,
-        };
-        let key = PackedKey::new(s.src, s.src_port, s.dst, s.dst_port);
         let pure_syn = s.flags.syn() && !s.flags.ack();
         let idx = match self.last {
             Some((k, i)) if k == key => i,
@@ -230,7 +268,9 @@ impl Analyzer {
         }
         let new_incarnation = match &slot.conn {
             None => true,
-            Some(c) => pure_syn && !(c.client == src && c.half[0].isn == Some(SeqNumber(s.seq))),
+            Some(c) => {
+                pure_syn && !(c.client_lo == from_lo && c.half[0].isn == Some(SeqNumber(s.seq)))
+            }
         };
         if new_incarnation {
             if let Some(mut old) = slot.conn.take() {
@@ -246,14 +286,31 @@ impl Analyzer {
                 ));
                 recycle(&mut self.pool, old);
             }
-            let (client, server, roles_known) = if pure_syn {
-                (src, dst, true)
+            let src = Endpoint {
+                addr: s.src,
+                port: s.src_port,
+            };
+            let dst = Endpoint {
+                addr: s.dst,
+                port: s.dst_port,
+            };
+            let (client_is_src, roles_known) = if pure_syn {
+                (true, true)
             } else if s.flags.syn() {
-                (dst, src, true)
-            } else if src.port >= dst.port {
-                (src, dst, false)
+                (false, true)
             } else {
-                (dst, src, false)
+                (src.port >= dst.port, false)
+            };
+            let (client, server) = if client_is_src {
+                (src, dst)
+            } else {
+                (dst, src)
+            };
+            // A 4-tuple whose ends are equal has both directions "from lo" and "from the client".
+            let client_lo = if src == dst {
+                true
+            } else {
+                client_is_src == from_lo
             };
             slot.incarnations += 1;
             self.next_id += 1;
@@ -277,6 +334,7 @@ impl Analyzer {
                 None => Box::new(fresh),
             };
             conn.first_frame = s.frame;
+            conn.client_lo = client_lo;
             if pure_syn {
                 let forget = self.cfg.time_wait.as_nanos() as u64 + FORGET_AFTER_TIME_WAIT_NS;
                 let recent = |p: &Tomb| ts.saturating_sub(p.last_ts) <= forget;
@@ -297,7 +355,8 @@ impl Analyzer {
             return;
         };
         let open_before = conn.close == CloseKind::Open;
-        let kind = track(conn, s, &self.cfg, &mut self.acc, &mut self.totals);
+        let d = usize::from(conn.client_lo != from_lo);
+        let kind = track(conn, s, d, &self.cfg, &mut self.acc, &mut self.totals);
         if open_before && conn.close != CloseKind::Open {
             self.closing.push_back((ts, idx, conn.id));
         }
@@ -385,6 +444,13 @@ impl Analyzer {
     }
 
     /// Summarises every connection still held and runs the detectors.
+    /// [`finish`](Self::finish) after segments came through [`push_keyed`](Self::push_keyed):
+    /// `prep` holds the microburst meter.
+    pub fn finish_prepared(mut self, prep: Prepare) -> Analysis {
+        self.bursts = prep.bursts;
+        self.finish()
+    }
+
     pub fn finish(mut self) -> Analysis {
         let origin = self.first_ts.unwrap_or(0);
         for slot in self.slots.iter_mut() {
@@ -433,14 +499,15 @@ struct RevView {
 }
 
 /// Updates one incarnation with one of its segments.
+/// `d` is the direction of the segment: 0 from the client, 1 from the server.
 fn track(
     c: &mut Conn,
     s: &Segment,
+    d: usize,
     cfg: &Config,
     acc: &mut Acc,
     totals: &mut Totals,
 ) -> Option<RetransKind> {
-    let d = usize::from(!(c.client.addr == s.src && c.client.port == s.src_port));
     let r = 1 - d;
     let ts = s.ts_ns;
     let f = s.flags;

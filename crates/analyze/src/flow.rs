@@ -65,10 +65,13 @@ impl FlowKey {
 
 /// The flow table's key: a 4-tuple as plain integers, endpoints in the same canonical order
 /// as [`FlowKey`] (address, then port), so both directions find the same entry. Comparing and
-/// ordering integers is cheaper than walking `IpAddr` enums on every segment, and the hash is
-/// bit-for-bit [`FlowKey`]'s, so the table (and the order a sweep visits it) is unchanged.
+/// ordering integers is cheaper than walking `IpAddr` enums on every segment. The key carries
+/// its hash, computed once where the key is made (possibly on another thread) and compared
+/// first; the hash is bit-for-bit [`FlowKey`]'s, so the table (and the order a sweep visits
+/// it) is unchanged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PackedKey {
+    hash: u64,
     lo: u128,
     hi: u128,
     /// `lo` port in the high half, `hi` port in the low half.
@@ -79,6 +82,12 @@ pub struct PackedKey {
 
 impl PackedKey {
     pub fn new(a: IpAddr, a_port: u16, b: IpAddr, b_port: u16) -> PackedKey {
+        PackedKey::directed(a, a_port, b, b_port).0
+    }
+
+    /// The key, and whether `a` is its low end (true for both directions of a 4-tuple whose
+    /// ends are the same, a socket connected to itself).
+    pub fn directed(a: IpAddr, a_port: u16, b: IpAddr, b_port: u16) -> (PackedKey, bool) {
         let bits = |x: IpAddr| match x {
             IpAddr::V4(v) => u128::from(u32::from(v)),
             IpAddr::V6(v) => u128::from(v),
@@ -87,28 +96,57 @@ impl PackedKey {
         // and order V4 before V6 as `IpAddr` does.
         let fam = |x: IpAddr| u8::from(x.is_ipv6());
         let (ea, eb) = ((fam(a), bits(a), a_port), (fam(b), bits(b), b_port));
-        let (lo, hi) = if ea <= eb { (ea, eb) } else { (eb, ea) };
-        PackedKey {
+        let a_lo = ea <= eb;
+        let (lo, hi) = if a_lo { (ea, eb) } else { (eb, ea) };
+        let mut k = PackedKey {
+            hash: 0,
             lo: lo.1,
             hi: hi.1,
             ports: (u32::from(lo.2) << 16) | u32::from(hi.2),
             fam: (lo.0 << 1) | hi.0,
+        };
+        // The same words [`FlowKey`] writes for the same 4-tuple.
+        let mut h = FastHasher::default();
+        if k.fam != 0 {
+            h.write_u64(k.lo as u64 ^ (k.lo >> 64) as u64 ^ 0x6);
+            h.write_u64(k.hi as u64 ^ (k.hi >> 64) as u64);
+        } else {
+            h.write_u64(((k.lo as u64) << 32) | k.hi as u64);
         }
+        h.write_u32(k.ports);
+        k.hash = h.finish();
+        (k, a_lo)
     }
 }
 
 impl Hash for PackedKey {
-    /// The same words [`FlowKey`] writes for the same 4-tuple.
+    /// The hash computed in [`PackedKey::directed`]; meant for a [`KeyMap`].
     fn hash<H: Hasher>(&self, h: &mut H) {
-        if self.fam != 0 {
-            h.write_u64(self.lo as u64 ^ (self.lo >> 64) as u64 ^ 0x6);
-            h.write_u64(self.hi as u64 ^ (self.hi >> 64) as u64);
-        } else {
-            h.write_u64(((self.lo as u64) << 32) | self.hi as u64);
-        }
-        h.write_u32(self.ports);
+        h.write_u64(self.hash);
     }
 }
+
+/// Passes on a hash computed beforehand (by [`PackedKey`]) instead of hashing again.
+#[derive(Default, Clone, Copy)]
+pub struct PassHasher(u64);
+
+impl Hasher for PassHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is expected; anything else still hashes deterministically.
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(FX_SEED);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// The flow table's map type: keys bring their own hash.
+pub type KeyMap<V> = std::collections::HashMap<PackedKey, V, BuildHasherDefault<PassHasher>>;
 
 /// A small multiplicative hasher (the FxHash mixing step): flow lookups are the hot path and
 /// the keys come from one capture, not from an adversary choosing collisions.
@@ -356,6 +394,8 @@ pub struct Conn {
     pub incarnation: u32,
     pub client: Endpoint,
     pub server: Endpoint,
+    /// Whether the client is the low end of the flow key (see `PackedKey::directed`).
+    pub client_lo: bool,
     /// Whether the client/server roles come from a SYN (true) or a port-number guess.
     pub roles_known: bool,
     pub first_ts: u64,
@@ -403,6 +443,7 @@ impl Conn {
             incarnation,
             client,
             server,
+            client_lo: false,
             roles_known,
             first_ts: ts,
             last_ts: ts,

@@ -644,11 +644,16 @@ fn already_acknowledged_data_is_a_retransmission_even_when_quick() {
 /// order a sweep visits connections, is what it was with `FlowKey`).
 #[test]
 fn packed_key_matches_flow_key() {
-    use crate::flow::{Endpoint, FastHasher, FlowKey, PackedKey};
+    use crate::flow::{Endpoint, FastHasher, FlowKey, PackedKey, PassHasher};
     use std::hash::{Hash, Hasher};
     fn hash_of<T: Hash>(t: &T) -> u64 {
         let mut h = FastHasher::default();
         t.hash(&mut h);
+        h.finish()
+    }
+    fn passed_on(k: &PackedKey) -> u64 {
+        let mut h = PassHasher::default();
+        k.hash(&mut h);
         h.finish()
     }
     let addrs: [IpAddr; 6] = [
@@ -669,7 +674,10 @@ fn packed_key_matches_flow_key() {
                     let eb = Endpoint { addr: b, port: pb };
                     let k = PackedKey::new(a, pa, b, pb);
                     assert_eq!(k, PackedKey::new(b, pb, a, pa), "{ea} {eb}");
-                    assert_eq!(hash_of(&k), hash_of(&FlowKey::new(ea, eb)), "{ea} {eb}");
+                    assert_eq!(passed_on(&k), hash_of(&FlowKey::new(ea, eb)), "{ea} {eb}");
+                    let (kd, a_lo) = PackedKey::directed(a, pa, b, pb);
+                    assert_eq!(kd, k);
+                    assert_eq!(a_lo, ea <= eb, "{ea} {eb}");
                     all.push((FlowKey::new(ea, eb), k));
                 }
             }
