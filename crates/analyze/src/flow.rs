@@ -249,37 +249,30 @@ impl<K: Hash + Eq + Copy, V> Dense<K, V> {
     }
 }
 
-/// The first `N` frame numbers of some kind, plus how many there were in all.
-#[derive(Clone, Copy, Debug)]
+/// The first `N` frame numbers of some kind, plus how many there were in all. Most
+/// connections never record any, so the list is allocated on the first frame: an empty one
+/// is a few words for every new connection to initialise, not `N` of them.
+#[derive(Clone, Debug, Default)]
 pub struct Frames<const N: usize> {
-    items: [u64; N],
-    len: u8,
+    items: Vec<u64>,
     pub total: u32,
-}
-
-impl<const N: usize> Default for Frames<N> {
-    fn default() -> Self {
-        Frames {
-            items: [0; N],
-            len: 0,
-            total: 0,
-        }
-    }
 }
 
 impl<const N: usize> Frames<N> {
     pub fn push(&mut self, frame: u64) {
-        if (self.len as usize) < N {
-            self.items[self.len as usize] = frame;
-            self.len += 1;
+        if self.items.len() < N {
+            if self.items.capacity() == 0 {
+                self.items.reserve_exact(N);
+            }
+            self.items.push(frame);
         }
         self.total = self.total.saturating_add(1);
     }
     pub fn as_slice(&self) -> &[u64] {
-        &self.items[..self.len as usize]
+        &self.items
     }
     pub fn first(&self) -> Option<u64> {
-        self.as_slice().first().copied()
+        self.items.first().copied()
     }
     pub fn is_empty(&self) -> bool {
         self.total == 0
