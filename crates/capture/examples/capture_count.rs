@@ -1,11 +1,11 @@
 //! Read throughput: `capture_count FILE [--pcap-parser]` reads every TCP segment of FILE
-//! and prints packets/s. `--pcap-parser` runs the same loop with pcap-parser 0.17 framing and
+//! (in batches of 4096, as `tcpdoctor analyze` does) and prints packets/s. `--pcap-parser` runs the same loop with pcap-parser 0.17 framing and
 //! etherparse 0.21 `LaxSlicedPacket` decoding (pcap, Ethernet only), for comparison.
 
 use std::path::Path;
 use std::time::Instant;
 
-use tcpdoctor_capture::Reader;
+use tcpdoctor_capture::{Reader, Segment};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -25,10 +25,15 @@ fn main() {
             }
         };
         let mut sum = 0u64;
+        let mut batch = vec![Segment::EMPTY; 4096];
         loop {
-            match r.next_segment() {
-                Ok(Some(s)) => sum = sum.wrapping_add(u64::from(s.seq) + u64::from(s.payload_len)),
-                Ok(None) => break,
+            match r.read_batch(&mut batch) {
+                Ok(0) => break,
+                Ok(n) => {
+                    for s in &batch[..n] {
+                        sum = sum.wrapping_add(u64::from(s.seq) + u64::from(s.payload_len));
+                    }
+                }
                 Err(e) => {
                     eprintln!("{e}");
                     break;

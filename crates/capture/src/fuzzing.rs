@@ -4,19 +4,24 @@
 
 use std::io::Cursor;
 
-use crate::reader::Reader;
+use crate::reader::{Reader, Stats};
+use crate::segment::Segment;
 
 /// Reads every segment of `data`; panics only if an invariant is broken (which is a bug).
-/// Returns the number of segments read.
+/// Returns the number of segments read. Reads twice: segment by segment, and in batches
+/// (of a size picked from the input), which must agree on every segment, count and error.
 pub fn read_all(data: &[u8]) -> u64 {
     let Ok(mut r) = Reader::from_read(Box::new(Cursor::new(data.to_vec())), "fuzz".into()) else {
         return 0;
     };
     let mut n = 0u64;
     let mut last_frame = 0;
+    let mut segs = Vec::new();
+    let mut error = None;
     loop {
         match r.next_segment() {
             Ok(Some(s)) => {
+                segs.push(s);
                 n += 1;
                 assert!(s.frame > last_frame, "frame numbers increase");
                 last_frame = s.frame;
@@ -29,6 +34,7 @@ pub fn read_all(data: &[u8]) -> u64 {
                     "error offset inside input"
                 );
                 assert!(!e.to_string().contains('\n'), "one-line error");
+                error = Some((e.offset, e.to_string()));
                 break;
             }
         }
@@ -42,7 +48,43 @@ pub fn read_all(data: &[u8]) -> u64 {
         st.packets,
         st.link_types.iter().map(|c| c.packets).sum::<u64>()
     );
+    let batch = 1 + data.len() % 5;
+    let (b_segs, b_stats, b_error) = read_batched(data, batch);
+    assert_eq!(
+        b_segs, segs,
+        "read_batch({batch}) gives the segments next_segment gives"
+    );
+    assert_eq!(
+        &b_stats, st,
+        "read_batch({batch}) counts as next_segment does"
+    );
+    assert_eq!(
+        b_error, error,
+        "read_batch({batch}) ends as next_segment does"
+    );
     n
+}
+
+/// Every segment of `data` read with [`Reader::read_batch`] in batches of `batch`, the
+/// final counts, and the error (offset, message) that ended reading, if any.
+pub fn read_batched(data: &[u8], batch: usize) -> (Vec<Segment>, Stats, Option<(u64, String)>) {
+    let mut r = Reader::from_read(Box::new(Cursor::new(data.to_vec())), "fuzz".into())
+        .expect("opened once already");
+    let mut buf = vec![Segment::EMPTY; batch];
+    let mut segs = Vec::new();
+    let error = loop {
+        match r.read_batch(&mut buf) {
+            Ok(0) => break None,
+            Ok(k) => {
+                assert!(k <= batch, "no more segments than slots");
+                segs.extend_from_slice(&buf[..k]);
+            }
+            Err(e) => break Some((e.offset, e.to_string())),
+        }
+    };
+    // Fused after the end or an error.
+    assert!(matches!(r.read_batch(&mut buf), Ok(0)));
+    (segs, r.stats().clone(), error)
 }
 
 /// Builds a whole capture from a fuzz input.

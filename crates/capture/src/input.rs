@@ -93,6 +93,12 @@ impl Input {
         &self.buf[self.pos..self.pos + n]
     }
 
+    /// Every byte buffered and not yet consumed (valid until the next `fill`).
+    #[inline]
+    pub(crate) fn buffered(&self) -> &[u8] {
+        &self.buf[self.pos..self.end]
+    }
+
     /// Position in `buf` of the next unread byte (valid until the next `fill`).
     #[inline]
     pub(crate) fn pos(&self) -> usize {

@@ -95,6 +95,27 @@ impl Stats {
         }
     }
 
+    /// Counts a packet (already counted in `packets`) that gave no segment; `frame` is its
+    /// frame number.
+    fn skipped(&mut self, skip: Skip, frame: u64) {
+        match skip {
+            Skip::NonTcp => self.non_tcp += 1,
+            Skip::LaterFragment => {
+                self.non_tcp += 1;
+                self.ip_later_fragments += 1;
+            }
+            Skip::Truncated | Skip::Malformed | Skip::UnsupportedLink => {
+                self.undecodable += 1;
+                self.first_undecodable_frame.get_or_insert(frame);
+                match skip {
+                    Skip::Truncated => self.undecodable_truncated += 1,
+                    Skip::UnsupportedLink => self.undecodable_link_type += 1,
+                    _ => {}
+                }
+            }
+        }
+    }
+
     /// Index of `lt` in `link_types`, adding it when new.
     fn link_index(&mut self, lt: u32) -> usize {
         if let Some(i) = self.link_types.iter().position(|c| c.link_type == lt) {
@@ -178,6 +199,14 @@ enum State {
     },
 }
 
+/// What [`Reader::step`] did with one packet record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    Segment,
+    Skipped,
+    End,
+}
+
 /// One packet record located in the input buffer.
 struct Rec {
     start: usize,
@@ -195,6 +224,8 @@ pub struct Reader {
     state: State,
     stats: Stats,
     done: bool,
+    /// An error [`Reader::read_batch`] met after some segments, returned by the next call.
+    pending: Option<Error>,
 }
 
 const PCAP_US: u32 = 0xa1b2_c3d4;
@@ -286,6 +317,7 @@ impl Reader {
             },
             stats: Stats::new(Format::PcapNg, gzip),
             done: false,
+            pending: None,
         };
         if [PCAP_US, PCAP_NS, PCAP_MODIFIED].contains(&le)
             || [PCAP_US, PCAP_NS, PCAP_MODIFIED].contains(&be)
@@ -444,57 +476,166 @@ impl Reader {
     /// or corrupt input) every later call returns `Ok(None)`; segments returned before the
     /// error remain valid.
     pub fn next_segment(&mut self) -> Result<Option<Segment>, Error> {
+        if let Some(e) = self.pending.take() {
+            return Err(e);
+        }
         let mut seg = Segment::EMPTY;
         loop {
-            if self.done {
-                return Ok(None);
+            match self.step(&mut seg)? {
+                Step::Segment => return Ok(Some(seg)),
+                Step::Skipped => {}
+                Step::End => return Ok(None),
             }
-            let rec = match self.next_record() {
-                Ok(Some(r)) => r,
-                Ok(None) => {
-                    self.done = true;
-                    self.stats.bytes_read = self.input.offset();
-                    return Ok(None);
+        }
+    }
+
+    /// Fills `out` from the start with the next TCP segments and returns how many it wrote:
+    /// the same segments, in the same order and with the same counts, as that many calls of
+    /// [`next_segment`](Self::next_segment), several times cheaper per packet (classic pcap
+    /// records are framed straight from the read buffer, segments decoded in place, counts
+    /// kept per call). Slots past the returned count hold unspecified values.
+    ///
+    /// `Ok(0)` (for a non-empty `out`) is the end of the capture. An error met after some
+    /// segments is returned by the next call, so those segments come first; after an error
+    /// every later call returns `Ok(0)`. [`Stats::bytes_read`] is brought up to date on return.
+    pub fn read_batch(&mut self, out: &mut [Segment]) -> Result<usize, Error> {
+        if let Some(e) = self.pending.take() {
+            return Err(e);
+        }
+        let res = self.fill_batch(out);
+        self.stats.bytes_read = self.input.offset();
+        match res {
+            (0, Some(e)) => Err(e),
+            (n, e) => {
+                self.pending = e;
+                Ok(n)
+            }
+        }
+    }
+
+    /// Segments written to `out`, and the error that stopped reading early.
+    fn fill_batch(&mut self, out: &mut [Segment]) -> (usize, Option<Error>) {
+        let mut n = 0;
+        while n < out.len() && !self.done {
+            if let State::Pcap {
+                big,
+                nanos,
+                modified: false,
+                iface,
+            } = self.state
+            {
+                n = match (big, iface.link == Link::Ethernet) {
+                    (false, true) => self.pcap_run::<false, true>(nanos, iface, out, n),
+                    (false, false) => self.pcap_run::<false, false>(nanos, iface, out, n),
+                    (true, true) => self.pcap_run::<true, true>(nanos, iface, out, n),
+                    (true, false) => self.pcap_run::<true, false>(nanos, iface, out, n),
+                };
+                if n == out.len() {
+                    break;
                 }
-                Err(e) => {
-                    self.done = true;
-                    self.stats.bytes_read = self.input.offset();
-                    return Err(e);
-                }
+            }
+            // One record the general way: it refills the buffer and reports the end of the
+            // input and every error with its offset.
+            match self.step(&mut out[n]) {
+                Ok(Step::Segment) => n += 1,
+                Ok(Step::Skipped) => {}
+                Ok(Step::End) => break,
+                Err(e) => return (n, Some(e)),
+            }
+        }
+        (n, None)
+    }
+
+    /// Frames and decodes the whole classic pcap records already in the read buffer into
+    /// `out[n..]` until it is full; returns the new count of segments in `out`. Stops
+    /// without consuming at anything unusual (a record not wholly buffered, an impossible
+    /// length): the general path then deals with it. `BIG`: big-endian file; `ETH`: the link
+    /// is Ethernet (so the link dispatch folds away).
+    #[inline(always)]
+    fn pcap_run<const BIG: bool, const ETH: bool>(
+        &mut self,
+        nanos: bool,
+        iface: Iface,
+        out: &mut [Segment],
+        mut n: usize,
+    ) -> usize {
+        let link = if ETH { Link::Ethernet } else { iface.link };
+        let unit_ns = if nanos { 1 } else { 1000 };
+        let buf = self.input.buffered();
+        let st = &mut self.stats;
+        let before = st.packets;
+        let mut packets = before;
+        let mut cut = 0u64;
+        let mut p = 0usize;
+        let n0 = n;
+        while let Some(seg) = out.get_mut(n) {
+            let Some(h) = buf.get(p..p + 16) else { break };
+            let caplen = u32_at(h, 8, BIG) as usize;
+            if caplen > MAX_RECORD_BYTES {
+                break;
+            }
+            let Some(frame) = buf.get(p + 16..p + 16 + caplen) else {
+                break;
             };
-            let st = &mut self.stats;
-            st.packets += 1;
-            st.link_types[rec.link_idx].packets += 1;
-            if (rec.caplen as u64) < u64::from(rec.orig_len) {
-                st.cut_by_snaplen += 1;
-            }
-            let frame = &self.input.buf[rec.start..rec.start + rec.caplen];
-            match decode::decode(
-                rec.link,
-                frame,
-                rec.orig_len.max(rec.caplen as u32),
-                &mut seg,
-            ) {
+            let sec = u64::from(u32_at(h, 0, BIG));
+            let frac = u64::from(u32_at(h, 4, BIG));
+            let orig_len = u32_at(h, 12, BIG);
+            p += 16 + caplen;
+            packets += 1;
+            cut += u64::from((caplen as u64) < u64::from(orig_len));
+            // A successful decode sets every field but these two.
+            match decode::decode(link, frame, orig_len.max(caplen as u32), seg) {
                 Ok(()) => {
-                    st.tcp_segments += 1;
-                    seg.frame = st.packets;
-                    seg.ts_ns = rec.ts_ns;
-                    return Ok(Some(seg));
+                    seg.frame = packets;
+                    seg.ts_ns = sec * 1_000_000_000 + frac * unit_ns;
+                    n += 1;
                 }
-                Err(Skip::NonTcp) => st.non_tcp += 1,
-                Err(Skip::LaterFragment) => {
-                    st.non_tcp += 1;
-                    st.ip_later_fragments += 1;
-                }
-                Err(skip) => {
-                    st.undecodable += 1;
-                    st.first_undecodable_frame.get_or_insert(st.packets);
-                    match skip {
-                        Skip::Truncated => st.undecodable_truncated += 1,
-                        Skip::UnsupportedLink => st.undecodable_link_type += 1,
-                        _ => {}
-                    }
-                }
+                Err(skip) => st.skipped(skip, packets),
+            }
+        }
+        st.tcp_segments += (n - n0) as u64;
+        st.packets = packets;
+        st.cut_by_snaplen += cut;
+        st.link_types[iface.link_idx].packets += packets - before;
+        self.input.consume(p);
+        n
+    }
+
+    /// Reads one packet record the general way (any format) and decodes it into `seg`.
+    fn step(&mut self, seg: &mut Segment) -> Result<Step, Error> {
+        if self.done {
+            return Ok(Step::End);
+        }
+        let rec = match self.next_record() {
+            Ok(Some(r)) => r,
+            Ok(None) => {
+                self.done = true;
+                self.stats.bytes_read = self.input.offset();
+                return Ok(Step::End);
+            }
+            Err(e) => {
+                self.done = true;
+                self.stats.bytes_read = self.input.offset();
+                return Err(e);
+            }
+        };
+        let st = &mut self.stats;
+        st.packets += 1;
+        st.link_types[rec.link_idx].packets += 1;
+        if (rec.caplen as u64) < u64::from(rec.orig_len) {
+            st.cut_by_snaplen += 1;
+        }
+        let frame = &self.input.buf[rec.start..rec.start + rec.caplen];
+        match decode::decode(rec.link, frame, rec.orig_len.max(rec.caplen as u32), seg) {
+            Ok(()) => {
+                st.tcp_segments += 1;
+                seg.frame = st.packets;
+                seg.ts_ns = rec.ts_ns;
+                Ok(Step::Segment)
+            }
+            Err(skip) => {
+                st.skipped(skip, st.packets);
+                Ok(Step::Skipped)
             }
         }
     }

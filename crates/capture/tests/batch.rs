@@ -1,0 +1,226 @@
+//! `Reader::read_batch` against `Reader::next_segment` on captures large enough to cross
+//! many read-buffer refills, delivered in uneven chunks, truncated and corrupted: the batch
+//! path must give the same segments, counts and errors (with the same byte offsets).
+
+use std::io::{self, Cursor, Read};
+use std::net::IpAddr;
+
+use tcpdoctor_capture::write::{build_frame, PcapNgWriter, PcapWriter, WriteLink};
+use tcpdoctor_capture::{Reader, Segment, Stats, TcpFlags, TcpOptions};
+
+/// A source that hands out at most `chunk` bytes per read, like a pipe.
+struct Chunked {
+    data: Vec<u8>,
+    at: usize,
+    chunk: usize,
+}
+
+impl Read for Chunked {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let n = out.len().min(self.chunk).min(self.data.len() - self.at);
+        out[..n].copy_from_slice(&self.data[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
+fn open(data: &[u8], chunk: usize) -> Reader {
+    let src: Box<dyn Read + Send> = if chunk == 0 {
+        Box::new(Cursor::new(data.to_vec()))
+    } else {
+        Box::new(Chunked {
+            data: data.to_vec(),
+            at: 0,
+            chunk,
+        })
+    };
+    Reader::from_read(src, "t.pcap".into()).unwrap()
+}
+
+type Outcome = (Vec<Segment>, Stats, Option<(u64, String)>);
+
+fn one_by_one(data: &[u8], chunk: usize) -> Outcome {
+    let mut r = open(data, chunk);
+    let mut segs = Vec::new();
+    let err = loop {
+        match r.next_segment() {
+            Ok(Some(s)) => segs.push(s),
+            Ok(None) => break None,
+            Err(e) => break Some((e.offset, e.to_string())),
+        }
+    };
+    (segs, r.stats().clone(), err)
+}
+
+fn batched(data: &[u8], chunk: usize, batch: usize) -> Outcome {
+    let mut r = open(data, chunk);
+    // Slots start out dirty: read_batch must overwrite every field of a segment it returns.
+    let mut dirty = Segment::EMPTY;
+    dirty.options.mss = Some(1);
+    dirty.options.sack_count = 3;
+    dirty.src = "fd00::9".parse().unwrap();
+    let mut buf = vec![dirty; batch];
+    let mut segs = Vec::new();
+    let err = loop {
+        match r.read_batch(&mut buf) {
+            Ok(0) => break None,
+            Ok(n) => segs.extend_from_slice(&buf[..n]),
+            Err(e) => break Some((e.offset, e.to_string())),
+        }
+    };
+    assert!(matches!(r.read_batch(&mut buf), Ok(0)), "fused");
+    (segs, r.stats().clone(), err)
+}
+
+fn seg(i: u32) -> Segment {
+    let v6 = i % 5 == 4;
+    let (src, dst): (IpAddr, IpAddr) = if v6 {
+        ("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap())
+    } else {
+        ("10.1.2.3".parse().unwrap(), "10.9.8.7".parse().unwrap())
+    };
+    let mut options = TcpOptions::default();
+    match i % 4 {
+        0 => options.timestamps = Some((i, i + 1)),
+        1 => {
+            options.mss = Some(1460);
+            options.window_scale = Some(7);
+            options.sack_permitted = true;
+            options.timestamps = Some((i, 0));
+        }
+        2 => {
+            options.sack = [(i, i + 10), (0, 0), (0, 0), (0, 0)];
+            options.sack_count = 1;
+        }
+        _ => {}
+    }
+    Segment {
+        frame: 0,
+        ts_ns: 1_700_000_000_000_000_000 + u64::from(i) * 1_234_567,
+        src,
+        dst,
+        src_port: 40000 + (i % 1000) as u16,
+        dst_port: 80,
+        seq: i.wrapping_mul(2_654_435_761),
+        ack: i,
+        flags: TcpFlags(TcpFlags::ACK | (i % 3) as u8),
+        window: 500,
+        payload_len: (i % 1400) * u32::from(!i.is_multiple_of(7)),
+        options,
+    }
+}
+
+/// A pcap of `n` records: TCP segments with a non-TCP frame (ARP), an undecodable one
+/// (cut inside the IP header) and a frame longer than the snap length sprinkled in.
+fn pcap(n: u32, link: WriteLink, nanos: bool) -> Vec<u8> {
+    let mut w = PcapWriter::new(Vec::new(), link, nanos, 0).unwrap();
+    let mut f = Vec::new();
+    for i in 0..n {
+        let s = seg(i);
+        match i % 97 {
+            13 if link == WriteLink::Ethernet => {
+                let mut arp = vec![0xffu8; 12];
+                arp.extend_from_slice(&[0x08, 0x06]);
+                arp.extend_from_slice(&[0; 28]);
+                w.write_frame(s.ts_ns, &arp, 42).unwrap();
+            }
+            29 => {
+                f.clear();
+                build_frame(&s, link, &mut f);
+                w.write_frame(s.ts_ns, &f[..f.len().min(20)], f.len() as u32)
+                    .unwrap();
+            }
+            41 => {
+                f.clear();
+                build_frame(&s, link, &mut f);
+                w.write_frame(s.ts_ns, &f, f.len() as u32 + 1000).unwrap();
+            }
+            _ => w.write_segment(&s).unwrap(),
+        }
+    }
+    w.into_inner().unwrap()
+}
+
+fn assert_same(data: &[u8], what: &str) {
+    for chunk in [0, 997, 65_536 + 3] {
+        let want = one_by_one(data, chunk);
+        for batch in [1, 3, 4096] {
+            let got = batched(data, chunk, batch);
+            assert_eq!(got.2, want.2, "{what}: error, chunk {chunk} batch {batch}");
+            assert_eq!(got.1, want.1, "{what}: stats, chunk {chunk} batch {batch}");
+            assert!(
+                got.0 == want.0,
+                "{what}: segments, chunk {chunk} batch {batch}"
+            );
+        }
+    }
+}
+
+#[test]
+fn batches_equal_single_segments_across_buffer_refills() {
+    // ~60k records, more than 2 MiB: several refills and buffer compactions.
+    let data = pcap(60_000, WriteLink::Ethernet, false);
+    assert!(data.len() > 4 << 20);
+    let (segs, st, err) = one_by_one(&data, 0);
+    assert!(err.is_none());
+    assert!(st.non_tcp > 0 && st.undecodable > 0 && st.cut_by_snaplen > 0);
+    assert_eq!(segs.len() as u64, st.tcp_segments);
+    assert_same(&data, "ethernet");
+    assert_same(&pcap(3000, WriteLink::RawIp, true), "raw ip, ns");
+}
+
+#[test]
+fn big_endian_pcap_batches_equal_single_segments() {
+    // Rewrite the little-endian file big-endian: magic, header fields, record headers.
+    let le = pcap(3000, WriteLink::Ethernet, false);
+    let mut be = le.clone();
+    let swap = |b: &mut [u8], at: usize, n: usize| b[at..at + n].reverse();
+    for (at, n) in [(0, 4), (4, 2), (6, 2), (8, 4), (12, 4), (16, 4), (20, 4)] {
+        swap(&mut be, at, n);
+    }
+    let mut at = 24;
+    while at < le.len() {
+        let caplen = u32::from_le_bytes(le[at + 8..at + 12].try_into().unwrap()) as usize;
+        for k in 0..4 {
+            swap(&mut be, at + 4 * k, 4);
+        }
+        at += 16 + caplen;
+    }
+    assert_eq!(one_by_one(&be, 0).0, one_by_one(&le, 0).0);
+    assert_same(&be, "big-endian");
+}
+
+#[test]
+fn truncated_and_corrupt_pcap_give_the_same_segments_then_the_same_error() {
+    let data = pcap(5000, WriteLink::Ethernet, false);
+    // Cut inside the last record, inside a record header, and exactly between records.
+    for cut in [data.len() - 7, data.len() - 70, data.len() - 90, 1000, 25] {
+        let d = &data[..cut];
+        let (_, _, err) = one_by_one(d, 0);
+        assert!(err.is_some() || cut == 24, "cut at {cut} is an error");
+        assert_same(d, "truncated");
+    }
+    // An impossible captured length in the middle names its offset.
+    let mut bad = data.clone();
+    let mut at = 24;
+    for _ in 0..2500 {
+        let caplen = u32::from_le_bytes(bad[at + 8..at + 12].try_into().unwrap()) as usize;
+        at += 16 + caplen;
+    }
+    bad[at + 8..at + 12].copy_from_slice(&0xffff_fff0u32.to_le_bytes());
+    let (segs, _, err) = one_by_one(&bad, 0);
+    assert_eq!(err.unwrap().0, at as u64 + 8);
+    assert!(segs.len() > 2000);
+    assert_same(&bad, "corrupt caplen");
+}
+
+#[test]
+fn pcapng_batches_equal_single_segments() {
+    let mut w = PcapNgWriter::new(Vec::new(), WriteLink::Ethernet, 9).unwrap();
+    for i in 0..20_000 {
+        w.write_segment(&seg(i)).unwrap();
+    }
+    let data = w.into_inner().unwrap();
+    assert_same(&data, "pcapng");
+    assert_same(&data[..data.len() - 5], "pcapng truncated");
+}
