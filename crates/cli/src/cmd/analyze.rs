@@ -212,27 +212,21 @@ enum Batch {
 
 const BATCH: usize = 4096;
 
+/// The reading thread: fills batches in place (`Reader::read_batch` decodes into the slots
+/// of a returned batch, so a segment is written once on this side) and sends them on.
 fn read_batches(mut reader: Reader, tx: SyncSender<Batch>, back: Receiver<Vec<Segment>>) {
     loop {
         let mut segs = back
             .try_recv()
             .unwrap_or_else(|_| Vec::with_capacity(BATCH));
-        segs.clear();
-        let mut end = None;
-        while segs.len() < BATCH {
-            match reader.next_segment() {
-                Ok(Some(s)) => segs.push(s),
-                Ok(None) => {
-                    end = Some(None);
-                    break;
-                }
-                Err(e) => {
-                    end = Some(Some(e.to_string()));
-                    break;
-                }
-            }
-        }
-        if !segs.is_empty()
+        segs.resize(BATCH, Segment::EMPTY);
+        let (n, end) = match reader.read_batch(&mut segs) {
+            Ok(0) => (0, Some(None)),
+            Ok(n) => (n, None),
+            Err(e) => (0, Some(Some(e.to_string()))),
+        };
+        segs.truncate(n);
+        if n > 0
             && tx
                 .send(Batch::Segments(segs, reader.stats().clone()))
                 .is_err()
