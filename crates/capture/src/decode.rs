@@ -120,7 +120,12 @@ pub(crate) fn decode(
             if frame.len() < 14 {
                 return Err(Skip::Truncated);
             }
-            ethertype(be16(frame, 12), frame, 14, wire, seg)
+            let et = be16(frame, 12);
+            // Untagged IPv4, the common case, without the tag-walking loop.
+            if et == 0x0800 {
+                return ipv4(frame, 14, wire, seg);
+            }
+            ethertype(et, frame, 14, wire, seg)
         }
         Link::Sll => {
             // Linux cooked v1: packet type, ARPHRD, address length, 8 address bytes, protocol.
