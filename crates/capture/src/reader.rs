@@ -517,22 +517,33 @@ impl Reader {
     fn fill_batch(&mut self, out: &mut [Segment]) -> (usize, Option<Error>) {
         let mut n = 0;
         while n < out.len() && !self.done {
-            if let State::Pcap {
-                big,
-                nanos,
-                modified: false,
-                iface,
-            } = self.state
-            {
-                n = match (big, iface.link == Link::Ethernet) {
-                    (false, true) => self.pcap_run::<false, true>(nanos, iface, out, n),
-                    (false, false) => self.pcap_run::<false, false>(nanos, iface, out, n),
-                    (true, true) => self.pcap_run::<true, true>(nanos, iface, out, n),
-                    (true, false) => self.pcap_run::<true, false>(nanos, iface, out, n),
-                };
-                if n == out.len() {
-                    break;
+            match &self.state {
+                &State::Pcap {
+                    big,
+                    nanos,
+                    modified: false,
+                    iface,
+                } => {
+                    n = match (big, iface.link == Link::Ethernet) {
+                        (false, true) => self.pcap_run::<false, true>(nanos, iface, out, n),
+                        (false, false) => self.pcap_run::<false, false>(nanos, iface, out, n),
+                        (true, true) => self.pcap_run::<true, true>(nanos, iface, out, n),
+                        (true, false) => self.pcap_run::<true, false>(nanos, iface, out, n),
+                    };
                 }
+                State::PcapNg { big, ifaces, .. } => {
+                    let eth = ifaces.iter().all(|i| i.link == Link::Ethernet);
+                    n = match (*big, eth) {
+                        (false, true) => self.pcapng_run::<false, true>(out, n),
+                        (false, false) => self.pcapng_run::<false, false>(out, n),
+                        (true, true) => self.pcapng_run::<true, true>(out, n),
+                        (true, false) => self.pcapng_run::<true, false>(out, n),
+                    };
+                }
+                _ => {}
+            }
+            if n == out.len() {
+                break;
             }
             // One record the general way: it refills the buffer and reports the end of the
             // input and every error with its offset.
@@ -597,6 +608,82 @@ impl Reader {
         st.packets = packets;
         st.cut_by_snaplen += cut;
         st.link_types[iface.link_idx].packets += packets - before;
+        self.input.consume(p);
+        n
+    }
+
+    /// The pcapng counterpart of [`pcap_run`](Self::pcap_run): decodes the Enhanced Packet
+    /// Blocks of described interfaces already in the read buffer into `out[n..]`; any other
+    /// block, or anything unusual, is left to the general path. `BIG`: the section's byte
+    /// order; `ETH`: every interface described so far is Ethernet.
+    #[inline(always)]
+    fn pcapng_run<const BIG: bool, const ETH: bool>(
+        &mut self,
+        out: &mut [Segment],
+        mut n: usize,
+    ) -> usize {
+        let State::PcapNg {
+            ifaces, last_ts_ns, ..
+        } = &mut self.state
+        else {
+            return n;
+        };
+        let buf = self.input.buffered();
+        let st = &mut self.stats;
+        let before = st.packets;
+        let mut packets = before;
+        let mut cut = 0u64;
+        let mut p = 0usize;
+        let n0 = n;
+        while let Some(seg) = out.get_mut(n) {
+            // Block type, total length, interface id, timestamp (high, low), captured and
+            // original lengths (pcapng 4.3).
+            let Some(h) = buf.get(p..p + 28) else { break };
+            let blen = u32_at(h, 4, BIG) as usize;
+            if u32_at(h, 0, BIG) != 6
+                || blen < 32
+                || !blen.is_multiple_of(4)
+                || blen > MAX_RECORD_BYTES
+            {
+                break;
+            }
+            let Some(b) = buf.get(p..p + blen) else { break };
+            let caplen = u32_at(h, 20, BIG) as usize;
+            if u32_at(b, blen - 4, BIG) as usize != blen || caplen > blen - 32 {
+                break;
+            }
+            let Some(iface) = ifaces.get(u32_at(h, 8, BIG) as usize) else {
+                break;
+            };
+            let units = (u64::from(u32_at(h, 12, BIG)) << 32) | u64::from(u32_at(h, 16, BIG));
+            let orig_len = u32_at(h, 24, BIG);
+            let frame = &b[28..28 + caplen];
+            p += blen;
+            packets += 1;
+            cut += u64::from((caplen as u64) < u64::from(orig_len));
+            st.link_types[iface.link_idx].packets += 1;
+            let ts_ns = match iface.scale {
+                TsScale::Mul(m) if iface.offset_s == 0 => match units.checked_mul(m) {
+                    Some(ns) => ns,
+                    None => iface.scale.ns(units, 0),
+                },
+                scale => scale.ns(units, iface.offset_s),
+            };
+            *last_ts_ns = ts_ns;
+            let link = if ETH { Link::Ethernet } else { iface.link };
+            // A successful decode sets every field but these two.
+            match decode::decode(link, frame, orig_len.max(caplen as u32), seg) {
+                Ok(()) => {
+                    seg.frame = packets;
+                    seg.ts_ns = ts_ns;
+                    n += 1;
+                }
+                Err(skip) => st.skipped(skip, packets),
+            }
+        }
+        st.tcp_segments += (n - n0) as u64;
+        st.packets = packets;
+        st.cut_by_snaplen += cut;
         self.input.consume(p);
         n
     }

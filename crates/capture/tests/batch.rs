@@ -224,3 +224,137 @@ fn pcapng_batches_equal_single_segments() {
     assert_same(&data, "pcapng");
     assert_same(&data[..data.len() - 5], "pcapng truncated");
 }
+
+/// pcapng blocks in either byte order (pcapng sections 4.1-4.4, 4.6).
+struct Ng {
+    big: bool,
+    out: Vec<u8>,
+}
+
+impl Ng {
+    fn u16(&self, v: u16) -> [u8; 2] {
+        if self.big {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        }
+    }
+    fn u32(&self, v: u32) -> [u8; 4] {
+        if self.big {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        }
+    }
+    fn block(&mut self, btype: u32, mut body: Vec<u8>) {
+        while !body.len().is_multiple_of(4) {
+            body.push(0);
+        }
+        let len = self.u32(12 + body.len() as u32);
+        let t = self.u32(btype);
+        self.out.extend_from_slice(&t);
+        self.out.extend_from_slice(&len);
+        self.out.extend_from_slice(&body);
+        self.out.extend_from_slice(&len);
+    }
+    /// A section header: switches the byte order and forgets the interfaces.
+    fn shb(&mut self, big: bool) {
+        self.big = big;
+        let mut b = self.u32(0x1a2b_3c4d).to_vec();
+        b.extend_from_slice(&self.u16(1));
+        b.extend_from_slice(&self.u16(0));
+        b.extend_from_slice(&[0xff; 8]);
+        self.block(0x0a0d_0d0a, b);
+    }
+    fn idb(&mut self, lt: u16, tsresol: Option<u8>, tsoffset_s: Option<i64>) {
+        let mut b = self.u16(lt).to_vec();
+        b.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
+        if let Some(r) = tsresol {
+            b.extend_from_slice(&self.u16(9));
+            b.extend_from_slice(&self.u16(1));
+            b.extend_from_slice(&[r, 0, 0, 0]);
+        }
+        if let Some(o) = tsoffset_s {
+            b.extend_from_slice(&self.u16(14));
+            b.extend_from_slice(&self.u16(8));
+            b.extend_from_slice(&if self.big {
+                o.to_be_bytes()
+            } else {
+                o.to_le_bytes()
+            });
+        }
+        self.block(1, b);
+    }
+    fn epb(&mut self, iface: u32, units: u64, frame: &[u8], orig: u32) {
+        let mut b = self.u32(iface).to_vec();
+        b.extend_from_slice(&self.u32((units >> 32) as u32));
+        b.extend_from_slice(&self.u32(units as u32));
+        b.extend_from_slice(&self.u32(frame.len() as u32));
+        b.extend_from_slice(&self.u32(orig));
+        b.extend_from_slice(frame);
+        self.block(6, b);
+    }
+    fn spb(&mut self, frame: &[u8]) {
+        let mut b = self.u32(frame.len() as u32).to_vec();
+        b.extend_from_slice(frame);
+        self.block(3, b);
+    }
+    fn isb(&mut self, drops: u64) {
+        let mut b = self.u32(0).to_vec();
+        b.extend_from_slice(&[0; 8]);
+        b.extend_from_slice(&self.u16(5));
+        b.extend_from_slice(&self.u16(8));
+        b.extend_from_slice(&if self.big {
+            drops.to_be_bytes()
+        } else {
+            drops.to_le_bytes()
+        });
+        self.block(5, b);
+    }
+}
+
+#[test]
+fn pcapng_mixed_blocks_interfaces_and_sections_batch_like_single_segments() {
+    let mut ng = Ng {
+        big: false,
+        out: Vec::new(),
+    };
+    let (mut eth, mut raw) = (Vec::new(), Vec::new());
+    for i in 0..12_000u32 {
+        if i % 4000 == 0 {
+            // A new section, in the other byte order every time: Ethernet in microseconds,
+            // raw IP in nanoseconds with an offset, Ethernet in 2^-10 s.
+            ng.shb(i % 8000 == 4000);
+            ng.idb(1, None, None);
+            ng.idb(101, Some(9), Some(-5));
+            ng.idb(1, Some(0x8a), None);
+        }
+        let s = seg(i);
+        eth.clear();
+        build_frame(&s, WriteLink::Ethernet, &mut eth);
+        raw.clear();
+        build_frame(&s, WriteLink::RawIp, &mut raw);
+        let units = u64::from(i) * 1_000_003;
+        match i % 53 {
+            // The previous packet's timestamp, interface 0.
+            7 => ng.spb(&eth),
+            // An interface never described.
+            11 => ng.epb(9, units, &eth, eth.len() as u32),
+            // A timestamp too large for nanoseconds in 64 bits (clamped).
+            17 => ng.epb(0, u64::MAX - 5, &eth, eth.len() as u32),
+            19 => ng.isb(u64::from(i)),
+            23 => ng.epb(0, units, &eth[..30], eth.len() as u32),
+            _ => match i % 3 {
+                0 => ng.epb(0, units, &eth, eth.len() as u32 + 7),
+                1 => ng.epb(1, units, &raw, raw.len() as u32),
+                _ => ng.epb(2, units, &eth, eth.len() as u32),
+            },
+        }
+    }
+    let data = ng.out;
+    let (segs, st, err) = one_by_one(&data, 0);
+    assert!(err.is_none());
+    assert!(segs.len() > 10_000 && st.undecodable_link_type > 0 && st.capture_drops > 0);
+    assert_same(&data, "pcapng mixed");
+    assert_same(&data[..data.len() / 2 + 3], "pcapng mixed, truncated");
+}
