@@ -45,10 +45,11 @@ fn main() {
         let mut a = Analyzer::new(Config::default());
         // As `tcpdoctor analyze` splits the work: keys made ahead (on its reading thread).
         let mut prep = tcpdoctor_analyze::Prepare::default();
-        let keyed: Vec<_> = segs.iter().map(|s| prep.key(s)).collect();
+        let mut keys = Vec::new();
+        prep.keys(&segs, &mut keys);
         let t0 = Instant::now();
-        for k in &keyed {
-            a.push_keyed(k);
+        for (s, k) in segs.iter().zip(&keys) {
+            a.push_keyed(s, k);
         }
         let out = a.finish_prepared(prep);
         best = best.min(t0.elapsed().as_secs_f64());

@@ -111,39 +111,39 @@ pub struct Totals {
     pub peak_tracked_connections: u64,
 }
 
-/// A segment with what needs no flow state to work out: its flow key (with the key's hash)
-/// and which end of the 4-tuple sent it. Made by [`Prepare::key`], possibly on another
+/// What a segment's flow needs no flow state to work out: its key (with the key's hash)
+/// and which end of the 4-tuple sent it. Made by [`Prepare::keys`], possibly on another
 /// thread than the [`Analyzer`] that takes it.
 #[derive(Clone, Copy, Debug)]
-pub struct Keyed {
-    pub seg: Segment,
+pub struct SegKey {
     key: PackedKey,
     from_lo: bool,
 }
 
-impl Keyed {
-    fn new(s: &Segment) -> Keyed {
+impl SegKey {
+    fn new(s: &Segment) -> SegKey {
         let (key, from_lo) = PackedKey::directed(s.src, s.src_port, s.dst, s.dst_port);
-        Keyed {
-            seg: *s,
-            key,
-            from_lo,
-        }
+        SegKey { key, from_lo }
     }
 }
 
 /// The per-segment work that needs no flow state: flow keys and the microburst meter. Run
-/// it where the segments are read (a second thread), feed its [`Keyed`] segments to
-/// [`Analyzer::push_keyed`] in capture order, and hand it to [`Analyzer::finish_prepared`].
+/// it where the segments are read (a second thread), feed each segment with its [`SegKey`]
+/// to [`Analyzer::push_keyed`] in capture order, and hand it to
+/// [`Analyzer::finish_prepared`].
 #[derive(Default)]
 pub struct Prepare {
     bursts: BurstMeter,
 }
 
 impl Prepare {
-    pub fn key(&mut self, s: &Segment) -> Keyed {
-        self.bursts.add(s.ts_ns, s.payload_len);
-        Keyed::new(s)
+    /// Replaces `out` with the keys of `segs`, in order.
+    pub fn keys(&mut self, segs: &[Segment], out: &mut Vec<SegKey>) {
+        out.clear();
+        out.extend(segs.iter().map(|s| {
+            self.bursts.add(s.ts_ns, s.payload_len);
+            SegKey::new(s)
+        }));
     }
 }
 
@@ -212,10 +212,10 @@ impl Analyzer {
         self.take(s, key, from_lo);
     }
 
-    /// Takes one segment prepared by a [`Prepare`]; finish with
+    /// Takes one segment with its key from a [`Prepare`]; finish with
     /// [`finish_prepared`](Self::finish_prepared).
-    pub fn push_keyed(&mut self, k: &Keyed) {
-        self.take(&k.seg, k.key, k.from_lo);
+    pub fn push_keyed(&mut self, s: &Segment, k: &SegKey) {
+        self.take(s, k.key, k.from_lo);
     }
 
     fn take(&mut self, s: &Segment, key: PackedKey, from_lo: bool) {

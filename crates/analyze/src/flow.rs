@@ -72,8 +72,10 @@ impl FlowKey {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PackedKey {
     hash: u64,
-    lo: u128,
-    hi: u128,
+    // Addresses as two words each rather than u128, whose 16-byte alignment would pad the
+    // key from 48 to 64 bytes.
+    lo: [u64; 2],
+    hi: [u64; 2],
     /// `lo` port in the high half, `hi` port in the low half.
     ports: u32,
     /// Families, `lo`'s in bit 1 and `hi`'s in bit 0 (1 = IPv6); 0 = both IPv4.
@@ -98,23 +100,25 @@ impl PackedKey {
         let (ea, eb) = ((fam(a), bits(a), a_port), (fam(b), bits(b), b_port));
         let a_lo = ea <= eb;
         let (lo, hi) = if a_lo { (ea, eb) } else { (eb, ea) };
-        let mut k = PackedKey {
-            hash: 0,
-            lo: lo.1,
-            hi: hi.1,
-            ports: (u32::from(lo.2) << 16) | u32::from(hi.2),
-            fam: (lo.0 << 1) | hi.0,
-        };
+        let ports = (u32::from(lo.2) << 16) | u32::from(hi.2);
+        let fam = (lo.0 << 1) | hi.0;
         // The same words [`FlowKey`] writes for the same 4-tuple.
         let mut h = FastHasher::default();
-        if k.fam != 0 {
-            h.write_u64(k.lo as u64 ^ (k.lo >> 64) as u64 ^ 0x6);
-            h.write_u64(k.hi as u64 ^ (k.hi >> 64) as u64);
+        if fam != 0 {
+            h.write_u64(lo.1 as u64 ^ (lo.1 >> 64) as u64 ^ 0x6);
+            h.write_u64(hi.1 as u64 ^ (hi.1 >> 64) as u64);
         } else {
-            h.write_u64(((k.lo as u64) << 32) | k.hi as u64);
+            h.write_u64(((lo.1 as u64) << 32) | hi.1 as u64);
         }
-        h.write_u32(k.ports);
-        k.hash = h.finish();
+        h.write_u32(ports);
+        let words = |v: u128| [v as u64, (v >> 64) as u64];
+        let k = PackedKey {
+            hash: h.finish(),
+            lo: words(lo.1),
+            hi: words(hi.1),
+            ports,
+            fam,
+        };
         (k, a_lo)
     }
 }
