@@ -43,16 +43,25 @@ fn main() {
     let mut conns = 0;
     for _ in 0..runs {
         let mut a = Analyzer::new(Config::default());
-        // As `tcpdoctor analyze` splits the work: keys made ahead (on its reading thread).
+        // As `tcpdoctor analyze` splits the work: only the engine's side is timed (the
+        // `Prepare` side runs on the reading thread there).
         let mut prep = tcpdoctor_analyze::Prepare::default();
-        let mut keys = Vec::new();
-        prep.keys(&segs, &mut keys);
-        let t0 = Instant::now();
-        for (s, k) in segs.iter().zip(&keys) {
-            a.push_keyed(s, k);
+        let (mut keys, mut released) = (Vec::new(), Vec::new());
+        let mut engine_s = 0.0;
+        for chunk in segs.chunks(4096) {
+            prep.release(&released);
+            released.clear();
+            prep.keys(chunk, &mut keys);
+            let t0 = Instant::now();
+            for (s, k) in chunk.iter().zip(&keys) {
+                a.push_keyed(s, k);
+            }
+            a.released(&mut released);
+            engine_s += t0.elapsed().as_secs_f64();
         }
+        let t0 = Instant::now();
         let out = a.finish_prepared(prep);
-        best = best.min(t0.elapsed().as_secs_f64());
+        best = best.min(engine_s + t0.elapsed().as_secs_f64());
         conns = out.totals.connections;
     }
     println!(

@@ -111,39 +111,102 @@ pub struct Totals {
     pub peak_tracked_connections: u64,
 }
 
-/// What a segment's flow needs no flow state to work out: its key (with the key's hash)
-/// and which end of the 4-tuple sent it. Made by [`Prepare::keys`], possibly on another
-/// thread than the [`Analyzer`] that takes it.
+/// Where a segment goes in the [`Analyzer`]: the slot of its 4-tuple and which end sent it.
+/// Made by [`Prepare::keys`], possibly on another thread than the analyzer that takes it.
 #[derive(Clone, Copy, Debug)]
 pub struct SegKey {
-    key: PackedKey,
+    slot: u32,
     from_lo: bool,
 }
 
-impl SegKey {
-    fn new(s: &Segment) -> SegKey {
-        let (key, from_lo) = PackedKey::directed(s.src, s.src_port, s.dst, s.dst_port);
-        SegKey { key, from_lo }
-    }
+/// A slot the [`Analyzer`] emptied (its 4-tuple forgotten) while taking segment number
+/// `at` (counted from 0), for [`Prepare::release`].
+#[derive(Clone, Copy, Debug)]
+pub struct Released {
+    slot: u32,
+    at: u64,
 }
 
-/// The per-segment work that needs no flow state: flow keys and the microburst meter. Run
-/// it where the segments are read (a second thread), feed each segment with its [`SegKey`]
-/// to [`Analyzer::push_keyed`] in capture order, and hand it to
-/// [`Analyzer::finish_prepared`].
+/// The per-segment work that needs no flow state: finding the 4-tuple's slot (a hash
+/// lookup) and the microburst meter. Run it where the segments are read (a second thread),
+/// feed each segment with its [`SegKey`] to [`Analyzer::push_keyed`] in capture order, hand
+/// what [`Analyzer::released`] returns back to [`Prepare::release`], and give the `Prepare`
+/// to [`Analyzer::finish_prepared`] at the end.
+///
+/// Slots are numbered here and emptied by the analyzer (when a 4-tuple's tombstone expires).
+/// An emptied slot is only reused for another 4-tuple once the analyzer has taken every
+/// segment numbered for the old one; until then the old 4-tuple keeps it and starts afresh
+/// in it, as it would in a new slot.
 #[derive(Default)]
 pub struct Prepare {
     bursts: BurstMeter,
+    /// 4-tuple -> slot.
+    slots: KeyMap<u32>,
+    /// Slot -> its 4-tuple.
+    keys: Vec<PackedKey>,
+    /// Slot -> the number of its latest segment (apart from `keys`: 8 bytes a slot keeps
+    /// this array, written on every segment, in the cache).
+    latest: Vec<u64>,
+    free: Vec<u32>,
+    /// The last 4-tuple looked up: consecutive segments of one flow skip the hash.
+    last: Option<(PackedKey, u32)>,
+    /// Number of the next segment.
+    next: u64,
 }
 
 impl Prepare {
     /// Replaces `out` with the keys of `segs`, in order.
     pub fn keys(&mut self, segs: &[Segment], out: &mut Vec<SegKey>) {
         out.clear();
-        out.extend(segs.iter().map(|s| {
-            self.bursts.add(s.ts_ns, s.payload_len);
-            SegKey::new(s)
-        }));
+        out.extend(segs.iter().map(|s| self.key(s)));
+    }
+
+    fn key(&mut self, s: &Segment) -> SegKey {
+        self.bursts.add(s.ts_ns, s.payload_len);
+        let (key, from_lo) = PackedKey::directed(s.src, s.src_port, s.dst, s.dst_port);
+        let n = self.next;
+        self.next += 1;
+        let slot = match self.last {
+            Some((k, i)) if k == key => i,
+            _ => {
+                let (keys, latest, free) = (&mut self.keys, &mut self.latest, &mut self.free);
+                let i = *self.slots.entry(key).or_insert_with(|| match free.pop() {
+                    Some(i) => {
+                        keys[i as usize] = key;
+                        i
+                    }
+                    None => {
+                        keys.push(key);
+                        latest.push(n);
+                        (keys.len() - 1) as u32
+                    }
+                });
+                self.last = Some((key, i));
+                i
+            }
+        };
+        self.latest[slot as usize] = n;
+        SegKey { slot, from_lo }
+    }
+
+    /// Slots numbered so far (in use or free).
+    #[cfg(test)]
+    pub(crate) fn slots_made(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Frees the slots the analyzer emptied whose 4-tuple has had no segment numbered since.
+    pub fn release(&mut self, released: &[Released]) {
+        for r in released {
+            let key = self.keys[r.slot as usize];
+            if self.latest[r.slot as usize] < r.at && self.slots.get(&key) == Some(&r.slot) {
+                self.slots.remove(&key);
+                self.free.push(r.slot);
+                if self.last.is_some_and(|(_, i)| i == r.slot) {
+                    self.last = None;
+                }
+            }
+        }
     }
 }
 
@@ -151,15 +214,14 @@ impl Prepare {
 /// [`Analyzer::finish`].
 pub struct Analyzer {
     cfg: Config,
-    /// 4-tuple -> index into `slots` (small values keep the hash table compact).
-    flows: KeyMap<u32>,
+    /// Per 4-tuple, indexed by the slot number a [`Prepare`] gives it.
     slots: Vec<Slot>,
-    free: Vec<u32>,
-    /// The last 4-tuple looked up: consecutive segments of one flow skip the hash.
-    last: Option<(PackedKey, u32)>,
+    /// The [`Prepare`] of [`push`](Self::push); unused with [`push_keyed`](Self::push_keyed).
+    own: Prepare,
+    /// Slots emptied since [`released`](Self::released) was last called.
+    released: Vec<Released>,
     acc: Acc,
     totals: Totals,
-    bursts: BurstMeter,
     rows: Vec<FlowRow>,
     retransmitted: Vec<(u64, RetransKind)>,
     first_ts: Option<u64>,
@@ -181,12 +243,10 @@ impl Analyzer {
         Analyzer {
             acc: Acc::new(&cfg),
             cfg,
-            flows: KeyMap::default(),
             slots: Vec::new(),
-            free: Vec::new(),
-            last: None,
+            own: Prepare::default(),
+            released: Vec::new(),
             totals: Totals::default(),
-            bursts: BurstMeter::default(),
             rows: Vec::new(),
             retransmitted: Vec::new(),
             first_ts: None,
@@ -207,18 +267,27 @@ impl Analyzer {
 
     /// Takes one segment. Segments must come in capture order.
     pub fn push(&mut self, s: &Segment) {
-        self.bursts.add(s.ts_ns, s.payload_len);
-        let (key, from_lo) = PackedKey::directed(s.src, s.src_port, s.dst, s.dst_port);
-        self.take(s, key, from_lo);
+        let k = self.own.key(s);
+        self.take(s, k);
+        if !self.released.is_empty() {
+            self.own.release(&self.released);
+            self.released.clear();
+        }
     }
 
     /// Takes one segment with its key from a [`Prepare`]; finish with
     /// [`finish_prepared`](Self::finish_prepared).
     pub fn push_keyed(&mut self, s: &Segment, k: &SegKey) {
-        self.take(s, k.key, k.from_lo);
+        self.take(s, *k);
     }
 
-    fn take(&mut self, s: &Segment, key: PackedKey, from_lo: bool) {
+    /// Moves the slots emptied since the last call into `out` (for [`Prepare::release`]).
+    pub fn released(&mut self, out: &mut Vec<Released>) {
+        out.append(&mut self.released);
+    }
+
+    fn take(&mut self, s: &Segment, k: SegKey) {
+        let (idx, from_lo) = (k.slot, k.from_lo);
         let ts = s.ts_ns;
         self.totals.segments += 1;
         if self.first_ts.is_none() {
@@ -232,21 +301,9 @@ impl Analyzer {
             self.next_sweep = ts + SWEEP_EVERY_NS;
         }
         let pure_syn = s.flags.syn() && !s.flags.ack();
-        let idx = match self.last {
-            Some((k, i)) if k == key => i,
-            _ => {
-                let (slots, free) = (&mut self.slots, &mut self.free);
-                let i = *self.flows.entry(key).or_insert_with(|| match free.pop() {
-                    Some(i) => i,
-                    None => {
-                        slots.push(Slot::default());
-                        (slots.len() - 1) as u32
-                    }
-                });
-                self.last = Some((key, i));
-                i
-            }
-        };
+        if idx as usize >= self.slots.len() {
+            self.slots.resize_with(idx as usize + 1, Slot::default);
+        }
         let slot = &mut self.slots[idx as usize];
         let idle_ns = self.cfg.idle_timeout.as_nanos() as u64;
         if slot
@@ -417,9 +474,9 @@ impl Analyzer {
             &mut self.open,
             &mut self.pool,
         );
-        let (slots, free) = (&mut self.slots, &mut self.free);
-        self.flows.retain(|_, &mut i| {
-            let slot = &mut slots[i as usize];
+        // The segment being taken (counted from 0): every one before it has been.
+        let at = self.totals.segments.saturating_sub(1);
+        for (i, slot) in self.slots.iter_mut().enumerate() {
             if let Some(c) = slot.conn.as_deref() {
                 if now.saturating_sub(c.last_ts) > idle {
                     let mut c = slot.conn.take().expect("checked above");
@@ -427,27 +484,23 @@ impl Analyzer {
                     slot.prev = Some(finish_conn(&mut c, CloseKind::Idle, acc, rows, cfg, origin));
                     recycle(pool, c);
                 }
-                return true;
+                continue;
             }
-            let keep = match slot.prev {
-                Some(t) => now.saturating_sub(t.last_ts) <= forget,
-                None => false,
-            };
-            if !keep {
+            if slot
+                .prev
+                .is_some_and(|t| now.saturating_sub(t.last_ts) > forget)
+            {
                 *slot = Slot::default();
-                free.push(i);
+                self.released.push(Released { slot: i as u32, at });
             }
-            keep
-        });
-        // Freed indices may be handed to other 4-tuples.
-        self.last = None;
+        }
     }
 
     /// Summarises every connection still held and runs the detectors.
     /// [`finish`](Self::finish) after segments came through [`push_keyed`](Self::push_keyed):
     /// `prep` holds the microburst meter.
     pub fn finish_prepared(mut self, prep: Prepare) -> Analysis {
-        self.bursts = prep.bursts;
+        self.own.bursts = prep.bursts;
         self.finish()
     }
 
@@ -469,7 +522,7 @@ impl Analyzer {
         self.rows.sort_by_key(|r| r.id);
         let span_ns = self.last_ts.saturating_sub(origin);
         let (mut findings, details) = self.acc.conclude(&self.cfg, &self.totals, span_ns);
-        let microbursts = self.bursts.rows(self.cfg.link_speed_bits_per_s);
+        let microbursts = self.own.bursts.rows(self.cfg.link_speed_bits_per_s);
         findings.extend(crate::detect::microburst_finding(
             &microbursts,
             self.cfg.link_speed_bits_per_s,

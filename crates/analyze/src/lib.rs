@@ -17,7 +17,7 @@ use tcpdoctor_model::Finding;
 
 pub use burst::{BurstMeter, BurstRow};
 pub use detect::Details;
-pub use engine::{Analyzer, Config, Prepare, SegKey, Totals};
+pub use engine::{Analyzer, Config, Prepare, Released, SegKey, Totals};
 pub use flow::{FlowRow, RetransKind};
 pub use seq::SeqNumber;
 

@@ -9,7 +9,7 @@ use std::thread;
 use std::time::Duration;
 
 use serde::Serialize;
-use tcpdoctor_analyze::{Analysis, Analyzer, Config, FlowRow};
+use tcpdoctor_analyze::{Analysis, Analyzer, Config, FlowRow, Prepare, Released, SegKey};
 use tcpdoctor_capture::{Format, Reader, Segment, Stats};
 use tcpdoctor_model::{PortRange, Report};
 use tcpdoctor_report::{findings, fmt, table};
@@ -151,20 +151,31 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let mut engine = Analyzer::new(cfg);
     let mut error = None;
     let mut interrupted = false;
-    // Decoding runs on its own thread, a few batches ahead of the flow engine, so the two
-    // halves of the work overlap on two cores. Batches come back for reuse.
+    // Decoding and the per-segment work that needs no flow state (`Prepare`) run on their own
+    // thread, a few batches ahead of the flow engine, so the two halves of the work overlap
+    // on two cores. Batches come back for reuse, with the flow slots the engine emptied.
     let (tx, rx) = mpsc::sync_channel::<Batch>(4);
-    let (back_tx, back_rx) = mpsc::channel::<Vec<Segment>>();
-    thread::spawn(move || read_batches(reader, tx, back_rx));
-    for batch in rx {
+    let (back_tx, back_rx) = mpsc::channel::<Returned>();
+    let (prep_tx, prep_rx) = mpsc::channel::<Prepare>();
+    thread::spawn(move || {
+        let prep = read_batches(reader, tx, back_rx);
+        let _ = prep_tx.send(prep);
+    });
+    for batch in &rx {
         match batch {
-            Batch::Segments(segs, st) => {
-                for seg in &segs {
-                    engine.push(seg);
+            Batch::Segments(segs, keys, st) => {
+                for (seg, key) in segs.iter().zip(&keys) {
+                    engine.push_keyed(seg, key);
                 }
                 stats = st;
                 bar.set_position(stats.bytes_read);
-                let _ = back_tx.send(segs);
+                let mut released = Vec::new();
+                engine.released(&mut released);
+                let _ = back_tx.send(Returned {
+                    segs,
+                    keys,
+                    released,
+                });
                 if stop.load(Ordering::Relaxed) {
                     interrupted = true;
                     break;
@@ -180,7 +191,13 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     bar.finish_and_clear();
     // A Ctrl-C while blocked on a pipe shows up here, once the writer has gone away.
     interrupted |= stop.load(Ordering::Relaxed);
-    let analysis = engine.finish();
+    // The reading thread hands over its microburst meter when it stops: at once at the end
+    // of the input, at its next batch when interrupted (unless it is stuck on a silent pipe).
+    drop(rx);
+    let prep = prep_rx
+        .recv_timeout(Duration::from_secs(1))
+        .unwrap_or_default();
+    let analysis = engine.finish_prepared(prep);
     let findings_v = analysis.findings.clone();
     let body = Body {
         capture: CaptureInfo { name, stats },
@@ -206,19 +223,33 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
 /// What the reading thread hands to the engine: segments with the reader's counts so far,
 /// or the end (with the read error, if any).
 enum Batch {
-    Segments(Vec<Segment>, Stats),
+    Segments(Vec<Segment>, Vec<SegKey>, Stats),
     End(Stats, Option<String>),
+}
+
+/// What the engine hands back: emptied batches for reuse and the slots it released.
+struct Returned {
+    segs: Vec<Segment>,
+    keys: Vec<SegKey>,
+    released: Vec<Released>,
 }
 
 const BATCH: usize = 4096;
 
 /// The reading thread: fills batches in place (`Reader::read_batch` decodes into the slots
 /// of a returned batch, so a segment is written once on this side) and sends them on.
-fn read_batches(mut reader: Reader, tx: SyncSender<Batch>, back: Receiver<Vec<Segment>>) {
+/// Returns the `Prepare` (it holds the microburst meter) when the input ends or the engine
+/// stops taking batches.
+fn read_batches(mut reader: Reader, tx: SyncSender<Batch>, back: Receiver<Returned>) -> Prepare {
+    let mut prep = Prepare::default();
     loop {
-        let mut segs = back
-            .try_recv()
-            .unwrap_or_else(|_| Vec::with_capacity(BATCH));
+        let (mut segs, mut keys) = match back.try_recv() {
+            Ok(r) => {
+                prep.release(&r.released);
+                (r.segs, r.keys)
+            }
+            Err(_) => (Vec::with_capacity(BATCH), Vec::with_capacity(BATCH)),
+        };
         segs.resize(BATCH, Segment::EMPTY);
         let (n, end) = match reader.read_batch(&mut segs) {
             Ok(0) => (0, Some(None)),
@@ -226,16 +257,17 @@ fn read_batches(mut reader: Reader, tx: SyncSender<Batch>, back: Receiver<Vec<Se
             Err(e) => (0, Some(Some(e.to_string()))),
         };
         segs.truncate(n);
+        prep.keys(&segs, &mut keys);
         if n > 0
             && tx
-                .send(Batch::Segments(segs, reader.stats().clone()))
+                .send(Batch::Segments(segs, keys, reader.stats().clone()))
                 .is_err()
         {
-            return;
+            return prep;
         }
         if let Some(err) = end {
             let _ = tx.send(Batch::End(reader.stats().clone(), err));
-            return;
+            return prep;
         }
     }
 }
