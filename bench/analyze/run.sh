@@ -8,7 +8,7 @@
 # second (wrk with "Connection: close"), plus two bulk iperf3 flows at a bounded rate;
 # tcpdump -s 128 stops after $PKTS packets. Every load is bounded in time ($MAX_GEN_S).
 #
-# Timings: median of $RUNS runs; peak memory from /usr/bin/time (max RSS). tshark and tcptrace
+# Timings: median of $RUNS runs (bench/timeit.py); peak memory from /usr/bin/time (max RSS). tshark and tcptrace
 # run on the first $PREFIX packets (editcap -r), as does tcpdoctor for the same-input ratio;
 # tcpdoctor, capinfos and cat also run on the whole file. Results go to $OUT/result.md and
 # replace the "analyze" section of BENCHMARKS.md.
@@ -113,19 +113,11 @@ cat "$CAP" "$PRE" >/dev/null
 SIZE=$(stat -c %s "$CAP")
 
 # median_of RUNS cmd...: prints "median_wall_s median_cpu_s max_rss_kib" over the runs
-# (cpu = user + system: what the tool costs when other work shares the machine).
+# (cpu = user + system: what the tool costs when other work shares the machine), timed to the
+# microsecond by bench/timeit.py (a 1 M-packet run takes tens of milliseconds).
 median_of() {
   local runs=$1; shift
-  local walls=() cpus=() rss=0
-  for _ in $(seq "$runs"); do
-    /usr/bin/time -f "%e %U %S %M" -o "$OUT/time.txt" "$@" >/dev/null 2>"$OUT/cmd.err" || true
-    read -r w u s m < <(tail -1 "$OUT/time.txt")
-    walls+=("$w"); cpus+=("$(echo "$u + $s" | bc -l)"); [ "$m" -gt "$rss" ] && rss=$m
-  done
-  local mw mc
-  mw=$(printf '%s\n' "${walls[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-  mc=$(printf '%s\n' "${cpus[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-  echo "$mw $mc $rss"
+  TIMEIT_ERR="$OUT/cmd.err" python3 "$ROOT/bench/timeit.py" "$runs" "$@"
 }
 
 echo "timing ($RUNS runs; tshark/tcptrace $SLOW_RUNS runs on $NPRE packets) ..." >&2
@@ -169,7 +161,7 @@ rows = [
  ("tcptrace -l", "prefix", tt_pre, cpu["tt"], NPRE, rss["tt"]),
 ]
 for name, inp, s, c, n, r in rows:
-    lines.append("| \`%s\` | %s | %.2f s | %.2f s | %.0f k | %.0f MiB |" % (name, inp, s, c, rate(n, s)/1e3, mib(r)))
+    lines.append("| \`%s\` | %s | %.3f s | %.3f s | %.0f k | %.0f MiB |" % (name, inp, s, c, rate(n, s)/1e3, mib(r)))
 lines.append("")
 lines.append("Ratios on the same input (prefix), wall / CPU: tcpdoctor is **%.0fx / %.0fx** faster than tshark and **%.0fx / %.0fx** faster than tcptrace. Full file: **%.1fx / %.1fx** the time of \`cat\`, %.0f MiB peak. Goals: >= 100x tshark, >= 40x tcptrace, < 1 GiB, within 10x of cat." % (ratio(ts_pre, td_pre), ratio(cpu["ts"], cpu["td_pre"]), ratio(tt_pre, td_pre), ratio(cpu["tt"], cpu["td_pre"]), ratio(td_full, cat_full), ratio(cpu["td_full"], cpu["cat"]), mib(rss["td_full"])))
 lines.append("")
