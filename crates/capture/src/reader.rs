@@ -4,6 +4,12 @@
 //! Memory stays bounded by the largest record: one reusable read buffer, no allocation per
 //! packet. Record framing is hand-written (rather than pcap-parser) so that every error
 //! carries the exact byte offset and so that framing and decoding share one buffer.
+//!
+//! Two ways to read: [`Reader::next_segment`] one segment at a time, or
+//! [`Reader::read_batch`], which fills a caller's slice in place and is about half the
+//! instructions per packet: classic pcap records and pcapng Enhanced Packet Blocks already
+//! in the buffer are framed in a tight loop, and everything else (refills, other blocks,
+//! errors) goes through the same per-record code `next_segment` uses.
 
 use std::fs::File;
 use std::io::{self, Read};
