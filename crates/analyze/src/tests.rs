@@ -732,8 +732,12 @@ fn keys_made_ahead_give_the_same_analysis_as_push() {
         }
         if i >= 3 || i >= chunks.len() {
             if let Some((j, keys)) = ahead.pop_front() {
-                for (s, k) in chunks[j].iter().zip(&keys) {
-                    a.push_keyed(s, k);
+                if j % 2 == 0 {
+                    a.push_batch(chunks[j], &keys);
+                } else {
+                    for (s, k) in chunks[j].iter().zip(&keys) {
+                        a.push_keyed(s, k);
+                    }
                 }
                 prep.release(&released);
                 released.clear();

@@ -164,9 +164,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     for batch in &rx {
         match batch {
             Batch::Segments(segs, keys, st) => {
-                for (seg, key) in segs.iter().zip(&keys) {
-                    engine.push_keyed(seg, key);
-                }
+                engine.push_batch(&segs, &keys);
                 stats = st;
                 bar.set_position(stats.bytes_read);
                 let mut released = Vec::new();
