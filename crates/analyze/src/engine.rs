@@ -220,9 +220,7 @@ pub struct Analyzer {
     own: Prepare,
     /// Slots emptied since [`released`](Self::released) was last called.
     released: Vec<Released>,
-    acc: Acc,
     totals: Totals,
-    rows: Vec<FlowRow>,
     retransmitted: Vec<(u64, RetransKind)>,
     first_ts: Option<u64>,
     last_ts: u64,
@@ -231,23 +229,60 @@ pub struct Analyzer {
     /// Connections that closed, in the order they did: (capture time queued, slot, id).
     closing: std::collections::VecDeque<(u64, u32, u64)>,
     next_id: u64,
+    done: Done,
+}
+
+/// Where summarised incarnations go: the detectors' accumulators and the `--flows` rows;
+/// their boxes are kept for new connections.
+struct Done {
+    acc: Acc,
+    rows: Vec<FlowRow>,
+    /// Connections held in slots now.
     open: u64,
     /// Boxes of summarised connections, reused for new ones (saves an allocation each).
-    /// Boxed because they move in and out of map slots without copying the ~1 KB `Conn`.
+    /// Boxed because they move in and out of slots without copying the ~1 KB `Conn`.
     #[allow(clippy::vec_box)]
     pool: Vec<Box<Conn>>,
+}
+
+impl Done {
+    /// Takes the connection out of `slot` (if it holds one), summarises it as ended by `how`
+    /// (by its own close state when `None`), leaves its tombstone in the slot and keeps up to
+    /// 4096 boxes for reuse.
+    fn retire(&mut self, slot: &mut Slot, how: Option<CloseKind>, cfg: &Config, origin: u64) {
+        let Some(mut c) = slot.conn.take() else {
+            return;
+        };
+        self.open -= 1;
+        let close = how.unwrap_or(c.close);
+        slot.prev = Some(finish_conn(
+            &mut c,
+            close,
+            &mut self.acc,
+            &mut self.rows,
+            cfg,
+            origin,
+        ));
+        if self.pool.len() < 4096 {
+            self.pool.push(c);
+        }
+    }
 }
 
 impl Analyzer {
     pub fn new(cfg: Config) -> Analyzer {
         Analyzer {
-            acc: Acc::new(&cfg),
+            done: Done {
+                acc: Acc::new(&cfg),
+                rows: Vec::new(),
+                open: 0,
+                pool: Vec::new(),
+            },
             cfg,
             slots: Vec::new(),
             own: Prepare::default(),
             released: Vec::new(),
             totals: Totals::default(),
-            rows: Vec::new(),
             retransmitted: Vec::new(),
             first_ts: None,
             last_ts: 0,
@@ -255,8 +290,6 @@ impl Analyzer {
             next_scan: 0,
             closing: std::collections::VecDeque::new(),
             next_id: 0,
-            open: 0,
-            pool: Vec::new(),
         }
     }
 
@@ -338,17 +371,9 @@ impl Analyzer {
             .as_ref()
             .is_some_and(|c| ts.saturating_sub(c.last_ts) > idle_ns)
         {
-            let mut old = slot.conn.take().expect("checked above");
-            self.open -= 1;
-            slot.prev = Some(finish_conn(
-                &mut old,
-                CloseKind::Idle,
-                &mut self.acc,
-                &mut self.rows,
-                &self.cfg,
-                self.first_ts.unwrap_or(ts),
-            ));
-            recycle(&mut self.pool, old);
+            let origin = self.first_ts.unwrap_or(ts);
+            self.done
+                .retire(slot, Some(CloseKind::Idle), &self.cfg, origin);
         }
         let new_incarnation = match &slot.conn {
             None => true,
@@ -357,19 +382,8 @@ impl Analyzer {
             }
         };
         if new_incarnation {
-            if let Some(mut old) = slot.conn.take() {
-                self.open -= 1;
-                let close = old.close;
-                slot.prev = Some(finish_conn(
-                    &mut old,
-                    close,
-                    &mut self.acc,
-                    &mut self.rows,
-                    &self.cfg,
-                    self.first_ts.unwrap_or(ts),
-                ));
-                recycle(&mut self.pool, old);
-            }
+            let origin = self.first_ts.unwrap_or(ts);
+            self.done.retire(slot, None, &self.cfg, origin);
             let src = Endpoint {
                 addr: s.src,
                 port: s.src_port,
@@ -399,9 +413,9 @@ impl Analyzer {
             slot.incarnations += 1;
             self.next_id += 1;
             self.totals.connections += 1;
-            self.open += 1;
+            self.done.open += 1;
             self.totals.peak_tracked_connections =
-                self.totals.peak_tracked_connections.max(self.open);
+                self.totals.peak_tracked_connections.max(self.done.open);
             let fresh = Conn::new(
                 self.next_id,
                 slot.incarnations,
@@ -410,7 +424,7 @@ impl Analyzer {
                 roles_known,
                 ts,
             );
-            let mut conn = match self.pool.pop() {
+            let mut conn = match self.done.pool.pop() {
                 Some(mut b) => {
                     *b = fresh;
                     b
@@ -431,7 +445,7 @@ impl Analyzer {
                         prev_last_frame: prev.last_frame,
                     });
                 }
-                self.acc.on_new_connection(&conn, ts);
+                self.done.acc.on_new_connection(&conn, ts);
             }
             slot.conn = Some(conn);
         }
@@ -440,7 +454,7 @@ impl Analyzer {
         };
         let open_before = conn.close == CloseKind::Open;
         let d = usize::from(conn.client_lo != from_lo);
-        let kind = track(conn, s, d, &self.cfg, &mut self.acc, &mut self.totals);
+        let kind = track(conn, s, d, &self.cfg, &mut self.done.acc, &mut self.totals);
         if open_before && conn.close != CloseKind::Open {
             self.closing.push_back((ts, idx, conn.id));
         }
@@ -468,24 +482,13 @@ impl Analyzer {
                 self.closing.push_back((c.last_ts, i, id));
                 continue;
             }
-            let mut c = slot.conn.take().expect("checked above");
-            self.open -= 1;
-            let close = c.close;
-            slot.prev = Some(finish_conn(
-                &mut c,
-                close,
-                &mut self.acc,
-                &mut self.rows,
-                &self.cfg,
-                origin,
-            ));
-            recycle(&mut self.pool, c);
+            self.done.retire(slot, None, &self.cfg, origin);
         }
         if now >= self.next_scan {
             self.scan(now);
             self.next_scan = now + SCAN_EVERY_NS;
         }
-        self.acc.sweep(now);
+        self.done.acc.sweep(now);
     }
 
     /// Evicts idle connections and forgets old tombstones (freeing their slots).
@@ -494,22 +497,13 @@ impl Analyzer {
         // Reuse after TIME_WAIT has expired cannot collide: forget a little after it.
         let forget = self.cfg.time_wait.as_nanos() as u64 + FORGET_AFTER_TIME_WAIT_NS;
         let origin = self.first_ts.unwrap_or(now);
-        let (acc, rows, cfg, open, pool) = (
-            &mut self.acc,
-            &mut self.rows,
-            &self.cfg,
-            &mut self.open,
-            &mut self.pool,
-        );
         // The segment being taken (counted from 0): every one before it has been.
         let at = self.totals.segments.saturating_sub(1);
         for (i, slot) in self.slots.iter_mut().enumerate() {
             if let Some(c) = slot.conn.as_deref() {
                 if now.saturating_sub(c.last_ts) > idle {
-                    let mut c = slot.conn.take().expect("checked above");
-                    *open -= 1;
-                    slot.prev = Some(finish_conn(&mut c, CloseKind::Idle, acc, rows, cfg, origin));
-                    recycle(pool, c);
+                    self.done
+                        .retire(slot, Some(CloseKind::Idle), &self.cfg, origin);
                 }
                 continue;
             }
@@ -523,32 +517,23 @@ impl Analyzer {
         }
     }
 
-    /// Summarises every connection still held and runs the detectors.
-    /// [`finish`](Self::finish) after segments came through [`push_keyed`](Self::push_keyed):
-    /// `prep` holds the microburst meter.
+    /// [`finish`](Self::finish) after segments came through [`push_keyed`](Self::push_keyed)
+    /// or [`push_batch`](Self::push_batch): `prep` holds the microburst meter.
     pub fn finish_prepared(mut self, prep: Prepare) -> Analysis {
         self.own.bursts = prep.bursts;
         self.finish()
     }
 
+    /// Summarises every connection still held and runs the detectors.
     pub fn finish(mut self) -> Analysis {
         let origin = self.first_ts.unwrap_or(0);
         for slot in self.slots.iter_mut() {
-            if let Some(mut c) = slot.conn.take() {
-                let close = c.close;
-                finish_conn(
-                    &mut c,
-                    close,
-                    &mut self.acc,
-                    &mut self.rows,
-                    &self.cfg,
-                    origin,
-                );
-            }
+            self.done.retire(slot, None, &self.cfg, origin);
         }
-        self.rows.sort_by_key(|r| r.id);
+        let mut done = self.done;
+        done.rows.sort_by_key(|r| r.id);
         let span_ns = self.last_ts.saturating_sub(origin);
-        let (mut findings, details) = self.acc.conclude(&self.cfg, &self.totals, span_ns);
+        let (mut findings, details) = done.acc.conclude(&self.cfg, &self.totals, span_ns);
         let microbursts = self.own.bursts.rows(self.cfg.link_speed_bits_per_s);
         findings.extend(crate::detect::microburst_finding(
             &microbursts,
@@ -561,7 +546,7 @@ impl Analyzer {
             duration_us: span_ns / 1_000,
             details,
             microbursts,
-            flows: self.rows,
+            flows: done.rows,
             retransmitted: self.retransmitted,
         }
     }
@@ -853,14 +838,6 @@ fn track(
 }
 
 /// Summarises an incarnation into the accumulators (and a flow row) and returns its tombstone.
-/// Keeps up to 4096 boxes for reuse.
-#[allow(clippy::vec_box)]
-fn recycle(pool: &mut Vec<Box<Conn>>, c: Box<Conn>) {
-    if pool.len() < 4096 {
-        pool.push(c);
-    }
-}
-
 fn finish_conn(
     c: &mut Conn,
     close: CloseKind,
