@@ -9,25 +9,14 @@ mod support;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, SocketAddrV4, TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::FromRawFd;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::Netns;
-
-/// Runs `f` on a thread that entered network namespace `ns`.
-fn in_ns<T: Send + 'static>(ns: &Netns, f: impl FnOnce() -> T + Send + 'static) -> JoinHandle<T> {
-    let path = format!("/run/netns/{}", ns.name);
-    thread::spawn(move || {
-        let fd = File::open(&path).unwrap_or_else(|e| panic!("open {path}: {e}"));
-        let rc = unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(rc, 0, "setns {path}: {}", std::io::Error::last_os_error());
-        f()
-    })
-}
+use support::{spawn_in_netns, Netns};
 
 /// Listens on `addr` inside `ns` and runs `f` with the listener on that thread; returns once
 /// the socket is listening.
@@ -39,7 +28,7 @@ fn serve<T: Send + 'static>(
 ) -> JoinHandle<T> {
     let addr = v4(addr);
     let (tx, rx) = std::sync::mpsc::channel();
-    let h = in_ns(ns, move || {
+    let h = spawn_in_netns(ns, move || {
         let l = listener(addr, rcvbuf);
         tx.send(()).unwrap();
         f(l)
@@ -271,7 +260,7 @@ fn clean_keep_alive_traffic_has_no_finding() {
         }
     });
     let dump = Tcpdump::start(&c, &ic, &file);
-    in_ns(&c, || {
+    spawn_in_netns(&c, || {
         let mut conn = TcpStream::connect("10.77.11.2:7001").unwrap();
         conn.set_nodelay(true).unwrap();
         let mut reply = [0u8; 300];
@@ -324,7 +313,7 @@ fn dropped_syns_are_syn_retransmissions_on_the_linear_ladder() {
         }
     });
     let dump = Tcpdump::start(&c, &ic, &file);
-    let delays = in_ns(&c, || {
+    let delays = spawn_in_netns(&c, || {
         (0..2)
             .map(|_| {
                 let t = Instant::now();
@@ -396,7 +385,7 @@ fn port_reuse_into_time_wait_without_timestamps_collides() {
         }
     });
     let dump = Tcpdump::start(&c, &ic, &file);
-    let second = in_ns(&c, || {
+    let second = spawn_in_netns(&c, || {
         let local = v4("10.77.13.1:20013");
         let remote = v4("10.77.13.2:7003");
         let mut conn = connect_from(local, remote);
@@ -514,7 +503,7 @@ fn incast_capture() -> (i32, Value, Duration) {
     });
     let senders: Vec<_> = (0..FLOWS)
         .map(|_| {
-            in_ns(&snd, || {
+            spawn_in_netns(&snd, || {
                 let mut c = TcpStream::connect("10.77.15.2:7004").unwrap();
                 c.set_nodelay(true).unwrap();
                 let block = vec![3u8; BLOCK];
@@ -591,7 +580,7 @@ fn slow_reader_with_16k_receive_buffer_shows_zero_windows() {
         total
     });
     let dump = Tcpdump::start(&c, &ic, &file);
-    in_ns(&c, || {
+    spawn_in_netns(&c, || {
         let mut conn = TcpStream::connect("10.77.16.2:7005").unwrap();
         conn.write_all(&vec![5u8; 160 * 1024]).unwrap();
     })
@@ -642,7 +631,7 @@ fn lossy_capture(tag: &str, file: &TempFile, bytes: usize) {
     });
     let senders: Vec<_> = (0..2)
         .map(|_| {
-            in_ns(&ns, move || {
+            spawn_in_netns(&ns, move || {
                 let mut c = TcpStream::connect("127.0.0.1:7006").unwrap();
                 let chunk = vec![1u8; 1 << 16];
                 for _ in 0..bytes / 2 / chunk.len() {

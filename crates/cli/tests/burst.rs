@@ -3,21 +3,13 @@
 mod support;
 
 use std::net::UdpSocket;
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A UDP socket created inside network namespace `ns` (setns on a short-lived thread).
 fn udp_in(ns: &support::Netns) -> UdpSocket {
-    let path = format!("/run/netns/{}", ns.name);
-    std::thread::spawn(move || {
-        let f = std::fs::File::open(&path).expect("open netns");
-        assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
-        UdpSocket::bind("0.0.0.0:0").expect("bind in netns")
-    })
-    .join()
-    .unwrap()
+    support::in_netns(ns, || UdpSocket::bind("0.0.0.0:0").expect("bind in netns"))
 }
 
 /// Every `period`, sends `count` datagrams of 1000 bytes at once, until `stop` or `limit`.

@@ -129,7 +129,7 @@ fn check_sees_small_listener_backlogs_through_the_census() {
     }
     let ns = support::Netns::new("chkl");
     let addr: std::net::SocketAddrV4 = "127.0.0.1:5500".parse().unwrap();
-    let l = support::in_netns(&ns, move || support::listen_v4(addr, 4, None));
+    let l = support::in_netns(&ns, move || support::listener(addr.into(), 4, None));
     let (_, out, err) = support::run_in(&ns, &["check", "--json"]);
     let v = support::json(&out, &err);
     assert_eq!(

@@ -1,7 +1,6 @@
 //! `tcpdoctor counters`: saved outputs of five tools (tests/data/counters), malformed lines,
 //! deltas of two snapshots, and live deltas in a namespace flooded at a backlog-1 listener.
 
-mod hostsc_support;
 mod support;
 
 use std::net::SocketAddr;
@@ -10,9 +9,9 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use hostsc_support::{connect_nonblocking, in_ns, listener};
 use serde_json::Value;
 use support::Netns;
+use support::{connect_nonblocking, in_netns, listener};
 
 fn data(name: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -261,7 +260,7 @@ fn flooded_backlog_1_listener_full_in_sockets_and_listen_overflows_in_counters()
     }
     let ns = Netns::new("ctaq");
     let addr: SocketAddr = "127.0.0.1:5500".parse().unwrap();
-    let l = in_ns(&ns, move || listener(addr, 1, None));
+    let l = in_netns(&ns, move || listener(addr, 1, None));
     // The delta runs while the flood happens: start it first.
     let counters = Command::new("ip")
         .args(["netns", "exec", &ns.name])
@@ -272,7 +271,7 @@ fn flooded_backlog_1_listener_full_in_sockets_and_listen_overflows_in_counters()
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    let clients: Vec<OwnedFd> = in_ns(&ns, move || {
+    let clients: Vec<OwnedFd> = in_netns(&ns, move || {
         (0..20).map(|_| connect_nonblocking(addr)).collect()
     });
     // SYNs beyond the queue are dropped at once and again at the 1 s retransmission.

@@ -35,24 +35,20 @@ fn doctor_names_accept_queue_overflow() {
     let ns = Netns::new("draq");
     let addr: SocketAddrV4 = "127.0.0.1:5300".parse().unwrap();
     // A listener with backlog 1 that never accepts.
-    let listener = support::in_netns(&ns, move || support::listen_v4(addr, 1, None));
+    let listener = support::in_netns(&ns, move || support::listener(addr.into(), 1, None));
     // Flood it for the whole run: a connect every 20 ms, at most 300 (bounded in count and
     // time), from a thread inside the namespace.
     let stop = Arc::new(AtomicBool::new(false));
     let flood = {
         let stop = stop.clone();
-        let path = format!("/run/netns/{}", ns.name);
-        std::thread::spawn(move || {
-            use std::os::fd::AsRawFd;
-            let f = std::fs::File::open(&path).unwrap();
-            assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+        support::spawn_in_netns(&ns, move || {
             let mut held: Vec<OwnedFd> = Vec::new();
             let t0 = Instant::now();
             while !stop.load(Ordering::Relaxed)
                 && held.len() < 300
                 && t0.elapsed() < Duration::from_secs(20)
             {
-                held.push(support::connect_v4_nonblocking(addr));
+                held.push(support::connect_nonblocking(addr.into()));
                 std::thread::sleep(Duration::from_millis(20));
             }
             held.len()
@@ -116,7 +112,7 @@ fn doctor_names_a_slow_reader() {
     let addr: SocketAddrV4 = "127.0.0.1:5400".parse().unwrap();
     let held = support::in_netns(&ns, move || {
         // A small receive buffer, and a reader that never reads.
-        let l = support::listen_v4(addr, 16, Some(4096));
+        let l = support::listener(addr.into(), 16, Some(4096));
         let mut c = TcpStream::connect(addr).unwrap();
         let (s, _) = l.accept().unwrap();
         c.set_nonblocking(true).unwrap();

@@ -1,10 +1,9 @@
 //! `tcpdoctor sockets` against real sockets in network namespaces made by each test:
 //! TIME_WAIT per destination (compared with `ss`), a full accept queue, a slow reader.
 
-mod hostsc_support;
 mod support;
 
-use hostsc_support::{connect_nonblocking, in_ns, listener};
+use support::{connect_nonblocking, in_netns, listener};
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -60,7 +59,7 @@ fn time_wait_per_destination_equals_ss_and_headroom_follows_port_range() {
     ns.sysctl("net.ipv4.tcp_tw_reuse", "0");
     let have_v6 = ns.exec("ip -6 addr show dev lo").contains("::1");
     let (a, b, c) = (40usize, 25usize, 15usize);
-    let held = in_ns(&ns, move || {
+    let held = in_netns(&ns, move || {
         let l1 = listener("127.0.0.1:5000".parse().unwrap(), 128, None);
         let l2 = listener("127.0.0.1:5001".parse().unwrap(), 128, None);
         churn(&l1, a);
@@ -131,7 +130,7 @@ fn time_wait_per_destination_equals_ss_and_headroom_follows_port_range() {
 
     // Push one destination past half the range: port_exhaustion with the arithmetic.
     let l1 = held.0.try_clone().unwrap();
-    in_ns(&ns, move || churn(&l1, 80));
+    in_netns(&ns, move || churn(&l1, 80));
     let (code, out, err) = support::run_in(&ns, &["sockets", "--json"]);
     let v = support::json(&out, &err);
     assert_eq!(code, 1, "{err}");
@@ -158,7 +157,7 @@ fn full_accept_queue_is_reported() {
     }
     let ns = Netns::new("skaq");
     let addr: SocketAddr = "127.0.0.1:5100".parse().unwrap();
-    let held = in_ns(&ns, move || {
+    let held = in_netns(&ns, move || {
         let l = listener(addr, 1, None);
         let clients: Vec<OwnedFd> = (0..20).map(|_| connect_nonblocking(addr)).collect();
         (l, clients)
@@ -196,7 +195,7 @@ fn slow_reader_is_flagged_with_zero_window() {
     }
     let ns = Netns::new("sksr");
     let addr: SocketAddr = "127.0.0.1:5200".parse().unwrap();
-    let held = in_ns(&ns, move || {
+    let held = in_netns(&ns, move || {
         let l = listener(addr, 16, Some(4096));
         let mut c = TcpStream::connect(addr).unwrap();
         let (s, _) = l.accept().unwrap();
@@ -252,7 +251,7 @@ fn watch_flags_a_growing_receive_queue_and_stops_at_count() {
     }
     let ns = Netns::new("skwg");
     let addr: SocketAddr = "127.0.0.1:5300".parse().unwrap();
-    let (l, c, s) = in_ns(&ns, move || {
+    let (l, c, s) = in_netns(&ns, move || {
         let l = listener(addr, 16, None);
         let c = TcpStream::connect(addr).unwrap();
         let (s, _) = l.accept().unwrap();
@@ -308,7 +307,7 @@ fn dropped_data_shows_retransmission_backoff() {
     }
     let ns = Netns::new("skrt");
     let addr: SocketAddr = "127.0.0.1:5400".parse().unwrap();
-    let (l, c, s) = in_ns(&ns, move || {
+    let (l, c, s) = in_netns(&ns, move || {
         let l = listener(addr, 16, None);
         let c = TcpStream::connect(addr).unwrap();
         let (s, _) = l.accept().unwrap();

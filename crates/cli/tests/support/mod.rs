@@ -1,5 +1,6 @@
-//! Shared helpers of the integration tests: the real binary, root checks, and network
-//! namespaces that clean up after themselves.
+//! Shared helpers of the integration tests: the real binary, root checks, network
+//! namespaces that clean up after themselves, and raw sockets inside them (explicit listen
+//! backlog and receive buffer, connects left in progress).
 //!
 //! Every object a test creates is named with the `tdoc` prefix (the same prefix the lab uses,
 //! so `tcpdoctor lab cleanup` also finds leftovers of a killed test run), a per-test tag and
@@ -7,6 +8,8 @@
 
 #![allow(dead_code)]
 
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -181,37 +184,35 @@ pub fn veth(a: &Netns, a_cidr: &str, b: &Netns, b_cidr: &str) -> (String, String
     (ia, ib)
 }
 
-/// Runs `f` on a thread that entered `ns` (setns on that thread only). Sockets it creates
-/// belong to the namespace and may be returned to the caller.
-pub fn in_netns<T: Send + 'static>(ns: &Netns, f: impl FnOnce() -> T + Send + 'static) -> T {
-    use std::os::fd::AsRawFd;
+/// Runs `f` on a new thread that enters `ns` first (setns on that thread only); sockets it
+/// creates belong to the namespace and may be returned through the handle.
+pub fn spawn_in_netns<T: Send + 'static>(
+    ns: &Netns,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
     let path = format!("/run/netns/{}", ns.name);
     std::thread::spawn(move || {
-        let file = std::fs::File::open(&path).expect("open netns");
+        let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("open {path}: {e}"));
         let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+        assert_eq!(rc, 0, "setns {path}: {}", std::io::Error::last_os_error());
         f()
     })
-    .join()
-    .expect("thread in netns")
 }
 
-/// An IPv4 TCP listener with an explicit listen() backlog and, optionally, SO_RCVBUF set
-/// before listen() so accepted sockets inherit it.
-pub fn listen_v4(
-    addr: std::net::SocketAddrV4,
-    backlog: i32,
-    rcvbuf: Option<i32>,
-) -> std::net::TcpListener {
-    use std::os::fd::FromRawFd;
+/// [`spawn_in_netns`] and wait for its result.
+pub fn in_netns<T: Send + 'static>(ns: &Netns, f: impl FnOnce() -> T + Send + 'static) -> T {
+    spawn_in_netns(ns, f).join().expect("thread in netns")
+}
+
+/// A TCP listener (IPv4 or IPv6) with an explicit listen() backlog and, optionally,
+/// SO_RCVBUF set before listen() so accepted sockets inherit it.
+pub fn listener(addr: SocketAddr, backlog: i32, rcvbuf: Option<i32>) -> std::net::TcpListener {
+    let fd = socket(addr, 0);
+    let one: libc::c_int = 1;
+    let int = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
-        let owned = std::os::fd::OwnedFd::from_raw_fd(fd);
-        let one: libc::c_int = 1;
-        let int = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
         libc::setsockopt(
-            fd,
+            fd.as_raw_fd(),
             libc::SOL_SOCKET,
             libc::SO_REUSEADDR,
             &one as *const libc::c_int as *const libc::c_void,
@@ -219,57 +220,85 @@ pub fn listen_v4(
         );
         if let Some(b) = rcvbuf {
             libc::setsockopt(
-                fd,
+                fd.as_raw_fd(),
                 libc::SOL_SOCKET,
                 libc::SO_RCVBUF,
                 &b as *const libc::c_int as *const libc::c_void,
                 int,
             );
         }
-        let sin = sockaddr_v4(addr);
+        let (sa, len) = sockaddr(addr);
         let rc = libc::bind(
-            fd,
-            &sin as *const libc::sockaddr_in as *const libc::sockaddr,
-            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+            fd.as_raw_fd(),
+            &sa as *const _ as *const libc::sockaddr,
+            len,
         );
         assert_eq!(rc, 0, "bind {addr}: {}", std::io::Error::last_os_error());
-        assert_eq!(libc::listen(fd, backlog), 0);
-        std::net::TcpListener::from(owned)
+        assert_eq!(libc::listen(fd.as_raw_fd(), backlog), 0);
     }
+    std::net::TcpListener::from(fd)
 }
 
-fn sockaddr_v4(addr: std::net::SocketAddrV4) -> libc::sockaddr_in {
-    libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: addr.port().to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from(*addr.ip()).to_be(),
-        },
-        sin_zero: [0; 8],
-    }
+/// Starts a non-blocking connect and leaves it in progress (the handshake may or may not
+/// complete).
+pub fn connect_nonblocking(addr: SocketAddr) -> OwnedFd {
+    let fd = socket(addr, libc::SOCK_NONBLOCK);
+    let (sa, len) = sockaddr(addr);
+    let rc = unsafe {
+        libc::connect(
+            fd.as_raw_fd(),
+            &sa as *const _ as *const libc::sockaddr,
+            len,
+        )
+    };
+    let err = std::io::Error::last_os_error();
+    assert!(
+        rc == 0 || err.raw_os_error() == Some(libc::EINPROGRESS),
+        "connect {addr}: {err}"
+    );
+    fd
 }
 
-/// Starts a non-blocking IPv4 connect and leaves it in progress.
-pub fn connect_v4_nonblocking(addr: std::net::SocketAddrV4) -> std::os::fd::OwnedFd {
-    use std::os::fd::FromRawFd;
-    unsafe {
-        let fd = libc::socket(
-            libc::AF_INET,
-            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            0,
-        );
-        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
-        let sin = sockaddr_v4(addr);
-        let rc = libc::connect(
-            fd,
-            &sin as *const libc::sockaddr_in as *const libc::sockaddr,
-            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-        );
-        let err = std::io::Error::last_os_error();
-        assert!(
-            rc == 0 || err.raw_os_error() == Some(libc::EINPROGRESS),
-            "connect {addr}: {err}"
-        );
-        std::os::fd::OwnedFd::from_raw_fd(fd)
-    }
+/// A TCP socket of `addr`'s family, close-on-exec, with extra `flags` (SOCK_NONBLOCK).
+fn socket(addr: SocketAddr, flags: libc::c_int) -> OwnedFd {
+    let family = if addr.is_ipv4() {
+        libc::AF_INET
+    } else {
+        libc::AF_INET6
+    };
+    let fd = unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC | flags, 0) };
+    assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+fn sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let len = match addr {
+        SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from(*a.ip()).to_be(),
+                },
+                sin_zero: [0; 8],
+            };
+            unsafe { std::ptr::write(&mut ss as *mut _ as *mut libc::sockaddr_in, sin) };
+            std::mem::size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(a) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: 0,
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
+                sin6_scope_id: 0,
+            };
+            unsafe { std::ptr::write(&mut ss as *mut _ as *mut libc::sockaddr_in6, sin6) };
+            std::mem::size_of::<libc::sockaddr_in6>()
+        }
+    };
+    (ss, len as libc::socklen_t)
 }
