@@ -123,6 +123,10 @@ pub struct IncastEpisode {
     pub fan_in: u32,
     /// Longest idle gap ended by the episode's retransmissions.
     pub stall_us: u64,
+    /// How long the receiver had heard from no sender at all when a retransmission of the
+    /// episode came (0 when others kept sending): every sender waiting on the ones that
+    /// timed out is the barrier form of incast (file 001's rounds).
+    pub receiver_silent_us: u64,
     pub frames: Vec<u64>,
 }
 
@@ -234,12 +238,16 @@ struct RtoEvent {
     conn: u64,
     receiver: Endpoint,
     fan_in: u32,
+    /// Time since the receiver last got data from any flow.
+    receiver_idle_ns: u64,
 }
 
 #[derive(Default)]
 struct Receiver {
     active: Active,
     last_rto_ts: u64,
+    /// The latest data segment into this receiver, from any flow.
+    last_data_ts: u64,
     bytes: u64,
     first_ts: u64,
     last_ts: u64,
@@ -330,6 +338,8 @@ struct CollAcc {
 pub struct Acc {
     time_wait_ns: u64,
     incast_window_ns: u64,
+    /// A data retransmission after this much silence was a timeout (as the engine judges).
+    rto_floor_ns: u64,
     syn: SynAcc,
     tw: CollAcc,
     race: CollAcc,
@@ -349,6 +359,7 @@ impl Acc {
         Acc {
             time_wait_ns: cfg.time_wait.as_nanos() as u64,
             incast_window_ns: cfg.incast_window.as_nanos() as u64,
+            rto_floor_ns: cfg.rto_min.as_nanos() as u64 * 9 / 10,
             syn: SynAcc::default(),
             tw: CollAcc::default(),
             race: CollAcc::default(),
@@ -400,18 +411,24 @@ impl Acc {
     /// Data from direction `d` of `c`: refreshes the receiver's fan-in bookkeeping.
     pub fn on_data(&mut self, c: &mut Conn, d: usize, ts: u64) {
         let h = &mut c.half[d];
+        if h.receiver_idx != 0 {
+            let r = self.receivers.at_mut(h.receiver_idx - 1);
+            r.last_data_ts = r.last_data_ts.max(ts);
+        }
         if h.fanin_reported_ts != 0 && ts.saturating_sub(h.fanin_reported_ts) < FANIN_REFRESH_NS {
             return;
         }
         h.fanin_reported_ts = ts;
         let receiver = if d == 0 { c.server.addr } else { c.client.addr };
+        let i = self
+            .receivers
+            .index_or_insert_with(receiver, Receiver::default);
+        h.receiver_idx = i + 1;
+        let r = self.receivers.at_mut(i);
+        r.last_data_ts = r.last_data_ts.max(ts);
         // Over loopback both directions go into one receiver: one entry for the connection.
         let at = if c.client.addr == c.server.addr { 0 } else { d };
-        c.half[at].fanin_pos = self
-            .receivers
-            .get_or_insert_with(receiver, Receiver::default)
-            .active
-            .insert(c.id, ts, c.half[at].fanin_pos);
+        c.half[at].fanin_pos = r.active.insert(c.id, ts, c.half[at].fanin_pos);
     }
 
     /// A retransmission ended an idle gap of at least the RTO floor.
@@ -422,11 +439,19 @@ impl Acc {
         let r = self
             .receivers
             .get_or_insert_with(receiver.addr, Receiver::default);
+        // Called before this segment counts as data: the silence the receiver had from all.
+        let idle = if r.last_data_ts == 0 {
+            0
+        } else {
+            ts.saturating_sub(r.last_data_ts)
+        };
         // Counting the fan-in scans the receiver's recent senders: only worth it when this
-        // timeout follows another into the same receiver within the incast window (a lone
-        // timeout cannot start an episode; the episode takes the largest fan-in of its
-        // events).
-        let fan_in = if r.last_rto_ts != 0 && ts.saturating_sub(r.last_rto_ts) <= window {
+        // timeout follows another into the same receiver within the incast window, or when
+        // every sender had gone quiet (a lone timeout among busy senders cannot start an
+        // episode; the episode takes the largest fan-in of its events).
+        let fan_in = if idle >= self.rto_floor_ns
+            || (r.last_rto_ts != 0 && ts.saturating_sub(r.last_rto_ts) <= window)
+        {
             r.active.count_since(since)
         } else {
             0
@@ -439,6 +464,7 @@ impl Acc {
             conn: c.id,
             receiver,
             fan_in,
+            receiver_idle_ns: idle,
         });
     }
 
@@ -969,7 +995,14 @@ impl Acc {
             // quarter of the flows that were sending into the receiver, timed out together.
             // Random loss across thousands of short connections also puts a few timeouts
             // into one window, but only a small share of the fan-in.
-            if conns.len() as u32 >= cfg.incast_min_flows && conns.len() as u32 * 4 >= fan_in {
+            let synchronized =
+                conns.len() as u32 >= cfg.incast_min_flows && conns.len() as u32 * 4 >= fan_in;
+            // The barrier form: incast_min_flows or more flows were sending, then all of them
+            // went quiet until a timeout repaired the one(s) that lost their tail: the rest
+            // had finished and waited (a request that needs every answer).
+            let silent = group.iter().map(|e| e.receiver_idle_ns).max().unwrap_or(0);
+            let barrier = silent >= self.rto_floor_ns && fan_in >= cfg.incast_min_flows;
+            if synchronized || barrier {
                 let mut frames: Vec<u64> = group.iter().map(|e| e.frame).collect();
                 frames.sort_unstable();
                 out.push(IncastEpisode {
@@ -978,6 +1011,7 @@ impl Acc {
                     flows_timed_out: conns.len() as u32,
                     fan_in,
                     stall_us: group.iter().map(|e| e.gap_ns).max().unwrap_or(0) / 1_000,
+                    receiver_silent_us: if barrier { silent / 1_000 } else { 0 },
                     frames,
                 });
             }
@@ -1010,12 +1044,18 @@ impl Acc {
             },
             Source::Analyze,
             format!(
-                "{} synchronized timeout episode(s) into {}: up to {} flows timed out within {} ms of each other (fan-in {}); {} stalled, ~{} of goodput lost",
+                "{} synchronized timeout episode(s) into {}: up to {} flow(s) timed out within {} ms of each other (fan-in {}){}; {} stalled, ~{} of goodput lost",
                 eps.len(),
                 worst.receiver,
                 worst.flows_timed_out,
                 cfg.incast_window.as_millis(),
                 max_fan,
+                match eps.iter().filter(|e| e.receiver_silent_us > 0).count() {
+                    0 => String::new(),
+                    n => format!(
+                        "; in {n} of them every sender went silent until the timeout"
+                    ),
+                },
                 us(stall_us),
                 bytes_h(lost as u64)
             ),
@@ -1032,13 +1072,23 @@ impl Acc {
             f = f.with_evidence(Evidence::Packets {
                 flow: format!("* > {}", e.receiver),
                 frames: e.frames.clone(),
-                description: format!(
-                    "{} flows resent after ~{} of silence within {} ms; fan-in {}",
-                    e.flows_timed_out,
-                    us(e.stall_us),
-                    cfg.incast_window.as_millis(),
-                    e.fan_in
-                ),
+                description: if e.receiver_silent_us > 0 {
+                    format!(
+                        "{} of {} senders resent after ~{}; the receiver heard from none of them for {}",
+                        e.flows_timed_out,
+                        e.fan_in,
+                        us(e.stall_us),
+                        us(e.receiver_silent_us)
+                    )
+                } else {
+                    format!(
+                        "{} flows resent after ~{} of silence within {} ms; fan-in {}",
+                        e.flows_timed_out,
+                        us(e.stall_us),
+                        cfg.incast_window.as_millis(),
+                        e.fan_in
+                    )
+                },
             });
         }
         Some(f)

@@ -259,6 +259,17 @@ impl<K: Hash + Eq + Copy, V> Dense<K, V> {
         &mut self.items[i as usize].1
     }
 
+    /// The position of `k` in the list (for [`at_mut`](Self::at_mut)), adding it when new.
+    pub fn index_or_insert_with(&mut self, k: K, make: impl FnOnce() -> V) -> u32 {
+        self.get_or_insert_with(k, make);
+        self.last.expect("set by the lookup").1
+    }
+
+    /// The value at a position [`index_or_insert_with`](Self::index_or_insert_with) gave.
+    pub fn at_mut(&mut self, i: u32) -> &mut V {
+        &mut self.items[i as usize].1
+    }
+
     pub fn get(&self, k: &K) -> Option<&V> {
         self.index.get(k).map(|&i| &self.items[i as usize].1)
     }
@@ -383,6 +394,9 @@ pub struct Half {
     pub fanin_reported_ts: u64,
     /// Where the receiver's fan-in list holds this direction (position + 1; 0 = nowhere).
     pub fanin_pos: u64,
+    /// The receiver of this direction's data in the detectors' list (index + 1; 0 = not
+    /// looked up yet).
+    pub receiver_idx: u32,
 }
 
 /// What a new SYN found on its 4-tuple: the previous incarnation.

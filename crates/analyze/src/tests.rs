@@ -760,3 +760,79 @@ fn keys_made_ahead_give_the_same_analysis_as_push() {
         format!("{:?}", split.findings)
     );
 }
+
+/// `senders` answer one receiver with 4 segments each at t = 1 ms; only the first loses its
+/// last segment and resends it after a 200 ms timeout. With `busy`, the other senders keep
+/// sending every 10 ms meanwhile.
+fn one_straggler(senders: u16, busy: bool) -> Analysis {
+    let mut c = Cap::new();
+    let mss = 1448;
+    let tps: Vec<Tuple> = (0..senders)
+        .map(|i| tuple(&format!("10.0.1.{}", i + 1), 7000, "10.0.0.100", 40000 + i))
+        .collect();
+    for (i, tp) in tps.iter().enumerate() {
+        c.handshake(i as u64 * 10, Tuple { c: tp.s, s: tp.c }, 1000, 0);
+    }
+    let mut next = vec![1u32; tps.len()];
+    for round in 0..4u32 {
+        for (i, tp) in tps.iter().enumerate() {
+            let t = 1_000 + u64::from(round) * 5 + i as u64;
+            c.pkt(t, *tp, true, A, next[i], 1001, mss, 502);
+            next[i] += mss;
+        }
+    }
+    // The receiver acknowledges everything but the first sender's last segment.
+    for (i, tp) in tps.iter().enumerate() {
+        let acked = if i == 0 { 1 + 3 * mss } else { next[i] };
+        c.pkt(1_100, *tp, false, A, 1001, acked, 0, 1000);
+    }
+    if busy {
+        for k in 1..20u64 {
+            for (i, tp) in tps.iter().enumerate().skip(1) {
+                c.pkt(
+                    1_100 + k * 10_000 + i as u64,
+                    *tp,
+                    true,
+                    A,
+                    next[i],
+                    1001,
+                    mss,
+                    502,
+                );
+                next[i] += mss;
+            }
+        }
+    }
+    c.pkt(201_200, tps[0], true, A, 1 + 3 * mss, 1001, mss, 502);
+    c.run(Config::default())
+}
+
+#[test]
+fn a_timeout_while_every_other_sender_waits_is_barrier_incast() {
+    let a = one_straggler(5, false);
+    assert_eq!(a.totals.retransmissions_rto, 1);
+    let f = only(&a, Pathology::Incast);
+    assert_eq!(a.details.incast.len(), 1);
+    let e = &a.details.incast[0];
+    assert_eq!((e.flows_timed_out, e.fan_in), (1, 5));
+    // The last data into the receiver before the resend was at ~1.019 ms.
+    assert!(
+        (195_000..=201_000).contains(&e.receiver_silent_us),
+        "{}",
+        e.receiver_silent_us
+    );
+    assert!(f.summary.contains("went silent"), "{}", f.summary);
+}
+
+#[test]
+fn a_lone_timeout_is_not_incast() {
+    // One sender: nobody waits on it but the receiver.
+    let a = one_straggler(1, false);
+    assert_eq!(a.totals.retransmissions_rto, 1);
+    assert!(a.details.incast.is_empty());
+    assert!(!a.findings.iter().any(|f| f.pathology == Pathology::Incast));
+    // Five senders, but the others keep the receiver busy: a plain timeout.
+    let a = one_straggler(5, true);
+    assert_eq!(a.totals.retransmissions_rto, 1);
+    assert!(a.details.incast.is_empty(), "{:?}", a.details.incast);
+}
