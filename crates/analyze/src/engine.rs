@@ -11,7 +11,7 @@ use tcpdoctor_model::PortRange;
 use crate::burst::BurstMeter;
 use crate::detect::Acc;
 use crate::flow::{
-    CloseKind, Conn, Endpoint, FlowRow, KeyMap, PackedKey, RetransKind, Reuse, Tomb,
+    CloseKind, Conn, Endpoint, FlowRow, KeyMap, PackedKey, RetransKind, Reuse, Tomb, WordMap,
 };
 use crate::seq::SeqNumber;
 use crate::Analysis;
@@ -140,7 +140,9 @@ pub struct Released {
 #[derive(Default)]
 pub struct Prepare {
     bursts: BurstMeter,
-    /// 4-tuple -> slot.
+    /// IPv4 4-tuple -> slot (a compact table: most lookups miss the cache otherwise).
+    v4: WordMap<u32>,
+    /// Other 4-tuple -> slot.
     slots: KeyMap<u32>,
     /// Slot -> its 4-tuple.
     keys: Vec<PackedKey>,
@@ -170,7 +172,7 @@ impl Prepare {
             Some((k, i)) if k == key => i,
             _ => {
                 let (keys, latest, free) = (&mut self.keys, &mut self.latest, &mut self.free);
-                let i = *self.slots.entry(key).or_insert_with(|| match free.pop() {
+                let new_slot = || match free.pop() {
                     Some(i) => {
                         keys[i as usize] = key;
                         i
@@ -180,7 +182,11 @@ impl Prepare {
                         latest.push(n);
                         (keys.len() - 1) as u32
                     }
-                });
+                };
+                let i = match key.v4_word() {
+                    Some(w) => *self.v4.entry(w).or_insert_with(new_slot),
+                    None => *self.slots.entry(key).or_insert_with(new_slot),
+                };
                 self.last = Some((key, i));
                 i
             }
@@ -199,8 +205,15 @@ impl Prepare {
     pub fn release(&mut self, released: &[Released]) {
         for r in released {
             let key = self.keys[r.slot as usize];
-            if self.latest[r.slot as usize] < r.at && self.slots.get(&key) == Some(&r.slot) {
-                self.slots.remove(&key);
+            if self.latest[r.slot as usize] >= r.at {
+                continue;
+            }
+            let removed = match key.v4_word() {
+                Some(w) if self.v4.get(&w) == Some(&r.slot) => self.v4.remove(&w).is_some(),
+                None if self.slots.get(&key) == Some(&r.slot) => self.slots.remove(&key).is_some(),
+                _ => false,
+            };
+            if removed {
                 self.free.push(r.slot);
                 if self.last.is_some_and(|(_, i)| i == r.slot) {
                     self.last = None;

@@ -83,6 +83,17 @@ pub struct PackedKey {
 }
 
 impl PackedKey {
+    /// An IPv4 key in one word: the upper half of its hash (so a map can use it as its hash,
+    /// see [`WordHasher`]), the low then high address, the ports. `None` for IPv6.
+    pub fn v4_word(&self) -> Option<u128> {
+        (self.fam == 0).then(|| {
+            (u128::from(self.hash >> 32) << 96)
+                | (u128::from(self.lo[0]) << 64)
+                | (u128::from(self.hi[0]) << 32)
+                | u128::from(self.ports)
+        })
+    }
+
     pub fn new(a: IpAddr, a_port: u16, b: IpAddr, b_port: u16) -> PackedKey {
         PackedKey::directed(a, a_port, b, b_port).0
     }
@@ -168,6 +179,27 @@ impl Hasher for PassHasher {
         self.0
     }
 }
+
+/// Hashes a [`PackedKey::v4_word`] by the hash bits it carries (one multiply spreads them).
+#[derive(Default, Clone, Copy)]
+pub struct WordHasher(u64);
+
+impl Hasher for WordHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(FX_SEED);
+        }
+    }
+    fn write_u128(&mut self, v: u128) {
+        self.0 = ((v >> 96) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// IPv4 flow keys (one word each, 32 bytes an entry) to slot numbers.
+pub type WordMap<V> = std::collections::HashMap<u128, V, BuildHasherDefault<WordHasher>>;
 
 /// The flow table's map type: keys bring their own hash.
 pub type KeyMap<V> = std::collections::HashMap<PackedKey, V, BuildHasherDefault<PassHasher>>;

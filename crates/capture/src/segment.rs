@@ -34,38 +34,48 @@ impl TcpFlags {
     }
 }
 
-/// The TCP options tcpdoctor uses (RFC 9293, RFC 7323, RFC 2018).
+/// The TCP options tcpdoctor uses (RFC 9293, RFC 7323, RFC 2018). `repr(C)` in this order:
+/// the fields every segment's analysis reads (`sack_count`, the window scale) come first, so
+/// they share a cache line with [`Segment`]'s fixed header fields.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
 pub struct TcpOptions {
-    pub mss: Option<u16>,
+    /// `sack_count` of the `sack` blocks are valid.
+    pub sack_count: u8,
     pub window_scale: Option<u8>,
     pub sack_permitted: bool,
+    pub mss: Option<u16>,
     /// (TSval, TSecr)
     pub timestamps: Option<(u32, u32)>,
-    /// Up to 4 SACK blocks (left, right); `sack_count` of them are valid.
+    /// Up to 4 SACK blocks (left, right).
     pub sack: [(u32, u32); 4],
-    pub sack_count: u8,
 }
 
 /// One TCP segment from a capture.
+///
+/// `repr(C)` with the fields the flow engine reads for every segment in the first 40 bytes
+/// (one cache line), then the options, then the addresses (read when a connection starts):
+/// segments are decoded on one thread and analysed on another, and every cache line a
+/// segment spans has to move between the two cores.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
 pub struct Segment {
     /// 1-based frame number in the capture, as Wireshark counts it.
     pub frame: u64,
     /// Capture timestamp, nanoseconds since the Unix epoch.
     pub ts_ns: u64,
-    pub src: IpAddr,
-    pub dst: IpAddr,
-    pub src_port: u16,
-    pub dst_port: u16,
     pub seq: u32,
     pub ack: u32,
-    pub flags: TcpFlags,
-    /// Raw window field (unscaled).
-    pub window: u16,
     /// TCP payload length computed from the IP lengths, not from the captured bytes.
     pub payload_len: u32,
+    pub src_port: u16,
+    pub dst_port: u16,
+    /// Raw window field (unscaled).
+    pub window: u16,
+    pub flags: TcpFlags,
     pub options: TcpOptions,
+    pub src: IpAddr,
+    pub dst: IpAddr,
 }
 
 impl Segment {
@@ -83,12 +93,27 @@ impl Segment {
         window: 0,
         payload_len: 0,
         options: TcpOptions {
-            mss: None,
+            sack_count: 0,
             window_scale: None,
             sack_permitted: false,
+            mss: None,
             timestamps: None,
             sack: [(0, 0); 4],
-            sack_count: 0,
         },
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_segment_fields_share_the_first_cache_line() {
+        let s = Segment::EMPTY;
+        let base = &s as *const Segment as usize;
+        let at = |p: *const u8| p as usize - base;
+        assert!(at(&s.options.sack_count) < 40);
+        assert!(at(&s.flags as *const TcpFlags as *const u8) < 40);
+        assert!(std::mem::size_of::<Segment>() <= 128);
+    }
 }
