@@ -8,19 +8,18 @@
 # second (wrk with "Connection: close"), plus two bulk iperf3 flows at a bounded rate;
 # tcpdump -s 128 stops after $PKTS packets. Every load is bounded in time ($MAX_GEN_S).
 #
-# Timings: median of $RUNS runs (bench/timeit.py); peak memory from /usr/bin/time (max RSS). tshark and tcptrace
+# Timings: interleaved rounds (bench/analyze/rounds.py); peak memory from /usr/bin/time. tshark and tcptrace
 # run on the first $PREFIX packets (editcap -r), as does tcpdoctor for the same-input ratio;
 # tcpdoctor, capinfos and cat also run on the whole file. Results go to $OUT/result.md and
 # replace the "analyze" section of BENCHMARKS.md.
 #
-# Usage (root): bench/analyze/run.sh        env: PKTS RUNS PREFIX OUT KEEP=1 (keep capture)
+# Usage (root): bench/analyze/run.sh        env: PKTS ROUNDS PREFIX OUT KEEP=1 (keep capture)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 PKTS=${PKTS:-10000000}
 PREFIX=${PREFIX:-1000000}
-RUNS=${RUNS:-5}
-SLOW_RUNS=${SLOW_RUNS:-3}
+ROUNDS=${ROUNDS:-5}
 OUT=${OUT:-/tmp/tdoc-bench-analyze}
 MAX_GEN_S=${MAX_GEN_S:-600}
 NS=tdoc-bench-an-$$
@@ -112,21 +111,11 @@ sync
 cat "$CAP" "$PRE" >/dev/null
 SIZE=$(stat -c %s "$CAP")
 
-# median_of RUNS cmd...: prints "median_wall_s median_cpu_s max_rss_kib" over the runs
-# (cpu = user + system: what the tool costs when other work shares the machine), timed to the
-# microsecond by bench/timeit.py (a 1 M-packet run takes tens of milliseconds).
-median_of() {
-  local runs=$1; shift
-  TIMEIT_ERR="$OUT/cmd.err" python3 "$ROOT/bench/timeit.py" "$runs" "$@"
-}
-
-echo "timing ($RUNS runs; tshark/tcptrace $SLOW_RUNS runs on $NPRE packets) ..." >&2
-read -r td_full td_full_cpu td_full_rss < <(median_of "$RUNS" "$TD" analyze "$CAP" --json)
-read -r td_pre td_pre_cpu td_pre_rss < <(median_of "$RUNS" "$TD" analyze "$PRE" --json)
-read -r cat_full cat_full_cpu cat_full_rss < <(median_of "$RUNS" cat "$CAP")
-read -r cap_full cap_full_cpu cap_full_rss < <(median_of "$RUNS" capinfos "$CAP")
-read -r ts_pre ts_pre_cpu ts_pre_rss < <(median_of "$SLOW_RUNS" tshark -r "$PRE" -Y 'tcp.analysis.retransmission or tcp.analysis.reused_ports')
-read -r tt_pre tt_pre_cpu tt_pre_rss < <(median_of "$SLOW_RUNS" tcptrace -l "$PRE")
+# Interleaved rounds (bench/analyze/rounds.py): every tool once or a few times per round, the
+# ratios taken per round and their median reported, so the machine's drift between minutes
+# does not land on one tool only.
+echo "timing ($ROUNDS interleaved rounds; tshark/tcptrace on $NPRE packets) ..." >&2
+python3 "$ROOT/bench/analyze/rounds.py" "$TD" "$CAP" "$PRE" "$ROUNDS" > "$OUT/rounds.json"
 
 # Agreement on the prefix: retransmissions by tcpdoctor vs tshark.
 ours=$("$TD" analyze "$PRE" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["totals"]["retransmissions"])' || true)
@@ -138,10 +127,13 @@ print("%d connections, %d retransmissions (%d RTO), %d reused 4-tuples; findings
 
 python3 - "$OUT/result.md" <<PY
 import sys
+import json
 N, NPRE, SIZE = $N, $NPRE, $SIZE
-td_full, td_pre, cat_full, cap_full, ts_pre, tt_pre = $td_full, $td_pre, $cat_full, $cap_full, $ts_pre, $tt_pre
-cpu = dict(td_full=$td_full_cpu, td_pre=$td_pre_cpu, cat=$cat_full_cpu, cap=$cap_full_cpu, ts=$ts_pre_cpu, tt=$tt_pre_cpu)
-rss = dict(td_full=$td_full_rss, td_pre=$td_pre_rss, cat=$cat_full_rss, cap=$cap_full_rss, ts=$ts_pre_rss, tt=$tt_pre_rss)
+t = json.load(open("$OUT/rounds.json"))
+td_full, td_pre, cat_full, cap_full, ts_pre, tt_pre = (t[k]["wall"] for k in ("td_full", "td_pre", "cat", "cap", "ts", "tt"))
+cpu = {k: t[k]["cpu"] for k in ("td_full", "td_pre", "cat", "cap", "ts", "tt")}
+rss = {k: t[k]["rss"] for k in ("td_full", "td_pre", "cat", "cap", "ts", "tt")}
+rt, rr = t["ratios"], t["ratios_range"]
 rate = lambda n, s: n / s if s > 0 else float("inf")
 mib = lambda k: k / 1024
 def ratio(a, b): return a / b if b > 0 else float("inf")
@@ -150,7 +142,7 @@ gen = "${GEN_SECONDS}"
 gen = "recorded by an earlier run of this script" if gen == "reused" else "recorded in %s s" % gen
 lines.append("Capture: %d packets (%.2f GB, \`-s 128\`), lo MTU 1500 offloads off, 0.2%% random drop after the tap; thousands of short connections/s (wrk, Connection: close) + 2 iperf3 flows at 100 Mbit/s; %s. Prefix: first %d packets (\`editcap -r\`)." % (N, SIZE/1e9, gen, NPRE))
 lines.append("")
-lines.append("| tool | input | wall (median) | CPU user+sys (median) | packets/s (wall) | peak RSS |")
+lines.append("| tool | input | wall (median of rounds) | CPU user+sys | packets/s (wall) | peak RSS |")
 lines.append("|---|---|---:|---:|---:|---:|")
 rows = [
  ("tcpdoctor analyze --json", "full", td_full, cpu["td_full"], N, rss["td_full"]),
@@ -163,7 +155,7 @@ rows = [
 for name, inp, s, c, n, r in rows:
     lines.append("| \`%s\` | %s | %.3f s | %.3f s | %.0f k | %.0f MiB |" % (name, inp, s, c, rate(n, s)/1e3, mib(r)))
 lines.append("")
-lines.append("Ratios on the same input (prefix), wall / CPU: tcpdoctor is **%.0fx / %.0fx** faster than tshark and **%.0fx / %.0fx** faster than tcptrace. Full file: **%.1fx / %.1fx** the time of \`cat\`, %.0f MiB peak. Goals: >= 100x tshark, >= 40x tcptrace, < 1 GiB, within 10x of cat." % (ratio(ts_pre, td_pre), ratio(cpu["ts"], cpu["td_pre"]), ratio(tt_pre, td_pre), ratio(cpu["tt"], cpu["td_pre"]), ratio(td_full, cat_full), ratio(cpu["td_full"], cpu["cat"]), mib(rss["td_full"])))
+lines.append("Ratios, median over %d interleaved rounds (each round's ratio from runs seconds apart; range in brackets): tcpdoctor is **%.0fx** [%.0f-%.0f] faster than tshark and **%.0fx** [%.0f-%.0f] faster than tcptrace in wall time on the prefix (CPU: %.0fx, %.0fx); the full file takes **%.1fx** [%.1f-%.1f] the wall time of \`cat\` (CPU %.1fx); %.0f MiB peak. Goals: >= 100x tshark, >= 40x tcptrace, < 1 GiB, within 10x of cat." % (t["rounds"], rt["ts_td"], rr["ts_td"][0], rr["ts_td"][1], rt["tt_td"], rr["tt_td"][0], rr["tt_td"][1], ratio(cpu["ts"], cpu["td_pre"]), ratio(cpu["tt"], cpu["td_pre"]), rt["td_cat"], rr["td_cat"][0], rr["td_cat"][1], ratio(cpu["td_full"], cpu["cat"]), mib(rss["td_full"])))
 lines.append("")
 lines.append("Agreement on the prefix: tcpdoctor counts $ours retransmissions, \`tshark -Y tcp.analysis.retransmission\` $theirs. Full file: $summary.")
 open(sys.argv[1], "w").write("\n".join(lines) + "\n")
@@ -171,7 +163,7 @@ PY
 
 machine="$(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), Linux $(uname -r), load average at start $(cut -d' ' -f1 /proc/loadavg)"
 {
-  echo "Measured $(date -u +%Y-%m-%d) by \`bench/analyze/run.sh\` (PKTS=$PKTS PREFIX=$PREFIX RUNS=$RUNS SLOW_RUNS=$SLOW_RUNS) on $machine."
+  echo "Measured $(date -u +%Y-%m-%d) by \`bench/analyze/run.sh\` (PKTS=$PKTS PREFIX=$PREFIX ROUNDS=$ROUNDS) on $machine."
   echo
   cat "$OUT/result.md"
 } > "$OUT/section.md"

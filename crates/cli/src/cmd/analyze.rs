@@ -154,7 +154,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     // Decoding and the per-segment work that needs no flow state (`Prepare`) run on their own
     // thread, a few batches ahead of the flow engine, so the two halves of the work overlap
     // on two cores. Batches come back for reuse, with the flow slots the engine emptied.
-    let (tx, rx) = mpsc::sync_channel::<Batch>(16);
+    let (tx, rx) = mpsc::sync_channel::<Batch>(8);
     let (back_tx, back_rx) = mpsc::channel::<Returned>();
     let (prep_tx, prep_rx) = mpsc::channel::<Prepare>();
     thread::spawn(move || {
@@ -233,9 +233,9 @@ struct Returned {
 }
 
 /// Segments per batch. Small, so a batch is still in the caches when the engine thread reads
-/// what the reading thread just wrote (4096 was 7% slower, median of 9 alternating runs);
-/// up to 16 batches in flight keep the reading thread from waiting.
-const BATCH: usize = 512;
+/// what the reading thread just wrote (4096 was 7% slower, median of 9 alternating runs;
+/// 512 to 2048 measured alike); up to 8 batches in flight keep the reading thread busy.
+const BATCH: usize = 1024;
 
 /// The reading thread: fills batches in place (`Reader::read_batch` decodes into the slots
 /// of a returned batch, so a segment is written once on this side) and sends them on.

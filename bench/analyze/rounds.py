@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Times the analyze benchmark's tools in interleaved rounds: `rounds.py TD CAP PRE ROUNDS`.
+
+Each round runs every tool on the same input it is compared on: tcpdoctor on the prefix 5
+times and on the whole file 3 times, `cat` 3 times, tshark, tcptrace and capinfos once; the
+fast tools take the median of their runs in the round. A ratio is computed per round, between
+runs seconds apart, and the printed ratio is the median over rounds: on a shared machine whose
+speed drifts from minute to minute, timing one tool for a minute and then the other measures
+the drift as much as the tools. Prints JSON: per tool the median wall and CPU (user + system,
+from wait4) over rounds and the peak RSS (one run under /usr/bin/time), and the ratios.
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+
+def once(cmd):
+    with open(os.devnull, "wb") as null:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, stdout=null, stderr=null)
+        _, _, ru = os.wait4(p.pid, 0)
+        return time.perf_counter() - t0, ru.ru_utime + ru.ru_stime
+
+
+def median_run(cmd, n):
+    runs = [once(cmd) for _ in range(n)]
+    return statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs)
+
+
+def rss_kib(cmd):
+    r = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, text=True)
+    return int(r.stderr.strip().splitlines()[-1])
+
+
+def main():
+    td, cap, pre, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    tools = {
+        "td_full": ([td, "analyze", cap, "--json"], 3),
+        "td_pre": ([td, "analyze", pre, "--json"], 5),
+        "cat": (["cat", cap], 3),
+        "cap": (["capinfos", cap], 1),
+        "ts": (["tshark", "-r", pre, "-Y",
+                "tcp.analysis.retransmission or tcp.analysis.reused_ports"], 1),
+        "tt": (["tcptrace", "-l", pre], 1),
+    }
+    for cmd, _ in tools.values():  # warm the page cache and the binaries
+        once(cmd)
+    per = {k: [] for k in tools}
+    ratios = {"ts_td": [], "tt_td": [], "td_cat": []}
+    for i in range(rounds):
+        r = {k: median_run(cmd, n) for k, (cmd, n) in tools.items()}
+        for k in tools:
+            per[k].append(r[k])
+        ratios["ts_td"].append(r["ts"][0] / r["td_pre"][0])
+        ratios["tt_td"].append(r["tt"][0] / r["td_pre"][0])
+        ratios["td_cat"].append(r["td_full"][0] / r["cat"][0])
+        print(f"round {i + 1}/{rounds}: tshark/tcpdoctor {ratios['ts_td'][-1]:.0f}x, "
+              f"tcpdoctor/cat {ratios['td_cat'][-1]:.1f}x", file=sys.stderr)
+    out = {k: {"wall": statistics.median(w for w, _ in v),
+               "cpu": statistics.median(c for _, c in v),
+               "rss": rss_kib(tools[k][0])} for k, v in per.items()}
+    out["ratios"] = {k: statistics.median(v) for k, v in ratios.items()}
+    out["ratios_range"] = {k: [min(v), max(v)] for k, v in ratios.items()}
+    out["rounds"] = rounds
+    json.dump(out, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
