@@ -691,9 +691,14 @@ fn track(
                         // whatever its timing; Wireshark checks this before reordering.
                         let spurious =
                             len > 0 && rev.last_ack.is_some_and(|a| seq.wrapping_add(len) <= a);
+                        // Reordered only if it came soon *after* the highest segment: one
+                        // stamped earlier (captures from several CPUs interleave timestamps)
+                        // is a retransmission, as Wireshark judges it (its time difference is
+                        // unsigned), so the retransmission counts agree.
                         let ooo = !fast
                             && !spurious
-                            && ts.saturating_sub(h.next_seq_ts) < ooo_ns
+                            && ts >= h.next_seq_ts
+                            && ts - h.next_seq_ts < ooo_ns
                             && nxt != end;
                         if ooo {
                             h.out_of_order += 1;

@@ -836,3 +836,35 @@ fn a_lone_timeout_is_not_incast() {
     assert_eq!(a.totals.retransmissions_rto, 1);
     assert!(a.details.incast.is_empty(), "{:?}", a.details.incast);
 }
+
+/// A segment below the highest one that comes within the reordering threshold after it is
+/// out of order; one stamped *before* it (captures from several CPUs interleave timestamps)
+/// is a retransmission, as tshark counts it.
+#[test]
+fn a_segment_stamped_before_the_highest_is_a_retransmission_not_reordering() {
+    for (stamp_us, retransmissions, out_of_order) in [(1_005, 1, 0), (1_025, 0, 1)] {
+        let tp = tuple("10.0.0.1", 40000, "10.0.0.2", 80);
+        let mut c = Cap::new();
+        c.handshake(0, tp, 0, 0);
+        let mss = 1000;
+        for i in 0..3u32 {
+            c.pkt(
+                1_000 + u64::from(i) * 10,
+                tp,
+                true,
+                A,
+                1 + i * mss,
+                1,
+                mss,
+                502,
+            );
+        }
+        c.pkt(stamp_us, tp, true, A, 1 + mss, 1, mss, 502);
+        let a = c.run(Config::default());
+        assert_eq!(
+            (a.totals.retransmissions, a.totals.out_of_order),
+            (retransmissions, out_of_order),
+            "stamped at {stamp_us} us"
+        );
+    }
+}
