@@ -350,6 +350,16 @@ impl Analyzer {
                 prefetch(&c.half[0]);
                 prefetch(&c.half[1]);
             }
+            // A SYN ahead will take the pool's top box: its old contents are read (to be
+            // dropped) and overwritten, and it was last touched seconds ago.
+            if segs.get(i + CONN_AHEAD).is_some_and(|n| n.flags.syn()) {
+                if let Some(b) = self.done.pool.last() {
+                    let p = (&**b as *const Conn).cast::<u8>();
+                    for off in (0..std::mem::size_of::<Conn>()).step_by(64) {
+                        prefetch_addr(p.wrapping_add(off));
+                    }
+                }
+            }
             self.take(s, *k);
         }
     }
@@ -914,14 +924,18 @@ fn finish_conn(
 /// effect on results.
 #[inline(always)]
 fn prefetch<T>(r: &T) {
+    prefetch_addr((r as *const T).cast());
+}
+
+/// [`prefetch`] of an address (any address: a prefetch never faults).
+#[inline(always)]
+fn prefetch_addr(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch reads nothing architecturally and cannot fault; SSE is part of the
-    // x86_64 baseline, and the pointer comes from a live reference.
+    // SAFETY: a prefetch reads nothing architecturally and cannot fault, whatever the
+    // address; SSE is part of the x86_64 baseline.
     unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-            (r as *const T).cast(),
-        )
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast())
     };
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = r;
+    let _ = p;
 }
