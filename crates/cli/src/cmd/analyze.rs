@@ -4,9 +4,9 @@
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError, TrySendError};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use tcpdoctor_analyze::{Analysis, Analyzer, Config, FlowRow, Prepare, Released, SegKey};
@@ -161,7 +161,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         let prep = read_batches(reader, tx, back_rx);
         let _ = prep_tx.send(prep);
     });
-    for batch in &rx {
+    while let Some(batch) = recv_spinning(&rx) {
         match batch {
             Batch::Segments(segs, keys, st) => {
                 engine.push_batch(&segs, &keys);
@@ -259,10 +259,7 @@ fn read_batches(mut reader: Reader, tx: SyncSender<Batch>, back: Receiver<Return
         };
         segs.truncate(n);
         prep.keys(&segs, &mut keys);
-        if n > 0
-            && tx
-                .send(Batch::Segments(segs, keys, reader.stats().clone()))
-                .is_err()
+        if n > 0 && send_spinning(&tx, Batch::Segments(segs, keys, reader.stats().clone())).is_err()
         {
             return prep;
         }
@@ -464,5 +461,47 @@ mod tests {
         assert_eq!(parse_rate("9600"), Ok(9600));
         assert!(parse_rate("fast").is_err());
         assert!(parse_rate("-1g").is_err());
+    }
+}
+
+/// How long a thread of the pipeline polls its channel before it sleeps. The two threads
+/// hand over a batch every few tens of microseconds; putting one to sleep and waking it
+/// (futex, scheduler) for each costs as much again, so each first waits briefly awake.
+const SPIN: Duration = Duration::from_micros(100);
+
+/// `rx.recv()`, polling for up to [`SPIN`] before sleeping. `None` once the sender is gone.
+fn recv_spinning<T>(rx: &Receiver<T>) -> Option<T> {
+    let start = Instant::now();
+    loop {
+        for _ in 0..64 {
+            match rx.try_recv() {
+                Ok(v) => return Some(v),
+                Err(TryRecvError::Disconnected) => return None,
+                Err(TryRecvError::Empty) => std::hint::spin_loop(),
+            }
+        }
+        if start.elapsed() > SPIN {
+            return rx.recv().ok();
+        }
+    }
+}
+
+/// `tx.send(v)`, retrying a full channel for up to [`SPIN`] before sleeping.
+fn send_spinning<T>(tx: &SyncSender<T>, mut v: T) -> Result<(), ()> {
+    let start = Instant::now();
+    loop {
+        for _ in 0..64 {
+            match tx.try_send(v) {
+                Ok(()) => return Ok(()),
+                Err(TrySendError::Disconnected(_)) => return Err(()),
+                Err(TrySendError::Full(back)) => {
+                    v = back;
+                    std::hint::spin_loop();
+                }
+            }
+        }
+        if start.elapsed() > SPIN {
+            return tx.send(v).map_err(|_| ());
+        }
     }
 }
