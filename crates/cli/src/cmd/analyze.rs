@@ -449,21 +449,6 @@ fn write_csv(w: &mut dyn Write, rows: &[FlowRow]) -> io::Result<()> {
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::parse_rate;
-
-    #[test]
-    fn rates_parse_with_units() {
-        assert_eq!(parse_rate("1gbit"), Ok(1_000_000_000));
-        assert_eq!(parse_rate("100mbit"), Ok(100_000_000));
-        assert_eq!(parse_rate("2.5G"), Ok(2_500_000_000));
-        assert_eq!(parse_rate("9600"), Ok(9600));
-        assert!(parse_rate("fast").is_err());
-        assert!(parse_rate("-1g").is_err());
-    }
-}
-
 /// How long a thread of the pipeline polls its channel before it sleeps. The two threads
 /// hand over a batch every few tens of microseconds; putting one to sleep and waking it
 /// (futex, scheduler) for each costs as much again, so each first waits briefly awake.
@@ -503,5 +488,20 @@ fn send_spinning<T>(tx: &SyncSender<T>, mut v: T) -> Result<(), ()> {
         if start.elapsed() > SPIN {
             return tx.send(v).map_err(|_| ());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_rate;
+
+    #[test]
+    fn rates_parse_with_units() {
+        assert_eq!(parse_rate("1gbit"), Ok(1_000_000_000));
+        assert_eq!(parse_rate("100mbit"), Ok(100_000_000));
+        assert_eq!(parse_rate("2.5G"), Ok(2_500_000_000));
+        assert_eq!(parse_rate("9600"), Ok(9600));
+        assert!(parse_rate("fast").is_err());
+        assert!(parse_rate("-1g").is_err());
     }
 }
