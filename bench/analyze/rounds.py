@@ -12,28 +12,15 @@ from wait4) over rounds and the peak RSS (one run under /usr/bin/time), and the 
 import json
 import os
 import statistics
-import subprocess
 import sys
-import time
 
-
-def once(cmd):
-    with open(os.devnull, "wb") as null:
-        t0 = time.perf_counter()
-        p = subprocess.Popen(cmd, stdout=null, stderr=null)
-        _, _, ru = os.wait4(p.pid, 0)
-        return time.perf_counter() - t0, ru.ru_utime + ru.ru_stime
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from timing import once, peak_rss_kib  # noqa: E402  (bench/timing.py)
 
 
 def median_run(cmd, n):
     runs = [once(cmd) for _ in range(n)]
     return statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs)
-
-
-def rss_kib(cmd):
-    r = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], stdout=subprocess.DEVNULL,
-                       stderr=subprocess.PIPE, text=True)
-    return int(r.stderr.strip().splitlines()[-1])
 
 
 def main():
@@ -62,7 +49,7 @@ def main():
               f"tcpdoctor/cat {ratios['td_cat'][-1]:.1f}x", file=sys.stderr)
     out = {k: {"wall": statistics.median(w for w, _ in v),
                "cpu": statistics.median(c for _, c in v),
-               "rss": rss_kib(tools[k][0])} for k, v in per.items()}
+               "rss": peak_rss_kib(tools[k][0])} for k, v in per.items()}
     out["ratios"] = {k: statistics.median(v) for k, v in ratios.items()}
     out["ratios_range"] = {k: [min(v), max(v)] for k, v in ratios.items()}
     out["rounds"] = rounds

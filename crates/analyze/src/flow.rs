@@ -168,9 +168,7 @@ pub struct PassHasher(u64);
 impl Hasher for PassHasher {
     fn write(&mut self, bytes: &[u8]) {
         // Only `write_u64` is expected; anything else still hashes deterministically.
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(FX_SEED);
-        }
+        self.0 = fast_hash_on(self.0, bytes);
     }
     fn write_u64(&mut self, v: u64) {
         self.0 = v;
@@ -180,15 +178,21 @@ impl Hasher for PassHasher {
     }
 }
 
+/// [`FastHasher`] continued from `state` over `bytes`: the fallback of the pass-through hashers.
+fn fast_hash_on(state: u64, bytes: &[u8]) -> u64 {
+    let mut h = FastHasher(state);
+    h.write(bytes);
+    h.finish()
+}
+
 /// Hashes a [`PackedKey::v4_word`] by the hash bits it carries (one multiply spreads them).
 #[derive(Default, Clone, Copy)]
 pub struct WordHasher(u64);
 
 impl Hasher for WordHasher {
     fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(FX_SEED);
-        }
+        // Only `write_u128` is expected; anything else still hashes deterministically.
+        self.0 = fast_hash_on(self.0, bytes);
     }
     fn write_u128(&mut self, v: u128) {
         self.0 = ((v >> 96) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);

@@ -10,6 +10,7 @@ pub mod burst;
 pub mod detect;
 pub mod engine;
 pub mod flow;
+pub mod prepare;
 pub mod seq;
 
 use serde::Serialize;
@@ -17,8 +18,9 @@ use tcpdoctor_model::Finding;
 
 pub use burst::{BurstMeter, BurstRow};
 pub use detect::Details;
-pub use engine::{Analyzer, Config, Prepare, Released, SegKey, Totals};
+pub use engine::{Analyzer, Config, Totals};
 pub use flow::{FlowRow, RetransKind};
+pub use prepare::{Prepare, Released, SegKey};
 pub use seq::SeqNumber;
 
 /// The result of an analysis: findings (unranked; `Report::new` ranks them) and the records

@@ -112,6 +112,23 @@ impl Cap {
         seq
     }
 
+    /// Client sends `n` segments of `mss` bytes 10 us apart from sequence number 1 at `t_us`,
+    /// with nothing acknowledged yet.
+    fn flight(&mut self, t_us: u64, tp: Tuple, n: u32, mss: u32) {
+        for i in 0..n {
+            self.pkt(
+                t_us + u64::from(i) * 10,
+                tp,
+                true,
+                A,
+                1 + i * mss,
+                1,
+                mss,
+                502,
+            );
+        }
+    }
+
     /// Clean close, `client_first` decides who sends FIN first.
     fn close(&mut self, t_us: u64, tp: Tuple, cseq: u32, sseq: u32, client_first: bool) {
         if client_first {
@@ -384,18 +401,7 @@ fn rto_fast_retransmit_and_tlp_are_told_apart() {
     c.handshake(0, tp, 0, 0);
     // 5 segments; the first is lost; the receiver sends 3 dup ACKs; fast retransmit.
     let mss = 1000;
-    for i in 0..5u32 {
-        c.pkt(
-            1_000 + u64::from(i) * 10,
-            tp,
-            true,
-            A,
-            1 + i * mss,
-            1,
-            mss,
-            502,
-        );
-    }
+    c.flight(1_000, tp, 5, mss);
     for i in 0..3u64 {
         c.pkt(1_100 + i * 10, tp, false, A, 1, 1, 0, 1000);
     }
@@ -847,18 +853,7 @@ fn a_segment_stamped_before_the_highest_is_a_retransmission_not_reordering() {
         let mut c = Cap::new();
         c.handshake(0, tp, 0, 0);
         let mss = 1000;
-        for i in 0..3u32 {
-            c.pkt(
-                1_000 + u64::from(i) * 10,
-                tp,
-                true,
-                A,
-                1 + i * mss,
-                1,
-                mss,
-                502,
-            );
-        }
+        c.flight(1_000, tp, 3, mss);
         c.pkt(stamp_us, tp, true, A, 1 + mss, 1, mss, 502);
         let a = c.run(Config::default());
         assert_eq!(
