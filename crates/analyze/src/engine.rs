@@ -574,6 +574,13 @@ fn track(
                 // Linux probes a zero window with an empty segment one below snd_una
                 // (tcp_xmit_probe_skb, net/ipv4/tcp_output.c).
                 probe = true;
+            } else if eff == 0 && !f.rst() && seq > nxt {
+                // An empty segment beyond the highest data seen: the data before it was
+                // captured later (the sender's CPUs stamp in a different order). Its sequence
+                // number is the sender's snd_nxt, so it moves the highest mark, as Wireshark
+                // moves `nextseq`; the data that follows is then counted as tshark counts it.
+                h.next_seq = Some(seq);
+                h.next_seq_ts = ts;
             } else if eff > 0 && !f.rst() {
                 let end = seq.wrapping_add(eff);
                 let keepalive = len <= 1 && !f.syn() && !f.fin() && seq == nxt.wrapping_sub(1);

@@ -863,3 +863,22 @@ fn a_segment_stamped_before_the_highest_is_a_retransmission_not_reordering() {
         );
     }
 }
+
+/// An empty segment whose sequence number is beyond the highest data seen (the data before
+/// it was captured later) moves the highest mark, as Wireshark's `nextseq` does: the data
+/// that then arrives below it counts as retransmitted, so the totals agree with tshark.
+#[test]
+fn an_empty_segment_ahead_of_the_data_moves_the_highest_mark() {
+    let tp = tuple("10.0.0.1", 40000, "10.0.0.2", 80);
+    let mut c = Cap::new();
+    c.handshake(0, tp, 0, 0);
+    let mss = 1000;
+    c.flight(1_000, tp, 2, mss);
+    // The sender's bare ACK carries snd_nxt = 1 + 4 * mss; segments 3 and 4 come after it.
+    c.pkt(1_050, tp, true, A, 1 + 4 * mss, 1, 0, 502);
+    c.pkt(1_400, tp, true, A, 1 + 2 * mss, 1, mss, 502);
+    c.pkt(1_410, tp, true, A, 1 + 3 * mss, 1, mss, 502);
+    let a = c.run(Config::default());
+    assert_eq!(a.totals.retransmissions, 2);
+    assert_eq!(a.totals.out_of_order, 0);
+}
