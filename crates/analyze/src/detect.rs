@@ -786,7 +786,7 @@ impl Acc {
             findings.push(f);
         }
         if self.refused.count > 0 {
-            let mut f = Finding::new(
+            let mut f = Finding::legacy(
                 Pathology::ConnectFailure,
                 Severity::Warning,
                 Source::Analyze,
@@ -808,7 +808,7 @@ impl Acc {
         }
         if self.rto_flows.count > 0 {
             let r = &self.rto_flows;
-            let mut f = Finding::new(
+            let mut f = Finding::legacy(
                 Pathology::RetransmitTimeout,
                 if r.count >= 10 {
                     Severity::Critical
@@ -846,7 +846,7 @@ impl Acc {
             } else {
                 Severity::Info
             };
-            let mut f = Finding::new(
+            let mut f = Finding::legacy(
                 Pathology::Retransmission,
                 sev,
                 Source::Analyze,
@@ -866,7 +866,7 @@ impl Acc {
         }
         if self.slow.flows > 0 {
             let s = &self.slow;
-            let mut f = Finding::new(
+            let mut f = Finding::legacy(
                 Pathology::SlowReader,
                 Severity::Warning,
                 Source::Analyze,
@@ -1035,7 +1035,7 @@ impl Acc {
             .unwrap_or(0.0);
         let lost = goodput * stall_us as f64 / 1e6;
         let max_fan = eps.iter().map(|e| e.fan_in).max().unwrap_or(0);
-        let mut f = Finding::new(
+        let mut f = Finding::legacy(
             Pathology::Incast,
             if eps.len() >= 3 {
                 Severity::Critical
@@ -1121,7 +1121,7 @@ fn syn_finding(d: &SynDetails) -> Option<Finding> {
         _ => "timings fit no Linux SYN ladder",
     };
     let severe = d.unanswered > 0 || d.by_retransmissions.iter().any(|a| a.retransmissions >= 2);
-    let mut f = Finding::new(
+    let mut f = Finding::legacy(
         Pathology::SynRetransmit,
         if severe {
             Severity::Critical
@@ -1174,7 +1174,7 @@ fn collision_finding(d: &CollisionDetails, race: bool) -> Option<Finding> {
             "into TIME_WAIT",
         )
     };
-    let mut f = Finding::new(
+    let mut f = Finding::legacy(
         p,
         sev,
         Source::Analyze,
@@ -1236,7 +1236,7 @@ fn port_findings(dests: &[DestinationDetails], cfg: &Config) -> Vec<Finding> {
             Severity::Warning
         };
         let range = cfg.port_range;
-        let f = Finding::new(
+        let f = Finding::legacy(
             Pathology::PortExhaustion,
             sev,
             Source::Analyze,
@@ -1330,7 +1330,7 @@ pub fn microburst_finding(rows: &[crate::BurstRow], link: Option<u64>) -> Option
             )
         }
     };
-    let mut f = Finding::new(
+    let mut f = Finding::legacy(
         Pathology::Microburst,
         severity,
         Source::Analyze,

@@ -559,7 +559,7 @@ pub fn findings(iface: &str, reports: &[DirectionReport], th: &Thresholds) -> Ve
             ),
             _ => String::new(),
         };
-        let mut f = Finding::new(
+        let mut f = Finding::legacy(
             Pathology::Microburst,
             severity,
             Source::Burst,

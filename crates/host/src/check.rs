@@ -262,7 +262,7 @@ fn port_budget(t: &TcpSettings, m: &More, out: &mut Vec<Finding>) {
             f1(rate)
         )
     };
-    let mut f = Finding::new(Pathology::PortExhaustion, severity, Source::Check, summary)
+    let mut f = Finding::legacy(Pathology::PortExhaustion, severity, Source::Check, summary)
         .setting(RANGE, format!("{} {}", r.low, r.high))
         .arithmetic(
             format!("ports = {} - {} + 1", r.high, r.low),
@@ -300,7 +300,7 @@ fn tw_reuse(t: &TcpSettings, m: &More, out: &mut Vec<Finding>) {
     let ports = t.ip_local_port_range.len();
     match t.tcp_tw_reuse {
         Some(0) => out.push(
-            Finding::new(
+            Finding::legacy(
                 Pathology::PortExhaustion,
                 Severity::Warning,
                 Source::Check,
@@ -320,7 +320,7 @@ fn tw_reuse(t: &TcpSettings, m: &More, out: &mut Vec<Finding>) {
             }),
         ),
         Some(2) => out.push(
-            Finding::new(
+            Finding::legacy(
                 Pathology::PortExhaustion,
                 Severity::Info,
                 Source::Check,
@@ -336,7 +336,7 @@ fn tw_reuse(t: &TcpSettings, m: &More, out: &mut Vec<Finding>) {
             ),
         ),
         Some(1) if t.tcp_timestamps == Some(0) => out.push(
-            Finding::new(
+            Finding::legacy(
                 Pathology::PortExhaustion,
                 Severity::Warning,
                 Source::Check,
@@ -348,7 +348,7 @@ fn tw_reuse(t: &TcpSettings, m: &More, out: &mut Vec<Finding>) {
         Some(1) => {
             let delay = m.tcp_tw_reuse_delay_ms.unwrap_or(1000);
             out.push(
-                Finding::new(
+                Finding::legacy(
                     Pathology::PortExhaustion,
                     Severity::Info,
                     Source::Check,
@@ -368,7 +368,7 @@ fn tw_reuse(t: &TcpSettings, m: &More, out: &mut Vec<Finding>) {
 fn timestamps_and_rfc1337(t: &TcpSettings, out: &mut Vec<Finding>) {
     if t.tcp_timestamps == Some(0) {
         out.push(
-            Finding::new(
+            Finding::legacy(
                 Pathology::TimeWaitCollision,
                 Severity::Warning,
                 Source::Check,
@@ -381,7 +381,7 @@ fn timestamps_and_rfc1337(t: &TcpSettings, out: &mut Vec<Finding>) {
     if t.tcp_rfc1337 == Some(1) {
         let ladder = t.syn_ladder();
         out.push(
-            Finding::new(
+            Finding::legacy(
                 Pathology::TimeWaitCollision,
                 Severity::Warning,
                 Source::Check,
@@ -409,7 +409,7 @@ fn tw_buckets(t: &TcpSettings, out: &mut Vec<Finding>) {
     let ports = u64::from(t.ip_local_port_range.len());
     if max < ports {
         out.push(
-            Finding::new(
+            Finding::legacy(
                 Pathology::TimeWaitCollision,
                 Severity::Warning,
                 Source::Check,
@@ -430,7 +430,7 @@ fn backlogs(t: &TcpSettings, m: &More, listeners: &[ListenerBacklog], out: &mut 
     if let Some(s) = t.somaxconn {
         if s < DEFAULT_SOMAXCONN {
             out.push(
-                Finding::new(
+                Finding::legacy(
                     Pathology::AcceptQueueOverflow,
                     Severity::Warning,
                     Source::Check,
@@ -453,7 +453,7 @@ fn backlogs(t: &TcpSettings, m: &More, listeners: &[ListenerBacklog], out: &mut 
     if let (Some(syn), Some(s)) = (t.tcp_max_syn_backlog, t.somaxconn) {
         if syn < s && m.tcp_syncookies == Some(0) {
             out.push(
-                Finding::new(
+                Finding::legacy(
                     Pathology::SynRetransmit,
                     Severity::Warning,
                     Source::Check,
@@ -473,7 +473,7 @@ fn backlogs(t: &TcpSettings, m: &More, listeners: &[ListenerBacklog], out: &mut 
         .collect();
     if !small.is_empty() {
         out.push(
-            Finding::new(
+            Finding::legacy(
                 Pathology::AcceptQueueOverflow,
                 Severity::Info,
                 Source::Check,
@@ -504,7 +504,7 @@ fn syn_ladder(t: &TcpSettings, out: &mut Vec<Finding>) {
     } else {
         Severity::Info
     };
-    let mut f = Finding::new(
+    let mut f = Finding::legacy(
         Pathology::SynRetransmit,
         severity,
         Source::Check,
@@ -536,7 +536,7 @@ fn syn_ladder(t: &TcpSettings, out: &mut Vec<Finding>) {
 fn rto(t: &TcpSettings, routes: &[RouteRto], out: &mut Vec<Finding>) {
     let floor = t.rto_min();
     let floor_us = floor.as_micros() as u64;
-    let mut f = Finding::new(
+    let mut f = Finding::legacy(
         Pathology::Incast,
         Severity::Info,
         Source::Check,
@@ -565,7 +565,7 @@ fn rto(t: &TcpSettings, routes: &[RouteRto], out: &mut Vec<Finding>) {
         .filter(|r| Duration::from_micros(r.rto_min_us) < RTO_FLOOR_RISKY)
         .collect();
     if floor < RTO_FLOOR_RISKY || !risky_route.is_empty() {
-        let mut f = Finding::new(
+        let mut f = Finding::legacy(
             Pathology::RiskySetting,
             Severity::Warning,
             Source::Check,
@@ -593,7 +593,7 @@ fn buffers(m: &More, out: &mut Vec<Finding>) {
     if let Some([_, _, max]) = m.tcp_rmem_bytes {
         if max < DEFAULT_RMEM_MAX_BYTES {
             out.push(
-                Finding::new(
+                Finding::legacy(
                     Pathology::RiskySetting,
                     Severity::Warning,
                     Source::Check,
@@ -610,7 +610,7 @@ fn buffers(m: &More, out: &mut Vec<Finding>) {
     if let Some([_, _, max]) = m.tcp_wmem_bytes {
         if max < DEFAULT_WMEM_MAX_BYTES {
             out.push(
-                Finding::new(
+                Finding::legacy(
                     Pathology::RiskySetting,
                     Severity::Warning,
                     Source::Check,
@@ -627,7 +627,7 @@ fn buffers(m: &More, out: &mut Vec<Finding>) {
     if let (Some(core), Some([_, _, auto])) = (m.rmem_max_bytes, m.tcp_rmem_bytes) {
         if core < auto {
             out.push(
-                Finding::new(
+                Finding::legacy(
                     Pathology::SlowReader,
                     Severity::Info,
                     Source::Check,
@@ -646,7 +646,7 @@ fn buffers(m: &More, out: &mut Vec<Finding>) {
 fn unsafe_settings(t: &TcpSettings, m: &More, out: &mut Vec<Finding>) {
     if m.tcp_tw_recycle == Some(1) {
         out.push(
-            Finding::new(
+            Finding::legacy(
                 Pathology::RiskySetting,
                 Severity::Critical,
                 Source::Check,
@@ -658,7 +658,7 @@ fn unsafe_settings(t: &TcpSettings, m: &More, out: &mut Vec<Finding>) {
     }
     if m.tcp_syncookies == Some(0) {
         out.push(
-            Finding::new(
+            Finding::legacy(
                 Pathology::RiskySetting,
                 Severity::Warning,
                 Source::Check,
@@ -673,7 +673,7 @@ fn unsafe_settings(t: &TcpSettings, m: &More, out: &mut Vec<Finding>) {
         // TIME_WAIT length is the constant TCP_TIMEWAIT_LEN = 60 s.
         if fin < 60 {
             out.push(
-                Finding::new(
+                Finding::legacy(
                     Pathology::RiskySetting,
                     Severity::Info,
                     Source::Check,
@@ -685,7 +685,7 @@ fn unsafe_settings(t: &TcpSettings, m: &More, out: &mut Vec<Finding>) {
     }
     if m.tcp_abort_on_overflow == Some(1) {
         out.push(
-            Finding::new(
+            Finding::legacy(
                 Pathology::AcceptQueueOverflow,
                 Severity::Info,
                 Source::Check,

@@ -64,7 +64,7 @@ pub fn fan_in(o: &FanIn) -> Vec<Finding> {
         } else {
             Severity::Warning
         };
-        let mut f = Finding::new(
+        let mut f = Finding::legacy(
             Pathology::Incast,
             severity,
             Source::Lab,
@@ -102,7 +102,7 @@ pub fn fan_in(o: &FanIn) -> Vec<Finding> {
         out.push(f);
     } else if timeouts > 0 && o.slow_rounds > 0 {
         out.push(
-            Finding::new(
+            Finding::legacy(
                 Pathology::RetransmitTimeout,
                 Severity::Warning,
                 Source::Lab,
@@ -116,7 +116,7 @@ pub fn fan_in(o: &FanIn) -> Vec<Finding> {
         );
     } else if o.retrans_segs > 0 {
         out.push(
-            Finding::new(
+            Finding::legacy(
                 Pathology::Retransmission,
                 Severity::Info,
                 Source::Lab,

@@ -39,10 +39,22 @@ impl StaticRemedy {
     }
 }
 
+/// Whether a pathology explains others or is what the user sees. Findings are ranked cause
+/// before symptom ([`crate::finding::rank`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// A mechanism that produces symptoms (a TIME_WAIT collision, a full accept queue).
+    Cause,
+    /// What the user or the kernel counters see (a SYN resent, a timeout, a failed connect).
+    Symptom,
+}
+
 /// What tcpdoctor knows about one pathology.
 #[derive(Debug)]
 pub struct CatalogueEntry {
     pub pathology: Pathology,
+    pub role: Role,
     /// snake_case name, as in JSON.
     pub name: &'static str,
     /// A short title for human output.
@@ -82,6 +94,7 @@ pub fn entry(p: Pathology) -> &'static CatalogueEntry {
 pub static CATALOGUE: &[CatalogueEntry] = &[
     CatalogueEntry {
         pathology: Pathology::PortExhaustion,
+        role: Role::Cause,
         name: "port_exhaustion",
         title: "Ephemeral ports exhausted",
         rank: 0,
@@ -98,6 +111,7 @@ pub static CATALOGUE: &[CatalogueEntry] = &[
     },
     CatalogueEntry {
         pathology: Pathology::TimeWaitCollision,
+        role: Role::Cause,
         name: "time_wait_collision",
         title: "SYN collided with a TIME_WAIT socket",
         rank: 1,
@@ -113,6 +127,7 @@ pub static CATALOGUE: &[CatalogueEntry] = &[
     },
     CatalogueEntry {
         pathology: Pathology::SynRetransmit,
+        role: Role::Symptom,
         name: "syn_retransmit",
         title: "SYN retransmitted",
         rank: 2,
@@ -128,6 +143,7 @@ pub static CATALOGUE: &[CatalogueEntry] = &[
     },
     CatalogueEntry {
         pathology: Pathology::AcceptQueueOverflow,
+        role: Role::Cause,
         name: "accept_queue_overflow",
         title: "Listener accept queue overflowed",
         rank: 3,
@@ -142,6 +158,7 @@ pub static CATALOGUE: &[CatalogueEntry] = &[
     },
     CatalogueEntry {
         pathology: Pathology::Incast,
+        role: Role::Cause,
         name: "incast",
         title: "Incast: synchronized losses from many senders",
         rank: 4,
@@ -157,6 +174,7 @@ pub static CATALOGUE: &[CatalogueEntry] = &[
     },
     CatalogueEntry {
         pathology: Pathology::RetransmitTimeout,
+        role: Role::Symptom,
         name: "retransmit_timeout",
         title: "Data retransmitted after a timeout",
         rank: 5,
@@ -171,6 +189,7 @@ pub static CATALOGUE: &[CatalogueEntry] = &[
     },
     CatalogueEntry {
         pathology: Pathology::SlowReader,
+        role: Role::Cause,
         name: "slow_reader",
         title: "Slow reader: receive window closed",
         rank: 6,
@@ -185,6 +204,7 @@ pub static CATALOGUE: &[CatalogueEntry] = &[
     },
     CatalogueEntry {
         pathology: Pathology::StaleAckRace,
+        role: Role::Cause,
         name: "stale_ack_race",
         title: "SYN answered by a stale ACK",
         rank: 7,
@@ -199,6 +219,7 @@ pub static CATALOGUE: &[CatalogueEntry] = &[
     },
     CatalogueEntry {
         pathology: Pathology::Microburst,
+        role: Role::Cause,
         name: "microburst",
         title: "Microbursts",
         rank: 8,
@@ -213,6 +234,7 @@ pub static CATALOGUE: &[CatalogueEntry] = &[
     },
     CatalogueEntry {
         pathology: Pathology::Retransmission,
+        role: Role::Symptom,
         name: "retransmission",
         title: "Retransmissions (loss repaired without a timeout)",
         rank: 9,
@@ -226,6 +248,7 @@ pub static CATALOGUE: &[CatalogueEntry] = &[
     },
     CatalogueEntry {
         pathology: Pathology::ConnectFailure,
+        role: Role::Symptom,
         name: "connect_failure",
         title: "Connections refused, reset or timed out",
         rank: 10,
@@ -239,6 +262,7 @@ pub static CATALOGUE: &[CatalogueEntry] = &[
     },
     CatalogueEntry {
         pathology: Pathology::DelayedAck,
+        role: Role::Cause,
         name: "delayed_ack",
         title: "Delayed ACK and Nagle",
         rank: 11,
@@ -253,6 +277,7 @@ pub static CATALOGUE: &[CatalogueEntry] = &[
     },
     CatalogueEntry {
         pathology: Pathology::UnexplainedDelay,
+        role: Role::Symptom,
         name: "unexplained_delay",
         title: "Latency spikes without a TCP cause",
         rank: 12,
@@ -266,6 +291,7 @@ pub static CATALOGUE: &[CatalogueEntry] = &[
     },
     CatalogueEntry {
         pathology: Pathology::RiskySetting,
+        role: Role::Cause,
         name: "risky_setting",
         title: "Risky or limiting setting",
         rank: 13,
@@ -273,6 +299,66 @@ pub static CATALOGUE: &[CatalogueEntry] = &[
         remedies: &[r("Review the setting named in the evidence; the summary says what to change and why.")],
         counters: &[],
         sysctls: &[],
+    },
+    CatalogueEntry {
+        pathology: Pathology::UnansweredSyn,
+        role: Role::Symptom,
+        name: "unanswered_syn",
+        title: "SYNs never answered",
+        rank: 14,
+        explanation: "Connection attempts got neither a SYN-ACK nor a reset: every SYN and its retransmissions went unanswered until the client gave up. Many sources each sending a SYN once and never completing a handshake is the shape of a SYN flood (often with spoofed addresses); a few clients resending on the SYN ladder toward one address is a server, route or firewall that does not answer.",
+        remedies: &[
+            r("Check that the destination is up and listening, and that no firewall silently drops its SYNs (nft list ruleset, iptables -L -v)."),
+            r("For a flood: keep SYN cookies on (net.ipv4.tcp_syncookies=1) and filter or rate-limit the sources upstream."),
+            r("Capture on the server as well: a SYN that arrives there but gets no SYN-ACK points at the listener or its host; one that never arrives points at the path."),
+        ],
+        counters: &["TcpExtTCPSynRetrans", "TcpAttemptFails", "TcpExtSyncookiesSent", "TcpExtTCPReqQFullDrop"],
+        sysctls: &["net.ipv4.tcp_syncookies", "net.ipv4.tcp_max_syn_backlog", "net.ipv4.tcp_syn_retries"],
+    },
+    CatalogueEntry {
+        pathology: Pathology::NoReply,
+        role: Role::Symptom,
+        name: "no_reply",
+        title: "Accepted, never replied",
+        rank: 15,
+        explanation: "The handshake completed, so the server's kernel accepted the connection, but the application sent no reply (or only a trickle of it) before the client's timeout or the end of the run. TCP did its part; the wait is in the server application, its queue of work, or something it depends on.",
+        remedies: &[
+            r("Look at the server application: is it accepting and reading connections, are its workers busy or blocked (thread dumps, its own request log)?"),
+            r("Compare with a request the server answers quickly (a health endpoint) to tell a stuck application from a slow handler."),
+            r("If the reply dribbles out, check the server's send path: its writes, its socket's Send-Q (ss -tni), and a slow or stalled peer downstream."),
+        ],
+        counters: &["TcpExtTCPAbortOnData", "TcpExtTCPAbortOnClose"],
+        sysctls: &[],
+    },
+    CatalogueEntry {
+        pathology: Pathology::HttpError,
+        role: Role::Symptom,
+        name: "http_error",
+        title: "HTTP error statuses",
+        rank: 16,
+        explanation: "The server answered, quickly or not, but with a status outside the expected classes (by default anything but 2xx): the transport worked and the application refused, failed or redirected the request. Such answers are failures for a load test, as wrk and oha count them.",
+        remedies: &[
+            r("Check the path, host name and method the requests use; 404 and 400 mean the request itself is wrong."),
+            r("For 5xx, read the server's error log; for 429 or 503, the server is shedding load: lower the rate or add capacity."),
+            r("If a status is expected (a redirect, a 404 probe), widen the accepted set with --expect-status."),
+        ],
+        counters: &[],
+        sysctls: &[],
+    },
+    CatalogueEntry {
+        pathology: Pathology::SpuriousRetransmission,
+        role: Role::Symptom,
+        name: "spurious_retransmission",
+        title: "Spurious retransmissions (no loss)",
+        rank: 17,
+        explanation: "Segments were sent again although the receiver already had them: the receiver reported the duplicate with a D-SACK block, or the original was acknowledged before the copy could have been. Nothing was lost. A tail loss probe that repeats delivered data is normal; many spurious timeouts mean the retransmission timer is shorter than the path's real round trip (a lowered rto_min, delay spikes).",
+        remedies: &[
+            r("Do not treat these as loss: look for real drops elsewhere before changing the path."),
+            r("If they follow timeouts, raise the RTO floor back toward the path's worst round trip (ip route ... rto_min, net.ipv4.tcp_rto_min_us)."),
+            r("Keep SACK and D-SACK on (net.ipv4.tcp_sack, net.ipv4.tcp_dsack) so the sender can undo needless window reductions."),
+        ],
+        counters: &["TcpExtTCPDSACKRecv", "TcpExtTCPSpuriousRTOs", "TcpExtTCPLossProbes"],
+        sysctls: &["net.ipv4.tcp_dsack", "net.ipv4.tcp_rto_min_us"],
     },
 ];
 

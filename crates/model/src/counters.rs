@@ -7,8 +7,31 @@
 //! `snmp4_tcp_list`/`snmp4_net_list` tables of net/ipv4/proc.c).
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
-use crate::finding::{Evidence, Finding, Pathology, Severity, Source};
+use crate::finding::{Evidence, Finding, Pathology, Source};
+use crate::policy::Impact;
+use crate::timers::SYN_INITIAL_RTO;
+
+/// What one increment of a counter proves happened. The severity of a counter finding comes
+/// from the policy ([`crate::policy`]) applied to what the increments prove, never from the
+/// counter's name alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Signal {
+    /// Context only: never a finding by itself (connection counts, resets sent).
+    Context,
+    /// An event whose cost the counter does not show. Judged by its share of the counter
+    /// named in `per` when that moved too (e.g. retransmitted over sent segments), else rare.
+    Event { per: Option<&'static str> },
+    /// Each increment is a stall of at least this long (a SYN or SYN-ACK waiting for the
+    /// initial 1 s timer).
+    Stall(Duration),
+    /// Each increment is a stall of at least the host's RTO floor (given by the caller in
+    /// [`Window::rto_floor`]; judged as an event when unknown).
+    Timeout,
+    /// Each increment is an operation that failed outright.
+    Failure,
+}
 
 /// What one counter means and what its movement signals.
 #[derive(Debug)]
@@ -19,9 +42,8 @@ pub struct CounterInfo {
     pub meaning: &'static str,
     /// The pathology its movement points at, if any.
     pub pathology: Option<Pathology>,
-    /// Severity of a finding when it moves within a delta; `None`: context only, never a
-    /// finding by itself (e.g. connection counts).
-    pub moved: Option<Severity>,
+    /// What each increment proves.
+    pub signal: Signal,
     /// A level (e.g. `TcpCurrEstab`), not a cumulative count: its delta may be negative.
     pub gauge: bool,
 }
@@ -31,7 +53,7 @@ const fn ctx(name: &'static str, meaning: &'static str) -> CounterInfo {
         name,
         meaning,
         pathology: None,
-        moved: None,
+        signal: Signal::Context,
         gauge: false,
     }
 }
@@ -40,19 +62,30 @@ const fn sig(
     name: &'static str,
     meaning: &'static str,
     pathology: Pathology,
-    moved: Option<Severity>,
+    signal: Signal,
 ) -> CounterInfo {
     CounterInfo {
         name,
         meaning,
         pathology: Some(pathology),
-        moved,
+        signal,
         gauge: false,
     }
 }
 
 use Pathology as P;
-use Severity as S;
+use Signal::{Context as CTX, Failure as FAIL, Timeout as RTO};
+
+/// An event judged by its share of `per`.
+const fn ev(per: &'static str) -> Signal {
+    Signal::Event { per: Some(per) }
+}
+
+/// An event of unknown share.
+const EV: Signal = Signal::Event { per: None };
+
+/// A stall of one initial SYN timeout.
+const SYN_STALL: Signal = Signal::Stall(SYN_INITIAL_RTO);
 
 /// The relevant TCP counters, grouped by concern. `tcpdoctor counters` shows these (all
 /// others only with `--all`).
@@ -61,67 +94,67 @@ pub static COUNTERS: &[CounterInfo] = &[
     // Connection life cycle (context).
     ctx("TcpActiveOpens", "connect() calls that sent a SYN (client-side connection attempts)"),
     ctx("TcpPassiveOpens", "SYNs accepted by listeners that answered with a SYN-ACK"),
-    sig("TcpAttemptFails", "connection attempts that ended before ESTABLISHED (refused, reset, or timed out)", P::ConnectFailure, Some(S::Info)),
-    sig("TcpEstabResets", "established connections ended by a reset (sent or received)", P::ConnectFailure, Some(S::Info)),
-    CounterInfo { name: "TcpCurrEstab", meaning: "connections now ESTABLISHED or CLOSE_WAIT (a level, not a count)", pathology: None, moved: None, gauge: true },
+    sig("TcpAttemptFails", "connection attempts that ended before ESTABLISHED (refused, reset, or timed out)", P::ConnectFailure, ev("TcpActiveOpens")),
+    sig("TcpEstabResets", "established connections ended by a reset (sent or received)", P::ConnectFailure, EV),
+    CounterInfo { name: "TcpCurrEstab", meaning: "connections now ESTABLISHED or CLOSE_WAIT (a level, not a count)", pathology: None, signal: Signal::Context, gauge: true },
     ctx("TcpInSegs", "segments received, including those in error"),
     ctx("TcpOutSegs", "segments sent, excluding retransmissions"),
-    sig("TcpRetransSegs", "segments retransmitted, for any reason (timeouts, fast retransmit, loss probes)", P::Retransmission, Some(S::Info)),
+    sig("TcpRetransSegs", "segments retransmitted, for any reason (timeouts, fast retransmit, loss probes)", P::Retransmission, ev("TcpOutSegs")),
     ctx("TcpInErrs", "segments received with errors (bad checksum, malformed header)"),
-    sig("TcpOutRsts", "resets sent (refused connects, aborts, replies to unknown segments)", P::ConnectFailure, None),
+    sig("TcpOutRsts", "resets sent (refused connects, aborts, replies to unknown segments)", P::ConnectFailure, CTX),
     // Listener queues.
-    sig("TcpExtListenOverflows", "a completed handshake or a SYN met a full accept queue and was dropped", P::AcceptQueueOverflow, Some(S::Warning)),
-    sig("TcpExtListenDrops", "SYNs or handshakes a listener dropped for any reason (includes every ListenOverflows)", P::AcceptQueueOverflow, Some(S::Warning)),
-    sig("TcpExtTCPReqQFullDrop", "SYNs dropped because the SYN queue was full and SYN cookies were off", P::AcceptQueueOverflow, Some(S::Warning)),
-    sig("TcpExtTCPReqQFullDoCookies", "SYN queue full: answered with a SYN cookie instead of queueing", P::AcceptQueueOverflow, Some(S::Info)),
-    sig("TcpExtSyncookiesSent", "SYN cookies sent because the SYN queue overflowed", P::AcceptQueueOverflow, Some(S::Info)),
+    sig("TcpExtListenOverflows", "a completed handshake or a SYN met a full accept queue and was dropped", P::AcceptQueueOverflow, SYN_STALL),
+    sig("TcpExtListenDrops", "SYNs or handshakes a listener dropped for any reason (includes every ListenOverflows)", P::AcceptQueueOverflow, SYN_STALL),
+    sig("TcpExtTCPReqQFullDrop", "SYNs dropped because the SYN queue was full and SYN cookies were off", P::AcceptQueueOverflow, SYN_STALL),
+    sig("TcpExtTCPReqQFullDoCookies", "SYN queue full: answered with a SYN cookie instead of queueing", P::AcceptQueueOverflow, EV),
+    sig("TcpExtSyncookiesSent", "SYN cookies sent because the SYN queue overflowed", P::AcceptQueueOverflow, EV),
     ctx("TcpExtSyncookiesRecv", "valid SYN cookies returned by clients"),
     ctx("TcpExtSyncookiesFailed", "ACKs that carried an invalid SYN cookie"),
     // SYN retransmission and handshake trouble.
-    sig("TcpExtTCPSynRetrans", "SYNs and SYN-ACKs retransmitted after the handshake timer fired (1 s, then the ladder)", P::SynRetransmit, Some(S::Warning)),
-    sig("TcpExtEmbryonicRsts", "resets received for sockets still in SYN_RECV", P::ConnectFailure, None),
+    sig("TcpExtTCPSynRetrans", "SYNs and SYN-ACKs retransmitted after the handshake timer fired (1 s, then the ladder)", P::SynRetransmit, ev("TcpActiveOpens")),
+    sig("TcpExtEmbryonicRsts", "resets received for sockets still in SYN_RECV", P::ConnectFailure, CTX),
     // TIME_WAIT and 4-tuple reuse.
-    sig("TcpExtTW", "sockets put in TIME_WAIT: the side that closed first holds the 4-tuple for 60 s", P::PortExhaustion, None),
-    sig("TcpExtTWRecycled", "TIME_WAIT 4-tuples reused early for a new connection (tcp_tw_reuse, timestamps)", P::PortExhaustion, None),
-    sig("TcpExtTWKilled", "TIME_WAIT sockets ended early (e.g. by a reset, RFC 1337 allows it when tcp_rfc1337=0)", P::TimeWaitCollision, None),
-    sig("TcpExtTCPTimeWaitOverflow", "sockets that skipped TIME_WAIT because tcp_max_tw_buckets was reached", P::PortExhaustion, Some(S::Warning)),
-    sig("TcpExtPAWSEstab", "segments dropped by the timestamp check (PAWS) on established connections", P::TimeWaitCollision, Some(S::Info)),
-    sig("TcpExtPAWSActive", "SYN-ACKs rejected by the timestamp check while connecting", P::TimeWaitCollision, Some(S::Warning)),
-    sig("TcpExtTCPChallengeACK", "challenge ACKs sent in answer to a suspicious SYN or RST (RFC 5961)", P::StaleAckRace, Some(S::Info)),
-    sig("TcpExtTCPACKSkippedTimeWait", "challenge ACKs from TIME_WAIT suppressed by the rate limit", P::TimeWaitCollision, None),
+    sig("TcpExtTW", "sockets put in TIME_WAIT: the side that closed first holds the 4-tuple for 60 s", P::PortExhaustion, CTX),
+    sig("TcpExtTWRecycled", "TIME_WAIT 4-tuples reused early for a new connection (tcp_tw_reuse, timestamps)", P::PortExhaustion, CTX),
+    sig("TcpExtTWKilled", "TIME_WAIT sockets ended early (e.g. by a reset, RFC 1337 allows it when tcp_rfc1337=0)", P::TimeWaitCollision, CTX),
+    sig("TcpExtTCPTimeWaitOverflow", "sockets that skipped TIME_WAIT because tcp_max_tw_buckets was reached", P::PortExhaustion, EV),
+    sig("TcpExtPAWSEstab", "segments dropped by the timestamp check (PAWS) on established connections", P::TimeWaitCollision, EV),
+    sig("TcpExtPAWSActive", "SYN-ACKs rejected by the timestamp check while connecting", P::TimeWaitCollision, SYN_STALL),
+    sig("TcpExtTCPChallengeACK", "challenge ACKs sent in answer to a suspicious SYN or RST (RFC 5961)", P::StaleAckRace, EV),
+    sig("TcpExtTCPACKSkippedTimeWait", "challenge ACKs from TIME_WAIT suppressed by the rate limit", P::TimeWaitCollision, CTX),
     // Data retransmission.
-    sig("TcpExtTCPTimeouts", "retransmission timer expiries (data RTO and SYN timeouts): each is a stall of at least the RTO", P::RetransmitTimeout, Some(S::Warning)),
-    sig("TcpExtTCPSlowStartRetrans", "retransmissions sent in loss recovery after a timeout", P::RetransmitTimeout, None),
-    sig("TcpExtTCPLostRetransmit", "retransmitted segments that were lost again", P::RetransmitTimeout, Some(S::Info)),
-    sig("TcpExtTCPSpuriousRTOs", "timeouts later proven unnecessary (F-RTO): the RTO was too short for the path", P::RetransmitTimeout, Some(S::Info)),
-    sig("TcpExtTCPAbortOnTimeout", "connections given up after too many retransmission timeouts", P::RetransmitTimeout, Some(S::Critical)),
-    sig("TcpExtTCPFastRetrans", "segments resent by fast retransmit (three duplicate ACKs or SACK), no timeout", P::Retransmission, Some(S::Info)),
-    sig("TcpExtTCPLossProbes", "tail loss probes sent (RACK-TLP) to avoid waiting for a timeout", P::Retransmission, None),
-    sig("TcpExtTCPLossProbeRecovery", "losses repaired by a tail loss probe instead of a timeout", P::Retransmission, None),
-    sig("TcpExtTCPDSACKRecv", "duplicate-SACK blocks received: the peer got a segment twice (spurious retransmission)", P::Retransmission, None),
-    sig("TcpExtTCPRetransFail", "retransmissions the local stack failed to send (qdisc full, no memory)", P::Retransmission, Some(S::Warning)),
+    sig("TcpExtTCPTimeouts", "retransmission timer expiries (data RTO and SYN timeouts): each is a stall of at least the RTO", P::RetransmitTimeout, RTO),
+    sig("TcpExtTCPSlowStartRetrans", "retransmissions sent in loss recovery after a timeout", P::RetransmitTimeout, CTX),
+    sig("TcpExtTCPLostRetransmit", "retransmitted segments that were lost again", P::RetransmitTimeout, EV),
+    sig("TcpExtTCPSpuriousRTOs", "timeouts later proven unnecessary (F-RTO): the RTO was too short for the path", P::SpuriousRetransmission, EV),
+    sig("TcpExtTCPAbortOnTimeout", "connections given up after too many retransmission timeouts", P::RetransmitTimeout, FAIL),
+    sig("TcpExtTCPFastRetrans", "segments resent by fast retransmit (three duplicate ACKs or SACK), no timeout", P::Retransmission, ev("TcpOutSegs")),
+    sig("TcpExtTCPLossProbes", "tail loss probes sent (RACK-TLP) to avoid waiting for a timeout", P::Retransmission, CTX),
+    sig("TcpExtTCPLossProbeRecovery", "losses repaired by a tail loss probe instead of a timeout", P::Retransmission, CTX),
+    sig("TcpExtTCPDSACKRecv", "duplicate-SACK blocks received: the peer got a segment twice (spurious retransmission)", P::SpuriousRetransmission, CTX),
+    sig("TcpExtTCPRetransFail", "retransmissions the local stack failed to send (qdisc full, no memory)", P::Retransmission, EV),
     // Slow readers and receive-side pressure.
-    sig("TcpExtTCPToZeroWindowAdv", "times this host closed its advertised window to zero (its reader fell behind)", P::SlowReader, Some(S::Warning)),
-    sig("TcpExtTCPFromZeroWindowAdv", "times this host reopened a window it had closed to zero", P::SlowReader, None),
-    sig("TcpExtTCPWantZeroWindowAdv", "times the receive buffer would have allowed only a zero window", P::SlowReader, Some(S::Info)),
-    sig("TcpExtTCPZeroWindowDrop", "segments dropped because the receive window was zero", P::SlowReader, Some(S::Warning)),
-    sig("TcpExtTCPWinProbe", "zero-window probes sent: the peer advertised no room", P::SlowReader, Some(S::Warning)),
-    sig("TcpExtTCPRcvQDrop", "segments dropped because the receive queue was over its memory limit", P::SlowReader, Some(S::Warning)),
-    sig("TcpExtPruneCalled", "receive queues pruned because the socket ran over its buffer", P::SlowReader, Some(S::Warning)),
-    sig("TcpExtRcvPruned", "segments discarded from a receive queue by pruning", P::SlowReader, Some(S::Warning)),
-    sig("TcpExtOfoPruned", "out-of-order segments discarded to free receive memory", P::SlowReader, Some(S::Info)),
-    sig("TcpExtTCPRcvCollapsed", "segments merged in a receive queue to save memory (buffer nearly full)", P::SlowReader, None),
-    sig("TcpExtTCPBacklogDrop", "segments dropped because the socket's backlog was full while the application held it", P::SlowReader, Some(S::Warning)),
+    sig("TcpExtTCPToZeroWindowAdv", "times this host closed its advertised window to zero (its reader fell behind)", P::SlowReader, EV),
+    sig("TcpExtTCPFromZeroWindowAdv", "times this host reopened a window it had closed to zero", P::SlowReader, CTX),
+    sig("TcpExtTCPWantZeroWindowAdv", "times the receive buffer would have allowed only a zero window", P::SlowReader, EV),
+    sig("TcpExtTCPZeroWindowDrop", "segments dropped because the receive window was zero", P::SlowReader, EV),
+    sig("TcpExtTCPWinProbe", "zero-window probes sent: the peer advertised no room", P::SlowReader, EV),
+    sig("TcpExtTCPRcvQDrop", "segments dropped because the receive queue was over its memory limit", P::SlowReader, EV),
+    sig("TcpExtPruneCalled", "receive queues pruned because the socket ran over its buffer", P::SlowReader, EV),
+    sig("TcpExtRcvPruned", "segments discarded from a receive queue by pruning", P::SlowReader, EV),
+    sig("TcpExtOfoPruned", "out-of-order segments discarded to free receive memory", P::SlowReader, EV),
+    sig("TcpExtTCPRcvCollapsed", "segments merged in a receive queue to save memory (buffer nearly full)", P::SlowReader, CTX),
+    sig("TcpExtTCPBacklogDrop", "segments dropped because the socket's backlog was full while the application held it", P::SlowReader, EV),
     // Delayed ACKs.
-    sig("TcpExtDelayedACKs", "delayed ACKs sent when the delayed-ACK timer fired", P::DelayedAck, None),
-    sig("TcpExtDelayedACKLocked", "delayed ACKs postponed further because the application held the socket", P::DelayedAck, None),
-    sig("TcpExtDelayedACKLost", "duplicate data received (our ACK was lost or late): quick-ACK mode entered", P::Retransmission, None),
+    sig("TcpExtDelayedACKs", "delayed ACKs sent when the delayed-ACK timer fired", P::DelayedAck, CTX),
+    sig("TcpExtDelayedACKLocked", "delayed ACKs postponed further because the application held the socket", P::DelayedAck, CTX),
+    sig("TcpExtDelayedACKLost", "duplicate data received (our ACK was lost or late): quick-ACK mode entered", P::Retransmission, CTX),
     // Aborts.
-    sig("TcpExtTCPAbortOnData", "connections reset because data arrived after the application closed", P::ConnectFailure, None),
-    sig("TcpExtTCPAbortOnClose", "connections reset because the application closed with unread data", P::ConnectFailure, None),
-    sig("TcpExtTCPAbortOnMemory", "connections reset because TCP memory (tcp_mem) ran out", P::ConnectFailure, Some(S::Critical)),
-    sig("TcpExtTCPAbortFailed", "resets that could not be sent (no memory)", P::ConnectFailure, Some(S::Warning)),
-    sig("TcpExtTCPMemoryPressures", "times TCP entered memory pressure (tcp_mem middle threshold)", P::SlowReader, Some(S::Warning)),
+    sig("TcpExtTCPAbortOnData", "connections reset because data arrived after the application closed", P::ConnectFailure, CTX),
+    sig("TcpExtTCPAbortOnClose", "connections reset because the application closed with unread data", P::ConnectFailure, CTX),
+    sig("TcpExtTCPAbortOnMemory", "connections reset because TCP memory (tcp_mem) ran out", P::ConnectFailure, FAIL),
+    sig("TcpExtTCPAbortFailed", "resets that could not be sent (no memory)", P::ConnectFailure, EV),
+    sig("TcpExtTCPMemoryPressures", "times TCP entered memory pressure (tcp_mem middle threshold)", P::SlowReader, EV),
 ];
 
 /// The meaning of one counter (by nstat name).
@@ -142,41 +175,67 @@ fn explained_by_syn_retransmits(name: &str, delta: &BTreeMap<String, i64>) -> bo
     }
 }
 
-/// The worst severity seen for one pathology and the counters that moved.
-type Moved = (Severity, Vec<(&'static str, i64)>);
+/// What the caller knows about the window a delta covers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Window {
+    /// How long the delta covers; `None` between two saved snapshots of unknown spacing.
+    pub length: Option<Duration>,
+    /// The host's smallest retransmission timeout (sysctl or route `rto_min`), when known:
+    /// each `TcpExtTCPTimeouts` increment is a stall at least this long.
+    pub rto_floor: Option<Duration>,
+}
+
+/// The impact that `d` increments of counter `c` prove, given the other counters' deltas.
+fn impact_of(c: &CounterInfo, d: i64, delta: &BTreeMap<String, i64>, w: Window) -> Impact {
+    let n = d as u64;
+    match c.signal {
+        Signal::Context => Impact::none(),
+        Signal::Event { per } => {
+            let observed = per
+                .and_then(|p| delta.get(p).copied())
+                .filter(|&t| t > 0)
+                .map(|t| t as u64);
+            Impact::stalls(n, observed, None)
+        }
+        Signal::Stall(at_least) => Impact::stalls(n, None, Some(at_least)),
+        Signal::Timeout => Impact::stalls(n, None, w.rto_floor),
+        Signal::Failure => Impact::failures(n, None),
+    }
+}
 
 /// Findings from counter deltas (`name -> change`), `Source::Counters`: for each pathology,
-/// the counters that signal it and moved, as evidence; the finding takes the highest
-/// severity among them. `window_ms` (how long the delta covers) is quoted in the summary.
-pub fn findings(delta: &BTreeMap<String, i64>, window_ms: Option<u64>) -> Vec<Finding> {
-    let mut by: BTreeMap<Pathology, Moved> = BTreeMap::new();
+/// the counters that signal it and moved, as evidence; the impacts they prove are merged and
+/// judged by the policy. `window` says how long the delta covers and the RTO floor.
+pub fn findings(delta: &BTreeMap<String, i64>, window: Window) -> Vec<Finding> {
+    let mut by: BTreeMap<Pathology, (Impact, Vec<(&'static str, i64)>)> = BTreeMap::new();
     for c in COUNTERS {
-        let (Some(p), Some(sev)) = (c.pathology, c.moved) else {
+        let Some(p) = c.pathology else {
             continue;
         };
+        if c.signal == Signal::Context || c.gauge {
+            continue;
+        }
         let d = delta.get(c.name).copied().unwrap_or(0);
-        if d <= 0 || c.gauge {
+        if d <= 0 || explained_by_syn_retransmits(c.name, delta) {
             continue;
         }
-        if explained_by_syn_retransmits(c.name, delta) {
-            continue;
-        }
-        let e = by.entry(p).or_insert((sev, Vec::new()));
-        e.0 = e.0.max(sev);
+        let impact = impact_of(c, d, delta, window);
+        let e = by.entry(p).or_insert((impact.clone(), Vec::new()));
+        e.0 = e.0.merge(&impact);
         e.1.push((c.name, d));
     }
-    let over = match window_ms {
-        Some(ms) => format!(" in {:.1} s", ms as f64 / 1000.0),
+    let over = match window.length {
+        Some(l) => format!(" in {:.1} s", l.as_secs_f64()),
         None => " between the two snapshots".to_string(),
     };
     by.into_iter()
-        .map(|(p, (sev, moved))| {
+        .map(|(p, (impact, moved))| {
             let list: Vec<String> = moved.iter().map(|(n, d)| format!("{n} +{d}")).collect();
             let mut f = Finding::new(
                 p,
-                sev,
                 Source::Counters,
                 format!("{}{over}", list.join(", ")),
+                impact,
             );
             for (n, d) in moved {
                 f = f.with_evidence(Evidence::Counter {
@@ -192,6 +251,7 @@ pub fn findings(delta: &BTreeMap<String, i64>, window_ms: Option<u64>) -> Vec<Fi
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::finding::Severity;
 
     #[test]
     fn names_are_unique_nstat_names_with_meanings() {
@@ -204,7 +264,11 @@ mod tests {
                 c.name
             );
             assert!(!c.meaning.is_empty());
-            assert!(!(c.moved.is_some() && c.pathology.is_none()), "{}", c.name);
+            assert!(
+                c.signal == Signal::Context || c.pathology.is_some(),
+                "{}",
+                c.name
+            );
         }
         assert_eq!(
             info("TcpExtListenOverflows").unwrap().pathology,
@@ -222,17 +286,24 @@ mod tests {
         d.insert("TcpExtTCPAbortOnTimeout".to_string(), 1);
         d.insert("TcpActiveOpens".to_string(), 72);
         d.insert("TcpExtTCPToZeroWindowAdv".to_string(), 0);
-        let f = findings(&d, Some(2000));
+        let w = Window {
+            length: Some(Duration::from_secs(2)),
+            rto_floor: Some(Duration::from_millis(200)),
+        };
+        let mut f = findings(&d, w);
+        crate::finding::rank(&mut f);
         let ps: Vec<Pathology> = f.iter().map(|f| f.pathology).collect();
+        // The cause (a full accept queue: 1 s per drop) first, then the symptoms.
         assert_eq!(
             ps,
             vec![
-                Pathology::SynRetransmit,
                 Pathology::AcceptQueueOverflow,
-                Pathology::RetransmitTimeout
+                Pathology::RetransmitTimeout,
+                Pathology::SynRetransmit,
             ]
         );
-        let aq = &f[1];
+        let aq = &f[0];
+        assert_eq!(aq.severity, Severity::Critical);
         assert_eq!(aq.evidence.len(), 2);
         assert!(
             aq.summary.contains("TcpExtListenOverflows +108"),
@@ -240,17 +311,24 @@ mod tests {
             aq.summary
         );
         assert!(aq.summary.contains("in 2.0 s"));
-        assert_eq!(f[2].severity, Severity::Critical);
-        assert!(findings(&BTreeMap::new(), None).is_empty());
+        // One connection given up on: a failure.
+        assert_eq!(f[1].severity, Severity::Critical);
+        // 90 SYN retransmissions for 72 connects: common, but how long each waited is not in
+        // the counters.
+        assert_eq!(f[2].severity, Severity::Warning);
+        assert!(findings(&BTreeMap::new(), Window::default()).is_empty());
         // Timeouts fully explained by SYN retransmissions are not data timeouts.
         let mut d = BTreeMap::new();
         d.insert("TcpExtTCPTimeouts".to_string(), 90);
         d.insert("TcpExtTCPSynRetrans".to_string(), 90);
         d.insert("TcpExtTCPLostRetransmit".to_string(), 40);
         d.insert("TcpRetransSegs".to_string(), 90);
-        let ps: Vec<Pathology> = findings(&d, None).iter().map(|f| f.pathology).collect();
+        let ps: Vec<Pathology> = findings(&d, Window::default())
+            .iter()
+            .map(|f| f.pathology)
+            .collect();
         assert_eq!(ps, vec![Pathology::SynRetransmit]);
         d.insert("TcpExtTCPTimeouts".to_string(), 95);
-        assert_eq!(findings(&d, None).len(), 2);
+        assert_eq!(findings(&d, Window::default()).len(), 2);
     }
 }

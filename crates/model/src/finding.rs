@@ -2,7 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::catalogue::{self, Remedy};
+use crate::catalogue::{self, Remedy, Role};
+use crate::policy::{Impact, Rule};
 
 /// What went wrong. Every detector in every command names one of these; the catalogue
 /// ([`Pathology::entry`]) holds its explanation and remedies.
@@ -42,10 +43,21 @@ pub enum Pathology {
     UnexplainedDelay,
     /// A tunable whose value exposes the host to one of the pathologies above, or is unsafe.
     RiskySetting,
+    /// SYNs that were never answered at all: a SYN flood, or a server or firewall that does
+    /// not answer.
+    UnansweredSyn,
+    /// The server accepted the connection but did not reply, or replied too slowly, before
+    /// the client gave up.
+    NoReply,
+    /// HTTP answers outside the expected status classes (by default anything but 2xx).
+    HttpError,
+    /// Retransmissions of data the receiver already had (proven by D-SACK or by the ACK of
+    /// the original): not loss, but wasted sends and often a timer set too short.
+    SpuriousRetransmission,
 }
 
 impl Pathology {
-    pub const ALL: [Pathology; 14] = [
+    pub const ALL: [Pathology; 18] = [
         Pathology::SynRetransmit,
         Pathology::TimeWaitCollision,
         Pathology::StaleAckRace,
@@ -60,6 +72,10 @@ impl Pathology {
         Pathology::ConnectFailure,
         Pathology::UnexplainedDelay,
         Pathology::RiskySetting,
+        Pathology::UnansweredSyn,
+        Pathology::NoReply,
+        Pathology::HttpError,
+        Pathology::SpuriousRetransmission,
     ];
 
     /// The snake_case name used in JSON and on the command line.
@@ -70,6 +86,11 @@ impl Pathology {
     /// The catalogue entry: title, explanation, remedies, counters and sysctls.
     pub fn entry(self) -> &'static catalogue::CatalogueEntry {
         catalogue::entry(self)
+    }
+
+    /// Whether this pathology is a cause (it explains others) or a symptom.
+    pub fn role(self) -> Role {
+        self.entry().role
     }
 }
 
@@ -112,6 +133,8 @@ pub enum Source {
     Check,
     Burst,
     Lab,
+    Doctor,
+    Trace,
 }
 
 /// One fact that backs a finding. Tagged by `kind` in JSON.
@@ -149,10 +172,18 @@ pub enum Evidence {
 }
 
 /// One diagnosed problem.
+///
+/// Its severity is never chosen by a detector: it follows from the [`Impact`] through the
+/// policy ([`crate::policy`]), and `severity_rule` names the rule that applied.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Finding {
     pub pathology: Pathology,
+    /// Set from `impact` by [`Finding::new`] and [`Finding::with_impact`]; do not assign.
     pub severity: Severity,
+    /// The policy rule that set `severity`.
+    pub severity_rule: Rule,
+    /// What the pathology cost, as measured.
+    pub impact: Impact,
     pub source: Source,
     /// One line: what was seen, with the key figure.
     pub summary: String,
@@ -164,23 +195,52 @@ pub struct Finding {
 }
 
 impl Finding {
-    /// A finding whose explanation and remedies come from the catalogue.
+    /// A finding whose severity follows from `impact` (the policy) and whose explanation and
+    /// remedies come from the catalogue.
     pub fn new(
         pathology: Pathology,
-        severity: Severity,
         source: Source,
         summary: impl Into<String>,
+        impact: Impact,
     ) -> Finding {
         let entry = pathology.entry();
+        let judgement = impact.judge();
         Finding {
             pathology,
-            severity,
+            severity: judgement.severity,
+            severity_rule: judgement.rule,
+            impact,
             source,
             summary: summary.into(),
             evidence: Vec::new(),
             explanation: entry.explanation.to_string(),
             remedies: entry.remedies.iter().map(|r| r.to_owned_remedy()).collect(),
         }
+    }
+
+    /// The old constructor that took a severity chosen by the caller. Kept only while the
+    /// detectors move to [`Finding::new`] with an [`Impact`].
+    #[deprecated(
+        note = "describe the harm as an Impact and use Finding::new: the policy sets the severity"
+    )]
+    pub fn legacy(
+        pathology: Pathology,
+        severity: Severity,
+        source: Source,
+        summary: impl Into<String>,
+    ) -> Finding {
+        let mut f = Finding::new(pathology, source, summary, Impact::none());
+        f.severity = severity;
+        f
+    }
+
+    /// Replaces the impact and re-derives the severity from it.
+    pub fn with_impact(mut self, impact: Impact) -> Finding {
+        let judgement = impact.judge();
+        self.severity = judgement.severity;
+        self.severity_rule = judgement.rule;
+        self.impact = impact;
+        self
     }
 
     pub fn with_evidence(mut self, evidence: Evidence) -> Finding {
@@ -224,26 +284,32 @@ impl Finding {
     }
 }
 
-/// Orders findings most damaging first: severity, then the catalogue's rank.
+/// Orders findings: those above info first; among them causes before the symptoms they
+/// explain, then the more severe, then the catalogue's rank. Informational findings follow in
+/// the same order.
 pub fn rank(findings: &mut [Finding]) {
-    findings.sort_by(|a, b| {
-        b.severity
-            .cmp(&a.severity)
-            .then(a.pathology.entry().rank.cmp(&b.pathology.entry().rank))
+    findings.sort_by_key(|f| {
+        (
+            f.severity == Severity::Info,
+            f.pathology.role(),
+            std::cmp::Reverse(f.severity),
+            f.pathology.entry().rank,
+        )
     });
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn finding_takes_catalogue_text_and_serializes_snake_case() {
         let f = Finding::new(
             Pathology::PortExhaustion,
-            Severity::Critical,
             Source::Probe,
             "connects failed",
+            Impact::failures(3, None),
         )
         .counter("TcpExtTW", 3);
         assert!(!f.explanation.is_empty());
@@ -251,24 +317,68 @@ mod tests {
         let json = serde_json::to_value(&f).unwrap();
         assert_eq!(json["pathology"], "port_exhaustion");
         assert_eq!(json["severity"], "critical");
+        assert_eq!(json["severity_rule"], "failures");
+        assert_eq!(json["impact"]["failed"], 3);
         assert_eq!(json["evidence"][0]["kind"], "counter");
         assert_eq!(json["evidence"][0]["name"], "TcpExtTW");
     }
 
     #[test]
-    fn rank_puts_critical_first() {
+    fn severity_follows_the_impact() {
+        let f = Finding::new(
+            Pathology::SynRetransmit,
+            Source::Analyze,
+            "x",
+            Impact::stalls(1, Some(1000), Some(Duration::from_millis(1_010))),
+        );
+        assert_eq!(f.severity, Severity::Critical);
+        let f = f.with_impact(Impact::stalls(1, Some(1000), None));
+        assert_eq!(f.severity, Severity::Info);
+    }
+
+    fn f(p: Pathology, impact: Impact, summary: &str) -> Finding {
+        Finding::new(p, Source::Probe, summary, impact)
+    }
+
+    #[test]
+    fn rank_puts_causes_before_symptoms_and_info_last() {
+        let second = Some(Duration::from_secs(1));
         let mut v = vec![
-            Finding::new(Pathology::DelayedAck, Severity::Info, Source::Probe, "a"),
-            Finding::new(
-                Pathology::SynRetransmit,
-                Severity::Critical,
-                Source::Probe,
-                "b",
+            f(
+                Pathology::DelayedAck,
+                Impact::stalls(1, Some(1000), None),
+                "info",
             ),
-            Finding::new(Pathology::Incast, Severity::Warning, Source::Probe, "c"),
+            f(
+                Pathology::SynRetransmit,
+                Impact::stalls(9, None, second),
+                "symptom",
+            ),
+            f(
+                Pathology::StaleAckRace,
+                Impact::stalls(9, Some(100), None),
+                "cause",
+            ),
+            f(
+                Pathology::Retransmission,
+                Impact::stalls(9, Some(100), None),
+                "symptom2",
+            ),
         ];
         rank(&mut v);
-        assert_eq!(v[0].summary, "b");
-        assert_eq!(v[2].summary, "a");
+        let order: Vec<&str> = v.iter().map(|f| f.summary.as_str()).collect();
+        assert_eq!(order, ["cause", "symptom", "symptom2", "info"]);
+    }
+
+    #[test]
+    fn every_new_pathology_is_in_all() {
+        for p in [
+            Pathology::UnansweredSyn,
+            Pathology::NoReply,
+            Pathology::HttpError,
+            Pathology::SpuriousRetransmission,
+        ] {
+            assert!(Pathology::ALL.contains(&p));
+        }
     }
 }

@@ -9,11 +9,13 @@ pub mod catalogue;
 pub mod counters;
 pub mod finding;
 pub mod net;
+pub mod policy;
 pub mod report;
 pub mod timers;
 
-pub use catalogue::{CatalogueEntry, Remedy};
+pub use catalogue::{CatalogueEntry, Remedy, Role};
 pub use finding::{Evidence, Finding, Pathology, Severity, Source};
 pub use net::PortRange;
-pub use report::{Report, Verdict, SCHEMA_VERSION};
+pub use policy::{Impact, Judgement, Rule};
+pub use report::{Measured, Report, Verdict, SCHEMA_VERSION};
 pub use timers::SynLadder;

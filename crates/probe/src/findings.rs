@@ -46,7 +46,7 @@ pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec
         let f = match g.cause {
             SpikeCause::SynRetransmit { .. } => continue, // grouped below
             SpikeCause::AcceptQueueOverflow => counter_evidence(
-                Finding::new(
+                Finding::legacy(
                     Pathology::AcceptQueueOverflow,
                     Severity::Warning,
                     Source::Probe,
@@ -60,7 +60,7 @@ pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec
                 &["TcpExtListenOverflows", "TcpExtListenDrops", "TcpExtTCPSynRetrans"],
             ),
             SpikeCause::StaleAckResend => counter_evidence(
-                Finding::new(
+                Finding::legacy(
                     Pathology::StaleAckRace,
                     Severity::Info,
                     Source::Probe,
@@ -74,7 +74,7 @@ pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec
                 &["TcpExtTCPSynRetrans", "TcpOutRsts"],
             ),
             SpikeCause::DataRto => counter_evidence(
-                Finding::new(
+                Finding::legacy(
                     Pathology::RetransmitTimeout,
                     Severity::Warning,
                     Source::Probe,
@@ -97,7 +97,7 @@ pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec
                 s.settings.rto_min_us,
             ),
             SpikeCause::DelayedAck => counter_evidence(
-                Finding::new(
+                Finding::legacy(
                     Pathology::DelayedAck,
                     // Rare ones cost little; a steady share is a protocol pattern to fix.
                     if g.count * 100 >= s.requests_ok.max(1) {
@@ -116,7 +116,7 @@ pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec
                 &["TcpExtDelayedACKs"],
             )
             .setting("TCP_NODELAY", ctx.cfg.nodelay),
-            SpikeCause::Unexplained => Finding::new(
+            SpikeCause::Unexplained => Finding::legacy(
                 Pathology::UnexplainedDelay,
                 Severity::Info,
                 Source::Probe,
@@ -168,7 +168,7 @@ fn port_exhaustion(ctx: &Context, s: &Summary, delta: &Delta, out: &mut Vec<Find
             .iter()
             .min_by_key(|e| e.first_at_us)
             .expect("non-empty");
-        let mut f = Finding::new(
+        let mut f = Finding::legacy(
             Pathology::PortExhaustion,
             Severity::Critical,
             Source::Probe,
@@ -205,7 +205,7 @@ fn port_exhaustion(ctx: &Context, s: &Summary, delta: &Delta, out: &mut Vec<Find
         && !ctx.cfg.linger0
     {
         let reused = delta.get("TcpExtTWRecycled");
-        let f = Finding::new(
+        let f = Finding::legacy(
             Pathology::PortExhaustion,
             Severity::Info,
             Source::Probe,
@@ -282,7 +282,7 @@ fn connect_failures(s: &Summary, delta: &Delta, out: &mut Vec<Finding>) {
     } else {
         Severity::Warning
     };
-    let mut f = Finding::new(
+    let mut f = Finding::legacy(
         Pathology::ConnectFailure,
         severity,
         Source::Probe,
@@ -332,7 +332,7 @@ fn syn_retransmits(s: &Summary, spikes: &[Spike], delta: &Delta, out: &mut Vec<F
         .map(|ms| format!("{}", *ms as f64 / 1000.0))
         .collect();
     let corroborated: u64 = groups.iter().map(|g| g.corroborated).sum();
-    let mut f = Finding::new(
+    let mut f = Finding::legacy(
         Pathology::SynRetransmit,
         Severity::Warning,
         Source::Probe,

@@ -101,7 +101,10 @@ pub fn verdict<W: Write + ?Sized, B>(w: &mut W, report: &Report<B>) -> io::Resul
         ""
     };
     match (report.verdict, worst) {
-        (Verdict::Healthy, _) => writeln!(w, "Verdict: healthy{interrupted}"),
+        (Verdict::Healthy, _) => writeln!(w, "Verdict: healthy ({})", report.verdict_reason),
+        (Verdict::Inconclusive, _) => {
+            writeln!(w, "Verdict: inconclusive ({})", report.verdict_reason)
+        }
         (Verdict::Findings, _) => {
             let top = &report.findings[0];
             writeln!(
@@ -122,7 +125,7 @@ mod tests {
 
     #[test]
     fn renders_evidence_and_remedies() {
-        let f = Finding::new(
+        let f = Finding::legacy(
             Pathology::SynRetransmit,
             Severity::Warning,
             Source::Probe,

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use tcpdoctor_analyze::{Analysis, Analyzer, Config, FlowRow, Prepare, Released, SegKey};
 use tcpdoctor_capture::{Format, Reader, Segment, Stats};
-use tcpdoctor_model::{PortRange, Report};
+use tcpdoctor_model::{Measured, PortRange, Report};
 use tcpdoctor_report::{findings, fmt, table};
 
 use crate::output;
@@ -202,8 +202,15 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         error: error.clone(),
         analysis,
     };
-    let report =
-        Report::new("analyze", findings_v, body).interrupted(interrupted || error.is_some());
+    let measured = match body.capture.stats.tcp_segments {
+        0 => Measured::Nothing(format!(
+            "no TCP segment among {} packet(s)",
+            body.capture.stats.packets
+        )),
+        n => Measured::Something(format!("{n} TCP segment(s)")),
+    };
+    let report = Report::new("analyze", findings_v, body, measured)
+        .interrupted(interrupted || error.is_some());
     let code = if args.csv {
         output::with_stdout(|w| write_csv(w, &report.body.analysis.flows))?;
         report.verdict.exit_code()

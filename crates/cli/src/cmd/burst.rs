@@ -8,7 +8,7 @@ use anyhow::{bail, Context};
 use serde::Serialize;
 use tcpdoctor_host::burst::{self, Direction, DirectionReport, IntervalStats, Mode, Thresholds};
 use tcpdoctor_host::netdev::{self, Stat};
-use tcpdoctor_model::Report;
+use tcpdoctor_model::{Measured, Report};
 use tcpdoctor_report::{findings, fmt, table};
 
 /// The long help of `tcpdoctor burst --help` (what it needs, overhead, fields, example).
@@ -258,7 +258,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         directions: reports,
     };
     let interrupted = samples.interrupted || crate::output::stop_flag().load(Ordering::SeqCst);
-    let report = Report::new("burst", found, body).interrupted(interrupted);
+    let measured = match samples.t_ns.len() {
+        0 | 1 => Measured::Nothing("fewer than two samples of the interface counters".into()),
+        n => Measured::Something(format!("{n} samples")),
+    };
+    let report = Report::new("burst", found, body, measured).interrupted(interrupted);
     crate::output::emit(&report, args.json, |w, r| {
         write_text(w, &r.body)?;
         writeln!(w)?;

@@ -4,7 +4,7 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 use tcpdoctor_host::check::{self, Inputs};
-use tcpdoctor_model::Report;
+use tcpdoctor_model::{Measured, Report};
 use tcpdoctor_report::{findings, fmt, table};
 
 /// The long help of `tcpdoctor check --help` (what it needs, overhead, fields, example).
@@ -67,7 +67,12 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         inputs.listeners = listener_backlogs(&tcpdoctor_host::sockets::analyze(&c, None).summary);
     }
     let found = check::audit(&inputs);
-    let report = Report::new("check", found, body(inputs));
+    let report = Report::new(
+        "check",
+        found,
+        body(inputs),
+        Measured::Something("this host's TCP settings".into()),
+    );
     crate::output::emit(&report, args.json, |w, r| {
         write_settings(w, &r.body)?;
         writeln!(w)?;

@@ -13,7 +13,7 @@ use tcpdoctor_host::counters::{self, Snapshot};
 use tcpdoctor_host::saved::{self, Format, Saved, Unparsed};
 use tcpdoctor_host::sockets;
 use tcpdoctor_model::counters::{self as meaning, COUNTERS};
-use tcpdoctor_model::{Pathology, Report};
+use tcpdoctor_model::{Measured, Pathology, Report};
 use tcpdoctor_report::{findings, table};
 
 use crate::output;
@@ -285,6 +285,10 @@ fn snapshot_report(
             unchanged: 0,
             files,
         },
+        Measured::Nothing(
+            "a snapshot holds totals since boot; judge a window with --interval or --from/--to"
+                .into(),
+        ),
     )
 }
 
@@ -315,7 +319,17 @@ fn delta_report(
         (present.into_iter().map(mk).collect(), unchanged)
     };
     let window_ms = elapsed.map(|e| e.as_millis() as u64);
-    let findings = meaning::findings(&delta.changed, window_ms);
+    let findings = meaning::findings(
+        &delta.changed,
+        meaning::Window {
+            length: elapsed,
+            rto_floor: None,
+        },
+    );
+    let measured = Measured::Something(match elapsed {
+        Some(e) => format!("counter deltas over {:.1} s", e.as_secs_f64()),
+        None => "counter deltas between two snapshots".into(),
+    });
     Report::new(
         "counters",
         findings,
@@ -330,6 +344,7 @@ fn delta_report(
             unchanged,
             files,
         },
+        measured,
     )
 }
 

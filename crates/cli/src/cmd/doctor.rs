@@ -12,7 +12,7 @@ use serde::Serialize;
 use tcpdoctor_host::check::{self, Inputs};
 use tcpdoctor_host::counters;
 use tcpdoctor_host::sockets::{self, Filter, Summary};
-use tcpdoctor_model::{Finding, Report, Severity, Source};
+use tcpdoctor_model::{Finding, Measured, Report, Severity, Source};
 use tcpdoctor_report::{findings, fmt};
 
 use crate::output;
@@ -240,7 +240,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             let window_ms = window.as_millis() as u64;
             run.found.extend(tcpdoctor_model::counters::findings(
                 &d.changed,
-                Some(window_ms),
+                tcpdoctor_model::counters::Window {
+                    length: Some(window),
+                    rto_floor: None,
+                },
             ));
             run.steps.push(Step {
                 step: "counters",
@@ -291,7 +294,13 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         counters_moved: moved,
         probe,
     };
-    let report = Report::new("doctor", merge(run.found), body).interrupted(run.interrupted);
+    let report = Report::new(
+        "doctor",
+        merge(run.found),
+        body,
+        Measured::Something("settings, sockets and counters".into()),
+    )
+    .interrupted(run.interrupted);
     output::emit(&report, args.json, |w, r| write_text(w, r))
 }
 
@@ -461,7 +470,7 @@ mod tests {
     use tcpdoctor_model::Pathology;
 
     fn f(p: Pathology, sev: Severity, src: Source, s: &str) -> Finding {
-        Finding::new(p, sev, src, s).counter(s, 1)
+        Finding::legacy(p, sev, src, s).counter(s, 1)
     }
 
     #[test]

@@ -13,7 +13,7 @@ use tcpdoctor_lab::scenario::{
     Common,
 };
 use tcpdoctor_lab::subnet::LabSubnet;
-use tcpdoctor_model::Report;
+use tcpdoctor_model::{Measured, Report};
 use tcpdoctor_report::{findings, fmt, table};
 
 use crate::output;
@@ -322,7 +322,12 @@ fn run_cleanup(a: CleanupArgs) -> anyhow::Result<i32> {
     };
     tcpdoctor_lab::require_root()?;
     let cleaned = cleanup::cleanup(&scope);
-    let report = Report::new("lab", Vec::new(), cleaned);
+    let report = Report::new(
+        "lab",
+        Vec::new(),
+        cleaned,
+        Measured::Something("leftovers".into()),
+    );
     let code = output::emit(&report, a.json, |w, r| {
         let c = &r.body;
         writeln!(
@@ -413,8 +418,8 @@ fn run_incast(a: IncastArgs) -> anyhow::Result<i32> {
             eprintln!("wrote {} and {}", csv.display(), svg.display());
         }
     }
-    let report =
-        Report::new("lab", outcome.findings, outcome.body).interrupted(outcome.interrupted);
+    let report = Report::new("lab", outcome.findings, outcome.body, scenario_ran())
+        .interrupted(outcome.interrupted);
     output::emit(&report, a.common.json, |w, r| render_incast(w, r))
 }
 
@@ -591,7 +596,7 @@ fn run_port_exhaustion(a: PortArgs) -> anyhow::Result<i32> {
     let bar = output::progress(None, "port-exhaustion");
     let o = port_exhaustion::run(&common, &cfg, output::stop_flag())?;
     bar.finish_and_clear();
-    let report = Report::new("lab", o.findings, o.body).interrupted(o.interrupted);
+    let report = Report::new("lab", o.findings, o.body, scenario_ran()).interrupted(o.interrupted);
     output::emit(&report, a.common.json, |w, r| {
         let b = &r.body;
         writeln!(
@@ -637,7 +642,7 @@ fn run_syn_drop(a: SynDropArgs) -> anyhow::Result<i32> {
     let bar = output::progress(None, "syn-drop");
     let o = syn_drop::run(&common, &cfg, output::stop_flag())?;
     bar.finish_and_clear();
-    let report = Report::new("lab", o.findings, o.body).interrupted(o.interrupted);
+    let report = Report::new("lab", o.findings, o.body, scenario_ran()).interrupted(o.interrupted);
     output::emit(&report, a.common.json, |w, r| {
         let b = &r.body;
         writeln!(
@@ -667,7 +672,7 @@ fn run_accept_overflow(a: AcceptArgs) -> anyhow::Result<i32> {
     let bar = output::progress(None, "accept-overflow");
     let o = accept_overflow::run(&common, &cfg, output::stop_flag())?;
     bar.finish_and_clear();
-    let report = Report::new("lab", o.findings, o.body).interrupted(o.interrupted);
+    let report = Report::new("lab", o.findings, o.body, scenario_ran()).interrupted(o.interrupted);
     output::emit(&report, a.common.json, |w, r| {
         let b = &r.body;
         writeln!(
@@ -799,7 +804,7 @@ fn run_timewait(a: TimewaitArgs) -> anyhow::Result<i32> {
     let bar = output::progress(None, "timewait-collision");
     let o = timewait::run(&common, &cfg, output::stop_flag())?;
     bar.finish_and_clear();
-    let report = Report::new("lab", o.findings, o.body).interrupted(o.interrupted);
+    let report = Report::new("lab", o.findings, o.body, scenario_ran()).interrupted(o.interrupted);
     output::emit(&report, a.common.json, |w, r| {
         let b = &r.body;
         writeln!(
@@ -869,7 +874,7 @@ fn run_slow_reader(a: SlowReaderArgs) -> anyhow::Result<i32> {
     let bar = output::progress(None, "slow-reader");
     let o = slow_reader::run(&common, &cfg, output::stop_flag())?;
     bar.finish_and_clear();
-    let report = Report::new("lab", o.findings, o.body).interrupted(o.interrupted);
+    let report = Report::new("lab", o.findings, o.body, scenario_ran()).interrupted(o.interrupted);
     output::emit(&report, a.common.json, |w, r| {
         let b = &r.body;
         writeln!(
@@ -919,7 +924,7 @@ fn run_stale_ack(a: StaleAckArgs) -> anyhow::Result<i32> {
     let bar = output::progress(None, "stale-ack-race");
     let o = stale_ack::run(&common, &cfg, output::stop_flag())?;
     bar.finish_and_clear();
-    let report = Report::new("lab", o.findings, o.body).interrupted(o.interrupted);
+    let report = Report::new("lab", o.findings, o.body, scenario_ran()).interrupted(o.interrupted);
     output::emit(&report, a.common.json, |w, r| {
         let b = &r.body;
         writeln!(w, "lab stale-ack-race (run {})", b.header.run_id)?;
@@ -1005,4 +1010,9 @@ fn capture_line(
         known(cap.packets_captured),
         known(cap.packets_dropped_by_kernel)
     )
+}
+
+/// A lab scenario that returned measured its own traffic.
+fn scenario_ran() -> Measured {
+    Measured::Something("the scenario's traffic".into())
 }

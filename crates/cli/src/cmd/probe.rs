@@ -7,7 +7,7 @@ use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
-use tcpdoctor_model::{PortRange, Report};
+use tcpdoctor_model::{Measured, PortRange, Report};
 use tcpdoctor_probe::http::Url;
 use tcpdoctor_probe::server::{Protocol, Server, ServerConfig};
 use tcpdoctor_probe::units::{BytesArg, DurationArg};
@@ -278,7 +278,12 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     bar.finish_and_clear();
     let result = result?;
     let interrupted = result.interrupted;
-    let report = Report::new("probe", result.findings, result.summary).interrupted(interrupted);
+    let measured = match result.summary.requests {
+        0 => Measured::Nothing("no request was started".into()),
+        n => Measured::Something(format!("{n} request(s)")),
+    };
+    let report =
+        Report::new("probe", result.findings, result.summary, measured).interrupted(interrupted);
     output::emit(&report, a.json, |w, r| render(w, r))
 }
 

@@ -364,7 +364,7 @@ fn findings(sum: &Summary) -> Vec<Finding> {
             continue;
         };
         out.push(
-            Finding::new(
+            Finding::legacy(
                 Pathology::PortExhaustion,
                 severity,
                 Source::Sockets,
@@ -407,7 +407,7 @@ fn findings(sum: &Summary) -> Vec<Finding> {
     for l in sum.listeners.iter().filter(|l| l.full) {
         let (q, b) = (l.accept_queue.unwrap_or(0), l.backlog.unwrap_or(0));
         out.push(
-            Finding::new(
+            Finding::legacy(
                 Pathology::AcceptQueueOverflow,
                 Severity::Critical,
                 Source::Sockets,
@@ -445,7 +445,7 @@ fn findings(sum: &Summary) -> Vec<Finding> {
             .map(|f| u64::from(f.recv_q_bytes))
             .sum();
         out.push(
-            Finding::new(
+            Finding::legacy(
                 Pathology::SlowReader,
                 Severity::Warning,
                 Source::Sockets,
@@ -485,7 +485,7 @@ fn findings(sum: &Summary) -> Vec<Finding> {
         let n = syn.len() as u64;
         let most = syn.iter().filter_map(|f| f.retransmits).max().unwrap_or(0);
         out.push(
-            Finding::new(
+            Finding::legacy(
                 Pathology::SynRetransmit,
                 Severity::Warning,
                 Source::Sockets,
@@ -520,7 +520,7 @@ fn findings(sum: &Summary) -> Vec<Finding> {
         let max_rto = data.iter().filter_map(|f| f.rto_us).max().unwrap_or(0);
         let max_backoff = data.iter().filter_map(|f| f.backoff).max().unwrap_or(0);
         out.push(
-            Finding::new(
+            Finding::legacy(
                 Pathology::RetransmitTimeout,
                 Severity::Warning,
                 Source::Sockets,

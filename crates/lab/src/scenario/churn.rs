@@ -125,9 +125,13 @@ pub fn probe(
     // counter meanings; pathologies probe already named keep probe's evidence.
     let have: Vec<Pathology> = findings.iter().map(|f| f.pathology).collect();
     let server_moved = server_delta.tcp();
-    for f in
-        tcpdoctor_model::counters::findings(&server_moved, Some(result.summary.elapsed_us / 1000))
-    {
+    for f in tcpdoctor_model::counters::findings(
+        &server_moved,
+        tcpdoctor_model::counters::Window {
+            length: Some(std::time::Duration::from_micros(result.summary.elapsed_us)),
+            rto_floor: None,
+        },
+    ) {
         if !have.contains(&f.pathology) {
             let summary = format!("server namespace: {}", f.summary);
             findings.push(Finding { summary, ..f });

@@ -208,7 +208,13 @@ fn one(
     let (mut findings, _) = diagnose::capture(pcap)?;
     diagnose::merge(
         &mut findings,
-        tcpdoctor_model::counters::findings(&reader_counters, Some(cfg.duration_ms)),
+        tcpdoctor_model::counters::findings(
+            &reader_counters,
+            tcpdoctor_model::counters::Window {
+                length: Some(std::time::Duration::from_millis(cfg.duration_ms)),
+                rto_floor: None,
+            },
+        ),
     );
     let run = Run {
         label: label.to_string(),

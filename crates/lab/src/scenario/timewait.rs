@@ -204,7 +204,7 @@ fn one(
     let (mut findings, _) = diagnose::capture(pcap)?;
     diagnose::merge(
         &mut findings,
-        tcpdoctor_model::counters::findings(&client_counters, None),
+        tcpdoctor_model::counters::findings(&client_counters, Default::default()),
     );
     let slow = records
         .iter()
