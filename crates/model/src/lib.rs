@@ -12,6 +12,7 @@ pub mod net;
 pub mod policy;
 pub mod report;
 pub mod timers;
+pub mod units;
 
 pub use catalogue::{CatalogueEntry, Remedy, Role};
 pub use finding::{Evidence, Finding, Pathology, Severity, Source};
