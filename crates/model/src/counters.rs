@@ -203,11 +203,14 @@ fn impact_of(c: &CounterInfo, d: i64, delta: &BTreeMap<String, i64>, w: Window) 
     }
 }
 
+/// The merged impact of one pathology's counters and the counters that moved.
+type Moved = (Impact, Vec<(&'static str, i64)>);
+
 /// Findings from counter deltas (`name -> change`), `Source::Counters`: for each pathology,
 /// the counters that signal it and moved, as evidence; the impacts they prove are merged and
 /// judged by the policy. `window` says how long the delta covers and the RTO floor.
 pub fn findings(delta: &BTreeMap<String, i64>, window: Window) -> Vec<Finding> {
-    let mut by: BTreeMap<Pathology, (Impact, Vec<(&'static str, i64)>)> = BTreeMap::new();
+    let mut by: BTreeMap<Pathology, Moved> = BTreeMap::new();
     for c in COUNTERS {
         let Some(p) = c.pathology else {
             continue;

@@ -129,11 +129,11 @@ impl fmt::Display for Duration {
         let ns = self.0.as_nanos();
         let (v, unit) = if ns == 0 {
             (0.0, "s")
-        } else if ns % 1_000_000_000 == 0 {
+        } else if ns.is_multiple_of(1_000_000_000) {
             (ns as f64 / 1e9, "s")
-        } else if ns % 1_000_000 == 0 {
+        } else if ns.is_multiple_of(1_000_000) {
             (ns as f64 / 1e6, "ms")
-        } else if ns % 1_000 == 0 {
+        } else if ns.is_multiple_of(1_000) {
             (ns as f64 / 1e3, "us")
         } else {
             (ns as f64, "ns")
@@ -201,7 +201,7 @@ impl fmt::Display for Bytes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = self.0;
         for (div, unit) in [(1u64 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")] {
-            if b >= div && b % div == 0 {
+            if b >= div && b.is_multiple_of(div) {
                 return write!(f, "{}{unit}", b / div);
             }
         }
