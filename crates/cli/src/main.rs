@@ -8,7 +8,15 @@ mod cmd;
 mod netns;
 mod output;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
+
+/// The version with the git commit it was built from (`0.1.0 (3f2a9c1d4e5b)`).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("TCPDOCTOR_GIT_COMMIT"),
+    ")"
+);
 
 /// Finds out why TCP connections are slow or failing, and proves it.
 ///
@@ -20,7 +28,7 @@ use clap::{Parser, Subcommand};
 #[derive(Parser, Debug)]
 #[command(
     name = "tcpdoctor",
-    version,
+    version = VERSION,
     propagate_version = true,
     max_term_width = 100
 )]
@@ -47,6 +55,10 @@ enum Command {
     Burst(cmd::burst::Args),
     /// Reproduce a pathology in network namespaces, diagnose it, and verify the fix.
     Lab(cmd::lab::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(cmd::install::CompletionsArgs),
+    /// Write the man pages (tcpdoctor.1 and one per subcommand), or print the main one.
+    Man(cmd::install::ManArgs),
 }
 
 fn main() {
@@ -61,6 +73,8 @@ fn main() {
         Command::Check(a) => cmd::check::run(a),
         Command::Burst(a) => cmd::burst::run(a),
         Command::Lab(a) => cmd::lab::run(a),
+        Command::Completions(a) => cmd::install::completions(a, Cli::command()),
+        Command::Man(a) => cmd::install::man(a, Cli::command()),
     };
     match result {
         Ok(code) => std::process::exit(code),
