@@ -2,7 +2,6 @@
 //! they never drift from the flags the binary accepts.
 
 use std::fs;
-use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
