@@ -4,12 +4,15 @@
 
 mod support;
 
-use std::net::TcpListener;
-use std::process::{Command, Stdio};
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use support::{json, Netns};
+use tcpdoctor_model::{timers, SynLadder};
 
 fn probe_in(ns: &Netns, args: &[&str]) -> (i32, Value, String) {
     let full: Vec<&str> = std::iter::once("probe")
@@ -663,4 +666,194 @@ fn connect_mode_measures_the_handshake_only() {
         .collect();
     assert_eq!(phases, ["connect", "total"]);
     assert_eq!(v["embedded_server"]["requests_served"], 0);
+}
+
+/// Drops every packet to `port` arriving in `ns` (the SYNs of a connect to it), so the
+/// connect climbs the whole SYN ladder.
+fn blackhole(ns: &Netns, port: u16) {
+    ns.exec(&format!(
+        "nft add table inet tdoc && nft add chain inet tdoc in '{{ type filter hook input priority 0; }}' && nft add rule inet tdoc in tcp dport {port} drop"
+    ));
+}
+
+/// tcpdump on `lo` inside a namespace, printing the send time of every SYN toward a port
+/// (`-tt`: kernel timestamps, seconds since the epoch). Killed by its PID on drop.
+struct SynTimes {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl SynTimes {
+    fn start(ns: &Netns, port: u16) -> SynTimes {
+        let mut child = Command::new("ip")
+            .args([
+                "netns", "exec", &ns.name, "tcpdump", "-i", "lo", "-n", "-tt", "-l",
+            ])
+            .arg("--immediate-mode")
+            .arg(format!(
+                "tcp dst port {port} and tcp[tcpflags] & (tcp-syn|tcp-ack) == tcp-syn"
+            ))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn tcpdump");
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            line.clear();
+            if err.read_line(&mut line).unwrap_or(0) == 0 || line.contains("listening on") {
+                break;
+            }
+        }
+        assert!(
+            line.contains("listening on"),
+            "tcpdump did not start: {line}"
+        );
+        std::thread::spawn(move || {
+            let mut sink = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut err, &mut sink);
+        });
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let out = BufReader::new(child.stdout.take().unwrap());
+        let keep = Arc::clone(&lines);
+        std::thread::spawn(move || {
+            for l in out.lines().map_while(Result::ok) {
+                keep.lock().unwrap().push(l);
+            }
+        });
+        SynTimes { child, lines }
+    }
+
+    /// Seconds after the first SYN at which each retransmission was sent.
+    fn retransmissions(&self) -> Vec<f64> {
+        let stamps: Vec<f64> = self
+            .lines
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+            .collect();
+        stamps.iter().skip(1).map(|t| t - stamps[0]).collect()
+    }
+}
+
+impl Drop for SynTimes {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A namespace's SYN ladder as the model computes it from the namespace's sysctls.
+fn ladder_of(ns: &Netns) -> SynLadder {
+    let read = |name: &str| {
+        ns.exec(&format!(
+            "cat /proc/sys/net/ipv4/{name} 2>/dev/null || true"
+        ))
+        .trim()
+        .parse::<u64>()
+        .ok()
+    };
+    SynLadder::with_rto_max(
+        read("tcp_syn_retries").expect("tcp_syn_retries") as u32,
+        read("tcp_syn_linear_timeouts").map(|v| v as u32),
+        timers::SYN_INITIAL_RTO,
+        read("tcp_rto_max_ms").map_or(timers::RTO_MAX, Duration::from_millis),
+    )
+}
+
+/// Measured SYN retransmissions against the model: the same number, each no earlier than its
+/// rung (1 ms of clock skew) and no later than the rung's timer lateness plus `SCHED`.
+fn assert_rungs(what: &str, model: &SynLadder, measured: &[f64]) {
+    const SCHED: f64 = 0.05;
+    for (i, &m) in measured.iter().enumerate() {
+        let attempt = i as u32 + 1;
+        let lo = model
+            .retransmit_at(attempt)
+            .unwrap_or_else(|| panic!("{what}: SYN at {m:.3} s beyond the model's ladder {model}"))
+            .as_secs_f64();
+        let hi = model.latest(attempt).unwrap().as_secs_f64();
+        assert!(
+            m >= lo - 0.001 && m <= hi + SCHED,
+            "{what}: retransmission {attempt} at {m:.3} s, model {lo} s (at most {hi:.3} s); measured {measured:?}, model {model}"
+        );
+    }
+}
+
+#[test]
+fn syn_ladder_measured_in_a_namespace_matches_the_model() {
+    if !support::require_root("syn_ladder_measured_in_a_namespace_matches_the_model") {
+        return;
+    }
+    let port = 5997;
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    // Short: tcp_syn_retries=2 (per namespace) gives up at the 7 s expiry by the time budget,
+    // after five retransmissions (four linear ones on 6.5+), not after two.
+    let short = Netns::new("ladrs");
+    short.sysctl("net.ipv4.tcp_syn_retries", "2");
+    // Default settings of a fresh namespace: the rungs of the first ~12 s.
+    let dflt = Netns::new("ladrd");
+    for ns in [&short, &dflt] {
+        blackhole(ns, port);
+    }
+    let (short_model, dflt_model) = (ladder_of(&short), ladder_of(&dflt));
+    let short_syns = SynTimes::start(&short, port);
+    let dflt_syns = SynTimes::start(&dflt, port);
+    let window = Duration::from_millis(12_500);
+    let open = support::spawn_in_netns(&dflt, move || {
+        let fd = support::connect_nonblocking(addr);
+        std::thread::sleep(window);
+        drop(fd);
+    });
+    let failed = support::in_netns(&short, move || {
+        let t = Instant::now();
+        let r = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(60));
+        (r.err().and_then(|e| e.raw_os_error()), t.elapsed())
+    });
+    open.join().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+
+    // The short ladder: every rung, then ETIMEDOUT within the give-up window.
+    let measured = short_syns.retransmissions();
+    eprintln!("short ladder: measured {measured:?}, gave up at {failed:?}; model {short_model}");
+    assert_eq!(failed.0, Some(libc::ETIMEDOUT), "{failed:?}");
+    assert_eq!(
+        measured.len(),
+        short_model.rungs().len(),
+        "measured {measured:?}, model {short_model}"
+    );
+    assert_rungs("tcp_syn_retries=2", &short_model, &measured);
+    let gave_up = failed.1;
+    assert!(
+        gave_up >= short_model.give_up_earliest()
+            && gave_up <= short_model.give_up_latest() + Duration::from_millis(50),
+        "ETIMEDOUT after {gave_up:?}, model {short_model} (at most {:?})",
+        short_model.give_up_latest()
+    );
+
+    // The default ladder: the rungs that fit in the window, no more, no fewer.
+    let measured = dflt_syns.retransmissions();
+    eprintln!("default ladder: measured {measured:?}; model {dflt_model}");
+    let w = window.as_secs_f64();
+    let certain = (1..)
+        .take_while(|&a| {
+            dflt_model
+                .latest(a)
+                .is_some_and(|t| t.as_secs_f64() + 0.05 < w)
+        })
+        .count();
+    let possible = (1..)
+        .take_while(|&a| {
+            dflt_model
+                .retransmit_at(a)
+                .is_some_and(|t| t.as_secs_f64() < w)
+        })
+        .count();
+    assert!(
+        (certain..=possible).contains(&measured.len()),
+        "{} retransmissions in {w} s, model {dflt_model} expects {certain}..={possible}: {measured:?}",
+        measured.len()
+    );
+    assert_rungs("defaults", &dflt_model, &measured);
 }

@@ -5,10 +5,14 @@
 //! Pure: records, the host's timer values and the counter delta come in as arguments.
 //!
 //! Signatures:
-//! * connect ~= a rung of the SYN ladder (`tcp_syn_retries`, `tcp_syn_linear_timeouts`, 1 s
-//!   initial RTO; net/ipv4/tcp_timer.c): a SYN retransmission, attempt = rung index; when
-//!   `TcpExtListenOverflows`/`TcpExtListenDrops` moved, the SYN was dropped by a full accept
-//!   queue instead.
+//! * connect ~= a rung of the SYN ladder (`tcp_syn_retries`, `tcp_syn_linear_timeouts`,
+//!   `tcp_rto_max_ms`, 1 s initial RTO; net/ipv4/tcp_timer.c, modelled by
+//!   [`tcpdoctor_model::SynLadder`]), within the lateness the timer wheel adds to that rung: a
+//!   SYN retransmission, attempt = rung index; when `TcpExtListenOverflows`/
+//!   `TcpExtListenDrops` moved, the SYN was dropped by a full accept queue instead.
+//! * reply wait ~= a rung of the SYN-ACK ladder (1, 3, 7 s ...: `tcp_synack_retries`, no
+//!   linear part; `reqsk_timer_handler` in net/ipv4/inet_connection_sock.c) with the listen
+//!   counters moving: the final ACK was dropped by a full accept queue.
 //! * connect of a few ms with `TcpExtTCPSynRetrans` moving more than the ladder spikes
 //!   explain: the quick SYN resend after a stale ACK (`tcp_rcv_synsent_state_process` in
 //!   net/ipv4/tcp_input.c re-arms the SYN timer to `TCP_TIMEOUT_MIN`, 2 jiffies).
@@ -82,7 +86,11 @@ pub enum SlowPhase {
 /// This host's timer values, read by the caller.
 #[derive(Clone, Debug)]
 pub struct Signatures {
+    /// The client's SYN retransmissions.
     pub ladder: SynLadder,
+    /// The server's SYN-ACK retransmissions (exponential: `SynLadder::new(tcp_synack_retries,
+    /// None, 1 s)`); this host's value stands in for the server's.
+    pub synack_ladder: SynLadder,
     /// Floor of the data RTO toward the target (route `rto_min`, else `tcp_rto_min_us`).
     pub rto_min: Duration,
     pub delack_min: Duration,
@@ -107,9 +115,10 @@ pub struct Spike {
     pub corroborated: bool,
 }
 
-/// Slack when matching a delay to a SYN ladder rung: the round trip after the resend plus
-/// timer granularity (one jiffy is 1-10 ms, CONFIG_HZ) and scheduling.
-pub const LADDER_SLACK: Duration = Duration::from_millis(100);
+/// Slack when matching a delay to a SYN ladder rung, beyond the rung's own timer lateness
+/// ([`SynLadder::latest`]) and the path's round trip: waking the connecting thread and
+/// softirq delays on a loaded host.
+pub const LADDER_SLACK: Duration = Duration::from_millis(50);
 /// Window of the quick resend after a stale ACK: `TCP_TIMEOUT_MIN` is 2 jiffies, 2 ms at
 /// HZ=1000 to 20 ms at HZ=100; the upper bound leaves room for the round trips around it.
 pub const STALE_ACK_WINDOW: (Duration, Duration) =
@@ -237,9 +246,8 @@ fn classify_one(
     let d = Duration::from_nanos(phase_ns);
     // A long path adds its round trip to every rung: widen the slack by the fastest one seen.
     let slack = LADDER_SLACK + Duration::from_nanos(base_ns).min(Duration::from_secs(1));
-    let ladder = sig.ladder.attempt_for(d, slack);
     let (cause, corroborated) = match phase {
-        SlowPhase::Connect => match ladder {
+        SlowPhase::Connect => match sig.ladder.attempt_for(d, slack) {
             Some(_) if moved.listen => (SpikeCause::AcceptQueueOverflow, true),
             Some(attempt) => (
                 SpikeCause::SynRetransmit { attempt },
@@ -253,7 +261,7 @@ fn classify_one(
             // taken for it.
             let delack_hi = sig.delack_min + Duration::from_millis(12);
             let delack_lo = sig.delack_min.saturating_sub(Duration::from_millis(2));
-            if ladder.is_some() && moved.listen {
+            if moved.listen && sig.synack_ladder.attempt_for(d, slack).is_some() {
                 // The final ACK was dropped by a full accept queue; the server resent its
                 // SYN-ACK on the ladder before our request could be accepted.
                 (SpikeCause::AcceptQueueOverflow, true)
@@ -352,6 +360,7 @@ mod tests {
     fn sig(nodelay: bool) -> Signatures {
         Signatures {
             ladder: SynLadder::new(6, Some(4), Duration::from_secs(1)),
+            synack_ladder: SynLadder::new(5, None, Duration::from_secs(1)),
             rto_min: Duration::from_millis(200),
             delack_min: Duration::from_millis(40),
             nodelay,
@@ -395,6 +404,50 @@ mod tests {
         // Without the counter moving, the timing still names the rung but is not corroborated.
         let s = classify(&rs, Duration::from_millis(5), &sig(false), &delta(&[]));
         assert!(!s[0].corroborated);
+    }
+
+    #[test]
+    fn syn_retransmissions_past_the_linear_part_are_classified() {
+        // Connect times measured with SYNs dropped in a namespace (6.18, defaults): rung 5
+        // fires 130 ms late, rungs 7-9 at 11.2, 19.4 and 35.5 s (the timer wheel's lateness
+        // grows with the rung). The old model (6 rungs ending at 7 s, 100 ms slack) left
+        // them all unexplained.
+        let rs = [
+            rec(1, 0.05, 0.03),
+            rec(2, 5_129.0, 0.03),
+            rec(3, 11_205.0, 0.03),
+            rec(4, 19_397.0, 0.03),
+            rec(5, 35_529.0, 0.03),
+            rec(6, 69_321.0, 0.03),
+        ];
+        let d = delta(&[("TcpExtTCPSynRetrans", 5 + 7 + 8 + 9 + 10)]);
+        let s = classify(&rs, Duration::from_millis(5), &sig(false), &d);
+        let attempts: Vec<SpikeCause> = s.iter().map(|s| s.cause).collect();
+        assert_eq!(
+            attempts,
+            [5, 7, 8, 9, 10].map(|attempt| SpikeCause::SynRetransmit { attempt })
+        );
+        assert!(s.iter().all(|s| s.corroborated));
+        // Between rungs: no timer explains 9 s.
+        let s = classify(
+            &[rec(7, 9_000.0, 0.03)],
+            Duration::from_millis(5),
+            &sig(false),
+            &d,
+        );
+        assert_eq!(s[0].cause, SpikeCause::Unexplained);
+    }
+
+    #[test]
+    fn final_ack_drops_follow_the_exponential_synack_ladder() {
+        // SYN-ACK rungs are 1, 3, 7 s (no linear part): a 3 s reply wait under a full accept
+        // queue is the second SYN-ACK retransmission, a 2 s one is not a SYN-ACK rung.
+        let rs = [rec(1, 0.1, 0.1), rec(2, 0.1, 3_020.0), rec(3, 0.1, 2_010.0)];
+        let d = delta(&[("TcpExtListenOverflows", 3), ("TcpExtTCPSynRetrans", 3)]);
+        assert_eq!(
+            causes(&rs, &d, false),
+            vec![SpikeCause::AcceptQueueOverflow, SpikeCause::Unexplained]
+        );
     }
 
     #[test]

@@ -16,7 +16,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use socket2::{Domain, Socket, Type};
-use tcpdoctor_host::{counters, route, sysctl::TcpSettings};
+use tcpdoctor_host::sysctl::{self, TcpSettings};
+use tcpdoctor_host::{counters, route};
+use tcpdoctor_model::{timers, SynLadder};
 
 use crate::classify::{self, Signatures};
 use crate::record::{ErrorKind, Outcome, Phase, Record};
@@ -140,9 +142,14 @@ pub fn run(
     let interrupted = stop.load(Ordering::SeqCst);
 
     let sig = Signatures {
-        ladder: settings.syn_ladder(),
+        ladder: syn_ladder(&settings),
+        synack_ladder: SynLadder::new(
+            settings.tcp_synack_retries.unwrap_or(5) as u32,
+            None,
+            timers::SYN_INITIAL_RTO,
+        ),
         rto_min: route_rto_min.unwrap_or_else(|| settings.rto_min()),
-        delack_min: tcpdoctor_model::timers::DELACK_MIN,
+        delack_min: timers::DELACK_MIN,
         nodelay: cfg.nodelay,
     };
     let threshold = cfg
@@ -166,6 +173,21 @@ pub fn run(
         interrupted,
         records,
     })
+}
+
+/// This namespace's SYN ladder, with its `net.ipv4.tcp_rto_max_ms` (Linux 6.15+) when the
+/// kernel has it.
+fn syn_ladder(settings: &TcpSettings) -> SynLadder {
+    let rto_max = sysctl::read_u64("net.ipv4.tcp_rto_max_ms")
+        .ok()
+        .flatten()
+        .map_or(timers::RTO_MAX, Duration::from_millis);
+    SynLadder::with_rto_max(
+        settings.tcp_syn_retries as u32,
+        settings.tcp_syn_linear_timeouts.map(|v| v as u32),
+        timers::SYN_INITIAL_RTO,
+        rto_max,
+    )
 }
 
 /// Counters of this thread's network namespace: `/proc/net` follows the process's main

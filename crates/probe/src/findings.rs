@@ -433,6 +433,7 @@ mod tests {
         let st = settings();
         let sig = Signatures {
             ladder: SynLadder::new(6, Some(4), Duration::from_secs(1)),
+            synack_ladder: SynLadder::new(5, None, Duration::from_secs(1)),
             rto_min: Duration::from_millis(200),
             delack_min: Duration::from_millis(40),
             nodelay: false,
