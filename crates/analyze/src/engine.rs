@@ -8,8 +8,8 @@ use std::time::Duration;
 use tcpdoctor_capture::Segment;
 use tcpdoctor_model::PortRange;
 
-use crate::detect::Acc;
-use crate::flow::{CloseKind, Conn, Endpoint, FlowRow, RetransKind, Reuse, Tomb};
+use crate::detect::{Context, Detectors};
+use crate::flow::{CloseKind, Conn, Dir, Endpoint, FlowRow, RetransKind, Reuse, Tomb};
 use crate::prepare::{Prepare, Released, SegKey};
 use crate::seq::SeqNumber;
 use crate::Analysis;
@@ -72,9 +72,6 @@ const SWEEP_EVERY_NS: u64 = 1_000_000_000;
 const SCAN_EVERY_NS: u64 = 10_000_000_000;
 /// Tombstones are kept this long past the TIME_WAIT length.
 const FORGET_AFTER_TIME_WAIT_NS: u64 = 5_000_000_000;
-/// Without a handshake RTT, a segment below the highest sequence number that arrives within
-/// 3 ms of it is taken as reordered, not retransmitted (Wireshark's default threshold).
-const OOO_DEFAULT_NS: u64 = 3_000_000;
 
 #[derive(Default)]
 struct Slot {
@@ -131,10 +128,10 @@ pub struct Analyzer {
     done: Done,
 }
 
-/// Where summarised incarnations go: the detectors' accumulators and the `--flows` rows;
-/// their boxes are kept for new connections.
+/// Where summarised incarnations go: the detectors and the `--flows` rows; their boxes are
+/// kept for new connections.
 struct Done {
-    acc: Acc,
+    detectors: Detectors,
     rows: Vec<FlowRow>,
     /// Connections held in slots now.
     open: u64,
@@ -157,7 +154,7 @@ impl Done {
         slot.prev = Some(finish_conn(
             &mut c,
             close,
-            &mut self.acc,
+            &mut self.detectors,
             &mut self.rows,
             cfg,
             origin,
@@ -172,7 +169,7 @@ impl Analyzer {
     pub fn new(cfg: Config) -> Analyzer {
         Analyzer {
             done: Done {
-                acc: Acc::new(&cfg),
+                detectors: Detectors::new(&cfg),
                 rows: Vec::new(),
                 open: 0,
                 pool: Vec::new(),
@@ -233,8 +230,8 @@ impl Analyzer {
                 .and_then(|slot| slot.conn.as_deref())
             {
                 prefetch(&c.client);
-                prefetch(&c.half[0]);
-                prefetch(&c.half[1]);
+                prefetch(&c.half.c2s);
+                prefetch(&c.half.s2c);
             }
             // A SYN ahead will take the pool's top box: its old contents are read (to be
             // dropped) and overwritten, and it was last touched seconds ago.
@@ -287,7 +284,7 @@ impl Analyzer {
         let new_incarnation = match &slot.conn {
             None => true,
             Some(c) => {
-                pure_syn && !(c.client_lo == from_lo && c.half[0].isn == Some(SeqNumber(s.seq)))
+                pure_syn && !(c.client_lo == from_lo && c.half.c2s.isn == Some(SeqNumber(s.seq)))
             }
         };
         if new_incarnation {
@@ -354,7 +351,7 @@ impl Analyzer {
                         prev_last_frame: prev.last_frame,
                     });
                 }
-                self.done.acc.on_new_connection(&conn, ts);
+                self.done.detectors.opened(&conn, ts);
             }
             slot.conn = Some(conn);
         }
@@ -362,8 +359,19 @@ impl Analyzer {
             return;
         };
         let open_before = conn.close == CloseKind::Open;
-        let d = usize::from(conn.client_lo != from_lo);
-        let kind = track(conn, s, d, &self.cfg, &mut self.done.acc, &mut self.totals);
+        let d = if conn.client_lo == from_lo {
+            Dir::C2s
+        } else {
+            Dir::S2c
+        };
+        let kind = crate::track::segment(
+            conn,
+            s,
+            d,
+            &self.cfg,
+            &mut self.done.detectors,
+            &mut self.totals,
+        );
         if open_before && conn.close != CloseKind::Open {
             self.closing.push_back((ts, idx, conn.id));
         }
@@ -397,7 +405,7 @@ impl Analyzer {
             self.scan(now);
             self.next_scan = now + SCAN_EVERY_NS;
         }
-        self.done.acc.sweep(now);
+        self.done.detectors.sweep(now);
     }
 
     /// Evicts idle connections and forgets old tombstones (freeing their slots).
@@ -442,12 +450,14 @@ impl Analyzer {
         let mut done = self.done;
         done.rows.sort_by_key(|r| r.id);
         let span_ns = self.last_ts.saturating_sub(origin);
-        let (mut findings, details) = done.acc.conclude(&self.cfg, &self.totals, span_ns);
         let microbursts = self.own.bursts.rows(self.cfg.link_speed_bits_per_s);
-        findings.extend(crate::detect::microburst_finding(
-            &microbursts,
-            self.cfg.link_speed_bits_per_s,
-        ));
+        let ctx = Context {
+            cfg: &self.cfg,
+            totals: &self.totals,
+            span_ns,
+            bursts: &microbursts,
+        };
+        let crate::detect::Conclusion { findings, details } = done.detectors.conclude(&ctx);
         Analysis {
             findings,
             totals: self.totals,
@@ -461,313 +471,16 @@ impl Analyzer {
     }
 }
 
-/// The fields of the reverse half that the analysis of a segment reads.
-struct RevView {
-    win_known: bool,
-    win_raw: u16,
-    win_bytes: u64,
-    last_ack: Option<SeqNumber>,
-    dup_acks: u32,
-    sack_hi: Option<SeqNumber>,
-    next_seq: Option<SeqNumber>,
-}
-
-/// Updates one incarnation with one of its segments.
-/// `d` is the direction of the segment: 0 from the client, 1 from the server.
-fn track(
-    c: &mut Conn,
-    s: &Segment,
-    d: usize,
-    cfg: &Config,
-    acc: &mut Acc,
-    totals: &mut Totals,
-) -> Option<RetransKind> {
-    let r = 1 - d;
-    let ts = s.ts_ns;
-    let f = s.flags;
-    let seq = SeqNumber(s.seq);
-    let len = s.payload_len;
-    let gap = ts.saturating_sub(c.last_ts);
-    let frame = s.frame;
-
-    // Handshake.
-    if f.syn() && !f.ack() && d == 0 {
-        if c.syn_count == 0 {
-            c.half[0].isn = Some(seq);
-            c.half[0].wscale = s.options.window_scale;
-            c.syn_ts_option = s.options.timestamps.is_some();
-        }
-        if (c.syn_count as usize) < c.syns.len() {
-            c.syns[c.syn_count as usize] = (ts, frame);
-        }
-        c.syn_count += 1;
-        c.awaiting_answer = true;
-    } else if f.syn() && f.ack() && d == 1 {
-        if c.synack.is_none() {
-            c.synack = Some((ts, frame));
-            c.half[1].isn = Some(seq);
-            c.half[1].wscale = s.options.window_scale;
-            c.wscale_ok = c.half[0].wscale.is_some() && c.half[1].wscale.is_some();
-            totals.connections_with_handshake += 1;
-        }
-        c.awaiting_answer = false;
-    } else if d == 1 && c.awaiting_answer && c.synack.is_none() {
-        if f.rst() {
-            c.rst_answer.push(frame);
-        } else if f.ack() {
-            if c.stale.is_empty() {
-                c.stale_first_ts = ts;
-            }
-            c.stale.push(frame);
-        }
-        c.awaiting_answer = false;
-    } else if d == 0 && f.rst() && c.synack.is_none() && !c.stale.is_empty() {
-        if c.client_rst.is_empty() {
-            c.client_rst_ts = ts;
-        }
-        c.client_rst.push(frame);
-    } else if d == 0
-        && f.ack()
-        && c.established_ts.is_none()
-        && c.synack.is_some()
-        && c.half[1].isn.map(|i| i.wrapping_add(1)) == Some(SeqNumber(s.ack))
-    {
-        c.established_ts = Some(ts);
-        if let Some(&(syn_ts, _)) = c.syn_list().last() {
-            c.rtt_ns = Some(ts.saturating_sub(syn_ts));
-        }
-    }
-
-    // Sequence analysis of direction d, against what direction r has acknowledged.
-    // What the other direction has advertised and acknowledged (copied field by field: a
-    // whole `Half` is ~200 bytes and this runs for every segment).
-    let rev = RevView {
-        win_known: c.half[r].win_known,
-        win_raw: c.half[r].win_raw,
-        win_bytes: c.half[r].win_bytes,
-        last_ack: c.half[r].last_ack,
-        dup_acks: c.half[r].dup_acks,
-        sack_hi: c.half[r].sack_hi,
-        next_seq: c.half[r].next_seq,
-    };
-    let scale = |h: &crate::flow::Half, raw: u16| -> u64 {
-        if c.wscale_ok && !f.syn() {
-            u64::from(raw) << h.wscale.unwrap_or(0).min(14)
-        } else {
-            u64::from(raw)
-        }
-    };
-    let eff = len + u32::from(f.syn()) + u32::from(f.fin());
-    let ooo_ns = c.rtt_ns.filter(|&v| v > 0).unwrap_or(OOO_DEFAULT_NS);
-    let rto_ns = cfg.rto_min.as_nanos() as u64 * 9 / 10;
-    let h = &mut c.half[d];
-    let mut retrans = None;
-    let mut probe = false;
-    match h.next_seq {
-        None => {
-            h.next_seq = Some(seq.wrapping_add(eff));
-            h.next_seq_ts = ts;
-        }
-        Some(nxt) => {
-            let zero_rev = rev.win_known && rev.win_raw == 0;
-            if eff == 0 && !f.rst() && zero_rev && seq == nxt.wrapping_sub(1) {
-                // Linux probes a zero window with an empty segment one below snd_una
-                // (tcp_xmit_probe_skb, net/ipv4/tcp_output.c).
-                probe = true;
-            } else if eff == 0 && !f.rst() && seq > nxt {
-                // An empty segment beyond the highest data seen: the data before it was
-                // captured later (the sender's CPUs stamp in a different order). Its sequence
-                // number is the sender's snd_nxt, so it moves the highest mark, as Wireshark
-                // moves `nextseq`; the data that follows is then counted as tshark counts it.
-                h.next_seq = Some(seq);
-                h.next_seq_ts = ts;
-            } else if eff > 0 && !f.rst() {
-                let end = seq.wrapping_add(eff);
-                let keepalive = len <= 1 && !f.syn() && !f.fin() && seq == nxt.wrapping_sub(1);
-                let zwp = len == 1 && seq == nxt && zero_rev;
-                if zwp {
-                    probe = true;
-                } else {
-                    if seq < nxt && !keepalive {
-                        let fast = rev.dup_acks >= 2 && rev.last_ack == Some(seq);
-                        // Data the receiver had already acknowledged is a (spurious) retransmission
-                        // whatever its timing; Wireshark checks this before reordering.
-                        let spurious =
-                            len > 0 && rev.last_ack.is_some_and(|a| seq.wrapping_add(len) <= a);
-                        // Reordered only if it came soon *after* the highest segment: one
-                        // stamped earlier (captures from several CPUs interleave timestamps)
-                        // is a retransmission, as Wireshark judges it (its time difference is
-                        // unsigned), so the retransmission counts agree.
-                        let ooo = !fast
-                            && !spurious
-                            && ts >= h.next_seq_ts
-                            && ts - h.next_seq_ts < ooo_ns
-                            && nxt != end;
-                        if ooo {
-                            h.out_of_order += 1;
-                            totals.out_of_order += 1;
-                        } else {
-                            let below_una = rev.last_ack.is_none_or(|a| seq <= a);
-                            let sacked_above = rev.sack_hi.is_some_and(|hi| hi > seq);
-                            retrans = Some(if f.syn() {
-                                RetransKind::Syn
-                            } else if gap >= rto_ns && below_una {
-                                RetransKind::Rto
-                            } else if fast || sacked_above {
-                                RetransKind::Fast
-                            } else if end == nxt {
-                                RetransKind::Tlp
-                            } else if gap >= rto_ns {
-                                RetransKind::Rto
-                            } else {
-                                RetransKind::Other
-                            });
-                        }
-                    }
-                    if end > nxt {
-                        h.next_seq = Some(end);
-                        h.next_seq_ts = ts;
-                    }
-                }
-            }
-        }
-    }
-    if let Some(kind) = retrans {
-        h.retrans += 1;
-        h.retrans_bytes += u64::from(len);
-        h.by_kind[kind.index()] += 1;
-        totals.retransmissions += 1;
-        totals.retransmitted_bytes += u64::from(len);
-        match kind {
-            RetransKind::Rto => totals.retransmissions_rto += 1,
-            RetransKind::Fast => totals.retransmissions_fast += 1,
-            RetransKind::Tlp => totals.retransmissions_tlp += 1,
-            RetransKind::Syn => totals.retransmissions_syn += 1,
-            RetransKind::Other => totals.retransmissions_other += 1,
-        }
-    }
-    // Window full (Wireshark's tcp.analysis.window_full): this segment fills the window
-    // the other side last advertised.
-    if len > 0 && rev.win_known && rev.win_bytes > 0 {
-        if let Some(a) = rev.last_ack {
-            if seq.wrapping_add(len)
-                == a.wrapping_add(rev.win_bytes.min(u64::from(u32::MAX)) as u32)
-            {
-                h.window_full += 1;
-            }
-        }
-    }
-    h.packets += 1;
-    if probe {
-        c.probe_frames.push(frame);
-    }
-    let h = &mut c.half[d];
-    if len > 0 {
-        h.data_packets += 1;
-        h.bytes += u64::from(len);
-        h.last_data_ts = ts;
-        totals.data_segments += 1;
-        totals.payload_bytes += u64::from(len);
-    }
-
-    if probe {
-        c.half[r].probes += 1;
-    }
-    let h = &mut c.half[d];
-    // ACK side: direction d acknowledging direction r.
-    if f.ack() {
-        let ack = SeqNumber(s.ack);
-        let outstanding = rev.next_seq.is_some_and(|n| n > ack);
-        let dup = len == 0
-            && !f.syn()
-            && !f.fin()
-            && !f.rst()
-            && h.last_ack == Some(ack)
-            && s.window == h.win_raw
-            && outstanding;
-        if dup {
-            h.dup_acks += 1;
-        } else if h.last_ack != Some(ack) {
-            // Any change resets the count, also an older ACK overtaken on the way (as
-            // Wireshark counts, so the retransmission totals agree).
-            h.last_ack = Some(ack);
-            h.dup_acks = 0;
-        }
-        let n = usize::from(s.options.sack_count).min(4);
-        h.sack_hi = s.options.sack[..n]
-            .iter()
-            .map(|&(_, right)| SeqNumber(right))
-            .filter(|&right| right > ack)
-            .reduce(|a, b| if b > a { b } else { a });
-    }
-    if !f.rst() {
-        let win = scale(h, s.window);
-        if s.window == 0 && !f.syn() && !f.fin() {
-            h.zero_window_ads += 1;
-            totals.zero_window_ads += 1;
-            if h.zero_since.is_none() {
-                h.zero_since = Some((ts, frame));
-                c.zero_frames.push(frame);
-            }
-        } else if s.window > 0 {
-            if let Some((t0, _)) = h.zero_since.take() {
-                let stall = ts.saturating_sub(t0);
-                h.zero_total_ns += stall;
-                h.zero_max_ns = h.zero_max_ns.max(stall);
-            }
-        }
-        h.win_raw = s.window;
-        h.win_bytes = win;
-        h.win_known = true;
-    }
-
-    // Close.
-    if f.fin() && !h.fin {
-        h.fin = true;
-        if c.fin_first.is_none() {
-            c.fin_first = Some(d);
-        }
-        if c.half[r].fin {
-            c.close = CloseKind::Fin {
-                client_first: c.fin_first == Some(0),
-            };
-        }
-    }
-    if f.rst() {
-        totals.resets += 1;
-        let handshake_noise = c.synack.is_none() && (d == 0 || c.awaiting_answer);
-        if !handshake_noise || c.syn_count == 0 {
-            c.half[d].rst = true;
-            c.close = CloseKind::Rst { by_client: d == 0 };
-        } else if d == 1 {
-            // A reset answering a SYN: refused (or a collision answered by a reset).
-            c.close = CloseKind::Rst { by_client: false };
-        }
-    }
-
-    if let Some(RetransKind::Rto) = retrans {
-        c.rto.push(frame);
-        c.rto_max_gap_ns = c.rto_max_gap_ns.max(gap);
-        acc.on_rto(c, d, ts, gap, frame);
-    }
-    if len > 0 {
-        acc.on_data(c, d, ts);
-    }
-    c.last_ts = c.last_ts.max(ts);
-    c.last_frame = frame;
-    retrans
-}
-
 /// Summarises an incarnation into the accumulators (and a flow row) and returns its tombstone.
 fn finish_conn(
     c: &mut Conn,
     close: CloseKind,
-    acc: &mut Acc,
+    detectors: &mut Detectors,
     rows: &mut Vec<FlowRow>,
     cfg: &Config,
     origin: u64,
 ) -> Tomb {
-    for h in &mut c.half {
+    for h in [&mut c.half.c2s, &mut c.half.s2c] {
         if let Some((t0, _)) = h.zero_since.take() {
             let stall = c.last_ts.saturating_sub(t0);
             h.zero_total_ns += stall;
@@ -775,9 +488,9 @@ fn finish_conn(
         }
     }
     c.close = close;
-    acc.on_finish(c);
+    detectors.finished(c);
     if cfg.keep_flows {
-        let k = |i: RetransKind| c.half[0].by_kind[i.index()] + c.half[1].by_kind[i.index()];
+        let k = |i: RetransKind| c.retrans_of(i);
         rows.push(FlowRow {
             id: c.id,
             client: c.client.to_string(),
@@ -786,19 +499,19 @@ fn finish_conn(
             start_us: c.first_ts.saturating_sub(origin) / 1_000,
             duration_us: c.last_ts.saturating_sub(c.first_ts) / 1_000,
             first_frame: c.first_frame,
-            packets_c2s: c.half[0].packets,
-            packets_s2c: c.half[1].packets,
-            bytes_c2s: c.half[0].bytes,
-            bytes_s2c: c.half[1].bytes,
-            retrans_c2s: c.half[0].retrans,
-            retrans_s2c: c.half[1].retrans,
+            packets_c2s: c.half.c2s.packets,
+            packets_s2c: c.half.s2c.packets,
+            bytes_c2s: c.half.c2s.bytes,
+            bytes_s2c: c.half.s2c.bytes,
+            retrans_c2s: c.half.c2s.retrans,
+            retrans_s2c: c.half.s2c.retrans,
             rto: k(RetransKind::Rto),
             fast_retrans: k(RetransKind::Fast),
             tlp: k(RetransKind::Tlp),
             syn_retrans: k(RetransKind::Syn),
-            out_of_order: c.half[0].out_of_order + c.half[1].out_of_order,
-            zero_window_ads: c.half[0].zero_window_ads + c.half[1].zero_window_ads,
-            zero_window_max_us: c.half[0].zero_max_ns.max(c.half[1].zero_max_ns) / 1_000,
+            out_of_order: c.half.sum(|h| h.out_of_order),
+            zero_window_ads: c.half.sum(|h| h.zero_window_ads),
+            zero_window_max_us: c.half.c2s.zero_max_ns.max(c.half.s2c.zero_max_ns) / 1_000,
             handshake_rtt_us: c.rtt_ns.map(|v| v / 1_000),
             close,
             reuse_interval_us: c.reuse.map(|r| r.interval_ns / 1_000),
@@ -808,7 +521,7 @@ fn finish_conn(
         last_ts: c.last_ts,
         close,
         client: c.client,
-        client_next: c.half[0].next_seq,
+        client_next: c.half.c2s.next_seq,
         last_frame: c.last_frame,
     }
 }

@@ -394,6 +394,72 @@ pub enum CloseKind {
     Idle,
 }
 
+/// Which way a segment travels within its connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dir {
+    /// From the client: the side that sent the SYN (or, with no SYN seen, the higher port).
+    C2s,
+    /// From the server.
+    S2c,
+}
+
+impl Dir {
+    /// The other direction.
+    #[inline]
+    pub fn rev(self) -> Dir {
+        match self {
+            Dir::C2s => Dir::S2c,
+            Dir::S2c => Dir::C2s,
+        }
+    }
+}
+
+/// The two halves of a connection, one per [`Dir`]: `c2s` holds what the client sent (and
+/// the ACKs and windows it advertised), `s2c` what the server sent.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Halves {
+    pub c2s: Half,
+    pub s2c: Half,
+}
+
+impl std::ops::Index<Dir> for Halves {
+    type Output = Half;
+    #[inline]
+    fn index(&self, d: Dir) -> &Half {
+        match d {
+            Dir::C2s => &self.c2s,
+            Dir::S2c => &self.s2c,
+        }
+    }
+}
+
+impl std::ops::IndexMut<Dir> for Halves {
+    #[inline]
+    fn index_mut(&mut self, d: Dir) -> &mut Half {
+        match d {
+            Dir::C2s => &mut self.c2s,
+            Dir::S2c => &mut self.s2c,
+        }
+    }
+}
+
+impl Halves {
+    /// The half of direction `d` and the other one, both mutable.
+    #[inline]
+    pub fn split_mut(&mut self, d: Dir) -> (&mut Half, &mut Half) {
+        match d {
+            Dir::C2s => (&mut self.c2s, &mut self.s2c),
+            Dir::S2c => (&mut self.s2c, &mut self.c2s),
+        }
+    }
+
+    /// `f` of both halves, added.
+    #[inline]
+    pub fn sum<T: std::ops::Add<Output = T>>(&self, f: impl Fn(&Half) -> T) -> T {
+        f(&self.c2s) + f(&self.s2c)
+    }
+}
+
 /// One direction of a connection.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Half {
@@ -469,7 +535,7 @@ pub struct Conn {
     pub last_ts: u64,
     pub first_frame: u64,
     pub last_frame: u64,
-    pub half: [Half; 2],
+    pub half: Halves,
     pub wscale_ok: bool,
     /// Client SYN transmissions (timestamp, frame), first 8.
     pub syns: [(u64, u64); 8],
@@ -489,7 +555,8 @@ pub struct Conn {
     pub client_rst_ts: u64,
     pub reuse: Option<Reuse>,
     pub close: CloseKind,
-    pub fin_first: Option<usize>,
+    /// Who sent the first FIN.
+    pub fin_first: Option<Dir>,
     pub rto: Frames<16>,
     pub rto_max_gap_ns: u64,
     pub zero_frames: Frames<8>,
@@ -516,7 +583,7 @@ impl Conn {
             last_ts: ts,
             first_frame: 0,
             last_frame: 0,
-            half: [Half::default(); 2],
+            half: Halves::default(),
             wscale_ok: false,
             syns: [(0, 0); 8],
             syn_count: 0,
@@ -555,7 +622,20 @@ impl Conn {
     }
 
     pub fn retrans_total(&self) -> u32 {
-        self.half[0].retrans + self.half[1].retrans
+        self.half.sum(|h| h.retrans)
+    }
+
+    /// Retransmissions of `kind`, both directions.
+    pub fn retrans_of(&self, kind: RetransKind) -> u32 {
+        self.half.sum(|h| h.by_kind[kind.index()])
+    }
+
+    /// The receiving end of what direction `d` sends.
+    pub fn receiver(&self, d: Dir) -> Endpoint {
+        match d {
+            Dir::C2s => self.server,
+            Dir::S2c => self.client,
+        }
     }
 }
 

@@ -1,17 +1,28 @@
 //! Flow tracking and pathology detectors: TCP segments in (from `tcpdoctor-capture`),
 //! [`Finding`]s with packet evidence out.
 //!
-//! Pure: time comes from the packets' timestamps, nothing here reads the clock, spawns
-//! threads or does I/O. Streaming with bounded memory: the engine keeps only connections
-//! active in the last seconds of capture time plus a small tombstone per recently closed
-//! 4-tuple (for TIME_WAIT reuse), and each detector keeps counts and a few examples.
+//! Pure: time comes from the packets' timestamps; nothing here reads the clock, opens files
+//! or touches the network. The one exception is [`pipeline`], the fast path every caller
+//! uses: it starts a reading thread that pulls batches from a capture reader the caller
+//! opened, while the calling thread runs the engine (see its module docs). Streaming with
+//! bounded memory: the engine keeps only connections active in the last seconds of capture
+//! time plus a small tombstone per recently closed 4-tuple (for TIME_WAIT reuse), and each
+//! detector keeps counts and a few examples.
+//!
+//! Layout: [`flow`] (vocabulary: endpoints, keys, one connection and its two directions),
+//! `track` (what one segment does to its connection, one function per concern), [`detect`]
+//! (one detector per pathology family behind [`detect::Detector`]), [`engine`] (the table of
+//! connections, their eviction and summary), [`prepare`] (per-segment work without flow
+//! state), [`pipeline`] (the two-thread reading path).
 
 pub mod burst;
 pub mod detect;
 pub mod engine;
 pub mod flow;
+pub mod pipeline;
 pub mod prepare;
 pub mod seq;
+mod track;
 
 use serde::Serialize;
 use tcpdoctor_model::Finding;

@@ -3,14 +3,11 @@
 
 use std::io::{self, Write};
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
-use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError, TrySendError};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Serialize;
-use tcpdoctor_analyze::{Analysis, Analyzer, Config, FlowRow, Prepare, Released, SegKey};
-use tcpdoctor_capture::{Format, Reader, Segment, Stats};
+use tcpdoctor_analyze::{pipeline, Analysis, Config, FlowRow};
+use tcpdoctor_capture::{Format, Reader, Stats};
 use tcpdoctor_model::{Measured, PortRange, Report};
 use tcpdoctor_report::{findings, fmt, table};
 
@@ -145,57 +142,13 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         .filter(|m| m.is_file())
         .map(|m| m.len());
     let bar = output::progress(size, "analyze");
-    let stop = output::stop_flag();
     let name = reader.name().to_string();
-    let mut stats = reader.stats().clone();
-    let mut engine = Analyzer::new(cfg);
-    let mut error = None;
-    let mut interrupted = false;
-    // Decoding and the per-segment work that needs no flow state (`Prepare`) run on their own
-    // thread, a few batches ahead of the flow engine, so the two halves of the work overlap
-    // on two cores. Batches come back for reuse, with the flow slots the engine emptied.
-    let (tx, rx) = mpsc::sync_channel::<Batch>(8);
-    let (back_tx, back_rx) = mpsc::channel::<Returned>();
-    let (prep_tx, prep_rx) = mpsc::channel::<Prepare>();
-    thread::spawn(move || {
-        let prep = read_batches(reader, tx, back_rx);
-        let _ = prep_tx.send(prep);
+    let run = pipeline::run(reader, cfg, output::stop_flag(), |st| {
+        bar.set_position(st.bytes_read)
     });
-    while let Some(batch) = recv_spinning(&rx) {
-        match batch {
-            Batch::Segments(segs, keys, st) => {
-                engine.push_batch(&segs, &keys);
-                stats = st;
-                bar.set_position(stats.bytes_read);
-                let mut released = Vec::new();
-                engine.released(&mut released);
-                let _ = back_tx.send(Returned {
-                    segs,
-                    keys,
-                    released,
-                });
-                if stop.load(Ordering::Relaxed) {
-                    interrupted = true;
-                    break;
-                }
-            }
-            Batch::End(st, err) => {
-                stats = st;
-                error = err;
-                break;
-            }
-        }
-    }
     bar.finish_and_clear();
-    // A Ctrl-C while blocked on a pipe shows up here, once the writer has gone away.
-    interrupted |= stop.load(Ordering::Relaxed);
-    // The reading thread hands over its microburst meter when it stops: at once at the end
-    // of the input, at its next batch when interrupted (unless it is stuck on a silent pipe).
-    drop(rx);
-    let prep = prep_rx
-        .recv_timeout(Duration::from_secs(1))
-        .unwrap_or_default();
-    let analysis = engine.finish_prepared(prep);
+    let (analysis, stats, interrupted) = (run.analysis, run.stats, run.interrupted);
+    let error = run.error.map(|e| e.to_string());
     let findings_v = analysis.findings.clone();
     let body = Body {
         capture: CaptureInfo { name, stats },
@@ -223,58 +176,6 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         return Ok(2);
     }
     Ok(code)
-}
-
-/// What the reading thread hands to the engine: segments with the reader's counts so far,
-/// or the end (with the read error, if any).
-enum Batch {
-    Segments(Vec<Segment>, Vec<SegKey>, Stats),
-    End(Stats, Option<String>),
-}
-
-/// What the engine hands back: emptied batches for reuse and the slots it released.
-struct Returned {
-    segs: Vec<Segment>,
-    keys: Vec<SegKey>,
-    released: Vec<Released>,
-}
-
-/// Segments per batch. Small, so a batch is still in the caches when the engine thread reads
-/// what the reading thread just wrote (4096 was 7% slower, median of 9 alternating runs;
-/// 512 to 2048 measured alike); up to 8 batches in flight keep the reading thread busy.
-const BATCH: usize = 1024;
-
-/// The reading thread: fills batches in place (`Reader::read_batch` decodes into the slots
-/// of a returned batch, so a segment is written once on this side) and sends them on.
-/// Returns the `Prepare` (it holds the microburst meter) when the input ends or the engine
-/// stops taking batches.
-fn read_batches(mut reader: Reader, tx: SyncSender<Batch>, back: Receiver<Returned>) -> Prepare {
-    let mut prep = Prepare::default();
-    loop {
-        let (mut segs, mut keys) = match back.try_recv() {
-            Ok(r) => {
-                prep.release(&r.released);
-                (r.segs, r.keys)
-            }
-            Err(_) => (Vec::with_capacity(BATCH), Vec::with_capacity(BATCH)),
-        };
-        segs.resize(BATCH, Segment::EMPTY);
-        let (n, end) = match reader.read_batch(&mut segs) {
-            Ok(0) => (0, Some(None)),
-            Ok(n) => (n, None),
-            Err(e) => (0, Some(Some(e.to_string()))),
-        };
-        segs.truncate(n);
-        prep.keys(&segs, &mut keys);
-        if n > 0 && send_spinning(&tx, Batch::Segments(segs, keys, reader.stats().clone())).is_err()
-        {
-            return prep;
-        }
-        if let Some(err) = end {
-            let _ = tx.send(Batch::End(reader.stats().clone(), err));
-            return prep;
-        }
-    }
 }
 
 fn render(w: &mut dyn Write, r: &Report<Body>, show_flows: bool) -> io::Result<()> {
@@ -454,48 +355,6 @@ fn write_csv(w: &mut dyn Write, rows: &[FlowRow]) -> io::Result<()> {
         )?;
     }
     Ok(())
-}
-
-/// How long a thread of the pipeline polls its channel before it sleeps. The two threads
-/// hand over a batch every few tens of microseconds; putting one to sleep and waking it
-/// (futex, scheduler) for each costs as much again, so each first waits briefly awake.
-const SPIN: Duration = Duration::from_micros(100);
-
-/// `rx.recv()`, polling for up to [`SPIN`] before sleeping. `None` once the sender is gone.
-fn recv_spinning<T>(rx: &Receiver<T>) -> Option<T> {
-    let start = Instant::now();
-    loop {
-        for _ in 0..64 {
-            match rx.try_recv() {
-                Ok(v) => return Some(v),
-                Err(TryRecvError::Disconnected) => return None,
-                Err(TryRecvError::Empty) => std::hint::spin_loop(),
-            }
-        }
-        if start.elapsed() > SPIN {
-            return rx.recv().ok();
-        }
-    }
-}
-
-/// `tx.send(v)`, retrying a full channel for up to [`SPIN`] before sleeping.
-fn send_spinning<T>(tx: &SyncSender<T>, mut v: T) -> Result<(), ()> {
-    let start = Instant::now();
-    loop {
-        for _ in 0..64 {
-            match tx.try_send(v) {
-                Ok(()) => return Ok(()),
-                Err(TrySendError::Disconnected(_)) => return Err(()),
-                Err(TrySendError::Full(back)) => {
-                    v = back;
-                    std::hint::spin_loop();
-                }
-            }
-        }
-        if start.elapsed() > SPIN {
-            return tx.send(v).map_err(|_| ());
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,68 @@
+//! Connects refused: a SYN answered by a reset that is not a collision with an older
+//! connection on the same 4-tuple.
+
+use serde::Serialize;
+use tcpdoctor_model::{Finding, Pathology, Severity, Source};
+
+use super::handshake::{outcome, Outcome};
+use super::{Conclusion, Context, Detector, Example, EXAMPLES};
+use crate::engine::Config;
+use crate::flow::Conn;
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct RefusedDetails {
+    pub count: u64,
+    pub examples: Vec<Example>,
+}
+
+pub(crate) struct Refused {
+    time_wait_ns: u64,
+    d: RefusedDetails,
+}
+
+impl Refused {
+    pub(crate) fn new(cfg: &Config) -> Refused {
+        Refused {
+            time_wait_ns: cfg.time_wait.as_nanos() as u64,
+            d: RefusedDetails::default(),
+        }
+    }
+}
+
+impl Detector for Refused {
+    fn finished(&mut self, c: &Conn) {
+        if outcome(c, self.time_wait_ns) != Some(Outcome::Refused) {
+            return;
+        }
+        self.d.count += 1;
+        if self.d.examples.len() < EXAMPLES {
+            let mut frames = vec![c.syn_list()[0].1];
+            frames.extend_from_slice(c.rst_answer.as_slice());
+            self.d.examples.push(Example {
+                flow: c.label(),
+                frames,
+                description: "SYN answered by a reset (nothing listening, or rejected)".into(),
+            });
+        }
+    }
+
+    #[allow(deprecated)]
+    fn conclude(self, _ctx: &Context, out: &mut Conclusion) {
+        if self.d.count > 0 {
+            let mut f = Finding::legacy(
+                Pathology::ConnectFailure,
+                Severity::Warning,
+                Source::Analyze,
+                format!(
+                    "{} connection attempt(s) refused with a reset",
+                    self.d.count
+                ),
+            );
+            for e in &self.d.examples {
+                f = f.with_evidence(e.evidence());
+            }
+            out.findings.push(f);
+        }
+        out.details.refused_connects = self.d;
+    }
+}

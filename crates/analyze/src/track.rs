@@ -1,0 +1,345 @@
+//! What one segment does to its connection incarnation, one function per concern: the
+//! handshake ([`handshake`]), the sender's sequence space and retransmissions ([`sequence`]),
+//! the acknowledgements it carries ([`ack`]), the windows ([`window_full`], [`advertised`])
+//! and the close ([`close`]). [`segment`] runs them in that order and tells the detectors.
+//!
+//! Owns no state of its own: everything lives in the [`Conn`]. Runs for every segment of the
+//! capture, so each step reads only the fields it needs.
+
+use tcpdoctor_capture::Segment;
+
+use crate::detect::Detectors;
+use crate::engine::{Config, Totals};
+use crate::flow::{CloseKind, Conn, Dir, Half, RetransKind};
+use crate::seq::SeqNumber;
+
+/// Without a handshake RTT, a segment below the highest sequence number that arrives within
+/// 3 ms of it is taken as reordered, not retransmitted (Wireshark's default threshold).
+const OOO_DEFAULT_NS: u64 = 3_000_000;
+
+/// Updates one incarnation with one of its segments, travelling in direction `d`, and tells
+/// the detectors about timeouts and data. Returns the kind of retransmission it was, if one.
+#[inline]
+pub(crate) fn segment(
+    c: &mut Conn,
+    s: &Segment,
+    d: Dir,
+    cfg: &Config,
+    det: &mut Detectors,
+    totals: &mut Totals,
+) -> Option<RetransKind> {
+    let ts = s.ts_ns;
+    let gap = ts.saturating_sub(c.last_ts);
+    handshake(c, s, d, totals);
+    let seen = sequence(c, s, d, gap, cfg, totals);
+    let (h, other) = c.half.split_mut(d);
+    window_full(h, other, s);
+    h.packets += 1;
+    if seen.probe {
+        c.probe_frames.push(s.frame);
+        other.probes += 1;
+    }
+    if s.payload_len > 0 {
+        h.data_packets += 1;
+        h.bytes += u64::from(s.payload_len);
+        h.last_data_ts = ts;
+        totals.data_segments += 1;
+        totals.payload_bytes += u64::from(s.payload_len);
+    }
+    ack(h, other, s);
+    advertised(c, s, d, totals);
+    close(c, s, d, totals);
+    if let Some(RetransKind::Rto) = seen.retrans {
+        c.rto.push(s.frame);
+        c.rto_max_gap_ns = c.rto_max_gap_ns.max(gap);
+        det.timeout(c, d, ts, gap, s.frame);
+    }
+    if s.payload_len > 0 {
+        det.data(c, d, ts);
+    }
+    c.last_ts = c.last_ts.max(ts);
+    c.last_frame = s.frame;
+    seen.retrans
+}
+
+/// SYN, SYN-ACK and the answers a SYN gets instead (a reset, a stale ACK of an older
+/// connection, the client's reset of that), and the ACK that completes the handshake.
+#[inline]
+fn handshake(c: &mut Conn, s: &Segment, d: Dir, totals: &mut Totals) {
+    let f = s.flags;
+    let (ts, frame, seq) = (s.ts_ns, s.frame, SeqNumber(s.seq));
+    if f.syn() && !f.ack() && d == Dir::C2s {
+        if c.syn_count == 0 {
+            c.half.c2s.isn = Some(seq);
+            c.half.c2s.wscale = s.options.window_scale;
+            c.syn_ts_option = s.options.timestamps.is_some();
+        }
+        if (c.syn_count as usize) < c.syns.len() {
+            c.syns[c.syn_count as usize] = (ts, frame);
+        }
+        c.syn_count += 1;
+        c.awaiting_answer = true;
+    } else if f.syn() && f.ack() && d == Dir::S2c {
+        if c.synack.is_none() {
+            c.synack = Some((ts, frame));
+            c.half.s2c.isn = Some(seq);
+            c.half.s2c.wscale = s.options.window_scale;
+            c.wscale_ok = c.half.c2s.wscale.is_some() && c.half.s2c.wscale.is_some();
+            totals.connections_with_handshake += 1;
+        }
+        c.awaiting_answer = false;
+    } else if d == Dir::S2c && c.awaiting_answer && c.synack.is_none() {
+        if f.rst() {
+            c.rst_answer.push(frame);
+        } else if f.ack() {
+            if c.stale.is_empty() {
+                c.stale_first_ts = ts;
+            }
+            c.stale.push(frame);
+        }
+        c.awaiting_answer = false;
+    } else if d == Dir::C2s && f.rst() && c.synack.is_none() && !c.stale.is_empty() {
+        if c.client_rst.is_empty() {
+            c.client_rst_ts = ts;
+        }
+        c.client_rst.push(frame);
+    } else if d == Dir::C2s
+        && f.ack()
+        && c.established_ts.is_none()
+        && c.synack.is_some()
+        && c.half.s2c.isn.map(|i| i.wrapping_add(1)) == Some(SeqNumber(s.ack))
+    {
+        c.established_ts = Some(ts);
+        if let Some(&(syn_ts, _)) = c.syn_list().last() {
+            c.rtt_ns = Some(ts.saturating_sub(syn_ts));
+        }
+    }
+}
+
+/// What [`sequence`] found.
+struct Seen {
+    retrans: Option<RetransKind>,
+    /// A zero-window probe.
+    probe: bool,
+}
+
+/// Where the segment sits in its sender's sequence space: new data, a retransmission (and
+/// of which kind), reordering, a keep-alive or a zero-window probe. Moves the highest
+/// sequence number seen and counts retransmissions.
+#[inline]
+fn sequence(
+    c: &mut Conn,
+    s: &Segment,
+    d: Dir,
+    gap: u64,
+    cfg: &Config,
+    totals: &mut Totals,
+) -> Seen {
+    let f = s.flags;
+    let (ts, seq, len) = (s.ts_ns, SeqNumber(s.seq), s.payload_len);
+    let eff = len + u32::from(f.syn()) + u32::from(f.fin());
+    let ooo_ns = c.rtt_ns.filter(|&v| v > 0).unwrap_or(OOO_DEFAULT_NS);
+    let rto_ns = cfg.rto_min.as_nanos() as u64 * 9 / 10;
+    let (h, rev) = c.half.split_mut(d);
+    let mut retrans = None;
+    let mut probe = false;
+    match h.next_seq {
+        None => {
+            h.next_seq = Some(seq.wrapping_add(eff));
+            h.next_seq_ts = ts;
+        }
+        Some(nxt) => {
+            let zero_rev = rev.win_known && rev.win_raw == 0;
+            if eff == 0 && !f.rst() && zero_rev && seq == nxt.wrapping_sub(1) {
+                // Linux probes a zero window with an empty segment one below snd_una
+                // (tcp_xmit_probe_skb, net/ipv4/tcp_output.c).
+                probe = true;
+            } else if eff == 0 && !f.rst() && seq > nxt {
+                // An empty segment beyond the highest data seen: the data before it was
+                // captured later (the sender's CPUs stamp in a different order). Its sequence
+                // number is the sender's snd_nxt, so it moves the highest mark, as Wireshark
+                // moves `nextseq`; the data that follows is then counted as tshark counts it.
+                h.next_seq = Some(seq);
+                h.next_seq_ts = ts;
+            } else if eff > 0 && !f.rst() {
+                let end = seq.wrapping_add(eff);
+                let keepalive = len <= 1 && !f.syn() && !f.fin() && seq == nxt.wrapping_sub(1);
+                let zwp = len == 1 && seq == nxt && zero_rev;
+                if zwp {
+                    probe = true;
+                } else {
+                    if seq < nxt && !keepalive {
+                        let fast = rev.dup_acks >= 2 && rev.last_ack == Some(seq);
+                        // Data the receiver had already acknowledged is a (spurious)
+                        // retransmission whatever its timing; Wireshark checks this before
+                        // reordering.
+                        let spurious =
+                            len > 0 && rev.last_ack.is_some_and(|a| seq.wrapping_add(len) <= a);
+                        // Reordered only if it came soon *after* the highest segment: one
+                        // stamped earlier (captures from several CPUs interleave timestamps)
+                        // is a retransmission, as Wireshark judges it (its time difference is
+                        // unsigned), so the retransmission counts agree.
+                        let ooo = !fast
+                            && !spurious
+                            && ts >= h.next_seq_ts
+                            && ts - h.next_seq_ts < ooo_ns
+                            && nxt != end;
+                        if ooo {
+                            h.out_of_order += 1;
+                            totals.out_of_order += 1;
+                        } else {
+                            let below_una = rev.last_ack.is_none_or(|a| seq <= a);
+                            let sacked_above = rev.sack_hi.is_some_and(|hi| hi > seq);
+                            retrans = Some(if f.syn() {
+                                RetransKind::Syn
+                            } else if gap >= rto_ns && below_una {
+                                RetransKind::Rto
+                            } else if fast || sacked_above {
+                                RetransKind::Fast
+                            } else if end == nxt {
+                                RetransKind::Tlp
+                            } else if gap >= rto_ns {
+                                RetransKind::Rto
+                            } else {
+                                RetransKind::Other
+                            });
+                        }
+                    }
+                    if end > nxt {
+                        h.next_seq = Some(end);
+                        h.next_seq_ts = ts;
+                    }
+                }
+            }
+        }
+    }
+    if let Some(kind) = retrans {
+        h.retrans += 1;
+        h.retrans_bytes += u64::from(len);
+        h.by_kind[kind.index()] += 1;
+        totals.retransmissions += 1;
+        totals.retransmitted_bytes += u64::from(len);
+        match kind {
+            RetransKind::Rto => totals.retransmissions_rto += 1,
+            RetransKind::Fast => totals.retransmissions_fast += 1,
+            RetransKind::Tlp => totals.retransmissions_tlp += 1,
+            RetransKind::Syn => totals.retransmissions_syn += 1,
+            RetransKind::Other => totals.retransmissions_other += 1,
+        }
+    }
+    Seen { retrans, probe }
+}
+
+/// Window full (Wireshark's `tcp.analysis.window_full`): this segment of `h`'s sender fills
+/// the window the other side (`rev`) last advertised.
+#[inline]
+fn window_full(h: &mut Half, rev: &Half, s: &Segment) {
+    let len = s.payload_len;
+    if len > 0 && rev.win_known && rev.win_bytes > 0 {
+        if let Some(a) = rev.last_ack {
+            if SeqNumber(s.seq).wrapping_add(len)
+                == a.wrapping_add(rev.win_bytes.min(u64::from(u32::MAX)) as u32)
+            {
+                h.window_full += 1;
+            }
+        }
+    }
+}
+
+/// The acknowledgement the segment carries: `h` (its sender) acknowledging what `rev`
+/// sent. Counts duplicate ACKs (RFC 5681 section 2) and keeps the highest SACK edge.
+#[inline]
+fn ack(h: &mut Half, rev: &Half, s: &Segment) {
+    let f = s.flags;
+    if !f.ack() {
+        return;
+    }
+    let ack = SeqNumber(s.ack);
+    let outstanding = rev.next_seq.is_some_and(|n| n > ack);
+    let dup = s.payload_len == 0
+        && !f.syn()
+        && !f.fin()
+        && !f.rst()
+        && h.last_ack == Some(ack)
+        && s.window == h.win_raw
+        && outstanding;
+    if dup {
+        h.dup_acks += 1;
+    } else if h.last_ack != Some(ack) {
+        // Any change resets the count, also an older ACK overtaken on the way (as Wireshark
+        // counts, so the retransmission totals agree).
+        h.last_ack = Some(ack);
+        h.dup_acks = 0;
+    }
+    let n = usize::from(s.options.sack_count).min(4);
+    h.sack_hi = s.options.sack[..n]
+        .iter()
+        .map(|&(_, right)| SeqNumber(right))
+        .filter(|&right| right > ack)
+        .reduce(|a, b| if b > a { b } else { a });
+}
+
+/// The receive window the segment advertises (scaled once both SYNs offered scaling,
+/// RFC 7323 section 2.2): zero-window periods and their length.
+#[inline]
+fn advertised(c: &mut Conn, s: &Segment, d: Dir, totals: &mut Totals) {
+    let f = s.flags;
+    if f.rst() {
+        return;
+    }
+    let scaled = c.wscale_ok && !f.syn();
+    let h = &mut c.half[d];
+    let win = if scaled {
+        u64::from(s.window) << h.wscale.unwrap_or(0).min(14)
+    } else {
+        u64::from(s.window)
+    };
+    if s.window == 0 && !f.syn() && !f.fin() {
+        h.zero_window_ads += 1;
+        totals.zero_window_ads += 1;
+        if h.zero_since.is_none() {
+            h.zero_since = Some((s.ts_ns, s.frame));
+            c.zero_frames.push(s.frame);
+        }
+    } else if s.window > 0 {
+        if let Some((t0, _)) = h.zero_since.take() {
+            let stall = s.ts_ns.saturating_sub(t0);
+            h.zero_total_ns += stall;
+            h.zero_max_ns = h.zero_max_ns.max(stall);
+        }
+    }
+    h.win_raw = s.window;
+    h.win_bytes = win;
+    h.win_known = true;
+}
+
+/// FINs both ways close the incarnation (the first FIN tells who holds TIME_WAIT); a reset
+/// closes it unless it only answers a SYN.
+#[inline]
+fn close(c: &mut Conn, s: &Segment, d: Dir, totals: &mut Totals) {
+    let f = s.flags;
+    if f.fin() && !c.half[d].fin {
+        c.half[d].fin = true;
+        if c.fin_first.is_none() {
+            c.fin_first = Some(d);
+        }
+        if c.half[d.rev()].fin {
+            c.close = CloseKind::Fin {
+                client_first: c.fin_first == Some(Dir::C2s),
+            };
+        }
+    }
+    if f.rst() {
+        totals.resets += 1;
+        let handshake_noise = c.synack.is_none() && (d == Dir::C2s || c.awaiting_answer);
+        if !handshake_noise || c.syn_count == 0 {
+            c.half[d].rst = true;
+            c.close = CloseKind::Rst {
+                by_client: d == Dir::C2s,
+            };
+        } else if d == Dir::S2c {
+            // A reset answering a SYN: refused (or a collision answered by a reset).
+            c.close = CloseKind::Rst { by_client: false };
+        }
+    }
+}
