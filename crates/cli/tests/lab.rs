@@ -64,6 +64,74 @@ fn pathologies(v: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Pathologies of a run object's findings (`before`, `after[i]`).
+fn run_pathologies(run: &Value) -> Vec<String> {
+    pathologies(run)
+}
+
+/// The severities of the findings named above info.
+fn serious(findings: &Value) -> Vec<String> {
+    findings
+        .as_array()
+        .expect("findings array")
+        .iter()
+        .filter(|f| f["severity"] != "info")
+        .map(|f| f["pathology"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+/// `--fix`: every remedy's verdict follows from its measurement (harm before and after, the
+/// pathology still named or not), and the report's findings, verdict and exit status are
+/// those of the remedied run it follows (the first that worked, else the first). `after`
+/// lists the remedied runs' objects in the order of `remedies`.
+fn assert_remedies_follow_measurement(code: i32, v: &Value, after: &[&Value]) {
+    let checks = v["remedies"].as_array().expect("remedies");
+    assert_eq!(checks.len(), after.len(), "{v:#}");
+    for (c, run) in checks.iter().zip(after) {
+        let (b, a) = (
+            c["before"]["amount"].as_f64().unwrap(),
+            c["after"]["amount"].as_f64().unwrap(),
+        );
+        let gone = c["pathology_gone"].as_bool().unwrap();
+        let line = c["line"].as_str().unwrap();
+        assert_eq!(c["run"], run["label"], "{c:#}");
+        assert_eq!(
+            c["remaining"].as_array().unwrap().len(),
+            serious(&run["findings"]).len(),
+            "{c:#}"
+        );
+        match c["effect"].as_str().unwrap() {
+            "worked" => {
+                assert!(a < 0.005 && gone, "{c:#}");
+                assert!(line.starts_with("remedy worked: 0"), "{line}");
+            }
+            "insufficient" => {
+                assert!(a < b || !gone, "{c:#}");
+                assert!(line.starts_with("remedy insufficient"), "{line}");
+            }
+            "no_effect" => assert!(a >= b, "{c:#}"),
+            "nothing_to_fix" => assert!(b < 0.005, "{c:#}"),
+            other => panic!("unknown effect {other}"),
+        }
+    }
+    let followed = checks
+        .iter()
+        .position(|c| c["effect"] == "worked")
+        .unwrap_or(0);
+    assert_eq!(
+        serious(&v["findings"]),
+        serious(&after[followed]["findings"]),
+        "the verdict follows the remedied run {}",
+        checks[followed]["run"]
+    );
+    let expect = if serious(&v["findings"]).is_empty() {
+        0
+    } else {
+        1
+    };
+    assert_eq!(code, expect, "{:#}", v["findings"]);
+}
+
 #[test]
 fn incast_at_8_senders_stalls_more_with_200ms_rto_min_and_is_named() {
     if !support::require_root("incast_at_8_senders_stalls_more_with_200ms_rto_min_and_is_named") {
@@ -78,7 +146,6 @@ fn incast_at_8_senders_stalls_more_with_200ms_rto_min_and_is_named() {
         "--rto-min",
         "200ms,5ms",
     ]);
-    assert_eq!(code, 1, "findings expected: {v:#}");
     assert_eq!(v["command"], "lab");
     assert_eq!(v["scenario"], "incast");
     let before = &v["before"];
@@ -98,10 +165,22 @@ fn incast_at_8_senders_stalls_more_with_200ms_rto_min_and_is_named() {
     assert!(timer > 0, "{before:#}");
     assert_eq!(before["per_sender"].as_array().unwrap().len(), 8);
     assert!(
-        pathologies(&v).contains(&"incast".to_string()),
+        run_pathologies(before).contains(&"incast".to_string()),
         "diagnosis: {:?}",
-        pathologies(&v)
+        run_pathologies(before)
     );
+    // The same evidence gets the policy's severity: stalls waited for a 200 ms timer, and
+    // most of the time went to them.
+    let incast = &before["findings"][0];
+    assert_eq!(incast["pathology"], "incast");
+    assert!(
+        before["time_lost_share"].as_f64().unwrap() > 0.1,
+        "{before:#}"
+    );
+    assert_eq!(incast["severity"], "critical", "{incast:#}");
+    assert!(incast["impact"]["time_lost_share"].as_f64().is_some());
+    // rto_min 5 ms is the remedy run: judged from what it measured.
+    assert_remedies_follow_measurement(code, &v, &[after]);
 }
 
 #[test]
@@ -145,15 +224,166 @@ fn lab_without_root_says_so_in_one_line() {
     assert!(err.contains("needs root"), "{err}");
 }
 
+/// Live (not zombie) processes whose command line names lab run `pid` (`tdoc-lab-<pid>-`):
+/// the run's tcpdumps, which write `$TMPDIR/tdoc-lab-<pid>-*.pcap`.
+fn processes_naming_run(pid: u32) -> Vec<String> {
+    let needle = format!("tdoc-lab-{pid}-");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.parse::<u32>().is_err() {
+            continue;
+        }
+        let cmd = std::fs::read(format!("/proc/{name}/cmdline")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.contains(&needle) && !dies_soon_now(&name) {
+            out.push(format!("{name}: {cmd}"));
+        }
+    }
+    out
+}
+
+/// True when `pid` is already gone or a zombie.
+fn dies_soon_now(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => {
+            let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+            state.starts_with('Z') || state.starts_with('X')
+        }
+    }
+}
+
+/// Files of lab run `pid` in the temp directories (`tdoc-lab-<pid>-*`).
+fn run_files(pid: u32) -> Vec<String> {
+    let prefix = format!("tdoc-lab-{pid}-");
+    let mut out = Vec::new();
+    for dir in [std::env::temp_dir(), std::path::PathBuf::from("/tmp")] {
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if e.file_name().to_string_lossy().starts_with(&prefix) {
+                out.push(e.path().display().to_string());
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Starts `lab ARGS` with the real binary, waits until namespace `tdoc-lab-<pid>-<role>`
+/// exists and the run's tcpdump writes its file, SIGKILLs it mid-run, optionally deletes
+/// the namespace the tcpdump runs in (as a kill during teardown would: the tcpdump then lives
+/// on in a namespace nobody can name), runs `lab cleanup --pid`, and checks that nothing of
+/// the run is left: namespaces, root interfaces, nftables tables and qdiscs (they live in the
+/// namespaces; the root namespace must not hold any), tcpdump processes, temporary files.
+fn killed_mid_run_leaves_nothing_after_cleanup(args: &[&str], role: &str, orphan_capture: bool) {
+    let ifaces_before = root_tdoc_interfaces();
+    let dest = std::env::temp_dir().join(format!("tdoc-killdest-{}.pcap", support::unique_id()));
+    let mut child = Command::new(support::bin())
+        .arg("lab")
+        .args(args)
+        .arg("--pcap")
+        .arg(&dest)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn lab");
+    let pid = child.id();
+    let ns = format!("tdoc-lab-{pid}-{role}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut inside = Vec::new();
+    while Instant::now() < deadline {
+        if run_namespaces(pid).contains(&ns)
+            && !processes_naming_run(pid).is_empty()
+            && !run_files(pid).is_empty()
+        {
+            inside = support::sh(&format!("ip netns pids {ns} 2>/dev/null || true"))
+                .split_whitespace()
+                .map(str::to_string)
+                .collect();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        !inside.is_empty(),
+        "the lab never started tcpdump in {ns}: namespaces {:?}, processes {:?}, files {:?}",
+        run_namespaces(pid),
+        processes_naming_run(pid),
+        run_files(pid)
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().expect("SIGKILL the lab");
+    let _ = child.wait();
+    // What SIGKILL leaves: the namespaces, the tcpdump (re-parented to init) and its file.
+    assert!(!run_namespaces(pid).is_empty(), "SIGKILL leaves namespaces");
+    let captures = processes_naming_run(pid);
+    assert!(!captures.is_empty(), "SIGKILL leaves the tcpdump running");
+    assert!(
+        !run_files(pid).is_empty(),
+        "SIGKILL leaves the capture file"
+    );
+    if orphan_capture {
+        support::sh(&format!("ip netns del {ns}"));
+        assert!(
+            !processes_naming_run(pid).is_empty(),
+            "the tcpdump outlives its namespace's name"
+        );
+    }
+
+    let (code, out, err) = support::run(&["lab", "cleanup", "--pid", &pid.to_string(), "--json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let v = support::json(&out, &err);
+    assert!(v["failed"].as_array().unwrap().is_empty(), "{v:#}");
+    assert!(!v["files_removed"].as_array().unwrap().is_empty(), "{v:#}");
+    if orphan_capture {
+        assert!(
+            !v["captures_killed"].as_array().unwrap().is_empty(),
+            "the orphaned tcpdump is found by its command line: {v:#}"
+        );
+    }
+    assert!(
+        run_namespaces(pid).is_empty(),
+        "left: {:?}",
+        run_namespaces(pid)
+    );
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while !processes_naming_run(pid).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        processes_naming_run(pid).is_empty(),
+        "tcpdump left: {:?} (was {captures:?})",
+        processes_naming_run(pid)
+    );
+    for p in inside {
+        assert!(dies_soon(&p), "process {p} from {ns} survived");
+    }
+    assert!(
+        run_files(pid).is_empty(),
+        "files left: {:?}",
+        run_files(pid)
+    );
+    assert!(!dest.exists(), "a killed run wrote no --pcap file");
+    let new: Vec<String> = root_tdoc_interfaces()
+        .into_iter()
+        .filter(|i| !ifaces_before.contains(i))
+        .collect();
+    assert!(new.is_empty(), "root interfaces left: {new:?}");
+    let tables = support::sh("nft list tables 2>/dev/null || true");
+    assert!(!tables.contains("tdoc_lab"), "root nftables: {tables}");
+    let qdiscs = support::sh("tc qdisc show");
+    assert!(!qdiscs.contains("tdoc"), "root qdiscs: {qdiscs}");
+}
+
 #[test]
-fn sigkilled_run_is_removed_by_cleanup() {
-    if !support::require_root("sigkilled_run_is_removed_by_cleanup") {
+fn sigkilled_incast_and_its_orphaned_tcpdump_are_removed_by_cleanup() {
+    if !support::require_root("sigkilled_incast_and_its_orphaned_tcpdump_are_removed_by_cleanup") {
         return;
     }
-    let pcap = std::env::temp_dir().join(format!("tdoc-killtest-{}.pcap", std::process::id()));
-    let mut child = Command::new(support::bin())
-        .args([
-            "lab",
+    // tbf qdisc in the switch namespace, tcpdump in the receiver's.
+    killed_mid_run_leaves_nothing_after_cleanup(
+        &[
             "incast",
             "--senders",
             "2",
@@ -162,59 +392,23 @@ fn sigkilled_run_is_removed_by_cleanup() {
             "--max-run-secs",
             "60",
             "--json",
-            "--pcap",
-        ])
-        .arg(&pcap)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn lab");
-    let pid = child.id();
-    // Wait until the lab is built and tcpdump runs inside the receiver's namespace.
-    let rx = format!("tdoc-lab-{pid}-rx");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut inside = Vec::new();
-    while Instant::now() < deadline {
-        if run_namespaces(pid).contains(&rx) {
-            inside = support::sh(&format!("ip netns pids {rx} 2>/dev/null || true"))
-                .split_whitespace()
-                .map(str::to_string)
-                .collect();
-            if !inside.is_empty() {
-                break;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(!inside.is_empty(), "the lab never started tcpdump in {rx}");
-    std::thread::sleep(Duration::from_millis(300));
-    child.kill().expect("SIGKILL the lab");
-    let _ = child.wait();
-    assert!(
-        !run_namespaces(pid).is_empty(),
-        "SIGKILL leaves the namespaces behind"
+        ],
+        "rx",
+        true,
     );
+}
 
-    let (code, out, err) = support::run(&["lab", "cleanup", "--pid", &pid.to_string(), "--json"]);
-    assert_eq!(code, 0, "{out}{err}");
-    let v = support::json(&out, &err);
-    assert!(
-        v["namespaces_removed"].as_array().unwrap().len() >= 4,
-        "{v:#}"
-    );
-    assert!(
-        !v["processes_killed"].as_array().unwrap().is_empty(),
-        "{v:#}"
-    );
-    assert!(
-        run_namespaces(pid).is_empty(),
-        "left: {:?}",
-        run_namespaces(pid)
-    );
-    for p in inside {
-        assert!(dies_soon(&p), "process {p} from {rx} survived");
+#[test]
+fn sigkilled_syn_drop_is_removed_by_cleanup() {
+    if !support::require_root("sigkilled_syn_drop_is_removed_by_cleanup") {
+        return;
     }
-    let _ = std::fs::remove_file(&pcap);
+    // nftables table in the server namespace, tcpdump in the client's.
+    killed_mid_run_leaves_nothing_after_cleanup(
+        &["syn-drop", "--duration", "60", "--json"],
+        "cl",
+        false,
+    );
 }
 
 /// True when process `pid` is gone (or a zombie waiting for its new parent) within 3 s.
@@ -283,12 +477,11 @@ fn port_exhaustion_is_named_with_its_arithmetic_and_keepalive_fixes_it() {
         "2",
         "--fix",
     ]);
-    assert_eq!(code, 1, "{v:#}");
     assert_eq!(v["scenario"], "port-exhaustion");
     assert!(
-        pathologies(&v).contains(&"port_exhaustion".to_string()),
+        run_pathologies(&v["before"]).contains(&"port_exhaustion".to_string()),
         "{:?}",
-        pathologies(&v)
+        run_pathologies(&v["before"])
     );
     let computed = v["computed_sustainable_per_s"].as_f64().unwrap();
     assert!((computed - 100.0 / 60.0).abs() < 1e-9, "{computed}");
@@ -306,6 +499,17 @@ fn port_exhaustion_is_named_with_its_arithmetic_and_keepalive_fixes_it() {
         tw_reuse["summary"]["requests_ok"].as_u64().unwrap()
             > v["before"]["summary"]["requests_ok"].as_u64().unwrap()
     );
+    // Keep-alive: no EADDRNOTAVAIL, so it worked and the verdict follows it.
+    assert_eq!(v["remedies"][0]["effect"], "worked", "{:#}", v["remedies"]);
+    assert_eq!(v["remedies"][0]["after"]["amount"], 0.0);
+    // tcp_tw_reuse=1 still runs out within the run: its failures remain.
+    assert!(
+        v["remedies"][1]["after"]["amount"].as_f64().unwrap() > 0.0,
+        "{:#}",
+        v["remedies"][1]
+    );
+    assert_ne!(v["remedies"][1]["effect"], "worked");
+    assert_remedies_follow_measurement(code, &v, &[keepalive, tw_reuse]);
 }
 
 #[test]
@@ -365,12 +569,11 @@ fn timewait_collision_is_named_and_timestamps_fix_it() {
         "16mb",
         "--fix",
     ]);
-    assert_eq!(code, 1, "{v:#}");
     assert_eq!(v["scenario"], "timewait-collision");
     assert!(
-        pathologies(&v).contains(&"time_wait_collision".to_string()),
+        run_pathologies(&v["before"]).contains(&"time_wait_collision".to_string()),
         "{:?}",
-        pathologies(&v)
+        run_pathologies(&v["before"])
     );
     let names = |r: &Value| -> Vec<String> {
         r["findings"]
@@ -391,6 +594,7 @@ fn timewait_collision_is_named_and_timestamps_fix_it() {
             .unwrap_or(0)
             > 0
     );
+    assert_remedies_follow_measurement(code, &v, &[&v["after"]]);
 }
 
 #[test]
@@ -399,12 +603,11 @@ fn slow_reader_is_named_and_the_fix_removes_the_stall() {
         return;
     }
     let (code, v) = lab(&["slow-reader", "--duration", "2", "--fix"]);
-    assert_eq!(code, 1, "{v:#}");
     assert_eq!(v["scenario"], "slow-reader");
     assert!(
-        pathologies(&v).contains(&"slow_reader".to_string()),
+        run_pathologies(&v["before"]).contains(&"slow_reader".to_string()),
         "{:?}",
-        pathologies(&v)
+        run_pathologies(&v["before"])
     );
     let stall = |r: &Value| r["writer_stall_us"].as_u64().unwrap();
     assert!(
@@ -414,6 +617,7 @@ fn slow_reader_is_named_and_the_fix_removes_the_stall() {
         v["after"]
     );
     assert!(v["before"]["zero_window_advertisements"].as_i64().unwrap() > 0);
+    assert_remedies_follow_measurement(code, &v, &[&v["after"]]);
 }
 
 #[test]

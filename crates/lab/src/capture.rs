@@ -2,6 +2,13 @@
 //! `tcpdoctor analyze` and Wireshark read. The capture is stopped with SIGINT (so tcpdump
 //! flushes and reports its drop count) when the scenario ends, and killed by the lab's teardown
 //! if anything goes wrong.
+//!
+//! tcpdump always writes a file named like the run's namespaces,
+//! `$TMPDIR/tdoc-lab-<pid>-<name>.pcap` ([`naming::temp_file`]), and the file is moved to the
+//! path the user asked for (`--pcap`) only once the capture has stopped. So every tcpdump the
+//! lab starts names its run on its command line, and a run killed with SIGKILL leaves only
+//! objects `tcpdoctor lab cleanup` can find by the prefix: the file, and a tcpdump re-parented
+//! to init that still writes it ([`crate::cleanup`]).
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -11,7 +18,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::{Error, Result};
+use crate::{naming, Error, Result};
 
 /// Headers only: Ethernet + IPv4 + TCP with options fit in 128 bytes.
 pub const SNAPLEN: u32 = 128;
@@ -20,7 +27,10 @@ pub const SNAPLEN: u32 = 128;
 #[derive(Debug)]
 pub struct Capture {
     child: Option<Child>,
-    path: PathBuf,
+    /// The file tcpdump writes (`tdoc-lab-<pid>-<name>.pcap` in the temp directory).
+    temp: PathBuf,
+    /// Where the user wants the capture once it has stopped.
+    dest: Option<PathBuf>,
     stderr: Option<mpsc::Receiver<String>>,
 }
 
@@ -32,12 +42,48 @@ pub struct CaptureSummary {
     pub packets_dropped_by_kernel: Option<u64>,
 }
 
+/// A stopped capture. A capture nobody asked to keep (no `--pcap`) lives in the temp
+/// directory only as long as this value: it is removed on drop.
+#[derive(Debug)]
+pub struct Saved {
+    pub summary: CaptureSummary,
+    temporary: bool,
+}
+
+impl Saved {
+    /// The capture file (the user's path, or the temporary file).
+    pub fn path(&self) -> &Path {
+        &self.summary.path
+    }
+
+    /// The summary, when the user asked to keep the file (`--pcap`).
+    pub fn kept(&self) -> Option<CaptureSummary> {
+        (!self.temporary).then(|| self.summary.clone())
+    }
+}
+
+impl Drop for Saved {
+    fn drop(&mut self) {
+        if self.temporary {
+            let _ = std::fs::remove_file(&self.summary.path);
+        }
+    }
+}
+
 impl Capture {
-    /// Starts `tcpdump -i IFACE -w PATH` inside `ns` with `filter`, and waits until it listens.
-    pub fn start(ns: &str, iface: &str, path: &Path, filter: &str) -> Result<Capture> {
+    /// Starts `tcpdump -i IFACE -w $TMPDIR/tdoc-lab-<pid>-<name>.pcap FILTER` inside `ns`
+    /// and waits until it listens. `dest`: where [`Capture::stop`] moves the file.
+    pub fn start(
+        ns: &str,
+        iface: &str,
+        name: &str,
+        dest: Option<&Path>,
+        filter: &str,
+    ) -> Result<Capture> {
+        let temp = naming::temp_file(std::process::id(), &format!("{name}.pcap"))?;
         let step = format!("start tcpdump on {iface} in {ns}");
         let snaplen = SNAPLEN.to_string();
-        let path_s = path.display().to_string();
+        let path_s = temp.display().to_string();
         let args = [
             "netns", "exec", ns, "tcpdump", "-i", iface, "-n", "-U", "-s", &snaplen, "-w", &path_s,
             filter,
@@ -65,7 +111,8 @@ impl Capture {
         });
         let mut cap = Capture {
             child: Some(child),
-            path: path.to_path_buf(),
+            temp,
+            dest: dest.map(Path::to_path_buf),
             stderr: Some(rx),
         };
         // tcpdump prints "listening on IFACE" once its socket is bound.
@@ -85,10 +132,16 @@ impl Capture {
         Ok(cap)
     }
 
-    /// Stops tcpdump (SIGINT, then SIGKILL after 3 s) and returns its counts.
-    pub fn stop(mut self) -> CaptureSummary {
+    /// The file tcpdump is writing.
+    pub fn temp_path(&self) -> &Path {
+        &self.temp
+    }
+
+    /// Stops tcpdump (SIGINT, then SIGKILL after 3 s), moves the file to its destination if
+    /// one was given, and returns its counts.
+    pub fn stop(mut self) -> Result<Saved> {
         let mut summary = CaptureSummary {
-            path: self.path.clone(),
+            path: self.temp.clone(),
             ..Default::default()
         };
         if let Some(mut child) = self.child.take() {
@@ -114,7 +167,21 @@ impl Capture {
             summary.packets_captured = count_before(&text, "packets captured");
             summary.packets_dropped_by_kernel = count_before(&text, "packets dropped by kernel");
         }
-        summary
+        let Some(dest) = self.dest.take() else {
+            return Ok(Saved {
+                summary,
+                temporary: true,
+            });
+        };
+        if let Err(e) = move_file(&self.temp, &dest) {
+            let _ = std::fs::remove_file(&self.temp);
+            return Err(e);
+        }
+        summary.path = dest;
+        Ok(Saved {
+            summary,
+            temporary: false,
+        })
     }
 
     fn kill(&mut self) {
@@ -127,8 +194,24 @@ impl Capture {
 
 impl Drop for Capture {
     fn drop(&mut self) {
-        self.kill();
+        if self.child.is_some() {
+            self.kill();
+            let _ = std::fs::remove_file(&self.temp);
+        }
     }
+}
+
+/// Renames `from` to `to`, copying across file systems (`EXDEV`).
+fn move_file(from: &Path, to: &Path) -> Result<()> {
+    if std::fs::rename(from, to).is_ok() {
+        return Ok(());
+    }
+    std::fs::copy(from, to).map_err(|source| Error::Write {
+        path: to.to_path_buf(),
+        source,
+    })?;
+    let _ = std::fs::remove_file(from);
+    Ok(())
 }
 
 fn count_before(text: &str, what: &str) -> Option<u64> {
@@ -157,5 +240,18 @@ mod tests {
         assert_eq!(count_before(t, "packets captured"), Some(12));
         assert_eq!(count_before(t, "packets dropped by kernel"), Some(0));
         assert_eq!(count_before("", "packets captured"), None);
+    }
+
+    #[test]
+    fn a_moved_capture_leaves_no_temporary_file() {
+        let dir = std::env::temp_dir();
+        let from = dir.join(format!("tdoc-lab-{}-unit-move.pcap", std::process::id()));
+        let to = dir.join(format!("tdoc-unit-dest-{}.pcap", std::process::id()));
+        std::fs::write(&from, b"abc").unwrap();
+        move_file(&from, &to).unwrap();
+        assert!(!from.exists());
+        assert_eq!(std::fs::read(&to).unwrap(), b"abc");
+        let _ = std::fs::remove_file(&to);
+        assert!(move_file(&from, &to).is_err());
     }
 }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use tcpdoctor_model::{Evidence, Finding, Pathology, Severity, Source};
+use tcpdoctor_model::{Evidence, Finding, Impact, Pathology, Source};
 
 /// A many-to-one exchange as measured: rounds of simultaneous replies from `senders` flows.
 #[derive(Clone, Debug, PartialEq)]
@@ -14,6 +14,8 @@ pub struct FanIn {
     pub slow_rounds: u32,
     pub slow_threshold: Duration,
     pub round_p99: Duration,
+    /// Every round's duration, in order.
+    pub round_us: Vec<u64>,
     /// The senders' RTO floor.
     pub rto_min: Duration,
     /// Timer-driven repairs of each sender's namespace: retransmission timer expiries
@@ -29,10 +31,48 @@ pub struct FanIn {
     pub bottleneck_drops: Option<u64>,
 }
 
+impl FanIn {
+    /// The fastest round: what a round costs in this setup when nothing waits for a timer.
+    pub fn fastest_round(&self) -> Duration {
+        Duration::from_micros(self.round_us.iter().copied().min().unwrap_or(0))
+    }
+
+    /// The longest wait beyond the fastest round.
+    pub fn worst_stall(&self) -> Duration {
+        let max = self.round_us.iter().copied().max().unwrap_or(0);
+        Duration::from_micros(max) - self.fastest_round()
+    }
+
+    /// Share of the run's time spent beyond the fastest round:
+    /// sum(round - fastest) / sum(round).
+    pub fn time_lost_share(&self) -> f64 {
+        let total: u64 = self.round_us.iter().sum();
+        if total == 0 {
+            return 0.0;
+        }
+        let fastest = self.fastest_round().as_micros() as u64;
+        let lost: u64 = self.round_us.iter().map(|r| r - fastest).sum();
+        lost as f64 / total as f64
+    }
+
+    /// What the stalls cost, for the policy: rounds stalled beyond the threshold out of all
+    /// rounds, the longest wait, and the share of time lost.
+    pub fn impact(&self) -> Impact {
+        Impact::stalls(
+            u64::from(self.slow_rounds),
+            Some(u64::from(self.rounds)),
+            Some(self.worst_stall()),
+        )
+        .with_time_lost(self.time_lost_share())
+    }
+}
+
 /// Incast when the losses are spread over the fan-in (at least half of the senders, and at
-/// least two, lost segments: a shared buffer overflowed, not one bad path) and retransmission
-/// timeouts stalled rounds beyond the threshold; a retransmission timeout when the losses
-/// belong to one sender; plain retransmissions when losses were repaired without a timer.
+/// least two, lost segments: a shared buffer overflowed, not one bad path) and were repaired
+/// by the senders' timers (RTO, tail loss probe), whatever the RTO floor: with a lowered
+/// floor the stalls are short and the finding says what they still cost. A retransmission
+/// timeout when the losses belong to one sender; plain retransmissions when losses were
+/// repaired without a timer. Severity follows from the measured cost ([`FanIn::impact`]).
 pub fn fan_in(o: &FanIn) -> Vec<Finding> {
     let timeouts: i64 = o.timeouts_per_sender.iter().sum();
     let hit = o.timeouts_per_sender.iter().filter(|&&t| t > 0).count() as u32;
@@ -42,6 +82,7 @@ pub fn fan_in(o: &FanIn) -> Vec<Finding> {
     } else {
         0.0
     };
+    let lost = o.time_lost_share();
     let mut out = Vec::new();
     let timing = Evidence::Timing {
         what: format!(
@@ -52,33 +93,43 @@ pub fn fan_in(o: &FanIn) -> Vec<Finding> {
         count: u64::from(o.slow_rounds),
         value_us: o.round_p99.as_micros() as u64,
     };
+    let lost_evidence = Evidence::Arithmetic {
+        formula: format!(
+            "time lost = sum(round - fastest round {}) / sum(round), {} rounds",
+            fmt_us(o.fastest_round()),
+            o.round_us.len()
+        ),
+        result: lost,
+    };
     let drops = o.bottleneck_drops.map(|d| Evidence::Arithmetic {
         formula: "packets dropped by the bottleneck queue".into(),
         result: d as f64,
     });
-    if o.senders >= 2 && lossy >= 2 && 2 * lossy >= o.senders && timeouts > 0 && o.slow_rounds > 0 {
-        // A round that stalls this often costs more than it carries: the senders'
-        // synchronized losses end in timeouts of at least the RTO floor.
-        let severity = if share >= 0.05 {
-            Severity::Critical
-        } else {
-            Severity::Warning
-        };
-        let mut f = Finding::legacy(
+    let floor = if o.rto_min < tcpdoctor_model::policy::STALL_WARNING {
+        format!(
+            "RTO floor {} ms, lowered: the rto_min remedy is in effect",
+            o.rto_min.as_millis()
+        )
+    } else {
+        format!("RTO floor {} ms", o.rto_min.as_millis())
+    };
+    if o.senders >= 2 && lossy >= 2 && 2 * lossy >= o.senders && timeouts > 0 {
+        let mut f = Finding::new(
             Pathology::Incast,
-            severity,
             Source::Lab,
             format!(
-                "{} of {} rounds ({:.1}%) stalled >{} ms; {lossy} of {} senders lost segments \
-                 at the shared bottleneck; {timeouts} timer-driven repairs (RTO, tail loss probe) on \
-                 {hit} of them (RTO floor {} ms)",
+                "{lossy} of {} senders lost segments at the shared bottleneck; {timeouts} \
+                 timer-driven repairs (RTO, tail loss probe) on {hit} of them ({floor}); {} of \
+                 {} rounds ({:.1}%) stalled >{} ms, longest wait {}, {:.0}% of the time lost",
+                o.senders,
                 o.slow_rounds,
                 o.rounds,
                 share * 100.0,
                 o.slow_threshold.as_millis(),
-                o.senders,
-                o.rto_min.as_millis()
+                fmt_us(o.worst_stall()),
+                lost * 100.0,
             ),
+            o.impact(),
         )
         .arithmetic(
             "timer-driven repairs (TcpExtTCPTimeouts + TcpExtTCPSackRecoveryFail + TcpExtTCPSackFailures + TcpExtTCPLossFailures + TcpExtTCPLossProbes)",
@@ -86,6 +137,7 @@ pub fn fan_in(o: &FanIn) -> Vec<Finding> {
         )
         .counter("TcpRetransSegs", o.retrans_segs)
         .with_evidence(timing)
+        .with_evidence(lost_evidence)
         .with_evidence(Evidence::Examples {
             what: "timer-driven repairs per sender".into(),
             items: o
@@ -100,35 +152,55 @@ pub fn fan_in(o: &FanIn) -> Vec<Finding> {
             f = f.with_evidence(d);
         }
         out.push(f);
-    } else if timeouts > 0 && o.slow_rounds > 0 {
+    } else if timeouts > 0 {
         out.push(
-            Finding::legacy(
+            Finding::new(
                 Pathology::RetransmitTimeout,
-                Severity::Warning,
                 Source::Lab,
                 format!(
-                    "{timeouts} timer-driven repairs (RTO, tail loss probe) stalled {} of {} rounds",
-                    o.slow_rounds, o.rounds
+                    "{timeouts} timer-driven repairs (RTO, tail loss probe) on {hit} of {} \
+                     senders ({floor}); {} of {} rounds stalled >{} ms, longest wait {}",
+                    o.senders,
+                    o.slow_rounds,
+                    o.rounds,
+                    o.slow_threshold.as_millis(),
+                    fmt_us(o.worst_stall()),
                 ),
+                o.impact(),
             )
-            .arithmetic("timer-driven repairs (RTO expiries + tail loss probes)", timeouts as f64)
-            .with_evidence(timing),
+            .arithmetic(
+                "timer-driven repairs (RTO expiries + tail loss probes)",
+                timeouts as f64,
+            )
+            .with_evidence(timing)
+            .with_evidence(lost_evidence),
         );
     } else if o.retrans_segs > 0 {
         out.push(
-            Finding::legacy(
+            Finding::new(
                 Pathology::Retransmission,
-                Severity::Info,
                 Source::Lab,
                 format!(
-                    "{} segments retransmitted without stalling rounds (fast retransmit or loss probes)",
+                    "{} segments retransmitted without a timer (fast retransmit)",
                     o.retrans_segs
                 ),
+                // Repaired within a round trip: no stall is known, and segments sent are
+                // not counted here, so the share is unknown.
+                Impact::stalls(o.retrans_segs as u64, None, None),
             )
             .counter("TcpRetransSegs", o.retrans_segs),
         );
     }
     out
+}
+
+fn fmt_us(d: Duration) -> String {
+    let us = d.as_micros() as u64;
+    if us >= 1_000_000 {
+        format!("{:.2} s", us as f64 / 1e6)
+    } else {
+        format!("{:.1} ms", us as f64 / 1e3)
+    }
 }
 
 /// Findings of `tcpdoctor analyze`'s detectors on a capture the lab made, and how many
@@ -160,14 +232,21 @@ pub fn merge(findings: &mut Vec<Finding>, more: Vec<Finding>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tcpdoctor_model::Severity;
 
     fn obs(timeouts: Vec<i64>, slow: u32) -> FanIn {
+        // 100 rounds of 22 ms, `slow` of them waited a 200 ms timer on top.
+        let mut round_us = vec![22_000u64; 100];
+        for r in round_us.iter_mut().take(slow as usize) {
+            *r += 204_000;
+        }
         FanIn {
             senders: timeouts.len() as u32,
             rounds: 100,
             slow_rounds: slow,
             slow_threshold: Duration::from_millis(100),
-            round_p99: Duration::from_millis(210),
+            round_p99: Duration::from_millis(226),
+            round_us,
             rto_min: Duration::from_millis(200),
             retrans_segs: timeouts.iter().sum::<i64>() * 3,
             retrans_per_sender: timeouts.iter().map(|t| t * 3).collect(),
@@ -177,13 +256,17 @@ mod tests {
     }
 
     #[test]
-    fn synchronized_timeouts_are_incast() {
+    fn synchronized_timeouts_are_incast_judged_by_time_lost() {
         let mut o = obs(vec![2, 0, 1, 3, 0, 0, 1, 0], 6);
         o.retrans_per_sender = vec![9, 4, 3, 9, 0, 0, 3, 0];
         let f = fan_in(&o);
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].pathology, Pathology::Incast);
+        // 6 rounds of 100 waited 204 ms: 6 x 204 / (100 x 22 + 6 x 204) = 36% of the time.
+        let lost = o.time_lost_share();
+        assert!((lost - 1224.0 / 3424.0).abs() < 1e-9, "{lost}");
         assert_eq!(f[0].severity, Severity::Critical);
+        assert_eq!(f[0].severity_rule, tcpdoctor_model::policy::Rule::TimeLost);
         assert!(
             f[0].summary.contains("5 of 8 senders lost"),
             "{}",
@@ -193,7 +276,39 @@ mod tests {
     }
 
     #[test]
-    fn one_sender_or_no_stall_is_not_incast() {
+    fn one_rare_timeout_stall_is_a_warning_a_second_is_critical() {
+        // One round of 1000 waited 204 ms: 0.9% of the time, a 200 ms stall.
+        let mut o = obs(vec![1, 1], 1);
+        o.rounds = 1000;
+        o.round_us = vec![22_000; 1000];
+        o.round_us[0] += 204_000;
+        let f = fan_in(&o);
+        assert_eq!(f[0].pathology, Pathology::Incast);
+        assert_eq!(f[0].severity, Severity::Warning);
+        // The same round backed off to 1.2 s: critical however rare (the policy's long stall).
+        o.round_us[0] = 22_000 + 1_200_000;
+        assert_eq!(fan_in(&o)[0].severity, Severity::Critical);
+    }
+
+    #[test]
+    fn low_rto_min_incast_is_still_named_with_its_cost() {
+        // rto_min 5 ms: no round beyond 100 ms, but every sender lost and timers fired.
+        let mut o = obs(vec![3, 2, 4, 1], 0);
+        o.rto_min = Duration::from_millis(5);
+        o.round_us = (0..100).map(|i| 22_000 + (i % 5) * 1_000).collect();
+        let f = fan_in(&o);
+        assert_eq!(f[0].pathology, Pathology::Incast);
+        assert!(
+            f[0].summary.contains("rto_min remedy is in effect"),
+            "{}",
+            f[0].summary
+        );
+        // 2 ms lost on average per 24 ms round: 8% of the time, a warning.
+        assert_eq!(f[0].severity, Severity::Warning);
+    }
+
+    #[test]
+    fn one_sender_or_no_timer_is_not_incast() {
         // Losses on one sender of four: one bad path, not a fan-in overflow.
         let f = fan_in(&obs(vec![2, 0, 0, 0], 2));
         assert_eq!(f[0].pathology, Pathology::RetransmitTimeout);
@@ -201,6 +316,8 @@ mod tests {
         assert!(f.is_empty());
         let mut o = obs(vec![0, 0], 0);
         o.retrans_segs = 5;
-        assert_eq!(fan_in(&o)[0].pathology, Pathology::Retransmission);
+        let f = fan_in(&o);
+        assert_eq!(f[0].pathology, Pathology::Retransmission);
+        assert_eq!(f[0].severity, Severity::Info);
     }
 }

@@ -20,6 +20,7 @@ pub mod diagnose;
 pub mod exec;
 pub mod naming;
 pub mod netns;
+pub mod remedy;
 pub mod scenario;
 pub mod subnet;
 pub mod topo;

@@ -4,7 +4,8 @@
 //!
 //! Namespaces: `tdoc-lab-<pid>-<role>`. Interfaces live only inside the lab's namespaces (veth
 //! pairs are created directly in them), are named `tdoc<role>` and fit IFNAMSIZ (15 bytes,
-//! include/uapi/linux/if.h). nftables tables: `tdoc_lab` inside a namespace.
+//! include/uapi/linux/if.h). nftables tables: `tdoc_lab` inside a namespace. Temporary files:
+//! `$TMPDIR/tdoc-lab-<pid>-<name>`.
 
 use crate::{Error, Result};
 
@@ -39,6 +40,23 @@ pub fn run_of(ns: &str) -> Option<u32> {
         .ok()
 }
 
+/// A file of run `pid` in the temp directory: `$TMPDIR/tdoc-lab-<pid>-<name>` (`name` of
+/// ASCII letters, digits, `-`, `_` and `.`), found by `tcpdoctor lab cleanup` if the run is
+/// killed before it removes the file.
+pub fn temp_file(pid: u32, name: &str) -> Result<std::path::PathBuf> {
+    if name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+    {
+        return Err(Error::invalid(
+            "temporary file name",
+            format!("'{name}' must be ASCII letters, digits, '-', '_' or '.'"),
+        ));
+    }
+    Ok(std::env::temp_dir().join(format!("{}{name}", run_prefix(pid))))
+}
+
 /// An interface name `tdoc<role>`, checked against IFNAMSIZ.
 pub fn ifname(role: &str) -> Result<String> {
     let name = format!("{PREFIX}{role}");
@@ -68,5 +86,9 @@ mod tests {
         assert_eq!(ifname("p31").unwrap(), "tdocp31");
         assert!(ifname("abcdefghijkl").is_err());
         assert!(ifname("a-b").is_err());
+        let f = temp_file(4242, "slowreader.pcap").unwrap();
+        assert_eq!(f.file_name().unwrap(), "tdoc-lab-4242-slowreader.pcap");
+        assert_eq!(run_of("tdoc-lab-4242-slowreader.pcap"), Some(4242));
+        assert!(temp_file(1, "../x").is_err());
     }
 }

@@ -103,6 +103,26 @@ pub fn counters(ns: &str) -> Result<tcpdoctor_host::counters::Snapshot> {
     })
 }
 
+/// The smallest retransmission timeout of connections from namespace `ns` toward `peer`: the
+/// route's `rto_min` when the route sets one, else the namespace's `net.ipv4.tcp_rto_min_us`
+/// (`tcp_rto_min()`, include/net/tcp.h). Read by a thread inside `ns`.
+pub fn rto_floor(ns: &str, peer: std::net::Ipv4Addr) -> Result<std::time::Duration> {
+    let step = format!("read the RTO floor of {ns}");
+    run_in(ns, move || {
+        let route =
+            tcpdoctor_host::route::rto_min_for(peer.into()).map_err(|source| Error::Host {
+                step: step.clone(),
+                source,
+            })?;
+        match route {
+            Some(d) => Ok(d),
+            None => tcpdoctor_host::sysctl::TcpSettings::read()
+                .map(|s| s.rto_min())
+                .map_err(|source| Error::Host { step, source }),
+        }
+    })
+}
+
 /// The TCP settings of namespace `ns`, read by a thread inside it (`/proc/sys/net` follows
 /// the reading thread's namespace).
 pub fn settings(ns: &str) -> Result<tcpdoctor_host::sysctl::TcpSettings> {

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use tcpdoctor_lab::cleanup::{self, Scope};
+use tcpdoctor_lab::remedy::Check;
 use tcpdoctor_lab::scenario::churn::ProbeRun;
 use tcpdoctor_lab::scenario::{
     self, accept_overflow, incast, port_exhaustion, slow_reader, stale_ack, syn_drop, timewait,
@@ -35,9 +36,17 @@ Output: the measurement (a table, one column per run when --fix adds runs), then
 tcpdoctor's detectors drew from the evidence (probe's spike classifier and errno findings,
 analyze's detectors on a capture, model::counters on the counter deltas of each namespace,
 the lab's fan-in detector), then the verdict. --json prints the Report envelope: findings,
-then the scenario body (scenario, run_id, namespaces, config, before, after, ...); every
-numeric field carries its unit (_us, _bytes, _bits_per_s, _per_s). Exit 0 healthy, 1
-findings, 2 error.
+then the scenario body (scenario, run_id, namespaces, config, before, after, remedies, ...);
+every numeric field carries its unit (_us, _bytes, _bits_per_s, _per_s). Exit 0 healthy, 1
+findings, 2 error, 3 inconclusive (interrupted before anything was found).
+
+--fix: each remedied run is judged from its own measurement against the baseline on the
+harm the scenario reproduces (EADDRNOTAVAIL failures, SYN retransmissions, accept-queue
+overflows, zero windows, share of time lost...): remedy worked (none left, pathology no
+longer named above info), remedy insufficient (less, or still named), no effect.
+The verdict, the exit status and the top-level findings then follow the remedied run: the
+first remedy that worked, else the first remedy. The baseline's diagnosis stays in
+before.findings (stale-ack-race: loop_run.findings).
 
 Examples:
   sudo tcpdoctor lab incast --senders 8 --rto-min 200ms,5ms
@@ -101,16 +110,22 @@ enum Scenario {
     /// TcpExtTCPToZeroWindowAdv), findings of analyze on a capture and of the reader's
     /// counters. --fix: 64x the buffer (at least 1 MiB) and a reader 10x faster.
     SlowReader(Box<SlowReaderArgs>),
-    /// File 003's loop (SO_LINGER 0, TCP_NODELAY, server closes first) and a forced stale ACK:
+    /// A connection-per-request loop (SO_LINGER 0, TCP_NODELAY, server closes first) and a forced stale ACK:
     /// reports SYN resends per million connections and how this kernel resends the SYN.
     ///
     /// Output: connections, TcpExtTCPSynRetrans per million, slow connects by cause (probe),
     /// and the forced check's connect time and behaviour (quick_resend, timer_resend,
     /// not_reproduced). It reports what it observed; it does not expect a 1 s spike.
+    /// --fix: the same loop with a graceful close (FIN) instead of SO_LINGER 0.
     StaleAckRace(Box<StaleAckArgs>),
-    /// Remove leftovers: namespaces named tdoc* (and processes inside), root interfaces tdoc*.
+    /// Remove leftovers: namespaces named tdoc* (and processes inside), root interfaces tdoc*,
+    /// the lab's temporary files ($TMPDIR/tdoc-lab-<pid>-*) and tcpdumps writing them.
     ///
-    /// Lab namespaces of runs that are still alive are kept unless --force. Other tdoc*
+    /// A lab run killed with SIGKILL leaves its tcpdump running (re-parented to init) and its
+    /// capture file: such a tcpdump is found by its command line, which names the file
+    /// (-w .../tdoc-lab-<pid>-...), and ended by its pid; no other process is signalled
+    /// except those inside removed namespaces. Lab namespaces and files of runs that are still
+    /// alive are kept unless --force. Other tdoc*
     /// namespaces (tcpdoctor's tests use tdoc-<tag>-...) cannot be told apart from leftovers:
     /// run the unscoped form only when no tcpdoctor test is running, or narrow it with --pid
     /// or --prefix.
@@ -122,7 +137,8 @@ struct CommonArgs {
     /// Print the Report envelope as JSON.
     #[arg(long)]
     json: bool,
-    /// Apply the remedy and measure again; print before and after side by side.
+    /// Apply the remedy and measure again in fresh namespaces; say per remedied run whether
+    /// it worked. The verdict and exit status follow the remedied run.
     #[arg(long)]
     fix: bool,
     /// Save the scenario's traffic (tcpdump inside the lab, headers only) to FILE.
@@ -280,10 +296,11 @@ struct StaleAckArgs {
 
 #[derive(clap::Args, Debug)]
 struct CleanupArgs {
-    /// Only the namespaces of the lab run with this process id.
+    /// Only the namespaces, files and tcpdumps of the lab run with this process id.
     #[arg(long, conflicts_with = "prefix")]
     pid: Option<u32>,
-    /// Only namespaces and root interfaces whose name starts with PREFIX (must start with tdoc).
+    /// Only namespaces, root interfaces and temporary files whose name starts with PREFIX
+    /// (must start with tdoc).
     #[arg(long)]
     prefix: Option<String>,
     /// Also remove namespaces of lab runs that are still alive.
@@ -332,16 +349,24 @@ fn run_cleanup(a: CleanupArgs) -> anyhow::Result<i32> {
         let c = &r.body;
         writeln!(
             w,
-            "Removed {} namespace(s), {} interface(s), killed {} process(es).",
+            "Removed {} namespace(s), {} interface(s), {} temporary file(s); killed {} process(es) inside them and {} orphaned tcpdump(s).",
             c.namespaces_removed.len(),
             c.interfaces_removed.len(),
-            c.processes_killed.len()
+            c.files_removed.len(),
+            c.processes_killed.len(),
+            c.captures_killed.len()
         )?;
         for n in &c.namespaces_removed {
             writeln!(w, "  namespace {n}")?;
         }
         for n in &c.interfaces_removed {
             writeln!(w, "  interface {n}")?;
+        }
+        for n in &c.files_removed {
+            writeln!(w, "  file {n}")?;
+        }
+        for n in &c.captures_killed {
+            writeln!(w, "  tcpdump pid {n}")?;
         }
         for n in &c.namespaces_in_use {
             writeln!(w, "  kept {n} (its run is alive; --force removes it)")?;
@@ -418,8 +443,7 @@ fn run_incast(a: IncastArgs) -> anyhow::Result<i32> {
             eprintln!("wrote {} and {}", csv.display(), svg.display());
         }
     }
-    let report = Report::new("lab", outcome.findings, outcome.body, scenario_ran())
-        .interrupted(outcome.interrupted);
+    let report = report_of(outcome);
     output::emit(&report, a.common.json, |w, r| render_incast(w, r))
 }
 
@@ -505,9 +529,14 @@ fn render_incast(w: &mut dyn Write, r: &Report<incast::Report>) -> io::Result<()
         writeln!(w, "RTO expiries: TcpExtTCPTimeouts plus the recovery-state variants (TcpExtTCPSackRecoveryFail, TcpExtTCPSackFailures, TcpExtTCPLossFailures) that tcp_retransmit_timer counts instead.")?;
     }
     writeln!(w)?;
-    findings::write(w, &r.findings)?;
+    let diagnosis = b
+        .before
+        .as_ref()
+        .map(|r| r.findings.as_slice())
+        .unwrap_or(&[]);
+    findings::write(w, diagnosis)?;
+    writeln!(w)?;
     if let (Some(before), Some(after)) = (&b.before, &b.after) {
-        writeln!(w)?;
         writeln!(w, "Before and after the fix ({} senders):", before.senders)?;
         let mut t = table::new([
             String::new(),
@@ -539,12 +568,23 @@ fn render_incast(w: &mut dyn Write, r: &Report<incast::Report>) -> io::Result<()
             before.loss_probes.to_string(),
             after.loss_probes.to_string(),
         ]);
+        t.add_row(vec![
+            "time lost beyond the fastest round".into(),
+            format!("{:.0}%", before.time_lost_share * 100.0),
+            format!("{:.0}%", after.time_lost_share * 100.0),
+        ]);
+        t.add_row(vec![
+            "findings".into(),
+            pathology_names(&before.findings),
+            pathology_names(&after.findings),
+        ]);
         table::align_right(&mut t, &[1, 2]);
         writeln!(w, "{t}")?;
+        writeln!(w)?;
+        remedy_lines(w, &b.remedies)?;
     }
     capture_line(w, &b.header.capture)?;
-    writeln!(w)?;
-    findings::verdict(w, r)
+    verdict(w, r, &b.remedies)
 }
 
 fn pct(a: u32, b: u32) -> f64 {
@@ -596,7 +636,7 @@ fn run_port_exhaustion(a: PortArgs) -> anyhow::Result<i32> {
     let bar = output::progress(None, "port-exhaustion");
     let o = port_exhaustion::run(&common, &cfg, output::stop_flag())?;
     bar.finish_and_clear();
-    let report = Report::new("lab", o.findings, o.body, scenario_ran()).interrupted(o.interrupted);
+    let report = report_of(o);
     output::emit(&report, a.common.json, |w, r| {
         let b = &r.body;
         writeln!(
@@ -613,7 +653,7 @@ fn run_port_exhaustion(a: PortArgs) -> anyhow::Result<i32> {
         )?;
         let mut runs = vec![&b.before];
         runs.extend(b.after.iter());
-        runs_table(w, &runs)?;
+        runs_table(w, &runs, &b.remedies)?;
         writeln!(
             w,
             "Sustainable new connections to one destination: computed {} ports / 60 s = {:.2}/s; measured {}",
@@ -624,7 +664,7 @@ fn run_port_exhaustion(a: PortArgs) -> anyhow::Result<i32> {
                 None => "- (needs --duration 121 or more)".into(),
             }
         )?;
-        tail(w, r, &b.header)
+        tail(w, r, &b.header, &b.before.findings, &b.remedies)
     })
 }
 
@@ -642,7 +682,7 @@ fn run_syn_drop(a: SynDropArgs) -> anyhow::Result<i32> {
     let bar = output::progress(None, "syn-drop");
     let o = syn_drop::run(&common, &cfg, output::stop_flag())?;
     bar.finish_and_clear();
-    let report = Report::new("lab", o.findings, o.body, scenario_ran()).interrupted(o.interrupted);
+    let report = report_of(o);
     output::emit(&report, a.common.json, |w, r| {
         let b = &r.body;
         writeln!(
@@ -652,8 +692,8 @@ fn run_syn_drop(a: SynDropArgs) -> anyhow::Result<i32> {
         )?;
         let mut runs = vec![&b.before];
         runs.extend(b.after.iter());
-        runs_table(w, &runs)?;
-        tail(w, r, &b.header)
+        runs_table(w, &runs, &b.remedies)?;
+        tail(w, r, &b.header, &b.before.findings, &b.remedies)
     })
 }
 
@@ -672,7 +712,7 @@ fn run_accept_overflow(a: AcceptArgs) -> anyhow::Result<i32> {
     let bar = output::progress(None, "accept-overflow");
     let o = accept_overflow::run(&common, &cfg, output::stop_flag())?;
     bar.finish_and_clear();
-    let report = Report::new("lab", o.findings, o.body, scenario_ran()).interrupted(o.interrupted);
+    let report = report_of(o);
     output::emit(&report, a.common.json, |w, r| {
         let b = &r.body;
         writeln!(
@@ -682,13 +722,13 @@ fn run_accept_overflow(a: AcceptArgs) -> anyhow::Result<i32> {
         )?;
         let mut runs = vec![&b.before];
         runs.extend(b.after.iter());
-        runs_table(w, &runs)?;
-        tail(w, r, &b.header)
+        runs_table(w, &runs, &b.remedies)?;
+        tail(w, r, &b.header, &b.before.findings, &b.remedies)
     })
 }
 
 /// The measurement of probe runs side by side, one column per run.
-fn runs_table(w: &mut dyn Write, runs: &[&ProbeRun]) -> io::Result<()> {
+fn runs_table(w: &mut dyn Write, runs: &[&ProbeRun], checks: &[Check]) -> io::Result<()> {
     writeln!(w)?;
     let mut t = SideBySide::new(runs, |r: &ProbeRun| r.label.clone());
     t.row("requests ok", |r| r.summary.requests_ok.to_string());
@@ -756,32 +796,51 @@ fn runs_table(w: &mut dyn Write, runs: &[&ProbeRun]) -> io::Result<()> {
             .unwrap_or(0)
             .to_string()
     });
-    t.row("findings", |r| {
-        if r.findings.is_empty() {
-            "none".into()
-        } else {
-            r.pathologies()
-                .iter()
-                .map(|p| p.name())
-                .collect::<Vec<_>>()
-                .join(", ")
-        }
-    });
+    t.row("findings", |r| pathology_names(&r.findings));
+    t.remedy_row(checks);
     writeln!(w, "{t}")?;
     writeln!(w)
 }
 
-/// Findings of the first run, the capture, and the verdict.
-fn tail<B>(w: &mut dyn Write, r: &Report<B>, h: &scenario::Header) -> io::Result<()> {
+/// Findings of the first run, the remedies' outcomes, the capture, and the verdict.
+fn tail<B>(
+    w: &mut dyn Write,
+    r: &Report<B>,
+    h: &scenario::Header,
+    diagnosis: &[tcpdoctor_model::Finding],
+    checks: &[Check],
+) -> io::Result<()> {
     writeln!(
         w,
         "Diagnosis of the first run (by {}):",
         h.diagnosed_by.join("; ")
     )?;
     writeln!(w)?;
-    findings::write(w, &r.findings)?;
-    capture_line(w, &h.capture)?;
+    findings::write(w, diagnosis)?;
     writeln!(w)?;
+    remedy_lines(w, checks)?;
+    capture_line(w, &h.capture)?;
+    verdict(w, r, checks)
+}
+
+/// The verdict line; with `--fix`, first which remedied run it follows.
+fn verdict<B>(w: &mut dyn Write, r: &Report<B>, checks: &[Check]) -> io::Result<()> {
+    if let Some(i) = tcpdoctor_lab::remedy::followed(checks) {
+        writeln!(
+            w,
+            "The verdict and exit status follow the remedied run \"{}\"{}.",
+            checks[i].run,
+            match r
+                .findings
+                .iter()
+                .filter(|f| f.severity > tcpdoctor_model::Severity::Info)
+                .count()
+            {
+                0 => String::new(),
+                n => format!(" ({n} finding(s) above info left in it)"),
+            }
+        )?;
+    }
     findings::verdict(w, r)
 }
 
@@ -804,7 +863,7 @@ fn run_timewait(a: TimewaitArgs) -> anyhow::Result<i32> {
     let bar = output::progress(None, "timewait-collision");
     let o = timewait::run(&common, &cfg, output::stop_flag())?;
     bar.finish_and_clear();
-    let report = Report::new("lab", o.findings, o.body, scenario_ran()).interrupted(o.interrupted);
+    let report = report_of(o);
     output::emit(&report, a.common.json, |w, r| {
         let b = &r.body;
         writeln!(
@@ -853,9 +912,10 @@ fn run_timewait(a: TimewaitArgs) -> anyhow::Result<i32> {
             });
         }
         t.row("findings", |r| pathology_names(&r.findings));
+        t.remedy_row(&b.remedies);
         writeln!(w, "{t}")?;
         writeln!(w)?;
-        tail(w, r, &b.header)
+        tail(w, r, &b.header, &b.before.findings, &b.remedies)
     })
 }
 
@@ -874,7 +934,7 @@ fn run_slow_reader(a: SlowReaderArgs) -> anyhow::Result<i32> {
     let bar = output::progress(None, "slow-reader");
     let o = slow_reader::run(&common, &cfg, output::stop_flag())?;
     bar.finish_and_clear();
-    let report = Report::new("lab", o.findings, o.body, scenario_ran()).interrupted(o.interrupted);
+    let report = report_of(o);
     output::emit(&report, a.common.json, |w, r| {
         let b = &r.body;
         writeln!(
@@ -908,9 +968,10 @@ fn run_slow_reader(a: SlowReaderArgs) -> anyhow::Result<i32> {
             r.zero_window_advertisements.to_string()
         });
         t.row("findings", |r| pathology_names(&r.findings));
+        t.remedy_row(&b.remedies);
         writeln!(w, "{t}")?;
         writeln!(w)?;
-        tail(w, r, &b.header)
+        tail(w, r, &b.header, &b.before.findings, &b.remedies)
     })
 }
 
@@ -924,11 +985,13 @@ fn run_stale_ack(a: StaleAckArgs) -> anyhow::Result<i32> {
     let bar = output::progress(None, "stale-ack-race");
     let o = stale_ack::run(&common, &cfg, output::stop_flag())?;
     bar.finish_and_clear();
-    let report = Report::new("lab", o.findings, o.body, scenario_ran()).interrupted(o.interrupted);
+    let report = report_of(o);
     output::emit(&report, a.common.json, |w, r| {
         let b = &r.body;
         writeln!(w, "lab stale-ack-race (run {})", b.header.run_id)?;
-        runs_table(w, &[&b.loop_run])?;
+        let mut runs = vec![&b.loop_run];
+        runs.extend(b.after.iter());
+        runs_table(w, &runs, &b.remedies)?;
         writeln!(
             w,
             "SYN resends: {:.0} per million connections; classified: {} resent after a stale ACK, {} on the SYN timer",
@@ -947,7 +1010,7 @@ fn run_stale_ack(a: StaleAckArgs) -> anyhow::Result<i32> {
             }
         )?;
         writeln!(w)?;
-        tail(w, r, &b.header)
+        tail(w, r, &b.header, &b.loop_run.findings, &b.remedies)
     })
 }
 
@@ -973,6 +1036,21 @@ impl<'a, R> SideBySide<'a, R> {
         v.extend(self.runs.iter().map(|r| cell(r)));
         self.table.add_row(v);
     }
+
+    /// The remedy's outcome under each remedied column (the first column is the baseline).
+    fn remedy_row(&mut self, checks: &[Check]) {
+        if checks.is_empty() {
+            return;
+        }
+        let mut v = vec!["remedy".to_string(), "(baseline)".to_string()];
+        v.extend(
+            checks
+                .iter()
+                .map(|c| format!("{}: {}", c.effect.name(), c.after)),
+        );
+        v.resize(self.runs.len() + 1, String::new());
+        self.table.add_row(v);
+    }
 }
 
 impl<R> std::fmt::Display for SideBySide<'_, R> {
@@ -981,14 +1059,14 @@ impl<R> std::fmt::Display for SideBySide<'_, R> {
     }
 }
 
-/// The pathologies a run's findings name, `none` when there are none.
+/// The pathologies a run's findings name with their severity, `none` when there are none.
 fn pathology_names(findings: &[tcpdoctor_model::Finding]) -> String {
     if findings.is_empty() {
         return "none".into();
     }
     findings
         .iter()
-        .map(|f| f.pathology.name())
+        .map(|f| format!("{} ({})", f.pathology.name(), f.severity))
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -1002,17 +1080,43 @@ fn capture_line(
         return Ok(());
     };
     let known = |n: Option<u64>| n.map(|n| n.to_string()).unwrap_or_else(|| "?".into());
-    writeln!(w)?;
     writeln!(
         w,
         "Capture: {} ({} packets, {} dropped by kernel)",
         cap.path.display(),
         known(cap.packets_captured),
         known(cap.packets_dropped_by_kernel)
-    )
+    )?;
+    writeln!(w)
 }
 
 /// A lab scenario that returned measured its own traffic.
 fn scenario_ran() -> Measured {
     Measured::Something("the scenario's traffic".into())
+}
+
+/// The report of a scenario. With `--fix` its findings (and so its verdict and exit status)
+/// are those of the remedied run the verdict follows (the first remedy that worked, else the
+/// first remedy); the baseline's diagnosis stays in the body (`before`).
+fn report_of<B>(o: scenario::Outcome<B>) -> Report<B> {
+    let findings = match o.remedied {
+        Some(r) => r.findings,
+        None => o.findings,
+    };
+    Report::new("lab", findings, o.body, scenario_ran()).interrupted(o.interrupted)
+}
+
+/// The remedy lines of `--fix`: one per remedied run, judged from its measurement.
+fn remedy_lines(w: &mut dyn Write, checks: &[Check]) -> io::Result<()> {
+    if checks.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        w,
+        "Did the remedy work? (judged from the measurement of each remedied run)"
+    )?;
+    for c in checks {
+        writeln!(w, "  {}: {}", c.run, c.line)?;
+    }
+    writeln!(w)
 }

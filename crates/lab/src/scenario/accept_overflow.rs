@@ -12,6 +12,7 @@ use tcpdoctor_probe::server::{Protocol, ServerConfig};
 
 use super::churn::{self, Pair, ProbeRun};
 use super::{Common, Header, Outcome};
+use crate::remedy::{Check, Harm};
 use crate::Result;
 
 #[derive(Clone, Debug, Serialize)]
@@ -40,6 +41,17 @@ pub struct Report {
     pub config: Config,
     pub before: ProbeRun,
     pub after: Option<ProbeRun>,
+    /// The remedied run judged against the baseline (with --fix).
+    pub remedies: Vec<Check>,
+}
+
+/// The harm: connection requests the full accept queue turned away
+/// (`TcpExtListenOverflows` of the server namespace).
+pub fn harm(run: &ProbeRun) -> Harm {
+    Harm::count(
+        run.server_counter("TcpExtListenOverflows").max(0) as u64,
+        "accept-queue overflows (TcpExtListenOverflows)",
+    )
 }
 
 fn server_config(pair: &Pair, threads: usize, backlog: i32) -> ServerConfig {
@@ -71,7 +83,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
         stop,
     )?;
     server.stop();
-    let capture = cap.map(|c| c.stop());
+    let capture = churn::stop_capture(cap)?;
     let mut namespaces = pair.lab.namespaces().to_vec();
     // A fresh client namespace: the first run left thousands of its ports in TIME_WAIT, which
     // slows the port search of connect() (`__inet_hash_connect`) and would blur the comparison.
@@ -91,7 +103,14 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
         None
     };
     let interrupted = before.interrupted || after.as_ref().is_some_and(|r| r.interrupted);
+    let (remedies, remedied) = churn::judge_runs(
+        tcpdoctor_model::Pathology::AcceptQueueOverflow,
+        &before,
+        after.as_slice(),
+        harm,
+    );
     Ok(Outcome {
+        remedied,
         findings: before.findings.clone(),
         body: Report {
             header: Header {
@@ -108,6 +127,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
             config: cfg.clone(),
             before,
             after,
+            remedies,
         },
         interrupted,
     })

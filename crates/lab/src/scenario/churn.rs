@@ -29,6 +29,7 @@ pub struct Pair {
     pub server_addr: SocketAddrV4,
     pub client_if: String,
     pub server_if: String,
+    client_ip: std::net::Ipv4Addr,
 }
 
 impl Pair {
@@ -48,7 +49,13 @@ impl Pair {
             server_addr: SocketAddrV4::new(common.subnet.host(2), SERVER_PORT),
             client_if,
             server_if,
+            client_ip: common.subnet.host(1),
         })
+    }
+
+    /// The client's address.
+    pub fn client_addr(&self) -> std::net::Ipv4Addr {
+        self.client_ip
     }
 
     /// Starts tcpdump on the client's interface when `--pcap` was given.
@@ -56,7 +63,9 @@ impl Pair {
         common
             .pcap
             .as_ref()
-            .map(|p| capture::Capture::start(&self.client, &self.client_if, p, "tcp"))
+            .map(|p| {
+                capture::Capture::start(&self.client, &self.client_if, "capture", Some(p), "tcp")
+            })
             .transpose()
     }
 
@@ -72,6 +81,14 @@ impl Pair {
             })
         })
     }
+}
+
+/// Stops a capture started by [`Pair::capture`]; the summary of the kept file.
+pub fn stop_capture(cap: Option<capture::Capture>) -> Result<Option<capture::CaptureSummary>> {
+    Ok(cap
+        .map(capture::Capture::stop)
+        .transpose()?
+        .and_then(|s| s.kept()))
 }
 
 /// One probe run inside the client namespace, with the server namespace's counters.
@@ -93,6 +110,56 @@ impl ProbeRun {
     pub fn pathologies(&self) -> Vec<Pathology> {
         self.findings.iter().map(|f| f.pathology).collect()
     }
+
+    /// The delta of a client-namespace counter over the run (0 when it did not move).
+    pub fn client_counter(&self, name: &str) -> i64 {
+        self.summary
+            .counters
+            .iter()
+            .find(|c| c.name == name)
+            .map(|c| c.delta)
+            .unwrap_or(0)
+    }
+
+    /// The delta of a server-namespace counter over the run (0 when it did not move).
+    pub fn server_counter(&self, name: &str) -> i64 {
+        self.server_counters.get(name).copied().unwrap_or(0)
+    }
+
+    /// Requests that failed with `errno` (`EADDRNOTAVAIL`).
+    pub fn errors(&self, errno: &str) -> u64 {
+        self.summary
+            .errors
+            .iter()
+            .filter(|e| e.errno == errno)
+            .map(|e| e.count)
+            .sum()
+    }
+}
+
+/// Judges each remedied run against `before` on `harm` for `pathology`.
+pub fn judge_runs(
+    pathology: Pathology,
+    before: &ProbeRun,
+    after: &[ProbeRun],
+    harm: impl Fn(&ProbeRun) -> crate::remedy::Harm,
+) -> (Vec<crate::remedy::Check>, Option<super::Remedied>) {
+    let checks: Vec<_> = after
+        .iter()
+        .map(|r| {
+            crate::remedy::judge(
+                &r.label,
+                pathology,
+                harm(before),
+                &before.findings,
+                harm(r),
+                &r.findings,
+            )
+        })
+        .collect();
+    let findings: Vec<&[Finding]> = after.iter().map(|r| r.findings.as_slice()).collect();
+    let remedied = super::remedied(&checks, &findings);
+    (checks, remedied)
 }
 
 /// Runs probe with `cfg` (its target must be set) from inside the client namespace. `stop`
@@ -129,7 +196,7 @@ pub fn probe(
         &server_moved,
         tcpdoctor_model::counters::Window {
             length: Some(std::time::Duration::from_micros(result.summary.elapsed_us)),
-            rto_floor: None,
+            rto_floor: Some(netns::rto_floor(&pair.server, pair.client_addr())?),
         },
     ) {
         if !have.contains(&f.pathology) {

@@ -23,6 +23,7 @@ use tcpdoctor_model::Finding;
 use super::{Common, Header, Outcome};
 use crate::diagnose::{self, FanIn};
 use crate::netns;
+use crate::remedy::{self, Check, Harm};
 use crate::topo::Lab;
 use crate::traffic::{self, SERVER_PORT};
 use crate::{capture, exec, naming, Error, Result};
@@ -107,6 +108,8 @@ pub struct SenderStats {
 /// One run: N senders, one RTO floor.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Run {
+    /// `8 senders, rto_min 200 ms`.
+    pub label: String,
     pub senders: u32,
     pub rto_min_us: u64,
     pub rounds: u32,
@@ -134,6 +137,19 @@ pub struct Run {
     pub hit_time_limit: bool,
     /// Ctrl-C stopped the run.
     pub interrupted: bool,
+    /// sum(round - fastest round) / sum(round): the share of the run spent waiting beyond
+    /// what the fastest round took ([`FanIn::time_lost_share`]).
+    pub time_lost_share: f64,
+    /// Findings of the lab's fan-in detector on this run.
+    pub findings: Vec<Finding>,
+}
+
+/// The harm: the share of the time rounds spent beyond the fastest round.
+pub fn harm(run: &Run) -> Harm {
+    Harm::share(
+        run.time_lost_share,
+        "of the time lost beyond the fastest round",
+    )
 }
 
 /// The incast record.
@@ -148,6 +164,8 @@ pub struct Report {
     pub before: Option<Run>,
     /// The same sender count with the last RTO floor, when more than one was given.
     pub after: Option<Run>,
+    /// `after` judged against `before` (with more than one RTO floor).
+    pub remedies: Vec<Check>,
 }
 
 struct Topology {
@@ -271,7 +289,8 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
         Some(path) => Some(capture::Capture::start(
             &topo.receiver,
             &naming::ifname("r")?,
-            path,
+            "capture",
+            Some(path),
             "tcp",
         )?),
         None => None,
@@ -285,12 +304,16 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
                 break 'outer;
             }
             set_rto_min(&topo, n, rto)?;
-            let r = measure(&topo, cfg, n, rto, stop)?;
+            let mut r = measure(&topo, cfg, n, rto, stop)?;
+            let fan = fan_in_of(&r);
+            r.time_lost_share = fan.time_lost_share();
+            r.findings = diagnose::fan_in(&fan);
             interrupted |= r.interrupted;
             runs.push(r);
         }
     }
-    let capture = cap.map(|c| c.stop());
+    let capture = cap.map(capture::Capture::stop).transpose()?;
+    let capture = capture.and_then(|s| s.kept());
     let before = runs
         .iter()
         .find(|r| r.senders == max && r.rto_min_us == cfg.rto_min_us[0])
@@ -304,8 +327,26 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
     };
     let mut findings: Vec<Finding> = before
         .as_ref()
-        .map(|r| diagnose::fan_in(&fan_in_of(r)))
+        .map(|r| r.findings.clone())
         .unwrap_or_default();
+    let remedies: Vec<Check> = match (&before, &after) {
+        (Some(b), Some(a)) => vec![remedy::judge(
+            &a.label,
+            tcpdoctor_model::Pathology::Incast,
+            harm(b),
+            &b.findings,
+            harm(a),
+            &a.findings,
+        )],
+        _ => Vec::new(),
+    };
+    let remedied = super::remedied(
+        &remedies,
+        &after
+            .iter()
+            .map(|a| a.findings.as_slice())
+            .collect::<Vec<_>>(),
+    );
     let mut diagnosed_by = vec![
         "lab fan-in detector over per-sender retransmission-timer counters and round times".into(),
     ];
@@ -325,6 +366,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
     };
     drop(topo);
     Ok(Outcome {
+        remedied,
         findings,
         body: Report {
             header,
@@ -332,6 +374,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
             runs,
             before,
             after,
+            remedies,
         },
         interrupted,
     })
@@ -344,6 +387,7 @@ fn fan_in_of(r: &Run) -> FanIn {
         slow_rounds: r.slow_rounds,
         slow_threshold: SLOW_ROUND,
         round_p99: Duration::from_micros(r.round_p99_us),
+        round_us: r.round_us.clone(),
         rto_min: Duration::from_micros(r.rto_min_us),
         timeouts_per_sender: r.per_sender.iter().map(|s| s.timer_events).collect(),
         retrans_segs: r.retrans_segs,
@@ -461,6 +505,7 @@ fn measure(t: &Topology, cfg: &Config, n: u32, rto_min_us: u64, stop: &AtomicBoo
     let share = block / u64::from(n) * u64::from(n);
     let bytes = share * round_us.len() as u64;
     Ok(Run {
+        label: format!("{n} senders, rto_min {} ms", rto_min_us / 1000),
         senders: n,
         rto_min_us,
         rounds: round_us.len() as u32,
@@ -490,6 +535,8 @@ fn measure(t: &Topology, cfg: &Config, n: u32, rto_min_us: u64, stop: &AtomicBoo
         round_us,
         hit_time_limit: cut_short && !ext_stop.load(Ordering::Relaxed),
         interrupted: ext_stop.load(Ordering::Relaxed),
+        time_lost_share: 0.0,
+        findings: Vec::new(),
     })
 }
 

@@ -19,6 +19,7 @@ use serde::Serialize;
 use tcpdoctor_model::Finding;
 
 use crate::capture::CaptureSummary;
+use crate::remedy;
 use crate::subnet::LabSubnet;
 use crate::{Error, Result};
 
@@ -39,6 +40,24 @@ pub struct Outcome<B> {
     pub findings: Vec<Finding>,
     pub body: B,
     pub interrupted: bool,
+    /// With `fix`: the remedied run the verdict follows ([`crate::remedy::followed`]).
+    pub remedied: Option<Remedied>,
+}
+
+/// The remedied run a `--fix` verdict and exit status follow, with its findings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Remedied {
+    pub run: String,
+    pub findings: Vec<Finding>,
+}
+
+/// The run the verdict follows among remedied runs (`checks[i]` judges `findings[i]`).
+pub fn remedied(checks: &[remedy::Check], findings: &[&[Finding]]) -> Option<Remedied> {
+    let i = remedy::followed(checks)?;
+    Some(Remedied {
+        run: checks[i].run.clone(),
+        findings: findings.get(i).map(|f| f.to_vec()).unwrap_or_default(),
+    })
 }
 
 /// Fields common to every scenario's JSON body.

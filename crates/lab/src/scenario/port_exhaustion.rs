@@ -15,6 +15,7 @@ use tcpdoctor_probe::{CloseFirst, Mode};
 
 use super::churn::{self, Pair, ProbeRun};
 use super::{Common, Header, Outcome};
+use crate::remedy::{Check, Harm};
 use crate::Result;
 
 #[derive(Clone, Debug, Serialize)]
@@ -54,6 +55,16 @@ pub struct Report {
     pub before: ProbeRun,
     /// Keep-alive, then tcp_tw_reuse=1 (with --fix).
     pub after: Vec<ProbeRun>,
+    /// Each remedied run judged against the baseline (with --fix).
+    pub remedies: Vec<Check>,
+}
+
+/// The harm: connects that found no free local port.
+pub fn harm(run: &ProbeRun) -> Harm {
+    Harm::count(
+        run.errors("EADDRNOTAVAIL"),
+        "connects failed with EADDRNOTAVAIL",
+    )
 }
 
 /// TIME_WAIT in whole seconds (`TCP_TIMEWAIT_LEN`).
@@ -120,9 +131,9 @@ fn one_run(
     pcfg.close_first = cfg.close_first;
     pcfg.connect_timeout = Duration::from_secs(2);
     let run = churn::probe(&pair, label, pcfg, stop);
-    let summary = cap.map(|c| c.stop());
+    let summary = churn::stop_capture(cap);
     server.stop();
-    Ok((run?, pair.lab.namespaces().to_vec(), summary))
+    Ok((run?, pair.lab.namespaces().to_vec(), summary?))
 }
 
 pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
@@ -163,7 +174,14 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
     let interrupted = before.interrupted || after.iter().any(|r| r.interrupted);
     let computed = f64::from(cfg.ports.len()) / tcpdoctor_host::sysctl::TIME_WAIT.as_secs_f64();
     let measured = measured_steady(&before);
+    let (remedies, remedied) = churn::judge_runs(
+        tcpdoctor_model::Pathology::PortExhaustion,
+        &before,
+        &after,
+        harm,
+    );
     Ok(Outcome {
+        remedied,
         findings: before.findings.clone(),
         body: Report {
             header: Header {
@@ -183,6 +201,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
             measured_sustainable_per_s: measured,
             before,
             after,
+            remedies,
         },
         interrupted,
     })

@@ -10,7 +10,6 @@
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::SocketAddrV4;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,6 +19,7 @@ use tcpdoctor_model::Finding;
 
 use super::churn::Pair;
 use super::{Common, Header, Outcome};
+use crate::remedy::{self, Check, Harm};
 use crate::{capture, diagnose, netns, traffic, Error, Result};
 
 #[derive(Clone, Debug, Serialize)]
@@ -67,6 +67,16 @@ pub struct Report {
     pub config: Config,
     pub before: Run,
     pub after: Option<Run>,
+    /// The remedied run judged against the baseline (with --fix).
+    pub remedies: Vec<Check>,
+}
+
+/// The harm: times the reader's kernel closed the window (`TcpExtTCPToZeroWindowAdv`).
+pub fn harm(run: &Run) -> Harm {
+    Harm::count(
+        run.zero_window_advertisements.max(0) as u64,
+        "zero-window advertisements (TcpExtTCPToZeroWindowAdv)",
+    )
 }
 
 /// The writer paces itself in slices of this length.
@@ -159,9 +169,9 @@ fn one(
     cfg: &Config,
     tag: &str,
     label: &str,
-    pcap: &std::path::Path,
+    dest: Option<&std::path::Path>,
     stop: &AtomicBool,
-) -> Result<(Run, Vec<String>, capture::CaptureSummary)> {
+) -> Result<(Run, Vec<String>, Option<capture::CaptureSummary>)> {
     let pair = Pair::build(common, tag)?;
     let addr = pair.server_addr;
     let rcvbuf = cfg.reader_rcvbuf_bytes;
@@ -178,7 +188,8 @@ fn one(
         s.listen(4).map_err(|e| Error::io("reader: listen", e))?;
         Ok(std::net::TcpListener::from(s))
     })?;
-    let cap = capture::Capture::start(&pair.client, &pair.client_if, pcap, "tcp")?;
+    let name = if tag.is_empty() { "slowreader" } else { tag };
+    let cap = capture::Capture::start(&pair.client, &pair.client_if, name, dest, "tcp")?;
     let r_before = netns::counters(&pair.server)?;
     let w_before = netns::counters(&pair.client)?;
     let dur = Duration::from_millis(cfg.duration_ms);
@@ -200,19 +211,20 @@ fn one(
     }
     let w = wr.join();
     let r = rd.join();
-    let summary = cap.stop();
+    let saved = cap.stop();
     let (written, stall_us) = w?;
     let read = r?;
+    let saved = saved?;
     let reader_counters = netns::counters(&pair.server)?.delta_since(&r_before).tcp();
     let writer_counters = netns::counters(&pair.client)?.delta_since(&w_before).tcp();
-    let (mut findings, _) = diagnose::capture(pcap)?;
+    let (mut findings, _) = diagnose::capture(saved.path())?;
     diagnose::merge(
         &mut findings,
         tcpdoctor_model::counters::findings(
             &reader_counters,
             tcpdoctor_model::counters::Window {
                 length: Some(std::time::Duration::from_millis(cfg.duration_ms)),
-                rto_floor: None,
+                rto_floor: Some(netns::rto_floor(&pair.server, pair.client_addr())?),
             },
         ),
     );
@@ -232,24 +244,18 @@ fn one(
         writer_counters,
         findings,
     };
-    Ok((run, pair.lab.namespaces().to_vec(), summary))
+    Ok((run, pair.lab.namespaces().to_vec(), saved.kept()))
 }
 
 pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
-    let temp =
-        std::env::temp_dir().join(format!("tdoc-lab-{}-slowreader.pcap", std::process::id()));
-    let pcap: PathBuf = common.pcap.clone().unwrap_or_else(|| temp.clone());
     let r = one(
         common,
         cfg,
         "",
         "before: slow reader, small buffer",
-        &pcap,
+        common.pcap.as_deref(),
         stop,
     );
-    if common.pcap.is_none() {
-        let _ = std::fs::remove_file(&temp);
-    }
     let (before, mut namespaces, capture) = r?;
     let after = if common.fix {
         let fixed = Config {
@@ -257,26 +263,42 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
             reader_rate_bytes_per_s: cfg.reader_rate_bytes_per_s * 10,
             ..cfg.clone()
         };
-        let tmp2 = std::env::temp_dir().join(format!(
-            "tdoc-lab-{}-slowreader-fix.pcap",
-            std::process::id()
-        ));
         let r = one(
             common,
             &fixed,
             "fx",
             "after: 64x buffer, reader 10x faster",
-            &tmp2,
+            None,
             stop,
         );
-        let _ = std::fs::remove_file(&tmp2);
         let (r, ns, _) = r?;
         namespaces.extend(ns);
         Some(r)
     } else {
         None
     };
+    let remedies: Vec<Check> = after
+        .iter()
+        .map(|a| {
+            remedy::judge(
+                &a.label,
+                tcpdoctor_model::Pathology::SlowReader,
+                harm(&before),
+                &before.findings,
+                harm(a),
+                &a.findings,
+            )
+        })
+        .collect();
+    let remedied = super::remedied(
+        &remedies,
+        &after
+            .iter()
+            .map(|a| a.findings.as_slice())
+            .collect::<Vec<_>>(),
+    );
     Ok(Outcome {
+        remedied,
         findings: before.findings.clone(),
         body: Report {
             header: Header {
@@ -284,7 +306,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
                 run_id: std::process::id(),
                 subnet: common.subnet.to_string(),
                 namespaces,
-                capture: common.pcap.as_ref().map(|_| capture),
+                capture,
                 diagnosed_by: vec![
                     "analyze: detectors on a capture of the writer's interface".into(),
                     "model::counters findings (reader namespace counters)".into(),
@@ -293,6 +315,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
             config: cfg.clone(),
             before,
             after,
+            remedies,
         },
         interrupted: stop.load(Ordering::Relaxed),
     })

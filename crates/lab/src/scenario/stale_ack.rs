@@ -5,7 +5,8 @@
 //! server keeps the old connection, the client reconnects from the same port, meets the stale
 //! ACK, resets it, and the time to its SYN resend is measured. It reports what it observed:
 //! a resend within milliseconds (the quick-resend behaviour of current kernels) or after the
-//! 1 s SYN timer.
+//! 1 s SYN timer. `--fix` runs the same loop with a graceful close (FIN) instead of
+//! SO_LINGER 0, in fresh namespaces.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddrV4;
@@ -19,6 +20,7 @@ use tcpdoctor_probe::{CloseFirst, Mode};
 
 use super::churn::{self, Pair, ProbeRun};
 use super::{Common, Header, Outcome};
+use crate::remedy::{Check, Harm};
 use crate::{naming, netns, traffic, Error, Result};
 
 /// Source port of the forced check: below `ip_local_port_range`.
@@ -75,6 +77,10 @@ pub struct Report {
     /// Connects probe classified as SYN retransmissions (timer).
     pub syn_timer_resends: u64,
     pub forced: Forced,
+    /// The same loop with a graceful close (with --fix).
+    pub after: Vec<ProbeRun>,
+    /// `after` judged against the loop (with --fix).
+    pub remedies: Vec<Check>,
 }
 
 fn forced_check(common: &Common) -> Result<(Forced, Vec<String>)> {
@@ -143,8 +149,32 @@ fn forced_check(common: &Common) -> Result<(Forced, Vec<String>)> {
     ))
 }
 
-pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
-    let pair = Pair::build(common, "")?;
+/// The harm: SYNs resent per million connections of the loop (`TcpExtTCPSynRetrans`).
+pub fn harm(run: &ProbeRun) -> Harm {
+    let conns = run.summary.connections_opened.max(1);
+    let resends = run.client_counter("TcpExtTCPSynRetrans").max(0) as f64;
+    Harm::count(
+        (resends * 1e6 / conns as f64).round() as u64,
+        "SYN resends per million connections",
+    )
+}
+
+/// File 003's loop in a fresh pair of namespaces: SO_LINGER 0 (`linger0`) or a graceful
+/// close. Returns the run, its namespaces and the capture summary.
+fn loop_run(
+    common: &Common,
+    cfg: &Config,
+    tag: &str,
+    label: &str,
+    linger0: bool,
+    capture: bool,
+    stop: &AtomicBool,
+) -> Result<(
+    ProbeRun,
+    Vec<String>,
+    Option<crate::capture::CaptureSummary>,
+)> {
+    let pair = Pair::build(common, tag)?;
     let mut scfg = ServerConfig::new(
         pair.server_addr.into(),
         Protocol::Tcp {
@@ -156,24 +186,44 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
     let server = pair.serve(scfg)?;
     let mut p = churn::probe_config(pair.server_addr, Duration::from_millis(cfg.duration_ms));
     p.mode = Mode::Crr;
-    p.linger0 = true;
+    p.linger0 = linger0;
     p.nodelay = true;
     p.close_first = CloseFirst::Server;
     p.request_bytes = 4;
     p.reply_bytes = 4;
     p.concurrency = cfg.concurrency;
-    let cap = pair.capture(common)?;
-    let loop_run = churn::probe(
-        &pair,
-        "file 003 loop: SO_LINGER 0, TCP_NODELAY, server closes first",
-        p,
-        stop,
-    );
-    let capture = cap.map(|c| c.stop());
+    let cap = if capture { pair.capture(common)? } else { None };
+    let run = churn::probe(&pair, label, p, stop);
+    let summary = churn::stop_capture(cap);
     server.stop();
-    let loop_run = loop_run?;
-    let mut namespaces = pair.lab.namespaces().to_vec();
-    drop(pair);
+    Ok((run?, pair.lab.namespaces().to_vec(), summary?))
+}
+
+pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
+    let (loop_run_, mut namespaces, capture) = loop_run(
+        common,
+        cfg,
+        "",
+        "before: connection per request, SO_LINGER 0, TCP_NODELAY, server closes first",
+        true,
+        true,
+        stop,
+    )?;
+    let loop_run = loop_run_;
+    let mut after = Vec::new();
+    if common.fix {
+        let (r, ns, _) = self::loop_run(
+            common,
+            cfg,
+            "gc",
+            "after: graceful close (FIN) instead of SO_LINGER 0",
+            false,
+            false,
+            stop,
+        )?;
+        namespaces.extend(ns);
+        after.push(r);
+    }
     let (forced, ns) = forced_check(common)?;
     namespaces.extend(ns);
     let resends = loop_run
@@ -196,7 +246,14 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
     };
     let stale = count(&|c| matches!(c, tcpdoctor_probe::SpikeCause::StaleAckResend));
     let timer = count(&|c| matches!(c, tcpdoctor_probe::SpikeCause::SynRetransmit { .. }));
+    let (remedies, remedied) = churn::judge_runs(
+        tcpdoctor_model::Pathology::StaleAckRace,
+        &loop_run,
+        &after,
+        harm,
+    );
     Ok(Outcome {
+        remedied,
         findings: loop_run.findings.clone(),
         body: Report {
             header: Header {
@@ -215,6 +272,8 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
             stale_ack_resends: stale,
             syn_timer_resends: timer,
             loop_run,
+            after,
+            remedies,
             forced,
         },
         interrupted: stop.load(Ordering::Relaxed),

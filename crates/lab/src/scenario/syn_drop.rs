@@ -11,6 +11,7 @@ use tcpdoctor_probe::server::{Protocol, ServerConfig};
 
 use super::churn::{self, Pair, ProbeRun};
 use super::{Common, Header, Outcome};
+use crate::remedy::{Check, Harm};
 use crate::{naming, Error, Result};
 
 #[derive(Clone, Debug, Serialize)]
@@ -38,6 +39,16 @@ pub struct Report {
     pub config: Config,
     pub before: ProbeRun,
     pub after: Option<ProbeRun>,
+    /// The remedied run judged against the baseline (with --fix).
+    pub remedies: Vec<Check>,
+}
+
+/// The harm: SYNs the client had to send again (`TcpExtTCPSynRetrans`).
+pub fn harm(run: &ProbeRun) -> Harm {
+    Harm::count(
+        run.client_counter("TcpExtTCPSynRetrans").max(0) as u64,
+        "SYN retransmissions (TcpExtTCPSynRetrans)",
+    )
 }
 
 /// The nftables ruleset dropping `pct`% of SYNs to `port`.
@@ -79,10 +90,18 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
     } else {
         None
     };
-    let capture = cap.map(|c| c.stop());
+    let capture = churn::stop_capture(cap);
     server.stop();
+    let capture = capture?;
     let interrupted = before.interrupted || after.as_ref().is_some_and(|r| r.interrupted);
+    let (remedies, remedied) = churn::judge_runs(
+        tcpdoctor_model::Pathology::SynRetransmit,
+        &before,
+        after.as_slice(),
+        harm,
+    );
     Ok(Outcome {
+        remedied,
         findings: before.findings.clone(),
         body: Report {
             header: Header {
@@ -99,6 +118,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
             config: cfg.clone(),
             before,
             after,
+            remedies,
         },
         interrupted,
     })

@@ -13,7 +13,6 @@
 //! `analyze`'s detectors on a capture of the client's interface and by the client's counters.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,6 +24,7 @@ use tcpdoctor_probe::CloseFirst;
 
 use super::churn::Pair;
 use super::{Common, Header, Outcome};
+use crate::remedy::{self, Check, Harm};
 use crate::traffic::{self, ConnRecord, Outcome as ConnOutcome};
 use crate::{capture, diagnose, netns, Result};
 
@@ -63,6 +63,21 @@ pub struct Report {
     pub config: Config,
     pub before: Run,
     pub after: Option<Run>,
+    /// The remedied run judged against the baseline (with --fix).
+    pub remedies: Vec<Check>,
+}
+
+/// The harm: SYNs resent because they met the previous connection's TIME_WAIT
+/// (`TcpExtTCPSynRetrans` of the client namespace).
+pub fn harm(run: &Run) -> Harm {
+    Harm::count(
+        run.client_counters
+            .get("TcpExtTCPSynRetrans")
+            .copied()
+            .unwrap_or(0)
+            .max(0) as u64,
+        "SYN resends (TcpExtTCPSynRetrans)",
+    )
 }
 
 /// One run: the lab's own client loop (connect from the fixed port with SO_REUSEADDR, upload,
@@ -145,9 +160,9 @@ fn one(
     tag: &str,
     timestamps: bool,
     gap: Duration,
-    pcap: &std::path::Path,
+    dest: Option<&std::path::Path>,
     stop: &AtomicBool,
-) -> Result<(Run, Vec<String>, capture::CaptureSummary)> {
+) -> Result<(Run, Vec<String>, Option<capture::CaptureSummary>)> {
     let pair = Pair::build(common, tag)?;
     let ts = if timestamps { "1" } else { "0" };
     for ns in [&pair.client, &pair.server] {
@@ -166,7 +181,8 @@ fn one(
     scfg.close_first = CloseFirst::Server;
     scfg.threads = 2;
     let server = pair.serve(scfg)?;
-    let cap = capture::Capture::start(&pair.client, &pair.client_if, pcap, "tcp")?;
+    let name = if tag.is_empty() { "timewait" } else { tag };
+    let cap = capture::Capture::start(&pair.client, &pair.client_if, name, dest, "tcp")?;
     let label = if timestamps {
         format!(
             "after: timestamps on, {} ms between reconnects",
@@ -177,6 +193,7 @@ fn one(
     } else {
         "before: timestamps off".to_string()
     };
+    let started = Instant::now();
     let c_before = netns::counters(&pair.client)?;
     let s_before = netns::counters(&pair.server)?;
     let inner = Arc::new(AtomicBool::new(false));
@@ -196,15 +213,20 @@ fn one(
         std::thread::sleep(Duration::from_millis(20));
     }
     let records = worker.join();
-    let summary = cap.stop();
+    let saved = cap.stop();
     server.stop();
     let records = records?;
+    let saved = saved?;
     let client_counters = netns::counters(&pair.client)?.delta_since(&c_before).tcp();
     let server_counters = netns::counters(&pair.server)?.delta_since(&s_before).tcp();
-    let (mut findings, _) = diagnose::capture(pcap)?;
+    let (mut findings, _) = diagnose::capture(saved.path())?;
+    let window = tcpdoctor_model::counters::Window {
+        length: Some(started.elapsed()),
+        rto_floor: Some(netns::rto_floor(&pair.client, *pair.server_addr.ip())?),
+    };
     diagnose::merge(
         &mut findings,
-        tcpdoctor_model::counters::findings(&client_counters, Default::default()),
+        tcpdoctor_model::counters::findings(&client_counters, window),
     );
     let slow = records
         .iter()
@@ -219,12 +241,10 @@ fn one(
         server_counters,
         findings,
     };
-    Ok((run, pair.lab.namespaces().to_vec(), summary))
+    Ok((run, pair.lab.namespaces().to_vec(), saved.kept()))
 }
 
 pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
-    let temp = std::env::temp_dir().join(format!("tdoc-lab-{}-timewait.pcap", std::process::id()));
-    let pcap: PathBuf = common.pcap.clone().unwrap_or_else(|| temp.clone());
     // A short gap lets the previous client socket finish LAST_ACK before the port is bound
     // again; the server's TIME_WAIT lasts 60 s, so the collision is unaffected.
     let result = one(
@@ -233,12 +253,9 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
         "",
         false,
         Duration::from_millis(BEFORE_GAP_MS),
-        &pcap,
+        common.pcap.as_deref(),
         stop,
     );
-    if common.pcap.is_none() {
-        let _ = std::fs::remove_file(&temp);
-    }
     let (before, mut namespaces, capture) = result?;
     let findings: Vec<Finding> = before.findings.clone();
     let after = if common.fix {
@@ -246,18 +263,15 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
             rfc1337: false,
             ..cfg.clone()
         };
-        let tmp2 =
-            std::env::temp_dir().join(format!("tdoc-lab-{}-timewait-fix.pcap", std::process::id()));
         let r = one(
             common,
             &fix_cfg,
             "fx",
             true,
             Duration::from_millis(cfg.fix_gap_ms),
-            &tmp2,
+            None,
             stop,
         );
-        let _ = std::fs::remove_file(&tmp2);
         let (r, ns, _) = r?;
         namespaces.extend(ns);
         Some(r)
@@ -265,7 +279,28 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
         None
     };
     let interrupted = stop.load(Ordering::Relaxed);
+    let remedies: Vec<Check> = after
+        .iter()
+        .map(|a| {
+            remedy::judge(
+                &a.label,
+                tcpdoctor_model::Pathology::TimeWaitCollision,
+                harm(&before),
+                &before.findings,
+                harm(a),
+                &a.findings,
+            )
+        })
+        .collect();
+    let remedied = super::remedied(
+        &remedies,
+        &after
+            .iter()
+            .map(|a| a.findings.as_slice())
+            .collect::<Vec<_>>(),
+    );
     Ok(Outcome {
+        remedied,
         findings,
         body: Report {
             header: Header {
@@ -273,7 +308,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
                 run_id: std::process::id(),
                 subnet: common.subnet.to_string(),
                 namespaces,
-                capture: common.pcap.as_ref().map(|_| capture),
+                capture,
                 diagnosed_by: vec![
                     "analyze: detectors on a capture of the client's interface".into(),
                     "model::counters findings (client namespace counters)".into(),
@@ -282,6 +317,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
             config: cfg.clone(),
             before,
             after,
+            remedies,
         },
         interrupted,
     })
