@@ -857,3 +857,285 @@ fn syn_ladder_measured_in_a_namespace_matches_the_model() {
     );
     assert_rungs("defaults", &dflt_model, &measured);
 }
+
+/// Hostile servers inside `ns`, each on its own port: one whose kernel accepts connections
+/// that nobody reads or answers, and one that answers one byte per second. Threads of the
+/// test, bounded in time; they end with the test process.
+fn hostile_servers(ns: &Netns, silent: u16, dribble: u16) -> (TcpListener, TcpListener) {
+    let quiet = support::in_netns(ns, move || {
+        TcpListener::bind(("127.0.0.1", silent)).expect("bind silent server")
+    });
+    let slow = support::in_netns(ns, move || {
+        TcpListener::bind(("127.0.0.1", dribble)).expect("bind dribbling server")
+    });
+    let l = slow.try_clone().unwrap();
+    std::thread::spawn(move || {
+        for conn in l.incoming().take(16) {
+            let Ok(mut c) = conn else { return };
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let mut buf = [0u8; 256];
+                let _ = c.read(&mut buf);
+                for _ in 0..10 {
+                    if c.write_all(b"x").is_err() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+            });
+        }
+    });
+    (quiet, slow)
+}
+
+fn finding<'a>(v: &'a Value, pathology: &str) -> &'a Value {
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["pathology"] == pathology)
+        .unwrap_or_else(|| panic!("no {pathology} finding: {}", v["findings"]))
+}
+
+#[test]
+fn a_run_with_every_request_cut_at_the_end_is_never_healthy() {
+    if !support::require_root("a_run_with_every_request_cut_at_the_end_is_never_healthy") {
+        return;
+    }
+    let ns = Arc::new(Netns::new("cut"));
+    let (_quiet, _slow) = hostile_servers(&ns, 5993, 5994);
+    blackhole(&ns, 5995);
+    // The three runs at once: 2 s each.
+    let runs: Vec<_> = [5993u16, 5994, 5995]
+        .into_iter()
+        .map(|port| {
+            let ns = Arc::clone(&ns);
+            std::thread::spawn(move || {
+                let target = format!("127.0.0.1:{port}");
+                probe_in(&ns, &[&target, "-d", "2s", "-c", "2", "--json"])
+            })
+        })
+        .collect();
+    let mut results = runs.into_iter().map(|h| h.join().unwrap());
+    for (port, (code, v, err)) in [5993, 5994, 5995].into_iter().zip(&mut results) {
+        assert_eq!(code, 1, "port {port}: {err}\n{v}");
+        assert_eq!(v["verdict"], "findings", "port {port}");
+        assert_eq!(v["requests_ok"], 0, "port {port}");
+        assert_eq!(v["requests_cut"], 2, "port {port}: {v}");
+        let u = &v["unanswered"][0];
+        assert_eq!(u["count"], 2, "port {port}: {u}");
+        assert_eq!(u["cut"], 2, "port {port}: {u}");
+        let waited = u["max_wait_us"].as_u64().unwrap();
+        assert!((1_900_000..2_500_000).contains(&waited), "port {port}: {u}");
+        let first = &v["findings"][0];
+        let summary = first["summary"].as_str().unwrap();
+        assert!(summary.contains("2.0"), "port {port}: {summary}");
+        match port {
+            5993 => {
+                assert_eq!(first["pathology"], "no_reply");
+                assert_eq!(u["stage"], "reply");
+                assert!(summary.contains("accepted, never replied"), "{summary}");
+            }
+            5994 => {
+                assert_eq!(first["pathology"], "no_reply");
+                assert!(summary.contains("the reply dribbled"), "{summary}");
+                assert_eq!(u["partial_replies"], 2, "{u}");
+                let got = u["max_received_bytes"].as_u64().unwrap();
+                assert!((1..=4).contains(&got), "{u}");
+            }
+            _ => {
+                assert_eq!(first["pathology"], "unanswered_syn");
+                assert_eq!(u["stage"], "handshake");
+                assert!(summary.contains("no SYN-ACK"), "{summary}");
+                // The second retransmission is due at 2 s and leaves a little later.
+                assert!(summary.contains("the SYN went out at 0, 1"), "{summary}");
+            }
+        }
+    }
+}
+
+#[test]
+fn reply_timeout_against_a_silent_server_says_accepted_never_replied() {
+    if !support::require_root("reply_timeout_against_a_silent_server_says_accepted_never_replied") {
+        return;
+    }
+    let ns = Netns::new("rtmo");
+    let (_quiet, _slow) = hostile_servers(&ns, 5993, 5994);
+    let (code, v, _) = probe_in(
+        &ns,
+        &[
+            "127.0.0.1:5993",
+            "--timeout",
+            "1s",
+            "-n",
+            "3",
+            "-c",
+            "3",
+            "--json",
+        ],
+    );
+    assert_eq!(code, 1);
+    assert_eq!(pathologies(&v), ["no_reply"]);
+    let f = finding(&v, "no_reply");
+    let summary = f["summary"].as_str().unwrap();
+    assert!(summary.contains("accepted, never replied"), "{summary}");
+    assert!(
+        summary.contains("cut by the 1.00 s reply timeout"),
+        "{summary}"
+    );
+    assert!(summary.contains("the first timeout fired 1.0"), "{summary}");
+    assert!(!summary.contains("refused"), "{summary}");
+    assert!(!f.to_string().contains("server listens"), "{f}");
+    let u = &v["unanswered"][0];
+    assert_eq!(u["timed_out"], 3);
+    assert_eq!(u["timeout_us"], 1_000_000);
+    let fired = u["first_timeout_at_us"].as_u64().unwrap();
+    assert!((1_000_000..1_500_000).contains(&fired), "{u}");
+}
+
+#[test]
+fn local_addr_not_on_this_host_is_refused_before_the_run() {
+    // 192.0.2.1 (TEST-NET-1) is on no interface; nothing is sent.
+    let (code, out, err) = support::run(&["probe", "127.0.0.1:9", "--local-addr", "192.0.2.1"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(out.is_empty(), "{out}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("error:") && err.contains("192.0.2.1"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn eaddrnotavail_without_used_ports_is_not_called_port_exhaustion() {
+    if !support::require_root("eaddrnotavail_without_used_ports_is_not_called_port_exhaustion") {
+        return;
+    }
+    // The source address disappears in the middle of the run: every later bind fails with
+    // EADDRNOTAVAIL while a hundred ports at most are in use.
+    let ns = Netns::new("naddr");
+    ns.exec("ip addr add 10.77.9.1/32 dev lo");
+    let name = ns.name.clone();
+    let remove = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(700));
+        support::sh(&format!("ip -n {name} addr del 10.77.9.1/32 dev lo"));
+    });
+    let (code, v, _) = probe_in(
+        &ns,
+        &[
+            "--local-addr",
+            "10.77.9.1",
+            "--rate",
+            "100",
+            "-c",
+            "1",
+            "-d",
+            "1500ms",
+            "--json",
+        ],
+    );
+    remove.join().unwrap();
+    assert_eq!(code, 1);
+    assert!(v["requests_ok"].as_u64().unwrap() > 10, "{}", v["errors"]);
+    assert_eq!(v["errors"][0]["errno"], "EADDRNOTAVAIL", "{}", v["errors"]);
+    assert!(
+        !pathologies(&v).contains(&"port_exhaustion".to_string()),
+        "{}",
+        v["findings"]
+    );
+    let f = finding(&v, "connect_failure");
+    assert!(
+        f["summary"]
+            .as_str()
+            .unwrap()
+            .contains("not port exhaustion"),
+        "{f}"
+    );
+}
+
+#[test]
+fn non_2xx_http_answers_are_failures_unless_expected() {
+    let Some((code, v, _)) = probe_embedded(
+        "non_2xx_http_answers_are_failures_unless_expected",
+        "h404",
+        &[
+            "--mode",
+            "http",
+            "--path",
+            "/status/404",
+            "-n",
+            "40",
+            "--json",
+        ],
+    ) else {
+        return;
+    };
+    assert_eq!(code, 1);
+    assert_eq!(v["requests_ok"], 0);
+    assert_eq!(v["requests_failed"], 40);
+    assert_eq!(v["status_codes"]["404"], 40);
+    assert_eq!(v["status_classes"]["4xx"], 40);
+    assert_eq!(v["expect_status"], "2xx");
+    let f = finding(&v, "http_error");
+    assert_eq!(f["severity"], "critical");
+    assert!(
+        f["summary"].as_str().unwrap().contains("40 x HTTP 404"),
+        "{f}"
+    );
+    // The same answers, expected.
+    let Some((_, v, _)) = probe_embedded(
+        "non_2xx_http_answers_are_failures_unless_expected",
+        "h404e",
+        &[
+            "--mode",
+            "http",
+            "--path",
+            "/status/404",
+            "--expect-status",
+            "2xx,301,404",
+            "-n",
+            "40",
+            "--json",
+        ],
+    ) else {
+        return;
+    };
+    assert_eq!(v["requests_ok"], 40);
+    assert_eq!(v["requests_failed"], 0);
+    assert_eq!(v["expect_status"], "2xx,301,404");
+    assert!(!pathologies(&v).contains(&"http_error".to_string()));
+}
+
+#[test]
+fn http_mode_without_target_shows_the_embedded_servers_url() {
+    if !support::require_root("http_mode_without_target_shows_the_embedded_servers_url") {
+        return;
+    }
+    let ns = Netns::new("hurl");
+    let (_, v, _) = probe_in(
+        &ns,
+        &["--mode", "http", "--path", "/x", "-n", "5", "--json"],
+    );
+    let target = v["target"].as_str().unwrap();
+    assert_eq!(v["url"], format!("http://{target}/x"));
+    let (_, text, _) =
+        support::run_in(&ns, &["probe", "--mode", "http", "--path", "/x", "-n", "5"]);
+    let header = text.lines().next().unwrap();
+    assert!(!header.contains(":1/"), "{header}");
+    assert!(header.contains("/x"), "{header}");
+}
+
+#[test]
+fn duration_is_honoured_with_requests_in_flight() {
+    if !support::require_root("duration_is_honoured_with_requests_in_flight") {
+        return;
+    }
+    let ns = Netns::new("dur");
+    let (_quiet, _slow) = hostile_servers(&ns, 5993, 5994);
+    let t = Instant::now();
+    let (_, v, _) = probe_in(&ns, &["127.0.0.1:5993", "-d", "1s", "-c", "3", "--json"]);
+    let wall = t.elapsed();
+    // Cut at the deadline, not a second later (slack for process start on a loaded host).
+    assert!(wall < Duration::from_millis(1_600), "{wall:?}");
+    let elapsed = v["elapsed_us"].as_u64().unwrap();
+    assert!((1_000_000..1_150_000).contains(&elapsed), "{elapsed}");
+    assert_eq!(v["requests_cut"], 3);
+}

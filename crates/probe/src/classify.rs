@@ -348,6 +348,7 @@ mod tests {
             local_port: port,
             status: 0,
             reused: false,
+            received_bytes: 0,
             outcome: Outcome::Ok,
             scheduled_ns: 0,
             start_ns: 0,

@@ -6,7 +6,9 @@
 //! `send`, `recv`, `close` (plus the options asked for). Timeouts cost no syscall on that
 //! path: each worker publishes its in-flight socket and deadline in a slot, and the
 //! supervisor (every 20 ms) shuts down a socket whose deadline passed, which wakes the
-//! blocked connect()/recv(). Ctrl-C and the end of the run use the same mechanism.
+//! blocked connect()/recv(). Ctrl-C and the end of the run use the same mechanism: at the
+//! end of the duration every request still in flight is cut at once (recorded as
+//! [`Outcome::Cut`] with its phase and wait), so the run ends when it was asked to.
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -17,19 +19,18 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, Socket, Type};
 use tcpdoctor_host::sysctl::{self, TcpSettings};
-use tcpdoctor_host::{counters, route};
-use tcpdoctor_model::{timers, SynLadder};
+use tcpdoctor_host::{counters, route, sockets};
+use tcpdoctor_model::{timers, PortRange, SynLadder};
 
 use crate::classify::{self, Signatures};
 use crate::record::{ErrorKind, Outcome, Phase, Record};
 use crate::server::{Protocol, Server, ServerConfig};
 use crate::{findings, http, stats, CloseFirst, Config, Error, Mode, ProbeResult, Progress};
 
-/// How often the supervisor wakes: timeout precision and progress cadence.
+/// How often the supervisor wakes: timeout precision and progress cadence. It also wakes
+/// at the end of the duration exactly.
 const TICK: Duration = Duration::from_millis(20);
-/// In-flight connections get this long to finish after the duration ends.
-const DRAIN_AT_END: Duration = Duration::from_secs(1);
-/// ... and this long after the caller's stop flag (Ctrl-C).
+/// In-flight connections get this long to finish after the caller's stop flag (Ctrl-C).
 const DRAIN_ON_STOP: Duration = Duration::from_millis(100);
 /// Pause after a local-exhaustion error (EADDRNOTAVAIL, EADDRINUSE, EMFILE): retrying at
 /// once fails again and would only spin.
@@ -111,6 +112,9 @@ pub fn run(
     on_progress: &dyn Fn(Progress),
 ) -> Result<ProbeResult, Error> {
     validate(cfg)?;
+    if let Some(addr) = cfg.local_addr {
+        check_local_addr(addr)?;
+    }
     let settings = TcpSettings::read()?;
     let server = match cfg.target {
         Some(_) => None,
@@ -120,16 +124,11 @@ pub fn run(
         .target
         .or_else(|| server.as_ref().map(Server::local_addr))
         .ok_or_else(|| Error::Config("no target".into()))?;
+    // The embedded server's URL is known only now: the report shows the one requested.
+    let cfg = &effective(cfg, target);
     let route_rto_min = route::rto_min_for(target.ip()).ok().flatten();
     let request = match &cfg.mode {
-        Mode::Http { url, keepalive } => {
-            let mut url = url.clone();
-            if cfg.target.is_none() {
-                url.host = target.ip().to_string();
-                url.port = target.port();
-            }
-            http::request(&url, *keepalive)
-        }
+        Mode::Http { url, keepalive } => http::request(url, *keepalive),
         _ => vec![b'q'; cfg.request_bytes],
     };
 
@@ -137,6 +136,19 @@ pub fn run(
     let before = counters.snapshot()?;
     let (records, elapsed) = drive(cfg, target, request, stop, on_progress)?;
     let after = counters.snapshot()?;
+    let ports_toward_target = records
+        .iter()
+        .any(|r| {
+            matches!(r.outcome, Outcome::Error { kind, .. }
+                if matches!(kind, ErrorKind::AddrNotAvail | ErrorKind::AddrInUse))
+        })
+        .then(|| {
+            ports_toward(
+                target,
+                cfg.local_ports.unwrap_or(settings.ip_local_port_range),
+            )
+        })
+        .flatten();
     let server_stats = server.map(Server::stop);
     let delta = after.delta_since(&before);
     let interrupted = stop.load(Ordering::SeqCst);
@@ -164,6 +176,7 @@ pub fn run(
         settings: &settings,
         route_rto_min,
         threshold,
+        ports_toward_target,
     };
     let summary = stats::summarize(&ctx, &records, &spikes, &delta, &sig);
     let findings = findings::build(&ctx, &summary, &spikes, &delta);
@@ -173,6 +186,67 @@ pub fn run(
         interrupted,
         records,
     })
+}
+
+/// Fails when `addr` cannot be bound here (not an address of this host, or of the caller's
+/// network namespace): every connect would fail with EADDRNOTAVAIL, which is not port
+/// exhaustion.
+fn check_local_addr(addr: IpAddr) -> Result<(), Error> {
+    let fail = |source| Error::LocalAddr { addr, source };
+    let sock = Socket::new(
+        Domain::for_address(SocketAddr::new(addr, 0)),
+        Type::STREAM,
+        None,
+    )
+    .map_err(fail)?;
+    // Do not take a port for the test: IP_BIND_ADDRESS_NO_PORT defers it to connect().
+    set_bind_no_port(&sock);
+    sock.bind(&SocketAddr::new(addr, 0).into()).map_err(fail)
+}
+
+fn set_bind_no_port(sock: &Socket) {
+    let one: libc::c_int = 1;
+    // SAFETY: valid fd, option value of the documented type and size.
+    unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_BIND_ADDRESS_NO_PORT,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+}
+
+/// The configuration as run: in http mode without a target, the URL of the embedded server.
+fn effective(cfg: &Config, target: SocketAddr) -> Config {
+    let mut cfg = cfg.clone();
+    if let (None, Mode::Http { url, .. }) = (cfg.target, &mut cfg.mode) {
+        url.host = target.ip().to_string();
+        url.port = target.port();
+    }
+    cfg
+}
+
+/// Sockets of this namespace toward `target` whose local port lies in `range`, after a run
+/// whose connects failed for want of a local port: (TIME_WAIT, all states). `None` when
+/// the census is not available.
+fn ports_toward(target: SocketAddr, range: PortRange) -> Option<stats::PortsInUse> {
+    let filter = sockets::Filter {
+        addresses: vec![target.ip()],
+        ..sockets::Filter::default()
+    };
+    let census = sockets::census(&filter).ok()?;
+    let mut used = stats::PortsInUse::default();
+    for s in census.sockets.iter().filter(|s| {
+        s.remote == target && s.local.port() >= range.low && s.local.port() <= range.high
+    }) {
+        used.total += 1;
+        if s.state == sockets::TcpState::TimeWait {
+            used.time_wait += 1;
+        }
+    }
+    Some(used)
 }
 
 /// This namespace's SYN ladder, with its `net.ipv4.tcp_rto_max_ms` (Linux 6.15+) when the
@@ -292,7 +366,14 @@ fn supervise<T>(
     let mut halt_at: Option<Instant> = None;
     let mut ticks = 0u64;
     loop {
-        std::thread::sleep(TICK);
+        // Wake at the end of the duration exactly, to cut what is in flight then.
+        let now = Instant::now();
+        let nap = match sh.end.checked_duration_since(now) {
+            Some(left) if !left.is_zero() => TICK.min(left),
+            _ if halt_at.is_some() => Duration::from_millis(1),
+            _ => TICK,
+        };
+        std::thread::sleep(nap);
         ticks += 1;
         let now = Instant::now();
         if handles.iter().all(|h| h.is_finished()) {
@@ -302,7 +383,8 @@ fn supervise<T>(
             if stop.load(Ordering::SeqCst) {
                 halt_at = Some(now + DRAIN_ON_STOP);
             } else if now >= sh.end {
-                halt_at = Some(now + DRAIN_AT_END);
+                // The duration is over: requests in flight are cut now, not drained.
+                halt_at = Some(now);
             }
             if halt_at.is_some() {
                 sh.halt.store(true, Ordering::SeqCst);
@@ -332,7 +414,7 @@ fn supervise<T>(
                 unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
             }
         }
-        if ticks.is_multiple_of(5) {
+        if ticks.is_multiple_of(5) && now < sh.end {
             on_progress(progress(sh, now));
         }
     }
@@ -457,6 +539,7 @@ impl Worker<'_, '_> {
             local_port: 0,
             status: 0,
             reused: false,
+            received_bytes: 0,
             outcome: Outcome::Ok,
             scheduled_ns: self.sh.ns(scheduled),
             start_ns: self.sh.ns(start),
@@ -603,17 +686,7 @@ impl Worker<'_, '_> {
             }
             None => {
                 // Let connect() choose the port for the whole 4-tuple (Linux 4.2+).
-                let one: libc::c_int = 1;
-                // SAFETY: valid fd, option value of the documented type and size.
-                unsafe {
-                    libc::setsockopt(
-                        sock.as_raw_fd(),
-                        libc::IPPROTO_IP,
-                        libc::IP_BIND_ADDRESS_NO_PORT,
-                        (&one as *const libc::c_int).cast(),
-                        std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                    )
-                };
+                set_bind_no_port(sock);
                 0
             }
         };
@@ -673,6 +746,7 @@ impl Worker<'_, '_> {
                             Some(Instant::now().duration_since(t0).as_nanos() as u64);
                     }
                     got += n;
+                    rec.received_bytes = u32::try_from(got).unwrap_or(u32::MAX);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(Fail::Io(e, Phase::Reply)),
@@ -705,10 +779,15 @@ impl Worker<'_, '_> {
         self.arm(cfg.reply_timeout, Cut::ReplyTimeout);
         let conn = self.conn.as_mut().expect("connection open");
         let mut first = None;
-        let resp = http::read_response(&mut conn.sock, &mut self.buf, || {
+        let mut counted = Counted {
+            inner: &conn.sock,
+            bytes: 0,
+        };
+        let resp = http::read_response(&mut counted, &mut self.buf, || {
             first = Some(Instant::now().duration_since(t0).as_nanos() as u64)
         });
         rec.first_byte_ns = first;
+        rec.received_bytes = u32::try_from(counted.bytes).unwrap_or(u32::MAX);
         let resp = resp.map_err(|e| match e {
             http::ReadError::Io(e) => Fail::Io(e, Phase::Reply),
             http::ReadError::Closed { .. } => Fail::Kind(ErrorKind::ShortReply, Phase::Reply),
@@ -718,6 +797,29 @@ impl Worker<'_, '_> {
             self.disarm();
         }
         rec.status = resp.status;
+        if !cfg.expect_status.accepts(resp.status) {
+            // A failure, but the connection stays usable: recorded without closing it.
+            rec.outcome = Outcome::Error {
+                kind: ErrorKind::HttpStatus {
+                    status: resp.status,
+                },
+                phase: Phase::Reply,
+            };
+        }
         Ok(resp.keep_alive)
+    }
+}
+
+/// A socket reader that counts the bytes it returns.
+struct Counted<'a> {
+    inner: &'a Socket,
+    bytes: u64,
+}
+
+impl Read for Counted<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = (&mut &*self.inner).read(buf)?;
+        self.bytes += n as u64;
+        Ok(n)
     }
 }

@@ -1,21 +1,35 @@
-//! Findings of a probe run: errors by errno (EADDRNOTAVAIL is port exhaustion, with the
-//! arithmetic), spike groups by cause, each with its counter evidence. Pure.
+//! Findings of a probe run: requests that got no answer (no SYN-ACK, no reply, a dribbling
+//! reply), errors by errno (EADDRNOTAVAIL is port exhaustion when the ports in use prove it,
+//! with the arithmetic), unexpected HTTP statuses, and spike groups by cause, each with its
+//! counter evidence. Severity is never chosen here: each finding describes its harm as an
+//! [`Impact`] and the model's policy judges it. Pure.
+
+use std::time::Duration;
 
 use tcpdoctor_host::counters::Delta;
 use tcpdoctor_host::sysctl::TIME_WAIT;
-use tcpdoctor_model::{Evidence, Finding, Pathology, Severity, Source};
+use tcpdoctor_model::{Evidence, Finding, Impact, Pathology, Remedy, Source};
 
 use crate::classify::{Spike, SpikeCause};
 use crate::record::{ErrorKind, Phase};
-use crate::stats::{Context, ErrorCount, Summary};
+use crate::stats::{Context, ErrorCount, Stage, Summary, Unanswered};
 use crate::CloseFirst;
 
-fn us_to_ms(us: u64) -> String {
-    if us >= 10_000 {
+/// `840 us`, `4.2 ms`, `120 ms`, `1.02 s`.
+fn dur(us: u64) -> String {
+    if us >= 1_000_000 {
+        format!("{:.2} s", us as f64 / 1e6)
+    } else if us >= 10_000 {
         format!("{} ms", us / 1_000)
-    } else {
+    } else if us >= 1_000 {
         format!("{:.1} ms", us as f64 / 1_000.0)
+    } else {
+        format!("{us} us")
     }
+}
+
+fn micros(us: u64) -> Duration {
+    Duration::from_micros(us)
 }
 
 fn counter_evidence(f: Finding, delta: &Delta, names: &[&str]) -> Finding {
@@ -33,57 +47,67 @@ fn ports(items: &[u16]) -> Vec<String> {
     items.iter().map(u16::to_string).collect()
 }
 
+/// Requests started: ended (ok or failed) or cut.
+fn started(s: &Summary) -> u64 {
+    s.requests + s.requests_cut
+}
+
 /// All findings of a run, unranked (the Report ranks them).
 pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec<Finding> {
     let mut out = Vec::new();
     port_exhaustion(ctx, s, delta, &mut out);
+    for u in &s.unanswered {
+        out.push(unanswered(ctx, s, u, delta));
+    }
+    http_errors(s, &mut out);
     connect_failures(s, delta, &mut out);
     for g in &s.spikes.groups {
         let examples = Evidence::Examples {
             what: "local ports of slow connections".into(),
             items: ports(&g.example_local_ports),
         };
+        let worst = Some(micros(g.max_phase_us));
         let f = match g.cause {
             SpikeCause::SynRetransmit { .. } => continue, // grouped below
             SpikeCause::AcceptQueueOverflow => counter_evidence(
-                Finding::legacy(
+                Finding::new(
                     Pathology::AcceptQueueOverflow,
-                    Severity::Warning,
                     Source::Probe,
                     format!(
                         "{} connections waited ~{} while the listener's accept queue overflowed",
                         g.count,
-                        us_to_ms(g.typical_phase_us)
+                        dur(g.typical_phase_us)
                     ),
+                    Impact::stalls(g.count, Some(started(s)), worst),
                 ),
                 delta,
                 &["TcpExtListenOverflows", "TcpExtListenDrops", "TcpExtTCPSynRetrans"],
             ),
             SpikeCause::StaleAckResend => counter_evidence(
-                Finding::legacy(
+                Finding::new(
                     Pathology::StaleAckRace,
-                    Severity::Info,
                     Source::Probe,
                     format!(
                         "{} connects took ~{}: SYN answered by a stale ACK and resent quickly",
                         g.count,
-                        us_to_ms(g.typical_phase_us)
+                        dur(g.typical_phase_us)
                     ),
+                    Impact::stalls(g.count, Some(s.connects_attempted), worst),
                 ),
                 delta,
                 &["TcpExtTCPSynRetrans", "TcpOutRsts"],
             ),
             SpikeCause::DataRto => counter_evidence(
-                Finding::legacy(
+                Finding::new(
                     Pathology::RetransmitTimeout,
-                    Severity::Warning,
                     Source::Probe,
                     format!(
                         "{} replies waited ~{} for a retransmission timeout (RTO floor {})",
                         g.count,
-                        us_to_ms(g.typical_phase_us),
-                        us_to_ms(s.settings.rto_min_us)
+                        dur(g.typical_phase_us),
+                        dur(s.settings.rto_min_us)
                     ),
+                    Impact::stalls(g.count, Some(started(s)), worst),
                 ),
                 delta,
                 &["TcpExtTCPTimeouts", "TcpRetransSegs"],
@@ -97,35 +121,34 @@ pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec
                 s.settings.rto_min_us,
             ),
             SpikeCause::DelayedAck => counter_evidence(
-                Finding::legacy(
+                Finding::new(
                     Pathology::DelayedAck,
-                    // Rare ones cost little; a steady share is a protocol pattern to fix.
-                    if g.count * 100 >= s.requests_ok.max(1) {
-                        Severity::Warning
-                    } else {
-                        Severity::Info
-                    },
                     Source::Probe,
                     format!(
-                        "{} replies waited ~{}: a delayed ACK held a small write",
+                        "{} of {} replies waited ~{}: a delayed ACK held a small write",
                         g.count,
-                        us_to_ms(g.typical_phase_us)
+                        s.requests_ok,
+                        dur(g.typical_phase_us)
                     ),
+                    // The share of requests with ~40 ms stalls decides (policy: common or rare).
+                    Impact::stalls(g.count, Some(s.requests_ok), worst),
                 ),
                 delta,
                 &["TcpExtDelayedACKs"],
             )
             .setting("TCP_NODELAY", ctx.cfg.nodelay),
-            SpikeCause::Unexplained => Finding::legacy(
+            SpikeCause::Unexplained => Finding::new(
                 Pathology::UnexplainedDelay,
-                Severity::Info,
                 Source::Probe,
                 format!(
-                    "{} connections were slower than {} (typical slow phase {}) with no TCP timer signature",
+                    "{} of {} requests were slower than {} (typical slow phase {}, worst {}) with no TCP timer signature",
                     g.count,
-                    us_to_ms(s.spikes.threshold_us),
-                    us_to_ms(g.typical_phase_us)
+                    s.requests_ok,
+                    dur(s.spikes.threshold_us),
+                    dur(g.typical_phase_us),
+                    dur(g.max_phase_us)
                 ),
+                Impact::stalls(g.count, Some(s.requests_ok), worst),
             ),
         };
         out.push(
@@ -141,6 +164,25 @@ pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec
     out
 }
 
+fn is_exhaustion(kind: ErrorKind) -> bool {
+    matches!(kind, ErrorKind::AddrNotAvail | ErrorKind::AddrInUse)
+}
+
+/// Errors reported by [`unanswered`] or [`http_errors`] instead of as failures to connect.
+fn reported_elsewhere(e: &ErrorCount) -> bool {
+    matches!(
+        (e.kind, e.phase),
+        (ErrorKind::TimedOut, Phase::Connect)
+            | (ErrorKind::ConnectTimeout, _)
+            | (ErrorKind::ReplyTimeout, _)
+            | (ErrorKind::HttpStatus { .. }, _)
+    )
+}
+
+/// EADDRNOTAVAIL / EADDRINUSE: port exhaustion when at least half the ports of the range
+/// were in use toward the target (connections that succeeded before the first failure,
+/// distinct local ports of the run, or sockets toward the target counted after it);
+/// otherwise a failure to connect whose cause the run does not show.
 fn port_exhaustion(ctx: &Context, s: &Summary, delta: &Delta, out: &mut Vec<Finding>) {
     let ports = s.settings.ports_available;
     let rate = f64::from(ports) / TIME_WAIT.as_secs_f64();
@@ -157,20 +199,73 @@ fn port_exhaustion(ctx: &Context, s: &Summary, delta: &Delta, out: &mut Vec<Find
         "{ports} ports / {} s TIME_WAIT = new connections per second to one destination",
         TIME_WAIT.as_secs()
     );
-    let exhausted: Vec<_> = s
-        .errors
-        .iter()
-        .filter(|e| matches!(e.kind, ErrorKind::AddrNotAvail | ErrorKind::AddrInUse))
-        .collect();
+    let exhausted: Vec<_> = s.errors.iter().filter(|e| is_exhaustion(e.kind)).collect();
     if !exhausted.is_empty() {
         let n: u64 = exhausted.iter().map(|e| e.count).sum();
         let first = exhausted
             .iter()
             .min_by_key(|e| e.first_at_us)
             .expect("non-empty");
-        let mut f = Finding::legacy(
+        let toward = s.ports_toward_target.unwrap_or_default();
+        let used = first
+            .ok_before_first
+            .max(s.local_ports_used)
+            .max(toward.total);
+        let with_sockets = |f: Finding| match s.ports_toward_target {
+            Some(t) => f
+                .with_evidence(Evidence::Sockets {
+                    state: "TIME_WAIT".into(),
+                    count: t.time_wait,
+                    local: Some(range_value.clone()),
+                    remote: Some(s.target.clone()),
+                    detail: Some("after the run, local ports of the range".into()),
+                })
+                .with_evidence(Evidence::Sockets {
+                    state: "any".into(),
+                    count: t.total,
+                    local: Some(range_value.clone()),
+                    remote: Some(s.target.clone()),
+                    detail: Some("after the run, local ports of the range".into()),
+                }),
+            None => f,
+        };
+        if used * 2 < u64::from(ports) {
+            // No evidence of used ports: the kernel had no local address or port for this
+            // destination for another reason (an address gone, a bind conflict).
+            let f = Finding::new(
+                Pathology::ConnectFailure,
+                Source::Probe,
+                format!(
+                    "{n} connects to {} failed with {}, but only {used} of {ports} local ports were in use ({} connections succeeded before the first failure, {} sockets toward the target): not port exhaustion; the source address or its routes are the likelier cause",
+                    s.target,
+                    first.errno,
+                    first.ok_before_first,
+                    toward.total
+                ),
+                Impact::failures(n, Some(started(s))),
+            )
+            .with_first_remedy(Remedy::new(
+                "Check the source address: it must be configured and up on this host (ip addr), and the route to the target must use it (ip route get TARGET from ADDR).",
+            ))
+            .setting(range_name, &range_value)
+            .with_evidence(failures(&exhausted));
+            out.push(counter_evidence(
+                with_sockets(f),
+                delta,
+                &["TcpActiveOpens", "TcpExtTW"],
+            ));
+            return;
+        }
+        // Connect rate before the first failure against what the range sustains.
+        let first_s = first.first_at_us as f64 / 1e6;
+        let ratio =
+            (first_s > 0.0 && rate > 0.0).then(|| first.ok_before_first as f64 / first_s / rate);
+        let mut impact = Impact::failures(n, Some(started(s)));
+        if let Some(r) = ratio {
+            impact = impact.with_rate(r);
+        }
+        let mut f = Finding::new(
             Pathology::PortExhaustion,
-            Severity::Critical,
             Source::Probe,
             format!(
                 "{n} connects failed with {} after {} succeeded: {ports} local ports last {:.1} new connections/s to {} while TIME_WAIT holds each for {} s",
@@ -180,13 +275,23 @@ fn port_exhaustion(ctx: &Context, s: &Summary, delta: &Delta, out: &mut Vec<Find
                 s.target,
                 TIME_WAIT.as_secs()
             ),
+            impact,
         )
         .setting(range_name, &range_value)
         .arithmetic(formula, rate);
+        if let Some(r) = ratio {
+            f = f.arithmetic(
+                format!(
+                    "{} connects in {first_s:.3} s before the first failure / {rate:.1} per s sustainable = rate vs budget",
+                    first.ok_before_first
+                ),
+                r,
+            );
+        }
         if let Some(v) = ctx.settings.tcp_tw_reuse {
             f = f.setting("net.ipv4.tcp_tw_reuse", v);
         }
-        f = f.with_evidence(failures(&exhausted));
+        f = with_sockets(f.with_evidence(failures(&exhausted)));
         f = counter_evidence(
             f,
             delta,
@@ -195,8 +300,8 @@ fn port_exhaustion(ctx: &Context, s: &Summary, delta: &Delta, out: &mut Vec<Find
         out.push(f);
         return;
     }
-    // No failure yet, but a connection rate the port range cannot sustain: only tw_reuse,
-    // the server closing first, or SO_LINGER 0 kept ports free.
+    // No failure, but a connection rate the port range cannot sustain through TIME_WAIT:
+    // tw_reuse (or the server closing first, or SO_LINGER 0) kept ports free. Context only.
     let per_conn = ctx.cfg.mode.connection_per_request();
     if per_conn
         && s.connections_opened as f64 >= f64::from(ports)
@@ -205,9 +310,8 @@ fn port_exhaustion(ctx: &Context, s: &Summary, delta: &Delta, out: &mut Vec<Find
         && !ctx.cfg.linger0
     {
         let reused = delta.get("TcpExtTWRecycled");
-        let f = Finding::legacy(
+        let f = Finding::new(
             Pathology::PortExhaustion,
-            Severity::Info,
             Source::Probe,
             format!(
                 "{:.0} new connections/s to one destination is above the {:.1}/s that {ports} ports sustain through 60 s of TIME_WAIT; {}",
@@ -219,6 +323,7 @@ fn port_exhaustion(ctx: &Context, s: &Summary, delta: &Delta, out: &mut Vec<Find
                     "no connect failed in this run".to_string()
                 }
             ),
+            Impact::none(),
         )
         .setting(range_name, &range_value)
         .arithmetic(formula, rate);
@@ -242,11 +347,11 @@ fn failures(errors: &[&ErrorCount]) -> Evidence {
             .iter()
             .map(|e| {
                 format!(
-                    "{} x {} from {}, the first {} into the run",
+                    "{} x {} from {}, the first started {} into the run",
                     e.count,
                     e.errno,
                     phase_call(e.phase),
-                    us_to_ms(e.first_at_us)
+                    dur(e.first_at_us)
                 )
             })
             .collect(),
@@ -263,11 +368,199 @@ fn phase_call(p: Phase) -> &'static str {
     }
 }
 
+/// Requests that got no answer: no SYN-ACK ([`Pathology::UnansweredSyn`]) or no (complete)
+/// reply ([`Pathology::NoReply`]), with how long they waited and what ended the wait.
+fn unanswered(ctx: &Context, s: &Summary, u: &Unanswered, delta: &Delta) -> Finding {
+    let mut ended = Vec::new();
+    let ours = u.timed_out - u.etimedout;
+    if u.etimedout > 0 {
+        ended.push(format!(
+            "{} ended with ETIMEDOUT when the kernel gave up",
+            u.etimedout
+        ));
+    }
+    if ours > 0 {
+        let name = match u.stage {
+            Stage::Handshake => "connect timeout",
+            Stage::Reply => "reply timeout (--timeout)",
+        };
+        ended.push(format!(
+            "{ours} cut by the {} {name}",
+            u.timeout_us.map_or("set".to_string(), dur)
+        ));
+    }
+    if u.cut > 0 {
+        let when = if ctx.cfg.duration.as_micros() as u64 <= s.elapsed_us + 50_000 {
+            "when the run's duration (-d) ended"
+        } else {
+            "when the run was stopped"
+        };
+        ended.push(format!("{} still waiting {when}", u.cut));
+    }
+    let waited = if dur(u.min_wait_us) == dur(u.max_wait_us) {
+        dur(u.max_wait_us)
+    } else {
+        format!("{} to {}", dur(u.min_wait_us), dur(u.max_wait_us))
+    };
+    let fired = u
+        .first_timeout_at_us
+        .map(|t| format!("; the first timeout fired {} into the run", dur(t)))
+        .unwrap_or_default();
+    let impact = Impact {
+        affected: u.count,
+        observed: Some(match u.stage {
+            Stage::Handshake => s.connects_attempted,
+            Stage::Reply => started(s),
+        }),
+        failed: u.timed_out,
+        worst_stall_us: Some(u.max_wait_us),
+        ..Impact::default()
+    };
+    let ports = Evidence::Examples {
+        what: "local ports".into(),
+        items: ports(&u.example_local_ports),
+    };
+    let timing = Evidence::Timing {
+        what: match u.stage {
+            Stage::Handshake => "connect waited without a SYN-ACK (longest)".into(),
+            Stage::Reply => "waited for the reply (longest)".into(),
+        },
+        count: u.count,
+        value_us: u.max_wait_us,
+    };
+    match u.stage {
+        Stage::Handshake => {
+            // The SYNs this host sent in that time, from its SYN ladder.
+            let rungs: Vec<String> = std::iter::once(0)
+                .chain(
+                    s.settings
+                        .syn_ladder_ms
+                        .iter()
+                        .copied()
+                        .filter(|&ms| ms * 1_000 <= u.max_wait_us),
+                )
+                .map(|ms| format!("{}", ms as f64 / 1000.0))
+                .collect();
+            let f = Finding::new(
+                Pathology::UnansweredSyn,
+                Source::Probe,
+                format!(
+                    "{} connects to {} got no SYN-ACK in {waited}: the SYN went out at {} s (this host's SYN ladder) without an answer ({}{fired})",
+                    u.count,
+                    s.target,
+                    rungs.join(", "),
+                    ended.join(", ")
+                ),
+                impact,
+            )
+            .with_evidence(timing)
+            .with_evidence(ports)
+            .setting(
+                "SYN ladder (tcp_syn_retries, tcp_syn_linear_timeouts)",
+                format!(
+                    "{} s, fail at {} s",
+                    s.settings
+                        .syn_ladder_ms
+                        .iter()
+                        .map(|ms| format!("{}", *ms as f64 / 1000.0))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    s.settings.syn_give_up_ms as f64 / 1000.0
+                ),
+            );
+            counter_evidence(
+                f,
+                delta,
+                &[
+                    "TcpExtTCPSynRetrans",
+                    "TcpAttemptFails",
+                    "TcpExtListenDrops",
+                ],
+            )
+        }
+        Stage::Reply => {
+            let what = if u.partial_replies == 0 {
+                format!("were accepted, never replied: no reply byte in {waited}")
+            } else {
+                let expected = u
+                    .expected_reply_bytes
+                    .map(|e| format!(" of {e}"))
+                    .unwrap_or_default();
+                let rate = u.max_received_bytes as f64 / (u.max_wait_us as f64 / 1e6).max(1e-6);
+                format!(
+                    "were accepted but the reply dribbled: {} received part of it, at most {}{expected} bytes in {waited} (~{rate:.1} bytes/s), none completed",
+                    u.partial_replies, u.max_received_bytes
+                )
+            };
+            let f = Finding::new(
+                Pathology::NoReply,
+                Source::Probe,
+                format!(
+                    "{} requests to {} {what} ({}{fired})",
+                    u.count,
+                    s.target,
+                    ended.join(", ")
+                ),
+                impact,
+            )
+            .with_evidence(timing)
+            .with_evidence(ports);
+            let f = if u.partial_replies > 0 {
+                f.with_evidence(Evidence::Timing {
+                    what: format!(
+                        "partial replies: most bytes received ({})",
+                        u.max_received_bytes
+                    ),
+                    count: u.partial_replies,
+                    value_us: u.max_wait_us,
+                })
+            } else {
+                f
+            };
+            counter_evidence(f, delta, &["TcpExtTCPAbortOnData", "TcpExtTCPAbortOnClose"])
+        }
+    }
+}
+
+/// HTTP answers outside `--expect-status`: failures, as wrk and oha count them.
+fn http_errors(s: &Summary, out: &mut Vec<Finding>) {
+    let bad: Vec<&ErrorCount> = s
+        .errors
+        .iter()
+        .filter(|e| matches!(e.kind, ErrorKind::HttpStatus { .. }))
+        .collect();
+    if bad.is_empty() {
+        return;
+    }
+    let n: u64 = bad.iter().map(|e| e.count).sum();
+    let responses: u64 = s.status_codes.values().sum();
+    let what: Vec<String> = bad
+        .iter()
+        .map(|e| format!("{} x {}", e.count, e.errno))
+        .collect();
+    let f = Finding::new(
+        Pathology::HttpError,
+        Source::Probe,
+        format!(
+            "{n} of {responses} HTTP responses from {} were outside the expected statuses ({}): {}",
+            s.url.as_deref().unwrap_or(&s.target),
+            s.expect_status.as_deref().unwrap_or("2xx"),
+            what.join(", ")
+        ),
+        Impact::failures(n, Some(responses)),
+    )
+    .with_evidence(Evidence::Examples {
+        what: "unexpected statuses".into(),
+        items: what,
+    });
+    out.push(f);
+}
+
 fn connect_failures(s: &Summary, delta: &Delta, out: &mut Vec<Finding>) {
     let failures: Vec<_> = s
         .errors
         .iter()
-        .filter(|e| !matches!(e.kind, ErrorKind::AddrNotAvail | ErrorKind::AddrInUse))
+        .filter(|e| !is_exhaustion(e.kind) && !reported_elsewhere(e))
         .collect();
     if failures.is_empty() {
         return;
@@ -277,21 +570,16 @@ fn connect_failures(s: &Summary, delta: &Delta, out: &mut Vec<Finding>) {
         .iter()
         .map(|e| format!("{} x {} from {}", e.count, e.errno, phase_call(e.phase)))
         .collect();
-    let severity = if s.requests_ok == 0 || n * 100 >= s.requests.max(1) {
-        Severity::Critical
-    } else {
-        Severity::Warning
-    };
-    let mut f = Finding::legacy(
+    let mut f = Finding::new(
         Pathology::ConnectFailure,
-        severity,
         Source::Probe,
         format!(
             "{n} of {} requests to {} failed: {}",
-            s.requests,
+            started(s),
             s.target,
             what.join(", ")
         ),
+        Impact::failures(n, Some(started(s))),
     );
     f = f.with_evidence(self::failures(&failures));
     for e in &failures {
@@ -325,6 +613,7 @@ fn syn_retransmits(s: &Summary, spikes: &[Spike], delta: &Delta, out: &mut Vec<F
         return;
     }
     let n: u64 = groups.iter().map(|g| g.count).sum();
+    let worst = groups.iter().map(|g| g.max_phase_us).max().unwrap_or(0);
     let ladder: Vec<String> = s
         .settings
         .syn_ladder_ms
@@ -332,27 +621,33 @@ fn syn_retransmits(s: &Summary, spikes: &[Spike], delta: &Delta, out: &mut Vec<F
         .map(|ms| format!("{}", *ms as f64 / 1000.0))
         .collect();
     let corroborated: u64 = groups.iter().map(|g| g.corroborated).sum();
-    let mut f = Finding::legacy(
+    let mut f = Finding::new(
         Pathology::SynRetransmit,
-        Severity::Warning,
         Source::Probe,
         format!(
-            "{n} connects waited for SYN retransmissions ({}){}",
+            "{n} of {} connects waited for SYN retransmissions ({}), the longest {}{}",
+            s.connects_attempted,
             groups
                 .iter()
                 .map(|g| format!("{} x {}", g.count, g.label))
                 .collect::<Vec<_>>()
                 .join(", "),
+            dur(worst),
             if corroborated < n {
                 "; TcpExtTCPSynRetrans did not move enough to confirm all of them"
             } else {
                 ""
             }
         ),
+        Impact::stalls(n, Some(s.connects_attempted), Some(micros(worst))),
     )
     .setting(
         "SYN ladder (tcp_syn_retries, tcp_syn_linear_timeouts)",
-        format!("{} s", ladder.join(", ")),
+        format!(
+            "{} s, fail at {} s",
+            ladder.join(", "),
+            s.settings.syn_give_up_ms as f64 / 1000.0
+        ),
     );
     for g in &groups {
         f = f.with_evidence(Evidence::Timing {
@@ -389,7 +684,7 @@ mod tests {
     use std::collections::BTreeMap;
     use std::time::Duration;
     use tcpdoctor_host::sysctl::TcpSettings;
-    use tcpdoctor_model::{PortRange, SynLadder};
+    use tcpdoctor_model::{PortRange, Severity, SynLadder};
 
     fn settings() -> TcpSettings {
         TcpSettings {
@@ -419,6 +714,7 @@ mod tests {
             },
             status: 0,
             reused: false,
+            received_bytes: 0,
             outcome,
             scheduled_ns: s,
             start_ns: s,
@@ -429,7 +725,15 @@ mod tests {
     }
 
     fn findings_of(records: &[Record], delta: &Delta) -> Vec<Finding> {
-        let cfg = Config::default();
+        findings_with(&Config::default(), records, delta, None)
+    }
+
+    fn findings_with(
+        cfg: &Config,
+        records: &[Record],
+        delta: &Delta,
+        ports_toward_target: Option<crate::stats::PortsInUse>,
+    ) -> Vec<Finding> {
         let st = settings();
         let sig = Signatures {
             ladder: SynLadder::new(6, Some(4), Duration::from_secs(1)),
@@ -441,13 +745,14 @@ mod tests {
         let threshold = Duration::from_millis(5);
         let spikes = classify(records, threshold, &sig, delta);
         let ctx = Context {
-            cfg: &cfg,
+            cfg,
             target: "10.77.1.2:5001".parse().unwrap(),
             embedded_server: None,
-            elapsed: Duration::from_secs(1),
+            elapsed: cfg.duration,
             settings: &st,
             route_rto_min: None,
             threshold,
+            ports_toward_target,
         };
         let s = summarize(&ctx, records, &spikes, delta, &sig);
         build(&ctx, &s, &spikes, delta)
@@ -493,5 +798,190 @@ mod tests {
             name: "TcpExtTCPSynRetrans".into(),
             delta: 3
         }));
+    }
+
+    /// A request that was still waiting when the run ended: connected or not, with the
+    /// bytes of reply it had received.
+    fn cut(i: u64, connected: bool, wait_ms: u64, received: u32) -> Record {
+        let s = i * 1_000_000;
+        let c = s + 100_000;
+        Record {
+            worker: i as u16,
+            local_port: 40000 + i as u16,
+            status: 0,
+            reused: false,
+            received_bytes: received,
+            outcome: Outcome::Cut {
+                phase: if connected {
+                    Phase::Reply
+                } else {
+                    Phase::Connect
+                },
+            },
+            scheduled_ns: s,
+            start_ns: s,
+            connected_ns: connected.then_some(c),
+            first_byte_ns: (received > 0).then_some(c + 1_000_000),
+            end_ns: if connected { c } else { s } + wait_ms * 1_000_000,
+        }
+    }
+
+    fn short_run() -> Config {
+        Config {
+            duration: Duration::from_secs(2),
+            ..Config::default()
+        }
+    }
+
+    #[test]
+    fn a_run_whose_every_request_was_cut_names_what_it_waited_for() {
+        // Accepted, never replied.
+        let f = findings_with(
+            &short_run(),
+            &[cut(0, true, 2_000, 0), cut(1, true, 2_000, 0)],
+            &Delta::default(),
+            None,
+        );
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].pathology, Pathology::NoReply);
+        assert!(
+            f[0].summary.contains("accepted, never replied"),
+            "{}",
+            f[0].summary
+        );
+        assert!(f[0].summary.contains("2.00 s"), "{}", f[0].summary);
+        assert!(f[0].severity >= Severity::Warning);
+        // No SYN-ACK (a blackholed port): the SYNs of the ladder that went unanswered.
+        let f = findings_with(
+            &short_run(),
+            &[cut(0, false, 2_000, 0), cut(1, false, 2_000, 0)],
+            &Delta::default(),
+            None,
+        );
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].pathology, Pathology::UnansweredSyn);
+        assert!(
+            f[0].summary.contains("no SYN-ACK in 2.00 s"),
+            "{}",
+            f[0].summary
+        );
+        assert!(f[0].summary.contains("at 0, 1, 2 s"), "{}", f[0].summary);
+        assert_eq!(f[0].severity, Severity::Critical);
+        // Dribbling: 2 of 64 bytes in 2 s.
+        let f = findings_with(
+            &short_run(),
+            &[cut(0, true, 2_000, 2)],
+            &Delta::default(),
+            None,
+        );
+        assert_eq!(f[0].pathology, Pathology::NoReply);
+        assert!(
+            f[0].summary.contains("the reply dribbled"),
+            "{}",
+            f[0].summary
+        );
+        assert!(
+            f[0].summary
+                .contains("at most 2 of 64 bytes in 2.00 s (~1.0 bytes/s)"),
+            "{}",
+            f[0].summary
+        );
+    }
+
+    #[test]
+    fn requests_in_flight_briefly_at_the_end_are_not_unanswered() {
+        let mut rs: Vec<Record> = (0..100).map(|i| rec(i, 0, Outcome::Ok)).collect();
+        rs.push(cut(100, true, 0, 0));
+        rs.push(cut(101, false, 0, 0));
+        assert!(findings_with(&short_run(), &rs, &Delta::default(), None).is_empty());
+        // One stuck for 2 s while the others took under a millisecond: a stall.
+        rs.push(cut(102, true, 2_000, 0));
+        let f = findings_with(&short_run(), &rs, &Delta::default(), None);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].pathology, Pathology::NoReply);
+        assert_eq!(f[0].impact.affected, 1);
+        assert_eq!(f[0].impact.failed, 0);
+    }
+
+    #[test]
+    fn a_reply_timeout_is_no_reply_with_the_time_it_fired() {
+        let cfg = Config {
+            reply_timeout: Duration::from_secs(1),
+            ..Config::default()
+        };
+        let timed_out = |i: u64| {
+            let mut r = cut(i, true, 1_000, 0);
+            r.outcome = Outcome::Error {
+                kind: ErrorKind::ReplyTimeout,
+                phase: Phase::Reply,
+            };
+            r
+        };
+        let f = findings_with(&cfg, &[timed_out(0), timed_out(1)], &Delta::default(), None);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].pathology, Pathology::NoReply);
+        let sum = &f[0].summary;
+        assert!(sum.contains("accepted, never replied"), "{sum}");
+        assert!(sum.contains("cut by the 1.00 s reply timeout"), "{sum}");
+        assert!(
+            sum.contains("the first timeout fired 1.00 s into the run"),
+            "{sum}"
+        );
+        assert!(!sum.contains("refused"), "{sum}");
+        assert_eq!(f[0].impact.failed, 2);
+        assert_eq!(f[0].severity, Severity::Critical);
+    }
+
+    #[test]
+    fn eaddrnotavail_without_used_ports_is_not_port_exhaustion() {
+        let enoaddr = Outcome::Error {
+            kind: ErrorKind::AddrNotAvail,
+            phase: Phase::Connect,
+        };
+        let rs: Vec<Record> = (0..20).map(|i| rec(i, 0, enoaddr)).collect();
+        let none = crate::stats::PortsInUse {
+            time_wait: 0,
+            total: 0,
+        };
+        let f = findings_with(&Config::default(), &rs, &Delta::default(), Some(none));
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].pathology, Pathology::ConnectFailure);
+        assert!(
+            f[0].summary.contains("not port exhaustion"),
+            "{}",
+            f[0].summary
+        );
+        // The same failures with the range's ports held by TIME_WAIT toward the target.
+        let full = crate::stats::PortsInUse {
+            time_wait: 190,
+            total: 200,
+        };
+        let f = findings_with(&Config::default(), &rs, &Delta::default(), Some(full));
+        assert_eq!(f[0].pathology, Pathology::PortExhaustion);
+    }
+
+    #[test]
+    fn unexpected_http_statuses_are_failures() {
+        let mut rs: Vec<Record> = (0..10).map(|i| rec(i, 0, Outcome::Ok)).collect();
+        for r in rs.iter_mut() {
+            r.status = 200;
+        }
+        for r in rs.iter_mut().take(4) {
+            r.status = 404;
+            r.outcome = Outcome::Error {
+                kind: ErrorKind::HttpStatus { status: 404 },
+                phase: Phase::Reply,
+            };
+        }
+        let f = findings_of(&rs, &Delta::default());
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].pathology, Pathology::HttpError);
+        assert!(
+            f[0].summary.contains("4 of 10 HTTP responses"),
+            "{}",
+            f[0].summary
+        );
+        assert!(f[0].summary.contains("4 x HTTP 404"), "{}", f[0].summary);
+        assert_eq!(f[0].severity, Severity::Critical);
     }
 }

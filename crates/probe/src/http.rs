@@ -73,6 +73,85 @@ impl std::fmt::Display for Url {
     }
 }
 
+/// The HTTP statuses a probe counts as success: whole classes (`2xx`) and single codes
+/// (`301`). Anything else is a failure, as wrk and oha count non-2xx answers. Default: `2xx`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExpectStatus {
+    /// `classes[c]`: every status `c00..=c99` is expected (1..=5).
+    classes: [bool; 6],
+    codes: Vec<u16>,
+}
+
+impl Default for ExpectStatus {
+    fn default() -> ExpectStatus {
+        let mut classes = [false; 6];
+        classes[2] = true;
+        ExpectStatus {
+            classes,
+            codes: Vec::new(),
+        }
+    }
+}
+
+impl ExpectStatus {
+    pub fn accepts(&self, status: u16) -> bool {
+        let class = usize::from(status / 100);
+        (class < self.classes.len() && self.classes[class]) || self.codes.contains(&status)
+    }
+}
+
+impl FromStr for ExpectStatus {
+    type Err = String;
+
+    /// A comma-separated list of classes (`2xx`) and codes (`404`), e.g. `2xx,301,404`.
+    fn from_str(s: &str) -> Result<ExpectStatus, String> {
+        let mut e = ExpectStatus {
+            classes: [false; 6],
+            codes: Vec::new(),
+        };
+        for item in s.split(',').map(str::trim) {
+            let bad = || format!("'{item}' in '{s}' is not a status class (2xx) or code (100-599)");
+            let lower = item.to_ascii_lowercase();
+            if let Some(c) = lower.strip_suffix("xx") {
+                match c {
+                    "1" | "2" | "3" | "4" | "5" => {
+                        e.classes[usize::from(c.as_bytes()[0] - b'0')] = true
+                    }
+                    _ => return Err(bad()),
+                }
+            } else {
+                match item.parse::<u16>() {
+                    Ok(code @ 100..=599) => {
+                        if !e.codes.contains(&code) {
+                            e.codes.push(code);
+                        }
+                    }
+                    _ => return Err(bad()),
+                }
+            }
+        }
+        e.codes.sort_unstable();
+        Ok(e)
+    }
+}
+
+impl std::fmt::Display for ExpectStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut items: Vec<String> = (1..self.classes.len())
+            .filter(|&c| self.classes[c])
+            .map(|c| format!("{c}xx"))
+            .collect();
+        items.extend(self.codes.iter().map(u16::to_string));
+        f.write_str(&items.join(","))
+    }
+}
+
+impl Serialize for ExpectStatus {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 /// The GET request sent for every iteration.
 pub fn request(url: &Url, keepalive: bool) -> Vec<u8> {
     let host = if url.host.contains(':') {
@@ -348,6 +427,22 @@ mod tests {
         .unwrap();
         assert_eq!(r.status, 200);
         assert!(r.keep_alive);
+    }
+
+    #[test]
+    fn expected_statuses() {
+        let d = ExpectStatus::default();
+        assert!(d.accepts(200) && d.accepts(204) && !d.accepts(301) && !d.accepts(404));
+        let e: ExpectStatus = "2xx,301, 404".parse().unwrap();
+        assert!(e.accepts(201) && e.accepts(301) && e.accepts(404));
+        assert!(!e.accepts(302) && !e.accepts(500));
+        assert_eq!(e.to_string(), "2xx,301,404");
+        let e: ExpectStatus = "3XX".parse().unwrap();
+        assert!(e.accepts(302) && !e.accepts(200));
+        for bad in ["", "6xx", "0xx", "2x", "99", "600", "abc", "2xx,"] {
+            let err = bad.parse::<ExpectStatus>().unwrap_err();
+            assert!(err.contains(&format!("'{bad}'")), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -22,7 +22,9 @@
 //!
 //! * [`run`] blocks until `count` connections/requests are done, `duration` has passed, or
 //!   `stop` is set (then [`ProbeResult::interrupted`] is true and the result holds everything
-//!   measured so far). Each worker thread is a closed loop (or open loop with `rate`, where
+//!   measured so far). At the end of `duration` the requests still in flight are cut at once
+//!   and recorded as [`Outcome::Cut`] with the phase they were in and how long they had
+//!   waited, so a run ends within a few milliseconds of its duration. Each worker thread is a closed loop (or open loop with `rate`, where
 //!   latency counts from the scheduled start: coordinated-omission correction).
 //! * [`server::Server::start`] runs the embedded responder (TCP request/reply or minimal
 //!   HTTP/1.1 with keep-alive) on a pool of threads blocked in `accept()`; the lab and tests
@@ -151,6 +153,8 @@ pub struct Config {
     /// Connections slower than this are classified (and those whose slow phase matches a
     /// kernel timer, whatever it is). `None`: 20 x the median total, within 5 ms..=1 s.
     pub spike_threshold: Option<Duration>,
+    /// HTTP statuses counted as success (default 2xx); other answers are failures.
+    pub expect_status: http::ExpectStatus,
 }
 
 impl Default for Config {
@@ -172,6 +176,7 @@ impl Default for Config {
             connect_timeout: Duration::from_secs(10),
             reply_timeout: Duration::from_secs(10),
             spike_threshold: None,
+            expect_status: http::ExpectStatus::default(),
         }
     }
 }
@@ -209,6 +214,11 @@ pub enum Error {
     },
     #[error("invalid probe configuration: {0}")]
     Config(String),
+    #[error("local address {addr} is not usable on this host (bind failed)")]
+    LocalAddr {
+        addr: IpAddr,
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Host(#[from] tcpdoctor_host::Error),
     #[error("cannot start a worker thread: {0}")]

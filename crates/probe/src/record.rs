@@ -15,6 +15,9 @@ pub struct Record {
     pub status: u16,
     /// The request ran on a connection opened by an earlier request.
     pub reused: bool,
+    /// Reply bytes received (saturating), also when the request failed or was cut: a reply
+    /// that dribbles shows here.
+    pub received_bytes: u32,
     pub outcome: Outcome,
     /// When the request was due: the open-loop schedule, else equal to `start_ns`.
     pub scheduled_ns: u64,
@@ -46,6 +49,14 @@ impl Record {
 
     pub fn is_ok(&self) -> bool {
         self.outcome == Outcome::Ok
+    }
+
+    /// How long the request waited in the phase where it stopped: the handshake (connect
+    /// call to the end) when it never connected, else from the request being sent (the
+    /// connection ready) to the end.
+    pub fn stopped_phase_wait_ns(&self) -> u64 {
+        let from = self.connected_ns.unwrap_or(self.start_ns);
+        self.end_ns.saturating_sub(from)
     }
 }
 
@@ -99,6 +110,8 @@ pub enum ErrorKind {
     ShortReply,
     /// The reply was not valid HTTP.
     BadReply,
+    /// An HTTP answer outside the expected statuses (`--expect-status`, default 2xx).
+    HttpStatus { status: u16 },
     /// EMFILE / ENFILE: out of file descriptors.
     NoFiles,
     /// Any other errno.
@@ -135,6 +148,7 @@ impl ErrorKind {
             ErrorKind::Unreachable => "unreachable",
             ErrorKind::ShortReply => "short_reply",
             ErrorKind::BadReply => "bad_reply",
+            ErrorKind::HttpStatus { .. } => "http_status",
             ErrorKind::NoFiles => "no_files",
             ErrorKind::Other { .. } => "other",
         }
@@ -153,6 +167,7 @@ impl ErrorKind {
             ErrorKind::Unreachable => "EHOSTUNREACH".into(),
             ErrorKind::ShortReply => "short reply (peer closed)".into(),
             ErrorKind::BadReply => "malformed reply".into(),
+            ErrorKind::HttpStatus { status } => format!("HTTP {status}"),
             ErrorKind::NoFiles => "EMFILE".into(),
             ErrorKind::Other { errno } => format!("errno {errno}"),
         }
@@ -201,6 +216,7 @@ mod tests {
             local_port: 40000,
             status: 0,
             reused: false,
+            received_bytes: 0,
             outcome: Outcome::Ok,
             scheduled_ns: 0,
             start_ns: 500,

@@ -25,6 +25,17 @@ pub struct Context<'a> {
     pub settings: &'a TcpSettings,
     pub route_rto_min: Option<Duration>,
     pub threshold: Duration,
+    /// After connects failed for want of a local port: this namespace's sockets toward the
+    /// target using a port of the range (`None`: not needed, or no census).
+    pub ports_toward_target: Option<PortsInUse>,
+}
+
+/// Sockets toward the target whose local port lies in the range connects draw from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PortsInUse {
+    pub time_wait: u64,
+    /// In any state, TIME_WAIT included.
+    pub total: u64,
 }
 
 /// The probe report body.
@@ -49,18 +60,31 @@ pub struct Summary {
     pub requests: u64,
     pub requests_ok: u64,
     pub requests_failed: u64,
-    /// In flight when the run ended or was interrupted; neither ok nor failed.
+    /// In flight when the run ended (end of the duration, or interrupted) and cut then;
+    /// neither ok nor failed. See `unanswered` for those that had waited long.
     pub requests_cut: u64,
     /// Connections opened (successful connect()).
     pub connections_opened: u64,
+    /// connect() calls made: opened, failed, or cut while connecting.
+    pub connects_attempted: u64,
     pub requests_ok_per_s: f64,
     pub connections_per_s: f64,
     /// Distinct local ports over all connections.
     pub local_ports_used: u64,
     pub phases: Vec<PhaseStats>,
     pub errors: Vec<ErrorCount>,
-    /// HTTP status code -> responses.
+    /// HTTP status code -> responses (expected or not).
     pub status_codes: BTreeMap<String, u64>,
+    /// HTTP status class (`2xx`, `4xx`, ...) -> responses.
+    pub status_classes: BTreeMap<String, u64>,
+    /// HTTP statuses counted as success (`--expect-status`); null outside http mode.
+    pub expect_status: Option<String>,
+    /// Requests that got no answer: connects without a SYN-ACK, requests without a
+    /// (complete) reply, ended by a timeout or cut at the end of the run after waiting long.
+    pub unanswered: Vec<Unanswered>,
+    /// Sockets toward the target holding ports of the range, counted after connects failed
+    /// for want of a local port.
+    pub ports_toward_target: Option<PortsInUse>,
     pub per_second: Vec<SecondStats>,
     pub spikes: SpikeSummary,
     /// Relevant kernel counters that moved, this network namespace, whole run.
@@ -130,7 +154,50 @@ pub struct SpikeGroup {
     pub corroborated: u64,
     /// Median duration of the slow phase.
     pub typical_phase_us: u64,
+    /// Longest duration of the slow phase.
+    pub max_phase_us: u64,
     pub max_total_us: u64,
+    pub example_local_ports: Vec<u16>,
+}
+
+/// Where an unanswered request was waiting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    /// connect(): no SYN-ACK came back.
+    Handshake,
+    /// Connected and the request sent (or being sent): the reply did not come, or came only
+    /// in part.
+    Reply,
+}
+
+/// Requests of one [`Stage`] that got no answer.
+///
+/// Counted: those a timeout ended (the kernel's ETIMEDOUT on connect, `--connect-timeout`,
+/// `--timeout`), and those cut at the end of the run after waiting longer than the spike
+/// threshold and than every completed request waited in that phase (every one cut, when
+/// none completed).
+#[derive(Clone, Debug, Serialize)]
+pub struct Unanswered {
+    pub stage: Stage,
+    pub count: u64,
+    /// Of which ended by a timeout (failed): the kernel's or ours.
+    pub timed_out: u64,
+    /// Of those, connects the kernel gave up on (ETIMEDOUT: the end of its SYN ladder).
+    pub etimedout: u64,
+    /// Of which cut at the end of the run while still waiting.
+    pub cut: u64,
+    pub min_wait_us: u64,
+    pub max_wait_us: u64,
+    /// When the first timeout fired, from the start of the run.
+    pub first_timeout_at_us: Option<u64>,
+    /// The timeout that ended them (`--connect-timeout`/`--timeout`), when it was ours.
+    pub timeout_us: Option<u64>,
+    /// Requests that received part of a reply, and the most bytes one of them received.
+    pub partial_replies: u64,
+    pub max_received_bytes: u64,
+    /// Reply bytes expected in crr/rr mode (HTTP: unknown).
+    pub expected_reply_bytes: Option<u64>,
     pub example_local_ports: Vec<u16>,
 }
 
@@ -230,10 +297,12 @@ pub fn summarize(
         .filter(|&p| p != 0)
         .collect();
     let mut status_codes = BTreeMap::new();
-    for r in &ok {
-        if r.status != 0 {
-            *status_codes.entry(r.status.to_string()).or_insert(0) += 1;
-        }
+    let mut status_classes = BTreeMap::new();
+    for r in records.iter().filter(|r| r.status != 0) {
+        *status_codes.entry(r.status.to_string()).or_insert(0) += 1;
+        *status_classes
+            .entry(format!("{}xx", r.status / 100))
+            .or_insert(0) += 1;
     }
     let (keepalive, url) = match &cfg.mode {
         Mode::Http { url, keepalive } => (Some(*keepalive), Some(url.to_string())),
@@ -259,12 +328,31 @@ pub fn summarize(
         requests_failed: failed,
         requests_cut: cut,
         connections_opened: opened,
+        connects_attempted: records
+            .iter()
+            .filter(|r| {
+                r.connected_ns.is_some()
+                    || matches!(
+                        r.outcome,
+                        Outcome::Error {
+                            phase: Phase::Connect,
+                            ..
+                        } | Outcome::Cut {
+                            phase: Phase::Connect
+                        }
+                    )
+            })
+            .count() as u64,
         requests_ok_per_s: ok.len() as f64 / secs,
         connections_per_s: opened as f64 / secs,
         local_ports_used: ports.len() as u64,
         phases,
         errors: errors(records),
         status_codes,
+        status_classes,
+        expect_status: matches!(cfg.mode, Mode::Http { .. }).then(|| cfg.expect_status.to_string()),
+        unanswered: unanswered(ctx, records),
+        ports_toward_target: ctx.ports_toward_target,
         per_second: per_second(records),
         spikes: spike_summary(spikes, ctx.threshold),
         counters: counter_moves(delta),
@@ -326,6 +414,107 @@ fn errors(records: &[Record]) -> Vec<ErrorCount> {
     v
 }
 
+/// Requests without an answer, by stage (see [`Unanswered`]).
+fn unanswered(ctx: &Context, records: &[Record]) -> Vec<Unanswered> {
+    let stage_of = |p: Phase| match p {
+        Phase::Socket | Phase::Bind | Phase::Connect => Stage::Handshake,
+        Phase::Send | Phase::Reply => Stage::Reply,
+    };
+    // The longest wait of a request that ended (ok or failed), per stage: a request cut
+    // while waiting less is only in flight.
+    let mut longest_done = [None::<u64>; 2];
+    for r in records {
+        let waits = match r.outcome {
+            Outcome::Ok => [r.connect_ns(), r.first_byte_wait_ns()],
+            Outcome::Error { phase, .. } => match stage_of(phase) {
+                Stage::Handshake => [Some(r.stopped_phase_wait_ns()), None],
+                Stage::Reply => [None, Some(r.stopped_phase_wait_ns())],
+            },
+            Outcome::Cut { .. } => [None, None],
+        };
+        for (longest, wait) in longest_done.iter_mut().zip(waits) {
+            if let Some(w) = wait {
+                *longest = Some(longest.unwrap_or(0).max(w));
+            }
+        }
+    }
+    let nothing_ended = records
+        .iter()
+        .all(|r| matches!(r.outcome, Outcome::Cut { .. }));
+    let threshold = ctx.threshold.as_nanos() as u64;
+    let stuck = |stage: Stage, wait: u64| {
+        nothing_ended
+            || (wait >= threshold && longest_done[stage as usize].is_none_or(|l| wait > l))
+    };
+    let mut by: BTreeMap<Stage, Unanswered> = BTreeMap::new();
+    for r in records {
+        let wait = r.stopped_phase_wait_ns();
+        let (stage, timeout) = match r.outcome {
+            Outcome::Error {
+                kind: ErrorKind::TimedOut,
+                phase: Phase::Connect,
+            } => (Stage::Handshake, None),
+            Outcome::Error {
+                kind: ErrorKind::ConnectTimeout,
+                phase,
+            } => (stage_of(phase), Some(ctx.cfg.connect_timeout)),
+            Outcome::Error {
+                kind: ErrorKind::ReplyTimeout,
+                phase,
+            } => (stage_of(phase), Some(ctx.cfg.reply_timeout)),
+            Outcome::Cut { phase }
+                if matches!(phase, Phase::Connect | Phase::Send | Phase::Reply)
+                    && stuck(stage_of(phase), wait) =>
+            {
+                (stage_of(phase), None)
+            }
+            _ => continue,
+        };
+        let timed_out = !matches!(r.outcome, Outcome::Cut { .. });
+        let u = by.entry(stage).or_insert_with(|| Unanswered {
+            stage,
+            count: 0,
+            timed_out: 0,
+            etimedout: 0,
+            cut: 0,
+            min_wait_us: u64::MAX,
+            max_wait_us: 0,
+            first_timeout_at_us: None,
+            timeout_us: None,
+            partial_replies: 0,
+            max_received_bytes: 0,
+            expected_reply_bytes: matches!(ctx.cfg.mode, Mode::Crr | Mode::Rr)
+                .then_some(ctx.cfg.reply_bytes as u64),
+            example_local_ports: Vec::new(),
+        });
+        u.count += 1;
+        if timed_out {
+            u.timed_out += 1;
+            u.etimedout += u64::from(timeout.is_none());
+            let at = us(r.end_ns);
+            u.first_timeout_at_us = Some(u.first_timeout_at_us.map_or(at, |t| t.min(at)));
+            if let Some(t) = timeout {
+                u.timeout_us = Some(t.as_micros() as u64);
+            }
+        } else {
+            u.cut += 1;
+        }
+        u.min_wait_us = u.min_wait_us.min(us(wait));
+        u.max_wait_us = u.max_wait_us.max(us(wait));
+        if r.received_bytes > 0 {
+            u.partial_replies += 1;
+            u.max_received_bytes = u.max_received_bytes.max(u64::from(r.received_bytes));
+        }
+        if r.local_port != 0
+            && u.example_local_ports.len() < EXAMPLES
+            && !u.example_local_ports.contains(&r.local_port)
+        {
+            u.example_local_ports.push(r.local_port);
+        }
+    }
+    by.into_values().collect()
+}
+
 fn per_second(records: &[Record]) -> Vec<SecondStats> {
     let mut buckets: BTreeMap<u64, (u64, u64, Vec<u64>)> = BTreeMap::new();
     for r in records {
@@ -365,6 +554,7 @@ fn per_second(records: &[Record]) -> Vec<SecondStats> {
 pub fn spike_summary(spikes: &[Spike], threshold: Duration) -> SpikeSummary {
     // count, corroborated, slow-phase durations, max total, example ports
     type Acc = (u64, u64, Vec<u64>, u64, Vec<u16>);
+    // (The slow-phase list gives the median and the maximum.)
     let mut map: BTreeMap<SpikeCause, Acc> = BTreeMap::new();
     for s in spikes {
         let g = map
@@ -389,6 +579,7 @@ pub fn spike_summary(spikes: &[Spike], threshold: Duration) -> SpikeSummary {
                     count,
                     corroborated,
                     typical_phase_us: phase[phase.len() / 2],
+                    max_phase_us: phase[phase.len() - 1],
                     max_total_us,
                     example_local_ports: ports,
                 }
@@ -429,6 +620,7 @@ mod tests {
             local_port: port,
             status: 200,
             reused: false,
+            received_bytes: 0,
             outcome,
             scheduled_ns: s,
             start_ns: s,

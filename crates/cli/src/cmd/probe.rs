@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
 use tcpdoctor_model::{Measured, PortRange, Report};
-use tcpdoctor_probe::http::Url;
+use tcpdoctor_probe::http::{ExpectStatus, Url};
 use tcpdoctor_probe::server::{Protocol, Server, ServerConfig};
+use tcpdoctor_probe::stats::Stage;
 use tcpdoctor_probe::units::{BytesArg, DurationArg};
 use tcpdoctor_probe::{CloseFirst, Config, Mode, Summary};
 use tcpdoctor_report::{findings, fmt, table};
@@ -31,22 +32,33 @@ threshold are classified by their timer signature: SYN retransmission (with the 
 number on this host's SYN ladder), quick SYN resend after a stale ACK, data RTO, delayed\n\
 ACK, accept-queue overflow, or unexplained; kernel counters (/proc/net/snmp, netstat)\n\
 read before and after corroborate each cause. EADDRNOTAVAIL is reported as ephemeral\n\
-port exhaustion with the arithmetic (ports / 60 s TIME_WAIT).\n\
+port exhaustion, with the arithmetic (ports / 60 s TIME_WAIT), when at least half the\n\
+ports were in use toward the target (connections before the failure, or sockets counted\n\
+after it); --local-addr must be an address of this host (checked before the run).\n\
 \n\
 Needs: Linux; no root. Counters are those of the current network namespace (they\n\
 include other traffic of the namespace). Overhead: the load itself, one thread per\n\
 worker, ~80 bytes of memory per recorded connection.\n\
 \n\
-JSON fields (--json, all times in microseconds): requests, requests_ok, requests_failed,\n\
-requests_cut, connections_opened, requests_ok_per_s, connections_per_s, local_ports_used,\n\
-phases[] {phase: connect|first_byte|total, count, min_us, mean_us, p50_us, p90_us,\n\
-p99_us, p999_us, p9999_us, max_us}, errors[] {kind, errno, phase, count, first_at_us,\n\
-ok_before_first, example_local_ports}, status_codes {code: count}, per_second[] {second,\n\
-ok, failed, p99_total_us, max_total_us}, spikes {threshold_us, count, groups[] {cause,\n\
-attempt, count, corroborated, typical_phase_us, max_total_us, example_local_ports}},\n\
-counters[] {name, delta, meaning}, settings {ip_local_port_range, ports_available,\n\
-tcp_tw_reuse, syn_ladder_ms, syn_give_up_ms, rto_min_us, rto_min_source,\n\
-spike_threshold_us}, findings[].\n\
+JSON fields (--json, all times in microseconds): requests (ended: ok or failed),\n\
+requests_ok, requests_failed, requests_cut (in flight when the run ended: cut at the end\n\
+of --duration or at Ctrl-C), connections_opened, connects_attempted, requests_ok_per_s,\n\
+connections_per_s, local_ports_used, phases[] {phase: connect|first_byte|total, count,\n\
+min_us, mean_us, p50_us, p90_us, p99_us, p999_us, p9999_us, max_us}, errors[] {kind,\n\
+errno, phase, count, first_at_us, ok_before_first, example_local_ports},\n\
+unanswered[] {stage: handshake|reply, count, timed_out, etimedout, cut, min_wait_us,\n\
+max_wait_us, first_timeout_at_us, timeout_us, partial_replies, max_received_bytes,\n\
+expected_reply_bytes, example_local_ports}, status_codes {code: count}, status_classes\n\
+{class: count}, expect_status, ports_toward_target {time_wait, total}, per_second[]\n\
+{second, ok, failed, p99_total_us, max_total_us}, spikes {threshold_us, count, groups[]\n\
+{cause, attempt, count, corroborated, typical_phase_us, max_phase_us, max_total_us,\n\
+example_local_ports}}, counters[] {name, delta, meaning}, settings {ip_local_port_range,\n\
+ports_available, tcp_tw_reuse, syn_ladder_ms, syn_give_up_ms, rto_min_us,\n\
+rto_min_source, spike_threshold_us}, findings[].\n\
+\n\
+A run ends at --duration: requests still in flight are cut then and counted; those that\n\
+had waited long (no SYN-ACK, no reply) are reported as unanswered with the time waited.\n\
+In http mode, answers outside --expect-status (default 2xx) are failures.\n\
 \n\
 --serve ADDR:PORT runs only the embedded server (TCP responder, or HTTP with --mode\n\
 http; --request-size/--reply-size/--close-first apply) until Ctrl-C/SIGTERM or\n\
@@ -112,6 +124,10 @@ pub struct Args {
     /// Path requested from the embedded HTTP server (no target), e.g. /status/503.
     #[arg(long, default_value = "/")]
     path: String,
+    /// HTTP statuses that count as success: classes and codes, e.g. 2xx,301,404. Other
+    /// answers are failures (reported as http_error), as wrk and oha count them.
+    #[arg(long, default_value = "2xx", value_name = "LIST")]
+    expect_status: ExpectStatus,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -259,6 +275,7 @@ fn config(a: &Args) -> anyhow::Result<Config> {
         connect_timeout: a.connect_timeout.0,
         reply_timeout: a.timeout.0,
         spike_threshold: a.spike_threshold.map(|d| d.0),
+        expect_status: a.expect_status.clone(),
     })
 }
 
@@ -278,9 +295,15 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     bar.finish_and_clear();
     let result = result?;
     let interrupted = result.interrupted;
-    let measured = match result.summary.requests {
+    // A run that started requests is measured even if none ended: what happened to them
+    // (no SYN-ACK, no reply) is a finding, never a healthy verdict.
+    let s = &result.summary;
+    let measured = match s.requests + s.requests_cut {
         0 => Measured::Nothing("no request was started".into()),
-        n => Measured::Something(format!("{n} request(s)")),
+        n => Measured::Something(format!(
+            "{n} request(s) started, {} completed",
+            s.requests_ok
+        )),
     };
     let report =
         Report::new("probe", result.findings, result.summary, measured).interrupted(interrupted);
@@ -346,7 +369,7 @@ fn render(w: &mut dyn Write, r: &Report<Summary>) -> io::Result<()> {
     )?;
     writeln!(
         w,
-        "{} requests ok ({}/s), {} failed, {} cut at the end; {} connections opened ({}/s), {} local ports used",
+        "{} requests ok ({}/s), {} failed, {} in flight cut at the end; {} connections opened ({}/s), {} local ports used",
         s.requests_ok,
         fmt::count(s.requests_ok_per_s),
         s.requests_failed,
@@ -356,6 +379,50 @@ fn render(w: &mut dyn Write, r: &Report<Summary>) -> io::Result<()> {
         s.local_ports_used
     )?;
     writeln!(w)?;
+    if !s.unanswered.is_empty() {
+        writeln!(w, "Unanswered:")?;
+        let mut t = table::new([
+            "waiting for",
+            "count",
+            "timed out",
+            "cut at end",
+            "waited",
+            "partial replies",
+            "local ports",
+        ]);
+        for u in &s.unanswered {
+            let waited = if fmt::micros(u.min_wait_us) == fmt::micros(u.max_wait_us) {
+                fmt::micros(u.max_wait_us)
+            } else {
+                format!(
+                    "{}..{}",
+                    fmt::micros(u.min_wait_us),
+                    fmt::micros(u.max_wait_us)
+                )
+            };
+            t.add_row(vec![
+                match u.stage {
+                    Stage::Handshake => "SYN-ACK".to_string(),
+                    Stage::Reply => "reply".to_string(),
+                },
+                u.count.to_string(),
+                u.timed_out.to_string(),
+                u.cut.to_string(),
+                waited,
+                if u.partial_replies > 0 {
+                    format!(
+                        "{} (at most {} bytes)",
+                        u.partial_replies, u.max_received_bytes
+                    )
+                } else {
+                    "0".to_string()
+                },
+                join_ports(&u.example_local_ports),
+            ]);
+        }
+        table::align_right(&mut t, &[1, 2, 3, 4]);
+        writeln!(w, "{t}\n")?;
+    }
     if !s.phases.is_empty() && s.requests_ok > 0 {
         writeln!(w, "Latency of successful requests:")?;
         let mut t = table::new([
@@ -406,7 +473,12 @@ fn render(w: &mut dyn Write, r: &Report<Summary>) -> io::Result<()> {
             .iter()
             .map(|(c, n)| format!("{c} x {n}"))
             .collect();
-        writeln!(w, "HTTP status codes: {}\n", codes.join(", "))?;
+        writeln!(
+            w,
+            "HTTP status codes: {} (success: {})\n",
+            codes.join(", "),
+            s.expect_status.as_deref().unwrap_or("2xx")
+        )?;
     }
     if s.per_second.len() > 1 {
         writeln!(w, "Per second:")?;
