@@ -32,19 +32,22 @@
 
 mod analysis;
 mod netlink;
+mod reuse;
 mod tcp_info;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::time::Instant;
 
 use serde::Serialize;
-use tcpdoctor_model::PortRange;
+use tcpdoctor_model::{PortRange, SynLadder};
 
 pub use analysis::{
     analyze, Analysis, Destination, FlaggedSocket, Listener, SlowSign, Summary, HEADROOM_CRITICAL,
     HEADROOM_WARNING,
 };
+pub use reuse::TwReuse;
 pub use tcp_info::TcpInfo;
 
 /// Errors of the census.
@@ -255,11 +258,21 @@ pub struct Census {
     pub sockets: Vec<Socket>,
     /// Kernel messages that could not be decoded (counted, never silently dropped).
     pub undecoded_messages: u64,
+    /// When connect() may take over a TIME_WAIT socket's port in that namespace.
+    pub tw_reuse: TwReuse,
+    /// The SYN retransmission ladder of that namespace: how long a connect in SYN_SENT with
+    /// N retransmissions has waited at least. `None` when the settings were not read.
+    #[serde(skip)]
+    pub syn_ladder: Option<SynLadder>,
+    /// When the dump ended; two censuses' instants give the interval between them.
+    #[serde(skip)]
+    pub taken_at: Option<Instant>,
 }
 
 /// Takes the census of the caller's network namespace.
 pub fn census(filter: &Filter) -> Result<Census, Error> {
-    let port_range = crate::sysctl::TcpSettings::read()?.ip_local_port_range;
+    let settings = crate::sysctl::TcpSettings::read()?;
+    let tw_reuse = TwReuse::read(&settings)?;
     let mut out = netlink::Dump {
         sockets: Vec::with_capacity(netlink::capacity_hint()),
         undecoded: 0,
@@ -268,9 +281,12 @@ pub fn census(filter: &Filter) -> Result<Census, Error> {
     netlink::dump_all(mask, &mut out, filter)?;
     Ok(Census {
         netns: None,
-        port_range,
+        port_range: settings.ip_local_port_range,
         sockets: out.sockets,
         undecoded_messages: out.undecoded,
+        tw_reuse,
+        syn_ladder: Some(settings.syn_ladder()),
+        taken_at: Some(Instant::now()),
     })
 }
 

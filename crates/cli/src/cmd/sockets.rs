@@ -17,26 +17,35 @@ use crate::output;
 const ABOUT: &str = "\
 What it does: a census of every TCP socket (IPv4 and IPv6, all states, with tcp_info) through
 NETLINK_SOCK_DIAG, not /proc/net/tcp. Counts by state; outgoing sockets grouped by remote
-ip:port with TIME_WAIT, ephemeral ports in use and the headroom left in ip_local_port_range;
-listeners with accept queue (Recv-Q) vs backlog; slow readers (zero window, full or growing
-Recv-Q); sockets in retransmission backoff (tcpi_retransmits, tcpi_backoff, RTO).
+ip:port with TIME_WAIT, ephemeral ports in use and the headroom left in ip_local_port_range
+(TIME_WAIT sockets that connect() may reuse under tcp_tw_reuse count as free: toward
+loopback with the default tcp_tw_reuse=2, once in TIME_WAIT for tcp_tw_reuse_delay, 1 s);
+listeners with accept queue (Recv-Q) vs backlog; slow readers (a zero window; with --watch
+also a Recv-Q that grew while data queued at the previous sample stayed unread); sockets in
+retransmission backoff (tcpi_retransmits, tcpi_backoff, RTO).
 
 Needs: Linux with sock_diag (3.3+; tcp_info windows need 5.4/6.2+). No root, except --netns
 (CAP_SYS_ADMIN to enter /run/netns/NAME). Overhead: one read-only netlink dump; about
 0.5 us of CPU per socket (50 k TIME_WAIT sockets: ~30 ms).
 
 Output fields (JSON; units in names): by_state; port_range, ephemeral_ports,
-sustainable_connect_rate_per_s (= ports / 60 s TIME_WAIT, per destination);
-destinations[] {remote, sockets, time_wait, ephemeral_ports_in_use, headroom_ports,
-used_percent, time_wait_rate_per_s}; listeners[] {local, listening, accept_queue, backlog,
-full, connections}; slow_readers[] and retransmitting[] {local, remote, state, sign,
-recv_q_bytes, send_q_bytes, recv_q_growth_bytes, rcvbuf_bytes, rcv_wnd_bytes, snd_wnd_bytes,
-rto_us, backoff, retransmits}; census_duration_us; with --list, sockets[] with tcp_info.
+sustainable_connect_rate_per_s (= ports / 60 s TIME_WAIT, per destination); tw_reuse
+{tcp_tw_reuse, tcp_timestamps, tcp_tw_reuse_delay_ms}; interval_ms (between samples);
+data_sockets; destinations[] {remote, sockets, time_wait, tw_reuse, time_wait_reusable,
+ephemeral_ports_in_use, ports_unavailable, headroom_ports, used_percent,
+time_wait_rate_per_s, sustainable_connect_rate_per_s}; listeners[] {local, listening,
+accept_queue, backlog, full, connections}; slow_readers[] and retransmitting[] {local,
+remote, state, sign, recv_q_bytes, send_q_bytes, recv_q_growth_bytes, rcvbuf_bytes,
+rcv_wnd_bytes, snd_wnd_bytes, rto_us, backoff, retransmits, stalled_at_least_us};
+census_duration_us; with --list, sockets[] with tcp_info.
 
-Findings: port_exhaustion (>= 50% of the range held toward one destination: warning;
->= 90%: critical), accept_queue_overflow (Recv-Q > backlog, the kernel's
-sk_acceptq_is_full), slow_reader, retransmit_timeout, syn_retransmit (SYN_SENT sockets that
-resent their SYN). Exit status 0 healthy, 1 findings, 2 error.
+Findings (severity from the shared policy): port_exhaustion (half of the range unavailable
+toward one destination or more; the share is the budget used), accept_queue_overflow
+(Recv-Q > backlog, the kernel's sk_acceptq_is_full: each dropped SYN waits 1 s),
+slow_reader (the stall is claimed only when it persisted between two samples),
+retransmit_timeout (the wait its RTO backoff implies), syn_retransmit (SYN_SENT sockets that
+resent their SYN: the rung of this host's SYN ladder reached). Exit status 0 healthy,
+1 findings, 2 error.
 
 Examples:
   tcpdoctor sockets
@@ -124,6 +133,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     if interval.is_zero() {
         anyhow::bail!("--watch: the interval must be above 0");
     }
+    if args.count == Some(0) {
+        anyhow::bail!("--count 0: a watch takes at least one sample");
+    }
     let stop = output::stop_flag();
     let mut previous: Option<Census> = None;
     let mut worst = 0;
@@ -191,6 +203,20 @@ fn text(w: &mut dyn Write, r: &Report<Body>, args: &Args) -> io::Result<()> {
         fmt::count(s.sustainable_connect_rate_per_s),
         s.time_wait_duration_s
     )?;
+    let reuse = &s.tw_reuse;
+    match reuse.tcp_tw_reuse {
+        Some(mode @ (1 | 2)) if reuse.tcp_timestamps != Some(0) => writeln!(
+            w,
+            "  tcp_tw_reuse={mode}: connect() reuses TIME_WAIT ports {} after {} ms",
+            if mode == 1 {
+                "toward any destination"
+            } else {
+                "toward loopback"
+            },
+            reuse.tcp_tw_reuse_delay_ms
+        )?,
+        _ => writeln!(w, "  TIME_WAIT ports are not reused by connect() here")?,
+    }
     if s.undecoded_messages > 0 {
         writeln!(
             w,
@@ -206,6 +232,7 @@ fn text(w: &mut dyn Write, r: &Report<Body>, args: &Args) -> io::Result<()> {
             "SOCKETS",
             "TIME_WAIT",
             "PORTS_USED",
+            "REUSABLE",
             "HEADROOM",
             "USED",
             "TW_RATE/s",
@@ -216,12 +243,17 @@ fn text(w: &mut dyn Write, r: &Report<Body>, args: &Args) -> io::Result<()> {
                 d.sockets.to_string(),
                 d.time_wait.to_string(),
                 d.ephemeral_ports_in_use.to_string(),
+                if d.tw_reuse {
+                    d.time_wait_reusable.to_string()
+                } else {
+                    "-".into()
+                },
                 d.headroom_ports.to_string(),
                 format!("{:.1}%", d.used_percent),
                 format!("{:.1}", d.time_wait_rate_per_s),
             ]);
         }
-        table::align_right(&mut t, &[1, 2, 3, 4, 5, 6]);
+        table::align_right(&mut t, &[1, 2, 3, 4, 5, 6, 7]);
         writeln!(w, "{t}")?;
         more(w, s.destinations.len(), args.top)?;
     }

@@ -1,23 +1,44 @@
 //! From a [`Census`] to a [`Summary`] (counts by state, per destination, per listener,
 //! flagged sockets) and findings. Pure: no I/O, no clock; an earlier census may be passed in
-//! to see queues grow.
+//! to see queues grow and zero windows persist.
+//!
+//! Severities come from the policy ([`tcpdoctor_model::policy`]); this module only describes
+//! what each finding cost:
+//!
+//! - `port_exhaustion`: the share of the ephemeral range toward one destination that
+//!   connect() cannot use ([`Impact::budget`]). TIME_WAIT sockets that connect() may take
+//!   over (`tcp_tw_reuse`, see [`super::TwReuse`]) are not counted: toward loopback with the
+//!   default `tcp_tw_reuse=2` they free their port after one second, not sixty.
+//! - `accept_queue_overflow`: a full accept queue drops the next SYN (or final ACK), and the
+//!   client waits for its initial 1 s retransmission timeout (`TCP_TIMEOUT_INIT`).
+//! - `slow_reader`: sockets at a zero window, or whose Recv-Q grew while data already waiting
+//!   at the previous census stayed unread. One census can only show a zero window; a stall
+//!   is claimed only for what persisted from one census to the next (at least their
+//!   interval).
+//! - `retransmit_timeout` and `syn_retransmit`: the time the socket has provably waited, from
+//!   its RTO and backoff, or from this host's SYN ladder and the SYN's retransmission count.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use serde::Serialize;
-use tcpdoctor_model::{Evidence, Finding, Pathology, PortRange, Severity, Source};
+use tcpdoctor_model::policy::{BUDGET_CRITICAL, BUDGET_WARNING};
+use tcpdoctor_model::timers::SYN_INITIAL_RTO;
+use tcpdoctor_model::{Evidence, Finding, Impact, Pathology, PortRange, Source};
 
-use super::{canonical, Census, Socket, TcpState, Timer};
+use super::{canonical, Census, Socket, TcpState, Timer, TwReuse};
 use crate::sysctl::TIME_WAIT;
 
-/// Share of the ephemeral range held toward one destination at which `port_exhaustion` is
-/// a warning: at half the range, twice the current connect rate exhausts it (ports are held
-/// 60 s in TIME_WAIT, `TCP_TIMEWAIT_LEN`, include/net/tcp.h).
-pub const HEADROOM_WARNING: f64 = 0.5;
-/// Share at which it is critical: connect() must search a nearly full range
-/// (`__inet_hash_connect`, net/ipv4/inet_hashtables.c) and soon fails with EADDRNOTAVAIL.
-pub const HEADROOM_CRITICAL: f64 = 0.9;
+/// Share of the ephemeral range held toward one destination from which `port_exhaustion`
+/// is reported (the policy's [`BUDGET_WARNING`]): at half the range, twice the current
+/// connect rate exhausts it (ports are held 60 s in TIME_WAIT, `TCP_TIMEWAIT_LEN`,
+/// include/net/tcp.h).
+pub const HEADROOM_WARNING: f64 = BUDGET_WARNING;
+/// Share at which the policy calls it critical ([`BUDGET_CRITICAL`]): connect() must search
+/// a nearly full range (`__inet_hash_connect`, net/ipv4/inet_hashtables.c) and soon fails
+/// with EADDRNOTAVAIL.
+pub const HEADROOM_CRITICAL: f64 = BUDGET_CRITICAL;
 
 /// How many example sockets a finding lists.
 const EXAMPLES: usize = 10;
@@ -29,15 +50,25 @@ pub struct Destination {
     pub sockets: u64,
     pub by_state: BTreeMap<TcpState, u64>,
     pub time_wait: u64,
+    /// Whether connect() may reuse TIME_WAIT ports toward this destination (`tcp_tw_reuse`
+    /// 1, or 2 and a loopback address; timestamps on).
+    pub tw_reuse: bool,
+    /// TIME_WAIT sockets toward it that connect() may take over now (reuse applies and they
+    /// are older than `tcp_tw_reuse_delay`): their ports count as free.
+    pub time_wait_reusable: u64,
     /// Sockets toward this destination whose local port lies in the ephemeral range: each
     /// holds one of the range's ports for this destination.
     pub ephemeral_ports_in_use: u64,
-    /// Ports of the range still free toward this destination.
+    /// Ports connect() cannot use toward it: those in use minus reusable TIME_WAIT.
+    pub ports_unavailable: u64,
+    /// Ports of the range still free toward this destination (reusable TIME_WAIT included).
     pub headroom_ports: i64,
+    /// `ports_unavailable` as a percentage of the range.
     pub used_percent: f64,
     /// TIME_WAIT / 60 s: the connect rate of the last minute that left this many behind.
     pub time_wait_rate_per_s: f64,
-    /// Ports / 60 s: the new-connection rate this destination can sustain.
+    /// The new-connection rate this destination can sustain: ports / 60 s, or ports /
+    /// `tcp_tw_reuse_delay` where TIME_WAIT reuse applies.
     pub sustainable_connect_rate_per_s: f64,
 }
 
@@ -92,6 +123,10 @@ pub struct FlaggedSocket {
     pub rto_us: Option<u32>,
     pub backoff: Option<u8>,
     pub retransmits: Option<u8>,
+    /// How long this socket has provably been stalled: a zero window seen in two censuses
+    /// (their interval), unread data left unread over a whole interval, or the time an RTO
+    /// backoff or SYN retransmission count implies.
+    pub stalled_at_least_us: Option<u64>,
     pub inode: u32,
 }
 
@@ -105,6 +140,13 @@ pub struct Summary {
     pub ephemeral_ports: u32,
     pub time_wait_duration_s: u64,
     pub sustainable_connect_rate_per_s: f64,
+    /// When connect() may reuse TIME_WAIT ports in this namespace.
+    pub tw_reuse: TwReuse,
+    /// Time between the earlier census (when one was given) and this one.
+    pub interval_ms: Option<u64>,
+    /// Sockets that carry data (ESTABLISHED, CLOSE_WAIT, FIN_WAIT*, LAST_ACK, CLOSING): what
+    /// slow readers and retransmission timeouts are a share of.
+    pub data_sockets: u64,
     /// Outgoing sockets grouped by remote ip:port, most ports in use first.
     pub destinations: Vec<Destination>,
     /// Listening sockets (and orphaned local services), busiest first.
@@ -127,13 +169,14 @@ fn key(s: &Socket) -> Key {
     (s.local, s.remote)
 }
 
-/// Analyzes a census; `previous` (an earlier census of the same namespace) adds Recv-Q
-/// growth.
+/// Analyzes a census; `previous` (an earlier census of the same namespace) adds what only
+/// two samples show: Recv-Q growth with data left unread, and zero windows that persisted.
 pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
     let range = census.port_range;
     let ports = range.connect_ports();
     let tw_s = TIME_WAIT.as_secs();
     let sustainable = f64::from(ports) / TIME_WAIT.as_secs_f64();
+    let reuse = census.tw_reuse;
 
     let mut by_state: BTreeMap<TcpState, u64> = BTreeMap::new();
     for s in &census.sockets {
@@ -202,7 +245,10 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
             sockets: 0,
             by_state: BTreeMap::new(),
             time_wait: 0,
+            tw_reuse: false,
+            time_wait_reusable: 0,
             ephemeral_ports_in_use: 0,
+            ports_unavailable: 0,
             headroom_ports: 0,
             used_percent: 0.0,
             time_wait_rate_per_s: 0.0,
@@ -212,23 +258,34 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
         *d.by_state.entry(s.state).or_default() += 1;
         if s.state == TcpState::TimeWait {
             d.time_wait += 1;
+            if reuse.applies(s.local.ip(), s.remote.ip()) {
+                d.tw_reuse = true;
+            }
         }
         if range.contains(lport) {
             d.ephemeral_ports_in_use += 1;
+            if reuse.reusable(s) {
+                d.time_wait_reusable += 1;
+            }
         }
     }
     let mut destinations: Vec<Destination> = dests
         .into_values()
         .map(|mut d| {
-            d.headroom_ports = i64::from(ports) - d.ephemeral_ports_in_use as i64;
-            d.used_percent = 100.0 * d.ephemeral_ports_in_use as f64 / f64::from(ports);
+            d.ports_unavailable = d.ephemeral_ports_in_use - d.time_wait_reusable;
+            d.headroom_ports = i64::from(ports) - d.ports_unavailable as i64;
+            d.used_percent = 100.0 * d.ports_unavailable as f64 / f64::from(ports);
             d.time_wait_rate_per_s = d.time_wait as f64 / TIME_WAIT.as_secs_f64();
+            if d.tw_reuse {
+                d.sustainable_connect_rate_per_s = reuse.sustainable_rate(ports);
+            }
             d
         })
         .collect();
     destinations.sort_by(|a, b| {
-        b.ephemeral_ports_in_use
-            .cmp(&a.ephemeral_ports_in_use)
+        b.ports_unavailable
+            .cmp(&a.ports_unavailable)
+            .then(b.ephemeral_ports_in_use.cmp(&a.ephemeral_ports_in_use))
             .then(b.sockets.cmp(&a.sockets))
             .then(a.remote.cmp(&b.remote))
     });
@@ -241,34 +298,65 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
             .then(a.local.cmp(&b.local))
     });
 
-    let before: HashMap<Key, u32> = previous
-        .map(|p| p.sockets.iter().map(|s| (key(s), s.recv_q)).collect())
+    let interval = match (previous.and_then(|p| p.taken_at), census.taken_at) {
+        (Some(a), Some(b)) => Some(b.saturating_duration_since(a)),
+        _ => None,
+    };
+    let before: HashMap<Key, &Socket> = previous
+        .map(|p| p.sockets.iter().map(|s| (key(s), s)).collect())
         .unwrap_or_default();
     let mut slow_readers = Vec::new();
     let mut retransmitting = Vec::new();
+    let mut data_sockets = 0u64;
     for s in &census.sockets {
         if s.state == TcpState::SynSent {
             // A connect whose SYN went unanswered: the SYN ladder, not a data timeout.
-            if s.info.as_ref().is_some_and(|i| i.retransmits > 0) || s.timer_retransmits > 0 {
-                retransmitting.push(flag(s, SlowSign::SynRetransmit, None));
+            let resent = s
+                .info
+                .as_ref()
+                .map_or(0, |i| i.retransmits)
+                .max(s.timer_retransmits);
+            if resent > 0 {
+                let mut f = flag(s, SlowSign::SynRetransmit, None);
+                // Retransmission N leaves at rung N of the ladder: the connect has waited
+                // at least that long.
+                f.stalled_at_least_us = census
+                    .syn_ladder
+                    .as_ref()
+                    .and_then(|l| l.retransmit_at(u32::from(resent)))
+                    .or(Some(SYN_INITIAL_RTO))
+                    .map(micros);
+                retransmitting.push(f);
             }
             continue;
         }
         if !carries_data(s.state) {
             continue;
         }
-        if let Some(sign) = slow_sign(s, &before) {
-            let growth = before
-                .get(&key(s))
-                .map(|&b| i64::from(s.recv_q) - i64::from(b));
-            slow_readers.push(flag(s, sign, growth));
+        data_sockets += 1;
+        let earlier = before.get(&key(s)).copied();
+        if let Some(sign) = slow_sign(s, earlier) {
+            let growth = earlier.map(|b| i64::from(s.recv_q) - i64::from(b.recv_q));
+            let mut f = flag(s, sign, growth);
+            // A zero window seen in both censuses, or data that stayed unread from one to
+            // the next: stalled for at least their interval.
+            let persisted = match sign {
+                SlowSign::ReceiveQueueGrowing => true,
+                _ => earlier.is_some_and(|b| zero_window_sign(b).is_some()),
+            };
+            if persisted {
+                f.stalled_at_least_us = interval.map(micros);
+            }
+            slow_readers.push(f);
         }
         if let Some(i) = &s.info {
             // Zero-window probing also backs off (icsk_backoff, tcp_probe_timer in
             // net/ipv4/tcp_timer.c) but is the slow reader's doing, not a loss.
             let probing = s.timer == Timer::ZeroWindowProbe || i.snd_wnd_bytes == Some(0);
             if i.retransmits > 0 || (i.backoff > 0 && !probing) {
-                retransmitting.push(flag(s, SlowSign::RetransmitBackoff, None));
+                let mut f = flag(s, SlowSign::RetransmitBackoff, None);
+                f.stalled_at_least_us = Some(backoff_wait_us(i.rto_us, i.backoff, i.retransmits));
+                retransmitting.push(f);
             }
         }
     }
@@ -281,6 +369,9 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
         ephemeral_ports: ports,
         time_wait_duration_s: tw_s,
         sustainable_connect_rate_per_s: sustainable,
+        tw_reuse: reuse,
+        interval_ms: interval.map(|d| d.as_millis() as u64),
+        data_sockets,
         destinations,
         listeners,
         slow_readers,
@@ -289,6 +380,26 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
     };
     let findings = findings(&summary);
     Analysis { summary, findings }
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// The time a socket in RTO backoff has provably waited without an acknowledgement, from
+/// `tcp_retransmit_timer` (net/ipv4/tcp_timer.c): each timeout doubles the RTO and bumps
+/// `icsk_backoff`, so after `backoff` timeouts the current RTO is the first one times
+/// 2^backoff and the earlier ones add up to the current RTO times (1 - 2^-backoff). Thin
+/// streams (linear timeouts) keep the RTO and the backoff at 0: `retransmits` timeouts of
+/// the current RTO each.
+fn backoff_wait_us(rto_us: u32, backoff: u8, retransmits: u8) -> u64 {
+    let rto = u64::from(rto_us);
+    if backoff > 0 {
+        let b = u32::from(backoff.min(32));
+        rto - (rto >> b)
+    } else {
+        rto * u64::from(retransmits.max(1))
+    }
 }
 
 /// States in which a socket exchanges data and has meaningful windows and queues.
@@ -304,13 +415,17 @@ fn carries_data(state: TcpState) -> bool {
     )
 }
 
-fn slow_sign(s: &Socket, before: &HashMap<Key, u32>) -> Option<SlowSign> {
+/// What one census can prove about a slow reader: a closed window, on either side.
+fn zero_window_sign(s: &Socket) -> Option<SlowSign> {
     let info = s.info.as_ref();
     if s.recv_q > 0 {
         match info.and_then(|i| i.rcv_wnd_bytes) {
             Some(0) => return Some(SlowSign::ZeroReceiveWindow),
             Some(_) => {}
             None => {
+                // Kernels without tcpi_rcv_wnd (before 6.2): unread data filling half the
+                // receive buffer leaves no window to advertise (tcp_adv_win_scale keeps
+                // the other half for overhead).
                 if let Some(buf) = s.rcvbuf_bytes {
                     if buf > 0 && u64::from(s.recv_q) * 2 >= u64::from(buf) {
                         return Some(SlowSign::FullReceiveQueue);
@@ -323,12 +438,33 @@ fn slow_sign(s: &Socket, before: &HashMap<Key, u32>) -> Option<SlowSign> {
     if peer_zero || s.timer == Timer::ZeroWindowProbe {
         return Some(SlowSign::PeerZeroWindow);
     }
-    if let Some(&b) = before.get(&key(s)) {
-        if s.recv_q > b {
-            return Some(SlowSign::ReceiveQueueGrowing);
-        }
-    }
     None
+}
+
+/// A zero window now, or (with an earlier census) a Recv-Q that grew while data already
+/// waiting at the earlier census stayed unread: the application read less over the whole
+/// interval than was queued at its start. A request that arrived just before the census and
+/// a busy server that has not read it yet is neither.
+fn slow_sign(s: &Socket, earlier: Option<&Socket>) -> Option<SlowSign> {
+    if let Some(sign) = zero_window_sign(s) {
+        return Some(sign);
+    }
+    let b = earlier?;
+    if s.recv_q <= b.recv_q || b.recv_q == 0 {
+        return None;
+    }
+    let received = |x: &Socket| x.info.as_ref().and_then(|i| i.bytes_received);
+    match (received(b), received(s)) {
+        // Bytes the application consumed between the censuses: what was received minus
+        // what is still queued, at each end.
+        (Some(rb), Some(rs)) => {
+            let read = (rs.saturating_sub(u64::from(s.recv_q)))
+                .saturating_sub(rb.saturating_sub(u64::from(b.recv_q)));
+            (read < u64::from(b.recv_q)).then_some(SlowSign::ReceiveQueueGrowing)
+        }
+        // Without tcpi_bytes_received (before 4.1): queued at both censuses and growing.
+        _ => Some(SlowSign::ReceiveQueueGrowing),
+    }
 }
 
 fn flag(s: &Socket, sign: SlowSign, growth: Option<i64>) -> FlaggedSocket {
@@ -347,31 +483,61 @@ fn flag(s: &Socket, sign: SlowSign, growth: Option<i64>) -> FlaggedSocket {
         rto_us: i.map(|i| i.rto_us),
         backoff: i.map(|i| i.backoff),
         retransmits: i.map(|i| i.retransmits),
+        stalled_at_least_us: None,
         inode: s.inode,
     }
+}
+
+fn worst_stall(flagged: &[&FlaggedSocket]) -> Option<Duration> {
+    flagged
+        .iter()
+        .filter_map(|f| f.stalled_at_least_us)
+        .max()
+        .map(Duration::from_micros)
 }
 
 fn findings(sum: &Summary) -> Vec<Finding> {
     let mut out = Vec::new();
     let ports = u64::from(sum.ephemeral_ports);
     for d in &sum.destinations {
-        let used = d.ephemeral_ports_in_use as f64 / ports as f64;
-        let severity = if used >= HEADROOM_CRITICAL {
-            Severity::Critical
-        } else if used >= HEADROOM_WARNING {
-            Severity::Warning
-        } else {
+        let used = d.ports_unavailable as f64 / ports as f64;
+        if used < HEADROOM_WARNING {
             continue;
+        }
+        let reusable = if d.time_wait_reusable > 0 {
+            format!(
+                ", {} of them reusable by connect() (tcp_tw_reuse={})",
+                d.time_wait_reusable,
+                sum.tw_reuse.tcp_tw_reuse.unwrap_or(0)
+            )
+        } else if d.tw_reuse {
+            format!(
+                ", none in TIME_WAIT for the {} ms connect() needs before reusing them",
+                sum.tw_reuse.tcp_tw_reuse_delay_ms
+            )
+        } else {
+            String::new()
+        };
+        let budget_formula = if d.tw_reuse {
+            format!(
+                "{ports} ports / {} ms tcp_tw_reuse_delay (sustainable new connections per s)",
+                sum.tw_reuse.tcp_tw_reuse_delay_ms
+            )
+        } else {
+            format!(
+                "{ports} ports / {} s TIME_WAIT (sustainable new connections per s)",
+                sum.time_wait_duration_s
+            )
         };
         out.push(
-            Finding::legacy(
+            Finding::new(
                 Pathology::PortExhaustion,
-                severity,
                 Source::Sockets,
                 format!(
-                    "{} of {} ephemeral ports toward {} are in use ({} in TIME_WAIT); {} left",
-                    d.ephemeral_ports_in_use, ports, d.remote, d.time_wait, d.headroom_ports
+                    "{} of {} ephemeral ports toward {} are held ({} in TIME_WAIT{reusable}); {} left",
+                    d.ports_unavailable, ports, d.remote, d.time_wait, d.headroom_ports
                 ),
+                Impact::budget(used),
             )
             .with_evidence(Evidence::Sockets {
                 state: TcpState::TimeWait.name().to_string(),
@@ -381,20 +547,20 @@ fn findings(sum: &Summary) -> Vec<Finding> {
                 detail: Some(format!("{} sockets toward it in all states", d.sockets)),
             })
             .setting("net.ipv4.ip_local_port_range", sum.port_range)
+            .setting(
+                "net.ipv4.tcp_tw_reuse",
+                sum.tw_reuse
+                    .tcp_tw_reuse
+                    .map_or("(absent)".to_string(), |v| v.to_string()),
+            )
             .arithmetic(
                 format!(
-                    "{ports} ports - {} in use (headroom ports)",
-                    d.ephemeral_ports_in_use
+                    "{ports} ports - ({} in use - {} reusable TIME_WAIT) (headroom ports)",
+                    d.ephemeral_ports_in_use, d.time_wait_reusable
                 ),
                 d.headroom_ports as f64,
             )
-            .arithmetic(
-                format!(
-                    "{ports} ports / {} s TIME_WAIT (sustainable new connections per s)",
-                    sum.time_wait_duration_s
-                ),
-                d.sustainable_connect_rate_per_s,
-            )
+            .arithmetic(budget_formula, d.sustainable_connect_rate_per_s)
             .arithmetic(
                 format!(
                     "{} TIME_WAIT / {} s (connects per s over the last minute, at least)",
@@ -407,14 +573,17 @@ fn findings(sum: &Summary) -> Vec<Finding> {
     for l in sum.listeners.iter().filter(|l| l.full) {
         let (q, b) = (l.accept_queue.unwrap_or(0), l.backlog.unwrap_or(0));
         out.push(
-            Finding::legacy(
+            Finding::new(
                 Pathology::AcceptQueueOverflow,
-                Severity::Critical,
                 Source::Sockets,
                 format!(
-                    "listener {} has a full accept queue: {q} waiting, backlog {b}",
-                    l.local
+                    "listener {} has a full accept queue: {q} waiting, backlog {b}; each SYN it drops waits {} for its retransmission",
+                    l.local,
+                    fmt_duration(SYN_INITIAL_RTO)
                 ),
+                // tcp_conn_request (net/ipv4/tcp_input.c) drops a SYN while
+                // sk_acceptq_is_full; the client resends it after TCP_TIMEOUT_INIT.
+                Impact::stalls(1, None, Some(SYN_INITIAL_RTO)),
             )
             .with_evidence(Evidence::Sockets {
                 state: TcpState::Listen.name().to_string(),
@@ -428,30 +597,31 @@ fn findings(sum: &Summary) -> Vec<Finding> {
         );
     }
     if !sum.slow_readers.is_empty() {
-        let n = sum.slow_readers.len() as u64;
-        let zero = sum
-            .slow_readers
+        let flagged: Vec<&FlaggedSocket> = sum.slow_readers.iter().collect();
+        let n = flagged.len() as u64;
+        let zero = flagged
             .iter()
-            .filter(|f| {
-                matches!(
-                    f.sign,
-                    SlowSign::ZeroReceiveWindow | SlowSign::PeerZeroWindow
-                )
-            })
+            .filter(|f| f.sign != SlowSign::ReceiveQueueGrowing)
             .count() as u64;
-        let queued: u64 = sum
-            .slow_readers
-            .iter()
-            .map(|f| u64::from(f.recv_q_bytes))
-            .sum();
+        let queued: u64 = flagged.iter().map(|f| u64::from(f.recv_q_bytes)).sum();
+        let stall = worst_stall(&flagged);
+        let persisted = match (stall, sum.interval_ms) {
+            (Some(s), _) => format!(
+                "; stalled for at least {} (seen in two censuses)",
+                fmt_duration(s)
+            ),
+            (None, Some(_)) => "; not yet seen persisting across censuses".to_string(),
+            (None, None) => "; one census: how long it lasts is unknown".to_string(),
+        };
         out.push(
-            Finding::legacy(
+            Finding::new(
                 Pathology::SlowReader,
-                Severity::Warning,
                 Source::Sockets,
                 format!(
-                    "{n} socket(s) stalled by a slow reader ({zero} at zero window, {queued} bytes unread)"
+                    "{n} socket(s) stalled by a slow reader ({zero} at a zero window, {} with unread data left over a census interval, {queued} bytes unread){persisted}",
+                    n - zero
                 ),
+                Impact::stalls(n, Some(sum.data_sockets.max(n)), stall),
             )
             .with_evidence(Evidence::Sockets {
                 state: TcpState::Established.name().to_string(),
@@ -462,8 +632,7 @@ fn findings(sum: &Summary) -> Vec<Finding> {
             })
             .with_evidence(Evidence::Examples {
                 what: "sockets (sign local -> remote Recv-Q/Send-Q)".into(),
-                items: sum
-                    .slow_readers
+                items: flagged
                     .iter()
                     .take(EXAMPLES)
                     .map(|f| {
@@ -484,14 +653,17 @@ fn findings(sum: &Summary) -> Vec<Finding> {
     if !syn.is_empty() {
         let n = syn.len() as u64;
         let most = syn.iter().filter_map(|f| f.retransmits).max().unwrap_or(0);
+        let stall = worst_stall(&syn);
+        let connecting = sum.by_state.get(&TcpState::SynSent).copied().unwrap_or(n);
         out.push(
-            Finding::legacy(
+            Finding::new(
                 Pathology::SynRetransmit,
-                Severity::Warning,
                 Source::Sockets,
                 format!(
-                    "{n} connect(s) in SYN_SENT have retransmitted their SYN (up to {most} times)"
+                    "{n} connect(s) in SYN_SENT have retransmitted their SYN (up to {most} times: waiting {} or more)",
+                    stall.map_or("?".to_string(), fmt_duration)
                 ),
+                Impact::stalls(n, Some(connecting.max(n)), stall),
             )
             .with_evidence(Evidence::Sockets {
                 state: TcpState::SynSent.name().to_string(),
@@ -519,15 +691,17 @@ fn findings(sum: &Summary) -> Vec<Finding> {
         let n = data.len() as u64;
         let max_rto = data.iter().filter_map(|f| f.rto_us).max().unwrap_or(0);
         let max_backoff = data.iter().filter_map(|f| f.backoff).max().unwrap_or(0);
+        let stall = worst_stall(&data);
         out.push(
-            Finding::legacy(
+            Finding::new(
                 Pathology::RetransmitTimeout,
-                Severity::Warning,
                 Source::Sockets,
                 format!(
-                    "{n} socket(s) waiting on retransmission timeouts (backoff up to {max_backoff}, RTO up to {} ms)",
-                    max_rto / 1000
+                    "{n} socket(s) waiting on retransmission timeouts (backoff up to {max_backoff}, RTO up to {} ms; the worst has waited {} or more)",
+                    max_rto / 1000,
+                    stall.map_or("?".to_string(), fmt_duration)
                 ),
+                Impact::stalls(n, Some(sum.data_sockets.max(n)), stall),
             )
             .with_evidence(Evidence::Timing {
                 what: "current RTO of the worst socket".into(),
@@ -555,10 +729,21 @@ fn findings(sum: &Summary) -> Vec<Finding> {
     out
 }
 
+/// `1 s`, `250 ms`, `1.5 s`.
+fn fmt_duration(d: Duration) -> String {
+    let ms = d.as_secs_f64() * 1000.0;
+    if ms >= 1000.0 {
+        format!("{:.1} s", ms / 1000.0)
+    } else {
+        format!("{ms:.0} ms")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::TcpInfo;
     use super::*;
+    use tcpdoctor_model::{Rule, Severity};
 
     fn sock(state: TcpState, local: &str, remote: &str) -> Socket {
         Socket {
@@ -588,7 +773,27 @@ mod tests {
             port_range: range.parse().unwrap(),
             sockets,
             undecoded_messages: 0,
+            tw_reuse: TwReuse::default(),
+            syn_ladder: None,
+            taken_at: None,
         }
+    }
+
+    /// Two censuses `gap` apart: (earlier, later).
+    fn pair(earlier: Vec<Socket>, later: Vec<Socket>, gap: Duration) -> (Census, Census) {
+        let t0 = std::time::Instant::now();
+        let mut a = census(earlier, "32768-60999");
+        a.taken_at = Some(t0);
+        let mut b = census(later, "32768-60999");
+        b.taken_at = Some(t0 + gap);
+        (a, b)
+    }
+
+    fn tw(local: &str, remote: &str, left_ms: u32) -> Socket {
+        let mut s = sock(TcpState::TimeWait, local, remote);
+        s.timer = Timer::TimeWait;
+        s.timer_expires_ms = left_ms;
+        s
     }
 
     #[test]
@@ -621,8 +826,85 @@ mod tests {
         assert_eq!(a.summary.destinations[1].time_wait, 10);
         assert_eq!(a.findings.len(), 1, "{:?}", a.findings);
         assert_eq!(a.findings[0].pathology, Pathology::PortExhaustion);
+        // 151 of 200 ports: the policy's budget pressure.
         assert_eq!(a.findings[0].severity, Severity::Warning);
+        assert_eq!(a.findings[0].severity_rule, Rule::BudgetPressure);
+        assert_eq!(a.findings[0].impact.budget_used, Some(151.0 / 200.0));
         assert_eq!(a.summary.by_state[&TcpState::TimeWait], 160);
+    }
+
+    /// Issue 16: with tcp_tw_reuse=2 connect() takes over TIME_WAIT ports toward loopback
+    /// once they are a second old; a range full of such sockets is not exhausted.
+    #[test]
+    fn loopback_time_wait_reusable_under_tw_reuse_2_is_not_port_exhaustion() {
+        let mut v = Vec::new();
+        for p in 40000..40200 {
+            // In TIME_WAIT for 5 s.
+            v.push(tw(&format!("127.0.0.1:{p}"), "127.0.0.1:5000", 55_000));
+            v.push(tw(&format!("10.0.0.1:{p}"), "10.0.0.2:80", 55_000));
+        }
+        let mut c = census(v, "40000-40199");
+        c.tw_reuse = TwReuse {
+            tcp_tw_reuse: Some(2),
+            tcp_timestamps: Some(1),
+            tcp_tw_reuse_delay_ms: 1000,
+        };
+        let a = analyze(&c, None);
+        let lo = a
+            .summary
+            .destinations
+            .iter()
+            .find(|d| d.remote.port() == 5000)
+            .unwrap();
+        assert!(lo.tw_reuse);
+        assert_eq!(
+            (
+                lo.ephemeral_ports_in_use,
+                lo.time_wait_reusable,
+                lo.ports_unavailable
+            ),
+            (200, 200, 0)
+        );
+        assert_eq!(lo.headroom_ports, 200);
+        assert!((lo.sustainable_connect_rate_per_s - 200.0).abs() < 1e-9);
+        // The remote destination is not loopback: its 200 TIME_WAIT hold every port.
+        let far = &a.summary.destinations[0];
+        assert_eq!(far.remote.to_string(), "10.0.0.2:80");
+        assert_eq!((far.tw_reuse, far.ports_unavailable), (false, 200));
+        let ex: Vec<&Finding> = a
+            .findings
+            .iter()
+            .filter(|f| f.pathology == Pathology::PortExhaustion)
+            .collect();
+        assert_eq!(ex.len(), 1, "{ex:?}");
+        assert!(ex[0].summary.contains("10.0.0.2:80"), "{}", ex[0].summary);
+        assert_eq!(ex[0].severity, Severity::Critical);
+
+        // Young TIME_WAIT (0.2 s) still holds its ports: connect() would fail now.
+        let young: Vec<Socket> = (40000..40200)
+            .map(|p| tw(&format!("127.0.0.1:{p}"), "127.0.0.1:5000", 59_800))
+            .collect();
+        let mut c = census(young, "40000-40199");
+        c.tw_reuse = TwReuse {
+            tcp_tw_reuse: Some(2),
+            tcp_timestamps: Some(1),
+            tcp_tw_reuse_delay_ms: 1000,
+        };
+        let a = analyze(&c, None);
+        assert_eq!(a.findings.len(), 1);
+        assert_eq!(a.findings[0].severity, Severity::Critical);
+        assert!(
+            a.findings[0].summary.contains("1000 ms"),
+            "{}",
+            a.findings[0].summary
+        );
+        // With tcp_tw_reuse=0 the old loopback TIME_WAIT holds its ports too.
+        let old: Vec<Socket> = (40000..40200)
+            .map(|p| tw(&format!("127.0.0.1:{p}"), "127.0.0.1:5000", 30_000))
+            .collect();
+        let a = analyze(&census(old, "40000-40199"), None);
+        assert_eq!(a.findings.len(), 1);
+        assert_eq!(a.summary.destinations[0].ports_unavailable, 200);
     }
 
     #[test]
@@ -663,20 +945,24 @@ mod tests {
             rcv_wnd_bytes: Some(65535),
             ..info()
         }));
+        // 1000 bytes waiting at the earlier census, 1000 more received since, nothing read.
         let mut grow = sock(TcpState::Established, "127.0.0.1:6000", "127.0.0.1:40002");
         grow.recv_q = 2000;
         grow.info = Some(Box::new(TcpInfo {
             snd_wnd_bytes: Some(65535),
             rcv_wnd_bytes: Some(30000),
+            bytes_received: Some(12_000),
             ..info()
         }));
         let mut earlier = grow.clone();
         earlier.recv_q = 1000;
-        let prev = census(vec![earlier], "32768-60999");
-        let a = analyze(
-            &census(vec![rx, tx, grow.clone()], "32768-60999"),
-            Some(&prev),
+        earlier.info.as_mut().unwrap().bytes_received = Some(11_000);
+        let (prev, now) = pair(
+            vec![earlier],
+            vec![rx, tx, grow.clone()],
+            Duration::from_millis(500),
         );
+        let a = analyze(&now, Some(&prev));
         let signs: Vec<SlowSign> = a.summary.slow_readers.iter().map(|f| f.sign).collect();
         assert_eq!(
             signs,
@@ -687,13 +973,100 @@ mod tests {
             ]
         );
         assert_eq!(a.summary.slow_readers[2].recv_q_growth_bytes, Some(1000));
-        assert!(a
+        // The unread data waited the whole 500 ms; the zero windows were seen once only.
+        assert_eq!(a.summary.slow_readers[2].stalled_at_least_us, Some(500_000));
+        assert_eq!(a.summary.slow_readers[0].stalled_at_least_us, None);
+        let f = a
             .findings
             .iter()
-            .any(|f| f.pathology == Pathology::SlowReader));
+            .find(|f| f.pathology == Pathology::SlowReader)
+            .unwrap();
+        assert_eq!(f.severity, Severity::Warning);
+        assert_eq!(f.severity_rule, Rule::TimeoutStall);
         // Without the earlier sample the growing socket is not flagged.
         let a = analyze(&census(vec![grow], "32768-60999"), None);
         assert!(a.findings.is_empty());
+    }
+
+    fn server_socket(recv_q: u32, received: u64) -> Socket {
+        let mut s = sock(TcpState::Established, "127.0.0.1:8080", "127.0.0.1:40002");
+        s.recv_q = recv_q;
+        s.info = Some(Box::new(TcpInfo {
+            snd_wnd_bytes: Some(65535),
+            rcv_wnd_bytes: Some(65483),
+            bytes_received: Some(received),
+            ..info()
+        }));
+        s
+    }
+
+    /// Issue 17: under wrk churn a census often catches a request the busy server has not
+    /// read yet (59 bytes in Recv-Q); that is not a slow reader.
+    #[test]
+    fn unread_request_of_a_busy_server_is_not_a_slow_reader() {
+        let gap = Duration::from_secs(1);
+        // Nothing queued before, one request now.
+        let (a, b) = pair(
+            vec![server_socket(0, 5_900)],
+            vec![server_socket(59, 5_959)],
+            gap,
+        );
+        assert!(analyze(&b, Some(&a)).summary.slow_readers.is_empty());
+        // One request queued at each census, the earlier one read in between.
+        let (a, b) = pair(
+            vec![server_socket(59, 5_959)],
+            vec![server_socket(118, 6_077)],
+            gap,
+        );
+        let an = analyze(&b, Some(&a));
+        assert!(an.summary.slow_readers.is_empty(), "{:?}", an.summary);
+        assert!(an.findings.is_empty());
+        // The same request still unread a second later and another behind it: stalled.
+        let (a, b) = pair(
+            vec![server_socket(59, 5_959)],
+            vec![server_socket(118, 6_018)],
+            gap,
+        );
+        let an = analyze(&b, Some(&a));
+        assert_eq!(an.summary.slow_readers.len(), 1);
+        assert_eq!(an.findings[0].severity, Severity::Critical);
+        assert_eq!(an.findings[0].severity_rule, Rule::LongStall);
+    }
+
+    #[test]
+    fn zero_window_in_two_censuses_is_a_stall_of_their_interval() {
+        let mut rx = sock(TcpState::Established, "127.0.0.1:5000", "127.0.0.1:40001");
+        rx.recv_q = 4096;
+        rx.info = Some(Box::new(TcpInfo {
+            rcv_wnd_bytes: Some(0),
+            ..info()
+        }));
+        let (a, b) = pair(vec![rx.clone()], vec![rx.clone()], Duration::from_secs(2));
+        let an = analyze(&b, Some(&a));
+        assert_eq!(
+            an.summary.slow_readers[0].stalled_at_least_us,
+            Some(2_000_000)
+        );
+        assert_eq!(an.findings[0].severity, Severity::Critical);
+        assert!(
+            an.findings[0].summary.contains("at least 2.0 s"),
+            "{}",
+            an.findings[0].summary
+        );
+        // One census: a zero window on one of the two data sockets is common, not a stall.
+        let other = sock(TcpState::Established, "127.0.0.1:5001", "127.0.0.1:40009");
+        let an = analyze(&census(vec![rx, other], "32768-60999"), None);
+        assert_eq!(an.findings[0].severity, Severity::Warning);
+        assert_eq!(an.findings[0].severity_rule, Rule::Common);
+    }
+
+    #[test]
+    fn backoff_wait_follows_the_doubling_rto() {
+        // Three timeouts: 200 + 400 + 800 ms waited, the current RTO 1.6 s.
+        assert_eq!(backoff_wait_us(1_600_000, 3, 3), 1_400_000);
+        assert_eq!(backoff_wait_us(400_000, 1, 1), 200_000);
+        // Linear (thin stream) timeouts: no backoff, two RTOs of 250 ms.
+        assert_eq!(backoff_wait_us(250_000, 0, 2), 500_000);
     }
 
     #[test]
@@ -714,13 +1087,22 @@ mod tests {
             snd_wnd_bytes: Some(0),
             ..info()
         }));
-        let a = analyze(&census(vec![syn, prober], "32768-60999"), None);
+        let mut c = census(vec![syn, prober], "32768-60999");
+        c.syn_ladder = Some(tcpdoctor_model::SynLadder::new(6, Some(4), SYN_INITIAL_RTO));
+        let a = analyze(&c, None);
         assert_eq!(a.summary.slow_readers.len(), 1);
         assert_eq!(a.summary.slow_readers[0].sign, SlowSign::PeerZeroWindow);
         assert_eq!(a.summary.retransmitting.len(), 1);
         assert_eq!(a.summary.retransmitting[0].sign, SlowSign::SynRetransmit);
         let ps: Vec<Pathology> = a.findings.iter().map(|f| f.pathology).collect();
         assert_eq!(ps, vec![Pathology::SlowReader, Pathology::SynRetransmit]);
+        // One SYN retransmission: the connect has waited for the first rung, 1 s.
+        assert_eq!(
+            a.summary.retransmitting[0].stalled_at_least_us,
+            Some(1_000_000)
+        );
+        assert_eq!(a.findings[1].severity, Severity::Critical);
+        assert_eq!(a.findings[1].severity_rule, Rule::LongStall);
     }
 
     #[test]
@@ -740,5 +1122,11 @@ mod tests {
             "{}",
             a.findings[0].summary
         );
+        // 200 + 400 + 800 ms without an acknowledgement.
+        assert_eq!(
+            a.summary.retransmitting[0].stalled_at_least_us,
+            Some(1_400_000)
+        );
+        assert_eq!(a.findings[0].severity, Severity::Critical);
     }
 }
