@@ -162,7 +162,10 @@ fn macos_and_illumos_map_to_nstat_names() {
 #[test]
 fn a_single_file_is_a_snapshot_with_its_values() {
     let (code, v) = saved(&["linux-nstat-a.2.txt"]);
-    assert_eq!(code, 0, "a snapshot has no findings");
+    // Totals since boot judge nothing: no findings, and no claim of health either.
+    assert_eq!(code, 3, "a snapshot is inconclusive");
+    assert_eq!(v["verdict"], "inconclusive");
+    assert!(v["findings"].as_array().unwrap().is_empty());
     assert_eq!(v["mode"], "snapshot");
     let file = std::fs::read_to_string(data("linux-nstat-a.2.txt")).unwrap();
     let expect: u64 = file
@@ -200,7 +203,7 @@ fn malformed_lines_are_reported_not_dropped() {
         ),
     ] {
         let (code, v) = saved(&[file]);
-        assert_eq!(code, 0, "{file}");
+        assert_eq!(code, 3, "{file}: a snapshot is inconclusive");
         let got: Vec<u64> = v["files"][0]["unparsed"]
             .as_array()
             .unwrap()
@@ -238,7 +241,7 @@ fn malformed_lines_are_reported_not_dropped() {
 #[test]
 fn live_snapshot_and_all() {
     let (code, out, err) = support::run(&["counters", "--json"]);
-    assert_eq!(code, 0, "{err}");
+    assert_eq!(code, 3, "a snapshot is inconclusive: {err}");
     let v = support::json(&out, &err);
     assert_eq!(v["source"], "live");
     assert!(row(&v, "TcpActiveOpens")["value"].as_u64().is_some());
@@ -296,6 +299,8 @@ fn flooded_backlog_1_listener_full_in_sockets_and_listen_overflows_in_counters()
     assert_eq!(v["mode"], "delta");
     let ms = v["interval_ms"].as_u64().unwrap();
     assert!((2500..4000).contains(&ms), "{ms}");
+    // The namespace's RTO floor (the 200 ms default) is known for a live delta.
+    assert_eq!(v["rto_floor_us"], 200_000, "{v}");
     let overflows = delta(&v, "TcpExtListenOverflows");
     assert!(
         overflows >= 18,
@@ -309,7 +314,7 @@ fn flooded_backlog_1_listener_full_in_sockets_and_listen_overflows_in_counters()
     // --netns from outside reads the namespace's counters, not ours.
     drop(clients);
     let (code, out, err) = support::run(&["counters", "--json", "--netns", &ns.name]);
-    assert_eq!(code, 0, "{err}");
+    assert_eq!(code, 3, "a snapshot is inconclusive: {err}");
     let v = support::json(&out, &err);
     let inside: u64 = ns
         .exec("nstat -a -s -z TcpExtListenOverflows")
@@ -322,4 +327,152 @@ fn flooded_backlog_1_listener_full_in_sockets_and_listen_overflows_in_counters()
     assert_eq!(row(&v, "TcpExtListenOverflows")["value"], inside);
     assert!(inside >= overflows as u64);
     drop(l);
+}
+
+/// Issue 19: the later file first (swapped) made every running total go down; the delta
+/// printed negative changes and "healthy". Refused, one line, exit 2.
+#[test]
+fn swapped_files_are_refused_because_counters_went_backwards() {
+    for (a, b) in [
+        ("linux-nstat-a.2.txt", "linux-nstat-a.1.txt"),
+        ("linux-nstat.2.json", "linux-nstat.1.json"),
+        ("linux-netstat-s.2.txt", "linux-netstat-s.1.txt"),
+        ("macos-netstat-s-p-tcp.2.txt", "macos-netstat-s-p-tcp.1.txt"),
+        (
+            "illumos-netstat-sP-tcp.2.txt",
+            "illumos-netstat-sP-tcp.1.txt",
+        ),
+    ] {
+        let (code, out, err) = support::run(&["counters", "--from", &data(a), "--to", &data(b)]);
+        assert_eq!(code, 2, "{a} -> {b}: {out}");
+        assert!(out.is_empty(), "{out}");
+        assert!(
+            err.contains("counters went backwards")
+                && err.contains("files swapped or host rebooted?"),
+            "{err}"
+        );
+        assert!(err.contains(a) && err.contains(b), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        // The right order still works.
+        let (code, _) = saved(&[b, a]);
+        assert_ne!(code, 2, "{b} -> {a}");
+    }
+}
+
+/// Issue 19: a Linux nstat file against a macOS `netstat -s` file compares counters of two
+/// systems as if one had changed into the other. Refused; nstat's text and JSON forms of the
+/// same counters still compare.
+#[test]
+fn files_of_two_different_tools_are_refused() {
+    let (code, _, err) = support::run(&[
+        "counters",
+        "--from",
+        &data("linux-nstat-a.1.txt"),
+        "--to",
+        &data("macos-netstat-s-p-tcp.2.txt"),
+    ]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("cannot compare") && err.contains("nstat") && err.contains("macOS"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let (code, _, err) = support::run(&[
+        "counters",
+        "--from",
+        &data("linux-netstat-s.1.txt"),
+        "--to",
+        &data("illumos-netstat-sP-tcp.2.txt"),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    let (code, v) = saved(&["linux-nstat-a.1.txt", "linux-nstat.2.json"]);
+    assert_eq!(code, 1, "nstat text and JSON compare: {v}");
+    assert_eq!(v["mode"], "delta");
+}
+
+/// Issue 19: `--interval 0s` and `--watch --count 0` measured nothing and said so with a
+/// verdict; they are input errors.
+#[test]
+fn zero_interval_and_zero_count_are_refused() {
+    for args in [
+        vec!["counters", "--interval", "0s"],
+        vec!["counters", "--watch", "1s", "--count", "0"],
+        vec!["counters", "--watch", "0s"],
+    ] {
+        let t0 = std::time::Instant::now();
+        let (code, out, err) = support::run(&args);
+        assert_eq!(code, 2, "{args:?}: {out}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains("0"), "{err}");
+        assert!(t0.elapsed() < Duration::from_secs(5), "{args:?} waited");
+    }
+}
+
+/// Issue 19: `--from -` (and `--to -`) read standard input, as a pipe from another host
+/// would provide.
+#[test]
+fn from_dash_reads_standard_input() {
+    use std::io::Write;
+    let run_with_stdin = |args: &[&str], input: &str| {
+        let mut child = Command::new(support::bin())
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let later = std::fs::read_to_string(data("linux-nstat-a.2.txt")).unwrap();
+    let earlier = data("linux-nstat-a.1.txt");
+    let (code, out, err) = run_with_stdin(
+        &["counters", "--json", "--from", &earlier, "--to", "-"],
+        &later,
+    );
+    let piped = support::json(&out, &err);
+    let (code2, from_files) = saved(&["linux-nstat-a.1.txt", "linux-nstat-a.2.txt"]);
+    assert_eq!(code, code2, "{err}");
+    assert_eq!(piped["counters"], from_files["counters"]);
+    assert_eq!(piped["files"][1]["path"], "(standard input)");
+    // A snapshot from standard input.
+    let (code, out, err) = run_with_stdin(&["counters", "--json", "--from", "-"], &later);
+    assert_eq!(code, 3, "{err}");
+    assert_eq!(support::json(&out, &err)["mode"], "snapshot");
+    // Garbage on standard input: one line naming it.
+    let (code, _, err) = run_with_stdin(&["counters", "--from", "-"], "hello\n");
+    assert_eq!(code, 2);
+    assert!(err.contains("(standard input)"), "{err}");
+}
+
+/// A live delta judges each timeout against the namespace's RTO floor, lowered by a
+/// route's rto_min.
+#[test]
+fn live_delta_reports_the_rto_floor_of_routes() {
+    if !support::require_root("live_delta_reports_the_rto_floor_of_routes") {
+        return;
+    }
+    let ns = Netns::new("ctrt");
+    ns.exec("ip route add 10.99.0.0/24 dev lo rto_min 5ms");
+    let (code, out, err) = support::run(&[
+        "counters",
+        "--json",
+        "--interval",
+        "100ms",
+        "--netns",
+        &ns.name,
+    ]);
+    let v = support::json(&out, &err);
+    assert_eq!(code, 0, "{err}\n{out}");
+    assert_eq!(v["rto_floor_us"], 5_000, "{v}");
 }

@@ -138,6 +138,30 @@ impl Inputs {
             listeners: Vec::new(),
         })
     }
+
+    /// The smallest retransmission timeout any connection here can have: see [`rto_floor`].
+    pub fn rto_floor(&self) -> Duration {
+        rto_floor(&self.tcp, &self.routes)
+    }
+}
+
+/// The smallest data retransmission timeout a connection of this namespace can have: the
+/// `net.ipv4.tcp_rto_min_us` floor (200 ms, `TCP_RTO_MIN`, when the kernel has no such
+/// sysctl), lowered by any route's `rto_min` (`tcp_rto_min` in include/net/tcp.h prefers a
+/// locked route metric, and iproute2 always locks `rto_min`). Each `TcpExtTCPTimeouts`
+/// increment stalled its connection at least this long. Not seen: a per-socket floor set by
+/// an application (the `TCP_RTO_MIN_US` socket option, 6.15+) or a BPF program.
+pub fn rto_floor(tcp: &TcpSettings, routes: &[RouteRto]) -> Duration {
+    routes
+        .iter()
+        .map(|r| Duration::from_micros(r.rto_min_us))
+        .fold(tcp.rto_min(), Duration::min)
+}
+
+/// [`rto_floor`] of the current network namespace (the calling thread's, for a thread that
+/// entered one with setns).
+pub fn rto_floor_here() -> Result<Duration, Error> {
+    Ok(rto_floor(&TcpSettings::read()?, &routes()?))
 }
 
 /// Routes with an `rto_min` attribute, from `ip -o route show table all` (iproute2) and its

@@ -212,6 +212,52 @@ impl Snapshot {
     }
 }
 
+/// Counters that are levels or constants rather than running totals, so that a decrease is
+/// not evidence of a reset: `TcpCurrEstab` (a gauge), the RFC 2012 constants `TcpRtoAlgorithm`,
+/// `TcpRtoMin`, `TcpRtoMax`, `TcpMaxConn`, and the IP settings `IpForwarding`,
+/// `IpDefaultTTL` (net/ipv4/proc.c prints them with the counters).
+pub fn is_level(name: &str) -> bool {
+    matches!(
+        name,
+        "TcpCurrEstab"
+            | "TcpRtoAlgorithm"
+            | "TcpRtoMin"
+            | "TcpRtoMax"
+            | "TcpMaxConn"
+            | "IpForwarding"
+            | "IpDefaultTTL"
+    ) || tcpdoctor_model::counters::info(name).is_some_and(|c| c.gauge)
+}
+
+/// A running total that is lower in the later snapshot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Backwards {
+    pub name: String,
+    pub before: u64,
+    pub after: u64,
+}
+
+impl Snapshot {
+    /// Running totals present in both snapshots that are lower in `self` than in `earlier`
+    /// (levels excluded, [`is_level`]). Kernel counters only grow while the host runs, so
+    /// any entry means the two were swapped, or the host rebooted (or the namespace was
+    /// recreated) in between: a delta of the two would be meaningless.
+    pub fn went_backwards(&self, earlier: &Snapshot) -> Vec<Backwards> {
+        self.values
+            .iter()
+            .filter(|(name, _)| !is_level(name))
+            .filter_map(|(name, &after)| {
+                let before = *earlier.values.get(name)?;
+                (after < before).then(|| Backwards {
+                    name: name.clone(),
+                    before,
+                    after,
+                })
+            })
+            .collect()
+    }
+}
+
 /// The counters that moved between two snapshots.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Delta {
@@ -308,6 +354,27 @@ IpExt: 0 123456789
             .unwrap_err()
             .to_string();
         assert!(e.contains("non-numeric"), "{e}");
+    }
+
+    #[test]
+    fn swapped_snapshots_go_backwards_levels_do_not_count() {
+        let a = parse_all();
+        let mut b = a.clone();
+        *b.values.get_mut("TcpOutSegs").unwrap() += 100;
+        *b.values.get_mut("TcpCurrEstab").unwrap() -= 2;
+        assert!(b.went_backwards(&a).is_empty(), "a gauge may go down");
+        let back = a.went_backwards(&b);
+        assert_eq!(
+            back,
+            vec![Backwards {
+                name: "TcpOutSegs".into(),
+                before: 88988,
+                after: 88888
+            }]
+        );
+        // A counter only in one snapshot is not compared.
+        b.values.insert("TcpExtNew".into(), 5);
+        assert_eq!(a.went_backwards(&b).len(), 1);
     }
 
     #[test]

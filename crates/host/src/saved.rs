@@ -35,6 +35,19 @@ pub enum Format {
 }
 
 impl Format {
+    /// Whether a delta between files of these two formats means anything: only the same
+    /// tool's output compares counter by counter (nstat's text and JSON forms are one tool).
+    /// Different tools, let alone different systems, name and cover different counters, so
+    /// a counter missing from one file would read as a change.
+    pub fn comparable(self, other: Format) -> bool {
+        use Format::*;
+        self == other
+            || matches!(
+                (self, other),
+                (NstatText, NstatJson) | (NstatJson, NstatText)
+            )
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Format::NstatText => "nstat",
@@ -532,6 +545,16 @@ mod tests {
             Some(("N segments over IPv4".into(), 3))
         );
         assert_eq!(template("ICMP input histogram:"), None);
+    }
+
+    #[test]
+    fn only_the_same_tool_compares() {
+        use Format::*;
+        assert!(NstatText.comparable(NstatJson));
+        assert!(LinuxNetstat.comparable(LinuxNetstat));
+        assert!(!NstatText.comparable(MacosNetstat));
+        assert!(!MacosNetstat.comparable(IllumosNetstat));
+        assert!(!LinuxNetstat.comparable(NstatText));
     }
 
     #[test]

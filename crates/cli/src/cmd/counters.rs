@@ -2,13 +2,14 @@
 //! `nstat`/`netstat -s` text, each with its meaning and the pathology it signals.
 
 use std::collections::BTreeMap;
-use std::io::{self, Write};
-use std::path::PathBuf;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use serde::Serialize;
+use tcpdoctor_host::check;
 use tcpdoctor_host::counters::{self, Snapshot};
 use tcpdoctor_host::saved::{self, Format, Saved, Unparsed};
 use tcpdoctor_host::sockets;
@@ -26,9 +27,12 @@ signals. Modes: a snapshot (counts since boot or namespace creation); --interval
 change over DUR; --watch DUR: a change every DUR until --count or Ctrl-C (Ctrl-C during
 --interval reports the change so far, marked interrupted); --from FILE [--to FILE2]: saved
 text from a machine tcpdoctor cannot run on: nstat -a, nstat --json, Linux netstat -s,
-macOS netstat -s -p tcp, illumos/Solaris netstat -sP tcp (detected). Counters without an
-nstat equivalent keep the file's name; lines holding no counter are reported with their line
-number, never dropped.
+macOS netstat -s -p tcp, illumos/Solaris netstat -sP tcp (detected; `-` reads standard
+input). Counters without an nstat equivalent keep the file's name; lines holding no counter
+are reported with their line number, never dropped. Two files must come from the same tool,
+the earlier first: a running total that went down (files swapped, or a reboot between
+them) is refused, not shown as a negative change. A snapshot judges nothing (its verdict is
+inconclusive, exit 3): findings need a change over time.
 
 Needs: Linux /proc (no root; --netns NAME needs CAP_SYS_ADMIN). Overhead: reading three small
 /proc files, ~0.1-0.2 ms.
@@ -36,15 +40,18 @@ Needs: Linux /proc (no root; --netns NAME needs CAP_SYS_ADMIN). Overhead: readin
 Output fields (JSON): mode (snapshot|delta), source (live|saved), netns, interval_ms,
 snapshot_duration_us, counters[] {name, value, delta, rate_per_s, meaning, pathology,
 native_name}, unchanged, files[] {path, format, mapped, unmapped, unparsed[] {line, text,
-reason}}. Deltas become findings (source counters), e.g. TcpExtListenOverflows ->
+reason}}, rto_floor_us (live: the host's smallest RTO, from tcp_rto_min_us and route
+rto_min; each TcpExtTCPTimeouts increment stalled a connection at least that long).
+Deltas become findings (source counters), e.g. TcpExtListenOverflows ->
 accept_queue_overflow, TcpExtTCPSynRetrans -> syn_retransmit, TcpExtTCPTimeouts (beyond
 SYN retransmissions) -> retransmit_timeout, TcpExtTCPToZeroWindowAdv -> slow_reader.
-Exit status 0 healthy, 1 findings, 2 error.
+Exit status 0 healthy, 1 findings, 2 error, 3 inconclusive (a snapshot).
 
 Examples:
   tcpdoctor counters --interval 5s
   tcpdoctor counters --all
   tcpdoctor counters --from before.txt --to after.txt --json
+  ssh host nstat -a | tcpdoctor counters --from before.txt --to -
 ";
 
 /// Kernel TCP counters with meanings; deltas become findings.
@@ -66,10 +73,12 @@ pub struct Args {
     /// Show every counter, not only the relevant TCP ones.
     #[arg(long)]
     all: bool,
-    /// Read saved counters from FILE (format detected) instead of this host.
+    /// Read saved counters from FILE (format detected; `-` for standard input) instead of
+    /// this host.
     #[arg(long, value_name = "FILE")]
     from: Option<PathBuf>,
-    /// With --from: a later saved snapshot; the report is the delta FILE -> FILE2.
+    /// With --from: a later saved snapshot of the same tool (`-` for standard input); the
+    /// report is the delta FILE -> FILE2.
     #[arg(long, value_name = "FILE2", requires = "from")]
     to: Option<PathBuf>,
     /// Read the counters of network namespace NAME (/run/netns/NAME).
@@ -117,6 +126,10 @@ struct Body {
     sample: Option<u64>,
     /// What one snapshot read cost (live only).
     snapshot_duration_us: Option<u64>,
+    /// Live deltas: the smallest RTO of the host (tcp_rto_min_us, route rto_min), the least
+    /// stall of each data retransmission timeout.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rto_floor_us: Option<u64>,
     counters: Vec<Row>,
     /// Relevant counters that did not move (delta mode, human output hides them).
     unchanged: u64,
@@ -124,20 +137,31 @@ struct Body {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
+    if args.interval.is_some_and(|d| d.is_zero()) {
+        anyhow::bail!("--interval 0s: the interval must be above 0");
+    }
+    if args.count == Some(0) {
+        anyhow::bail!("--count 0: a watch reports at least once");
+    }
     if let Some(from) = &args.from {
         return saved_mode(&args, from.clone());
     }
     // One sampler for the whole run: kept-open files are re-read cheaply (host::counters).
-    let mut sampler = match &args.netns {
+    // The RTO floor is read where the counters are: it turns each timeout into a stall.
+    let (sampler, rto_floor) = match &args.netns {
         Some(ns) => sockets::in_netns(ns, || {
-            counters::Source {
+            let s = counters::Source {
                 dir: PathBuf::from("/proc/thread-self/net"),
             }
-            .sampler()
+            .sampler();
+            (s, check::rto_floor_here().ok())
         })?,
-        None => counters::Source::default().sampler(),
-    }
-    .context("opening the counter files")?;
+        None => (
+            counters::Source::default().sampler(),
+            check::rto_floor_here().ok(),
+        ),
+    };
+    let mut sampler = sampler.context("opening the counter files")?;
     let mut take = || -> anyhow::Result<(Snapshot, Duration)> {
         let t0 = Instant::now();
         let s = sampler.sample().context("reading counters")?;
@@ -164,7 +188,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             let (after, took) = take()?;
             let elapsed = t_before.elapsed();
             n += 1;
-            let mut report = delta_report(&args, &before, &after, Some(elapsed), Vec::new());
+            let mut report =
+                delta_report(&args, &before, &after, Some(elapsed), rto_floor, Vec::new());
             report.body.sample = Some(n);
             report.body.snapshot_duration_us = Some(took.as_micros() as u64);
             let report = report.interrupted(stop.load(Ordering::SeqCst));
@@ -191,7 +216,14 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         let t0 = Instant::now();
         wait(interval);
         let (after, took) = take()?;
-        let mut report = delta_report(&args, &before, &after, Some(t0.elapsed()), Vec::new());
+        let mut report = delta_report(
+            &args,
+            &before,
+            &after,
+            Some(t0.elapsed()),
+            rto_floor,
+            Vec::new(),
+        );
         report.body.snapshot_duration_us = Some(took.as_micros() as u64);
         let report = report.interrupted(stop.load(Ordering::SeqCst));
         return output::emit(&report, args.json, |w, r| text(w, r, args.all));
@@ -203,15 +235,70 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     output::emit(&report, args.json, |w, r| text(w, r, args.all))
 }
 
+/// Reads a saved file, or standard input for `-`.
+fn read_saved(path: &Path) -> anyhow::Result<Saved> {
+    if path.as_os_str() != "-" {
+        return Ok(saved::read(path)?);
+    }
+    let mut text = String::new();
+    io::stdin()
+        .read_to_string(&mut text)
+        .context("reading standard input")?;
+    Ok(saved::parse(&text, Path::new(STDIN))?)
+}
+
+/// How standard input is named in errors and in the report.
+const STDIN: &str = "(standard input)";
+
+fn shown(path: &Path) -> String {
+    if path.as_os_str() == "-" {
+        STDIN.to_string()
+    } else {
+        path.display().to_string()
+    }
+}
+
 fn saved_mode(args: &Args, from: PathBuf) -> anyhow::Result<i32> {
-    let a = saved::read(&from)?;
+    if args.to.as_deref().is_some_and(|t| t.as_os_str() == "-") && from.as_os_str() == "-" {
+        anyhow::bail!("--from - --to -: standard input can hold only one of the two files");
+    }
+    let a = read_saved(&from)?;
     let mut files = vec![file_info(&from, &a)];
     let report = match &args.to {
         None => snapshot_report(args, &a.snapshot, Some(&a), files),
         Some(to) => {
-            let b = saved::read(to)?;
+            let b = read_saved(to)?;
+            if !a.format.comparable(b.format) {
+                anyhow::bail!(
+                    "cannot compare {} ({}) with {} ({}): different tools name and cover different counters; save both with the same command",
+                    shown(&from),
+                    a.format.name(),
+                    shown(to),
+                    b.format.name()
+                );
+            }
+            let back = b.snapshot.went_backwards(&a.snapshot);
+            // Name a TCP counter when one went down: the files are about TCP.
+            if let Some(first) = back
+                .iter()
+                .find(|b| b.name.starts_with("Tcp"))
+                .or(back.first())
+            {
+                let more = match back.len() {
+                    1 => String::new(),
+                    n => format!(" and {} more", n - 1),
+                };
+                anyhow::bail!(
+                    "counters went backwards from {} to {} ({} {} -> {}{more}): files swapped or host rebooted?",
+                    shown(&from),
+                    shown(to),
+                    first.name,
+                    first.before,
+                    first.after
+                );
+            }
             files.push(file_info(to, &b));
-            let mut r = delta_report(args, &a.snapshot, &b.snapshot, None, files);
+            let mut r = delta_report(args, &a.snapshot, &b.snapshot, None, None, files);
             // Native names from the later file.
             for row in &mut r.body.counters {
                 row.native_name = b.mapped.get(&row.name).cloned();
@@ -224,9 +311,9 @@ fn saved_mode(args: &Args, from: PathBuf) -> anyhow::Result<i32> {
     output::emit(&report, args.json, |w, r| text(w, r, args.all))
 }
 
-fn file_info(path: &std::path::Path, s: &Saved) -> FileInfo {
+fn file_info(path: &Path, s: &Saved) -> FileInfo {
     FileInfo {
-        path: path.to_path_buf(),
+        path: PathBuf::from(shown(path)),
         format: s.format,
         format_name: s.format.name(),
         mapped: s.mapped.clone(),
@@ -281,6 +368,7 @@ fn snapshot_report(
             interval_ms: None,
             sample: None,
             snapshot_duration_us: None,
+            rto_floor_us: None,
             counters,
             unchanged: 0,
             files,
@@ -297,6 +385,7 @@ fn delta_report(
     before: &Snapshot,
     after: &Snapshot,
     elapsed: Option<Duration>,
+    rto_floor: Option<Duration>,
     files: Vec<FileInfo>,
 ) -> Report<Body> {
     let delta = after.delta_since(before);
@@ -323,12 +412,12 @@ fn delta_report(
         &delta.changed,
         meaning::Window {
             length: elapsed,
-            rto_floor: None,
+            rto_floor,
         },
     );
     let measured = Measured::Something(match elapsed {
         Some(e) => format!("counter deltas over {:.1} s", e.as_secs_f64()),
-        None => "counter deltas between two snapshots".into(),
+        None => "counter deltas between two saved snapshots".into(),
     });
     Report::new(
         "counters",
@@ -340,6 +429,7 @@ fn delta_report(
             interval_ms: window_ms,
             sample: None,
             snapshot_duration_us: None,
+            rto_floor_us: rto_floor.map(|d| d.as_micros() as u64),
             counters,
             unchanged,
             files,

@@ -77,7 +77,10 @@ pub struct Skipped {
 pub struct Body {
     pub netns: Option<String>,
     pub root: bool,
+    /// How long the counters and queues were watched (shorter than asked when interrupted).
     pub window_ms: u64,
+    /// The window asked for with --window.
+    pub window_requested_ms: u64,
     pub steps: Vec<Step>,
     pub skipped: Vec<Skipped>,
     pub settings: Option<crate::cmd::check::Body>,
@@ -152,6 +155,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         found: Vec::new(),
         interrupted: false,
     };
+    // What was measured, in order, for the verdict line (also when cut short).
+    let mut measured: Vec<String> = Vec::new();
 
     // 1. Settings. Listener backlogs come from the census below, so the audit runs after it.
     bar.set_message("reading settings");
@@ -204,6 +209,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 ),
             });
             run.found.extend(a.findings);
+            measured.push(format!(
+                "two socket censuses {} apart",
+                fmt::duration(window)
+            ));
             sockets_summary = Some(a.summary);
         }
         (Err(e), _) | (_, Err(e)) => run.skip(
@@ -214,10 +223,13 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
 
     // Settings audit, now with listener backlogs.
     let mut settings_body = None;
+    let mut rto_floor = None;
     if let Some(mut i) = inputs {
         let t = Instant::now();
         i.listeners = listeners;
         let f = check::audit(&i);
+        rto_floor = Some(i.rto_floor());
+        measured.insert(0, "the TCP settings".to_string());
         run.steps.push(Step {
             step: "check",
             ran: true,
@@ -242,7 +254,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 &d.changed,
                 tcpdoctor_model::counters::Window {
                     length: Some(window),
-                    rto_floor: None,
+                    rto_floor,
                 },
             ));
             run.steps.push(Step {
@@ -256,6 +268,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 ),
             });
             moved = d.changed;
+            measured.push(format!(
+                "the kernel counters over {}",
+                fmt::duration(window)
+            ));
         }
         (Err(e), _) | (_, Err(e)) => run.skip("counters", format!("cannot read counters: {e}")),
     }
@@ -269,7 +285,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         None
     } else {
         bar.set_message("loopback self-probe");
-        probe_step(&mut run, settings_body.as_ref())
+        let p = probe_step(&mut run, settings_body.as_ref());
+        if let Some(s) = &p {
+            measured.push(format!("{} loopback connections", s.requests));
+        }
+        p
     };
     bar.finish_and_clear();
     run.interrupted |= output::stop_flag().load(Ordering::SeqCst);
@@ -283,10 +303,20 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         anyhow::bail!("nothing could be examined ({})", reasons.join("; "));
     }
 
+    let what = if run.interrupted && window < args.window {
+        format!(
+            "{} (of the {} window asked for)",
+            measured.join(", "),
+            humantime::format_duration(args.window)
+        )
+    } else {
+        measured.join(", ")
+    };
     let body = Body {
         netns: args.netns.clone(),
         root,
         window_ms: window.as_millis() as u64,
+        window_requested_ms: args.window.as_millis() as u64,
         steps: run.steps,
         skipped: run.skipped,
         settings: settings_body,
@@ -294,20 +324,18 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         counters_moved: moved,
         probe,
     };
-    let report = Report::new(
-        "doctor",
-        merge(run.found),
-        body,
-        Measured::Something("settings, sockets and counters".into()),
-    )
-    .interrupted(run.interrupted);
+    let report = Report::new("doctor", merge(run.found), body, Measured::Something(what))
+        .interrupted(run.interrupted);
     output::emit(&report, args.json, |w, r| write_text(w, r))
 }
 
 /// One finding per pathology among the live observations (sockets, counters, probe): the
 /// census and the counters often see the same problem from two sides (a full accept queue
 /// and `TcpExtListenOverflows`), and one finding with both kinds of evidence reads better
-/// than two. Settings findings (`check`) stay separate: they describe exposure, not events.
+/// than two. The impacts merge ([`tcpdoctor_model::Impact::merge`]) and the policy judges
+/// the merged impact, so the severity is what the combined evidence earns, never a
+/// detector's pick. Settings findings (`check`) stay separate: they describe exposure, not
+/// events.
 fn merge(found: Vec<Finding>) -> Vec<Finding> {
     let mut out: Vec<Finding> = Vec::with_capacity(found.len());
     for f in found {
@@ -317,11 +345,11 @@ fn merge(found: Vec<Finding>) -> Vec<Finding> {
             .find(|g| live && g.source != Source::Check && g.pathology == f.pathology);
         match twin {
             Some(g) => {
-                if f.severity > g.severity {
-                    g.severity = f.severity;
-                }
-                g.summary = format!("{}; {}", g.summary, f.summary);
-                g.evidence.extend(f.evidence);
+                let impact = g.impact.merge(&f.impact);
+                let mut merged = g.clone().with_impact(impact);
+                merged.summary = format!("{}; {}", g.summary, f.summary);
+                merged.evidence.extend(f.evidence);
+                *g = merged;
             }
             None => out.push(f),
         }
@@ -438,13 +466,26 @@ fn write_text(w: &mut dyn Write, r: &Report<Body>) -> io::Result<()> {
             writeln!(w, "  sockets by state: {}", states.join(", "))?;
         }
     }
+    if r.interrupted {
+        writeln!(
+            w,
+            "  interrupted after {} of the {} window: what follows covers only what was measured",
+            fmt::micros(b.window_ms * 1000),
+            fmt::micros(b.window_requested_ms * 1000)
+        )?;
+    }
     writeln!(w)?;
     let (serious, info): (Vec<Finding>, Vec<Finding>) = r
         .findings
         .iter()
         .cloned()
         .partition(|f| f.severity >= Severity::Warning);
-    if serious.is_empty() {
+    if serious.is_empty() && r.interrupted {
+        writeln!(
+            w,
+            "No problems found in what was measured before the interruption."
+        )?;
+    } else if serious.is_empty() {
         writeln!(w, "No problems found.")?;
     } else {
         findings::write(w, &serious)?;
@@ -467,46 +508,56 @@ fn write_text(w: &mut dyn Write, r: &Report<Body>) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tcpdoctor_model::Pathology;
+    use std::time::Duration;
+    use tcpdoctor_model::{Impact, Pathology, Rule};
 
-    fn f(p: Pathology, sev: Severity, src: Source, s: &str) -> Finding {
-        Finding::legacy(p, sev, src, s).counter(s, 1)
+    fn f(p: Pathology, impact: Impact, src: Source, s: &str) -> Finding {
+        Finding::new(p, src, s, impact).counter(s, 1)
     }
 
     #[test]
     fn live_findings_of_one_pathology_merge_settings_stay_apart() {
         let merged = merge(vec![
+            // One census: 1 of 40 sockets at a zero window, no stall seen yet (warning).
             f(
-                Pathology::AcceptQueueOverflow,
-                Severity::Warning,
+                Pathology::SlowReader,
+                Impact::stalls(1, Some(40), None),
                 Source::Sockets,
-                "full",
+                "zero window",
             ),
             f(
-                Pathology::AcceptQueueOverflow,
-                Severity::Info,
+                Pathology::SlowReader,
+                Impact::none(),
                 Source::Check,
-                "backlog 1",
+                "rmem_max",
             ),
             f(
                 Pathology::SynRetransmit,
-                Severity::Warning,
+                Impact::stalls(3, Some(1000), None),
                 Source::Counters,
                 "syn",
             ),
+            // The counters saw zero-window drops for 2 s: the merged impact is judged anew.
             f(
-                Pathology::AcceptQueueOverflow,
-                Severity::Critical,
+                Pathology::SlowReader,
+                Impact::stalls(5, None, Some(Duration::from_secs(2))),
                 Source::Counters,
-                "overflows",
+                "drops",
             ),
         ]);
         assert_eq!(merged.len(), 3);
-        let aq = &merged[0];
-        assert_eq!(aq.source, Source::Sockets);
-        assert_eq!(aq.severity, Severity::Critical);
-        assert_eq!(aq.summary, "full; overflows");
-        assert_eq!(aq.evidence.len(), 2);
+        let sr = &merged[0];
+        assert_eq!(sr.source, Source::Sockets);
+        assert_eq!(sr.severity, Severity::Critical);
+        assert_eq!(sr.severity_rule, Rule::LongStall);
+        assert_eq!(sr.impact.affected, 5);
+        assert_eq!(sr.summary, "zero window; drops");
+        assert_eq!(sr.evidence.len(), 2);
         assert_eq!(merged[1].source, Source::Check);
+        assert_eq!(merged[1].severity, Severity::Info);
+        // A merge never leaves a severity the policy would not give the merged impact.
+        for m in &merged {
+            assert_eq!(m.severity, m.impact.severity(), "{m:?}");
+        }
     }
 }
