@@ -420,9 +420,11 @@ fn have(test: &str, tool: &str) -> bool {
 }
 
 /// nginx serving a fixed 200 on 127.0.0.1:`port` inside `ns`, with its files in a `tdoc`
-/// temporary directory removed on drop (the process itself ends with the namespace).
+/// temporary directory; on drop the master process (which we started) is stopped and the
+/// directory removed (the namespace's drop also kills anything left inside it).
 struct Nginx {
     dir: std::path::PathBuf,
+    master: std::process::Child,
 }
 
 impl Nginx {
@@ -438,7 +440,8 @@ impl Nginx {
              server {{ listen 127.0.0.1:{port} backlog=511; location / {{ return 200 \"ok\\n\"; }} }}\n}}\n"
         );
         std::fs::write(dir.join("nginx.conf"), conf).unwrap();
-        ns.spawn(&format!(
+        // `ip netns exec` and `sh -c exec` both exec: the child is nginx's master process.
+        let master = ns.spawn(&format!(
             "exec nginx -e {d}/error.log -p {d} -c {d}/nginx.conf"
         ));
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
@@ -453,12 +456,15 @@ impl Nginx {
             false
         });
         assert!(up, "nginx did not listen on {addr}");
-        Nginx { dir }
+        Nginx { dir, master }
     }
 }
 
 impl Drop for Nginx {
     fn drop(&mut self) {
+        // SIGTERM: nginx's fast shutdown, which also ends its workers.
+        unsafe { libc::kill(self.master.id() as i32, libc::SIGTERM) };
+        let _ = self.master.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde::Serialize;
-use tcpdoctor_model::{Evidence, Finding, Pathology, Severity, Source};
+use tcpdoctor_model::{Evidence, Finding, Impact, Pathology, Source};
 
 use crate::netdev::{CounterFiles, Stat};
 use crate::Error;
@@ -506,9 +506,6 @@ pub struct Thresholds {
     /// The busiest bin must hold at least this many packets; one stray packet on an idle
     /// link gives any ratio and is not a burst.
     pub min_packets: u64,
-    /// Peak utilisation at or above which a burst is a warning (buffers fill only near line
-    /// rate); below it, or with an unknown speed, the burst is reported as info/warning.
-    pub warn_utilisation: f64,
 }
 
 impl Default for Thresholds {
@@ -516,14 +513,14 @@ impl Default for Thresholds {
     /// (950-998 Mbit/s on 1 Gbit/s at ~190 Mbit/s average) at a max/avg of about 5 in 2 ms
     /// windows; its 1 ms column (8-9x, peaks "above" line rate) was the polling script's
     /// timer error, which is why the achieved interval is reported here. 10 packets: fewer
-    /// cannot fill a buffer of any switch. 50% of the link: below half the line rate a burst
-    /// drains as fast as it arrives.
+    /// cannot fill a buffer of any switch. How much the burst matters is the share of the
+    /// link it used at its peak, judged by the policy's budget rules (below half the line
+    /// rate a burst drains as fast as it arrives).
     fn default() -> Self {
         Thresholds {
             ratio: 5.0,
             resolution: Duration::from_millis(1),
             min_packets: 10,
-            warn_utilisation: 0.5,
         }
     }
 }
@@ -547,9 +544,13 @@ pub fn findings(iface: &str, reports: &[DirectionReport], th: &Thresholds) -> Ve
             continue;
         }
         let res = scale(r.resolution_ns);
-        let severity = match r.peak_utilisation {
-            Some(u) if u < th.warn_utilisation => Severity::Info,
-            _ => Severity::Warning,
+        // The link's capacity is the finite budget a burst spends: the share of it used in
+        // the busiest bin is what the policy judges (half or more: pressure; 90%: used up,
+        // queues build and drop). Without a link speed there is no budget to judge against:
+        // the ratio alone is context.
+        let impact = match r.peak_utilisation {
+            Some(u) => Impact::budget(u),
+            None => Impact::none(),
         };
         let util = match (r.peak_utilisation, r.avg_utilisation) {
             (Some(p), Some(a)) => format!(
@@ -557,11 +558,10 @@ pub fn findings(iface: &str, reports: &[DirectionReport], th: &Thresholds) -> Ve
                 p * 100.0,
                 a * 100.0
             ),
-            _ => String::new(),
+            _ => "; link speed unknown (give --link-speed to judge the peak)".to_string(),
         };
-        let mut f = Finding::legacy(
+        let mut f = Finding::new(
             Pathology::Microburst,
-            severity,
             Source::Burst,
             format!(
                 "{iface} {}: the busiest {res} carried {ratio:.1}x the average ({:.1} vs {:.1} Mbit/s){util}",
@@ -569,6 +569,7 @@ pub fn findings(iface: &str, reports: &[DirectionReport], th: &Thresholds) -> Ve
                 r.peak_rate_bits_per_s / 1e6,
                 r.avg_rate_bits_per_s / 1e6
             ),
+            impact,
         )
         .arithmetic(
             format!(

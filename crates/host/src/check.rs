@@ -3,11 +3,17 @@
 //! [`audit`] is pure: it takes settings (read by [`Inputs::read`] or built by a test) and
 //! returns findings. Reading the host is kept in [`Inputs::read`] and [`routes`]. Nothing here
 //! changes a setting.
+//!
+//! A setting harms nothing by itself: each risky one is described as an exposure
+//! ([`Impact::exposure`]) to the harm it would cause, which the policy judges one level
+//! below that harm (module [`risk`]). Settings that only set a budget or a timer (the port
+//! budget, the SYN ladder, the RTO floor) are context ([`Impact::none`]).
 
 use std::time::Duration;
 
 use serde::Serialize;
-use tcpdoctor_model::{Finding, Pathology, Remedy, Severity, Source};
+use tcpdoctor_model::timers::SYN_INITIAL_RTO;
+use tcpdoctor_model::{Finding, Impact, Pathology, Remedy, Source};
 
 use crate::sysctl::{self, TcpSettings, TIME_WAIT};
 use crate::Error;
@@ -38,6 +44,41 @@ pub const RTO_FLOOR_RISKY: Duration = Duration::from_millis(1);
 /// single client opening one connection per CPU thread sends at once on a small server, and
 /// far below the backlogs servers ask for (nginx 511, Go's `net` package uses somaxconn).
 pub const SMALL_BACKLOG: u64 = 16;
+
+/// `net.ipv4.tcp_syn_retries` default (`TCP_SYN_RETRIES`, include/net/tcp.h). More retries
+/// stretch the time a connect to an unreachable host hangs beyond the kernel's choice.
+pub const DEFAULT_SYN_RETRIES: u64 = 6;
+
+/// The harm a risky setting exposes the host to, as [`Impact`]s marked [`Impact::exposure`]:
+/// nothing was hurt yet, so the policy judges each one level below the harm itself.
+pub mod risk {
+    use std::time::Duration;
+    use tcpdoctor_model::policy::LOST_CRITICAL;
+    use tcpdoctor_model::Impact;
+
+    /// The ephemeral ports toward one destination used up: connect() fails (EADDRNOTAVAIL).
+    pub fn ports_used_up() -> Impact {
+        Impact::budget(1.0).exposure()
+    }
+
+    /// Connects or transfers stalled for `d` (a dropped SYN waits for its 1 s retransmission).
+    pub fn stall(d: Duration) -> Impact {
+        Impact::stalls(0, None, Some(d)).exposure()
+    }
+
+    /// Operations failing outright (connection resets, refused clients). With `exposure` the
+    /// `failed` count reads "at least one would", not a count seen.
+    pub fn failures() -> Impact {
+        Impact::failures(1, None).exposure()
+    }
+
+    /// A flow's throughput capped or collapsed whenever it needs more (a buffer limit below
+    /// the path's bandwidth-delay product, spurious timeouts that reset the congestion
+    /// window): the time-lost harm, as an exposure.
+    pub fn throughput() -> Impact {
+        Impact::none().with_time_lost(LOST_CRITICAL).exposure()
+    }
+}
 
 /// Settings [`TcpSettings`] does not carry, read from this network namespace.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -269,10 +310,12 @@ fn port_budget(t: &TcpSettings, m: &More, out: &mut Vec<Finding>) {
         "odd"
     };
     let reuse_covers_remote = t.tcp_tw_reuse == Some(1) && t.tcp_timestamps != Some(0);
-    let severity = if ports < DEFAULT_PORTS && !reuse_covers_remote {
-        Severity::Warning
+    // A range narrower than the kernel's default, without reuse toward every destination,
+    // exposes outgoing churn to running out of ports; the default range is a budget.
+    let impact = if ports < DEFAULT_PORTS && !reuse_covers_remote {
+        risk::ports_used_up()
     } else {
-        Severity::Info
+        Impact::none()
     };
     let summary = if reuse_covers_remote {
         let delay_ms = m.tcp_tw_reuse_delay_ms.unwrap_or(1000);
@@ -286,7 +329,7 @@ fn port_budget(t: &TcpSettings, m: &More, out: &mut Vec<Finding>) {
             f1(rate)
         )
     };
-    let mut f = Finding::legacy(Pathology::PortExhaustion, severity, Source::Check, summary)
+    let mut f = Finding::new(Pathology::PortExhaustion, Source::Check, summary, impact)
         .setting(RANGE, format!("{} {}", r.low, r.high))
         .arithmetic(
             format!("ports = {} - {} + 1", r.high, r.low),
@@ -324,14 +367,14 @@ fn tw_reuse(t: &TcpSettings, m: &More, out: &mut Vec<Finding>) {
     let ports = t.ip_local_port_range.len();
     match t.tcp_tw_reuse {
         Some(0) => out.push(
-            Finding::legacy(
+            Finding::new(
                 Pathology::PortExhaustion,
-                Severity::Warning,
                 Source::Check,
                 format!(
                     "tcp_tw_reuse=0: connect() never reuses a port held by TIME_WAIT, not even toward loopback; each destination is capped at {} conn/s",
                     f1(rate)
                 ),
+                risk::ports_used_up(),
             )
             .setting(NAME, 0)
             .arithmetic(
@@ -344,14 +387,14 @@ fn tw_reuse(t: &TcpSettings, m: &More, out: &mut Vec<Finding>) {
             }),
         ),
         Some(2) => out.push(
-            Finding::legacy(
+            Finding::new(
                 Pathology::PortExhaustion,
-                Severity::Info,
                 Source::Check,
                 format!(
                     "tcp_tw_reuse=2 (the default) reuses TIME_WAIT ports only toward loopback; toward other hosts each destination is capped at {} conn/s",
                     f1(rate)
                 ),
+                Impact::none(),
             )
             .setting(NAME, 2)
             .arithmetic(
@@ -360,11 +403,11 @@ fn tw_reuse(t: &TcpSettings, m: &More, out: &mut Vec<Finding>) {
             ),
         ),
         Some(1) if t.tcp_timestamps == Some(0) => out.push(
-            Finding::legacy(
+            Finding::new(
                 Pathology::PortExhaustion,
-                Severity::Warning,
                 Source::Check,
                 "tcp_tw_reuse=1 has no effect: tcp_timestamps=0, and reuse needs the timestamp of the TIME_WAIT socket (tcp_twsk_unique, net/ipv4/tcp_ipv4.c)",
+                risk::ports_used_up(),
             )
             .setting(NAME, 1)
             .setting("net.ipv4.tcp_timestamps", 0),
@@ -372,11 +415,11 @@ fn tw_reuse(t: &TcpSettings, m: &More, out: &mut Vec<Finding>) {
         Some(1) => {
             let delay = m.tcp_tw_reuse_delay_ms.unwrap_or(1000);
             out.push(
-                Finding::legacy(
+                Finding::new(
                     Pathology::PortExhaustion,
-                    Severity::Info,
                     Source::Check,
-                    format!("tcp_tw_reuse=1: connect() may reuse a TIME_WAIT port toward any host once its last timestamp is {delay} ms old"),
+                    format!("tcp_tw_reuse=1: connect() may reuse a TIME_WAIT port toward any host once it has been in TIME_WAIT for {delay} ms"),
+                    Impact::none(),
                 )
                 .setting(NAME, 1)
                 .arithmetic(
@@ -392,11 +435,11 @@ fn tw_reuse(t: &TcpSettings, m: &More, out: &mut Vec<Finding>) {
 fn timestamps_and_rfc1337(t: &TcpSettings, out: &mut Vec<Finding>) {
     if t.tcp_timestamps == Some(0) {
         out.push(
-            Finding::legacy(
+            Finding::new(
                 Pathology::TimeWaitCollision,
-                Severity::Warning,
                 Source::Check,
                 "tcp_timestamps=0: a SYN that reuses a 4-tuple in TIME_WAIT cannot be proven new (no PAWS), so collisions stall for the SYN timeout, and tcp_tw_reuse cannot work",
+                risk::stall(SYN_INITIAL_RTO),
             )
             .setting("net.ipv4.tcp_timestamps", 0)
             .with_first_remedy(Remedy::new("sysctl -w net.ipv4.tcp_timestamps=1 (the default).")),
@@ -405,13 +448,13 @@ fn timestamps_and_rfc1337(t: &TcpSettings, out: &mut Vec<Finding>) {
     if t.tcp_rfc1337 == Some(1) {
         let ladder = t.syn_ladder();
         out.push(
-            Finding::legacy(
+            Finding::new(
                 Pathology::TimeWaitCollision,
-                Severity::Warning,
                 Source::Check,
                 format!(
                     "tcp_rfc1337=1: a TIME_WAIT socket ignores the client's RST, so a colliding SYN waits for the SYN ladder ({ladder}); a 67 s connect was measured on this machine kind"
                 ),
+                risk::stall(ladder.give_up_at()),
             )
             .setting("net.ipv4.tcp_rfc1337", 1)
             .arithmetic(
@@ -433,13 +476,14 @@ fn tw_buckets(t: &TcpSettings, out: &mut Vec<Finding>) {
     let ports = u64::from(t.ip_local_port_range.len());
     if max < ports {
         out.push(
-            Finding::legacy(
+            Finding::new(
                 Pathology::TimeWaitCollision,
-                Severity::Warning,
                 Source::Check,
                 format!(
                     "tcp_max_tw_buckets={max} is below one destination's port budget ({ports}): TIME_WAIT sockets beyond it are destroyed at once (TcpExtTCPTimeWaitOverflow), so old duplicates can reach new connections"
                 ),
+                // A stale segment of the previous incarnation resets or stalls the new one.
+                risk::failures(),
             )
             .setting("net.ipv4.tcp_max_tw_buckets", max)
             .arithmetic(format!("TIME_WAIT budget fraction = {max} buckets / {ports} ports"), round2(max as f64 / ports as f64))
@@ -454,11 +498,11 @@ fn backlogs(t: &TcpSettings, m: &More, listeners: &[ListenerBacklog], out: &mut 
     if let Some(s) = t.somaxconn {
         if s < DEFAULT_SOMAXCONN {
             out.push(
-                Finding::legacy(
+                Finding::new(
                     Pathology::AcceptQueueOverflow,
-                    Severity::Warning,
                     Source::Check,
                     format!("net.core.somaxconn={s} caps every listen() backlog below the kernel default {DEFAULT_SOMAXCONN}: a burst of more than {s} connections between two accept() calls is dropped"),
+                    risk::stall(SYN_INITIAL_RTO),
                 )
                 .setting("net.core.somaxconn", s),
             );
@@ -477,11 +521,11 @@ fn backlogs(t: &TcpSettings, m: &More, listeners: &[ListenerBacklog], out: &mut 
     if let (Some(syn), Some(s)) = (t.tcp_max_syn_backlog, t.somaxconn) {
         if syn < s && m.tcp_syncookies == Some(0) {
             out.push(
-                Finding::legacy(
+                Finding::new(
                     Pathology::SynRetransmit,
-                    Severity::Warning,
                     Source::Check,
                     format!("tcp_max_syn_backlog={syn} < somaxconn={s} with syncookies off: the SYN queue fills before the accept queue and further SYNs are dropped (1 s SYN retransmits)"),
+                    risk::stall(SYN_INITIAL_RTO),
                 )
                 .setting("net.ipv4.tcp_max_syn_backlog", syn)
                 .setting("net.core.somaxconn", s)
@@ -497,14 +541,17 @@ fn backlogs(t: &TcpSettings, m: &More, listeners: &[ListenerBacklog], out: &mut 
         .collect();
     if !small.is_empty() {
         out.push(
-            Finding::legacy(
+            Finding::new(
                 Pathology::AcceptQueueOverflow,
-                Severity::Info,
                 Source::Check,
                 format!(
                     "{} listener(s) with a backlog under {SMALL_BACKLOG}: a short pause in accept() overflows them",
                     small.len()
                 ),
+                // An application's own choice, sized (or not) to its connection rate; not a
+                // host setting. Whether it overflows shows in the census and the counters,
+                // which judge the harm; here it is context.
+                Impact::none(),
             )
             .with_evidence(tcpdoctor_model::Evidence::Examples {
                 what: "listener (backlog)".into(),
@@ -521,21 +568,22 @@ fn syn_ladder(t: &TcpSettings, out: &mut Vec<Finding>) {
         None => "no tcp_syn_linear_timeouts (exponential backoff)".to_string(),
     };
     let give_up = ladder.give_up_at();
-    // A connect that hangs for more than a minute before failing outlives most client
-    // timeouts; 60 s matches TIME_WAIT and common HTTP client defaults.
-    let severity = if give_up > Duration::from_secs(60) {
-        Severity::Warning
+    // The kernel's own ladder is context: what a lost SYN costs. More retries than the
+    // kernel default make a connect to an unreachable host hang longer than it chose to:
+    // an exposure to that stall.
+    let impact = if t.tcp_syn_retries > DEFAULT_SYN_RETRIES {
+        risk::stall(give_up)
     } else {
-        Severity::Info
+        Impact::none()
     };
-    let mut f = Finding::legacy(
+    let mut f = Finding::new(
         Pathology::SynRetransmit,
-        severity,
         Source::Check,
         format!(
             "a lost SYN costs a rung of this ladder: {ladder} (tcp_syn_retries={}, {linear}); connect spikes at these values are SYN retransmits",
             t.tcp_syn_retries
         ),
+        impact,
     )
     .setting("net.ipv4.tcp_syn_retries", t.tcp_syn_retries);
     if let Some(n) = t.tcp_syn_linear_timeouts {
@@ -560,15 +608,15 @@ fn syn_ladder(t: &TcpSettings, out: &mut Vec<Finding>) {
 fn rto(t: &TcpSettings, routes: &[RouteRto], out: &mut Vec<Finding>) {
     let floor = t.rto_min();
     let floor_us = floor.as_micros() as u64;
-    let mut f = Finding::legacy(
+    let mut f = Finding::new(
         Pathology::Incast,
-        Severity::Info,
         Source::Check,
         format!(
             "RTO floor {} ms: a tail loss that fast retransmit cannot repair stalls a flow at least this long; on a 100 us datacenter path that is {} round trips",
             floor_us as f64 / 1000.0,
             floor_us / 100
         ),
+        Impact::none(),
     )
     .arithmetic(
         format!("round trips per timeout = {floor_us} us RTO floor / 100 us RTT"),
@@ -589,14 +637,15 @@ fn rto(t: &TcpSettings, routes: &[RouteRto], out: &mut Vec<Finding>) {
         .filter(|r| Duration::from_micros(r.rto_min_us) < RTO_FLOOR_RISKY)
         .collect();
     if floor < RTO_FLOOR_RISKY || !risky_route.is_empty() {
-        let mut f = Finding::legacy(
+        let mut f = Finding::new(
             Pathology::RiskySetting,
-            Severity::Warning,
             Source::Check,
             format!(
                 "an RTO floor below {} ms fires spurious retransmission timeouts on any path whose RTT plus jitter exceeds it",
                 RTO_FLOOR_RISKY.as_millis()
             ),
+            // Each spurious timeout resends the window and collapses the congestion window.
+            risk::throughput(),
         );
         if floor < RTO_FLOOR_RISKY {
             f = f.setting("net.ipv4.tcp_rto_min_us", floor_us);
@@ -617,14 +666,14 @@ fn buffers(m: &More, out: &mut Vec<Finding>) {
     if let Some([_, _, max]) = m.tcp_rmem_bytes {
         if max < DEFAULT_RMEM_MAX_BYTES {
             out.push(
-                Finding::legacy(
+                Finding::new(
                     Pathology::RiskySetting,
-                    Severity::Warning,
                     Source::Check,
                     format!(
                         "tcp_rmem max {max} B is below the kernel default {DEFAULT_RMEM_MAX_BYTES} B: one flow can receive at most {} Mbit/s over a {rtt_ms} ms RTT",
                         f1(rate(max) / 1e6)
                     ),
+                    risk::throughput(),
                 )
                 .setting("net.ipv4.tcp_rmem", format!("{:?}", m.tcp_rmem_bytes.unwrap_or_default()))
                 .arithmetic(format!("Mbit/s per flow = {max} B x 8 / {rtt_ms} ms"), round2(rate(max) / 1e6)),
@@ -634,14 +683,14 @@ fn buffers(m: &More, out: &mut Vec<Finding>) {
     if let Some([_, _, max]) = m.tcp_wmem_bytes {
         if max < DEFAULT_WMEM_MAX_BYTES {
             out.push(
-                Finding::legacy(
+                Finding::new(
                     Pathology::RiskySetting,
-                    Severity::Warning,
                     Source::Check,
                     format!(
                         "tcp_wmem max {max} B is below the kernel default {DEFAULT_WMEM_MAX_BYTES} B: one flow can send at most {} Mbit/s over a {rtt_ms} ms RTT",
                         f1(rate(max) / 1e6)
                     ),
+                    risk::throughput(),
                 )
                 .setting("net.ipv4.tcp_wmem", format!("{:?}", m.tcp_wmem_bytes.unwrap_or_default()))
                 .arithmetic(format!("Mbit/s per flow = {max} B x 8 / {rtt_ms} ms"), round2(rate(max) / 1e6)),
@@ -651,14 +700,15 @@ fn buffers(m: &More, out: &mut Vec<Finding>) {
     if let (Some(core), Some([_, _, auto])) = (m.rmem_max_bytes, m.tcp_rmem_bytes) {
         if core < auto {
             out.push(
-                Finding::legacy(
+                Finding::new(
                     Pathology::SlowReader,
-                    Severity::Info,
                     Source::Check,
                     format!(
                         "net.core.rmem_max={core} B: an application that sets SO_RCVBUF gets at most {core} B (doubled for overhead) and loses autotuning up to {auto} B; {} Mbit/s over {rtt_ms} ms",
                         f1(rate(core) / 1e6)
                     ),
+                    // Only applications that set SO_RCVBUF themselves meet this cap.
+                    Impact::none(),
                 )
                 .setting("net.core.rmem_max", core)
                 .arithmetic(format!("Mbit/s per flow = {core} B x 8 / {rtt_ms} ms"), round2(rate(core) / 1e6)),
@@ -670,11 +720,11 @@ fn buffers(m: &More, out: &mut Vec<Finding>) {
 fn unsafe_settings(t: &TcpSettings, m: &More, out: &mut Vec<Finding>) {
     if m.tcp_tw_recycle == Some(1) {
         out.push(
-            Finding::legacy(
+            Finding::new(
                 Pathology::RiskySetting,
-                Severity::Critical,
                 Source::Check,
                 "tcp_tw_recycle=1 is unsafe on any host reachable through NAT: it drops SYNs whose timestamps are older than the last seen from that address, so clients behind one NAT fail to connect (removed in Linux 4.12)",
+                risk::failures(),
             )
             .setting("net.ipv4.tcp_tw_recycle", 1)
             .with_first_remedy(Remedy::new("sysctl -w net.ipv4.tcp_tw_recycle=0; use tcp_tw_reuse=1 for outgoing churn.")),
@@ -682,11 +732,11 @@ fn unsafe_settings(t: &TcpSettings, m: &More, out: &mut Vec<Finding>) {
     }
     if m.tcp_syncookies == Some(0) {
         out.push(
-            Finding::legacy(
+            Finding::new(
                 Pathology::RiskySetting,
-                Severity::Warning,
                 Source::Check,
                 "tcp_syncookies=0 is unsafe on internet-facing hosts: a SYN flood fills the SYN queue and legitimate SYNs are dropped",
+                risk::stall(SYN_INITIAL_RTO),
             )
             .setting("net.ipv4.tcp_syncookies", 0)
             .with_first_remedy(Remedy::new("sysctl -w net.ipv4.tcp_syncookies=1 (the default: cookies only when the queue overflows).")),
@@ -697,11 +747,11 @@ fn unsafe_settings(t: &TcpSettings, m: &More, out: &mut Vec<Finding>) {
         // TIME_WAIT length is the constant TCP_TIMEWAIT_LEN = 60 s.
         if fin < 60 {
             out.push(
-                Finding::legacy(
+                Finding::new(
                     Pathology::RiskySetting,
-                    Severity::Info,
                     Source::Check,
                     format!("tcp_fin_timeout={fin} s does not shorten TIME_WAIT (fixed at 60 s, TCP_TIMEWAIT_LEN); it only limits orphaned FIN_WAIT_2 sockets, so it does not raise the connection budget"),
+                    Impact::none(),
                 )
                 .setting("net.ipv4.tcp_fin_timeout", fin),
             );
@@ -709,11 +759,11 @@ fn unsafe_settings(t: &TcpSettings, m: &More, out: &mut Vec<Finding>) {
     }
     if m.tcp_abort_on_overflow == Some(1) {
         out.push(
-            Finding::legacy(
+            Finding::new(
                 Pathology::AcceptQueueOverflow,
-                Severity::Info,
                 Source::Check,
                 "tcp_abort_on_overflow=1: a full accept queue resets new connections instead of letting the client retry, so a short stall in accept() becomes connection errors",
+                risk::failures(),
             )
             .setting("net.ipv4.tcp_abort_on_overflow", 1),
         );

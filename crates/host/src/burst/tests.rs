@@ -1,4 +1,5 @@
 use super::*;
+use tcpdoctor_model::{Rule, Severity};
 
 /// Samples every 100 us for 1 s of an on/off source: `on_us` of `bytes_per_us` every
 /// `period_us`, plus one packet per 1000 bytes.
@@ -53,7 +54,10 @@ fn ten_percent_duty_cycle_is_ten_times_average_at_1ms() {
     let f = findings("veth0", &rep, &Thresholds::default());
     assert_eq!(f.len(), 1);
     assert_eq!(f[0].pathology, Pathology::Microburst);
+    // 80% of the link at the peak: the policy's budget pressure.
     assert_eq!(f[0].severity, Severity::Warning);
+    assert_eq!(f[0].severity_rule, Rule::BudgetPressure);
+    assert_eq!(f[0].impact.budget_used, ms.peak_utilisation);
     assert!(f[0].summary.contains("1ms"), "{}", f[0].summary);
 }
 
@@ -71,6 +75,25 @@ fn jittered_sample_times_still_give_the_true_ratio() {
     let ratio = ms.max_avg_ratio.unwrap();
     assert!((ratio - 10.0).abs() < 0.6, "{ratio}");
     assert_eq!(ms.peak_utilisation, None);
+    // Without a link speed the burst is named, but nothing says it filled the link.
+    let f = findings("veth0", &rep, &Thresholds::default());
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].severity, Severity::Info);
+    assert!(
+        f[0].summary.contains("link speed unknown"),
+        "{}",
+        f[0].summary
+    );
+}
+
+#[test]
+fn a_burst_at_line_rate_uses_up_the_link() {
+    // 1000 B/us during the burst = 8 Gbit/s on a 8 Gbit/s link.
+    let s = on_off(5_000, 50_000, 1_000, false);
+    let rep = analyze(&s, &[Direction::Rx], &RESOLUTIONS, 100_000, Some(8e9));
+    let f = findings("veth0", &rep, &Thresholds::default());
+    assert_eq!(f[0].severity, Severity::Critical);
+    assert_eq!(f[0].severity_rule, Rule::BudgetExhausted);
 }
 
 #[test]
