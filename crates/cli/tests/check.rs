@@ -69,7 +69,7 @@ fn assert_small_range_report(v: &Value) {
     let rfc = rfc.first().expect("rfc1337 finding");
     assert_eq!(rfc["pathology"], "time_wait_collision");
     assert_eq!(rfc["severity"], "warning");
-    // This machine kind: linear SYN timeouts, connect fails at 11 s.
+    // A colliding connect runs the whole SYN ladder: the same give-up time as the ladder.
     assert_eq!(arithmetic(rfc)[0].1, v["syn_give_up_s"].as_f64().unwrap());
 }
 
@@ -112,6 +112,25 @@ fn check_in_a_fresh_namespace_has_only_info() {
         assert_eq!(f["severity"], "info", "{f}");
     }
     assert_eq!(code, 0, "{err}");
+    // Issue 15: the kernel defaults of this machine kind (tcp_syn_retries=6,
+    // tcp_syn_linear_timeouts=4): ten retransmissions, bounded by a 127 s time budget, and
+    // connect() failing at 131 s (134.9 s measured), not at 11 s.
+    if v["settings"]["more"]["tcp_rto_max_ms"] == 120_000
+        && v["settings"]["tcp"]["tcp_syn_linear_timeouts"] == 4
+    {
+        assert_eq!(
+            v["syn_ladder_s"],
+            serde_json::json!([1.0, 2.0, 3.0, 4.0, 5.0, 7.0, 11.0, 19.0, 35.0, 67.0])
+        );
+        assert_eq!(v["syn_give_up_s"], 131.0);
+        assert_eq!(v["syn_time_budget_s"], 127.0);
+        let latest = v["syn_give_up_latest_s"].as_f64().unwrap();
+        assert!((134.9..150.0).contains(&latest), "{latest}");
+        let (_, text, _) = support::run_in(&ns, &["check"]);
+        assert!(text.contains("fail at 131 s"), "{text}");
+        assert!(!text.contains("fail at 11 s"), "{text}");
+    }
+    assert_eq!(v["rto_floor_us"], 200_000);
 }
 
 #[test]

@@ -166,6 +166,26 @@ fn doctor_in_a_fresh_namespace_is_healthy() {
     }
     assert_eq!(v["verdict"], "healthy");
     assert_eq!(code, 0, "{err}");
+    // Issue 15: doctor prints the SYN ladder bounded by time, as the kernel runs it.
+    let ladder = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["pathology"] == "syn_retransmit" && f["source"] == "check")
+        .unwrap_or_else(|| panic!("no ladder: {v}"));
+    let give_up = v["settings"]["syn_give_up_s"].as_f64().unwrap();
+    assert!(
+        ladder["summary"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("fail at {give_up} s")),
+        "{ladder}"
+    );
+    if v["settings"]["settings"]["tcp"]["tcp_syn_linear_timeouts"] == 4
+        && v["settings"]["settings"]["tcp"]["tcp_syn_retries"] == 6
+    {
+        assert_eq!(give_up, 131.0, "{ladder}");
+    }
     let steps: Vec<&str> = v["steps"]
         .as_array()
         .unwrap()

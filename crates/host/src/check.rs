@@ -12,8 +12,9 @@
 use std::time::Duration;
 
 use serde::Serialize;
+use tcpdoctor_model::timers::GiveUp;
 use tcpdoctor_model::timers::SYN_INITIAL_RTO;
-use tcpdoctor_model::{Finding, Impact, Pathology, Remedy, Source};
+use tcpdoctor_model::{Finding, Impact, Pathology, Remedy, Source, SynLadder};
 
 use crate::sysctl::{self, TcpSettings, TIME_WAIT};
 use crate::Error;
@@ -95,9 +96,11 @@ pub struct More {
     /// Removed in Linux 4.12; `Some` only on older kernels.
     pub tcp_tw_recycle: Option<u64>,
     pub tcp_abort_on_overflow: Option<u64>,
-    /// `net.ipv4.tcp_tw_reuse_delay` (ms, Linux 6.13+): how old the last timestamp of a
-    /// TIME_WAIT socket must be before tw_reuse may take its port.
+    /// `net.ipv4.tcp_tw_reuse_delay` (ms, Linux 6.13+): how long a socket must have been in
+    /// TIME_WAIT before tw_reuse may take its port.
     pub tcp_tw_reuse_delay_ms: Option<u64>,
+    /// `net.ipv4.tcp_rto_max_ms` (Linux 6.15+): the cap of every RTO, SYN timers included.
+    pub tcp_rto_max_ms: Option<u64>,
 }
 
 /// A route that sets its own `rto_min` (`ip route ... rto_min 5ms`).
@@ -165,6 +168,7 @@ impl More {
             tcp_tw_recycle: sysctl::read_u64("net.ipv4.tcp_tw_recycle")?,
             tcp_abort_on_overflow: sysctl::read_u64("net.ipv4.tcp_abort_on_overflow")?,
             tcp_tw_reuse_delay_ms: sysctl::read_u64("net.ipv4.tcp_tw_reuse_delay")?,
+            tcp_rto_max_ms: sysctl::read_u64("net.ipv4.tcp_rto_max_ms")?,
         })
     }
 }
@@ -178,6 +182,11 @@ impl Inputs {
             routes: routes()?,
             listeners: Vec::new(),
         })
+    }
+
+    /// The SYN retransmission ladder of these settings (with `tcp_rto_max_ms` when known).
+    pub fn syn_ladder(&self) -> SynLadder {
+        self.tcp.syn_ladder_capped(self.more.tcp_rto_max_ms)
     }
 
     /// The smallest retransmission timeout any connection here can have: see [`rto_floor`].
@@ -282,12 +291,13 @@ pub fn audit(inputs: &Inputs) -> Vec<Finding> {
     let mut out = Vec::new();
     let t = &inputs.tcp;
     let m = &inputs.more;
+    let ladder = inputs.syn_ladder();
     port_budget(t, m, &mut out);
     tw_reuse(t, m, &mut out);
-    timestamps_and_rfc1337(t, &mut out);
+    timestamps_and_rfc1337(t, &ladder, &mut out);
     tw_buckets(t, &mut out);
     backlogs(t, m, &inputs.listeners, &mut out);
-    syn_ladder(t, &mut out);
+    syn_ladder(t, &ladder, &mut out);
     rto(t, &inputs.routes, &mut out);
     buffers(m, &mut out);
     unsafe_settings(t, m, &mut out);
@@ -432,7 +442,7 @@ fn tw_reuse(t: &TcpSettings, m: &More, out: &mut Vec<Finding>) {
     }
 }
 
-fn timestamps_and_rfc1337(t: &TcpSettings, out: &mut Vec<Finding>) {
+fn timestamps_and_rfc1337(t: &TcpSettings, ladder: &SynLadder, out: &mut Vec<Finding>) {
     if t.tcp_timestamps == Some(0) {
         out.push(
             Finding::new(
@@ -446,7 +456,6 @@ fn timestamps_and_rfc1337(t: &TcpSettings, out: &mut Vec<Finding>) {
         );
     }
     if t.tcp_rfc1337 == Some(1) {
-        let ladder = t.syn_ladder();
         out.push(
             Finding::new(
                 Pathology::TimeWaitCollision,
@@ -561,13 +570,13 @@ fn backlogs(t: &TcpSettings, m: &More, listeners: &[ListenerBacklog], out: &mut 
     }
 }
 
-fn syn_ladder(t: &TcpSettings, out: &mut Vec<Finding>) {
-    let ladder = t.syn_ladder();
+fn syn_ladder(t: &TcpSettings, ladder: &SynLadder, out: &mut Vec<Finding>) {
     let linear = match t.tcp_syn_linear_timeouts {
         Some(n) => format!("tcp_syn_linear_timeouts={n}"),
         None => "no tcp_syn_linear_timeouts (exponential backoff)".to_string(),
     };
     let give_up = ladder.give_up_at();
+    let budget = ladder.time_budget();
     // The kernel's own ladder is context: what a lost SYN costs. More retries than the
     // kernel default make a connect to an unreachable host hang longer than it chose to:
     // an exposure to that stall.
@@ -580,8 +589,10 @@ fn syn_ladder(t: &TcpSettings, out: &mut Vec<Finding>) {
         Pathology::SynRetransmit,
         Source::Check,
         format!(
-            "a lost SYN costs a rung of this ladder: {ladder} (tcp_syn_retries={}, {linear}); connect spikes at these values are SYN retransmits",
-            t.tcp_syn_retries
+            "a lost SYN costs a rung of this ladder: {ladder} (tcp_syn_retries={}, {linear}; the retransmissions stop at a {} s time budget or at their count, whichever comes first, and late timers push the failure to at most {} s); connect spikes at these values are SYN retransmits",
+            t.tcp_syn_retries,
+            secs(budget),
+            ladder.give_up_latest().as_secs_f64().ceil(),
         ),
         impact,
     )
@@ -589,20 +600,43 @@ fn syn_ladder(t: &TcpSettings, out: &mut Vec<Finding>) {
     if let Some(n) = t.tcp_syn_linear_timeouts {
         f = f.setting("net.ipv4.tcp_syn_linear_timeouts", n);
     }
-    let rungs: Vec<String> = ladder
-        .rungs()
-        .iter()
-        .map(|d| format!("{}", d.as_secs_f64()))
-        .collect();
-    f = f.arithmetic(
-        format!(
-            "s until ETIMEDOUT (1 s initial RTO, constant for {} timeouts then doubling; retransmits at {} s)",
-            t.tcp_syn_linear_timeouts.unwrap_or(0),
-            rungs.join(", "),
+    let rungs: Vec<String> = ladder.rungs().iter().map(|d| secs(*d)).collect();
+    let linear_n = t.tcp_syn_linear_timeouts.unwrap_or(0);
+    let ended = match ladder.ended_by() {
+        GiveUp::Count => format!(
+            "after tcp_syn_retries + tcp_syn_linear_timeouts = {} retransmissions",
+            t.tcp_syn_retries + linear_n
         ),
-        give_up.as_secs_f64(),
-    );
+        GiveUp::Time => format!(
+            "at the first expiry past the {} s time budget",
+            secs(budget)
+        ),
+    };
+    f = f
+        .arithmetic(
+            format!(
+                "s until ETIMEDOUT: the timer expiry {ended} (1 s initial RTO, constant for {linear_n} retransmissions then doubling; retransmits at {} s)",
+                rungs.join(", "),
+            ),
+            give_up.as_secs_f64(),
+        )
+        .arithmetic(
+            format!(
+                "s time budget = (2^(tcp_syn_retries + 1) - 1) x 1 s while under the RTO cap (tcp_model_timeout, net/ipv4/tcp_timer.c; tcp_syn_retries={})",
+                t.tcp_syn_retries
+            ),
+            budget.as_secs_f64(),
+        )
+        .arithmetic(
+            "s until ETIMEDOUT at the latest: each timer may fire up to 8/63 of its delay late (timer wheel, kernel/time/timer.c)",
+            round2(ladder.give_up_latest().as_secs_f64()),
+        );
     out.push(f);
+}
+
+/// Seconds as the ladder prints them (`7`, `1.5`).
+fn secs(d: Duration) -> String {
+    format!("{}", round2(d.as_secs_f64()))
 }
 
 fn rto(t: &TcpSettings, routes: &[RouteRto], out: &mut Vec<Finding>) {

@@ -285,7 +285,9 @@ pub fn census(filter: &Filter) -> Result<Census, Error> {
         sockets: out.sockets,
         undecoded_messages: out.undecoded,
         tw_reuse,
-        syn_ladder: Some(settings.syn_ladder()),
+        syn_ladder: Some(
+            settings.syn_ladder_capped(crate::sysctl::read_u64("net.ipv4.tcp_rto_max_ms")?),
+        ),
         taken_at: Some(Instant::now()),
     })
 }

@@ -86,7 +86,18 @@ impl TcpSettings {
         })
     }
 
-    /// The SYN retransmission ladder these settings produce.
+    /// The SYN retransmission ladder these settings produce with the RTO capped at
+    /// `rto_max_ms` (`net.ipv4.tcp_rto_max_ms`, Linux 6.15+; `None`: `TCP_RTO_MAX`, 120 s).
+    pub fn syn_ladder_capped(&self, rto_max_ms: Option<u64>) -> SynLadder {
+        SynLadder::with_rto_max(
+            self.tcp_syn_retries as u32,
+            self.tcp_syn_linear_timeouts.map(|v| v as u32),
+            tcpdoctor_model::timers::SYN_INITIAL_RTO,
+            rto_max_ms.map_or(tcpdoctor_model::timers::RTO_MAX, Duration::from_millis),
+        )
+    }
+
+    /// The SYN retransmission ladder these settings produce (RTO capped at `TCP_RTO_MAX`).
     pub fn syn_ladder(&self) -> SynLadder {
         SynLadder::new(
             self.tcp_syn_retries as u32,

@@ -16,11 +16,15 @@ Each finding shows the setting and the arithmetic behind it: the ephemeral port 
 (ports / 60 s TIME_WAIT = new connections/s per destination) and the parity connect()
 prefers, tcp_tw_reuse (2, the default, covers loopback only), tcp_timestamps, tcp_rfc1337,
 tcp_max_tw_buckets, somaxconn and tcp_max_syn_backlog, the SYN retransmission ladder
-(tcp_syn_retries, tcp_syn_linear_timeouts), the RTO floor (tcp_rto_min_us, per-route
-rto_min), buffer limits, and settings unsafe on internet-facing hosts.
+(tcp_syn_retries, tcp_syn_linear_timeouts, tcp_rto_max_ms: retransmissions stop at their
+count or at the kernel's time budget, whichever comes first), the RTO floor
+(tcp_rto_min_us, per-route rto_min), buffer limits, and settings unsafe on internet-facing
+hosts. Risky settings are judged as exposures: one level below the harm they would cause.
 
 JSON fields: `settings` (every value read, sysctl names with units in the key),
-`syn_ladder_s` (when each SYN retransmission leaves), `syn_give_up_s`,
+`syn_ladder_s` (when each SYN retransmission leaves), `syn_give_up_s` (when connect()
+fails with ETIMEDOUT), `syn_give_up_latest_s` (the same with every timer firing as late as
+the timer wheel allows), `syn_time_budget_s`, `rto_floor_us`,
 `connect_rate_per_destination_per_s`, `findings[].evidence` (`setting`, `arithmetic`).
 
 Example: tcpdoctor check --json | jq '.findings[].summary'"#;
@@ -43,14 +47,20 @@ pub struct Body {
     pub settings: Inputs,
     pub syn_ladder_s: Vec<f64>,
     pub syn_give_up_s: f64,
+    pub syn_give_up_latest_s: f64,
+    pub syn_time_budget_s: f64,
+    pub rto_floor_us: u64,
     pub connect_rate_per_destination_per_s: f64,
 }
 
 pub fn body(inputs: Inputs) -> Body {
-    let ladder = inputs.tcp.syn_ladder();
+    let ladder = inputs.syn_ladder();
     Body {
         syn_ladder_s: ladder.rungs().iter().map(|d| d.as_secs_f64()).collect(),
         syn_give_up_s: ladder.give_up_at().as_secs_f64(),
+        syn_give_up_latest_s: (ladder.give_up_latest().as_secs_f64() * 100.0).round() / 100.0,
+        syn_time_budget_s: ladder.time_budget().as_secs_f64(),
+        rto_floor_us: inputs.rto_floor().as_micros() as u64,
         connect_rate_per_destination_per_s: (inputs.tcp.sustainable_connect_rate() * 100.0).round()
             / 100.0,
         settings: inputs,
@@ -67,12 +77,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         inputs.listeners = listener_backlogs(&tcpdoctor_host::sockets::analyze(&c, None).summary);
     }
     let found = check::audit(&inputs);
-    let report = Report::new(
-        "check",
-        found,
-        body(inputs),
-        Measured::Something("this host's TCP settings".into()),
-    );
+    let what = match &args.netns {
+        Some(ns) => format!("the TCP settings of network namespace {ns}"),
+        None => "this host's TCP settings".to_string(),
+    };
+    let report = Report::new("check", found, body(inputs), Measured::Something(what));
     crate::output::emit(&report, args.json, |w, r| {
         write_settings(w, &r.body)?;
         writeln!(w)?;
@@ -130,7 +139,7 @@ pub fn write_settings(w: &mut dyn Write, b: &Body) -> io::Result<()> {
         ("net.ipv4.tcp_syncookies", opt(m.tcp_syncookies)),
         (
             "net.ipv4.tcp_syn_retries",
-            format!("{} (ladder {})", t.tcp_syn_retries, t.syn_ladder()),
+            format!("{} (ladder {})", t.tcp_syn_retries, b.settings.syn_ladder()),
         ),
         (
             "net.ipv4.tcp_syn_linear_timeouts",
@@ -140,6 +149,7 @@ pub fn write_settings(w: &mut dyn Write, b: &Body) -> io::Result<()> {
             "net.ipv4.tcp_rto_min_us",
             format!("{} ({})", opt(t.tcp_rto_min_us), fmt::duration(t.rto_min())),
         ),
+        ("net.ipv4.tcp_rto_max_ms", opt(m.tcp_rto_max_ms)),
         ("net.ipv4.tcp_fin_timeout", opt(t.tcp_fin_timeout)),
         ("net.ipv4.tcp_rmem", triple(m.tcp_rmem_bytes)),
         ("net.ipv4.tcp_wmem", triple(m.tcp_wmem_bytes)),

@@ -31,10 +31,16 @@ Needs: Linux. Root is not required: without it everything runs on this host's ne
 namespace (--netns needs root). Steps that cannot run are listed under "skipped" with
 the reason. Overhead: reads /proc and /sys, two netlink dumps, and the short probe.
 
-Exit status: 0 healthy (no finding above info), 1 findings, 2 error. JSON fields:
-`steps[]` (`step`, `ran`, `duration_us`, `detail`), `skipped[]` (`step`, `reason`),
-`window_ms`, `settings` (as `check`), `sockets` (as `sockets`), `counters_moved`
-(nstat name -> delta over the window), `probe` (as `probe`), `findings[]`.
+Ctrl-C during the window ends it early: the closing census and counters are still read, the
+probe is skipped, and the report says what was measured; an interrupted run is never
+healthy.
+
+Exit status: 0 healthy (something measured, not interrupted, no finding above info),
+1 findings, 2 error, 3 inconclusive (interrupted with nothing above info found). JSON
+fields: `steps[]` (`step`, `ran`, `duration_us`, `detail`), `skipped[]` (`step`, `reason`),
+`window_ms` (as watched), `window_requested_ms`, `settings` (as `check`), `sockets` (as
+`sockets`), `counters_moved` (nstat name -> delta over the window), `probe` (as `probe`),
+`findings[]`.
 
 Example: tcpdoctor doctor ; tcpdoctor doctor --quick --json"#;
 

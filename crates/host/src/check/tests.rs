@@ -27,6 +27,7 @@ fn defaults() -> Inputs {
             tcp_tw_recycle: None,
             tcp_abort_on_overflow: Some(0),
             tcp_tw_reuse_delay_ms: Some(1000),
+            tcp_rto_max_ms: Some(120_000),
         },
         routes: vec![],
         listeners: vec![],
@@ -72,14 +73,49 @@ fn defaults_give_only_info() {
     );
     let reuse = &with_setting(&fs, "net.ipv4.tcp_tw_reuse")[0];
     assert!(reuse.summary.contains("loopback"), "{}", reuse.summary);
+}
+
+/// Issue 15 (check's side): the ladder printed "1, 2, 3, 4, 5, 7 s, fail at 11 s"; the kernel
+/// bounds SYN retries by a time budget as well as by their count, and a blackholed connect
+/// fails after about 131-135 s (measured 134.9 s on this machine kind).
+#[test]
+fn syn_ladder_is_bounded_by_time_and_fails_at_131_s_not_11_s() {
+    let fs = audit(&defaults());
     let ladder = fs
         .iter()
         .find(|f| f.pathology == Pathology::SynRetransmit)
         .unwrap();
     assert!(
-        ladder.summary.contains("1, 2, 3, 4, 5, 7 s, fail at 11 s"),
+        ladder
+            .summary
+            .contains("1, 2, 3, 4, 5, 7, 11, 19, 35, 67 s, fail at 131 s"),
         "{}",
         ladder.summary
+    );
+    assert!(
+        ladder.summary.contains("127 s time budget"),
+        "{}",
+        ladder.summary
+    );
+    let a = arithmetic(ladder);
+    assert_eq!(a[0].1, 131.0, "{a:?}");
+    assert!(a[0].0.contains("10 retransmissions"), "{a:?}");
+    assert_eq!(a[1].1, 127.0, "{a:?}");
+    // The measured 134.9 s lies between the nominal and the latest failure.
+    assert!((134.9..150.0).contains(&a[2].1), "{a:?}");
+    assert_eq!(ladder.severity, Severity::Info);
+    // tcp_rto_max_ms caps the steps (6.15+): 2 s steps after the linear part.
+    let mut i = defaults();
+    i.more.tcp_rto_max_ms = Some(2_000);
+    let fs = audit(&i);
+    let capped = fs
+        .iter()
+        .find(|f| f.pathology == Pathology::SynRetransmit)
+        .unwrap();
+    assert!(
+        capped.summary.contains("1, 2, 3, 4, 5, 7, 9, 11"),
+        "{}",
+        capped.summary
     );
 }
 
@@ -102,7 +138,8 @@ fn small_range_no_reuse_and_rfc1337_are_reported_with_arithmetic() {
     let rfc = with_setting(&fs, "net.ipv4.tcp_rfc1337")[0];
     assert_eq!(rfc.pathology, Pathology::TimeWaitCollision);
     assert_eq!(rfc.severity, Severity::Warning);
-    assert_eq!(arithmetic(rfc)[0].1, 11.0);
+    // A colliding connect runs the whole ladder: 131 s with the default settings.
+    assert_eq!(arithmetic(rfc)[0].1, 131.0);
 }
 
 #[test]

@@ -613,13 +613,20 @@ fn findings(sum: &Summary) -> Vec<Finding> {
             (None, Some(_)) => "; not yet seen persisting across censuses".to_string(),
             (None, None) => "; one census: how long it lasts is unknown".to_string(),
         };
+        let growing = if sum.interval_ms.is_some() {
+            format!(
+                ", {} with data left unread over the census interval",
+                n - zero
+            )
+        } else {
+            String::new()
+        };
         out.push(
             Finding::new(
                 Pathology::SlowReader,
                 Source::Sockets,
                 format!(
-                    "{n} socket(s) stalled by a slow reader ({zero} at a zero window, {} with unread data left over a census interval, {queued} bytes unread){persisted}",
-                    n - zero
+                    "{n} socket(s) stalled by a slow reader ({zero} at a zero window{growing}, {queued} bytes unread){persisted}"
                 ),
                 Impact::stalls(n, Some(sum.data_sockets.max(n)), stall),
             )
