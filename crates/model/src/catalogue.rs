@@ -131,7 +131,7 @@ pub static CATALOGUE: &[CatalogueEntry] = &[
         name: "syn_retransmit",
         title: "SYN retransmitted",
         rank: 2,
-        explanation: "A SYN (or its SYN-ACK) was lost, dropped by a full accept queue or a firewall, or ignored, so the client resent it when its connect timer fired. The delay is exactly a rung of the SYN ladder: the initial RTO of 1 s, repeated linearly for tcp_syn_linear_timeouts attempts on current kernels, then doubling up to tcp_syn_retries.",
+        explanation: "A SYN (or its SYN-ACK) was lost, dropped by a full accept queue or a firewall, or ignored, so the client resent it when its connect timer fired. The delay is a rung of the SYN ladder, a little late as kernel timers are: the initial RTO of 1 s, repeated for tcp_syn_linear_timeouts retransmissions on current kernels, then doubling; connect() gives up after tcp_syn_retries + tcp_syn_linear_timeouts retransmissions or when the time an exponential ladder of tcp_syn_retries would take has passed (1, 2, 3, 4, 5, 7, 11, 19, 35, 67 s and 131 s with the defaults).",
         remedies: &[
             r("Find where the SYN is lost: compare ListenOverflows/ListenDrops on the server, firewall drop counters, and a capture on both ends."),
             r("If the server's accept queue overflows, accept faster and raise the listen backlog with net.core.somaxconn."),

@@ -52,6 +52,35 @@ fn started(s: &Summary) -> u64 {
     s.requests + s.requests_cut
 }
 
+/// Share of the run's worker time (workers x elapsed) spent in `waited_us`.
+fn share_of_run(s: &Summary, waited_us: u64) -> f64 {
+    let capacity = s.concurrency as f64 * s.elapsed_us as f64;
+    if capacity > 0.0 {
+        (waited_us as f64 / capacity).min(1.0)
+    } else {
+        0.0
+    }
+}
+
+/// Time the spikes of `cause` spent in their slow phase, as a share of the run.
+fn time_lost(s: &Summary, spikes: &[Spike], cause: impl Fn(SpikeCause) -> bool) -> f64 {
+    let waited: u64 = spikes
+        .iter()
+        .filter(|sp| cause(sp.cause))
+        .map(|sp| sp.phase_us)
+        .sum();
+    share_of_run(s, waited)
+}
+
+/// `; 12% of the workers' time` when a stall took a noticeable share of the run.
+fn lost_text(lost: f64) -> String {
+    if lost >= 0.01 {
+        format!("; {:.0}% of the workers' time", lost * 100.0)
+    } else {
+        String::new()
+    }
+}
+
 /// All findings of a run, unranked (the Report ranks them).
 pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec<Finding> {
     let mut out = Vec::new();
@@ -67,6 +96,7 @@ pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec
             items: ports(&g.example_local_ports),
         };
         let worst = Some(micros(g.max_phase_us));
+        let lost = time_lost(s, spikes, |c| c == g.cause);
         let f = match g.cause {
             SpikeCause::SynRetransmit { .. } => continue, // grouped below
             SpikeCause::AcceptQueueOverflow => counter_evidence(
@@ -74,11 +104,12 @@ pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec
                     Pathology::AcceptQueueOverflow,
                     Source::Probe,
                     format!(
-                        "{} connections waited ~{} while the listener's accept queue overflowed",
+                        "{} connections waited ~{} while the listener's accept queue overflowed{}",
                         g.count,
-                        dur(g.typical_phase_us)
+                        dur(g.typical_phase_us),
+                        lost_text(lost)
                     ),
-                    Impact::stalls(g.count, Some(started(s)), worst),
+                    Impact::stalls(g.count, Some(started(s)), worst).with_time_lost(lost),
                 ),
                 delta,
                 &["TcpExtListenOverflows", "TcpExtListenDrops", "TcpExtTCPSynRetrans"],
@@ -92,7 +123,7 @@ pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec
                         g.count,
                         dur(g.typical_phase_us)
                     ),
-                    Impact::stalls(g.count, Some(s.connects_attempted), worst),
+                    Impact::stalls(g.count, Some(s.connects_attempted), worst).with_time_lost(lost),
                 ),
                 delta,
                 &["TcpExtTCPSynRetrans", "TcpOutRsts"],
@@ -102,12 +133,14 @@ pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec
                     Pathology::RetransmitTimeout,
                     Source::Probe,
                     format!(
-                        "{} replies waited ~{} for a retransmission timeout (RTO floor {})",
+                        "{} of {} replies waited ~{} for a retransmission timeout (RTO floor {}){}",
                         g.count,
+                        started(s),
                         dur(g.typical_phase_us),
-                        dur(s.settings.rto_min_us)
+                        dur(s.settings.rto_min_us),
+                        lost_text(lost)
                     ),
-                    Impact::stalls(g.count, Some(started(s)), worst),
+                    Impact::stalls(g.count, Some(started(s)), worst).with_time_lost(lost),
                 ),
                 delta,
                 &["TcpExtTCPTimeouts", "TcpRetransSegs"],
@@ -125,13 +158,14 @@ pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec
                     Pathology::DelayedAck,
                     Source::Probe,
                     format!(
-                        "{} of {} replies waited ~{}: a delayed ACK held a small write",
+                        "{} of {} replies waited ~{}: a delayed ACK held a small write{}",
                         g.count,
                         s.requests_ok,
-                        dur(g.typical_phase_us)
+                        dur(g.typical_phase_us),
+                        lost_text(lost)
                     ),
                     // The share of requests with ~40 ms stalls decides (policy: common or rare).
-                    Impact::stalls(g.count, Some(s.requests_ok), worst),
+                    Impact::stalls(g.count, Some(s.requests_ok), worst).with_time_lost(lost),
                 ),
                 delta,
                 &["TcpExtDelayedACKs"],
@@ -141,13 +175,17 @@ pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec
                 Pathology::UnexplainedDelay,
                 Source::Probe,
                 format!(
-                    "{} of {} requests were slower than {} (typical slow phase {}, worst {}) with no TCP timer signature",
+                    "{} of {} requests were slower than {} (typical slow phase {}, worst {}) with no TCP timer signature{}",
                     g.count,
                     s.requests_ok,
                     dur(s.spikes.threshold_us),
                     dur(g.typical_phase_us),
-                    dur(g.max_phase_us)
+                    dur(g.max_phase_us),
+                    lost_text(lost)
                 ),
+                // Not judged by the time lost: an unexplained stall includes the scheduling of
+                // the probe's own threads, which share the CPUs with what they measure. The
+                // share of requests hurt and the longest stall decide; the text gives the time.
                 Impact::stalls(g.count, Some(s.requests_ok), worst),
             ),
         };
@@ -221,7 +259,7 @@ fn port_exhaustion(ctx: &Context, s: &Summary, delta: &Delta, out: &mut Vec<Find
                     detail: Some("after the run, local ports of the range".into()),
                 })
                 .with_evidence(Evidence::Sockets {
-                    state: "any".into(),
+                    state: "any state".into(),
                     count: t.total,
                     local: Some(range_value.clone()),
                     remote: Some(s.target.clone()),
@@ -380,18 +418,18 @@ fn unanswered(ctx: &Context, s: &Summary, u: &Unanswered, delta: &Delta) -> Find
         ));
     }
     if ours > 0 {
-        let name = match u.stage {
-            Stage::Handshake => "connect timeout",
-            Stage::Reply => "reply timeout (--timeout)",
+        let flag = match u.stage {
+            Stage::Handshake => "--connect-timeout",
+            Stage::Reply => "--timeout",
         };
         ended.push(format!(
-            "{ours} cut by the {} {name}",
-            u.timeout_us.map_or("set".to_string(), dur)
+            "{ours} cut by {flag} {}",
+            u.timeout_us.map_or("(its value)".to_string(), dur)
         ));
     }
     if u.cut > 0 {
         let when = if ctx.cfg.duration.as_micros() as u64 <= s.elapsed_us + 50_000 {
-            "when the run's duration (-d) ended"
+            "when -d ended the run"
         } else {
             "when the run was stopped"
         };
@@ -430,25 +468,38 @@ fn unanswered(ctx: &Context, s: &Summary, u: &Unanswered, delta: &Delta) -> Find
     };
     match u.stage {
         Stage::Handshake => {
-            // The SYNs this host sent in that time, from its SYN ladder.
-            let rungs: Vec<String> = std::iter::once(0)
-                .chain(
-                    s.settings
-                        .syn_ladder_ms
-                        .iter()
-                        .copied()
-                        .filter(|&ms| ms * 1_000 <= u.max_wait_us),
+            // The SYNs this host sent in that time, from its SYN ladder: those whose latest
+            // time passed surely left; one due but possibly not yet sent (timers fire late)
+            // is named as such.
+            let st = &s.settings;
+            let secs = |ms: u64| format!("{}", ms as f64 / 1000.0);
+            let wait_ms = u.max_wait_us / 1_000;
+            let mut sent = vec!["0".to_string()];
+            let mut maybe = Vec::new();
+            for (i, &at) in st.syn_ladder_ms.iter().enumerate() {
+                let latest = st.syn_ladder_latest_ms.get(i).copied().unwrap_or(at);
+                if latest <= wait_ms {
+                    sent.push(secs(at));
+                } else if at <= wait_ms {
+                    maybe.push(secs(at));
+                }
+            }
+            let maybe = if maybe.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", perhaps again at {} s (due, not certainly sent)",
+                    maybe.join(", ")
                 )
-                .map(|ms| format!("{}", ms as f64 / 1000.0))
-                .collect();
+            };
             let f = Finding::new(
                 Pathology::UnansweredSyn,
                 Source::Probe,
                 format!(
-                    "{} connects to {} got no SYN-ACK in {waited}: the SYN went out at {} s (this host's SYN ladder) without an answer ({}{fired})",
+                    "{} connects to {} got no SYN-ACK in {waited}: the SYN went out at {} s on this host's SYN ladder{maybe}, unanswered ({}{fired})",
                     u.count,
                     s.target,
-                    rungs.join(", "),
+                    sent.join(", "),
                     ended.join(", ")
                 ),
                 impact,
@@ -621,11 +672,12 @@ fn syn_retransmits(s: &Summary, spikes: &[Spike], delta: &Delta, out: &mut Vec<F
         .map(|ms| format!("{}", *ms as f64 / 1000.0))
         .collect();
     let corroborated: u64 = groups.iter().map(|g| g.corroborated).sum();
+    let lost = time_lost(s, spikes, |c| matches!(c, SpikeCause::SynRetransmit { .. }));
     let mut f = Finding::new(
         Pathology::SynRetransmit,
         Source::Probe,
         format!(
-            "{n} of {} connects waited for SYN retransmissions ({}), the longest {}{}",
+            "{n} of {} connects waited for SYN retransmissions ({}), the longest {}{}{}",
             s.connects_attempted,
             groups
                 .iter()
@@ -633,13 +685,14 @@ fn syn_retransmits(s: &Summary, spikes: &[Spike], delta: &Delta, out: &mut Vec<F
                 .collect::<Vec<_>>()
                 .join(", "),
             dur(worst),
+            lost_text(lost),
             if corroborated < n {
                 "; TcpExtTCPSynRetrans did not move enough to confirm all of them"
             } else {
                 ""
             }
         ),
-        Impact::stalls(n, Some(s.connects_attempted), Some(micros(worst))),
+        Impact::stalls(n, Some(s.connects_attempted), Some(micros(worst))).with_time_lost(lost),
     )
     .setting(
         "SYN ladder (tcp_syn_retries, tcp_syn_linear_timeouts)",
@@ -865,7 +918,12 @@ mod tests {
             "{}",
             f[0].summary
         );
-        assert!(f[0].summary.contains("at 0, 1, 2 s"), "{}", f[0].summary);
+        assert!(
+            f[0].summary
+                .contains("at 0, 1 s on this host's SYN ladder, perhaps again at 2 s"),
+            "{}",
+            f[0].summary
+        );
         assert_eq!(f[0].severity, Severity::Critical);
         // Dribbling: 2 of 64 bytes in 2 s.
         let f = findings_with(
@@ -922,7 +980,7 @@ mod tests {
         assert_eq!(f[0].pathology, Pathology::NoReply);
         let sum = &f[0].summary;
         assert!(sum.contains("accepted, never replied"), "{sum}");
-        assert!(sum.contains("cut by the 1.00 s reply timeout"), "{sum}");
+        assert!(sum.contains("cut by --timeout 1.00 s"), "{sum}");
         assert!(
             sum.contains("the first timeout fired 1.00 s into the run"),
             "{sum}"
@@ -983,5 +1041,24 @@ mod tests {
         );
         assert!(f[0].summary.contains("4 x HTTP 404"), "{}", f[0].summary);
         assert_eq!(f[0].severity, Severity::Critical);
+    }
+
+    #[test]
+    fn retransmission_timeouts_that_fill_the_run_are_time_lost() {
+        // 10 replies of 100 waited 203 ms for the RTO: 2 s of the 4 worker-seconds.
+        let mut rs: Vec<Record> = (0..100).map(|i| rec(i, 0, Outcome::Ok)).collect();
+        for r in rs.iter_mut().take(10) {
+            r.first_byte_ns = r.first_byte_ns.map(|f| f + 203_000_000);
+            r.end_ns += 203_000_000;
+        }
+        let d = Delta {
+            changed: BTreeMap::from([("TcpExtTCPTimeouts".to_string(), 10)]),
+        };
+        let f = findings_with(&short_run(), &rs, &d, None);
+        assert_eq!(f[0].pathology, Pathology::RetransmitTimeout);
+        let lost = f[0].impact.time_lost_share.unwrap();
+        assert!((lost - 0.5075).abs() < 0.01, "{lost}");
+        assert_eq!(f[0].severity, Severity::Critical);
+        assert_eq!(f[0].severity_rule, tcpdoctor_model::Rule::TimeLost);
     }
 }

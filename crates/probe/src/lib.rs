@@ -134,7 +134,8 @@ pub struct Config {
     /// Open loop: start this many requests per second in total, and count latency from the
     /// scheduled start (coordinated-omission correction). `None`: closed loop.
     pub rate_per_s: Option<f64>,
-    /// SO_LINGER {on, 0}: close() sends RST instead of FIN, no TIME_WAIT (file 003's loop).
+    /// SO_LINGER {on, 0}: close() sends RST instead of FIN, no TIME_WAIT (a client that
+    /// recycles ports this way can meet stale ACKs of its own earlier connections).
     pub linger0: bool,
     /// TCP_NODELAY on client sockets (and the embedded server's).
     pub nodelay: bool,

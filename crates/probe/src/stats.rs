@@ -219,6 +219,9 @@ pub struct SettingsUsed {
     pub tcp_syn_linear_timeouts: Option<u64>,
     /// When each SYN retransmission is sent, from the first SYN.
     pub syn_ladder_ms: Vec<u64>,
+    /// The latest each can be sent: kernel timers fire late, by up to 1/8 of their delay,
+    /// and the lateness adds up along the ladder.
+    pub syn_ladder_latest_ms: Vec<u64>,
     pub syn_give_up_ms: u64,
     pub rto_min_us: u64,
     /// `route` when `ip route get TARGET` showed an rto_min, else `sysctl` or `default`.
@@ -366,6 +369,10 @@ pub fn summarize(
                 .ladder
                 .rungs()
                 .iter()
+                .map(|d| d.as_millis() as u64)
+                .collect(),
+            syn_ladder_latest_ms: (1..=sig.ladder.rungs().len() as u32)
+                .filter_map(|a| sig.ladder.latest(a))
                 .map(|d| d.as_millis() as u64)
                 .collect(),
             syn_give_up_ms: sig.ladder.give_up_at().as_millis() as u64,

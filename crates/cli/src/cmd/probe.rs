@@ -86,7 +86,7 @@ pub struct Args {
     /// Open loop: requests per second in total; latency counts from the scheduled start.
     #[arg(long, value_parser = positive_rate)]
     rate: Option<f64>,
-    /// Close with SO_LINGER 0 (RST, no TIME_WAIT), like the loop of file 003.
+    /// Close with SO_LINGER 0: RST instead of FIN, no TIME_WAIT on the client.
     #[arg(long)]
     linger0: bool,
     /// Set TCP_NODELAY on client sockets.
@@ -300,10 +300,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     let s = &result.summary;
     let measured = match s.requests + s.requests_cut {
         0 => Measured::Nothing("no request was started".into()),
-        n => Measured::Something(format!(
-            "{n} request(s) started, {} completed",
-            s.requests_ok
-        )),
+        n => Measured::Something(format!("{n} requests ({} completed)", s.requests_ok)),
     };
     let report =
         Report::new("probe", result.findings, result.summary, measured).interrupted(interrupted);
