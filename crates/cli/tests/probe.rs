@@ -215,6 +215,8 @@ fn bad_input_is_a_one_line_error_with_exit_2() {
         vec!["--close-first", "both"],
         vec!["--reply-size", "1G"],
         vec!["--serve", "127.0.0.1"],
+        vec!["--expect-status", "6xx"],
+        vec!["--expect-status", "2xx,banana"],
     ] {
         let mut full = vec!["probe"];
         full.extend(&args);
