@@ -14,7 +14,11 @@ C=pdocc-$ID S=pdocs-$ID L=pdocl-$ID
 PIDS=()
 cleanup() {
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    for n in $C $S $L; do ip netns del "$n" 2>/dev/null || true; done
+    for n in $C $S $L; do
+        # Whatever still runs inside our namespaces was started by this script.
+        for p in $(ip netns pids "$n" 2>/dev/null); do kill "$p" 2>/dev/null || true; done
+        ip netns del "$n" 2>/dev/null || true
+    done
 }
 trap cleanup EXIT INT TERM
 

@@ -34,6 +34,8 @@ cleanup() {
   [ -n "$SERVE_PID" ] && kill "$SERVE_PID" 2>/dev/null || true
   [ -f "$WORK/nginx.pid" ] && kill "$(cat "$WORK/nginx.pid")" 2>/dev/null || true
   sleep 0.2
+  # Whatever still runs inside our namespace was started by this script.
+  for p in $(ip netns pids "$NS" 2>/dev/null); do kill "$p" 2>/dev/null || true; done
   ip netns del "$NS" 2>/dev/null || true
   rm -rf "$WORK"
 }
@@ -43,7 +45,8 @@ ip netns exec "$NS" ip link set lo up
 in_ns() { ip netns exec "$NS" "$@"; }
 
 # The TCP responder: 64-byte request, 64-byte reply, the client closes first.
-in_ns "$BIN" probe --serve 127.0.0.1:5001 --serve-threads 8 >/dev/null 2>&1 &
+# Not through in_ns: `ip netns exec` execs the binary, so $! is the server's own pid.
+ip netns exec "$NS" "$BIN" probe --serve 127.0.0.1:5001 --serve-threads 8 >/dev/null 2>&1 &
 SERVE_PID=$!
 
 body=$(printf 'x%.0s' $(seq 64))
