@@ -55,6 +55,8 @@ enum Command {
     Burst(cmd::burst::Args),
     /// Reproduce a pathology in network namespaces, diagnose it, and verify the fix.
     Lab(cmd::lab::Args),
+    /// Trace TCP events live with eBPF and name the cause of each (root).
+    Trace(cmd::trace::Args),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(cmd::install::CompletionsArgs),
     /// Write the man pages (tcpdoctor.1 and one per subcommand), or print the main one.
@@ -73,6 +75,7 @@ fn main() {
         Command::Check(a) => cmd::check::run(a),
         Command::Burst(a) => cmd::burst::run(a),
         Command::Lab(a) => cmd::lab::run(a),
+        Command::Trace(a) => cmd::trace::run(a),
         Command::Completions(a) => cmd::install::completions(a, Cli::command()),
         Command::Man(a) => cmd::install::man(a, Cli::command()),
     };

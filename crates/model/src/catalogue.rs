@@ -360,6 +360,21 @@ pub static CATALOGUE: &[CatalogueEntry] = &[
         counters: &["TcpExtTCPDSACKRecv", "TcpExtTCPSpuriousRTOs", "TcpExtTCPLossProbes"],
         sysctls: &["net.ipv4.tcp_dsack", "net.ipv4.tcp_rto_min_us"],
     },
+    CatalogueEntry {
+        pathology: Pathology::PacketDrop,
+        role: Role::Cause,
+        name: "packet_drop",
+        title: "TCP packets dropped for lack of room",
+        rank: 18,
+        explanation: "The kernel threw TCP packets away because a queue on their way was full: an interface's queueing discipline (a shallow tbf or pfifo limit, or a burst larger than it), the per-CPU input backlog (net.core.netdev_max_backlog), a socket's backlog while its owner held the lock, or the socket's receive memory. Each drop costs the sender a retransmission, and a drop at the tail of a burst costs a retransmission timeout.",
+        remedies: &[
+            r("Find the queue from the drop reason and the interface: for qdisc drops, raise the qdisc limit or shape the senders below the bottleneck (tc -s qdisc shows its drops)."),
+            r("For CPU backlog drops, raise net.core.netdev_max_backlog or spread receive work over CPUs (RPS)."),
+            r("For socket backlog or receive-memory drops, read faster or raise the buffer limits (net.ipv4.tcp_rmem, net.core.rmem_max)."),
+        ],
+        counters: &["TcpExtTCPBacklogDrop", "TcpExtTCPRcvQDrop", "TcpExtTCPOFODrop"],
+        sysctls: &["net.core.netdev_max_backlog", "net.ipv4.tcp_rmem"],
+    },
 ];
 
 #[cfg(test)]

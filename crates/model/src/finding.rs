@@ -54,10 +54,13 @@ pub enum Pathology {
     /// Retransmissions of data the receiver already had (proven by D-SACK or by the ACK of
     /// the original): not loss, but wasted sends and often a timer set too short.
     SpuriousRetransmission,
+    /// The kernel dropped TCP packets for lack of room (a full qdisc, CPU backlog, socket
+    /// backlog or receive memory), named by its drop reason.
+    PacketDrop,
 }
 
 impl Pathology {
-    pub const ALL: [Pathology; 18] = [
+    pub const ALL: [Pathology; 19] = [
         Pathology::SynRetransmit,
         Pathology::TimeWaitCollision,
         Pathology::StaleAckRace,
@@ -76,6 +79,7 @@ impl Pathology {
         Pathology::NoReply,
         Pathology::HttpError,
         Pathology::SpuriousRetransmission,
+        Pathology::PacketDrop,
     ];
 
     /// The snake_case name used in JSON and on the command line.
@@ -377,6 +381,7 @@ mod tests {
             Pathology::NoReply,
             Pathology::HttpError,
             Pathology::SpuriousRetransmission,
+            Pathology::PacketDrop,
         ] {
             assert!(Pathology::ALL.contains(&p));
         }

@@ -10,3 +10,4 @@ pub mod install;
 pub mod lab;
 pub mod probe;
 pub mod sockets;
+pub mod trace;

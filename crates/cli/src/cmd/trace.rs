@@ -1,0 +1,436 @@
+//! `tcpdoctor trace`: live TCP events from the kernel (eBPF), each attributed to its cause,
+//! with a rolling summary and findings at the end. Flags and printing only: the tracing and
+//! attribution live in `tcpdoctor_trace`.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tcpdoctor_model::{Measured, Report};
+use tcpdoctor_trace::attribute::{Config, EventFilter, Line, Summary};
+use tcpdoctor_trace::loader::Unavailable;
+use tcpdoctor_trace::raw::Counter;
+use tcpdoctor_trace::session::{Netns, Options, Scope, Session};
+
+use crate::output;
+
+/// The long help of `tcpdoctor trace --help`.
+const ABOUT: &str = "\
+What it does: attaches to the kernel's TCP tracepoints with eBPF (tcp_retransmit_skb,
+tcp_retransmit_synack, tcp_send_reset, tcp_receive_reset, inet_sock_set_state, kfree_skb
+with its drop reason, tcp_probe) and prints one line per event worth attributing, with the
+process, the network namespace, the 4-tuple, the cause and the kernel's evidence:
+  stale_ack_race        a SYN answered by an ACK of the previous connection on its 4-tuple,
+                        which this end had closed with a reset; the SYN is reset and resent
+  time_wait_collision   the same, the peer holding that connection in TIME_WAIT
+  old_ack               the same, how the old connection ended not traced
+  syn_dropped / accept_queue_full / syn_lost
+                        a SYN resent: dropped (kernel drop reason), refused by a listener
+                        whose accept queue is full, or unanswered (rung n of the SYN ladder)
+  no_local_port         connect() failed with EADDRNOTAVAIL (per process and destination,
+                        with TIME_WAIT toward it and the port range)
+  timeout / tail_loss_probe / fast_retransmit / after_timeout
+                        data retransmissions by what sent them; timeouts of 3+ flows into
+                        one receiver within 20 ms are reported as incast
+  zero_window / not_reading
+                        the peer's window closed (sender's view); a zero-window probe
+                        reached a socket that is not read (its process is named)
+  drop                  every TCP packet the kernel dropped, with the reason's name (read
+                        from the kernel's BTF); queue drops name their interface
+Every --every DUR a summary line (counts per cause, lost records); at the end (--duration
+or Ctrl-C) the counts, drops per reason and flow, and findings.
+
+Scope: the network namespace tcpdoctor runs in, or --netns NAME (repeatable), or
+--all-netns. Filtering happens in the kernel by namespace. --pid, --comm and --port keep
+only events of that process or port.
+
+Needs: root (or CAP_BPF + CAP_PERFMON) and kernel BTF (/sys/kernel/btf/vmlinux); no
+tracefs, kernel headers or compiler. Without them: one line naming what is missing, exit 2.
+Overhead: a few map operations per connection and one record per attributed event; healthy
+connections produce no record. Records the ring buffer had no room for are counted and
+printed as lost events, never dropped silently.
+
+Output fields (--json, JSON Lines): {type: event, t_us, netns, netns_name, process {pid,
+comm, source: connect|current|file_descriptor}, local, remote, state, cause, pathology,
+evidence, drop_reason}; {type: summary, t_ms, connects, causes, drops, lost_events}; and
+last {type: report, schema_version, verdict, findings, duration_ms, netns[], counts,
+lost_events, drops_by_reason, summary {causes, drop_reasons, drop_flows, no_local_port,
+incast_episodes, undecoded, filtered_out}, kernel_counters, unavailable}.
+Exit status 0 healthy, 1 findings, 2 error, 3 nothing measured (no TCP activity seen).
+
+Examples:
+  sudo tcpdoctor trace --duration 30s
+  sudo tcpdoctor trace --netns tdoc-client --netns tdoc-server --json
+  sudo tcpdoctor trace --comm nginx --port 443
+";
+
+/// Trace TCP events live with eBPF and name the cause of each.
+#[derive(clap::Args, Debug)]
+#[command(after_long_help = ABOUT)]
+pub struct Args {
+    /// Stop after this long (e.g. 30s); default: until Ctrl-C.
+    #[arg(long, value_name = "DUR", value_parser = humantime::parse_duration)]
+    duration: Option<Duration>,
+    /// Trace network namespace NAME (/run/netns/NAME); repeat for several.
+    #[arg(long, value_name = "NAME", conflicts_with = "all_netns")]
+    netns: Vec<String>,
+    /// Trace every network namespace.
+    #[arg(long)]
+    all_netns: bool,
+    /// Only events of this process id.
+    #[arg(long, value_name = "PID", conflicts_with = "comm")]
+    pid: Option<u32>,
+    /// Only events of processes with this command name (as in /proc/PID/comm).
+    #[arg(long, value_name = "NAME")]
+    comm: Option<String>,
+    /// Only events with this port at either end.
+    #[arg(long, value_name = "PORT")]
+    port: Option<u16>,
+    /// Print JSON Lines (events, summaries, the final report).
+    #[arg(long)]
+    json: bool,
+    /// How often to print the rolling summary.
+    #[arg(long, value_name = "DUR", value_parser = humantime::parse_duration, default_value = "5s")]
+    every: Duration,
+}
+
+#[derive(Serialize)]
+struct EventLine<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    #[serde(flatten)]
+    line: &'a Line,
+}
+
+#[derive(Serialize)]
+struct SummaryLine {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    t_ms: u64,
+    /// Sockets that started a connect (kernel count).
+    connects: u64,
+    causes: BTreeMap<String, u64>,
+    drops: BTreeMap<String, u64>,
+    lost_events: u64,
+}
+
+#[derive(Serialize)]
+struct Body {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    duration_ms: u64,
+    netns: Vec<Netns>,
+    counts: BTreeMap<&'static str, u64>,
+    lost_events: u64,
+    drops_by_reason: BTreeMap<String, u64>,
+    summary: Summary,
+    kernel_counters: BTreeMap<String, BTreeMap<String, i64>>,
+    unavailable: Vec<Unavailable>,
+    events_printed: u64,
+}
+
+fn process_text(l: &Line) -> String {
+    l.process
+        .as_ref()
+        .map(|p| format!("{}[{}]", p.comm, p.pid))
+        .unwrap_or_else(|| "-".into())
+}
+
+fn write_line(w: &mut dyn Write, l: &Line, json: bool) -> io::Result<()> {
+    if json {
+        return tcpdoctor_report::json_line(
+            w,
+            &EventLine {
+                kind: "event",
+                line: l,
+            },
+        );
+    }
+    let ns = l.netns_name.clone().unwrap_or_else(|| l.netns.to_string());
+    let state = l.state.map(|s| s.name()).unwrap_or("-");
+    writeln!(
+        w,
+        "{:>9.3}s {:<14} {:<18} {} -> {} {:<11} {:<20} {}",
+        l.t_us as f64 / 1e6,
+        ns,
+        process_text(l),
+        l.local,
+        l.remote,
+        state,
+        l.cause.name(),
+        l.evidence
+    )
+}
+
+fn summary_line(session: &Session) -> SummaryLine {
+    let counts = session.counts().unwrap_or_default();
+    let s = session.summary();
+    SummaryLine {
+        kind: "summary",
+        t_ms: session.elapsed().as_millis() as u64,
+        connects: counts.get(&Counter::Connects).copied().unwrap_or(0),
+        causes: s
+            .causes
+            .iter()
+            .map(|(c, n)| (c.name().to_string(), *n))
+            .collect(),
+        drops: s.drop_reasons.clone(),
+        lost_events: counts.get(&Counter::Lost).copied().unwrap_or(0),
+    }
+}
+
+fn write_summary(w: &mut dyn Write, s: &SummaryLine, json: bool) -> io::Result<()> {
+    if json {
+        return tcpdoctor_report::json_line(w, s);
+    }
+    let causes: Vec<String> = s.causes.iter().map(|(c, n)| format!("{c} {n}")).collect();
+    let drops: Vec<String> = s.drops.iter().map(|(c, n)| format!("{c} {n}")).collect();
+    writeln!(
+        w,
+        "-- {:.1} s: {} connects; causes: {}; drops: {}; lost events: {}",
+        s.t_ms as f64 / 1000.0,
+        s.connects,
+        if causes.is_empty() {
+            "none".into()
+        } else {
+            causes.join(", ")
+        },
+        if drops.is_empty() {
+            "none".into()
+        } else {
+            drops.join(", ")
+        },
+        s.lost_events
+    )
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    if args.every.is_zero() {
+        anyhow::bail!("--every: the interval must be above 0");
+    }
+    let scope = if args.all_netns {
+        Scope::All
+    } else if args.netns.is_empty() {
+        Scope::Current
+    } else {
+        Scope::Named(args.netns.clone())
+    };
+    let opts = Options {
+        scope,
+        config: Config {
+            filter: EventFilter {
+                pid: args.pid,
+                comm: args.comm.clone(),
+                port: args.port,
+            },
+            ..Config::default()
+        },
+    };
+    let mut session = Session::start(opts)?;
+    let json = args.json;
+    if json {
+        // Tells a supervising process (and a person) that the programs are attached.
+        eprintln!("tcpdoctor: tracing started");
+    } else {
+        let scope = if args.all_netns {
+            "every network namespace".to_string()
+        } else {
+            session
+                .netns()
+                .iter()
+                .map(|n| n.label())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let until = args
+            .duration
+            .map(|d| format!("for {}", humantime::format_duration(d)))
+            .unwrap_or_else(|| "until Ctrl-C".into());
+        output::with_stdout(|w| {
+            writeln!(w, "tracing TCP in {scope} {until}")?;
+            for u in session.unavailable() {
+                writeln!(w, "unavailable on this kernel: {} ({})", u.hook, u.reason)?;
+            }
+            writeln!(
+                w,
+                "{:>10} {:<14} {:<18} local -> remote {:<11} {:<20} evidence",
+                "time", "netns", "process", "state", "cause"
+            )
+        })?;
+    }
+    let stop = output::stop_flag();
+    let started = Instant::now();
+    let mut next_summary = started + args.every;
+    let mut printed = 0u64;
+    let mut pipe_closed = false;
+    loop {
+        let done =
+            args.duration.is_some_and(|d| started.elapsed() >= d) || stop.load(Ordering::SeqCst);
+        let lines = session.poll();
+        if !pipe_closed && !lines.is_empty() {
+            printed += lines.len() as u64;
+            let r = write_all(&lines, json);
+            pipe_closed = r.is_err();
+        }
+        if !pipe_closed && Instant::now() >= next_summary && !done {
+            next_summary += args.every;
+            let s = summary_line(&session);
+            pipe_closed = write_stdout(|w| write_summary(w, &s, json)).is_err();
+        }
+        if done {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let cut_short =
+        stop.load(Ordering::SeqCst) && args.duration.is_some_and(|d| started.elapsed() < d);
+    let outcome = session.finish();
+    let activity = outcome
+        .counts
+        .iter()
+        .filter(|(k, _)| **k != "lost" && **k != "records")
+        .map(|(_, v)| v)
+        .sum::<u64>();
+    let measured = if activity == 0 {
+        Measured::Nothing("no TCP activity in the traced namespaces".into())
+    } else {
+        Measured::Something(format!(
+            "{} connects and {} kernel events over {:.1} s",
+            outcome.counts.get("connects").copied().unwrap_or(0),
+            outcome.counts.get("records").copied().unwrap_or(0),
+            outcome.duration_ms as f64 / 1000.0
+        ))
+    };
+    let body = Body {
+        kind: "report",
+        duration_ms: outcome.duration_ms,
+        netns: outcome.netns,
+        counts: outcome.counts,
+        lost_events: outcome.lost_events,
+        drops_by_reason: outcome.drops_by_reason,
+        summary: outcome.summary,
+        kernel_counters: outcome.kernel_counters,
+        unavailable: outcome.unavailable,
+        events_printed: printed,
+    };
+    let report = Report::new("trace", outcome.findings, body, measured).interrupted(cut_short);
+    if json {
+        output::with_stdout(|w| tcpdoctor_report::json_line(w, &report))?;
+    } else {
+        output::with_stdout(|w| text(w, &report))?;
+    }
+    Ok(report.verdict.exit_code())
+}
+
+fn write_stdout(f: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> io::Result<()> {
+    let stdout = io::stdout();
+    let mut w = io::BufWriter::new(stdout.lock());
+    f(&mut w)?;
+    w.flush()
+}
+
+fn write_all(lines: &[Line], json: bool) -> io::Result<()> {
+    write_stdout(|w| {
+        for l in lines {
+            write_line(w, l, json)?;
+        }
+        Ok(())
+    })
+}
+
+fn text(w: &mut dyn Write, r: &Report<Body>) -> io::Result<()> {
+    let b = &r.body;
+    writeln!(w)?;
+    writeln!(
+        w,
+        "Traced {:.1} s in {}.",
+        b.duration_ms as f64 / 1000.0,
+        if b.netns.is_empty() {
+            "every network namespace".to_string()
+        } else {
+            b.netns
+                .iter()
+                .map(|n| n.label())
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    )?;
+    let c = |k: &str| b.counts.get(k).copied().unwrap_or(0);
+    writeln!(
+        w,
+        "Kernel counts: {} connects ({} established, {} failed before the SYN), {} accepted, {} closed; retransmissions: {} SYN, {} timeout, {} after timeout, {} tail-loss probe, {} fast, {} other; {} SYN-ACK resends; resets {} sent, {} received; {} TCP drops; {} zero windows, {} window probes; {} SYNs refused by TIME_WAIT.",
+        c("connects"), c("connected"), c("connect_errors"), c("accepted"), c("closed"),
+        c("retransmit_syn"), c("retransmit_timeout"), c("retransmit_after_timeout"), c("retransmit_tail_loss_probe"), c("retransmit_fast"), c("retransmit_other"),
+        c("synack_retransmits"), c("resets_sent"), c("resets_received"), c("tcp_drops"), c("zero_windows"), c("window_probes"), c("time_wait_acks")
+    )?;
+    writeln!(
+        w,
+        "Lost events (ring buffer full): {}{}",
+        b.lost_events,
+        if b.lost_events > 0 {
+            " -- some events were not attributed; the counts above are exact"
+        } else {
+            ""
+        }
+    )?;
+    if !b.drops_by_reason.is_empty() {
+        let d: Vec<String> = b
+            .drops_by_reason
+            .iter()
+            .map(|(r, n)| format!("{r} {n}"))
+            .collect();
+        writeln!(w, "Drops by reason: {}", d.join(", "))?;
+        for f in b.summary.drop_flows.iter().take(5) {
+            let at = f
+                .ifname
+                .as_ref()
+                .map(|i| format!(" on {i}"))
+                .unwrap_or_default();
+            writeln!(
+                w,
+                "  {} -> {}: {} x {}{at}",
+                f.src, f.dst, f.count, f.reason
+            )?;
+        }
+    }
+    if !b.summary.causes.is_empty() {
+        let d: Vec<String> = b
+            .summary
+            .causes
+            .iter()
+            .map(|(c, n)| format!("{} {n}", c.name()))
+            .collect();
+        writeln!(w, "Attributed events by cause: {}", d.join(", "))?;
+    }
+    for p in &b.summary.no_local_port {
+        let who = p
+            .process
+            .as_ref()
+            .map(|p| format!("{}[{}]", p.comm, p.pid))
+            .unwrap_or_else(|| "-".into());
+        writeln!(
+            w,
+            "EADDRNOTAVAIL: {who} -> {}: {} connect(s) failed",
+            p.destination, p.failures
+        )?;
+    }
+    for e in &b.summary.incast_episodes {
+        writeln!(
+            w,
+            "Incast: {} flows timed out into {} at +{:.3} s (longest wait {:.0} ms)",
+            e.flows,
+            e.receiver,
+            e.start_us as f64 / 1e6,
+            e.worst_wait_us as f64 / 1000.0
+        )?;
+    }
+    for u in &b.unavailable {
+        writeln!(w, "Not traced on this kernel: {} ({})", u.hook, u.reason)?;
+    }
+    writeln!(w)?;
+    tcpdoctor_report::findings::write(w, &r.findings)?;
+    writeln!(w)?;
+    tcpdoctor_report::findings::verdict(w, r)
+}

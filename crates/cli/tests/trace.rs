@@ -1,0 +1,421 @@
+//! `tcpdoctor trace`: each pathology built in the test's own network namespaces while the
+//! real binary traces them (`--netns ... --json`, stopped with SIGINT as a person would with
+//! Ctrl-C); each test checks the cause trace names and that its counts equal the
+//! namespace's kernel counters or the test's own count of failures.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::{in_netns, listener, spawn_in_netns, Netns};
+
+/// A running `tcpdoctor trace --json` over some namespaces.
+struct Trace {
+    child: Child,
+    stdout: Option<std::thread::JoinHandle<String>>,
+}
+
+impl Trace {
+    fn start(namespaces: &[&Netns], extra: &[&str]) -> Trace {
+        let mut cmd = Command::new(support::bin());
+        cmd.args(["trace", "--json", "--every", "1h"]);
+        for ns in namespaces {
+            cmd.args(["--netns", &ns.name]);
+        }
+        cmd.args(extra);
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn tcpdoctor trace");
+        let mut out = child.stdout.take().unwrap();
+        let stdout = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = out.read_to_string(&mut s);
+            s
+        });
+        // Wait until the programs are attached.
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            line.clear();
+            if err.read_line(&mut line).unwrap_or(0) == 0 || Instant::now() > deadline {
+                let _ = child.kill();
+                let out = stdout.join().unwrap_or_default();
+                panic!("trace did not start: {line}\nstdout: {out}");
+            }
+            if line.contains("tracing started") {
+                break;
+            }
+        }
+        std::thread::spawn(move || {
+            let mut rest = String::new();
+            let _ = err.read_to_string(&mut rest);
+            if !rest.is_empty() {
+                eprintln!("trace stderr: {rest}");
+            }
+        });
+        Trace {
+            child,
+            stdout: Some(stdout),
+        }
+    }
+
+    /// Ctrl-C, then the JSON lines it printed: (events, final report).
+    fn stop(mut self) -> (Vec<Value>, Value, i32) {
+        // SAFETY: signalling the child we spawned, by its pid.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let status = self.child.wait().expect("wait trace");
+        let out = self.stdout.take().unwrap().join().expect("stdout reader");
+        let mut events = Vec::new();
+        let mut report = Value::Null;
+        for l in out.lines() {
+            let v: Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
+            match v["type"].as_str() {
+                Some("event") => events.push(v),
+                Some("report") => report = v,
+                _ => {}
+            }
+        }
+        assert!(!report.is_null(), "no final report in:\n{out}");
+        (events, report, status.code().unwrap_or(-1))
+    }
+}
+
+impl Drop for Trace {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+    }
+}
+
+/// A `TcpExt` counter of the namespace (/proc/net/netstat read inside it).
+fn tcpext(ns: &Netns, name: &str) -> i64 {
+    let text = ns.exec("cat /proc/net/netstat");
+    let lines: Vec<&str> = text.lines().collect();
+    for pair in lines.chunks(2) {
+        if pair.len() == 2 && pair[0].starts_with("TcpExt:") {
+            let names: Vec<&str> = pair[0].split_whitespace().collect();
+            let values: Vec<&str> = pair[1].split_whitespace().collect();
+            if let Some(i) = names.iter().position(|n| *n == name) {
+                return values[i].parse().unwrap();
+            }
+        }
+    }
+    panic!("no TcpExt counter {name}");
+}
+
+fn causes<'a>(events: &'a [Value], cause: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["cause"] == cause).collect()
+}
+
+fn pathologies(report: &Value) -> Vec<String> {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["pathology"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn set_linger0(s: &impl AsRawFd) {
+    let l = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: setsockopt on a valid fd with a correctly sized value.
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            &l as *const _ as *const libc::c_void,
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+}
+
+/// A socket bound to a fixed local address (SO_REUSEADDR), connected to `to`.
+fn connect_from(from: SocketAddr, to: SocketAddr, timeout: Duration) -> std::io::Result<TcpStream> {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+    s.set_reuse_address(true)?;
+    s.bind(&from.into())?;
+    s.connect_timeout(&to.into(), timeout)?;
+    Ok(s.into())
+}
+
+#[test]
+fn stale_ack_race_is_named_and_its_syn_resends_equal_tcpsynretrans() {
+    if !support::require_root("stale_ack_race_is_named_and_its_syn_resends_equal_tcpsynretrans") {
+        return;
+    }
+    let ns = Netns::new("trst");
+    // The client's reset at close (RST+ACK, SO_LINGER 0) is lost, so the server keeps the
+    // old connection; the reset a connecting socket sends for a stale ACK is a bare RST and
+    // passes (net/ipv4/tcp_ipv4.c, tcp_v4_send_reset: no ACK flag when answering an ACK).
+    ns.exec("nft add table inet tdoc && nft add chain inet tdoc out { type filter hook output priority 0 \\; } && nft add rule inet tdoc out tcp flags \\& \\(rst \\| ack\\) == \\(rst \\| ack\\) drop");
+    let before = tcpext(&ns, "TCPSynRetrans");
+    let trace = Trace::start(&[&ns], &[]);
+    const N: usize = 6;
+    let server = spawn_in_netns(&ns, || {
+        let l = listener("127.0.0.1:5101".parse().unwrap(), 16, None);
+        let mut kept = Vec::new();
+        for _ in 0..N {
+            let (mut c, _) = l.accept().unwrap();
+            let mut b = [0u8; 4];
+            c.read_exact(&mut b).unwrap();
+            c.write_all(b"pong").unwrap();
+            kept.push(c);
+        }
+        kept
+    });
+    in_netns(&ns, || {
+        for _ in 0..N {
+            let mut s = connect_from(
+                "127.0.0.1:20011".parse().unwrap(),
+                "127.0.0.1:5101".parse().unwrap(),
+                Duration::from_secs(5),
+            )
+            .unwrap();
+            s.set_nodelay(true).unwrap();
+            s.write_all(b"ping").unwrap();
+            let mut b = [0u8; 4];
+            s.read_exact(&mut b).unwrap();
+            set_linger0(&s);
+            drop(s);
+        }
+    });
+    let _kept = server.join().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let (events, report, code) = trace.stop();
+    let resent = tcpext(&ns, "TCPSynRetrans") - before;
+    let races = causes(&events, "stale_ack_race");
+    let resends: Vec<_> = races
+        .iter()
+        .filter(|e| e["evidence"].as_str().unwrap().starts_with("SYN resent"))
+        .collect();
+    assert_eq!(
+        resent,
+        (N - 1) as i64,
+        "each reconnect met the stale ACK once"
+    );
+    assert_eq!(resends.len() as i64, resent, "{events:#?}");
+    assert_eq!(
+        races.len() - resends.len(),
+        N - 1,
+        "one stale-ACK reset per reconnect"
+    );
+    assert_eq!(
+        pathologies(&report).first().map(String::as_str),
+        Some("stale_ack_race"),
+        "{report:#}"
+    );
+    assert_eq!(code, 1);
+    assert_eq!(report["lost_events"], 0);
+    assert_eq!(report["counts"]["retransmit_syn"], resent);
+}
+
+#[test]
+fn syn_dropped_by_a_firewall_names_the_drop_reason_and_the_ladder_rung() {
+    if !support::require_root("syn_dropped_by_a_firewall_names_the_drop_reason_and_the_ladder_rung")
+    {
+        return;
+    }
+    let ns = Netns::new("trsyn");
+    ns.exec("nft add table inet tdoc && nft add chain inet tdoc in { type filter hook input priority 0 \\; } && nft add rule inet tdoc in tcp dport 5102 tcp flags syn drop");
+    let _l = in_netns(&ns, || {
+        listener("127.0.0.1:5102".parse().unwrap(), 16, None)
+    });
+    let before = tcpext(&ns, "TCPSynRetrans");
+    let trace = Trace::start(&[&ns], &[]);
+    in_netns(&ns, || {
+        // SYN at 0 s, resends at 1, 2 and 3 s (linear ladder); give up at 3.5 s.
+        let r = TcpStream::connect_timeout(
+            &"127.0.0.1:5102".parse().unwrap(),
+            Duration::from_millis(3_500),
+        );
+        assert!(r.is_err());
+    });
+    let (events, report, _) = trace.stop();
+    let resent = tcpext(&ns, "TCPSynRetrans") - before;
+    let dropped = causes(&events, "syn_dropped");
+    assert!(resent >= 3, "{resent}");
+    assert_eq!(dropped.len() as i64, resent, "{events:#?}");
+    for e in &dropped {
+        assert!(
+            e["evidence"].as_str().unwrap().contains("NETFILTER_DROP"),
+            "{e}"
+        );
+    }
+    assert!(
+        dropped[0]["evidence"].as_str().unwrap().contains("rung 1"),
+        "{}",
+        dropped[0]
+    );
+    // Every SYN (the first and the resends) dropped, counted per reason in the kernel.
+    assert_eq!(
+        report["drops_by_reason"]["NETFILTER_DROP"],
+        resent + 1,
+        "{report:#}"
+    );
+    assert!(
+        pathologies(&report).contains(&"syn_retransmit".to_string()),
+        "{report:#}"
+    );
+}
+
+#[test]
+fn full_accept_queue_names_the_listener_and_its_process() {
+    if !support::require_root("full_accept_queue_names_the_listener_and_its_process") {
+        return;
+    }
+    let ns = Netns::new("tracc");
+    let l = in_netns(&ns, || listener("127.0.0.1:5103".parse().unwrap(), 1, None));
+    let before = tcpext(&ns, "TCPSynRetrans");
+    let overflows_before = tcpext(&ns, "ListenOverflows");
+    let trace = Trace::start(&[&ns], &[]);
+    let conns = in_netns(&ns, || {
+        (0..5)
+            .map(|_| support::connect_nonblocking("127.0.0.1:5103".parse().unwrap()))
+            .collect::<Vec<_>>()
+    });
+    std::thread::sleep(Duration::from_millis(2_400));
+    let (events, report, _) = trace.stop();
+    drop(conns);
+    drop(l);
+    let resent = tcpext(&ns, "TCPSynRetrans") - before;
+    assert!(tcpext(&ns, "ListenOverflows") > overflows_before);
+    let full = causes(&events, "accept_queue_full");
+    assert!(resent >= 3, "{resent}");
+    assert_eq!(full.len() as i64, resent, "{events:#?}");
+    let me = std::process::id();
+    for e in &full {
+        let ev = e["evidence"].as_str().unwrap();
+        assert!(
+            ev.contains("127.0.0.1:5103") && ev.contains("backlog 1"),
+            "{ev}"
+        );
+        assert!(
+            ev.contains(&format!("pid {me}")),
+            "the listener's process: {ev}"
+        );
+    }
+    assert_eq!(
+        pathologies(&report).first().map(String::as_str),
+        Some("accept_queue_overflow"),
+        "{report:#}"
+    );
+}
+
+#[test]
+fn eaddrnotavail_counts_equal_the_clients_failed_connects() {
+    if !support::require_root("eaddrnotavail_counts_equal_the_clients_failed_connects") {
+        return;
+    }
+    let ns = Netns::new("trport");
+    ns.sysctl("net.ipv4.ip_local_port_range", "40000 40001");
+    let server = spawn_in_netns(&ns, || {
+        let l = listener("127.0.0.1:5104".parse().unwrap(), 16, None);
+        l.set_nonblocking(true).unwrap();
+        let mut kept = Vec::new();
+        let until = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < until {
+            if let Ok((c, _)) = l.accept() {
+                kept.push(c);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        kept
+    });
+    let trace = Trace::start(&[&ns], &[]);
+    let failed = in_netns(&ns, || {
+        let mut open = Vec::new();
+        let mut failed = 0;
+        for _ in 0..10 {
+            match TcpStream::connect("127.0.0.1:5104") {
+                Ok(s) => open.push(s),
+                Err(e) if e.raw_os_error() == Some(libc::EADDRNOTAVAIL) => failed += 1,
+                Err(e) => panic!("unexpected connect error {e}"),
+            }
+        }
+        failed
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let (events, report, _) = trace.stop();
+    let _ = server.join();
+    assert!(failed >= 7, "{failed}");
+    let no_port = causes(&events, "no_local_port");
+    assert_eq!(no_port.len(), failed, "{events:#?}");
+    assert_eq!(report["counts"]["connect_eaddrnotavail"], failed as u64);
+    let per = &report["summary"]["no_local_port"][0];
+    assert_eq!(per["destination"], "127.0.0.1:5104");
+    assert_eq!(per["failures"], failed as u64);
+    assert_eq!(per["process"]["pid"], std::process::id());
+    assert_eq!(
+        pathologies(&report).first().map(String::as_str),
+        Some("port_exhaustion"),
+        "{report:#}"
+    );
+}
+
+#[test]
+fn plain_churn_gives_no_finding() {
+    if !support::require_root("plain_churn_gives_no_finding") {
+        return;
+    }
+    let ns = Netns::new("trchurn");
+    let server = spawn_in_netns(&ns, || {
+        let l = listener("127.0.0.1:5105".parse().unwrap(), 128, None);
+        for _ in 0..300 {
+            let (mut c, _) = l.accept().unwrap();
+            let mut b = [0u8; 4];
+            c.read_exact(&mut b).unwrap();
+            c.write_all(b"pong").unwrap();
+        }
+    });
+    let trace = Trace::start(&[&ns], &[]);
+    in_netns(&ns, || {
+        for _ in 0..300 {
+            let mut s = TcpStream::connect("127.0.0.1:5105").unwrap();
+            s.write_all(b"ping").unwrap();
+            let mut b = [0u8; 4];
+            s.read_exact(&mut b).unwrap();
+        }
+    });
+    server.join().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let (events, report, code) = trace.stop();
+    assert!(pathologies(&report).is_empty(), "{report:#}");
+    assert!(events.is_empty(), "{events:#?}");
+    assert_eq!(report["counts"]["connects"], 300);
+    assert_eq!(report["verdict"], "healthy");
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn without_privileges_one_line_names_what_is_missing_and_exits_2() {
+    if !support::require_root("without_privileges_one_line_names_what_is_missing_and_exits_2") {
+        return;
+    }
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
+        .arg(support::bin())
+        .args(["trace", "--duration", "1s"])
+        .output()
+        .expect("setpriv");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("CAP_BPF") && err.contains("root"), "{err}");
+}

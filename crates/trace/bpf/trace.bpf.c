@@ -1,0 +1,788 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * tcpdoctor trace: the kernel half. Only tracepoints, attached by BTF (tp_btf): no tracefs,
+ * no kernel headers, no kprobes and no fentry/fexit (kernels built without kprobes, or
+ * whose security policy refuses trampolines, still run it), only /sys/kernel/btf/vmlinux.
+ *
+ * What it must do: count every TCP event it sees, exactly (per-CPU counters, also when the
+ * ring buffer is full), and send user space one record per event worth attributing, with the
+ * socket's 4-tuple, network namespace, owning process and the kernel's own evidence (state,
+ * retransmission count, drop reason). What it must not do: anything per packet beyond a
+ * namespace check, or any record for a healthy connection: a connect that completes without
+ * a retransmission and a normal close cost a few map operations and no record, so tracing
+ * can stay on under connection churn.
+ *
+ * State kept here (user space never writes it):
+ *   owners:  socket -> the process that called connect() on it, when, and what happened to
+ *            it since (retransmitted SYN, stale ACK reset); removed when the socket closes.
+ *   history: (netns, 4-tuple) -> how the last active-open connection on that 4-tuple ended
+ *            (reset, passive close leaving TIME_WAIT at the peer, ...), so that a SYN answered
+ *            by an old ACK can be told apart: a race with a reset vs a TIME_WAIT collision.
+ *
+ * Rebuild with build.sh (pinned flags); the committed trace.bpf.o must match it.
+ */
+#include "types.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+/* Set by the loader before load: 1 = only sockets/packets of namespaces in netns_filter. */
+volatile const __u32 filter_netns = 0;
+
+/* TCP states (include/net/tcp_states.h). */
+#define TCP_ESTABLISHED 1
+#define TCP_SYN_SENT 2
+#define TCP_SYN_RECV 3
+#define TCP_FIN_WAIT1 4
+#define TCP_FIN_WAIT2 5
+#define TCP_TIME_WAIT 6
+#define TCP_CLOSE 7
+#define TCP_CLOSE_WAIT 8
+#define TCP_LAST_ACK 9
+#define TCP_LISTEN 10
+#define TCP_CLOSING 11
+
+/* Congestion-avoidance states (include/net/tcp.h, enum tcp_ca_state). */
+#define TCP_CA_RECOVERY 3
+#define TCP_CA_LOSS 4
+
+#define AF_INET 2
+#define AF_INET6 10
+#define IPPROTO_TCP 6
+#define ETH_P_IP 0x0800
+#define ETH_P_IPV6 0x86DD
+
+/* enum tcp_tw_status (include/net/tcp.h). */
+#define TCP_TW_ACK 2
+#define TCP_TW_SYN 3
+
+#define EADDRNOTAVAIL 99
+
+/* icsk_pending values (include/net/inet_connection_sock.h). */
+#define ICSK_TIME_LOSS_PROBE 5
+
+/* Record kinds: the Rust side (src/raw.rs) mirrors these numbers. */
+enum kind {
+	K_RETRANS = 1,		/* a = retransmit class, b = icsk_retransmits, c = us since data was last delivered */
+	K_SYNACK_RETRANS = 2,	/* a = num_retrans of the request */
+	K_RST_SENT = 3,		/* a = sk_rst_reason, b = history how, c = history age ms */
+	K_RST_RECV = 4,
+	K_CONNECTED = 5,	/* a connect that needed SYN retransmissions completed */
+	K_CONNECT_FAILED = 6,	/* SYN_SENT -> CLOSE */
+	K_CONNECT_ERR = 7,	/* connect() failed before sending a SYN: a = errno */
+	K_DROP = 8,		/* a = skb_drop_reason, b = ifindex, c = tcp flags */
+	K_ZERO_WINDOW = 9,	/* the peer of this socket advertised a zero window */
+	K_WINDOW_PROBE = 10,	/* this socket, its window zero, received a zero-window probe */
+	K_TW_ACK = 11,		/* a TIME_WAIT socket did not accept a SYN: a = drop reason */
+};
+
+/* Retransmission classes (K_RETRANS a). */
+enum retrans_class {
+	R_SYN = 1,
+	R_RTO = 2,	/* sent by the retransmission timer */
+	R_TLP = 3,	/* sent by a tail-loss probe */
+	R_FAST = 4,	/* fast retransmit / SACK recovery */
+	R_LOSS = 5,	/* go-back-N after a timeout (CA_Loss), triggered by ACKs */
+	R_OTHER = 6,
+};
+
+/* How the last connection on a 4-tuple ended (history). */
+enum how {
+	H_RESET = 1,	/* this end sent a reset (SO_LINGER 0, abort) */
+	H_PASSIVE = 2,	/* the peer closed first: the peer holds TIME_WAIT */
+	H_ACTIVE = 3,	/* this end closed first: this end holds TIME_WAIT */
+	H_FAILED = 4,	/* the connect never completed */
+	H_OTHER = 5,
+};
+
+/* Per-CPU counters, read and summed by user space (src/raw.rs Counter). */
+enum counter {
+	C_LOST = 0,
+	C_CONNECT = 1,
+	C_CONNECTED = 2,
+	C_CONNECT_ERR = 3,
+	C_EADDRNOTAVAIL = 4,
+	C_R_SYN = 5,
+	C_R_RTO = 6,
+	C_R_TLP = 7,
+	C_R_FAST = 8,
+	C_R_LOSS = 9,
+	C_R_OTHER = 10,
+	C_SYNACK_RETRANS = 11,
+	C_RST_SENT = 12,
+	C_RST_RECV = 13,
+	C_DROP_TCP = 14,
+	C_ZERO_WINDOW = 15,
+	C_WINDOW_PROBE = 16,
+	C_TW_ACK = 17,
+	C_TW_SYN = 18,
+	C_LISTEN_OVERFLOW = 19,
+	C_EVENTS = 20,
+	C_ACCEPTED = 21,
+	C_CLOSED = 22,
+	C_STALE_ACK = 23,
+	C_MAX = 32,
+};
+
+#define DROP_REASONS 1024
+
+/* Owner flags. */
+#define O_SYN_RETRANS 1
+#define O_STALE_ACK 2
+#define O_RESET_SENT 4
+
+struct event {
+	__u64 ts_ns;
+	__u64 sk;
+	__u32 netns;
+	__u32 pid;	/* tgid of the owner (connect caller) or of the current task */
+	__u32 ino;	/* socket inode, 0 when unknown */
+	__u16 kind;
+	__u8 family;
+	__u8 state;
+	__u16 sport;	/* host order */
+	__u16 dport;
+	__u32 a;
+	__u32 b;
+	__u32 c;
+	__u8 owner;	/* 1: pid/comm from the connect() owner; 2: from the current task */
+	__u8 pad[3];
+	__u8 saddr[16];
+	__u8 daddr[16];
+	char comm[16];
+	char ifname[16];
+};
+_Static_assert(sizeof(struct event) == 120, "struct event is mirrored by src/raw.rs");
+
+struct owner {
+	__u64 start_ns;
+	__u32 tgid;
+	__u32 flags;
+	char comm[16];
+};
+
+struct tuple {
+	__u32 netns;
+	__u16 sport;
+	__u16 dport;
+	__u8 family;
+	__u8 pad[3];
+	__u8 saddr[16];
+	__u8 daddr[16];
+};
+
+struct hist {
+	__u64 close_ns;
+	__u32 how;
+	__u32 tgid;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 << 20);
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, C_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} counts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, DROP_REASONS);
+	__type(key, __u32);
+	__type(value, __u64);
+} drop_reasons SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, __u8);
+} netns_filter SEC(".maps");
+
+/* Drop reasons counted but not sent as records (user space fills it from the kernel's
+ * names: e.g. QUEUE_PURGE, a closing socket freeing its own queues). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, DROP_REASONS);
+	__type(key, __u32);
+	__type(value, __u32);
+} quiet_reasons SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, struct owner);
+} owners SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct tuple);
+	__type(value, struct hist);
+} history SEC(".maps");
+
+static __always_inline void count(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&counts, &idx);
+	if (v)
+		*v += 1;
+}
+
+static __always_inline __u32 sk_netns(const struct sock *sk)
+{
+	return sk->__sk_common.skc_net.net->ns.inum;
+}
+
+static __always_inline bool netns_ok(__u32 ns)
+{
+	if (!filter_netns)
+		return true;
+	return bpf_map_lookup_elem(&netns_filter, &ns) != 0;
+}
+
+static __always_inline bool is_tcp(const struct sock *sk)
+{
+	return sk->sk_protocol == IPPROTO_TCP;
+}
+
+/* The verifier bounds direct reads by the argument's declared type (struct sock): reach the
+ * TCP fields through the checked cast, which is NULL for a socket that is not TCP. */
+static __always_inline struct tcp_sock *tcp_sk(const struct sock *sk)
+{
+	return bpf_skc_to_tcp_sock((void *)sk);
+}
+
+static __always_inline __u32 sk_ino(const struct sock *sk)
+{
+	struct socket *sock = sk->sk_socket;
+	if (!sock)
+		return 0;
+	struct file *f = sock->file;
+	if (!f)
+		return 0;
+	return (__u32)f->f_inode->i_ino;
+}
+
+/* Fills the 4-tuple of a full, request or TIME_WAIT socket (all start with sock_common). */
+static __always_inline void fill_common(struct event *e, const struct sock_common *c)
+{
+	e->family = c->skc_family;
+	e->sport = c->skc_num;
+	e->dport = __builtin_bswap16(c->skc_dport);
+	if (e->family == AF_INET) {
+		__be32 s = c->skc_rcv_saddr, d = c->skc_daddr;
+		__builtin_memcpy(e->saddr, &s, 4);
+		__builtin_memcpy(e->daddr, &d, 4);
+	} else {
+		struct in6_addr s = c->skc_v6_rcv_saddr, d = c->skc_v6_daddr;
+		__builtin_memcpy(e->saddr, &s, 16);
+		__builtin_memcpy(e->daddr, &d, 16);
+	}
+}
+
+static __always_inline void tuple_of(struct tuple *t, const struct sock *sk, __u32 ns)
+{
+	const struct sock_common *c = &sk->__sk_common;
+	__builtin_memset(t, 0, sizeof(*t));
+	t->netns = ns;
+	t->family = c->skc_family;
+	/* inet_sport, not skc_num: a socket moving to CLOSE has already released its port
+	 * (inet_put_port zeroes skc_num before the state tracepoint fires) but keeps
+	 * inet_sport until tcp_disconnect finishes, which is when its reset goes out. */
+	struct tcp_sock *tp = tcp_sk(sk);
+	t->sport = tp ? __builtin_bswap16(tp->inet_conn.icsk_inet.inet_sport) : c->skc_num;
+	t->dport = __builtin_bswap16(c->skc_dport);
+	if (t->family == AF_INET) {
+		__be32 s = c->skc_rcv_saddr, d = c->skc_daddr;
+		__builtin_memcpy(t->saddr, &s, 4);
+		__builtin_memcpy(t->daddr, &d, 4);
+	} else {
+		struct in6_addr s = c->skc_v6_rcv_saddr, d = c->skc_v6_daddr;
+		__builtin_memcpy(t->saddr, &s, 16);
+		__builtin_memcpy(t->daddr, &d, 16);
+	}
+}
+
+/* Reserves a record; counts it lost when the ring buffer is full. */
+static __always_inline struct event *reserve(__u16 kind, __u32 ns)
+{
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(struct event), 0);
+	if (!e) {
+		count(C_LOST);
+		return 0;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->ts_ns = bpf_ktime_get_ns();
+	e->kind = kind;
+	e->netns = ns;
+	return e;
+}
+
+static __always_inline void submit(struct event *e)
+{
+	count(C_EVENTS);
+	/* No wake-up: user space drains the buffer on its own clock (every few ms), so a burst
+	 * of records costs no scheduler work. */
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+}
+
+/* Owner of the socket: the connect() caller when known, else the current task. */
+static __always_inline void fill_owner(struct event *e, const struct sock *sk, bool current_ok)
+{
+	__u64 key = (__u64)sk;
+	struct owner *o = bpf_map_lookup_elem(&owners, &key);
+	if (o) {
+		e->pid = o->tgid;
+		__builtin_memcpy(e->comm, o->comm, 16);
+		e->owner = 1;
+	} else if (current_ok) {
+		e->pid = bpf_get_current_pid_tgid() >> 32;
+		bpf_get_current_comm(e->comm, 16);
+		e->owner = 2;
+	}
+}
+
+static __always_inline void fill_sock(struct event *e, const struct sock *sk)
+{
+	e->sk = (__u64)sk;
+	e->state = sk->__sk_common.skc_state;
+	fill_common(e, &sk->__sk_common);
+	struct tcp_sock *tp = tcp_sk(sk);
+	if (tp)
+		e->sport = __builtin_bswap16(tp->inet_conn.icsk_inet.inet_sport);
+	e->ino = sk_ino(sk);
+}
+
+/* ---- retransmissions ---------------------------------------------------------------- */
+
+SEC("tp_btf/tcp_retransmit_skb")
+int tcp_retransmit_skb(__u64 *ctx)
+{
+	const struct sock *sk = (const struct sock *)ctx[0];
+	__u32 ns = sk_netns(sk);
+	if (!netns_ok(ns))
+		return 0;
+	struct tcp_sock *tp = tcp_sk(sk);
+	if (!tp)
+		return 0;
+	const struct inet_connection_sock *icsk = &tp->inet_conn;
+	__u8 state = sk->__sk_common.skc_state;
+	__u32 class;
+	if (state == TCP_SYN_SENT || state == TCP_SYN_RECV) {
+		class = R_SYN;
+	} else {
+		/* What sent it, from the socket's state (net/ipv4/tcp_timer.c,
+		 * tcp_write_timer_handler): the retransmission timer clears icsk_pending before
+		 * tcp_retransmit_timer enters CA_Loss and resends the head; later resends of that
+		 * window come from ACKs with the timer armed again. A tail-loss probe runs with
+		 * icsk_pending still ICSK_TIME_LOSS_PROBE, in Open or Disorder (tcp_schedule_loss_probe);
+		 * fast retransmit is CA_Recovery (RFC 6675). */
+		__u8 ca = BPF_CORE_READ_BITFIELD(icsk, icsk_ca_state);
+		__u8 pending = icsk->icsk_pending;
+		if (ca == TCP_CA_LOSS)
+			class = pending == 0 ? R_RTO : R_LOSS;
+		else if (ca == TCP_CA_RECOVERY)
+			class = R_FAST;
+		else if (pending == ICSK_TIME_LOSS_PROBE)
+			class = R_TLP;
+		else
+			class = R_OTHER;
+	}
+	count(C_R_SYN + class - R_SYN);
+	if (class == R_SYN) {
+		__u64 key = (__u64)sk;
+		struct owner *o = bpf_map_lookup_elem(&owners, &key);
+		if (o)
+			o->flags |= O_SYN_RETRANS;
+	}
+	struct event *e = reserve(K_RETRANS, ns);
+	if (!e)
+		return 0;
+	fill_sock(e, sk);
+	fill_owner(e, sk, false);
+	e->a = class;
+	e->b = icsk->icsk_retransmits;
+	if (class == R_RTO) {
+		/* How long the flow has waited: since an ACK last delivered data
+		 * (tcp_sock.delivered_mstamp, tcp_clock_us: the same clock as ktime_get_ns). */
+		__u64 since = tp->delivered_mstamp;
+		__u64 now_us = e->ts_ns / 1000;
+		if (since && now_us > since)
+			e->c = now_us - since > 0xffffffff ? 0xffffffff : (__u32)(now_us - since);
+	}
+	submit(e);
+	return 0;
+}
+
+SEC("tp_btf/tcp_retransmit_synack")
+int tcp_retransmit_synack(__u64 *ctx)
+{
+	const struct sock *sk = (const struct sock *)ctx[0];
+	const struct request_sock *req = (const struct request_sock *)ctx[1];
+	__u32 ns = sk_netns(sk);
+	if (!netns_ok(ns))
+		return 0;
+	count(C_SYNACK_RETRANS);
+	struct event *e = reserve(K_SYNACK_RETRANS, ns);
+	if (!e)
+		return 0;
+	e->sk = (__u64)sk;
+	e->state = TCP_SYN_RECV;
+	fill_common(e, &req->__req_common);
+	e->ino = sk_ino(sk);
+	e->a = req->num_retrans;
+	submit(e);
+	return 0;
+}
+
+/* ---- resets ------------------------------------------------------------------------- */
+
+/* The 4-tuple of a received segment, turned around to this host's view (local = its
+ * destination). Returns the TCP flags, or -1 when the packet is not IPv4/IPv6 TCP. */
+static __always_inline int fill_from_skb(struct event *e, const struct sk_buff *skb)
+{
+	unsigned char *head = skb->head;
+	__u16 nh = skb->network_header, th_off = skb->transport_header;
+	__u16 proto = __builtin_bswap16(skb->protocol);
+	struct tcphdr th;
+	if (proto == ETH_P_IP) {
+		struct iphdr ip;
+		if (bpf_probe_read_kernel(&ip, sizeof(ip), head + nh))
+			return -1;
+		if ((ip.ihl_version >> 4) != 4 || ip.protocol != IPPROTO_TCP)
+			return -1;
+		e->family = AF_INET;
+		__builtin_memcpy(e->saddr, &ip.saddr, 4);
+		__builtin_memcpy(e->daddr, &ip.daddr, 4);
+		th_off = nh + (ip.ihl_version & 0xf) * 4;
+	} else if (proto == ETH_P_IPV6) {
+		struct ipv6hdr ip6;
+		if (bpf_probe_read_kernel(&ip6, sizeof(ip6), head + nh))
+			return -1;
+		if ((ip6.priority_version >> 4) != 6 || ip6.nexthdr != IPPROTO_TCP)
+			return -1;
+		e->family = AF_INET6;
+		__builtin_memcpy(e->saddr, &ip6.saddr, 16);
+		__builtin_memcpy(e->daddr, &ip6.daddr, 16);
+		th_off = nh + 40;
+	} else {
+		return -1;
+	}
+	if (bpf_probe_read_kernel(&th, sizeof(th), head + th_off))
+		return -1;
+	e->sport = __builtin_bswap16(th.source);
+	e->dport = __builtin_bswap16(th.dest);
+	return th.flags;
+}
+
+/* Swaps source and destination (a received packet seen from the receiving socket). */
+static __always_inline void turn(struct event *e)
+{
+	__u8 tmp[16];
+	__builtin_memcpy(tmp, e->saddr, 16);
+	__builtin_memcpy(e->saddr, e->daddr, 16);
+	__builtin_memcpy(e->daddr, tmp, 16);
+	__u16 p = e->sport;
+	e->sport = e->dport;
+	e->dport = p;
+}
+
+SEC("tp_btf/tcp_send_reset")
+int tcp_send_reset(__u64 *ctx)
+{
+	const struct sock *sk = (const struct sock *)ctx[0];
+	const struct sk_buff *skb = (const struct sk_buff *)ctx[1];
+	__u32 ns;
+	if (sk) {
+		ns = sk_netns(sk);
+	} else if (skb && skb->dev) {
+		ns = skb->dev->nd_net.net->ns.inum;
+	} else {
+		return 0;
+	}
+	if (!netns_ok(ns))
+		return 0;
+	count(C_RST_SENT);
+	struct event *e = reserve(K_RST_SENT, ns);
+	if (!e)
+		return 0;
+	e->a = (__u32)ctx[2];
+	if (sk) {
+		fill_sock(e, sk);
+		fill_owner(e, sk, false);
+		__u64 key = (__u64)sk;
+		struct owner *o = bpf_map_lookup_elem(&owners, &key);
+		if (e->state == TCP_SYN_SENT) {
+			/* A connecting socket resets an ACK that does not acknowledge its SYN: the
+			 * ACK belongs to an older connection on this 4-tuple. What ended that one? */
+			count(C_STALE_ACK);
+			if (o)
+				o->flags |= O_STALE_ACK;
+			struct tuple t;
+			tuple_of(&t, sk, ns);
+			struct hist *h = bpf_map_lookup_elem(&history, &t);
+			if (h) {
+				e->b = h->how;
+				__u64 age = (e->ts_ns - h->close_ns) / 1000000;
+				e->c = age > 0xffffffff ? 0xffffffff : (__u32)age;
+			}
+		} else {
+			if (o)
+				o->flags |= O_RESET_SENT;
+			/* SO_LINGER 0: tcp_disconnect moves the socket to CLOSE before it sends the
+			 * reset, so the history entry written a moment ago learns it here. */
+			if (e->state == TCP_CLOSE) {
+				struct tuple t;
+				tuple_of(&t, sk, ns);
+				struct hist *h = bpf_map_lookup_elem(&history, &t);
+				if (h && e->ts_ns - h->close_ns < 1000000000ULL)
+					h->how = H_RESET;
+			}
+		}
+	} else if (skb) {
+		int flags = fill_from_skb(e, skb);
+		if (flags < 0) {
+			bpf_ringbuf_discard(e, BPF_RB_NO_WAKEUP);
+			return 0;
+		}
+		turn(e);
+		e->c = flags;
+	}
+	submit(e);
+	return 0;
+}
+
+SEC("tp_btf/tcp_receive_reset")
+int tcp_receive_reset(__u64 *ctx)
+{
+	const struct sock *sk = (const struct sock *)ctx[0];
+	__u32 ns = sk_netns(sk);
+	if (!netns_ok(ns))
+		return 0;
+	count(C_RST_RECV);
+	struct event *e = reserve(K_RST_RECV, ns);
+	if (!e)
+		return 0;
+	fill_sock(e, sk);
+	fill_owner(e, sk, false);
+	submit(e);
+	return 0;
+}
+
+/* ---- connection lifecycle ----------------------------------------------------------- */
+
+SEC("tp_btf/inet_sock_set_state")
+int inet_sock_set_state(__u64 *ctx)
+{
+	const struct sock *sk = (const struct sock *)ctx[0];
+	int oldstate = (int)ctx[1];
+	int newstate = (int)ctx[2];
+	if (!is_tcp(sk))
+		return 0;
+	__u32 ns = sk_netns(sk);
+	if (!netns_ok(ns))
+		return 0;
+	__u64 key = (__u64)sk;
+	if (newstate == TCP_SYN_SENT) {
+		/* connect(): process context, the caller owns the socket. */
+		struct owner o = {};
+		o.start_ns = bpf_ktime_get_ns();
+		o.tgid = bpf_get_current_pid_tgid() >> 32;
+		bpf_get_current_comm(o.comm, 16);
+		bpf_map_update_elem(&owners, &key, &o, BPF_ANY);
+		count(C_CONNECT);
+		return 0;
+	}
+	if (oldstate == TCP_SYN_RECV && newstate == TCP_ESTABLISHED) {
+		count(C_ACCEPTED);
+		return 0;
+	}
+	if (oldstate == TCP_SYN_SENT && newstate == TCP_ESTABLISHED) {
+		count(C_CONNECTED);
+		struct owner *o = bpf_map_lookup_elem(&owners, &key);
+		if (!o || !(o->flags & (O_SYN_RETRANS | O_STALE_ACK)))
+			return 0;
+		struct event *e = reserve(K_CONNECTED, ns);
+		if (!e)
+			return 0;
+		fill_sock(e, sk);
+		fill_owner(e, sk, false);
+		e->a = o->flags;
+		e->b = (__u32)((e->ts_ns - o->start_ns) / 1000); /* connect time, us */
+		submit(e);
+		return 0;
+	}
+	if (newstate != TCP_CLOSE)
+		return 0;
+	count(C_CLOSED);
+	struct owner *o = bpf_map_lookup_elem(&owners, &key);
+	if (!o)
+		return 0;
+	/* An active open closes: remember how, for the next connect on this 4-tuple. */
+	struct hist h = {};
+	h.close_ns = bpf_ktime_get_ns();
+	h.tgid = o->tgid;
+	if (o->flags & O_RESET_SENT)
+		h.how = H_RESET;
+	else if (oldstate == TCP_LAST_ACK)
+		h.how = H_PASSIVE;
+	else if (oldstate == TCP_FIN_WAIT1 || oldstate == TCP_FIN_WAIT2 ||
+		 oldstate == TCP_CLOSING || oldstate == TCP_TIME_WAIT)
+		h.how = H_ACTIVE;
+	else if (oldstate == TCP_SYN_SENT)
+		h.how = H_FAILED;
+	else
+		h.how = H_OTHER;
+	if (oldstate == TCP_SYN_SENT) {
+		/* A connect that never sent its SYN failed inside connect() (tcp_v4_connect,
+		 * tcp_v6_connect: tcp_set_state(TCP_CLOSE) on the failure path). Between
+		 * SYN_SENT and the SYN the only step that fails in practice is choosing the
+		 * source port (inet_hash_connect): EADDRNOTAVAIL. Still in the caller's context. */
+		struct tcp_sock *tp = tcp_sk(sk);
+		bool unsent = tp && tp->segs_out == 0;
+		struct event *e = reserve(unsent ? K_CONNECT_ERR : K_CONNECT_FAILED, ns);
+		if (unsent) {
+			count(C_CONNECT_ERR);
+			count(C_EADDRNOTAVAIL);
+		}
+		if (e) {
+			fill_sock(e, sk);
+			fill_owner(e, sk, unsent);
+			e->a = unsent ? EADDRNOTAVAIL : o->flags;
+			e->b = (__u32)((e->ts_ns - o->start_ns) / 1000);
+			submit(e);
+		}
+		if (unsent) {
+			/* No 4-tuple was used: nothing to remember. */
+			bpf_map_delete_elem(&owners, &key);
+			return 0;
+		}
+	}
+	struct tuple t;
+	tuple_of(&t, sk, ns);
+	bpf_map_update_elem(&history, &t, &h, BPF_ANY);
+	bpf_map_delete_elem(&owners, &key);
+	return 0;
+}
+
+/* ---- drops -------------------------------------------------------------------------- */
+
+SEC("tp_btf/kfree_skb")
+int kfree_skb(__u64 *ctx)
+{
+	const struct sk_buff *skb = (const struct sk_buff *)ctx[0];
+	__u32 reason = (__u32)ctx[2];
+	/* The socket that received it (full, request or TIME_WAIT), else the sender's. */
+	const struct sock *sk = (const struct sock *)ctx[3];
+	if (!sk)
+		sk = skb->sk;
+	struct net_device *dev = skb->dev;
+	__u32 ns = 0;
+	if (dev)
+		ns = dev->nd_net.net->ns.inum;
+	else if (sk)
+		ns = sk_netns(sk);
+	else
+		return 0;
+	if (!netns_ok(ns))
+		return 0;
+	struct event tmp = {};
+	int flags = fill_from_skb(&tmp, skb);
+	if (flags < 0)
+		return 0;
+	__u8 state = sk ? sk->__sk_common.skc_state : 0;
+	if (state == TCP_TIME_WAIT && (flags & 0x12) == 0x02) {
+		/* A SYN that a TIME_WAIT socket did not accept as a new connection
+		 * (tcp_timewait_state_process, net/ipv4/tcp_minisocks.c): it could not be told
+		 * apart from an old duplicate, and the peer got an ACK of the old connection. */
+		count(C_TW_ACK);
+		struct event *e = reserve(K_TW_ACK, ns);
+		if (e) {
+			fill_common(e, &sk->__sk_common);
+			e->state = TCP_TIME_WAIT;
+			e->a = reason;
+			e->c = flags;
+			submit(e);
+		}
+	}
+	__u32 r = reason < DROP_REASONS ? reason : DROP_REASONS - 1;
+	__u64 *v = bpf_map_lookup_elem(&drop_reasons, &r);
+	if (v)
+		*v += 1;
+	count(C_DROP_TCP);
+	__u32 *quiet = bpf_map_lookup_elem(&quiet_reasons, &r);
+	if (quiet && *quiet)
+		return 0;
+	struct event *e = reserve(K_DROP, ns);
+	if (!e)
+		return 0;
+	__builtin_memcpy(e->saddr, tmp.saddr, 16);
+	__builtin_memcpy(e->daddr, tmp.daddr, 16);
+	e->family = tmp.family;
+	e->sport = tmp.sport;
+	e->dport = tmp.dport;
+	e->a = reason;
+	e->c = flags;
+	if (dev) {
+		e->b = dev->ifindex;
+		bpf_probe_read_kernel_str(e->ifname, 16, dev->name);
+	}
+	if (sk) {
+		e->sk = (__u64)sk;
+		e->state = state;
+		if (state != TCP_TIME_WAIT && state != 12 /* NEW_SYN_RECV */) {
+			e->ino = sk_ino(sk);
+			fill_owner(e, sk, false);
+		}
+	}
+	submit(e);
+	return 0;
+}
+
+/* ---- windows ------------------------------------------------------------------------ */
+
+/* Every segment an established socket receives (tcp_rcv_established). Two things matter:
+ * the peer closing its window to zero (the sender's view of a slow reader), and a
+ * zero-window probe reaching a socket whose own window is zero (the reader's view: this
+ * socket's process is not reading). Everything else returns after a few loads. */
+SEC("tp_btf/tcp_probe")
+int tcp_probe(__u64 *ctx)
+{
+	const struct sock *sk = (const struct sock *)ctx[0];
+	const struct sk_buff *skb = (const struct sk_buff *)ctx[1];
+	struct tcp_sock *tp = tcp_sk(sk);
+	if (!tp)
+		return 0;
+	struct tcphdr th;
+	if (bpf_probe_read_kernel(&th, sizeof(th), skb->data))
+		return 0;
+	if (th.flags & 0x07) /* FIN, SYN, RST */
+		return 0;
+	__u32 seq = __builtin_bswap32(th.seq);
+	__u32 payload = skb->len - (th.doff_res >> 4) * 4;
+	bool peer_zero = th.window == 0 && tp->snd_wnd != 0;
+	__s32 rwin = (__s32)(tp->rcv_wup + tp->rcv_wnd - tp->rcv_nxt);
+	/* tcp_xmit_probe_skb sends snd_una - 1 with no data: an old sequence number. */
+	bool probe = payload == 0 && rwin <= 0 && seq == tp->rcv_nxt - 1;
+	if (!peer_zero && !probe)
+		return 0;
+	__u32 ns = sk_netns(sk);
+	if (!netns_ok(ns))
+		return 0;
+	count(peer_zero ? C_ZERO_WINDOW : C_WINDOW_PROBE);
+	struct event *e = reserve(peer_zero ? K_ZERO_WINDOW : K_WINDOW_PROBE, ns);
+	if (!e)
+		return 0;
+	fill_sock(e, sk);
+	fill_owner(e, sk, false);
+	e->a = tp->inet_conn.icsk_probes_out;
+	e->b = tp->snd_wnd;
+	submit(e);
+	return 0;
+}

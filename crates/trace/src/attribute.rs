@@ -1,0 +1,1155 @@
+//! Live attribution: decoded kernel events in, one [`Line`] per event that names its cause
+//! out, and at the end [`Finding`]s of the shared model. Pure: no clock (time comes from the
+//! events), no I/O except through the [`Lookup`] the caller passes (sockets, processes,
+//! sysctls of the traced namespaces), so it is tested with synthetic event streams.
+//!
+//! The causes it tells apart, and from what:
+//! - a SYN answered by an ACK of an older connection (the connecting socket resets it): a
+//!   *stale-ACK race* when this end had closed the previous connection on the 4-tuple with a
+//!   reset (the peer may not have processed it yet), a *TIME_WAIT collision* when the peer had
+//!   closed first (it holds the 4-tuple in TIME_WAIT) or a traced peer's TIME_WAIT socket
+//!   refused the SYN; the SYN resends that follow carry the same cause.
+//! - a SYN resent with no such answer: dropped where the trace saw it (the kernel's drop
+//!   reason, e.g. a firewall), refused by a full accept queue (the traced listener's queue
+//!   is full when the resend is seen), or lost (no answer), with its rung on this
+//!   namespace's SYN ladder.
+//! - connect() failing before its SYN (no free local port: EADDRNOTAVAIL), per process and
+//!   destination, with TIME_WAIT toward it and the port range.
+//! - data retransmissions by what sent them (timer, tail-loss probe, fast retransmit), and
+//!   timeouts of several flows into one receiver within the incast window.
+//! - zero windows (sender's view) and zero-window probes reaching a socket that does not
+//!   read (its process named through its file descriptor).
+//! - every TCP drop with the kernel's reason name, per reason and per flow; queue drops
+//!   (qdisc, backlog, memory) with their interface.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use serde::Serialize;
+use tcpdoctor_model::{Evidence, Finding, Impact, Pathology, PortRange, Source, SynLadder};
+
+use crate::btf::Reasons;
+use crate::raw::{
+    Detail, Event, PreviousClose, Process, RetransmitClass, TcpState, OWNER_STALE_ACK,
+};
+
+/// Timeouts of this many distinct flows into one receiver within [`Config::incast_window`]
+/// are incast. Same defaults as the capture analyzer (20 ms, 3 flows): a window well under
+/// the 200 ms RTO floor, so only synchronized timeouts fall in one.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub incast_window: Duration,
+    pub incast_min_flows: usize,
+    /// Only events matching this are attributed (the others are counted as filtered out).
+    pub filter: EventFilter,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            incast_window: Duration::from_millis(20),
+            incast_min_flows: 3,
+            filter: EventFilter::default(),
+        }
+    }
+}
+
+/// Which events to attribute: by process (id or command name) and by port (either end).
+/// An event whose process is unknown (a packet drop, a timer) matches a process filter only
+/// through its port.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EventFilter {
+    pub pid: Option<u32>,
+    pub comm: Option<String>,
+    pub port: Option<u16>,
+}
+
+impl EventFilter {
+    pub fn matches(&self, ev: &Event) -> bool {
+        let pid_ok = self
+            .pid
+            .is_none_or(|pid| ev.process.as_ref().is_some_and(|p| p.pid == pid));
+        let comm_ok = self
+            .comm
+            .as_ref()
+            .is_none_or(|c| ev.process.as_ref().is_some_and(|p| &p.comm == c));
+        let port_ok = self
+            .port
+            .is_none_or(|port| ev.local.port() == port || ev.remote.port() == port);
+        pid_ok && comm_ok && port_ok
+    }
+}
+
+/// A listening socket as the caller found it (sock_diag in the traced namespace).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Listener {
+    pub local: SocketAddr,
+    /// Connections waiting in its accept queue.
+    pub queued: u32,
+    /// Its listen() backlog (capped by net.core.somaxconn).
+    pub backlog: u32,
+    pub process: Option<Process>,
+}
+
+impl Listener {
+    /// Full as the kernel decides it (`sk_acceptq_is_full`: more queued than the backlog).
+    pub fn full(&self) -> bool {
+        self.queued > self.backlog
+    }
+}
+
+/// Ports toward one destination.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PortBudget {
+    /// Sockets in TIME_WAIT toward the destination.
+    pub time_wait: u64,
+    /// `net.ipv4.ip_local_port_range`.
+    pub range: PortRange,
+}
+
+/// What the engine may ask about the live system. Every answer is optional.
+pub trait Lookup {
+    /// The process holding socket inode `ino` open.
+    fn process_of(&mut self, ino: u32) -> Option<Process>;
+    /// A traced listener accepting connections for `dest`.
+    fn listener(&mut self, dest: SocketAddr) -> Option<Listener>;
+    /// The SYN ladder of namespace `netns`.
+    fn syn_ladder(&mut self, netns: u32) -> Option<SynLadder>;
+    /// TIME_WAIT toward `dest` and the port range, in namespace `netns`.
+    fn port_budget(&mut self, netns: u32, dest: SocketAddr) -> Option<PortBudget>;
+    /// A name for namespace `netns` (as `ip netns` names it).
+    fn netns_name(&self, netns: u32) -> Option<String>;
+}
+
+/// A lookup that knows nothing (tests, or when nothing may be asked).
+pub struct NoLookup;
+
+impl Lookup for NoLookup {
+    fn process_of(&mut self, _: u32) -> Option<Process> {
+        None
+    }
+    fn listener(&mut self, _: SocketAddr) -> Option<Listener> {
+        None
+    }
+    fn syn_ladder(&mut self, _: u32) -> Option<SynLadder> {
+        None
+    }
+    fn port_budget(&mut self, _: u32, _: SocketAddr) -> Option<PortBudget> {
+        None
+    }
+    fn netns_name(&self, _: u32) -> Option<String> {
+        None
+    }
+}
+
+/// The cause an event is attributed to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cause {
+    /// A connecting socket got an ACK of an older connection on its 4-tuple, which this end
+    /// had closed with a reset.
+    StaleAckRace,
+    /// The same, the peer holding the older connection in TIME_WAIT.
+    TimeWaitCollision,
+    /// An ACK of an older connection whose end this trace did not see.
+    OldAck,
+    /// A SYN resent after it was dropped where the trace saw the drop.
+    SynDropped,
+    /// A SYN resent while the destination's listener had a full accept queue.
+    AcceptQueueFull,
+    /// A SYN resent with no answer seen.
+    SynLost,
+    /// A SYN-ACK resent by a listener (its handshake's final ACK did not come).
+    SynAckResend,
+    /// connect() found no free local port toward the destination (EADDRNOTAVAIL).
+    NoLocalPort,
+    /// A connect gave up: all SYNs unanswered, or reset.
+    ConnectFailed,
+    /// The peer refused the connection (reset in answer to the SYN).
+    Refused,
+    /// A connect that needed SYN resends completed.
+    SlowConnect,
+    /// Data resent by the retransmission timer.
+    Timeout,
+    /// Data resent by a tail-loss probe.
+    TailLossProbe,
+    /// Data resent by fast retransmit (duplicate ACKs / SACK).
+    FastRetransmit,
+    /// The rest of a window resent after a timeout.
+    AfterTimeout,
+    /// Another retransmission.
+    Retransmission,
+    /// The peer advertised a zero window: it is not reading.
+    ZeroWindow,
+    /// A zero-window probe reached this socket: its process is not reading.
+    NotReading,
+    /// The kernel dropped a TCP packet (reason named).
+    Drop,
+    /// A traced TIME_WAIT socket refused a SYN (the server's view of a collision).
+    TimeWaitRefusedSyn,
+}
+
+impl Cause {
+    pub fn name(self) -> &'static str {
+        match self {
+            Cause::StaleAckRace => "stale_ack_race",
+            Cause::TimeWaitCollision => "time_wait_collision",
+            Cause::OldAck => "old_ack",
+            Cause::SynDropped => "syn_dropped",
+            Cause::AcceptQueueFull => "accept_queue_full",
+            Cause::SynLost => "syn_lost",
+            Cause::SynAckResend => "synack_resend",
+            Cause::NoLocalPort => "no_local_port",
+            Cause::ConnectFailed => "connect_failed",
+            Cause::Refused => "refused",
+            Cause::SlowConnect => "slow_connect",
+            Cause::Timeout => "timeout",
+            Cause::TailLossProbe => "tail_loss_probe",
+            Cause::FastRetransmit => "fast_retransmit",
+            Cause::AfterTimeout => "after_timeout",
+            Cause::Retransmission => "retransmission",
+            Cause::ZeroWindow => "zero_window",
+            Cause::NotReading => "not_reading",
+            Cause::Drop => "drop",
+            Cause::TimeWaitRefusedSyn => "time_wait_refused_syn",
+        }
+    }
+}
+
+/// One attributed event, as printed.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Line {
+    /// Since the trace started, microseconds.
+    pub t_us: u64,
+    pub netns: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub netns_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub process: Option<Process>,
+    /// This host's end (for drops: the packet's source).
+    pub local: SocketAddr,
+    /// The other end (for drops: the packet's destination).
+    pub remote: SocketAddr,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<TcpState>,
+    pub cause: Cause,
+    /// The pathology the cause belongs to, when it is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pathology: Option<Pathology>,
+    /// The kernel's evidence, in words.
+    pub evidence: String,
+    /// For drops: the kernel's reason name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drop_reason: Option<String>,
+}
+
+/// Per connecting socket: what happened to its handshake so far.
+#[derive(Clone, Debug, Default)]
+struct Handshake {
+    cause: Option<Cause>,
+    resends: u32,
+    last_ts_ns: u64,
+}
+
+/// A SYN the trace saw dropped.
+#[derive(Clone, Debug)]
+struct SynDrop {
+    reason: String,
+    ifname: Option<String>,
+}
+
+/// What one pathology cost so far.
+#[derive(Clone, Debug, Default)]
+struct Tally {
+    events: u64,
+    flows: BTreeSet<(SocketAddr, SocketAddr)>,
+    failed: u64,
+    worst_us: u64,
+    processes: BTreeMap<String, u64>,
+    details: BTreeMap<String, u64>,
+}
+
+impl Tally {
+    fn add(&mut self, line: &Line) {
+        self.events += 1;
+        if self.flows.len() < 100_000 {
+            self.flows.insert((line.local, line.remote));
+        }
+        if let Some(p) = &line.process {
+            *self
+                .processes
+                .entry(format!("{} (pid {})", p.comm, p.pid))
+                .or_default() += 1;
+        }
+    }
+
+    fn detail(&mut self, what: String) {
+        if self.details.len() < 64 || self.details.contains_key(&what) {
+            *self.details.entry(what).or_default() += 1;
+        }
+    }
+}
+
+/// Counts per cause, reason and flow: the body of the rolling and final summaries.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Summary {
+    /// Attributed events per cause.
+    pub causes: BTreeMap<Cause, u64>,
+    /// TCP drops per kernel reason name (from the records; the exact per-reason counts
+    /// from the kernel side are in the session's report).
+    pub drop_reasons: BTreeMap<String, u64>,
+    /// Drops per flow and reason, most first (top 20).
+    pub drop_flows: Vec<DropFlow>,
+    /// connect() EADDRNOTAVAIL per process and destination.
+    pub no_local_port: Vec<PortFailure>,
+    /// Incast episodes: several flows' timeouts into one receiver within the window.
+    pub incast_episodes: Vec<IncastEpisode>,
+    /// Records that could not be decoded.
+    pub undecoded: u64,
+    /// Events left out by the process/port filter.
+    pub filtered_out: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DropFlow {
+    pub src: SocketAddr,
+    pub dst: SocketAddr,
+    pub reason: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ifname: Option<String>,
+    pub count: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PortFailure {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub process: Option<Process>,
+    pub destination: SocketAddr,
+    pub failures: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<PortBudget>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct IncastEpisode {
+    pub receiver: IpAddr,
+    /// When the first timeout of the episode happened, since the trace started.
+    pub start_us: u64,
+    pub flows: u64,
+    /// Longest wait of a flow before its timeout, microseconds.
+    pub worst_wait_us: u64,
+}
+
+/// A timeout seen: when, on which flow, after how long a wait (us).
+type Rto = (u64, (SocketAddr, SocketAddr), u64);
+
+/// EADDRNOTAVAIL toward one destination by one process: (process, failures, netns).
+type PortFailures = (Option<Process>, u64, u32);
+
+/// The attribution engine.
+pub struct Engine {
+    cfg: Config,
+    start_ns: u64,
+    reasons: Reasons,
+    handshakes: HashMap<u64, Handshake>,
+    syn_drops: HashMap<(SocketAddr, SocketAddr), SynDrop>,
+    tw_refused: HashMap<(SocketAddr, SocketAddr), u64>,
+    rtos: HashMap<IpAddr, VecDeque<Rto>>,
+    tallies: BTreeMap<Pathology, Tally>,
+    summary: Summary,
+    drop_flows: HashMap<(SocketAddr, SocketAddr, String, Option<String>), u64>,
+    port_failures: BTreeMap<(SocketAddr, Option<u32>), PortFailures>,
+}
+
+/// Drop reasons that mean a queue or memory was full (include/net/dropreason-core.h): the
+/// packet was lost for lack of room, not rejected as invalid or late.
+const QUEUE_DROPS: &[&str] = &[
+    "QDISC_DROP",
+    "QDISC_OVERLIMIT",
+    "QDISC_CONGESTED",
+    "CPU_BACKLOG",
+    "SOCKET_BACKLOG",
+    "SOCKET_RCVBUFF",
+    "PROTO_MEM",
+    "FULL_RING",
+    "TCP_OFO_DROP",
+    "TCP_OFO_QUEUE_PRUNE",
+    "TC_EGRESS",
+    "TC_INGRESS",
+    "TC_DROP",
+];
+
+fn flow_text(a: SocketAddr, b: SocketAddr) -> String {
+    format!("{a} -> {b}")
+}
+
+fn ms(us: u64) -> String {
+    if us >= 10_000 {
+        format!("{:.0} ms", us as f64 / 1000.0)
+    } else {
+        format!("{:.1} ms", us as f64 / 1000.0)
+    }
+}
+
+impl Engine {
+    /// `start_ns`: CLOCK_MONOTONIC when tracing started (the events' clock).
+    pub fn new(cfg: Config, start_ns: u64, reasons: Reasons) -> Engine {
+        Engine {
+            cfg,
+            start_ns,
+            reasons,
+            handshakes: HashMap::new(),
+            syn_drops: HashMap::new(),
+            tw_refused: HashMap::new(),
+            rtos: HashMap::new(),
+            tallies: BTreeMap::new(),
+            summary: Summary::default(),
+            drop_flows: HashMap::new(),
+            port_failures: BTreeMap::new(),
+        }
+    }
+
+    /// Counts a record that could not be decoded.
+    pub fn undecoded(&mut self) {
+        self.summary.undecoded += 1;
+    }
+
+    /// The kernel's drop and reset reason names.
+    pub fn reasons(&self) -> &Reasons {
+        &self.reasons
+    }
+
+    fn line(
+        &self,
+        ev: &Event,
+        cause: Cause,
+        pathology: Option<Pathology>,
+        evidence: String,
+        lookup: &dyn Lookup,
+    ) -> Line {
+        Line {
+            t_us: ev.ts_ns.saturating_sub(self.start_ns) / 1000,
+            netns: ev.netns,
+            netns_name: lookup.netns_name(ev.netns),
+            process: ev.process.clone(),
+            local: ev.local,
+            remote: ev.remote,
+            state: ev.state,
+            cause,
+            pathology,
+            evidence,
+            drop_reason: None,
+        }
+    }
+
+    fn tally(&mut self, p: Pathology, line: &Line) -> &mut Tally {
+        let t = self.tallies.entry(p).or_default();
+        t.add(line);
+        t
+    }
+
+    fn pathology_of(cause: Cause) -> Option<Pathology> {
+        Some(match cause {
+            Cause::StaleAckRace | Cause::OldAck => Pathology::StaleAckRace,
+            Cause::TimeWaitCollision | Cause::TimeWaitRefusedSyn => Pathology::TimeWaitCollision,
+            Cause::AcceptQueueFull => Pathology::AcceptQueueOverflow,
+            Cause::SynDropped | Cause::SynLost | Cause::SynAckResend => Pathology::SynRetransmit,
+            Cause::NoLocalPort => Pathology::PortExhaustion,
+            Cause::ConnectFailed | Cause::Refused => Pathology::ConnectFailure,
+            Cause::Timeout | Cause::AfterTimeout => Pathology::RetransmitTimeout,
+            Cause::TailLossProbe | Cause::FastRetransmit | Cause::Retransmission => {
+                Pathology::Retransmission
+            }
+            Cause::ZeroWindow | Cause::NotReading => Pathology::SlowReader,
+            Cause::SlowConnect | Cause::Drop => return None,
+        })
+    }
+
+    /// Attributes one event. Returns the line to print, or `None` for an event that is only
+    /// counted (a reset closing a connection, a reset received while established).
+    pub fn push(&mut self, ev: Event, lookup: &mut dyn Lookup) -> Option<Line> {
+        let mut ev = ev;
+        if ev.process.is_none() && ev.ino != 0 {
+            ev.process = lookup.process_of(ev.ino);
+        }
+        if !self.cfg.filter.matches(&ev) {
+            self.summary.filtered_out += 1;
+            return None;
+        }
+        let line = match ev.detail.clone() {
+            Detail::Retransmit {
+                class,
+                attempt,
+                waited_us,
+            } => self.retransmit(&ev, class, attempt, waited_us, lookup),
+            Detail::SynAckRetransmit { attempt } => {
+                let l = self.line(
+                    &ev,
+                    Cause::SynAckResend,
+                    Some(Pathology::SynRetransmit),
+                    format!("SYN-ACK resent (attempt {attempt}): the handshake's final ACK did not arrive or did not fit the accept queue"),
+                    lookup,
+                );
+                self.tally(Pathology::SynRetransmit, &l);
+                Some(l)
+            }
+            Detail::ResetSent {
+                reason,
+                previous,
+                previous_age_ms,
+                ..
+            } => self.reset_sent(&ev, reason, previous, previous_age_ms, lookup),
+            Detail::ResetReceived => {
+                if ev.state == Some(TcpState::SynSent) {
+                    let l = self.line(
+                        &ev,
+                        Cause::Refused,
+                        Some(Pathology::ConnectFailure),
+                        "the peer answered the SYN with a reset (nothing listening, or refused)"
+                            .into(),
+                        lookup,
+                    );
+                    self.tally(Pathology::ConnectFailure, &l).failed += 1;
+                    Some(l)
+                } else {
+                    None
+                }
+            }
+            Detail::Connected { flags, connect_us } => {
+                let hs = self.handshakes.remove(&ev.sk).unwrap_or_default();
+                let cause = hs.cause.unwrap_or(if flags & OWNER_STALE_ACK != 0 {
+                    Cause::OldAck
+                } else {
+                    Cause::SynLost
+                });
+                if let Some(p) = Self::pathology_of(cause) {
+                    let t = self.tallies.entry(p).or_default();
+                    t.worst_us = t.worst_us.max(u64::from(connect_us));
+                }
+                Some(self.line(
+                    &ev,
+                    Cause::SlowConnect,
+                    Self::pathology_of(cause),
+                    format!(
+                        "connected after {} ({} SYN resend(s), cause {})",
+                        ms(u64::from(connect_us)),
+                        hs.resends,
+                        cause.name()
+                    ),
+                    lookup,
+                ))
+            }
+            Detail::ConnectFailed { after_us, .. } => {
+                let hs = self.handshakes.remove(&ev.sk).unwrap_or_default();
+                let cause = hs.cause.unwrap_or(Cause::ConnectFailed);
+                let p = Self::pathology_of(cause).unwrap_or(Pathology::ConnectFailure);
+                let l = self.line(
+                    &ev,
+                    Cause::ConnectFailed,
+                    Some(p),
+                    format!(
+                        "connect gave up after {} ({} SYN resend(s), cause {})",
+                        ms(u64::from(after_us)),
+                        hs.resends,
+                        cause.name()
+                    ),
+                    lookup,
+                );
+                let t = self.tally(p, &l);
+                t.failed += 1;
+                t.worst_us = t.worst_us.max(u64::from(after_us));
+                Some(l)
+            }
+            Detail::ConnectError { errno } => Some(self.no_port(&ev, errno, lookup)),
+            Detail::Drop {
+                reason,
+                ifindex: _,
+                ifname,
+                tcp_flags,
+            } => Some(self.drop(&ev, reason, ifname, tcp_flags, lookup)),
+            Detail::ZeroWindow => {
+                let l = self.line(
+                    &ev,
+                    Cause::ZeroWindow,
+                    Some(Pathology::SlowReader),
+                    "the peer advertised a zero window: its application is not reading".into(),
+                    lookup,
+                );
+                self.tally(Pathology::SlowReader, &l);
+                Some(l)
+            }
+            Detail::WindowProbe => {
+                let who = ev
+                    .process
+                    .as_ref()
+                    .map(|p| format!("{} (pid {})", p.comm, p.pid))
+                    .unwrap_or_else(|| "its process".into());
+                let l = self.line(&ev, Cause::NotReading, Some(Pathology::SlowReader), format!("zero-window probe received with the receive window at 0: {who} is not reading this socket"), lookup);
+                let t = self.tally(Pathology::SlowReader, &l);
+                t.detail(format!(
+                    "not reading: {who} on {}",
+                    flow_text(ev.local, ev.remote)
+                ));
+                Some(l)
+            }
+            Detail::TimeWaitAck { reason } => {
+                // Server view: remember for the client's flow (its local = our remote).
+                self.tw_refused.insert((ev.remote, ev.local), ev.ts_ns);
+                let l = self.line(
+                    &ev,
+                    Cause::TimeWaitRefusedSyn,
+                    Some(Pathology::TimeWaitCollision),
+                    format!("a SYN reached this TIME_WAIT socket and was not taken as a new connection (drop reason {}): the client gets an ACK of the old connection", self.reasons.drop.describe(reason)),
+                    lookup,
+                );
+                self.tally(Pathology::TimeWaitCollision, &l);
+                Some(l)
+            }
+        };
+        if let Some(l) = &line {
+            *self.summary.causes.entry(l.cause).or_default() += 1;
+        }
+        line
+    }
+
+    fn reset_sent(
+        &mut self,
+        ev: &Event,
+        _reason: u32,
+        previous: Option<PreviousClose>,
+        age_ms: Option<u32>,
+        lookup: &mut dyn Lookup,
+    ) -> Option<Line> {
+        if ev.state != Some(TcpState::SynSent) {
+            return None;
+        }
+        let tw_seen = self.tw_refused.remove(&(ev.local, ev.remote)).is_some();
+        let age = age_ms
+            .map(|a| format!(" {a} ms earlier"))
+            .unwrap_or_default();
+        let (cause, evidence) = match previous {
+            Some(PreviousClose::Reset) if !tw_seen => (
+                Cause::StaleAckRace,
+                format!("SYN answered by an ACK of the previous connection on this 4-tuple, which this end closed with a reset{age}: the peer had not processed the reset; the SYN is reset and resent"),
+            ),
+            Some(PreviousClose::PeerClosedFirst) => (
+                Cause::TimeWaitCollision,
+                format!("SYN answered by an ACK of the previous connection on this 4-tuple, which the peer closed first{age}: the peer holds it in TIME_WAIT and took the SYN for an old duplicate"),
+            ),
+            _ if tw_seen => (
+                Cause::TimeWaitCollision,
+                "SYN answered by an ACK of an older connection: the traced peer's TIME_WAIT socket refused the SYN".into(),
+            ),
+            Some(p) => (
+                Cause::OldAck,
+                format!("SYN answered by an ACK of an older connection on this 4-tuple (which ended {}{age}); the SYN is reset and resent", match p {
+                    PreviousClose::ClosedFirst => "with this end closing first",
+                    PreviousClose::Failed => "before it was established",
+                    _ => "otherwise",
+                }),
+            ),
+            None => (
+                Cause::OldAck,
+                "SYN answered by an ACK of an older connection on this 4-tuple; how that connection ended was not traced".into(),
+            ),
+        };
+        let hs = self.handshakes.entry(ev.sk).or_default();
+        hs.cause = Some(cause);
+        hs.last_ts_ns = ev.ts_ns;
+        let p = Self::pathology_of(cause);
+        let l = self.line(ev, cause, p, evidence, lookup);
+        if let Some(p) = p {
+            self.tally(p, &l);
+        }
+        Some(l)
+    }
+
+    fn retransmit(
+        &mut self,
+        ev: &Event,
+        class: RetransmitClass,
+        attempt: u32,
+        waited_us: Option<u32>,
+        lookup: &mut dyn Lookup,
+    ) -> Option<Line> {
+        match class {
+            RetransmitClass::Syn if ev.state == Some(TcpState::SynSent) => {
+                let ladder = lookup.syn_ladder(ev.netns);
+                let rung = ladder
+                    .as_ref()
+                    .and_then(|l| l.retransmit_at(attempt))
+                    .map(|d| {
+                        format!(
+                            ", rung {attempt} of this host's SYN ladder ({} s after the first SYN)",
+                            d.as_secs_f64()
+                        )
+                    })
+                    .unwrap_or_else(|| format!(", attempt {attempt}"));
+                let known = self.handshakes.get(&ev.sk).and_then(|h| h.cause);
+                let (cause, evidence) = match known {
+                    Some(c @ (Cause::StaleAckRace | Cause::TimeWaitCollision | Cause::OldAck)) => {
+                        let when = self
+                            .handshakes
+                            .get(&ev.sk)
+                            .map(|h| ms(ev.ts_ns.saturating_sub(h.last_ts_ns) / 1000))
+                            .unwrap_or_default();
+                        (
+                            c,
+                            format!(
+                                "SYN resent {when} after the old ACK was reset (attempt {attempt})"
+                            ),
+                        )
+                    }
+                    _ => {
+                        if let Some(d) = self.syn_drops.get(&(ev.local, ev.remote)) {
+                            let at = d
+                                .ifname
+                                .as_ref()
+                                .map(|i| format!(" on {i}"))
+                                .unwrap_or_default();
+                            (
+                                Cause::SynDropped,
+                                format!(
+                                    "SYN resent: the previous one was dropped{at}, reason {}{rung}",
+                                    d.reason
+                                ),
+                            )
+                        } else if let Some(li) = lookup.listener(ev.remote).filter(|l| l.full()) {
+                            let who = li
+                                .process
+                                .as_ref()
+                                .map(|p| format!(", held by {} (pid {})", p.comm, p.pid))
+                                .unwrap_or_default();
+                            let text = format!(
+                                "listener {} accept queue full ({} queued, backlog {}){who}",
+                                li.local, li.queued, li.backlog
+                            );
+                            self.tallies
+                                .entry(Pathology::AcceptQueueOverflow)
+                                .or_default()
+                                .detail(text.clone());
+                            (
+                                Cause::AcceptQueueFull,
+                                format!("SYN resent: the {text}, so the kernel drops SYNs{rung}"),
+                            )
+                        } else {
+                            (
+                                Cause::SynLost,
+                                format!("SYN resent with no answer seen{rung}"),
+                            )
+                        }
+                    }
+                };
+                let hs = self.handshakes.entry(ev.sk).or_default();
+                hs.resends += 1;
+                hs.last_ts_ns = ev.ts_ns;
+                if !matches!(
+                    hs.cause,
+                    Some(Cause::StaleAckRace | Cause::TimeWaitCollision | Cause::OldAck)
+                ) {
+                    hs.cause = Some(cause);
+                }
+                let p = Self::pathology_of(cause);
+                let l = self.line(ev, cause, p, evidence, lookup);
+                if let Some(p) = p {
+                    let t = self.tally(p, &l);
+                    if let Some(d) = ladder.as_ref().and_then(|lad| lad.retransmit_at(attempt)) {
+                        t.worst_us = t.worst_us.max(d.as_micros() as u64);
+                    }
+                }
+                Some(l)
+            }
+            RetransmitClass::Syn => {
+                let l = self.line(
+                    ev,
+                    Cause::SynAckResend,
+                    Some(Pathology::SynRetransmit),
+                    format!("SYN-ACK resent (attempt {attempt})"),
+                    lookup,
+                );
+                self.tally(Pathology::SynRetransmit, &l);
+                Some(l)
+            }
+            RetransmitClass::Timeout => {
+                let waited = waited_us.map(u64::from);
+                let text = waited
+                    .map(|w| format!(" after {} without an ACK of new data", ms(w)))
+                    .unwrap_or_default();
+                let l = self.line(
+                    ev,
+                    Cause::Timeout,
+                    Some(Pathology::RetransmitTimeout),
+                    format!("retransmission timeout {attempt}{text}"),
+                    lookup,
+                );
+                let t = self.tally(Pathology::RetransmitTimeout, &l);
+                if let Some(w) = waited {
+                    t.worst_us = t.worst_us.max(w);
+                }
+                self.incast(ev, waited.unwrap_or(0));
+                Some(l)
+            }
+            RetransmitClass::TailLossProbe => {
+                let l = self.line(
+                    ev,
+                    Cause::TailLossProbe,
+                    Some(Pathology::Retransmission),
+                    "tail-loss probe: the last segment resent to draw an ACK (RFC 8985)".into(),
+                    lookup,
+                );
+                self.tally(Pathology::Retransmission, &l);
+                Some(l)
+            }
+            RetransmitClass::Fast => {
+                let l = self.line(
+                    ev,
+                    Cause::FastRetransmit,
+                    Some(Pathology::Retransmission),
+                    "fast retransmit: duplicate ACKs / SACK reported a hole".into(),
+                    lookup,
+                );
+                self.tally(Pathology::Retransmission, &l);
+                Some(l)
+            }
+            RetransmitClass::AfterTimeout => Some(self.line(
+                ev,
+                Cause::AfterTimeout,
+                Some(Pathology::RetransmitTimeout),
+                "resent after a timeout (loss recovery)".into(),
+                lookup,
+            )),
+            RetransmitClass::Other => {
+                let l = self.line(
+                    ev,
+                    Cause::Retransmission,
+                    Some(Pathology::Retransmission),
+                    "retransmission".into(),
+                    lookup,
+                );
+                self.tally(Pathology::Retransmission, &l);
+                Some(l)
+            }
+        }
+    }
+
+    fn incast(&mut self, ev: &Event, waited_us: u64) {
+        let window = self.cfg.incast_window.as_nanos() as u64;
+        let q = self.rtos.entry(ev.remote.ip()).or_default();
+        q.push_back((ev.ts_ns, (ev.local, ev.remote), waited_us));
+        while q
+            .front()
+            .is_some_and(|&(t, _, _)| ev.ts_ns.saturating_sub(t) > window)
+        {
+            q.pop_front();
+        }
+        let flows: BTreeSet<_> = q.iter().map(|&(_, f, _)| f).collect();
+        if flows.len() < self.cfg.incast_min_flows {
+            return;
+        }
+        let start_ns = q.front().map(|&(t, _, _)| t).unwrap_or(ev.ts_ns);
+        let start_us = start_ns.saturating_sub(self.start_ns) / 1000;
+        let worst = q.iter().map(|&(_, _, w)| w).max().unwrap_or(0);
+        let receiver = ev.remote.ip();
+        // One episode per burst: extend the last one if it started within the window.
+        match self.summary.incast_episodes.last_mut() {
+            Some(e)
+                if e.receiver == receiver
+                    && start_us.saturating_sub(e.start_us) * 1000 <= window =>
+            {
+                e.flows = e.flows.max(flows.len() as u64);
+                e.worst_wait_us = e.worst_wait_us.max(worst);
+            }
+            _ => self.summary.incast_episodes.push(IncastEpisode {
+                receiver,
+                start_us,
+                flows: flows.len() as u64,
+                worst_wait_us: worst,
+            }),
+        }
+        let t = self.tallies.entry(Pathology::Incast).or_default();
+        for f in flows {
+            t.flows.insert(f);
+        }
+        t.worst_us = t.worst_us.max(worst);
+    }
+
+    fn no_port(&mut self, ev: &Event, errno: u32, lookup: &mut dyn Lookup) -> Line {
+        let key = (ev.remote, ev.process.as_ref().map(|p| p.pid));
+        let entry = self
+            .port_failures
+            .entry(key)
+            .or_insert((ev.process.clone(), 0, ev.netns));
+        entry.1 += 1;
+        let first = entry.1 == 1;
+        let budget = if first {
+            lookup.port_budget(ev.netns, ev.remote)
+        } else {
+            None
+        };
+        let extra = budget
+            .map(|b| {
+                format!(
+                    ": {} sockets in TIME_WAIT toward it, port range {} ({} ports)",
+                    b.time_wait,
+                    b.range,
+                    b.range.len()
+                )
+            })
+            .unwrap_or_default();
+        let l = self.line(
+            ev,
+            Cause::NoLocalPort,
+            Some(Pathology::PortExhaustion),
+            format!("connect() to {} failed before its SYN: no free local port (errno {errno}, EADDRNOTAVAIL){extra}", ev.remote),
+            lookup,
+        );
+        self.tally(Pathology::PortExhaustion, &l).failed += 1;
+        l
+    }
+
+    fn drop(
+        &mut self,
+        ev: &Event,
+        reason: u32,
+        ifname: Option<String>,
+        tcp_flags: u8,
+        lookup: &mut dyn Lookup,
+    ) -> Line {
+        let name = self.reasons.drop.describe(reason);
+        *self.summary.drop_reasons.entry(name.clone()).or_default() += 1;
+        let key = (ev.local, ev.remote, name.clone(), ifname.clone());
+        if self.drop_flows.len() < 10_000 || self.drop_flows.contains_key(&key) {
+            *self.drop_flows.entry(key).or_default() += 1;
+        }
+        let syn = tcp_flags & 0x12 == 0x02;
+        if syn {
+            self.syn_drops.insert(
+                (ev.local, ev.remote),
+                SynDrop {
+                    reason: name.clone(),
+                    ifname: ifname.clone(),
+                },
+            );
+        }
+        let queue = QUEUE_DROPS.contains(&name.as_str());
+        let pathology = if name == "TCP_ZEROWINDOW" {
+            Some(Pathology::SlowReader)
+        } else if queue {
+            Some(Pathology::PacketDrop)
+        } else {
+            None
+        };
+        let at = ifname
+            .as_ref()
+            .map(|i| format!(" on {i}"))
+            .unwrap_or_default();
+        let what = if syn { "SYN" } else { "segment" };
+        let mut l = self.line(
+            ev,
+            Cause::Drop,
+            pathology,
+            format!("{what} dropped{at}: {name}"),
+            lookup,
+        );
+        l.drop_reason = Some(name.clone());
+        if let Some(p) = pathology {
+            let t = self.tally(p, &l);
+            t.detail(format!("{name}{at}"));
+        }
+        l
+    }
+
+    /// Counts so far (for the rolling summary and the report).
+    pub fn summary(&self) -> Summary {
+        let mut s = self.summary.clone();
+        let mut flows: Vec<DropFlow> = self
+            .drop_flows
+            .iter()
+            .map(|((src, dst, reason, ifname), &count)| DropFlow {
+                src: *src,
+                dst: *dst,
+                reason: reason.clone(),
+                ifname: ifname.clone(),
+                count,
+            })
+            .collect();
+        flows.sort_by(|a, b| b.count.cmp(&a.count).then(a.src.cmp(&b.src)));
+        flows.truncate(20);
+        s.drop_flows = flows;
+        s.no_local_port = self
+            .port_failures
+            .iter()
+            .map(|((dest, _), (process, n, _))| PortFailure {
+                process: process.clone(),
+                destination: *dest,
+                failures: *n,
+                budget: None,
+            })
+            .collect();
+        s
+    }
+
+    /// Findings of the shared model from everything attributed so far. `connects`: sockets
+    /// that started a connect in the traced namespaces (the kernel-side counter), the
+    /// denominator of connect-related shares. `budgets`: per (netns, destination) the port
+    /// budget, asked of the caller once at the end.
+    pub fn findings(&self, connects: u64, lookup: &mut dyn Lookup) -> Vec<Finding> {
+        let mut out = Vec::new();
+        let observed = (connects > 0).then_some(connects);
+        for (&p, t) in &self.tallies {
+            if t.events == 0 && t.flows.is_empty() {
+                continue;
+            }
+            let worst = (t.worst_us > 0).then(|| Duration::from_micros(t.worst_us));
+            let flows = t.flows.len() as u64;
+            let (impact, summary) = match p {
+                Pathology::StaleAckRace | Pathology::TimeWaitCollision => {
+                    let what = if p == Pathology::StaleAckRace {
+                        "SYN answered by a stale ACK of the previous connection on the same 4-tuple"
+                    } else {
+                        "SYN collided with the peer's TIME_WAIT socket of the previous connection"
+                    };
+                    (
+                        Impact::stalls(flows, observed, worst).with_failed(t.failed),
+                        format!("{what}: {flows} connection(s), {} event(s)", t.events),
+                    )
+                }
+                Pathology::SynRetransmit => (
+                    Impact::stalls(flows, observed, worst).with_failed(t.failed),
+                    format!(
+                        "SYN resent with no answer or dropped: {flows} connection(s), {} resend(s)",
+                        t.events
+                    ),
+                ),
+                Pathology::AcceptQueueOverflow => (
+                    Impact::stalls(flows, observed, worst).with_failed(t.failed),
+                    format!(
+                        "SYNs dropped by a full accept queue: {flows} connection(s), {} resend(s)",
+                        t.events
+                    ),
+                ),
+                Pathology::PortExhaustion => {
+                    let attempts = connects.max(t.failed);
+                    (
+                        Impact::failures(t.failed, (attempts > 0).then_some(attempts)),
+                        format!("connect() failed with EADDRNOTAVAIL {} time(s): no free local port toward the destination", t.failed),
+                    )
+                }
+                Pathology::ConnectFailure => (
+                    Impact::failures(t.failed.max(1), observed),
+                    format!(
+                        "{} connect(s) failed (refused or given up)",
+                        t.failed.max(t.events)
+                    ),
+                ),
+                Pathology::RetransmitTimeout => (
+                    Impact::stalls(flows, None, worst),
+                    format!(
+                        "retransmission timeouts on {flows} flow(s), {} timeout(s)",
+                        t.events
+                    ),
+                ),
+                Pathology::Incast => (
+                    Impact::stalls(flows, None, worst),
+                    format!(
+                        "timeouts of {flows} flows into one receiver within {} ms, {} episode(s)",
+                        self.cfg.incast_window.as_millis(),
+                        self.summary.incast_episodes.len()
+                    ),
+                ),
+                Pathology::Retransmission => (
+                    Impact::stalls(t.events, None, None),
+                    format!(
+                        "{} fast retransmission(s) or tail-loss probe(s) on {flows} flow(s)",
+                        t.events
+                    ),
+                ),
+                Pathology::SlowReader => (
+                    Impact::stalls(flows, None, None),
+                    format!(
+                        "receivers not reading: {} zero-window event(s) on {flows} flow(s)",
+                        t.events
+                    ),
+                ),
+                Pathology::PacketDrop => (
+                    Impact::stalls(t.events, None, None),
+                    format!("{} TCP packet(s) dropped for lack of room", t.events),
+                ),
+                _ => continue,
+            };
+            let mut f = Finding::new(p, Source::Trace, summary, impact);
+            let mut examples: Vec<String> = t
+                .flows
+                .iter()
+                .take(5)
+                .map(|&(a, b)| flow_text(a, b))
+                .collect();
+            if flows > 5 {
+                examples.push(format!("... {} more", flows - 5));
+            }
+            if !examples.is_empty() {
+                f = f.with_evidence(Evidence::Examples {
+                    what: "flows (local -> remote)".into(),
+                    items: examples,
+                });
+            }
+            if !t.processes.is_empty() {
+                f = f.with_evidence(Evidence::Examples {
+                    what: "processes (events)".into(),
+                    items: t
+                        .processes
+                        .iter()
+                        .take(8)
+                        .map(|(p, n)| format!("{p}: {n}"))
+                        .collect(),
+                });
+            }
+            if !t.details.is_empty() {
+                f = f.with_evidence(Evidence::Examples {
+                    what: "kernel evidence (count)".into(),
+                    items: t
+                        .details
+                        .iter()
+                        .take(8)
+                        .map(|(d, n)| format!("{d}: {n}"))
+                        .collect(),
+                });
+            }
+            if p == Pathology::PortExhaustion {
+                for ((dest, _), (process, n, netns)) in &self.port_failures {
+                    let who = process
+                        .as_ref()
+                        .map(|p| format!("{} (pid {})", p.comm, p.pid))
+                        .unwrap_or_else(|| "unknown process".into());
+                    let mut items = vec![format!("{who} -> {dest}: {n} EADDRNOTAVAIL")];
+                    if let Some(b) = lookup.port_budget(*netns, *dest) {
+                        let ports = b.range.len();
+                        items.push(format!(
+                            "{} TIME_WAIT toward {dest} of {ports} ports in {}: headroom {}",
+                            b.time_wait,
+                            b.range,
+                            u64::from(ports).saturating_sub(b.time_wait)
+                        ));
+                        f = f.arithmetic(
+                            format!("{} TIME_WAIT / {ports} ports", b.time_wait),
+                            b.time_wait as f64 / f64::from(ports),
+                        );
+                        let used = b.time_wait as f64 / f64::from(ports);
+                        let imp = f.impact.clone().with_budget(used);
+                        f = f.with_impact(imp);
+                    }
+                    f = f.with_evidence(Evidence::Examples {
+                        what: "per process and destination".into(),
+                        items,
+                    });
+                }
+            }
+            out.push(f);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,365 @@
+use super::*;
+use crate::raw::ProcessSource;
+
+fn ev(ts_ms: u64, sk: u64, state: TcpState, local: &str, remote: &str, detail: Detail) -> Event {
+    Event {
+        ts_ns: ts_ms * 1_000_000,
+        sk,
+        netns: 7,
+        process: Some(Process {
+            pid: 42,
+            comm: "client".into(),
+            source: ProcessSource::Connect,
+        }),
+        ino: 0,
+        state: Some(state),
+        local: local.parse().unwrap(),
+        remote: remote.parse().unwrap(),
+        detail,
+    }
+}
+
+fn engine() -> Engine {
+    Engine::new(Config::default(), 0, Reasons::default())
+}
+
+fn syn(attempt: u32) -> Detail {
+    Detail::Retransmit {
+        class: RetransmitClass::Syn,
+        attempt,
+        waited_us: None,
+    }
+}
+
+fn stale(previous: Option<PreviousClose>) -> Detail {
+    Detail::ResetSent {
+        reason: 0,
+        previous,
+        previous_age_ms: Some(3),
+        answered_flags: None,
+    }
+}
+
+const C: &str = "10.0.0.1:20001";
+const S: &str = "10.0.0.2:5001";
+
+#[test]
+fn a_reset_previous_connection_makes_a_stale_ack_race_and_its_resend_follows() {
+    let mut e = engine();
+    let l = e
+        .push(
+            ev(
+                10,
+                1,
+                TcpState::SynSent,
+                C,
+                S,
+                stale(Some(PreviousClose::Reset)),
+            ),
+            &mut NoLookup,
+        )
+        .unwrap();
+    assert_eq!(l.cause, Cause::StaleAckRace);
+    assert_eq!(l.pathology, Some(Pathology::StaleAckRace));
+    let l = e
+        .push(ev(18, 1, TcpState::SynSent, C, S, syn(1)), &mut NoLookup)
+        .unwrap();
+    assert_eq!(l.cause, Cause::StaleAckRace);
+    assert!(l.evidence.contains("8.0 ms after"), "{}", l.evidence);
+    let l = e
+        .push(
+            ev(
+                19,
+                1,
+                TcpState::Established,
+                C,
+                S,
+                Detail::Connected {
+                    flags: 3,
+                    connect_us: 9_000,
+                },
+            ),
+            &mut NoLookup,
+        )
+        .unwrap();
+    assert_eq!(l.cause, Cause::SlowConnect);
+    assert_eq!(l.pathology, Some(Pathology::StaleAckRace));
+    let f = e.findings(100, &mut NoLookup);
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].pathology, Pathology::StaleAckRace);
+    assert_eq!(f[0].impact.affected, 1);
+    assert_eq!(f[0].impact.worst_stall_us, Some(9_000));
+}
+
+#[test]
+fn a_peer_that_closed_first_makes_a_time_wait_collision() {
+    let mut e = engine();
+    let l = e
+        .push(
+            ev(
+                10,
+                1,
+                TcpState::SynSent,
+                C,
+                S,
+                stale(Some(PreviousClose::PeerClosedFirst)),
+            ),
+            &mut NoLookup,
+        )
+        .unwrap();
+    assert_eq!(l.cause, Cause::TimeWaitCollision);
+    let l = e
+        .push(ev(1010, 1, TcpState::SynSent, C, S, syn(1)), &mut NoLookup)
+        .unwrap();
+    assert_eq!(l.cause, Cause::TimeWaitCollision);
+    assert_eq!(
+        e.findings(10, &mut NoLookup)[0].pathology,
+        Pathology::TimeWaitCollision
+    );
+}
+
+#[test]
+fn the_servers_time_wait_refusal_decides_when_the_clients_history_is_unknown() {
+    let mut e = engine();
+    let l = e
+        .push(
+            ev(
+                9,
+                2,
+                TcpState::TimeWait,
+                S,
+                C,
+                Detail::TimeWaitAck { reason: 2 },
+            ),
+            &mut NoLookup,
+        )
+        .unwrap();
+    assert_eq!(l.cause, Cause::TimeWaitRefusedSyn);
+    let l = e
+        .push(
+            ev(10, 1, TcpState::SynSent, C, S, stale(None)),
+            &mut NoLookup,
+        )
+        .unwrap();
+    assert_eq!(l.cause, Cause::TimeWaitCollision);
+    // Without either clue the old ACK is named as such, not guessed.
+    let mut e = engine();
+    let l = e
+        .push(
+            ev(10, 1, TcpState::SynSent, C, S, stale(None)),
+            &mut NoLookup,
+        )
+        .unwrap();
+    assert_eq!(l.cause, Cause::OldAck);
+}
+
+struct FullListener;
+
+impl Lookup for FullListener {
+    fn process_of(&mut self, _: u32) -> Option<Process> {
+        None
+    }
+    fn listener(&mut self, dest: SocketAddr) -> Option<Listener> {
+        Some(Listener {
+            local: dest,
+            queued: 2,
+            backlog: 1,
+            process: Some(Process {
+                pid: 7,
+                comm: "server".into(),
+                source: ProcessSource::FileDescriptor,
+            }),
+        })
+    }
+    fn syn_ladder(&mut self, _: u32) -> Option<SynLadder> {
+        Some(SynLadder::new(6, Some(4), Duration::from_secs(1)))
+    }
+    fn port_budget(&mut self, _: u32, _: SocketAddr) -> Option<PortBudget> {
+        Some(PortBudget {
+            time_wait: 3,
+            range: PortRange::new(40000, 40003).unwrap(),
+        })
+    }
+    fn netns_name(&self, _: u32) -> Option<String> {
+        Some("tdoc-x".into())
+    }
+}
+
+#[test]
+fn syn_resends_are_dropped_full_queue_or_lost_with_their_rung() {
+    let mut e = engine();
+    let l = e
+        .push(ev(1000, 1, TcpState::SynSent, C, S, syn(2)), &mut NoLookup)
+        .unwrap();
+    assert_eq!(l.cause, Cause::SynLost);
+    let l = e
+        .push(
+            ev(1000, 1, TcpState::SynSent, C, S, syn(2)),
+            &mut FullListener,
+        )
+        .unwrap();
+    assert_eq!(l.cause, Cause::AcceptQueueFull);
+    assert!(
+        l.evidence.contains("rung 2") && l.evidence.contains("server (pid 7)"),
+        "{}",
+        l.evidence
+    );
+    let mut e = engine();
+    let mut drop = ev(
+        0,
+        0,
+        TcpState::Close,
+        C,
+        S,
+        Detail::Drop {
+            reason: 5,
+            ifindex: 1,
+            ifname: Some("veth0".into()),
+            tcp_flags: 0x02,
+        },
+    );
+    drop.process = None;
+    e.push(drop, &mut NoLookup).unwrap();
+    let l = e
+        .push(
+            ev(1000, 1, TcpState::SynSent, C, S, syn(1)),
+            &mut FullListener,
+        )
+        .unwrap();
+    assert_eq!(l.cause, Cause::SynDropped);
+    assert!(
+        l.evidence.contains("reason_5") && l.evidence.contains("veth0"),
+        "{}",
+        l.evidence
+    );
+}
+
+#[test]
+fn eaddrnotavail_is_counted_per_process_and_destination_with_the_port_budget() {
+    let mut e = engine();
+    for i in 0..3 {
+        let l = e
+            .push(
+                ev(
+                    i,
+                    10 + i,
+                    TcpState::SynSent,
+                    "0.0.0.0:0",
+                    S,
+                    Detail::ConnectError { errno: 99 },
+                ),
+                &mut FullListener,
+            )
+            .unwrap();
+        assert_eq!(l.cause, Cause::NoLocalPort);
+    }
+    let s = e.summary();
+    assert_eq!(s.no_local_port.len(), 1);
+    assert_eq!(s.no_local_port[0].failures, 3);
+    let f = e.findings(10, &mut FullListener);
+    assert_eq!(f[0].pathology, Pathology::PortExhaustion);
+    assert_eq!(f[0].impact.failed, 3);
+    assert_eq!(f[0].impact.budget_used, Some(0.75));
+}
+
+#[test]
+fn timeouts_of_three_flows_into_one_receiver_within_the_window_are_incast() {
+    let mut e = engine();
+    let rto = |w| Detail::Retransmit {
+        class: RetransmitClass::Timeout,
+        attempt: 1,
+        waited_us: Some(w),
+    };
+    for (i, src) in ["10.0.0.2:5001", "10.0.0.3:5001", "10.0.0.4:5001"]
+        .iter()
+        .enumerate()
+    {
+        e.push(
+            ev(
+                100 + i as u64 * 5,
+                i as u64,
+                TcpState::Established,
+                src,
+                "10.0.0.1:40000",
+                rto(210_000),
+            ),
+            &mut NoLookup,
+        );
+    }
+    // A lone timeout much later is not incast.
+    e.push(
+        ev(
+            900,
+            9,
+            TcpState::Established,
+            "10.0.0.5:5001",
+            "10.0.0.1:40000",
+            rto(205_000),
+        ),
+        &mut NoLookup,
+    );
+    let s = e.summary();
+    assert_eq!(s.incast_episodes.len(), 1);
+    assert_eq!(s.incast_episodes[0].flows, 3);
+    let f = e.findings(0, &mut NoLookup);
+    let incast = f.iter().find(|f| f.pathology == Pathology::Incast).unwrap();
+    assert_eq!(incast.impact.affected, 3);
+    assert!(f
+        .iter()
+        .any(|f| f.pathology == Pathology::RetransmitTimeout));
+}
+
+#[test]
+fn resets_that_close_connections_are_counted_not_attributed() {
+    let mut e = engine();
+    assert!(e
+        .push(
+            ev(
+                1,
+                1,
+                TcpState::Close,
+                C,
+                S,
+                stale(Some(PreviousClose::Reset))
+            ),
+            &mut NoLookup
+        )
+        .is_none());
+    assert!(e
+        .push(
+            ev(1, 1, TcpState::FinWait1, S, C, Detail::ResetReceived),
+            &mut NoLookup
+        )
+        .is_none());
+    assert!(e.findings(1000, &mut NoLookup).is_empty());
+}
+
+#[test]
+fn queue_drops_are_packet_drops_with_their_interface_and_others_only_counted() {
+    let reasons = Reasons {
+        drop: crate::btf::EnumNames::from_pairs(&[(64, "QDISC_DROP"), (49, "TCP_OLD_ACK")]),
+        ..Reasons::default()
+    };
+    let mut e = Engine::new(Config::default(), 0, reasons);
+    let d = |r| Detail::Drop {
+        reason: r,
+        ifindex: 3,
+        ifname: Some("tdoc1".into()),
+        tcp_flags: 0x10,
+    };
+    let l = e
+        .push(ev(1, 0, TcpState::Established, C, S, d(64)), &mut NoLookup)
+        .unwrap();
+    assert_eq!(l.pathology, Some(Pathology::PacketDrop));
+    assert_eq!(l.drop_reason.as_deref(), Some("QDISC_DROP"));
+    let l = e
+        .push(ev(2, 0, TcpState::Established, C, S, d(49)), &mut NoLookup)
+        .unwrap();
+    assert_eq!(l.pathology, None);
+    let s = e.summary();
+    assert_eq!(s.drop_reasons["QDISC_DROP"], 1);
+    assert_eq!(s.drop_reasons["TCP_OLD_ACK"], 1);
+    let f = e.findings(0, &mut NoLookup);
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].pathology, Pathology::PacketDrop);
+}

@@ -1,0 +1,15 @@
+//! eBPF tracing of TCP events with live attribution to causes.
+//!
+//! The BPF half (bpf/trace.bpf.c, compiled into the committed bpf/trace.bpf.o by
+//! bpf/build.sh) counts TCP events in the kernel and sends a record per event worth
+//! attributing; [`loader`] loads and attaches it, [`raw`] decodes records, [`btf`] names the
+//! kernel's drop and reset reasons.
+
+pub mod attribute;
+pub mod btf;
+mod error;
+pub mod loader;
+pub mod raw;
+pub mod session;
+
+pub use error::Error;

@@ -1,0 +1,487 @@
+//! A tracing session: the library entry point for `tcpdoctor trace`, and for doctor and the
+//! lab, which trace a scenario's namespaces while it runs.
+//!
+//! ```no_run
+//! use tcpdoctor_trace::session::{Options, Scope, Session};
+//! let mut s = Session::start(Options { scope: Scope::Named(vec!["tdoc-a".into()]), ..Default::default() })?;
+//! // ... run the scenario, calling s.poll() every few tens of milliseconds ...
+//! let lines = s.poll();
+//! let outcome = s.finish();
+//! for f in &outcome.findings { println!("{}", f.summary); }
+//! # Ok::<(), tcpdoctor_trace::Error>(())
+//! ```
+//!
+//! It owns the attached programs (detached when it is dropped), asks the traced namespaces
+//! (sock_diag, sysctls, counters) what the attribution needs, and reads the kernel
+//! counters of each named namespace at start and finish so a report can show them beside
+//! what the trace counted.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::os::unix::fs::MetadataExt;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tcpdoctor_host::sockets::{self, Filter, TcpState as HostState};
+use tcpdoctor_model::{Finding, SynLadder};
+
+use crate::attribute::{Config, Engine, Line, Listener, Lookup, PortBudget, Summary};
+use crate::btf::Reasons;
+use crate::loader::{Probe, Unavailable};
+use crate::raw::{Counter, Process, ProcessSource};
+use crate::Error;
+
+/// Drop reasons only counted: `QUEUE_PURGE` is a socket's own queues freed as it closes
+/// (include/net/dropreason-core.h), once per connection under churn.
+const QUIET_DROPS: &[&str] = &["QUEUE_PURGE"];
+
+/// Which network namespaces to trace.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Scope {
+    /// The namespace this process is in.
+    #[default]
+    Current,
+    /// Every namespace on the host.
+    All,
+    /// Namespaces by `ip netns` name (/run/netns/NAME).
+    Named(Vec<String>),
+}
+
+/// How to trace.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    pub scope: Scope,
+    pub config: Config,
+}
+
+/// A traced namespace.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Netns {
+    pub inode: u32,
+    /// The `ip netns` name, or `None` for the namespace tcpdoctor runs in when it has none.
+    pub name: Option<String>,
+}
+
+/// What a finished session measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct Outcome {
+    pub duration_ms: u64,
+    pub netns: Vec<Netns>,
+    /// Kernel-side counts (exact, also for events whose records were lost).
+    pub counts: BTreeMap<&'static str, u64>,
+    /// Records lost because the ring buffer was full (also in `counts`).
+    pub lost_events: u64,
+    /// TCP drops per kernel drop-reason name, counted in the kernel.
+    pub drops_by_reason: BTreeMap<String, u64>,
+    pub summary: Summary,
+    /// Kernel counters (nstat names) that moved in each named namespace during the session.
+    pub kernel_counters: BTreeMap<String, BTreeMap<String, i64>>,
+    /// Hooks this kernel could not attach: the evidence they give is missing.
+    pub unavailable: Vec<Unavailable>,
+    #[serde(skip)]
+    pub findings: Vec<Finding>,
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn inode_of(path: &str) -> std::io::Result<u32> {
+    Ok(std::fs::metadata(path)?.ino() as u32)
+}
+
+/// `ip netns` names by namespace inode.
+fn named_namespaces() -> HashMap<u32, String> {
+    let mut out = HashMap::new();
+    if let Ok(dir) = std::fs::read_dir("/run/netns") {
+        for e in dir.flatten() {
+            if let (Ok(md), Some(name)) = (e.metadata(), e.file_name().to_str()) {
+                out.insert(md.ino() as u32, name.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// A running trace.
+pub struct Session {
+    probe: Probe,
+    engine: Engine,
+    lookup: Live,
+    started: Instant,
+    netns: Vec<Netns>,
+    counters_before: BTreeMap<String, tcpdoctor_host::counters::Snapshot>,
+}
+
+impl Session {
+    /// Loads and attaches the programs for `opts.scope`. Errors name what is missing (BTF,
+    /// privileges, a namespace).
+    pub fn start(opts: Options) -> Result<Session, Error> {
+        let current = inode_of("/proc/self/ns/net").map_err(|source| Error::Netns {
+            name: "current".into(),
+            source,
+        })?;
+        let names = named_namespaces();
+        let netns: Vec<Netns> = match &opts.scope {
+            Scope::Current => vec![Netns {
+                inode: current,
+                name: names.get(&current).cloned(),
+            }],
+            Scope::All => Vec::new(),
+            Scope::Named(list) => {
+                let mut v = Vec::new();
+                for name in list {
+                    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+                        return Err(Error::Netns {
+                            name: name.clone(),
+                            source: std::io::Error::new(
+                                std::io::ErrorKind::InvalidInput,
+                                "not a namespace name (see `ip netns list`)",
+                            ),
+                        });
+                    }
+                    let inode =
+                        inode_of(&format!("/run/netns/{name}")).map_err(|source| Error::Netns {
+                            name: name.clone(),
+                            source,
+                        })?;
+                    v.push(Netns {
+                        inode,
+                        name: Some(name.clone()),
+                    });
+                }
+                v
+            }
+        };
+        let btf = std::fs::read("/sys/kernel/btf/vmlinux").map_err(|_| Error::MissingBtf)?;
+        let reasons = Reasons::from_btf(&btf).map_err(|e| Error::Btf(e.to_string()))?;
+        drop(btf);
+        let filter: Option<Vec<u32>> = match opts.scope {
+            Scope::All => None,
+            _ => Some(netns.iter().map(|n| n.inode).collect()),
+        };
+        let mut counters_before = BTreeMap::new();
+        for n in &netns {
+            if let Ok(s) = counters_in(n) {
+                counters_before.insert(n.label(), s);
+            }
+        }
+        let start_ns = monotonic_ns();
+        // A closing socket freeing its own queues is not a drop on the path: counted per
+        // reason, never sent as a record.
+        let quiet: Vec<u32> = QUIET_DROPS
+            .iter()
+            .filter_map(|n| reasons.drop.value(n))
+            .collect();
+        let probe = Probe::load(filter.as_deref(), &quiet)?;
+        let mut all_names = names;
+        for n in &netns {
+            if let Some(name) = &n.name {
+                all_names.insert(n.inode, name.clone());
+            }
+        }
+        Ok(Session {
+            probe,
+            engine: Engine::new(opts.config, start_ns, reasons),
+            lookup: Live::new(current, all_names),
+            started: Instant::now(),
+            netns,
+            counters_before,
+        })
+    }
+
+    /// The namespaces traced (empty: all).
+    pub fn netns(&self) -> &[Netns] {
+        &self.netns
+    }
+
+    /// Hooks this kernel could not attach.
+    pub fn unavailable(&self) -> &[Unavailable] {
+        self.probe.unavailable()
+    }
+
+    /// Drains the kernel's records and attributes them; returns the lines to print.
+    pub fn poll(&mut self) -> Vec<Line> {
+        let mut raw = Vec::new();
+        self.probe.drain(|r| raw.push(r));
+        let mut out = Vec::new();
+        for r in raw {
+            match r {
+                Ok(ev) => {
+                    if let Some(l) = self.engine.push(ev, &mut self.lookup) {
+                        out.push(l);
+                    }
+                }
+                Err(_) => self.engine.undecoded(),
+            }
+        }
+        out
+    }
+
+    /// Kernel-side counts so far.
+    pub fn counts(&self) -> Result<BTreeMap<Counter, u64>, Error> {
+        self.probe.counters()
+    }
+
+    /// Counts per cause so far (the rolling summary).
+    pub fn summary(&self) -> Summary {
+        self.engine.summary()
+    }
+
+    /// Time since the session started.
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Findings from what was attributed so far.
+    pub fn findings(&mut self) -> Vec<Finding> {
+        let connects = self
+            .probe
+            .counters()
+            .ok()
+            .and_then(|c| c.get(&Counter::Connects).copied())
+            .unwrap_or(0);
+        self.engine.findings(connects, &mut self.lookup)
+    }
+
+    /// Drains what is left, detaches, and reports. The returned lines of the last drain
+    /// are in `Outcome::summary` counts only: call [`Session::poll`] first to print them.
+    pub fn finish(mut self) -> Outcome {
+        let _ = self.poll();
+        let counts = self.probe.counters().unwrap_or_default();
+        let drops = self.probe.drop_reasons().unwrap_or_default();
+        let findings = self.findings();
+        let reasons = self.engine.reasons();
+        let drops_by_reason = drops
+            .into_iter()
+            .map(|(r, n)| (reasons.drop.describe(r), n))
+            .collect();
+        let mut kernel_counters = BTreeMap::new();
+        for n in &self.netns {
+            if let (Some(before), Ok(after)) =
+                (self.counters_before.get(&n.label()), counters_in(n))
+            {
+                kernel_counters.insert(n.label(), after.delta_since(before).tcp());
+            }
+        }
+        Outcome {
+            duration_ms: self.started.elapsed().as_millis() as u64,
+            netns: self.netns.clone(),
+            lost_events: counts.get(&Counter::Lost).copied().unwrap_or(0),
+            counts: counts.iter().map(|(c, &n)| (c.name(), n)).collect(),
+            drops_by_reason,
+            summary: self.engine.summary(),
+            kernel_counters,
+            unavailable: self.probe.unavailable().to_vec(),
+            findings,
+        }
+    }
+}
+
+impl Netns {
+    /// The name, or "current" for an unnamed current namespace.
+    pub fn label(&self) -> String {
+        self.name.clone().unwrap_or_else(|| "current".into())
+    }
+}
+
+fn counters_in(n: &Netns) -> Result<tcpdoctor_host::counters::Snapshot, String> {
+    match &n.name {
+        Some(name) => sockets::in_netns(name, tcpdoctor_host::counters::snapshot)
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string()),
+        None => tcpdoctor_host::counters::snapshot().map_err(|e| e.to_string()),
+    }
+}
+
+/// Answers the engine's questions from the live system.
+struct Live {
+    current: u32,
+    names: HashMap<u32, String>,
+    /// socket inode -> process, rebuilt from /proc at most every 200 ms on a miss.
+    owners: HashMap<u32, Process>,
+    owners_at: Option<Instant>,
+    ladders: HashMap<u32, Option<SynLadder>>,
+    listeners: Option<(Instant, Vec<(u32, sockets::Socket)>)>,
+}
+
+impl Live {
+    fn new(current: u32, names: HashMap<u32, String>) -> Live {
+        Live {
+            current,
+            names,
+            owners: HashMap::new(),
+            owners_at: None,
+            ladders: HashMap::new(),
+            listeners: None,
+        }
+    }
+
+    /// Runs `f` in namespace `netns` (by name, or here when it is the current one).
+    fn in_ns<T: Send + 'static>(
+        &self,
+        netns: u32,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Option<T> {
+        if netns == self.current {
+            return Some(f());
+        }
+        let name = self.names.get(&netns)?;
+        sockets::in_netns(name, f).ok()
+    }
+
+    fn rescan_owners(&mut self) {
+        if self
+            .owners_at
+            .is_some_and(|t| t.elapsed() < Duration::from_millis(200))
+        {
+            return;
+        }
+        self.owners_at = Some(Instant::now());
+        self.owners = scan_owners();
+    }
+
+    fn census(&mut self, netns: u32, filter: Filter) -> Vec<sockets::Socket> {
+        self.in_ns(netns, move || {
+            sockets::census(&filter)
+                .map(|c| c.sockets)
+                .unwrap_or_default()
+        })
+        .unwrap_or_default()
+    }
+}
+
+/// Socket inode -> the first process found holding it (as `ss -p` finds it).
+fn scan_owners() -> HashMap<u32, Process> {
+    let mut out = HashMap::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(p.path().join("fd")) else {
+            continue;
+        };
+        let mut comm: Option<String> = None;
+        for fd in fds.flatten() {
+            let Ok(target) = std::fs::read_link(fd.path()) else {
+                continue;
+            };
+            let t = target.to_string_lossy();
+            let Some(ino) = t
+                .strip_prefix("socket:[")
+                .and_then(|s| s.strip_suffix(']'))
+                .and_then(|s| s.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let c = comm.get_or_insert_with(|| {
+                std::fs::read_to_string(p.path().join("comm"))
+                    .map(|s| s.trim_end().to_string())
+                    .unwrap_or_default()
+            });
+            out.entry(ino).or_insert_with(|| Process {
+                pid,
+                comm: c.clone(),
+                source: ProcessSource::FileDescriptor,
+            });
+        }
+    }
+    out
+}
+
+impl Lookup for Live {
+    fn process_of(&mut self, ino: u32) -> Option<Process> {
+        if let Some(p) = self.owners.get(&ino) {
+            return Some(p.clone());
+        }
+        self.rescan_owners();
+        self.owners.get(&ino).cloned()
+    }
+
+    fn listener(&mut self, dest: SocketAddr) -> Option<Listener> {
+        let fresh = self
+            .listeners
+            .as_ref()
+            .is_some_and(|(t, _)| t.elapsed() < Duration::from_millis(100));
+        if !fresh {
+            let mut all = Vec::new();
+            let mut spaces: Vec<u32> = self.names.keys().copied().collect();
+            spaces.push(self.current);
+            spaces.sort_unstable();
+            spaces.dedup();
+            for ns in spaces {
+                let filter = Filter {
+                    states: vec![HostState::Listen],
+                    ..Filter::default()
+                };
+                for s in self.census(ns, filter) {
+                    all.push((ns, s));
+                }
+            }
+            self.listeners = Some((Instant::now(), all));
+        }
+        let found = self.listeners.as_ref()?.1.iter().find(|(_, s)| {
+            s.local.port() == dest.port()
+                && (s.local.ip().is_unspecified() || s.local.ip() == dest.ip())
+        })?;
+        let (ino, local, queued, backlog) =
+            (found.1.inode, found.1.local, found.1.recv_q, found.1.send_q);
+        Some(Listener {
+            local,
+            queued,
+            backlog,
+            process: self.process_of(ino),
+        })
+    }
+
+    fn syn_ladder(&mut self, netns: u32) -> Option<SynLadder> {
+        if let Some(l) = self.ladders.get(&netns) {
+            return l.clone();
+        }
+        let l = self
+            .in_ns(netns, || {
+                tcpdoctor_host::sysctl::TcpSettings::read()
+                    .ok()
+                    .map(|s| s.syn_ladder())
+            })
+            .flatten();
+        self.ladders.insert(netns, l.clone());
+        l
+    }
+
+    fn port_budget(&mut self, netns: u32, dest: SocketAddr) -> Option<PortBudget> {
+        let filter = Filter {
+            states: vec![HostState::TimeWait],
+            ..Filter::default()
+        };
+        let tw = self
+            .census(netns, filter)
+            .iter()
+            .filter(|s| s.remote == dest)
+            .count() as u64;
+        let range = self
+            .in_ns(netns, || {
+                tcpdoctor_host::sysctl::TcpSettings::read()
+                    .ok()
+                    .map(|s| s.ip_local_port_range)
+            })
+            .flatten()?;
+        Some(PortBudget {
+            time_wait: tw,
+            range,
+        })
+    }
+
+    fn netns_name(&self, netns: u32) -> Option<String> {
+        self.names.get(&netns).cloned()
+    }
+}
