@@ -182,7 +182,7 @@ fn stale_ack_race_is_named_and_its_syn_resends_equal_tcpsynretrans() {
                 "127.0.0.1:5101".parse().unwrap(),
                 Duration::from_secs(5),
             )
-            .unwrap();
+            .expect("reconnect from the fixed port");
             s.set_nodelay(true).unwrap();
             s.write_all(b"ping").unwrap();
             let mut b = [0u8; 4];
@@ -200,15 +200,15 @@ fn stale_ack_race_is_named_and_its_syn_resends_equal_tcpsynretrans() {
         .iter()
         .filter(|e| e["evidence"].as_str().unwrap().starts_with("SYN resent"))
         .collect();
-    assert_eq!(
-        resent,
-        (N - 1) as i64,
-        "each reconnect met the stale ACK once"
+    // Each reconnect meets the stale ACK at least once (on a loaded machine a resend can
+    // meet it again); whatever the kernel counted, trace must have attributed every one.
+    assert!(
+        resent >= (N - 1) as i64,
+        "each reconnect met the stale ACK: {resent}"
     );
     assert_eq!(resends.len() as i64, resent, "{events:#?}");
-    assert_eq!(
-        races.len() - resends.len(),
-        N - 1,
+    assert!(
+        races.len() - resends.len() >= N - 1,
         "one stale-ACK reset per reconnect"
     );
     assert_eq!(
