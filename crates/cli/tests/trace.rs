@@ -419,3 +419,264 @@ fn without_privileges_one_line_names_what_is_missing_and_exits_2() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("CAP_BPF") && err.contains("root"), "{err}");
 }
+
+#[test]
+fn time_wait_collision_is_told_apart_from_a_stale_ack_race() {
+    if !support::require_root("time_wait_collision_is_told_apart_from_a_stale_ack_race") {
+        return;
+    }
+    let ns = Netns::new("trtw");
+    // Without timestamps the TIME_WAIT socket can only compare sequence numbers; the upload
+    // pushes the old connection's sequence past the next connection's clock-driven ISN
+    // (64 ns per step, net/core/secure_seq.c), so the new SYN looks like an old duplicate.
+    ns.sysctl("net.ipv4.tcp_timestamps", "0");
+    const N: usize = 4;
+    const UPLOAD: usize = 4 << 20;
+    let server = spawn_in_netns(&ns, || {
+        let l = listener("127.0.0.1:5106".parse().unwrap(), 16, None);
+        for _ in 0..N {
+            let (mut c, _) = l.accept().unwrap();
+            let mut buf = vec![0u8; 64 << 10];
+            let mut got = 0;
+            while got < UPLOAD {
+                let n = c.read(&mut buf).unwrap();
+                assert!(n > 0);
+                got += n;
+            }
+            c.write_all(b"done").unwrap();
+            // The server closes first: it keeps the 4-tuple in TIME_WAIT.
+            drop(c);
+        }
+    });
+    let before = tcpext(&ns, "TCPSynRetrans");
+    let trace = Trace::start(&[&ns], &[]);
+    in_netns(&ns, || {
+        let data = vec![7u8; UPLOAD];
+        for _ in 0..N {
+            let mut s = connect_from(
+                "127.0.0.1:20012".parse().unwrap(),
+                "127.0.0.1:5106".parse().unwrap(),
+                Duration::from_secs(5),
+            )
+            .expect("reconnect from the fixed port");
+            s.write_all(&data).unwrap();
+            let mut reply = Vec::new();
+            s.read_to_end(&mut reply).unwrap();
+            assert_eq!(reply, b"done");
+        }
+    });
+    server.join().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let (events, report, _) = trace.stop();
+    let resent = tcpext(&ns, "TCPSynRetrans") - before;
+    let collisions = causes(&events, "time_wait_collision");
+    let resends: Vec<_> = collisions
+        .iter()
+        .filter(|e| e["evidence"].as_str().unwrap().starts_with("SYN resent"))
+        .collect();
+    assert!(
+        resent >= (N - 1) as i64,
+        "every reconnect collided: {resent}"
+    );
+    assert_eq!(resends.len() as i64, resent, "{events:#?}");
+    assert!(causes(&events, "stale_ack_race").is_empty(), "{events:#?}");
+    // The server's view: its TIME_WAIT socket refused each colliding SYN.
+    assert!(
+        !causes(&events, "time_wait_refused_syn").is_empty(),
+        "{events:#?}"
+    );
+    assert_eq!(
+        pathologies(&report).first().map(String::as_str),
+        Some("time_wait_collision"),
+        "{report:#}"
+    );
+}
+
+#[test]
+fn a_reader_that_stops_reading_is_named_by_its_process() {
+    if !support::require_root("a_reader_that_stops_reading_is_named_by_its_process") {
+        return;
+    }
+    let ns = Netns::new("trslow");
+    let l = in_netns(&ns, || {
+        listener("127.0.0.1:5107".parse().unwrap(), 16, Some(4096))
+    });
+    let probes_before = tcpext(&ns, "TCPWinProbe");
+    let zero_before = tcpext(&ns, "TCPToZeroWindowAdv");
+    let trace = Trace::start(&[&ns], &[]);
+    let (client, accepted) = in_netns(&ns, move || {
+        let mut c = TcpStream::connect("127.0.0.1:5107").unwrap();
+        let (accepted, _) = l.accept().unwrap();
+        c.set_nonblocking(true).unwrap();
+        let chunk = [1u8; 16 << 10];
+        let until = Instant::now() + Duration::from_secs(2);
+        // Fill the reader's window and our send buffer; the reader never reads.
+        while Instant::now() < until {
+            match c.write(&chunk) {
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        (c, accepted)
+    });
+    // Zero-window probes back off from the RTO (200 ms floor): several in 3 s.
+    std::thread::sleep(Duration::from_secs(3));
+    let (events, report, _) = trace.stop();
+    let probes = tcpext(&ns, "TCPWinProbe") - probes_before;
+    let zero = tcpext(&ns, "TCPToZeroWindowAdv") - zero_before;
+    drop((client, accepted));
+    let not_reading = causes(&events, "not_reading");
+    assert!(probes >= 2, "{probes}");
+    assert_eq!(not_reading.len() as i64, probes, "{events:#?}");
+    assert_eq!(
+        causes(&events, "zero_window").len() as i64,
+        zero,
+        "{events:#?}"
+    );
+    let me = std::process::id();
+    for e in &not_reading {
+        assert_eq!(e["process"]["pid"], me, "{e}");
+        assert_eq!(e["process"]["source"], "file_descriptor", "{e}");
+        assert_eq!(e["local"], "127.0.0.1:5107", "the reader's socket: {e}");
+    }
+    assert_eq!(
+        pathologies(&report).first().map(String::as_str),
+        Some("slow_reader"),
+        "{report:#}"
+    );
+}
+
+#[test]
+fn the_process_printed_is_the_child_that_connected() {
+    if !support::require_root("the_process_printed_is_the_child_that_connected") {
+        return;
+    }
+    let ns = Netns::new("trproc");
+    ns.exec("nft add table inet tdoc && nft add chain inet tdoc in { type filter hook input priority 0 \\; } && nft add rule inet tdoc in tcp dport 5108 tcp flags syn drop");
+    let trace = Trace::start(&[&ns], &[]);
+    // `ip netns exec` replaces itself with bash: the child's pid is bash's.
+    let mut child = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &ns.name,
+            "bash",
+            "-c",
+            "exec 3<>/dev/tcp/127.0.0.1/5108",
+        ])
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn bash");
+    let pid = child.id();
+    std::thread::sleep(Duration::from_millis(2_300));
+    let _ = child.kill();
+    let _ = child.wait();
+    let (events, _, _) = trace.stop();
+    let syn = causes(&events, "syn_dropped");
+    assert!(syn.len() >= 2, "{events:#?}");
+    for e in &syn {
+        assert_eq!(e["process"]["pid"], pid, "{e}");
+        assert_eq!(e["process"]["comm"], "bash", "{e}");
+        assert_eq!(e["process"]["source"], "connect", "{e}");
+    }
+}
+
+#[test]
+fn incast_through_a_shallow_bottleneck_names_qdisc_drops_timeouts_and_incast() {
+    if !support::require_root(
+        "incast_through_a_shallow_bottleneck_names_qdisc_drops_timeouts_and_incast",
+    ) {
+        return;
+    }
+    const SENDERS: u16 = 8;
+    const BLOCK: usize = 64 << 10;
+    const ROUNDS: usize = 10;
+    let tx = Netns::new("trinc-s");
+    let rx = Netns::new("trinc-r");
+    let (tx_if, _) = support::veth(&tx, "10.77.0.1/24", &rx, "10.77.0.2/24");
+    // The receiver's port: a shallow token bucket every sender shares (the switch buffer of
+    // many-to-one replies).
+    tx.exec(&format!(
+        "tc qdisc add dev {tx_if} root tbf rate 100mbit burst 16384 limit 16384"
+    ));
+    let servers: Vec<_> = (0..SENDERS)
+        .map(|i| {
+            spawn_in_netns(&tx, move || {
+                let l = listener(SocketAddr::from(([10, 77, 0, 1], 5200 + i)), 4, None);
+                let (mut c, _) = l.accept().unwrap();
+                let block = vec![3u8; BLOCK];
+                let mut ask = [0u8; 1];
+                while c.read_exact(&mut ask).is_ok() {
+                    c.write_all(&block).unwrap();
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let timeouts_before = tcpext(&tx, "TCPTimeouts");
+    let trace = Trace::start(&[&tx, &rx], &[]);
+    in_netns(&rx, || {
+        let mut conns: Vec<TcpStream> = (0..SENDERS)
+            .map(|i| TcpStream::connect(SocketAddr::from(([10, 77, 0, 1], 5200 + i))).unwrap())
+            .collect();
+        let mut buf = vec![0u8; BLOCK];
+        let until = Instant::now() + Duration::from_secs(8);
+        for _ in 0..ROUNDS {
+            for c in &mut conns {
+                c.write_all(b"?").unwrap();
+            }
+            for c in &mut conns {
+                c.read_exact(&mut buf).unwrap();
+            }
+            if Instant::now() > until {
+                break;
+            }
+        }
+    });
+    for s in servers {
+        let _ = s.join();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let (events, report, _) = trace.stop();
+    let timeouts = tcpext(&tx, "TCPTimeouts") - timeouts_before;
+    eprintln!(
+        "incast test: {timeouts} timeouts, episodes {}, drops {}",
+        report["summary"]["incast_episodes"], report["drops_by_reason"]
+    );
+    let traced_timeouts: Vec<_> = causes(&events, "timeout")
+        .into_iter()
+        .filter(|e| e["netns_name"] == tx.name.as_str())
+        .collect();
+    let rx_timeouts = tcpext(&rx, "TCPTimeouts");
+    eprintln!(
+        "rx timeouts {rx_timeouts}, traced in rx: {}",
+        causes(&events, "timeout").len() - traced_timeouts.len()
+    );
+    assert_eq!(
+        traced_timeouts.len() as i64,
+        timeouts,
+        "timeouts equal TcpExtTCPTimeouts"
+    );
+    assert!(timeouts > 0, "the bottleneck caused no timeout: {report:#}");
+    let qdisc: Vec<_> = events
+        .iter()
+        .filter(|e| e["drop_reason"] == "QDISC_DROP")
+        .collect();
+    assert!(!qdisc.is_empty(), "{report:#}");
+    for e in &qdisc {
+        assert!(e["evidence"].as_str().unwrap().contains(&tx_if), "{e}");
+    }
+    let p = pathologies(&report);
+    assert!(p.contains(&"packet_drop".to_string()), "{p:?}");
+    assert!(p.contains(&"retransmit_timeout".to_string()), "{p:?}");
+    if report["summary"]["incast_episodes"]
+        .as_array()
+        .unwrap()
+        .is_empty()
+    {
+        eprintln!("no incast episode: timeouts were not synchronized this run ({timeouts})");
+    } else {
+        assert!(p.contains(&"incast".to_string()), "{p:?}");
+    }
+}

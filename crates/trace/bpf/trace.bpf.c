@@ -85,6 +85,7 @@ enum retrans_class {
 	R_FAST = 4,	/* fast retransmit / SACK recovery */
 	R_LOSS = 5,	/* go-back-N after a timeout (CA_Loss), triggered by ACKs */
 	R_OTHER = 6,
+	R_ZERO_WINDOW = 7, /* the timer resent into a zero window: not counted as a timeout */
 };
 
 /* How the last connection on a 4-tuple ended (history). */
@@ -122,6 +123,7 @@ enum counter {
 	C_ACCEPTED = 21,
 	C_CLOSED = 22,
 	C_STALE_ACK = 23,
+	C_R_ZERO_WINDOW = 24,
 	C_MAX = 32,
 };
 
@@ -385,8 +387,12 @@ int tcp_retransmit_skb(__u64 *ctx)
 		 * fast retransmit is CA_Recovery (RFC 6675). */
 		__u8 ca = BPF_CORE_READ_BITFIELD(icsk, icsk_ca_state);
 		__u8 pending = icsk->icsk_pending;
-		if (ca == TCP_CA_LOSS)
-			class = pending == 0 ? R_RTO : R_LOSS;
+		if (ca == TCP_CA_LOSS && pending == 0)
+			/* With the peer's window at zero the timer resends as a probe and the
+			 * kernel does not count a timeout (tcp_retransmit_timer). */
+			class = tp->snd_wnd == 0 ? R_ZERO_WINDOW : R_RTO;
+		else if (ca == TCP_CA_LOSS)
+			class = R_LOSS;
 		else if (ca == TCP_CA_RECOVERY)
 			class = R_FAST;
 		else if (pending == ICSK_TIME_LOSS_PROBE)
@@ -394,7 +400,7 @@ int tcp_retransmit_skb(__u64 *ctx)
 		else
 			class = R_OTHER;
 	}
-	count(C_R_SYN + class - R_SYN);
+	count(class == R_ZERO_WINDOW ? C_R_ZERO_WINDOW : C_R_SYN + class - R_SYN);
 	if (class == R_SYN) {
 		__u64 key = (__u64)sk;
 		struct owner *o = bpf_map_lookup_elem(&owners, &key);

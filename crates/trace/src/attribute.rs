@@ -263,6 +263,8 @@ struct SynDrop {
 #[derive(Clone, Debug, Default)]
 struct Tally {
     events: u64,
+    /// SYNs resent (of `events`).
+    resends: u64,
     flows: BTreeSet<(SocketAddr, SocketAddr)>,
     failed: u64,
     worst_us: u64,
@@ -754,6 +756,7 @@ impl Engine {
                 let l = self.line(ev, cause, p, evidence, lookup);
                 if let Some(p) = p {
                     let t = self.tally(p, &l);
+                    t.resends += 1;
                     if let Some(d) = ladder.as_ref().and_then(|lad| lad.retransmit_at(attempt)) {
                         t.worst_us = t.worst_us.max(d.as_micros() as u64);
                     }
@@ -819,6 +822,11 @@ impl Engine {
                 "resent after a timeout (loss recovery)".into(),
                 lookup,
             )),
+            RetransmitClass::ZeroWindow => {
+                let l = self.line(ev, Cause::ZeroWindow, Some(Pathology::SlowReader), "the retransmission timer fired with the peer's window at zero: its application is not reading".into(), lookup);
+                self.tally(Pathology::SlowReader, &l);
+                Some(l)
+            }
             RetransmitClass::Other => {
                 let l = self.line(
                     ev,
@@ -1012,21 +1020,21 @@ impl Engine {
                     };
                     (
                         Impact::stalls(flows, observed, worst).with_failed(t.failed),
-                        format!("{what}: {flows} connection(s), {} event(s)", t.events),
+                        format!("{what}: {flows} connection(s), {} SYN(s) resent", t.resends),
                     )
                 }
                 Pathology::SynRetransmit => (
                     Impact::stalls(flows, observed, worst).with_failed(t.failed),
                     format!(
                         "SYN resent with no answer or dropped: {flows} connection(s), {} resend(s)",
-                        t.events
+                        t.resends
                     ),
                 ),
                 Pathology::AcceptQueueOverflow => (
                     Impact::stalls(flows, observed, worst).with_failed(t.failed),
                     format!(
                         "SYNs dropped by a full accept queue: {flows} connection(s), {} resend(s)",
-                        t.events
+                        t.resends
                     ),
                 ),
                 Pathology::PortExhaustion => {

@@ -41,10 +41,11 @@ pub enum Counter {
     Accepted = 21,
     Closed = 22,
     StaleAcks = 23,
+    RetransmitZeroWindow = 24,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 24] = [
+    pub const ALL: [Counter; 25] = [
         Counter::Lost,
         Counter::Connects,
         Counter::Connected,
@@ -69,6 +70,7 @@ impl Counter {
         Counter::Accepted,
         Counter::Closed,
         Counter::StaleAcks,
+        Counter::RetransmitZeroWindow,
     ];
 
     /// snake_case name, as in JSON.
@@ -98,6 +100,7 @@ impl Counter {
             Counter::Accepted => "accepted",
             Counter::Closed => "closed",
             Counter::StaleAcks => "stale_acks",
+            Counter::RetransmitZeroWindow => "retransmit_zero_window",
         }
     }
 }
@@ -173,6 +176,9 @@ pub enum RetransmitClass {
     Fast,
     /// The rest of the window resent after a timeout (congestion state Loss).
     AfterTimeout,
+    /// The retransmission timer fired while the peer's window was zero: the resend is a
+    /// window probe, not counted as a timeout by the kernel (`tcp_retransmit_timer`).
+    ZeroWindow,
     Other,
 }
 
@@ -184,6 +190,7 @@ impl RetransmitClass {
             3 => RetransmitClass::TailLossProbe,
             4 => RetransmitClass::Fast,
             5 => RetransmitClass::AfterTimeout,
+            7 => RetransmitClass::ZeroWindow,
             _ => RetransmitClass::Other,
         }
     }
