@@ -51,9 +51,9 @@ echo "TIME_WAIT sockets in $ns: $tw"
 hf=$(mktemp /tmp/tdoc-bench-XXXX.json)
 # Everything runs inside the namespace (hyperfine too), so no setns cost is measured.
 inns hyperfine -N --warmup 3 --runs "$RUNS" --export-json "$hf" \
-  "$bin sockets" \
+  "$bin sockets --no-processes" \
   "ss -tan state time-wait" \
-  "$bin sockets --state time-wait --json" >/dev/null
+  "$bin sockets --no-processes --state time-wait --json" >/dev/null
 hf2=$(mktemp /tmp/tdoc-bench-XXXX.json)
 inns hyperfine --warmup 3 --runs "$RUNS" --export-json "$hf2" \
   "ss -Htan state time-wait | awk '{c[\$4]++} END {for (k in c) print k, c[k]}'" >/dev/null

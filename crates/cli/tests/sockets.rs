@@ -637,3 +637,147 @@ fn dropped_data_shows_retransmission_backoff() {
         .any(|f| f["pathology"] == "retransmit_timeout"));
     drop((l, c, s));
 }
+
+/// The comm (`/proc/<pid>/comm`) of this test process.
+fn own_comm() -> String {
+    std::fs::read_to_string("/proc/self/comm")
+        .unwrap()
+        .trim_end()
+        .to_string()
+}
+
+/// Issue 10 (process attribution): the pid and comm printed for a socket are those of the
+/// process that made the connection (a child this test starts, whose pid it knows), as
+/// `ss -p` shows them; a listener with a full accept queue names its process; a destination
+/// short of ports names the processes with live sockets toward it and says that its
+/// TIME_WAIT sockets' last owner needs `trace`.
+#[test]
+fn sockets_names_the_process_that_made_the_connection() {
+    if !support::require_root("sockets_names_the_process_that_made_the_connection") {
+        return;
+    }
+    let ns = Netns::new("skpid");
+    ns.sysctl("net.ipv4.ip_local_port_range", "40000 40199");
+    ns.sysctl("net.ipv4.tcp_tw_reuse", "0");
+    let full: SocketAddr = "127.0.0.1:5700".parse().unwrap();
+    let busy: SocketAddr = "127.0.0.1:5701".parse().unwrap();
+    let (lf, lb) = in_netns(&ns, move || {
+        let lf = listener(full, 1, None);
+        let lb = listener(busy, 128, None);
+        // 120 client-closed connections: 120 TIME_WAIT toward 127.0.0.1:5701.
+        churn(&lb, 120);
+        (lf, lb)
+    });
+    // The child opens one connection to each listener and keeps them (bash's /dev/tcp,
+    // then exec: the process holding them is `sleep`, with the pid we spawned).
+    let mut child = std::process::Command::new("ip")
+        .args(["netns", "exec", &ns.name, "bash", "-c"])
+        .arg("exec 4<>/dev/tcp/127.0.0.1/5701 3<>/dev/tcp/127.0.0.1/5700; exec sleep 30")
+        .spawn()
+        .expect("spawn child");
+    let pid = child.id();
+    let child_ready = |v: &Value| {
+        v["sockets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["owners"][0]["pid"] == pid && s["owners"][0]["comm"] == "sleep")
+            .count()
+            == 2
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (_, out, err) = support::run_in(&ns, &["sockets", "--json", "--list"]);
+        if child_ready(&support::json(&out, &err)) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the child's connections: {out}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Then fill the backlog-1 queue from this process (the child's connection holds a slot).
+    let extra: Vec<OwnedFd> = in_netns(&ns, move || {
+        (0..3).map(|_| connect_nonblocking(full)).collect()
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let (_, out, err) = support::run_in(&ns, &["sockets", "--json", "--list"]);
+    let v = support::json(&out, &err);
+    let list = v["sockets"].as_array().unwrap();
+    let mine: Vec<&Value> = list
+        .iter()
+        .filter(|s| s["owners"][0]["pid"] == pid)
+        .collect();
+    assert_eq!(mine.len(), 2, "child's sockets: {v}");
+    for s in &mine {
+        assert_eq!(s["owners"][0]["comm"], "sleep", "{s}");
+        assert_eq!(s["owners"].as_array().unwrap().len(), 1, "{s}");
+        assert!([5700, 5701].contains(
+            &s["remote"]
+                .as_str()
+                .unwrap()
+                .parse::<SocketAddr>()
+                .unwrap()
+                .port()
+        ));
+        assert!(
+            matches!(s["owners"][0]["fd"].as_u64(), Some(3) | Some(4)),
+            "{s}"
+        );
+    }
+    // ss -tanp agrees on the owner of the child's connection to 5701.
+    let local = mine
+        .iter()
+        .find(|s| s["remote"] == "127.0.0.1:5701")
+        .unwrap()["local"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let ss = ns.exec("ss -Htanp state established");
+    let line = ss
+        .lines()
+        // Recv-Q Send-Q Local Peer Process (the state column is left out by the filter).
+        .find(|l| l.split_whitespace().nth(2) == Some(local.as_str()))
+        .unwrap_or_else(|| panic!("{local} not in ss:\n{ss}"));
+    assert!(line.contains(&format!("pid={pid},")), "{line}");
+    // The full listener names this test process.
+    let l = v["listeners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["local"] == "127.0.0.1:5700")
+        .unwrap();
+    assert_eq!(l["full"], true, "{l}");
+    assert_eq!(l["owners"][0]["pid"], std::process::id(), "{l}");
+    assert_eq!(l["owners"][0]["comm"], own_comm().as_str(), "{l}");
+    let findings = v["findings"].as_array().unwrap();
+    let aq = findings
+        .iter()
+        .find(|f| f["pathology"] == "accept_queue_overflow")
+        .unwrap_or_else(|| panic!("{v}"));
+    let who = format!("{} pid {}", own_comm(), std::process::id());
+    assert!(aq["summary"].as_str().unwrap().contains(&who), "{aq}");
+    // 121 of 200 ports toward 127.0.0.1:5701: the finding names the child as the process
+    // with a live socket toward it, and says TIME_WAIT needs trace.
+    let d = destination(&v, "127.0.0.1:5701");
+    assert_eq!(d["processes"][0]["pid"], pid, "{d}");
+    assert_eq!(d["processes"][0]["sockets"], 1, "{d}");
+    let pe = findings
+        .iter()
+        .find(|f| f["pathology"] == "port_exhaustion")
+        .unwrap_or_else(|| panic!("{v}"));
+    assert!(
+        pe["summary"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("sleep pid {pid}")),
+        "{pe}"
+    );
+    assert!(pe.to_string().contains("tcpdoctor trace"), "{pe}");
+    // Without the scan nothing is attributed.
+    let (_, out, err) = support::run_in(&ns, &["sockets", "--json", "--no-processes"]);
+    let v = support::json(&out, &err);
+    assert!(v.get("attribution").is_none(), "{v}");
+    assert!(destination(&v, "127.0.0.1:5701").get("processes").is_none());
+    let _ = child.kill();
+    let _ = child.wait();
+    drop((lf, lb, extra));
+}

@@ -32,6 +32,7 @@
 
 mod analysis;
 mod netlink;
+mod owners;
 mod reuse;
 mod tcp_info;
 
@@ -44,9 +45,10 @@ use serde::Serialize;
 use tcpdoctor_model::{PortRange, SynLadder};
 
 pub use analysis::{
-    analyze, Analysis, Destination, FlaggedSocket, Listener, SlowSign, Summary, HEADROOM_CRITICAL,
-    HEADROOM_WARNING,
+    analyze, who, Analysis, Destination, FlaggedSocket, Listener, ProcessSockets, SlowSign,
+    Summary, HEADROOM_CRITICAL, HEADROOM_WARNING,
 };
+pub use owners::{attribute, Attribution, Owner};
 pub use reuse::TwReuse;
 pub use tcp_info::TcpInfo;
 
@@ -200,6 +202,10 @@ pub struct Socket {
     pub sndbuf_bytes: Option<u32>,
     /// `tcp_info`, absent for TIME_WAIT and NEW_SYN_RECV entries.
     pub info: Option<Box<TcpInfo>>,
+    /// The processes holding it (pid, comm, fd), once [`attribute`] ran; empty for sockets
+    /// without a file (TIME_WAIT, NEW_SYN_RECV) and those no readable process holds.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub owners: Vec<Owner>,
 }
 
 /// What to include. Empty lists mean "all". States are filtered by the kernel; ports and
@@ -267,6 +273,8 @@ pub struct Census {
     /// When the dump ended; two censuses' instants give the interval between them.
     #[serde(skip)]
     pub taken_at: Option<Instant>,
+    /// What the process scan covered, once [`attribute`] ran.
+    pub attribution: Option<Attribution>,
 }
 
 /// Takes the census of the caller's network namespace.
@@ -289,6 +297,7 @@ pub fn census(filter: &Filter) -> Result<Census, Error> {
             settings.syn_ladder_capped(crate::sysctl::read_u64("net.ipv4.tcp_rto_max_ms")?),
         ),
         taken_at: Some(Instant::now()),
+        attribution: None,
     })
 }
 
@@ -382,6 +391,7 @@ mod tests {
             rcvbuf_bytes: None,
             sndbuf_bytes: None,
             info: None,
+            owners: Vec::new(),
         };
         assert!(f.matches(&s));
         let by_port = Filter {

@@ -20,7 +20,8 @@ use crate::output;
 /// The long help of `tcpdoctor doctor --help` (what it needs, overhead, fields, example).
 const ABOUT: &str = r#"Runs, in order: the `check` audit of TCP sysctls and routes; a sock_diag census of every
 TCP socket (TIME_WAIT per destination, full accept queues, slow readers, sockets in RTO
-backoff), taken at the start and at the end of the window to see queues grow; a delta of
+backoff; the processes holding them, as `ss -p`), taken at the start and at the end of the
+window to see queues grow and zero windows persist; a delta of
 the kernel TCP counters over --window (nothing of tcpdoctor's own runs in that window);
 and, unless --quick, a bounded loopback self-probe against an embedded server (at most
 ~1.5 s and 1000 connections) to see whether this kernel stalls short connections. Then
@@ -193,7 +194,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let window = t_window.elapsed();
     run.interrupted |= !completed;
     let after = counters::snapshot();
-    let census1 = sockets::census(&Filter::default());
+    let mut census1 = sockets::census(&Filter::default());
+    // Name the processes behind what the later census shows (as `ss -p`).
+    if let Ok(c) = &mut census1 {
+        sockets::attribute(c);
+    }
 
     // Sockets: the later census, compared with the earlier (Recv-Q growth).
     let mut sockets_summary = None;

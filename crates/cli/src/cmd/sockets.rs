@@ -22,11 +22,17 @@ ip:port with TIME_WAIT, ephemeral ports in use and the headroom left in ip_local
 loopback with the default tcp_tw_reuse=2, once in TIME_WAIT for tcp_tw_reuse_delay, 1 s);
 listeners with accept queue (Recv-Q) vs backlog; slow readers (a zero window; with --watch
 also a Recv-Q that grew while data queued at the previous sample stayed unread); sockets in
-retransmission backoff (tcpi_retransmits, tcpi_backoff, RTO).
+retransmission backoff (tcpi_retransmits, tcpi_backoff, RTO). Each socket with a file is
+attributed to the processes holding it (pid, comm, fd: as `ss -p`, from /proc/PID/fd), so
+findings name the listener that is not accepting, the reader that is not reading and the
+processes with live sockets toward a destination short of ports (TIME_WAIT sockets have no
+owner left: `tcpdoctor trace` sees who closes them); --no-processes skips the scan.
 
 Needs: Linux with sock_diag (3.3+; tcp_info windows need 5.4/6.2+). No root, except --netns
-(CAP_SYS_ADMIN to enter /run/netns/NAME). Overhead: one read-only netlink dump; about
-0.5 us of CPU per socket (50 k TIME_WAIT sockets: ~30 ms).
+(CAP_SYS_ADMIN to enter /run/netns/NAME); without root, other users' processes cannot be
+inspected and their sockets show no owner (counted). Overhead: one read-only netlink dump;
+about 0.5 us of CPU per socket (50 k TIME_WAIT sockets: ~30 ms); the process scan costs one
+readlink per open file descriptor on the host (as ss -p).
 
 Output fields (JSON; units in names): by_state; port_range, ephemeral_ports,
 sustainable_connect_rate_per_s (= ports / 60 s TIME_WAIT, per destination); tw_reuse
@@ -36,8 +42,10 @@ ephemeral_ports_in_use, ports_unavailable, headroom_ports, used_percent,
 time_wait_rate_per_s, sustainable_connect_rate_per_s}; listeners[] {local, listening,
 accept_queue, backlog, full, connections}; slow_readers[] and retransmitting[] {local,
 remote, state, sign, recv_q_bytes, send_q_bytes, recv_q_growth_bytes, rcvbuf_bytes,
-rcv_wnd_bytes, snd_wnd_bytes, rto_us, backoff, retransmits, stalled_at_least_us};
-census_duration_us; with --list, sockets[] with tcp_info.
+rcv_wnd_bytes, snd_wnd_bytes, rto_us, backoff, retransmits, stalled_at_least_us, owners}; owners[] {pid, comm, fd} on
+listeners and sockets, processes[] {pid, comm, sockets} on destinations; attribution
+{processes_scanned, processes_unreadable, descriptors_scanned, sockets_attributed,
+sockets_unattributed, duration_us}; census_duration_us; with --list, sockets[] with tcp_info.
 
 Findings (severity from the shared policy): port_exhaustion (half of the range unavailable
 toward one destination or more; the share is the budget used), accept_queue_overflow
@@ -86,6 +94,9 @@ pub struct Args {
     /// Also list every socket (with tcp_info) in the output.
     #[arg(long)]
     list: bool,
+    /// Do not attribute sockets to processes (skips the scan of /proc/*/fd).
+    #[arg(long)]
+    no_processes: bool,
 }
 
 /// The JSON body: the summary, flattened, plus timing and (with --list) every socket.
@@ -109,12 +120,16 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     };
     let take = |filter: &Filter| -> anyhow::Result<(Census, Duration)> {
         let t0 = Instant::now();
-        let c = match &args.netns {
+        let mut c = match &args.netns {
             Some(ns) => sockets::census_in_netns(ns, filter),
             None => sockets::census(filter),
         }
         .context("socket census")?;
-        Ok((c, t0.elapsed()))
+        let took = t0.elapsed();
+        if !args.no_processes {
+            sockets::attribute(&mut c);
+        }
+        Ok((c, took))
     };
 
     let Some(interval) = args.watch else {
@@ -224,6 +239,24 @@ fn text(w: &mut dyn Write, r: &Report<Body>, args: &Args) -> io::Result<()> {
             s.undecoded_messages
         )?;
     }
+    if let Some(a) = &s.attribution {
+        let unreadable = if a.processes_unreadable > 0 {
+            format!(
+                "; {} not readable by this user (their sockets show no process: run as root)",
+                a.processes_unreadable
+            )
+        } else {
+            String::new()
+        };
+        writeln!(
+            w,
+            "  processes: {} scanned, {} file descriptors, {} socket(s) attributed ({}){unreadable}",
+            a.processes_scanned,
+            a.descriptors_scanned,
+            a.sockets_attributed,
+            fmt::micros(a.duration_us)
+        )?;
+    }
 
     if !s.destinations.is_empty() {
         writeln!(w, "\nDestinations (outgoing, by remote ip:port)")?;
@@ -236,6 +269,7 @@ fn text(w: &mut dyn Write, r: &Report<Body>, args: &Args) -> io::Result<()> {
             "HEADROOM",
             "USED",
             "TW_RATE/s",
+            "PROCESSES (live sockets)",
         ]);
         for d in s.destinations.iter().take(args.top) {
             t.add_row(vec![
@@ -251,6 +285,7 @@ fn text(w: &mut dyn Write, r: &Report<Body>, args: &Args) -> io::Result<()> {
                 d.headroom_ports.to_string(),
                 format!("{:.1}%", d.used_percent),
                 format!("{:.1}", d.time_wait_rate_per_s),
+                processes(&d.processes),
             ]);
         }
         table::align_right(&mut t, &[1, 2, 3, 4, 5, 6, 7]);
@@ -259,7 +294,14 @@ fn text(w: &mut dyn Write, r: &Report<Body>, args: &Args) -> io::Result<()> {
     }
     if !s.listeners.is_empty() {
         writeln!(w, "\nListeners (local ip:port; accept queue vs backlog)")?;
-        let mut t = table::new(["LOCAL", "ACCEPT_Q", "BACKLOG", "FULL", "CONNECTIONS"]);
+        let mut t = table::new([
+            "LOCAL",
+            "ACCEPT_Q",
+            "BACKLOG",
+            "FULL",
+            "CONNECTIONS",
+            "PROCESS",
+        ]);
         for l in s.listeners.iter().take(args.top) {
             let conns: Vec<String> = l
                 .connections
@@ -277,6 +319,7 @@ fn text(w: &mut dyn Write, r: &Report<Body>, args: &Args) -> io::Result<()> {
                 opt(l.backlog),
                 if l.full { "FULL".into() } else { String::new() },
                 conns.join(", "),
+                sockets::who(&l.owners),
             ]);
         }
         table::align_right(&mut t, &[1, 2]);
@@ -293,7 +336,7 @@ fn text(w: &mut dyn Write, r: &Report<Body>, args: &Args) -> io::Result<()> {
         writeln!(w, "\n{title}")?;
         let mut t = table::new([
             "LOCAL", "REMOTE", "STATE", "SIGN", "RECV_Q", "SEND_Q", "RCV_WND", "SND_WND", "RTO",
-            "BACKOFF",
+            "BACKOFF", "PROCESS",
         ]);
         for f in rows.iter().take(args.top) {
             let opt = |v: Option<u32>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
@@ -312,6 +355,7 @@ fn text(w: &mut dyn Write, r: &Report<Body>, args: &Args) -> io::Result<()> {
                 f.backoff
                     .map(|b| b.to_string())
                     .unwrap_or_else(|| "-".into()),
+                sockets::who(&f.owners),
             ]);
         }
         table::align_right(&mut t, &[4, 5, 6, 7, 8, 9]);
@@ -321,7 +365,7 @@ fn text(w: &mut dyn Write, r: &Report<Body>, args: &Args) -> io::Result<()> {
     if let Some(list) = r.body.sockets {
         writeln!(w, "\nSockets")?;
         let mut t = table::new([
-            "STATE", "RECV_Q", "SEND_Q", "LOCAL", "REMOTE", "RTT", "RTO", "RETRANS",
+            "STATE", "RECV_Q", "SEND_Q", "LOCAL", "REMOTE", "RTT", "RTO", "RETRANS", "PROCESS",
         ]);
         for so in list {
             let i = so.info.as_ref();
@@ -337,6 +381,7 @@ fn text(w: &mut dyn Write, r: &Report<Body>, args: &Args) -> io::Result<()> {
                     .unwrap_or_else(|| "-".into()),
                 i.map(|i| i.total_retrans.to_string())
                     .unwrap_or_else(|| "-".into()),
+                sockets::who(&so.owners),
             ]);
         }
         table::align_right(&mut t, &[1, 2, 5, 6, 7]);
@@ -346,6 +391,19 @@ fn text(w: &mut dyn Write, r: &Report<Body>, args: &Args) -> io::Result<()> {
     findings::write(w, &r.findings)?;
     writeln!(w)?;
     findings::verdict(w, r)
+}
+
+/// `curl pid 77 (3), nginx pid 8 (1)`: the processes with live sockets toward a destination.
+fn processes(p: &[sockets::ProcessSockets]) -> String {
+    let mut v: Vec<String> = p
+        .iter()
+        .take(3)
+        .map(|p| format!("{} pid {} ({})", p.comm, p.pid, p.sockets))
+        .collect();
+    if p.len() > 3 {
+        v.push(format!("+{} more", p.len() - 3));
+    }
+    v.join(", ")
 }
 
 fn more(w: &mut dyn Write, len: usize, top: usize) -> io::Result<()> {

@@ -27,7 +27,7 @@ use tcpdoctor_model::policy::{BUDGET_CRITICAL, BUDGET_WARNING};
 use tcpdoctor_model::timers::SYN_INITIAL_RTO;
 use tcpdoctor_model::{Evidence, Finding, Impact, Pathology, PortRange, Source};
 
-use super::{canonical, Census, Socket, TcpState, Timer, TwReuse};
+use super::{canonical, Attribution, Census, Owner, Socket, TcpState, Timer, TwReuse};
 use crate::sysctl::TIME_WAIT;
 
 /// Share of the ephemeral range held toward one destination from which `port_exhaustion`
@@ -70,6 +70,18 @@ pub struct Destination {
     /// The new-connection rate this destination can sustain: ports / 60 s, or ports /
     /// `tcp_tw_reuse_delay` where TIME_WAIT reuse applies.
     pub sustainable_connect_rate_per_s: f64,
+    /// Processes holding live sockets toward it, most sockets first (with process
+    /// attribution). TIME_WAIT sockets have no owner any more.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub processes: Vec<ProcessSockets>,
+}
+
+/// A process and how many sockets of a group it holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ProcessSockets {
+    pub pid: u32,
+    pub comm: String,
+    pub sockets: u64,
 }
 
 /// A local service: a listening socket and the connections it accepted (or, with
@@ -87,6 +99,9 @@ pub struct Listener {
     pub full: bool,
     /// Non-listening sockets on this local port, by state.
     pub connections: BTreeMap<TcpState, u64>,
+    /// The processes holding the listening socket (with process attribution).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub owners: Vec<Owner>,
 }
 
 /// Why a socket is flagged as a slow reader.
@@ -128,6 +143,9 @@ pub struct FlaggedSocket {
     /// backoff or SYN retransmission count implies.
     pub stalled_at_least_us: Option<u64>,
     pub inode: u32,
+    /// The processes holding it (with process attribution).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub owners: Vec<Owner>,
 }
 
 /// The census condensed: the JSON body of `tcpdoctor sockets`.
@@ -154,6 +172,9 @@ pub struct Summary {
     pub slow_readers: Vec<FlaggedSocket>,
     pub retransmitting: Vec<FlaggedSocket>,
     pub undecoded_messages: u64,
+    /// What the process scan covered; `None` without process attribution.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attribution: Option<Attribution>,
 }
 
 /// A summary and the findings it supports.
@@ -202,10 +223,12 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
             backlog: Some(s.send_q),
             full: s.recv_q > s.send_q,
             connections: BTreeMap::new(),
+            owners: s.owners.clone(),
         });
     }
     let mut orphan_idx: HashMap<SocketAddr, usize> = HashMap::new();
     let mut dests: HashMap<SocketAddr, Destination> = HashMap::new();
+    let mut dest_owners: HashMap<SocketAddr, BTreeMap<(u32, String), u64>> = HashMap::new();
     for s in census
         .sockets
         .iter()
@@ -234,6 +257,7 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
                     backlog: None,
                     full: false,
                     connections: BTreeMap::new(),
+                    owners: Vec::new(),
                 });
                 listeners.len() - 1
             });
@@ -253,8 +277,16 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
             used_percent: 0.0,
             time_wait_rate_per_s: 0.0,
             sustainable_connect_rate_per_s: sustainable,
+            processes: Vec::new(),
         });
         d.sockets += 1;
+        for o in dedup_pids(&s.owners) {
+            *dest_owners
+                .entry(s.remote)
+                .or_default()
+                .entry((o.pid, o.comm.clone()))
+                .or_default() += 1;
+        }
         *d.by_state.entry(s.state).or_default() += 1;
         if s.state == TcpState::TimeWait {
             d.time_wait += 1;
@@ -278,6 +310,14 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
             d.time_wait_rate_per_s = d.time_wait as f64 / TIME_WAIT.as_secs_f64();
             if d.tw_reuse {
                 d.sustainable_connect_rate_per_s = reuse.sustainable_rate(ports);
+            }
+            if let Some(m) = dest_owners.remove(&d.remote) {
+                d.processes = m
+                    .into_iter()
+                    .map(|((pid, comm), sockets)| ProcessSockets { pid, comm, sockets })
+                    .collect();
+                d.processes
+                    .sort_by(|a, b| b.sockets.cmp(&a.sockets).then(a.pid.cmp(&b.pid)));
             }
             d
         })
@@ -377,6 +417,7 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
         slow_readers,
         retransmitting,
         undecoded_messages: census.undecoded_messages,
+        attribution: census.attribution.clone(),
     };
     let findings = findings(&summary);
     Analysis { summary, findings }
@@ -485,6 +526,38 @@ fn flag(s: &Socket, sign: SlowSign, growth: Option<i64>) -> FlaggedSocket {
         retransmits: i.map(|i| i.retransmits),
         stalled_at_least_us: None,
         inode: s.inode,
+        owners: s.owners.clone(),
+    }
+}
+
+/// One owner per process (a socket shared by a forked child appears once per process).
+fn dedup_pids(owners: &[Owner]) -> Vec<&Owner> {
+    let mut seen = Vec::new();
+    let mut out = Vec::new();
+    for o in owners {
+        if !seen.contains(&o.pid) {
+            seen.push(o.pid);
+            out.push(o);
+        }
+    }
+    out
+}
+
+/// `nginx pid 812` or `nginx pid 812, nginx pid 813`; empty without owners.
+pub fn who(owners: &[Owner]) -> String {
+    dedup_pids(owners)
+        .iter()
+        .map(|o| format!("{} pid {}", o.comm, o.pid))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// ` (nginx pid 812)` or nothing.
+fn by_whom(owners: &[Owner]) -> String {
+    if owners.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", who(owners))
     }
 }
 
@@ -569,6 +642,31 @@ fn findings(sum: &Summary) -> Vec<Finding> {
                 d.time_wait_rate_per_s,
             ),
         );
+        if sum.attribution.is_some() {
+            let f = out.last_mut().expect("just pushed");
+            let mut items: Vec<String> = d
+                .processes
+                .iter()
+                .take(EXAMPLES)
+                .map(|p| format!("{} pid {}: {} live socket(s)", p.comm, p.pid, p.sockets))
+                .collect();
+            if items.is_empty() {
+                items.push("none: no live socket toward it".into());
+            }
+            f.evidence.push(Evidence::Examples {
+                what: format!(
+                    "processes with live sockets toward {} (the {} TIME_WAIT sockets have no owner: the kernel forgets it at close; `tcpdoctor trace` names the process as it closes them)",
+                    d.remote, d.time_wait
+                ),
+                items,
+            });
+            if let Some(p) = d.processes.first() {
+                f.summary.push_str(&format!(
+                    "; live sockets toward it held by {} pid {}",
+                    p.comm, p.pid
+                ));
+            }
+        }
     }
     for l in sum.listeners.iter().filter(|l| l.full) {
         let (q, b) = (l.accept_queue.unwrap_or(0), l.backlog.unwrap_or(0));
@@ -577,8 +675,9 @@ fn findings(sum: &Summary) -> Vec<Finding> {
                 Pathology::AcceptQueueOverflow,
                 Source::Sockets,
                 format!(
-                    "listener {} has a full accept queue: {q} waiting, backlog {b}; each SYN it drops waits {} for its retransmission",
+                    "listener {}{} has a full accept queue: {q} waiting, backlog {b}; each SYN it drops waits {} for its retransmission",
                     l.local,
+                    by_whom(&l.owners),
                     fmt_duration(SYN_INITIAL_RTO)
                 ),
                 // tcp_conn_request (net/ipv4/tcp_input.c) drops a SYN while
@@ -595,6 +694,18 @@ fn findings(sum: &Summary) -> Vec<Finding> {
                 )),
             }),
         );
+        if !l.owners.is_empty() {
+            let f = out.last_mut().expect("just pushed");
+            f.evidence.push(Evidence::Examples {
+                what: "processes holding the listener (they are not calling accept() fast enough)"
+                    .into(),
+                items: l
+                    .owners
+                    .iter()
+                    .map(|o| format!("{} pid {} fd {}", o.comm, o.pid, o.fd))
+                    .collect(),
+            });
+        }
     }
     if !sum.slow_readers.is_empty() {
         let flagged: Vec<&FlaggedSocket> = sum.slow_readers.iter().collect();
@@ -644,13 +755,29 @@ fn findings(sum: &Summary) -> Vec<Finding> {
                     .take(EXAMPLES)
                     .map(|f| {
                         format!(
-                            "{:?} {} -> {} {}/{}",
-                            f.sign, f.local, f.remote, f.recv_q_bytes, f.send_q_bytes
+                            "{:?} {} -> {} {}/{}{}",
+                            f.sign,
+                            f.local,
+                            f.remote,
+                            f.recv_q_bytes,
+                            f.send_q_bytes,
+                            by_whom(&f.owners)
                         )
                     })
                     .collect(),
             }),
         );
+        // The process that is not reading: the owner of a socket with data waiting in it.
+        let readers: Vec<&Owner> = flagged
+            .iter()
+            .filter(|f| f.recv_q_bytes > 0)
+            .flat_map(|f| f.owners.iter())
+            .collect();
+        if let Some(o) = readers.first() {
+            let f = out.last_mut().expect("just pushed");
+            f.summary
+                .push_str(&format!("; not reading: {} pid {}", o.comm, o.pid));
+        }
     }
     let syn: Vec<&FlaggedSocket> = sum
         .retransmitting
@@ -684,7 +811,7 @@ fn findings(sum: &Summary) -> Vec<Finding> {
                 items: syn
                     .iter()
                     .take(EXAMPLES)
-                    .map(|f| format!("{} -> {}", f.local, f.remote))
+                    .map(|f| format!("{} -> {}{}", f.local, f.remote, by_whom(&f.owners)))
                     .collect(),
             }),
         );
@@ -722,11 +849,12 @@ fn findings(sum: &Summary) -> Vec<Finding> {
                     .take(EXAMPLES)
                     .map(|f| {
                         format!(
-                            "{} -> {} backoff {} RTO {} ms",
+                            "{} -> {} backoff {} RTO {} ms{}",
                             f.local,
                             f.remote,
                             f.backoff.unwrap_or(0),
-                            f.rto_us.unwrap_or(0) / 1000
+                            f.rto_us.unwrap_or(0) / 1000,
+                            by_whom(&f.owners)
                         )
                     })
                     .collect(),
@@ -767,6 +895,7 @@ mod tests {
             rcvbuf_bytes: None,
             sndbuf_bytes: None,
             info: None,
+            owners: Vec::new(),
         }
     }
 
@@ -783,6 +912,7 @@ mod tests {
             tw_reuse: TwReuse::default(),
             syn_ladder: None,
             taken_at: None,
+            attribution: None,
         }
     }
 
@@ -1065,6 +1195,61 @@ mod tests {
         let an = analyze(&census(vec![rx, other], "32768-60999"), None);
         assert_eq!(an.findings[0].severity, Severity::Warning);
         assert_eq!(an.findings[0].severity_rule, Rule::Common);
+    }
+
+    #[test]
+    fn owners_name_the_listener_the_destination_and_the_reader() {
+        let owner = |pid, comm: &str, fd| Owner {
+            pid,
+            comm: comm.into(),
+            fd,
+        };
+        let mut l = sock(TcpState::Listen, "127.0.0.1:5000", "0.0.0.0:0");
+        l.recv_q = 2;
+        l.send_q = 1;
+        l.owners = vec![owner(812, "nginx", 6), owner(813, "nginx", 6)];
+        let mut v = vec![l];
+        for p in 40000..40120 {
+            v.push(tw(&format!("127.0.0.1:{p}"), "10.0.0.9:80", 1_000));
+        }
+        let mut live = sock(TcpState::Established, "127.0.0.1:40150", "10.0.0.9:80");
+        live.owners = vec![owner(77, "curl", 5)];
+        v.push(live);
+        let mut c = census(v, "40000-40199");
+        c.attribution = Some(Attribution::default());
+        let a = analyze(&c, None);
+        assert_eq!(a.summary.listeners[0].owners.len(), 2);
+        let d = &a.summary.destinations[0];
+        assert_eq!(
+            d.processes,
+            vec![ProcessSockets {
+                pid: 77,
+                comm: "curl".into(),
+                sockets: 1
+            }]
+        );
+        let aq = a
+            .findings
+            .iter()
+            .find(|f| f.pathology == Pathology::AcceptQueueOverflow)
+            .unwrap();
+        assert!(
+            aq.summary.contains("(nginx pid 812, nginx pid 813)"),
+            "{}",
+            aq.summary
+        );
+        let pe = a
+            .findings
+            .iter()
+            .find(|f| f.pathology == Pathology::PortExhaustion)
+            .unwrap();
+        assert!(pe.summary.contains("curl pid 77"), "{}", pe.summary);
+        assert!(
+            pe.evidence
+                .iter()
+                .any(|e| matches!(e, Evidence::Examples { what, .. } if what.contains("trace"))),
+            "{pe:?}"
+        );
     }
 
     #[test]

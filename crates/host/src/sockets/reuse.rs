@@ -136,6 +136,7 @@ mod tests {
             rcvbuf_bytes: None,
             sndbuf_bytes: None,
             info: None,
+            owners: Vec::new(),
         }
     }
 
