@@ -1,12 +1,13 @@
 //! Process-wide output concerns: Ctrl-C, stdout that tolerates a closed pipe, progress bars,
-//! and the one-line error format.
+//! the one-line error format, and the provenance every JSON document is stamped with.
 
 use std::io::{self, IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::time::Duration;
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
-use tcpdoctor_model::Report;
+use tcpdoctor_model::{Provenance, Report, Stamped};
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 static SIGNALS: AtomicU32 = AtomicU32::new(0);
@@ -64,11 +65,53 @@ pub fn emit<B: Serialize>(
     text: impl FnOnce(&mut dyn Write, &Report<B>) -> io::Result<()>,
 ) -> anyhow::Result<i32> {
     if json {
-        with_stdout(|w| tcpdoctor_report::json(w, report))?;
+        let p = provenance();
+        with_stdout(|w| tcpdoctor_report::json(w, &stamp(report, &p)))?;
     } else {
         with_stdout(|w| text(w, report))?;
     }
     Ok(report.verdict.exit_code())
+}
+
+/// Prints a report as one JSON line (a `--watch` sample), stamped with the time it is printed.
+pub fn json_line<B: Serialize>(report: &Report<B>) -> anyhow::Result<()> {
+    let p = provenance();
+    with_stdout(|w| tcpdoctor_report::json_line(w, &stamp(report, &p)))
+}
+
+fn stamp<'a, B>(report: &'a Report<B>, provenance: &'a Provenance) -> Stamped<'a, B> {
+    Stamped { report, provenance }
+}
+
+/// This host, kernel and build, with the time now (RFC 3339 UTC, milliseconds).
+pub fn provenance() -> Provenance {
+    /// (host name, kernel release): read once, they do not change while a command runs.
+    static HOST: OnceLock<(String, String)> = OnceLock::new();
+    let (host_name, kernel_release) = HOST.get_or_init(uname).clone();
+    Provenance {
+        generated_at: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+        host_name,
+        kernel_release,
+        tcpdoctor_version: env!("CARGO_PKG_VERSION").to_string(),
+        tcpdoctor_commit: env!("TCPDOCTOR_GIT_COMMIT").to_string(),
+    }
+}
+
+/// `uname -n` and `uname -r`; "unknown" if uname(2) fails (it does not on Linux).
+fn uname() -> (String, String) {
+    // SAFETY: utsname is plain old data; uname fills it with NUL-terminated strings.
+    unsafe {
+        let mut u: libc::utsname = std::mem::zeroed();
+        if libc::uname(&mut u) != 0 {
+            return ("unknown".into(), "unknown".into());
+        }
+        let field = |f: &[libc::c_char]| {
+            std::ffi::CStr::from_ptr(f.as_ptr())
+                .to_string_lossy()
+                .into_owned()
+        };
+        (field(&u.nodename), field(&u.release))
+    }
 }
 
 /// A progress bar on stderr, hidden when stderr is not a terminal.

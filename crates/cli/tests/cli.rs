@@ -19,3 +19,76 @@ fn unknown_command_is_a_usage_error() {
     assert_eq!(code, 2);
     assert!(err.contains("frobnicate"), "{err}");
 }
+
+/// Every command's JSON (one document, or each `--watch` line) is stamped with when, where
+/// and by which build it was printed, so saved outputs can be lined up later.
+#[test]
+fn every_commands_json_carries_its_provenance() {
+    let root = env!("CARGO_MANIFEST_DIR").to_string() + "/../..";
+    let pcap = format!("{root}/tests/data/analyze/syn-drop.pcap");
+    let nstat1 = format!("{root}/tests/data/counters/linux-nstat-a.1.txt");
+    let nstat2 = format!("{root}/tests/data/counters/linux-nstat-a.2.txt");
+    let (_, version, _) = support::run(&["--version"]);
+    let uname = |flag: &str| {
+        let o = std::process::Command::new("uname")
+            .arg(flag)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    let (host, kernel) = (uname("-n"), uname("-r"));
+    let runs: Vec<Vec<&str>> = vec![
+        vec!["check", "--json"],
+        vec!["sockets", "--json"],
+        vec!["sockets", "--json", "--watch", "100ms", "--count", "2"],
+        vec!["counters", "--json"],
+        vec!["counters", "--json", "--watch", "100ms", "--count", "2"],
+        vec!["counters", "--json", "--from", &nstat1, "--to", &nstat2],
+        vec!["doctor", "--json", "--quick", "--window", "100ms"],
+        vec!["probe", "--json", "-n", "20"],
+        vec!["analyze", "--json", &pcap],
+        vec!["burst", "lo", "--json", "--duration", "100ms"],
+        vec!["lab", "cleanup", "--json", "--prefix", "tdocnosuchthing"],
+    ];
+    for args in runs {
+        let t0 = std::time::SystemTime::now();
+        let (code, out, err) = support::run(&args);
+        assert!((0..=3).contains(&code), "{args:?}: exit {code}\n{err}");
+        let watch = args.contains(&"--watch");
+        let docs: Vec<serde_json::Value> = if watch {
+            out.lines().map(|l| support::json(l, &err)).collect()
+        } else {
+            vec![support::json(&out, &err)]
+        };
+        assert_eq!(docs.len(), if watch { 2 } else { 1 }, "{args:?}");
+        let mut stamps = Vec::new();
+        for d in &docs {
+            assert_eq!(d["host_name"], host.as_str(), "{args:?}");
+            assert_eq!(d["kernel_release"], kernel.as_str(), "{args:?}");
+            let v = d["tcpdoctor_version"].as_str().unwrap();
+            let c = d["tcpdoctor_commit"].as_str().unwrap();
+            assert!(
+                version.contains(&format!("{v} ({c})")),
+                "{args:?}: {v} {c} vs {version}"
+            );
+            let at = d["generated_at"].as_str().expect("generated_at");
+            let t = humantime::parse_rfc3339(at).unwrap_or_else(|e| panic!("{at}: {e}"));
+            // Printed during this run (the clock's millisecond rounding aside).
+            let slack = std::time::Duration::from_millis(1);
+            assert!(t + slack >= t0, "{args:?}: {at} before the run");
+            assert!(
+                t <= std::time::SystemTime::now(),
+                "{args:?}: {at} in the future"
+            );
+            stamps.push(t);
+        }
+        // Each watch line is stamped when printed: the second at least 100 ms after the first.
+        if watch {
+            let gap = stamps[1].duration_since(stamps[0]).unwrap();
+            assert!(
+                gap >= std::time::Duration::from_millis(99),
+                "{args:?}: {gap:?}"
+            );
+        }
+    }
+}

@@ -18,5 +18,5 @@ pub use catalogue::{CatalogueEntry, Remedy, Role};
 pub use finding::{Evidence, Finding, Pathology, Severity, Source};
 pub use net::PortRange;
 pub use policy::{Impact, Judgement, Rule};
-pub use report::{Measured, Report, Verdict, SCHEMA_VERSION};
+pub use report::{Measured, Provenance, Report, Stamped, Verdict, SCHEMA_VERSION};
 pub use timers::SynLadder;

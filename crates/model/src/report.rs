@@ -5,6 +5,9 @@
 //!  "interrupted":false, "findings":[...], "<command-specific fields>": ...}
 //! ```
 //!
+//! The binary stamps every printed document with its [`Provenance`] (when, on which host and
+//! kernel, by which build), through [`Stamped`]; the model itself has no clock.
+//!
 //! The verdict is derived here, once, for every command: `healthy` only when something was
 //! measured, the run was not cut short, and no finding is above info; `findings` when any
 //! finding is a warning or worse (cut short or not); otherwise `inconclusive`.
@@ -143,6 +146,32 @@ impl<B> Report<B> {
     }
 }
 
+/// Where, when and by which build a document was printed. Filled by the binary at the moment
+/// it prints (this crate reads no clock and no host); flattened beside the report's fields.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Provenance {
+    /// When the document was printed: RFC 3339, UTC, millisecond precision
+    /// (`2025-03-01T12:00:00.123Z`). Each `--watch` line carries its own.
+    pub generated_at: String,
+    /// The host name (`uname -n`), of the host even when a network namespace was examined.
+    pub host_name: String,
+    /// The running kernel's release (`uname -r`).
+    pub kernel_release: String,
+    /// tcpdoctor's version (`0.1.0`).
+    pub tcpdoctor_version: String,
+    /// The git commit tcpdoctor was built from (12 hex digits), `unknown` outside a checkout.
+    pub tcpdoctor_commit: String,
+}
+
+/// A report as printed: its fields, then its [`Provenance`].
+#[derive(Debug, Serialize)]
+pub struct Stamped<'a, B> {
+    #[serde(flatten)]
+    pub report: &'a Report<B>,
+    #[serde(flatten)]
+    pub provenance: &'a Provenance,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,6 +215,32 @@ mod tests {
         assert_eq!(v["findings"][0]["pathology"], "incast");
         assert_eq!(v["verdict_reason"], "0 critical and 1 warning finding(s)");
         assert!(v.get("measured").is_none());
+    }
+
+    #[test]
+    fn stamped_report_carries_provenance_beside_its_fields() {
+        let r = Report::new("check", vec![], Body { connections: 2 }, something());
+        let p = Provenance {
+            generated_at: "2025-03-01T12:00:00.123Z".into(),
+            host_name: "web-1".into(),
+            kernel_release: "6.18.0".into(),
+            tcpdoctor_version: "0.1.0".into(),
+            tcpdoctor_commit: "0123456789ab".into(),
+        };
+        let v = serde_json::to_value(Stamped {
+            report: &r,
+            provenance: &p,
+        })
+        .unwrap();
+        assert_eq!(v["command"], "check");
+        assert_eq!(v["connections"], 2);
+        assert_eq!(v["generated_at"], "2025-03-01T12:00:00.123Z");
+        assert_eq!(v["host_name"], "web-1");
+        assert_eq!(v["kernel_release"], "6.18.0");
+        assert_eq!(v["tcpdoctor_version"], "0.1.0");
+        assert_eq!(v["tcpdoctor_commit"], "0123456789ab");
+        let back: Provenance = serde_json::from_value(v).unwrap();
+        assert_eq!(back, p);
     }
 
     #[test]

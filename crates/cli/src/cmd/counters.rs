@@ -195,7 +195,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             let report = report.interrupted(stop.load(Ordering::SeqCst));
             worst = worst.max(report.verdict.exit_code());
             if args.json {
-                output::with_stdout(|w| tcpdoctor_report::json_line(w, &report))?;
+                output::json_line(&report)?;
             } else {
                 output::with_stdout(|w| {
                     writeln!(w, "--- {} ---", n)?;
