@@ -109,6 +109,8 @@ struct SummaryLine {
     #[serde(rename = "type")]
     kind: &'static str,
     t_ms: u64,
+    /// When this line was printed (RFC 3339 UTC), as every `--watch` line carries.
+    generated_at: String,
     /// Sockets that started a connect (kernel count).
     connects: u64,
     causes: BTreeMap<String, u64>,
@@ -170,6 +172,7 @@ fn summary_line(session: &Session) -> SummaryLine {
     SummaryLine {
         kind: "summary",
         t_ms: session.elapsed().as_millis() as u64,
+        generated_at: output::provenance().generated_at,
         connects: counts.get(&Counter::Connects).copied().unwrap_or(0),
         causes: s
             .causes
@@ -317,7 +320,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     };
     let report = Report::new("trace", outcome.findings, body, measured).interrupted(cut_short);
     if json {
-        output::with_stdout(|w| tcpdoctor_report::json_line(w, &report))?;
+        output::json_line(&report)?;
     } else {
         output::with_stdout(|w| text(w, &report))?;
     }
