@@ -195,6 +195,49 @@ impl Inputs {
     }
 }
 
+/// The settings read and what they imply, as `check` reports them (its JSON body, and
+/// `settings` in `doctor`'s): every value read, the SYN ladder, the RTO floor and the port
+/// budget per destination.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Audit {
+    pub settings: Inputs,
+    pub syn_ladder_s: Vec<f64>,
+    pub syn_give_up_s: f64,
+    pub syn_give_up_latest_s: f64,
+    pub syn_time_budget_s: f64,
+    pub rto_floor_us: u64,
+    pub connect_rate_per_destination_per_s: f64,
+}
+
+impl Audit {
+    pub fn new(inputs: Inputs) -> Audit {
+        let ladder = inputs.syn_ladder();
+        Audit {
+            syn_ladder_s: ladder.rungs().iter().map(|d| d.as_secs_f64()).collect(),
+            syn_give_up_s: ladder.give_up_at().as_secs_f64(),
+            syn_give_up_latest_s: round2(ladder.give_up_latest().as_secs_f64()),
+            syn_time_budget_s: ladder.time_budget().as_secs_f64(),
+            rto_floor_us: inputs.rto_floor().as_micros() as u64,
+            connect_rate_per_destination_per_s: round2(inputs.tcp.sustainable_connect_rate()),
+            settings: inputs,
+        }
+    }
+}
+
+/// Effective backlogs of the listening sockets of a census summary, for the audit.
+pub fn listener_backlogs(s: &crate::sockets::Summary) -> Vec<ListenerBacklog> {
+    s.listeners
+        .iter()
+        .filter(|l| l.listening)
+        .filter_map(|l| {
+            l.backlog.map(|b| ListenerBacklog {
+                local: l.local.to_string(),
+                backlog: u64::from(b),
+            })
+        })
+        .collect()
+}
+
 /// The smallest data retransmission timeout a connection of this namespace can have: the
 /// `net.ipv4.tcp_rto_min_us` floor (200 ms, `TCP_RTO_MIN`, when the kernel has no such
 /// sysctl), lowered by any route's `rto_min` (`tcp_rto_min` in include/net/tcp.h prefers a

@@ -2,7 +2,6 @@
 
 use std::io::{self, Write};
 
-use serde::Serialize;
 use tcpdoctor_host::check::{self, Inputs};
 use tcpdoctor_model::{Measured, Report};
 use tcpdoctor_report::{findings, fmt, table};
@@ -41,32 +40,6 @@ pub struct Args {
     pub netns: Option<String>,
 }
 
-/// The JSON body of `check`.
-#[derive(Serialize)]
-pub struct Body {
-    pub settings: Inputs,
-    pub syn_ladder_s: Vec<f64>,
-    pub syn_give_up_s: f64,
-    pub syn_give_up_latest_s: f64,
-    pub syn_time_budget_s: f64,
-    pub rto_floor_us: u64,
-    pub connect_rate_per_destination_per_s: f64,
-}
-
-pub fn body(inputs: Inputs) -> Body {
-    let ladder = inputs.syn_ladder();
-    Body {
-        syn_ladder_s: ladder.rungs().iter().map(|d| d.as_secs_f64()).collect(),
-        syn_give_up_s: ladder.give_up_at().as_secs_f64(),
-        syn_give_up_latest_s: (ladder.give_up_latest().as_secs_f64() * 100.0).round() / 100.0,
-        syn_time_budget_s: ladder.time_budget().as_secs_f64(),
-        rto_floor_us: inputs.rto_floor().as_micros() as u64,
-        connect_rate_per_destination_per_s: (inputs.tcp.sustainable_connect_rate() * 100.0).round()
-            / 100.0,
-        settings: inputs,
-    }
-}
-
 pub fn run(args: Args) -> anyhow::Result<i32> {
     if let Some(ns) = &args.netns {
         crate::netns::enter(ns)?;
@@ -74,14 +47,20 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let mut inputs = Inputs::read()?;
     // Listener backlogs from the socket census; without it the listener checks are skipped.
     if let Ok(c) = tcpdoctor_host::sockets::census(&tcpdoctor_host::sockets::Filter::default()) {
-        inputs.listeners = listener_backlogs(&tcpdoctor_host::sockets::analyze(&c, None).summary);
+        inputs.listeners =
+            check::listener_backlogs(&tcpdoctor_host::sockets::analyze(&c, None).summary);
     }
     let found = check::audit(&inputs);
     let what = match &args.netns {
         Some(ns) => format!("the TCP settings of network namespace {ns}"),
         None => "this host's TCP settings".to_string(),
     };
-    let report = Report::new("check", found, body(inputs), Measured::Something(what));
+    let report = Report::new(
+        "check",
+        found,
+        check::Audit::new(inputs),
+        Measured::Something(what),
+    );
     crate::output::emit(&report, args.json, |w, r| {
         write_settings(w, &r.body)?;
         writeln!(w)?;
@@ -91,26 +70,12 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     })
 }
 
-/// Effective backlogs of the listening sockets of a census summary.
-pub fn listener_backlogs(s: &tcpdoctor_host::sockets::Summary) -> Vec<check::ListenerBacklog> {
-    s.listeners
-        .iter()
-        .filter(|l| l.listening)
-        .filter_map(|l| {
-            l.backlog.map(|b| check::ListenerBacklog {
-                local: l.local.to_string(),
-                backlog: u64::from(b),
-            })
-        })
-        .collect()
-}
-
 fn opt(v: Option<u64>) -> String {
     v.map_or_else(|| "(absent)".to_string(), |v| v.to_string())
 }
 
 /// The settings table shared with `doctor`.
-pub fn write_settings(w: &mut dyn Write, b: &Body) -> io::Result<()> {
+pub fn write_settings(w: &mut dyn Write, b: &check::Audit) -> io::Result<()> {
     let t = &b.settings.tcp;
     let m = &b.settings.more;
     let triple = |v: Option<[u64; 3]>| {

@@ -1,0 +1,518 @@
+//! The diagnosis of one host (or network namespace) behind `tcpdoctor doctor`, as a library
+//! that the CLI and a long-running exporter share.
+//!
+//! [`diagnose`] runs, in order: the settings read; a sock_diag census at the start of the
+//! window; a counter snapshot; the window itself, in which nothing of tcpdoctor's runs;
+//! a closing counter snapshot and census (with process attribution); the census analysis
+//! (the two censuses compared); the settings audit, fed the listener backlogs of the census;
+//! the counter delta judged against the host's RTO floor; and, unless skipped, a bounded
+//! loopback self-probe. The live findings of one pathology are merged ([`merge`]) and the
+//! result is a [`Report`] whose verdict follows from what was measured and whether the run
+//! was cut short.
+//!
+//! It reads the caller's network namespace (enter another one before calling, as `--netns`
+//! does) and changes nothing but the loopback self-probe's connections. It does not print:
+//! progress goes to a callback, the report to the caller. A step that cannot run is recorded
+//! as skipped with the reason; only a run in which no step could run is an [`Error`].
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tcpdoctor_host::check::{self, Audit, Inputs};
+use tcpdoctor_host::counters;
+use tcpdoctor_host::sockets::{self, Filter, Summary};
+use tcpdoctor_model::{Finding, Measured, Report, Source};
+use tcpdoctor_report::fmt;
+
+/// The probe's bounds: short enough for a diagnosis, long enough for a few hundred
+/// connections; a 1 s SYN retransmit (the first rung of the ladder) fits in it.
+pub const PROBE_DURATION: Duration = Duration::from_millis(1500);
+/// At most this many loopback connections, and never more than a tenth of the port range:
+/// each leaves a TIME_WAIT socket for 60 s, and the host's own clients need the rest.
+pub const PROBE_MAX_CONNECTIONS: u64 = 1000;
+
+/// Errors of a diagnosis.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Every step was skipped; the reasons, per step.
+    #[error("nothing could be examined ({0})")]
+    NothingExamined(String),
+}
+
+/// Whether the loopback self-probe runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Probe {
+    Run,
+    /// Skipped, with the reason recorded in the report (e.g. `--quick`).
+    Skip(String),
+}
+
+/// What to diagnose and how.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// How long to watch the counters and socket queues.
+    pub window: Duration,
+    pub probe: Probe,
+    /// The network namespace the caller entered, for the report (`None`: its own).
+    pub netns: Option<String>,
+}
+
+/// One step of the diagnosis and what it did.
+#[derive(Clone, Debug, Serialize)]
+pub struct Step {
+    pub step: &'static str,
+    pub ran: bool,
+    pub duration_us: u64,
+    pub detail: String,
+}
+
+/// A step that did not run, and why.
+#[derive(Clone, Debug, Serialize)]
+pub struct Skipped {
+    pub step: &'static str,
+    pub reason: String,
+}
+
+/// The JSON body of `doctor`.
+#[derive(Serialize)]
+pub struct Body {
+    pub netns: Option<String>,
+    pub root: bool,
+    /// How long the counters and queues were watched (shorter than asked when interrupted).
+    pub window_ms: u64,
+    /// The window asked for.
+    pub window_requested_ms: u64,
+    pub steps: Vec<Step>,
+    pub skipped: Vec<Skipped>,
+    pub settings: Option<Audit>,
+    pub sockets: Option<Summary>,
+    pub counters_moved: BTreeMap<String, i64>,
+    pub probe: Option<tcpdoctor_probe::Summary>,
+}
+
+struct Run<'a> {
+    steps: Vec<Step>,
+    skipped: Vec<Skipped>,
+    found: Vec<Finding>,
+    interrupted: bool,
+    stop: &'a AtomicBool,
+}
+
+impl Run<'_> {
+    fn record(&mut self, step: &'static str, start: Instant, detail: String) {
+        self.steps.push(Step {
+            step,
+            ran: true,
+            duration_us: start.elapsed().as_micros() as u64,
+            detail,
+        });
+    }
+
+    fn skip(&mut self, step: &'static str, reason: String) {
+        self.steps.push(Step {
+            step,
+            ran: false,
+            duration_us: 0,
+            detail: reason.clone(),
+        });
+        self.skipped.push(Skipped { step, reason });
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+}
+
+/// Sleeps `d` in short steps; false when `stop` was set.
+fn wait(d: Duration, stop: &AtomicBool) -> bool {
+    let end = Instant::now() + d;
+    while Instant::now() < end {
+        if stop.load(Ordering::SeqCst) {
+            return false;
+        }
+        std::thread::sleep((end - Instant::now()).min(Duration::from_millis(50)));
+    }
+    !stop.load(Ordering::SeqCst)
+}
+
+/// Diagnoses the caller's network namespace. `stop` (Ctrl-C) ends the window early: the
+/// closing census and counters are still read, the probe is skipped, and the report says what
+/// was measured and is marked interrupted. `progress` receives a short message as each step
+/// starts.
+pub fn diagnose(
+    cfg: &Config,
+    stop: &AtomicBool,
+    progress: &dyn Fn(&str),
+) -> Result<Report<Body>, Error> {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let mut run = Run {
+        steps: Vec::new(),
+        skipped: Vec::new(),
+        found: Vec::new(),
+        interrupted: false,
+        stop,
+    };
+    // What was measured, in order, for the verdict line (also when cut short).
+    let mut measured: Vec<String> = Vec::new();
+
+    // 1. Settings. Listener backlogs come from the census below, so the audit runs after it.
+    progress("reading settings");
+    let t = Instant::now();
+    let inputs = match Inputs::read() {
+        Ok(i) => Some(i),
+        Err(e) => {
+            run.skip("check", format!("cannot read settings: {e}"));
+            None
+        }
+    };
+    let settings_ms = t.elapsed();
+
+    // 2. Census at the start of the window, counters before.
+    progress("socket census");
+    let t = Instant::now();
+    let census0 = sockets::census(&Filter::default());
+    let census_ms = t.elapsed();
+    let before = counters::snapshot();
+
+    // 3. The window: nothing of ours runs in it.
+    progress(&format!(
+        "watching counters and queues for {}",
+        humantime::format_duration(cfg.window)
+    ));
+    let t_window = Instant::now();
+    let completed = wait(cfg.window, stop);
+    let window = t_window.elapsed();
+    run.interrupted |= !completed;
+    let after = counters::snapshot();
+    let mut census1 = sockets::census(&Filter::default());
+    // Name the processes behind what the later census shows (as `ss -p`).
+    if let Ok(c) = &mut census1 {
+        sockets::attribute(c);
+    }
+
+    // Sockets: the later census, compared with the earlier (Recv-Q growth).
+    let mut sockets_summary = None;
+    let mut listeners = Vec::new();
+    match (&census0, &census1) {
+        (Ok(c0), Ok(c1)) => {
+            let a = sockets::analyze(c1, Some(c0));
+            listeners = check::listener_backlogs(&a.summary);
+            run.steps.push(Step {
+                step: "sockets",
+                ran: true,
+                duration_us: census_ms.as_micros() as u64,
+                detail: format!(
+                    "{} socket(s), {} listener(s), {} destination(s); censuses {} apart",
+                    a.summary.total_sockets,
+                    a.summary.listeners.iter().filter(|l| l.listening).count(),
+                    a.summary.destinations.len(),
+                    fmt::duration(window)
+                ),
+            });
+            run.found.extend(a.findings);
+            measured.push(format!(
+                "two socket censuses {} apart",
+                fmt::duration(window)
+            ));
+            sockets_summary = Some(a.summary);
+        }
+        (Err(e), _) | (_, Err(e)) => run.skip(
+            "sockets",
+            format!("sock_diag census failed: {e}{}", hint(root)),
+        ),
+    }
+
+    // Settings audit, now with listener backlogs.
+    let mut settings = None;
+    let mut rto_floor = None;
+    if let Some(mut i) = inputs {
+        let t = Instant::now();
+        i.listeners = listeners;
+        let f = check::audit(&i);
+        rto_floor = Some(i.rto_floor());
+        measured.insert(0, "the TCP settings".to_string());
+        run.steps.push(Step {
+            step: "check",
+            ran: true,
+            duration_us: (settings_ms + t.elapsed()).as_micros() as u64,
+            detail: format!(
+                "TCP sysctls, {} route(s) with rto_min, {} listener backlog(s) audited",
+                i.routes.len(),
+                i.listeners.len()
+            ),
+        });
+        run.found.extend(f);
+        settings = Some(Audit::new(i));
+    }
+
+    // Counters over the window, each timeout judged against the host's RTO floor.
+    let mut moved = BTreeMap::new();
+    match (&before, &after) {
+        (Ok(b), Ok(a)) => {
+            let d = a.delta_since(b);
+            let window_ms = window.as_millis() as u64;
+            run.found.extend(tcpdoctor_model::counters::findings(
+                &d.changed,
+                tcpdoctor_model::counters::Window {
+                    length: Some(window),
+                    rto_floor,
+                },
+            ));
+            run.steps.push(Step {
+                step: "counters",
+                ran: true,
+                duration_us: window_ms * 1000,
+                detail: format!(
+                    "{} counters moved in {}",
+                    d.changed.len(),
+                    fmt::duration(window)
+                ),
+            });
+            moved = d.changed;
+            measured.push(format!(
+                "the kernel counters over {}",
+                fmt::duration(window)
+            ));
+        }
+        (Err(e), _) | (_, Err(e)) => run.skip("counters", format!("cannot read counters: {e}")),
+    }
+
+    // 4. Loopback self-probe.
+    let probe = match &cfg.probe {
+        Probe::Skip(reason) => {
+            run.skip("probe", reason.clone());
+            None
+        }
+        Probe::Run if run.interrupted => {
+            run.skip("probe", "interrupted".to_string());
+            None
+        }
+        Probe::Run => {
+            progress("loopback self-probe");
+            let p = probe_step(&mut run, settings.as_ref());
+            if let Some(s) = &p {
+                measured.push(format!("{} loopback connections", s.requests));
+            }
+            p
+        }
+    };
+    run.interrupted |= run.stopped();
+
+    if run.steps.iter().all(|s| !s.ran) {
+        let reasons: Vec<String> = run
+            .skipped
+            .iter()
+            .map(|s| format!("{}: {}", s.step, s.reason))
+            .collect();
+        return Err(Error::NothingExamined(reasons.join("; ")));
+    }
+
+    let what = if run.interrupted && window < cfg.window {
+        format!(
+            "{} (of the {} window asked for)",
+            measured.join(", "),
+            humantime::format_duration(cfg.window)
+        )
+    } else {
+        measured.join(", ")
+    };
+    let body = Body {
+        netns: cfg.netns.clone(),
+        root,
+        window_ms: window.as_millis() as u64,
+        window_requested_ms: cfg.window.as_millis() as u64,
+        steps: run.steps,
+        skipped: run.skipped,
+        settings,
+        sockets: sockets_summary,
+        counters_moved: moved,
+        probe,
+    };
+    Ok(
+        Report::new("doctor", merge(run.found), body, Measured::Something(what))
+            .interrupted(run.interrupted),
+    )
+}
+
+/// One finding per pathology among the live observations (sockets, counters, probe): the
+/// census and the counters often see the same problem from two sides (a full accept queue
+/// and `TcpExtListenOverflows`), and one finding with both kinds of evidence reads better
+/// than two. The impacts merge ([`tcpdoctor_model::Impact::merge`]) and the policy judges
+/// the merged impact, so the severity is what the combined evidence earns, never a
+/// detector's pick. Settings findings (`check`) stay separate: they describe exposure, not
+/// events.
+pub fn merge(found: Vec<Finding>) -> Vec<Finding> {
+    let mut out: Vec<Finding> = Vec::with_capacity(found.len());
+    for f in found {
+        let live = f.source != Source::Check;
+        let twin = out
+            .iter_mut()
+            .find(|g| live && g.source != Source::Check && g.pathology == f.pathology);
+        match twin {
+            Some(g) => {
+                let impact = g.impact.merge(&f.impact);
+                let mut merged = g.clone().with_impact(impact);
+                merged.summary = format!("{}; {}", g.summary, f.summary);
+                merged.evidence.extend(f.evidence);
+                *g = merged;
+            }
+            None => out.push(f),
+        }
+    }
+    out
+}
+
+fn hint(root: bool) -> &'static str {
+    if root {
+        ""
+    } else {
+        " (not root: some kernels restrict sock_diag to root)"
+    }
+}
+
+fn probe_step(run: &mut Run, settings: Option<&Audit>) -> Option<tcpdoctor_probe::Summary> {
+    // sysfs shows this namespace's interfaces (`--netns` remounts it; `ip netns exec` too).
+    if tcpdoctor_host::netdev::is_up("lo") == Some(false) {
+        run.skip(
+            "probe",
+            "the loopback interface lo is down here (ip link set lo up)".to_string(),
+        );
+        return None;
+    }
+    let ports = settings.map_or(28_232, |b| {
+        u64::from(b.settings.tcp.ip_local_port_range.len())
+    });
+    let count = PROBE_MAX_CONNECTIONS.min(ports / 10);
+    if count < 20 {
+        run.skip(
+            "probe",
+            format!("ip_local_port_range holds only {ports} ports; a probe would take ports the host needs"),
+        );
+        return None;
+    }
+    let cfg = tcpdoctor_probe::Config {
+        duration: PROBE_DURATION,
+        count,
+        concurrency: 1,
+        ..tcpdoctor_probe::Config::default()
+    };
+    let start = Instant::now();
+    match tcpdoctor_probe::run(&cfg, run.stop, &|_| {}) {
+        Ok(r) => {
+            let s = &r.summary;
+            let connect = s
+                .phases
+                .iter()
+                .find(|p| p.phase == "connect")
+                .map(|p| {
+                    format!(
+                        ", connect p50 {} p99 {}",
+                        fmt::micros(p.p50_us),
+                        fmt::micros(p.p99_us)
+                    )
+                })
+                .unwrap_or_default();
+            run.record(
+                "probe",
+                start,
+                format!(
+                    "{} loopback connections to the embedded server ({} failed){connect}, {} slower than {}",
+                    s.requests,
+                    s.requests_failed,
+                    s.spikes.count,
+                    fmt::micros(s.spikes.threshold_us)
+                ),
+            );
+            run.interrupted |= r.interrupted;
+            run.found.extend(r.findings);
+            Some(r.summary)
+        }
+        Err(e) => {
+            run.skip("probe", format!("loopback self-probe failed: {e}"));
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tcpdoctor_model::{Impact, Pathology, Rule, Severity};
+
+    fn f(p: Pathology, impact: Impact, src: Source, s: &str) -> Finding {
+        Finding::new(p, src, s, impact).counter(s, 1)
+    }
+
+    #[test]
+    fn live_findings_of_one_pathology_merge_settings_stay_apart() {
+        let merged = merge(vec![
+            // One census: 1 of 40 sockets at a zero window, no stall seen yet (warning).
+            f(
+                Pathology::SlowReader,
+                Impact::stalls(1, Some(40), None),
+                Source::Sockets,
+                "zero window",
+            ),
+            f(
+                Pathology::SlowReader,
+                Impact::none(),
+                Source::Check,
+                "rmem_max",
+            ),
+            f(
+                Pathology::SynRetransmit,
+                Impact::stalls(3, Some(1000), None),
+                Source::Counters,
+                "syn",
+            ),
+            // The counters saw zero-window drops for 2 s: the merged impact is judged anew.
+            f(
+                Pathology::SlowReader,
+                Impact::stalls(5, None, Some(Duration::from_secs(2))),
+                Source::Counters,
+                "drops",
+            ),
+        ]);
+        assert_eq!(merged.len(), 3);
+        let sr = &merged[0];
+        assert_eq!(sr.source, Source::Sockets);
+        assert_eq!(sr.severity, Severity::Critical);
+        assert_eq!(sr.severity_rule, Rule::LongStall);
+        assert_eq!(sr.impact.affected, 5);
+        assert_eq!(sr.summary, "zero window; drops");
+        assert_eq!(sr.evidence.len(), 2);
+        assert_eq!(merged[1].source, Source::Check);
+        assert_eq!(merged[1].severity, Severity::Info);
+        // A merge never leaves a severity the policy would not give the merged impact.
+        for m in &merged {
+            assert_eq!(m.severity, m.impact.severity(), "{m:?}");
+        }
+    }
+
+    #[test]
+    fn a_stop_set_before_the_window_cuts_it_short_and_skips_the_probe() {
+        let stop = AtomicBool::new(true);
+        let cfg = Config {
+            window: Duration::from_secs(30),
+            probe: Probe::Run,
+            netns: None,
+        };
+        let t0 = Instant::now();
+        let r = diagnose(&cfg, &stop, &|_| {}).expect("steps ran");
+        assert!(t0.elapsed() < Duration::from_secs(10));
+        assert!(r.interrupted);
+        assert_ne!(r.verdict, tcpdoctor_model::Verdict::Healthy);
+        let probe = r.body.steps.iter().find(|s| s.step == "probe").unwrap();
+        assert_eq!((probe.ran, probe.detail.as_str()), (false, "interrupted"));
+        assert!(
+            r.verdict_reason.contains("of the 30s window asked for")
+                || r.verdict == tcpdoctor_model::Verdict::Findings,
+            "{}",
+            r.verdict_reason
+        );
+    }
+}
