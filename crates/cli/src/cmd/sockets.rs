@@ -26,7 +26,7 @@ retransmission backoff (tcpi_retransmits, tcpi_backoff, RTO). Each socket with a
 attributed to the processes holding it (pid, comm, fd: as `ss -p`, from /proc/PID/fd), so
 findings name the listener that is not accepting, the reader that is not reading and the
 processes with live sockets toward a destination short of ports (TIME_WAIT sockets have no
-owner left: `tcpdoctor trace` sees who closes them); --no-processes skips the scan.
+owner left: naming it needs `tcpdoctor trace`); --no-processes skips the scan.
 
 Needs: Linux with sock_diag (3.3+; tcp_info windows need 5.4/6.2+). No root, except --netns
 (CAP_SYS_ADMIN to enter /run/netns/NAME); without root, other users' processes cannot be

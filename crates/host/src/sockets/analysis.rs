@@ -655,7 +655,7 @@ fn findings(sum: &Summary) -> Vec<Finding> {
             }
             f.evidence.push(Evidence::Examples {
                 what: format!(
-                    "processes with live sockets toward {} (the {} TIME_WAIT sockets have no owner: the kernel forgets it at close; `tcpdoctor trace` names the process as it closes them)",
+                    "processes with live sockets toward {} (the {} TIME_WAIT sockets have no owner: the kernel forgets the process at close; naming their last owner needs `tcpdoctor trace`, which watches connections as they happen)",
                     d.remote, d.time_wait
                 ),
                 items,
