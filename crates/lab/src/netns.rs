@@ -123,6 +123,15 @@ pub fn rto_floor(ns: &str, peer: std::net::Ipv4Addr) -> Result<std::time::Durati
     })
 }
 
+/// A numeric sysctl of namespace `ns` (`net.ipv4.tcp_tw_reuse_delay`), `None` when this
+/// kernel does not have it. Read by a thread inside `ns`.
+pub fn sysctl_u64(ns: &str, name: &'static str) -> Result<Option<u64>> {
+    let step = format!("read {name} in {ns}");
+    run_in(ns, move || {
+        tcpdoctor_host::sysctl::read_u64(name).map_err(|source| Error::Host { step, source })
+    })
+}
+
 /// The TCP settings of namespace `ns`, read by a thread inside it (`/proc/sys/net` follows
 /// the reading thread's namespace).
 pub fn settings(ns: &str) -> Result<tcpdoctor_host::sysctl::TcpSettings> {

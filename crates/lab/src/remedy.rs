@@ -207,6 +207,300 @@ pub fn followed(checks: &[Check]) -> Option<usize> {
     )
 }
 
+/// How close a measurement must come to its prediction to agree with it.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "value")]
+pub enum Tolerance {
+    /// |measured - predicted| <= share x predicted.
+    Relative(f64),
+    /// |measured - predicted| <= this, in the quantity's unit.
+    Absolute(f64),
+}
+
+impl Tolerance {
+    fn holds(self, predicted: f64, measured: f64) -> bool {
+        let d = (measured - predicted).abs();
+        match self {
+            Tolerance::Relative(r) => d <= r * predicted.abs() + 1e-9,
+            Tolerance::Absolute(a) => d <= a + 1e-9,
+        }
+    }
+
+    fn describe(self, unit: &str) -> String {
+        match self {
+            Tolerance::Relative(r) => format!("within {:.0}%", r * 100.0),
+            Tolerance::Absolute(a) if a == 0.0 => "exactly".to_string(),
+            Tolerance::Absolute(a) => format!("within {a} {unit}"),
+        }
+    }
+}
+
+/// What tcpdoctor's arithmetic predicts a remedy does, before it is measured.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Prediction {
+    /// The formula with its inputs and result:
+    /// `200 ports / 1.0 s (tcp_tw_reuse_delay) = 200 connects/s`.
+    pub formula: String,
+    /// The predicted effect in words.
+    pub effect: String,
+    /// The compared quantity, when the prediction is numeric.
+    pub value: Option<f64>,
+    /// Its unit (`connects/s`, `Mbit/s`, `%`).
+    pub unit: String,
+    pub tolerance: Option<Tolerance>,
+    /// Where the tolerance comes from (the run-to-run spread measured here, a timer's
+    /// granularity).
+    pub noise: String,
+}
+
+impl Prediction {
+    /// A numeric prediction compared within `tolerance`.
+    pub fn value(
+        formula: impl Into<String>,
+        effect: impl Into<String>,
+        value: f64,
+        unit: &str,
+        tolerance: Tolerance,
+        noise: impl Into<String>,
+    ) -> Prediction {
+        Prediction {
+            formula: formula.into(),
+            effect: effect.into(),
+            value: Some(value),
+            unit: unit.to_string(),
+            tolerance: Some(tolerance),
+            noise: noise.into(),
+        }
+    }
+}
+
+/// Whether a measurement agrees with its prediction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Agreement {
+    Agrees,
+    Disagrees,
+    /// The model makes no numeric prediction for this remedy (the row says why).
+    NotPredicted,
+}
+
+/// The one-word verdict of a remedy in a table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Works,
+    Partial,
+    NoEffect,
+    /// The baseline did not reproduce the harm: nothing to judge against.
+    NothingToFix,
+    /// This kernel or lab cannot build the remedy (the row says why).
+    CannotBuild,
+}
+
+impl Verdict {
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Works => "works",
+            Verdict::Partial => "partial",
+            Verdict::NoEffect => "no effect",
+            Verdict::NothingToFix => "nothing to fix",
+            Verdict::CannotBuild => "cannot build",
+        }
+    }
+
+    fn of(effect: Effect) -> Verdict {
+        match effect {
+            Effect::Worked => Verdict::Works,
+            Effect::Insufficient => Verdict::Partial,
+            Effect::NoEffect => Verdict::NoEffect,
+            Effect::NothingToFix => Verdict::NothingToFix,
+        }
+    }
+}
+
+/// The measured effect of a remedy: a line for people and the compared quantity.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Measured {
+    pub text: String,
+    pub value: Option<f64>,
+}
+
+/// One remedy, predicted, measured and judged. `R` is the scenario's record of the run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Row<R> {
+    /// The remedy's name (`keep-alive`), as `--remedies` takes it.
+    pub remedy: String,
+    /// What it changes, concretely (`net.ipv4.tcp_tw_reuse=1 in the client namespace`).
+    pub changes: String,
+    /// `None` when the model makes no numeric prediction; `not_predicted` says why.
+    pub prediction: Option<Prediction>,
+    pub not_predicted: Option<String>,
+    pub measured: Option<Measured>,
+    pub agreement: Agreement,
+    /// Why the measurement disagrees with the prediction (or a note when it agrees).
+    pub agreement_note: String,
+    /// The remedied run against the baseline; `None` when the remedy could not be built.
+    pub check: Option<Check>,
+    pub pathology_gone: Option<bool>,
+    pub verdict: Verdict,
+    /// One line: the verdict and why.
+    pub why: String,
+    /// The remedied run's record.
+    pub run: Option<R>,
+}
+
+/// A remedy that can be measured: its prediction (or why there is none), the run, the
+/// measured effect and, optionally, a verdict the arithmetic imposes beyond the harm count
+/// (e.g. no failures in a short run but a demand above the sustainable rate: partial).
+pub struct Outcome<R> {
+    pub remedy: String,
+    pub changes: String,
+    pub prediction: std::result::Result<Prediction, String>,
+    pub measured: Measured,
+    pub check: Check,
+    pub override_verdict: Option<(Verdict, String)>,
+    /// Why a disagreement happened, when the scenario knows.
+    pub disagreement_reason: Option<String>,
+    pub run: R,
+}
+
+/// A table row from a measured remedy: agreement of prediction and measurement, and the
+/// verdict (from the check's effect unless the arithmetic overrides it).
+pub fn row<R>(o: Outcome<R>) -> Row<R> {
+    let (prediction, not_predicted) = match o.prediction {
+        Ok(p) => (Some(p), None),
+        Err(why) => (None, Some(why)),
+    };
+    let (agreement, agreement_note) = match (&prediction, o.measured.value) {
+        (Some(p), Some(m)) => match (p.value, p.tolerance) {
+            (Some(v), Some(t)) if t.holds(v, m) => (
+                Agreement::Agrees,
+                format!(
+                    "measured {} vs predicted {} {}: agrees ({})",
+                    num(m),
+                    num(v),
+                    p.unit,
+                    t.describe(&p.unit)
+                ),
+            ),
+            (Some(v), Some(t)) => (
+                Agreement::Disagrees,
+                format!(
+                    "measured {} vs predicted {} {}: disagrees (not {}){}",
+                    num(m),
+                    num(v),
+                    p.unit,
+                    t.describe(&p.unit),
+                    o.disagreement_reason
+                        .as_ref()
+                        .map(|r| format!(": {r}"))
+                        .unwrap_or_default()
+                ),
+            ),
+            _ => (Agreement::NotPredicted, "no numeric prediction".to_string()),
+        },
+        (Some(_), None) => (
+            Agreement::NotPredicted,
+            "nothing comparable was measured".to_string(),
+        ),
+        (None, _) => (
+            Agreement::NotPredicted,
+            not_predicted.clone().unwrap_or_default(),
+        ),
+    };
+    let (verdict, why) = match o.override_verdict {
+        Some((v, why)) => (v, format!("{}: {why}", v.name())),
+        None => {
+            let v = Verdict::of(o.check.effect);
+            let line = o.check.line.clone();
+            // The check's line starts with its effect's name; the verdict names it again.
+            let rest = line
+                .split_once(": ")
+                .map(|(_, r)| r.to_string())
+                .unwrap_or(line);
+            (v, format!("{}: {rest}", v.name()))
+        }
+    };
+    Row {
+        remedy: o.remedy,
+        changes: o.changes,
+        prediction,
+        not_predicted,
+        measured: Some(o.measured),
+        agreement,
+        agreement_note,
+        pathology_gone: Some(o.check.pathology_gone),
+        check: Some(o.check),
+        verdict,
+        why,
+        run: Some(o.run),
+    }
+}
+
+/// A row for a remedy this kernel or lab cannot build.
+pub fn cannot_build<R>(remedy: &str, changes: &str, why: &str) -> Row<R> {
+    Row {
+        remedy: remedy.to_string(),
+        changes: changes.to_string(),
+        prediction: None,
+        not_predicted: Some("not built".to_string()),
+        measured: None,
+        agreement: Agreement::NotPredicted,
+        agreement_note: String::new(),
+        check: None,
+        pathology_gone: None,
+        verdict: Verdict::CannotBuild,
+        why: format!("cannot build: {why}"),
+        run: None,
+    }
+}
+
+/// A number as printed in agreement notes: integers plainly, others with 3 significant
+/// digits.
+pub fn num(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        thousands(v.abs() as u64)
+    } else if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// Which remedies `--remedies` selected: `all`, or names from `known` separated by commas.
+pub fn select(spec: &str, known: &[&str]) -> crate::Result<Vec<String>> {
+    let spec = spec.trim();
+    if spec.is_empty() || spec == "all" {
+        return Ok(known.iter().map(|s| s.to_string()).collect());
+    }
+    let mut out = Vec::new();
+    for name in spec.split(',').map(str::trim) {
+        if !known.contains(&name) {
+            return Err(crate::Error::invalid(
+                format!("--remedies '{name}'"),
+                format!(
+                    "unknown remedy; this scenario has: all, {}",
+                    known.join(", ")
+                ),
+            ));
+        }
+        if !out.iter().any(|n| n == name) {
+            out.push(name.to_string());
+        }
+    }
+    Ok(out)
+}
+
+/// The remedied row the verdict and exit status follow: the first that works, else the
+/// first measured one.
+pub fn followed_row<R>(rows: &[Row<R>]) -> Option<usize> {
+    rows.iter()
+        .position(|r| r.verdict == Verdict::Works)
+        .or_else(|| rows.iter().position(|r| r.check.is_some()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -327,5 +621,87 @@ mod tests {
         assert_eq!(thousands(999), "999");
         assert_eq!(thousands(6587), "6,587");
         assert_eq!(thousands(1234567), "1,234,567");
+    }
+
+    fn check(effect: Effect) -> Check {
+        Check {
+            run: "r".into(),
+            effect,
+            before: Harm::count(10, "x"),
+            after: Harm::count(if effect == Effect::Worked { 0 } else { 4 }, "x"),
+            pathology_gone: effect == Effect::Worked,
+            remaining: vec![],
+            line: format!("{}: 4 x remain", effect.name()),
+        }
+    }
+
+    #[test]
+    fn rows_compare_prediction_and_measurement() {
+        let p = Prediction::value(
+            "200 ports / 1 s",
+            "200 connects/s",
+            200.0,
+            "connects/s",
+            Tolerance::Relative(0.2),
+            "timer",
+        );
+        let r = row(Outcome {
+            remedy: "tw-reuse".into(),
+            changes: "tcp_tw_reuse=1".into(),
+            prediction: Ok(p.clone()),
+            measured: Measured {
+                text: "199.8/s".into(),
+                value: Some(199.8),
+            },
+            check: check(Effect::Insufficient),
+            override_verdict: None,
+            disagreement_reason: None,
+            run: (),
+        });
+        assert_eq!(r.agreement, Agreement::Agrees);
+        assert_eq!(r.verdict, Verdict::Partial);
+        assert_eq!(r.why, "partial: 4 x remain");
+        let r = row(Outcome {
+            remedy: "tw-reuse".into(),
+            changes: String::new(),
+            prediction: Ok(p),
+            measured: Measured {
+                text: "120/s".into(),
+                value: Some(120.0),
+            },
+            check: check(Effect::Worked),
+            override_verdict: Some((Verdict::Partial, "demand above budget".into())),
+            disagreement_reason: Some("timestamps off".into()),
+            run: (),
+        });
+        assert_eq!(r.agreement, Agreement::Disagrees);
+        assert!(
+            r.agreement_note.ends_with(": timestamps off"),
+            "{}",
+            r.agreement_note
+        );
+        assert_eq!(r.why, "partial: demand above budget");
+        let c: Row<()> = cannot_build("dctcp", "congestion control dctcp", "not in this kernel");
+        assert_eq!(c.verdict, Verdict::CannotBuild);
+        assert_eq!(followed_row(&[c.clone(), r.clone()]), Some(1));
+        assert_eq!(followed_row::<()>(&[c]), None);
+    }
+
+    #[test]
+    fn selection_names_known_remedies() {
+        let known = ["keep-alive", "tw-reuse"];
+        assert_eq!(
+            select("all", &known).unwrap(),
+            vec!["keep-alive", "tw-reuse"]
+        );
+        assert_eq!(
+            select("tw-reuse,tw-reuse", &known).unwrap(),
+            vec!["tw-reuse"]
+        );
+        let e = select("keepalive", &known).unwrap_err().to_string();
+        assert!(
+            e.contains("--remedies 'keepalive'") && e.contains("keep-alive, tw-reuse"),
+            "{e}"
+        );
     }
 }

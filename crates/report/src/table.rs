@@ -16,6 +16,12 @@ where
     t
 }
 
+/// Lets cells wrap so the table fits in `width` columns (long text cells).
+pub fn wrap(t: &mut Table, width: u16) {
+    t.set_content_arrangement(ContentArrangement::Dynamic)
+        .set_width(width);
+}
+
 /// Right-aligns the given columns (0-based).
 pub fn align_right(t: &mut Table, columns: &[usize]) {
     for &c in columns {

@@ -139,8 +139,13 @@ struct CommonArgs {
     json: bool,
     /// Apply the remedy and measure again in fresh namespaces; say per remedied run whether
     /// it worked. The verdict and exit status follow the remedied run.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "remedies")]
     fix: bool,
+    /// Measure the baseline and each remedy (all, or names separated by commas) in fresh
+    /// namespaces; print one table: what each changes, tcpdoctor's prediction with its
+    /// formula, the measurement, whether the pathology is gone, and a verdict.
+    #[arg(long, num_args = 0..=1, default_missing_value = "all", value_name = "all|NAME,...")]
+    remedies: Option<String>,
     /// Save the scenario's traffic (tcpdump inside the lab, headers only) to FILE.
     #[arg(long, value_name = "FILE")]
     pcap: Option<PathBuf>,
@@ -634,6 +639,15 @@ fn run_port_exhaustion(a: PortArgs) -> anyhow::Result<i32> {
     };
     tcpdoctor_lab::require_root()?;
     let bar = output::progress(None, "port-exhaustion");
+    if let Some(spec) = &a.common.remedies {
+        let selected = tcpdoctor_lab::remedy::select(spec, &port_exhaustion::REMEDIES)?;
+        let o = port_exhaustion::remedies(&common, &cfg, &selected, output::stop_flag())?;
+        bar.finish_and_clear();
+        let report = report_of(o);
+        return output::emit(&report, a.common.json, |w, r| {
+            render_remedies(w, r, "port-exhaustion")
+        });
+    }
     let o = port_exhaustion::run(&common, &cfg, output::stop_flag())?;
     bar.finish_and_clear();
     let report = report_of(o);
@@ -861,6 +875,15 @@ fn run_timewait(a: TimewaitArgs) -> anyhow::Result<i32> {
     };
     tcpdoctor_lab::require_root()?;
     let bar = output::progress(None, "timewait-collision");
+    if let Some(spec) = &a.common.remedies {
+        let selected = tcpdoctor_lab::remedy::select(spec, &timewait::REMEDIES)?;
+        let o = timewait::remedies(&common, &cfg, &selected, output::stop_flag())?;
+        bar.finish_and_clear();
+        let report = report_of(o);
+        return output::emit(&report, a.common.json, |w, r| {
+            render_remedies(w, r, "timewait-collision")
+        });
+    }
     let o = timewait::run(&common, &cfg, output::stop_flag())?;
     bar.finish_and_clear();
     let report = report_of(o);
@@ -1088,6 +1111,78 @@ fn capture_line(
         known(cap.packets_dropped_by_kernel)
     )?;
     writeln!(w)
+}
+
+/// `--remedies`: the baseline, the table of remedies (prediction, measurement, agreement,
+/// pathology gone, verdict), the notes the predictions rest on, and the verdict.
+fn render_remedies<C, R>(
+    w: &mut dyn Write,
+    r: &Report<scenario::RemedyReport<C, R>>,
+    scenario: &str,
+) -> io::Result<()> {
+    let b = &r.body;
+    writeln!(w, "lab {scenario} --remedies (run {})", b.header.run_id)?;
+    writeln!(w)?;
+    writeln!(w, "Baseline: {}", b.baseline_label)?;
+    writeln!(w, "  measured: {}", b.baseline_harm)?;
+    writeln!(
+        w,
+        "  diagnosis (by {}): {}",
+        b.header.diagnosed_by.join("; "),
+        pathology_names(&b.baseline_findings)
+    )?;
+    writeln!(w)?;
+    let mut t = table::new([
+        "remedy",
+        "what it changes",
+        "predicted (tcpdoctor's arithmetic)",
+        "measured",
+        "prediction vs measurement",
+        "gone",
+        "verdict",
+    ]);
+    table::wrap(&mut t, 200);
+    for row in &b.remedies {
+        let predicted = match (&row.prediction, &row.not_predicted) {
+            (Some(p), _) => format!("{}\n=> {}", p.formula, p.effect),
+            (None, Some(why)) => format!("no prediction: {why}"),
+            (None, None) => "-".into(),
+        };
+        t.add_row(vec![
+            row.remedy.clone(),
+            row.changes.clone(),
+            predicted,
+            row.measured
+                .as_ref()
+                .map(|m| m.text.clone())
+                .unwrap_or_else(|| "-".into()),
+            row.agreement_note.clone(),
+            match row.pathology_gone {
+                Some(true) => "yes".into(),
+                Some(false) => "no".into(),
+                None => "-".into(),
+            },
+            row.why.clone(),
+        ]);
+    }
+    writeln!(w, "{t}")?;
+    writeln!(w)?;
+    if !b.notes.is_empty() {
+        writeln!(w, "What the predictions rest on:")?;
+        for n in &b.notes {
+            writeln!(w, "  - {n}")?;
+        }
+        writeln!(w)?;
+    }
+    capture_line(w, &b.header.capture)?;
+    if let Some(i) = tcpdoctor_lab::remedy::followed_row(&b.remedies) {
+        writeln!(
+            w,
+            "The verdict and exit status follow the remedy \"{}\" (the first that works, else the first measured).",
+            b.remedies[i].remedy
+        )?;
+    }
+    findings::verdict(w, r)
 }
 
 /// A lab scenario that returned measured its own traffic.

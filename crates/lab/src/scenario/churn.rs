@@ -170,48 +170,78 @@ pub fn probe(
     cfg: tcpdoctor_probe::Config,
     stop: &AtomicBool,
 ) -> Result<ProbeRun> {
+    let mut runs = probe_many(pair, label, vec![cfg], stop)?;
+    Ok(runs.remove(0))
+}
+
+/// Runs several probes at once from inside the client namespace (one per destination, for
+/// example), each with its own configuration. The server namespace's counter findings go to
+/// the first run (the counters cannot be split by destination).
+pub fn probe_many(
+    pair: &Pair,
+    label: &str,
+    cfgs: Vec<tcpdoctor_probe::Config>,
+    stop: &AtomicBool,
+) -> Result<Vec<ProbeRun>> {
     let server_before = netns::counters(&pair.server)?;
     let inner = Arc::new(AtomicBool::new(false));
-    let flag = Arc::clone(&inner);
-    let worker = netns::spawn(&pair.client, "tdoc-probe", move || {
-        tcpdoctor_probe::run(&cfg, &flag, &|_| {}).map_err(|e| Error::Thread {
-            step: "probe".into(),
-            detail: e.to_string(),
-        })
-    })?;
-    while !worker.is_finished() {
+    let mut workers = Vec::new();
+    for cfg in cfgs {
+        let flag = Arc::clone(&inner);
+        workers.push(netns::spawn(&pair.client, "tdoc-probe", move || {
+            tcpdoctor_probe::run(&cfg, &flag, &|_| {}).map_err(|e| Error::Thread {
+                step: "probe".into(),
+                detail: e.to_string(),
+            })
+        })?);
+    }
+    while !workers.iter().all(|w| w.is_finished()) {
         if stop.load(Ordering::Relaxed) {
             inner.store(true, Ordering::Relaxed);
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let result = worker.join()?;
+    let results: Vec<_> = workers
+        .into_iter()
+        .map(|w| w.join())
+        .collect::<Result<_>>()?;
     let server_delta = netns::counters(&pair.server)?.delta_since(&server_before);
-    let mut findings = result.findings;
-    // What only the server sees (ListenOverflows, ListenDrops, ...), through the shared
-    // counter meanings; pathologies probe already named keep probe's evidence.
-    let have: Vec<Pathology> = findings.iter().map(|f| f.pathology).collect();
     let server_moved = server_delta.tcp();
-    for f in tcpdoctor_model::counters::findings(
-        &server_moved,
-        tcpdoctor_model::counters::Window {
-            length: Some(std::time::Duration::from_micros(result.summary.elapsed_us)),
-            rto_floor: Some(netns::rto_floor(&pair.server, pair.client_addr())?),
-        },
-    ) {
-        if !have.contains(&f.pathology) {
-            let summary = format!("server namespace: {}", f.summary);
-            findings.push(Finding { summary, ..f });
+    let floor = netns::rto_floor(&pair.server, pair.client_addr())?;
+    let mut out = Vec::new();
+    for (i, result) in results.into_iter().enumerate() {
+        let mut findings = result.findings;
+        if i == 0 {
+            // What only the server sees (ListenOverflows, ListenDrops, ...), through the
+            // shared counter meanings; pathologies probe already named keep probe's evidence.
+            let have: Vec<Pathology> = findings.iter().map(|f| f.pathology).collect();
+            for f in tcpdoctor_model::counters::findings(
+                &server_moved,
+                tcpdoctor_model::counters::Window {
+                    length: Some(Duration::from_micros(result.summary.elapsed_us)),
+                    rto_floor: Some(floor),
+                },
+            ) {
+                if !have.contains(&f.pathology) {
+                    let summary = format!("server namespace: {}", f.summary);
+                    findings.push(Finding { summary, ..f });
+                }
+            }
         }
+        tcpdoctor_model::finding::rank(&mut findings);
+        out.push(ProbeRun {
+            label: label.to_string(),
+            summary: result.summary,
+            server_counters: if i == 0 {
+                server_moved.clone()
+            } else {
+                BTreeMap::new()
+            },
+            findings,
+            interrupted: result.interrupted,
+        });
     }
-    tcpdoctor_model::finding::rank(&mut findings);
-    Ok(ProbeRun {
-        label: label.to_string(),
-        summary: result.summary,
-        server_counters: server_moved,
-        findings,
-        interrupted: result.interrupted,
-    })
+    Ok(out)
 }
 
 /// A probe configuration toward `target` with the lab's defaults.

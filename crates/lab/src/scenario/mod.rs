@@ -73,6 +73,39 @@ pub struct Header {
     pub diagnosed_by: Vec<String>,
 }
 
+/// `--remedies`: the baseline and each selected remedy, measured in fresh namespaces, each
+/// remedy predicted by tcpdoctor's arithmetic and judged from its measurement.
+#[derive(Clone, Debug, Serialize)]
+pub struct RemedyReport<C, R> {
+    #[serde(flatten)]
+    pub header: Header,
+    pub config: C,
+    /// What the baseline is, in words.
+    pub baseline_label: String,
+    pub baseline: R,
+    /// The harm the remedies are judged on, as the baseline measured it.
+    pub baseline_harm: remedy::Harm,
+    /// The baseline's findings (also in `baseline`); the report's own findings follow the
+    /// remedy the verdict follows.
+    #[serde(skip)]
+    pub baseline_findings: Vec<Finding>,
+    pub remedies: Vec<remedy::Row<R>>,
+    /// Measured facts the predictions rest on (kernel behaviour, what this kernel lacks).
+    pub notes: Vec<String>,
+}
+
+impl<C, R> RemedyReport<C, R> {
+    /// The remedied run the verdict follows, with its findings (`findings` of a run).
+    pub fn remedied(&self, findings: impl Fn(&R) -> Vec<Finding>) -> Option<Remedied> {
+        let i = remedy::followed_row(&self.remedies)?;
+        let row = &self.remedies[i];
+        Some(Remedied {
+            run: row.remedy.clone(),
+            findings: row.run.as_ref().map(findings).unwrap_or_default(),
+        })
+    }
+}
+
 /// Parses `200ms`, `5ms`, `1s`, `500us` (the units `ip route ... rto_min` accepts).
 pub fn parse_duration(what: &str, s: &str) -> Result<Duration> {
     let s = s.trim();

@@ -68,16 +68,56 @@ pub struct Report {
 }
 
 /// The harm: SYNs resent because they met the previous connection's TIME_WAIT
-/// (`TcpExtTCPSynRetrans` of the client namespace).
+/// (`TcpExtTCPSynRetrans` of the client namespace), plus connects that failed.
 pub fn harm(run: &Run) -> Harm {
     Harm::count(
-        run.client_counters
+        run.syn_resends() + run.failed(),
+        "SYN resends and failed connects",
+    )
+}
+
+impl Run {
+    /// `TcpExtTCPSynRetrans` of the client namespace.
+    pub fn syn_resends(&self) -> u64 {
+        self.client_counters
             .get("TcpExtTCPSynRetrans")
             .copied()
             .unwrap_or(0)
-            .max(0) as u64,
-        "SYN resends (TcpExtTCPSynRetrans)",
-    )
+            .max(0) as u64
+    }
+
+    /// Connections that did not complete.
+    pub fn failed(&self) -> u64 {
+        self.connections
+            .iter()
+            .filter(|c| c.outcome != ConnOutcome::Ok)
+            .count() as u64
+    }
+
+    fn measured(&self, value: f64) -> crate::remedy::Measured {
+        let mut errors: Vec<&str> = self
+            .connections
+            .iter()
+            .filter(|c| c.outcome != ConnOutcome::Ok)
+            .map(|c| c.outcome.name())
+            .collect();
+        errors.dedup();
+        crate::remedy::Measured {
+            text: format!(
+                "{} connections: {} SYN resends, {} failed{}; longest connect {:.1} ms",
+                self.connections.len(),
+                self.syn_resends(),
+                self.failed(),
+                if errors.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", errors.join(", "))
+                },
+                self.connect_max_us as f64 / 1e3
+            ),
+            value: Some(value),
+        }
+    }
 }
 
 /// One run: the lab's own client loop (connect from the fixed port with SO_REUSEADDR, upload,
@@ -102,11 +142,53 @@ pub struct Run {
 /// a quick resend after a reset shows up as a few ms.
 pub const SLOW_CONNECT: Duration = Duration::from_millis(100);
 
+/// How the client and server of one run behave: the baseline, a `--fix` run or a remedy.
+#[derive(Clone, Debug)]
+pub struct Variant {
+    /// Namespace tag (`""` for the baseline).
+    pub tag: &'static str,
+    pub label: String,
+    /// net.ipv4.tcp_timestamps at both ends.
+    pub timestamps: bool,
+    /// net.ipv4.tcp_rfc1337 of the server.
+    pub rfc1337: bool,
+    /// Pause between a connection's end and the next connect.
+    pub gap: Duration,
+    /// Connect from [`CLIENT_PORT`] every time (else a new ephemeral port each time).
+    pub fixed_port: bool,
+    pub close_first: CloseFirst,
+    /// The client gives up a connect after this long.
+    pub connect_timeout: Duration,
+}
+
+impl Variant {
+    /// The baseline: timestamps off, one fixed source port, the server closes first.
+    pub fn baseline(cfg: &Config) -> Variant {
+        Variant {
+            tag: "",
+            label: if cfg.rfc1337 {
+                "before: timestamps off, tcp_rfc1337=1".to_string()
+            } else {
+                "before: timestamps off".to_string()
+            },
+            timestamps: false,
+            rfc1337: cfg.rfc1337,
+            gap: Duration::from_millis(BEFORE_GAP_MS),
+            fixed_port: true,
+            close_first: CloseFirst::Server,
+            connect_timeout: Duration::from_secs(15),
+        }
+    }
+}
+
+/// Bytes the server answers each request with.
+const REPLY_BYTES: usize = 64;
+
 fn client_loop(
     server: std::net::SocketAddrV4,
     bind: std::net::SocketAddrV4,
     cfg: &Config,
-    gap: Duration,
+    v: &Variant,
     stop: &AtomicBool,
 ) -> Result<Vec<ConnRecord>> {
     use std::io::{Read, Write};
@@ -114,8 +196,8 @@ fn client_loop(
     let mut out = Vec::new();
     let payload = vec![b'q'; 64 << 10];
     let opts = traffic::ClientOptions {
-        bind: Some(bind),
-        connect_timeout: Some(Duration::from_secs(15)),
+        bind: v.fixed_port.then_some(bind),
+        connect_timeout: Some(v.connect_timeout),
         ..Default::default()
     };
     for _ in 0..cfg.connections {
@@ -128,16 +210,29 @@ fn client_loop(
             start_us: (start - origin).as_micros() as u64,
             connect_us: connect.as_micros() as u64,
             total_us: 0,
-            local_port: bind.port(),
+            local_port: if v.fixed_port { bind.port() } else { 0 },
             outcome: ConnOutcome::Ok,
         };
         match r {
             Ok(mut s) => {
+                if let Ok(a) = s.local_addr() {
+                    rec.local_port = a.port();
+                }
                 let io = traffic::write_bytes(&mut s, cfg.request_bytes as u64, &payload).and_then(
                     |_| {
                         s.set_read_timeout(Some(Duration::from_secs(10)))?;
-                        let mut buf = [0u8; 4096];
-                        while s.read(&mut buf)? > 0 {}
+                        match v.close_first {
+                            // Wait for the server's FIN: it closes first.
+                            CloseFirst::Server => {
+                                let mut buf = [0u8; 4096];
+                                while s.read(&mut buf)? > 0 {}
+                            }
+                            // Take the reply and close first.
+                            CloseFirst::Client => {
+                                let mut buf = [0u8; REPLY_BYTES];
+                                s.read_exact(&mut buf)?;
+                            }
+                        }
                         s.flush()
                     },
                 );
@@ -149,7 +244,7 @@ fn client_loop(
         }
         rec.total_us = start.elapsed().as_micros() as u64;
         out.push(rec);
-        std::thread::sleep(gap);
+        std::thread::sleep(v.gap);
     }
     Ok(out)
 }
@@ -157,42 +252,33 @@ fn client_loop(
 fn one(
     common: &Common,
     cfg: &Config,
-    tag: &str,
-    timestamps: bool,
-    gap: Duration,
+    v: &Variant,
     dest: Option<&std::path::Path>,
     stop: &AtomicBool,
 ) -> Result<(Run, Vec<String>, Option<capture::CaptureSummary>)> {
-    let pair = Pair::build(common, tag)?;
-    let ts = if timestamps { "1" } else { "0" };
+    let pair = Pair::build(common, v.tag)?;
+    let ts = if v.timestamps { "1" } else { "0" };
     for ns in [&pair.client, &pair.server] {
         pair.lab.sysctl(ns, "net.ipv4.tcp_timestamps", ts)?;
     }
-    if cfg.rfc1337 {
-        pair.lab.sysctl(&pair.server, "net.ipv4.tcp_rfc1337", "1")?;
-    }
+    pair.lab.sysctl(
+        &pair.server,
+        "net.ipv4.tcp_rfc1337",
+        if v.rfc1337 { "1" } else { "0" },
+    )?;
     let mut scfg = ServerConfig::new(
         pair.server_addr.into(),
         Protocol::Tcp {
             request_bytes: cfg.request_bytes,
-            reply_bytes: 64,
+            reply_bytes: REPLY_BYTES,
         },
     );
-    scfg.close_first = CloseFirst::Server;
+    scfg.close_first = v.close_first;
     scfg.threads = 2;
     let server = pair.serve(scfg)?;
-    let name = if tag.is_empty() { "timewait" } else { tag };
+    let name = if v.tag.is_empty() { "timewait" } else { v.tag };
     let cap = capture::Capture::start(&pair.client, &pair.client_if, name, dest, "tcp")?;
-    let label = if timestamps {
-        format!(
-            "after: timestamps on, {} ms between reconnects",
-            gap.as_millis()
-        )
-    } else if cfg.rfc1337 {
-        "before: timestamps off, tcp_rfc1337=1".to_string()
-    } else {
-        "before: timestamps off".to_string()
-    };
+    let label = v.label.clone();
     let started = Instant::now();
     let c_before = netns::counters(&pair.client)?;
     let s_before = netns::counters(&pair.server)?;
@@ -202,9 +288,9 @@ fn one(
         pair.server_addr,
         std::net::SocketAddrV4::new(common.subnet.host(1), CLIENT_PORT),
     );
-    let c2 = cfg.clone();
+    let (c2, v2) = (cfg.clone(), v.clone());
     let worker = netns::spawn(&pair.client, "tdoc-twc", move || {
-        client_loop(to, bind, &c2, gap, &flag)
+        client_loop(to, bind, &c2, &v2, &flag)
     })?;
     while !worker.is_finished() {
         if stop.load(Ordering::Relaxed) {
@@ -250,28 +336,25 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
     let result = one(
         common,
         cfg,
-        "",
-        false,
-        Duration::from_millis(BEFORE_GAP_MS),
+        &Variant::baseline(cfg),
         common.pcap.as_deref(),
         stop,
     );
     let (before, mut namespaces, capture) = result?;
     let findings: Vec<Finding> = before.findings.clone();
     let after = if common.fix {
-        let fix_cfg = Config {
+        let fix = Variant {
+            tag: "fx",
+            label: format!(
+                "after: timestamps on, {} ms between reconnects",
+                cfg.fix_gap_ms
+            ),
+            timestamps: true,
             rfc1337: false,
-            ..cfg.clone()
+            gap: Duration::from_millis(cfg.fix_gap_ms),
+            ..Variant::baseline(cfg)
         };
-        let r = one(
-            common,
-            &fix_cfg,
-            "fx",
-            true,
-            Duration::from_millis(cfg.fix_gap_ms),
-            None,
-            stop,
-        );
+        let r = one(common, cfg, &fix, None, stop);
         let (r, ns, _) = r?;
         namespaces.extend(ns);
         Some(r)
@@ -321,4 +404,324 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
         },
         interrupted,
     })
+}
+
+/// The remedies `--remedies` measures for the TIME_WAIT collision, in table order.
+pub const REMEDIES: [&str; 4] = [
+    "timestamps",
+    "rfc1337-off",
+    "ephemeral-port",
+    "client-closes-first",
+];
+
+/// One step of the clock-driven initial sequence number: `secure_tcp_seq`
+/// (net/core/secure_seq.c) adds `ktime_get_real_ns() >> 6`, one step per 64 ns, to a hash of
+/// the 4-tuple that stays the same when the 4-tuple is reused.
+pub const ISN_TICK_NS: u64 = 64;
+
+/// Whether a SYN sent `since` after the previous connection's SYN on the same 4-tuple meets
+/// that connection's TIME_WAIT as an old duplicate (timestamps off): its ISN has advanced
+/// `since / 64 ns` steps, and TIME_WAIT takes a SYN only above the old connection's last
+/// sequence number, `bytes` (+ SYN and FIN) past the old ISN (`tcp_timewait_state_process`,
+/// net/ipv4/tcp_minisocks.c).
+pub fn collides(since: Duration, bytes: u64) -> bool {
+    (since.as_nanos() as u64) / ISN_TICK_NS <= bytes + 2
+}
+
+/// Reconnects that fail with `tcp_rfc1337=1` and timestamps off: a colliding SYN is answered
+/// by the old ACK on every retransmission, so the connect waits out `timeout`; a reconnect
+/// late enough for the ISN clock to have passed the last completed connection's sequence
+/// numbers is accepted. `conn` is how long a completed connection takes.
+pub fn rfc1337_failures(
+    connections: u64,
+    conn: Duration,
+    gap: Duration,
+    timeout: Duration,
+    bytes: u64,
+) -> u64 {
+    let (mut t, mut last_ok, mut failed) = (Duration::ZERO, Duration::ZERO, 0);
+    t += conn + gap;
+    for _ in 1..connections {
+        if collides(t - last_ok, bytes) {
+            failed += 1;
+            t += timeout + gap;
+        } else {
+            last_ok = t;
+            t += conn + gap;
+        }
+    }
+    failed
+}
+
+/// Connect timeout of the `tcp_rfc1337=1` run: a SYN that keeps meeting the old ACK waits
+/// for the SYN ladder (1, 2, 3 s...) until TIME_WAIT ends, so the run stops waiting here.
+pub const RFC1337_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// `--remedies`: the baseline and each selected remedy in fresh namespaces.
+pub fn remedies(
+    common: &Common,
+    cfg: &Config,
+    selected: &[String],
+    stop: &AtomicBool,
+) -> Result<Outcome<super::RemedyReport<Config, Run>>> {
+    use crate::remedy::{Prediction, Tolerance, Verdict};
+    let base_v = Variant::baseline(cfg);
+    let (base, mut namespaces, capture) = one(common, cfg, &base_v, common.pcap.as_deref(), stop)?;
+    let n = base.connections.len() as u64;
+    let gap_ms = base_v.gap.as_millis();
+    let bytes = cfg.request_bytes as u64;
+    let mut ok_us: Vec<u64> = base
+        .connections
+        .iter()
+        .filter(|c| c.outcome == ConnOutcome::Ok)
+        .map(|c| c.total_us)
+        .collect();
+    ok_us.sort_unstable();
+    let conn = Duration::from_micros(ok_us.get(ok_us.len() / 2).copied().unwrap_or(0));
+    let window = Duration::from_nanos((bytes + 2) * ISN_TICK_NS);
+    // Reconnects that meet the old TIME_WAIT: each comes one connection plus the gap after
+    // the previous SYN, before the ISN clock passes the old sequence numbers.
+    let reuses = if collides(conn + base_v.gap, bytes) {
+        n.saturating_sub(1)
+    } else {
+        0
+    };
+    let rfc_failures = rfc1337_failures(n, conn, base_v.gap, RFC1337_CONNECT_TIMEOUT, bytes);
+    let mut rows = Vec::new();
+    let mut notes = vec![
+        format!(
+            "The baseline connects {n} times from port {CLIENT_PORT}, {gap_ms} ms after each connection ends (a connection took {:.1} ms), uploading {} bytes each time.",
+            conn.as_secs_f64() * 1e3,
+            crate::remedy::thousands(bytes)
+        ),
+        format!(
+            "The ISN advances one step per {ISN_TICK_NS} ns (secure_tcp_seq): a reconnect on the same 4-tuple within {} bytes x {ISN_TICK_NS} ns = {:.2} s of the previous SYN is still below the old sequence numbers, and without timestamps the server's TIME_WAIT takes it for an old duplicate: predicted {reuses} collisions, measured {} SYN resends.",
+            crate::remedy::thousands(bytes + 2),
+            window.as_secs_f64(),
+            base.syn_resends()
+        ),
+    ];
+    for (i, name) in selected.iter().enumerate() {
+        let tag: &'static str = ["r0", "r1", "r2", "r3"][i.min(3)];
+        let zero = |formula: &str, effect: &str| {
+            Ok(Prediction::value(
+                formula,
+                effect,
+                0.0,
+                "SYN resends and failed connects",
+                Tolerance::Absolute(0.0),
+                "a count: no noise",
+            ))
+        };
+        let (v, prediction, changes): (Variant, std::result::Result<Prediction, String>, String) =
+            match name.as_str() {
+                "timestamps" => (
+                    Variant {
+                        tag,
+                        label: "timestamps on".into(),
+                        timestamps: true,
+                        ..base_v.clone()
+                    },
+                    zero(
+                        &format!("TIME_WAIT takes a SYN whose timestamp is newer than the last one it saw (tcp_timewait_state_process, RFC 6191); the timestamp clock ticks every 1 ms and reconnects come {gap_ms} ms apart"),
+                        "every reconnect is accepted into the old TIME_WAIT: 0 SYN resends",
+                    ),
+                    "net.ipv4.tcp_timestamps=1 at both ends".into(),
+                ),
+                "rfc1337-off" if !cfg.rfc1337 => (
+                    // The baseline already runs tcp_rfc1337=0: measure what it saves by
+                    // running the same collisions with 1.
+                    Variant {
+                        tag,
+                        label: "contrast: tcp_rfc1337=1".into(),
+                        rfc1337: true,
+                        connect_timeout: RFC1337_CONNECT_TIMEOUT,
+                        ..base_v.clone()
+                    },
+                    Ok(Prediction::value(
+                        format!("with tcp_rfc1337=1 the server ignores the client's reset in TIME_WAIT (RFC 1337): a colliding SYN meets the old ACK on every retransmission, so the connect waits out the {} s timeout; the next reconnect comes {:.1} s later, after the ISN clock passed the old sequence numbers ({:.2} s): {rfc_failures} of {} reconnects fail", RFC1337_CONNECT_TIMEOUT.as_secs(), RFC1337_CONNECT_TIMEOUT.as_secs_f64(), window.as_secs_f64(), n.saturating_sub(1)),
+                        "already in effect in the baseline (tcp_rfc1337=0 lets the reset end TIME_WAIT); the contrast run with 1 shows what it saves",
+                        rfc_failures as f64,
+                        "failed connects",
+                        Tolerance::Absolute(0.0),
+                        "a count: no noise",
+                    )),
+                    "none (the baseline has net.ipv4.tcp_rfc1337=0); contrast run with net.ipv4.tcp_rfc1337=1 on the server".into(),
+                ),
+                "rfc1337-off" => (
+                    Variant {
+                        tag,
+                        label: "tcp_rfc1337=0".into(),
+                        rfc1337: false,
+                        connect_timeout: RFC1337_CONNECT_TIMEOUT,
+                        ..base_v.clone()
+                    },
+                    Ok(Prediction::value(
+                        format!("the client's reset ends the server's TIME_WAIT (tcp_rfc1337=0): each of the {reuses} colliding reconnects resends its SYN once, within milliseconds on this kernel, and none fails"),
+                        "the collisions remain but cost a SYN resend each instead of a stalled connect",
+                        reuses as f64,
+                        "SYN resends and failed connects",
+                        Tolerance::Absolute(0.0),
+                        "a count: no noise",
+                    )),
+                    "net.ipv4.tcp_rfc1337=0 on the server".into(),
+                ),
+                "ephemeral-port" => (
+                    Variant {
+                        tag,
+                        label: "a new ephemeral port per connection".into(),
+                        fixed_port: false,
+                        ..base_v.clone()
+                    },
+                    zero(
+                        "a new local port each time gives a new 4-tuple: no TIME_WAIT to meet",
+                        "0 SYN resends",
+                    ),
+                    format!("the client lets connect() pick its port instead of binding {CLIENT_PORT}"),
+                ),
+                "client-closes-first" => (
+                    Variant {
+                        tag,
+                        label: "client closes first".into(),
+                        close_first: CloseFirst::Client,
+                        ..base_v.clone()
+                    },
+                    Ok(Prediction::value(
+                        format!("TIME_WAIT moves to the client: the server has none to collide with, but the fixed 4-tuple sits in the client's own TIME_WAIT for 60 s, and tcp_tw_reuse cannot reuse it without timestamps: each of the {} reconnects fails with EADDRNOTAVAIL", n.saturating_sub(1)),
+                        "no collision at the server; every reconnect fails at the client",
+                        n.saturating_sub(1) as f64,
+                        "SYN resends and failed connects",
+                        Tolerance::Absolute(0.0),
+                        "a count: no noise",
+                    )),
+                    "the client closes each connection first (the server after it)".into(),
+                ),
+                other => {
+                    return Err(crate::Error::invalid(
+                        format!("remedy {other}"),
+                        "not a timewait-collision remedy",
+                    ))
+                }
+            };
+        let (run, ns, _) = one(common, cfg, &v, None, stop)?;
+        namespaces.extend(ns);
+        let check = remedy::judge(
+            &run.label,
+            tcpdoctor_model::Pathology::TimeWaitCollision,
+            harm(&base),
+            &base.findings,
+            harm(&run),
+            &run.findings,
+        );
+        let contrast = name == "rfc1337-off" && !cfg.rfc1337;
+        let value = if contrast {
+            run.failed() as f64
+        } else {
+            harm(&run).amount
+        };
+        let override_verdict = if contrast {
+            Some(if run.failed() + run.slow_connects > 0 {
+                (
+                    Verdict::Works,
+                    format!(
+                        "already in effect in the baseline: with tcp_rfc1337=1 the same reconnects failed {} time(s) after {:.1} s each, with 0 they cost {} SYN resend(s) within {:.1} ms",
+                        run.failed(),
+                        run.connect_max_us as f64 / 1e6,
+                        base.syn_resends(),
+                        base.connect_max_us as f64 / 1e3
+                    ),
+                )
+            } else {
+                (
+                    Verdict::NoEffect,
+                    "tcp_rfc1337=1 stalled nothing here: the setting made no difference"
+                        .to_string(),
+                )
+            })
+        } else if name == "client-closes-first" && run.failed() > 0 {
+            Some((
+                Verdict::NoEffect,
+                format!(
+                    "the server saw no collision, but {} reconnect(s) failed at the client ({}): its own TIME_WAIT holds the fixed port",
+                    run.failed(),
+                    run.connections
+                        .iter()
+                        .find(|c| c.outcome != ConnOutcome::Ok)
+                        .map(|c| c.outcome.name())
+                        .unwrap_or("")
+                ),
+            ))
+        } else {
+            None
+        };
+        rows.push(remedy::row(remedy::Outcome {
+            remedy: name.clone(),
+            changes,
+            prediction,
+            measured: run.measured(value),
+            check,
+            override_verdict,
+            disagreement_reason: None,
+            run,
+        }));
+    }
+    if !selected.is_empty() {
+        notes.push(format!(
+            "Harm counted per run: SYN resends (client TcpExtTCPSynRetrans) plus failed connects; the baseline measured {}.",
+            harm(&base)
+        ));
+    }
+    let report = super::RemedyReport {
+        header: Header {
+            scenario: "timewait-collision",
+            run_id: std::process::id(),
+            subnet: common.subnet.to_string(),
+            namespaces,
+            capture,
+            diagnosed_by: vec![
+                "analyze: detectors on a capture of the client's interface".into(),
+                "model::counters findings (client namespace counters)".into(),
+            ],
+        },
+        config: cfg.clone(),
+        baseline_label: format!(
+            "{n} reconnects from one source port, timestamps off, server closes first{}",
+            if cfg.rfc1337 { ", tcp_rfc1337=1" } else { "" }
+        ),
+        baseline_harm: harm(&base),
+        baseline_findings: base.findings.clone(),
+        baseline: base,
+        remedies: rows,
+        notes,
+    };
+    let remedied = report.remedied(|r| r.findings.clone());
+    Ok(Outcome {
+        findings: report.baseline.findings.clone(),
+        interrupted: stop.load(Ordering::Relaxed),
+        remedied,
+        body: report,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reconnect_collides_until_the_isn_clock_passes_the_old_sequence() {
+        // 16 MiB uploaded: the ISN needs 16 Mi x 64 ns = 1.07 s to pass it.
+        let b = 16 << 20;
+        assert!(collides(Duration::from_millis(70), b));
+        assert!(collides(Duration::from_millis(1_070), b));
+        assert!(!collides(Duration::from_millis(1_080), b));
+        // With tcp_rfc1337=1, 3 connections 70 ms apart: the second stalls 3 s and fails,
+        // the third comes 3 s after the first's SYN and is accepted.
+        let conn = Duration::from_millis(50);
+        let gap = Duration::from_millis(20);
+        let t = Duration::from_secs(3);
+        assert_eq!(rfc1337_failures(3, conn, gap, t, b), 1);
+        assert_eq!(rfc1337_failures(5, conn, gap, t, b), 2);
+        // 256 MiB: 17 s of ISN clock, every reconnect within it fails.
+        assert_eq!(rfc1337_failures(4, conn, gap, t, 256 << 20), 3);
+    }
 }
