@@ -132,6 +132,16 @@ pub fn sysctl_u64(ns: &str, name: &'static str) -> Result<Option<u64>> {
     })
 }
 
+/// A sysctl of namespace `ns` as text (`net.ipv4.tcp_wmem`: three numbers).
+pub fn sysctl_text(ns: &str, name: &'static str) -> Result<String> {
+    let step = format!("read {name} in {ns}");
+    run_in(ns, move || {
+        tcpdoctor_host::sysctl::read(name)
+            .map(|s| s.trim().to_string())
+            .map_err(|source| Error::Host { step, source })
+    })
+}
+
 /// The TCP settings of namespace `ns`, read by a thread inside it (`/proc/sys/net` follows
 /// the reading thread's namespace).
 pub fn settings(ns: &str) -> Result<tcpdoctor_host::sysctl::TcpSettings> {

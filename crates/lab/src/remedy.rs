@@ -230,7 +230,7 @@ impl Tolerance {
         match self {
             Tolerance::Relative(r) => format!("within {:.0}%", r * 100.0),
             Tolerance::Absolute(a) if a == 0.0 => "exactly".to_string(),
-            Tolerance::Absolute(a) => format!("within {a} {unit}"),
+            Tolerance::Absolute(a) => format!("within {} {unit}", num(a)),
         }
     }
 }

@@ -694,6 +694,15 @@ fn run_syn_drop(a: SynDropArgs) -> anyhow::Result<i32> {
     }
     tcpdoctor_lab::require_root()?;
     let bar = output::progress(None, "syn-drop");
+    if let Some(spec) = &a.common.remedies {
+        let selected = tcpdoctor_lab::remedy::select(spec, &syn_drop::REMEDIES)?;
+        let o = syn_drop::remedies(&common, &cfg, &selected, output::stop_flag())?;
+        bar.finish_and_clear();
+        let report = report_of(o);
+        return output::emit(&report, a.common.json, |w, r| {
+            render_remedies(w, r, "syn-drop")
+        });
+    }
     let o = syn_drop::run(&common, &cfg, output::stop_flag())?;
     bar.finish_and_clear();
     let report = report_of(o);
@@ -724,6 +733,15 @@ fn run_accept_overflow(a: AcceptArgs) -> anyhow::Result<i32> {
     };
     tcpdoctor_lab::require_root()?;
     let bar = output::progress(None, "accept-overflow");
+    if let Some(spec) = &a.common.remedies {
+        let selected = tcpdoctor_lab::remedy::select(spec, &accept_overflow::REMEDIES)?;
+        let o = accept_overflow::remedies(&common, &cfg, &selected, output::stop_flag())?;
+        bar.finish_and_clear();
+        let report = report_of(o);
+        return output::emit(&report, a.common.json, |w, r| {
+            render_remedies(w, r, "accept-overflow")
+        });
+    }
     let o = accept_overflow::run(&common, &cfg, output::stop_flag())?;
     bar.finish_and_clear();
     let report = report_of(o);
@@ -955,6 +973,15 @@ fn run_slow_reader(a: SlowReaderArgs) -> anyhow::Result<i32> {
     }
     tcpdoctor_lab::require_root()?;
     let bar = output::progress(None, "slow-reader");
+    if let Some(spec) = &a.common.remedies {
+        let selected = tcpdoctor_lab::remedy::select(spec, &slow_reader::REMEDIES)?;
+        let o = slow_reader::remedies(&common, &cfg, &selected, output::stop_flag())?;
+        bar.finish_and_clear();
+        let report = report_of(o);
+        return output::emit(&report, a.common.json, |w, r| {
+            render_remedies(w, r, "slow-reader")
+        });
+    }
     let o = slow_reader::run(&common, &cfg, output::stop_flag())?;
     bar.finish_and_clear();
     let report = report_of(o);
@@ -1006,6 +1033,15 @@ fn run_stale_ack(a: StaleAckArgs) -> anyhow::Result<i32> {
     };
     tcpdoctor_lab::require_root()?;
     let bar = output::progress(None, "stale-ack-race");
+    if let Some(spec) = &a.common.remedies {
+        let selected = tcpdoctor_lab::remedy::select(spec, &stale_ack::REMEDIES)?;
+        let o = stale_ack::remedies(&common, &cfg, &selected, output::stop_flag())?;
+        bar.finish_and_clear();
+        let report = report_of(o);
+        return output::emit(&report, a.common.json, |w, r| {
+            render_remedies(w, r, "stale-ack-race")
+        });
+    }
     let o = stale_ack::run(&common, &cfg, output::stop_flag())?;
     bar.finish_and_clear();
     let report = report_of(o);
@@ -1174,6 +1210,9 @@ fn render_remedies<C, R>(
         }
         writeln!(w)?;
     }
+    if let Some(l) = &b.syn_ladder {
+        ladder_table(w, l)?;
+    }
     capture_line(w, &b.header.capture)?;
     if let Some(i) = tcpdoctor_lab::remedy::followed_row(&b.remedies) {
         writeln!(
@@ -1183,6 +1222,55 @@ fn render_remedies<C, R>(
         )?;
     }
     findings::verdict(w, r)
+}
+
+/// What the SYN ladder cost the baseline: connects per rung, predicted and measured.
+fn ladder_table(
+    w: &mut dyn Write,
+    l: &tcpdoctor_lab::scenario::churn::LadderCost,
+) -> io::Result<()> {
+    writeln!(
+        w,
+        "What the SYN ladder costs per lost SYN (baseline, {} connects):",
+        l.connects
+    )?;
+    let mut t = table::new([
+        "lost SYNs",
+        "rung (model)",
+        "connects",
+        "predicted connects",
+        "measured connect",
+    ]);
+    for r in &l.rungs {
+        t.add_row(vec![
+            r.attempt.to_string(),
+            format!("{} ms", r.rung_ms),
+            r.connects.to_string(),
+            r.predicted_connects
+                .map(|p| format!("{p:.1}"))
+                .unwrap_or_else(|| "-".into()),
+            fmt::micros(r.typical_connect_us),
+        ]);
+    }
+    table::align_right(&mut t, &[0, 1, 2, 3, 4]);
+    writeln!(w, "{t}")?;
+    match (l.predicted_delay_per_connect_us, l.tolerance_us, l.drop_share) {
+        (Some(p), Some(tol), Some(share)) => writeln!(
+            w,
+            "Added delay per connect: predicted sum p^k (1 - p) x rung k = {} (p = {share:.2}), measured {}: {} (within {}, three standard deviations over {} connects).",
+            fmt::micros(p as u64),
+            fmt::micros(l.measured_delay_per_connect_us as u64),
+            if l.agrees == Some(true) { "agrees" } else { "disagrees" },
+            fmt::micros(tol as u64),
+            l.connects
+        )?,
+        _ => writeln!(
+            w,
+            "Added delay per connect: measured {}; each lost SYN costs the connect its rung.",
+            fmt::micros(l.measured_delay_per_connect_us as u64)
+        )?,
+    }
+    writeln!(w)
 }
 
 /// A lab scenario that returned measured its own traffic.

@@ -132,3 +132,201 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
         interrupted,
     })
 }
+
+/// The remedies `--remedies` measures for the accept-queue overflow, in table order.
+pub const REMEDIES: [&str; 3] = ["larger-backlog", "faster-accept", "both"];
+
+fn measured(run: &ProbeRun) -> crate::remedy::Measured {
+    let overflows = run.server_counter("TcpExtListenOverflows").max(0) as u64;
+    crate::remedy::Measured {
+        text: format!(
+            "{} connects, {} accept-queue overflows, {} SYN retransmissions; p99 connect {:.0} ms",
+            crate::remedy::thousands(run.summary.requests),
+            crate::remedy::thousands(overflows),
+            run.client_counter("TcpExtTCPSynRetrans"),
+            run.summary
+                .phases
+                .iter()
+                .find(|p| p.phase == "connect")
+                .map(|p| p.p99_us as f64 / 1e3)
+                .unwrap_or(0.0)
+        ),
+        value: Some(overflows as f64),
+    }
+}
+
+/// `--remedies`: the baseline and each selected remedy in fresh namespaces.
+pub fn remedies(
+    common: &Common,
+    cfg: &Config,
+    selected: &[String],
+    stop: &AtomicBool,
+) -> Result<Outcome<super::RemedyReport<Config, ProbeRun>>> {
+    use crate::remedy::{self, Prediction, Tolerance};
+    let one = |tag: &str,
+               label: &str,
+               threads: usize,
+               backlog: i32|
+     -> Result<(
+        ProbeRun,
+        Vec<String>,
+        Option<crate::capture::CaptureSummary>,
+    )> {
+        let pair = Pair::build(common, tag)?;
+        let cap = if tag.is_empty() {
+            pair.capture(common)?
+        } else {
+            None
+        };
+        let mut pcfg =
+            churn::probe_config(pair.server_addr, Duration::from_millis(cfg.duration_ms));
+        pcfg.concurrency = cfg.concurrency;
+        let server = pair.serve(server_config(&pair, threads, backlog))?;
+        let run = churn::probe(&pair, label, pcfg, stop);
+        server.stop();
+        let capture = churn::stop_capture(cap);
+        Ok((run?, pair.lab.namespaces().to_vec(), capture?))
+    };
+    let (base, mut namespaces, capture) = one(
+        "",
+        &format!(
+            "before: {} acceptor thread(s), backlog {}",
+            cfg.server_threads, cfg.backlog
+        ),
+        cfg.server_threads,
+        cfg.backlog,
+    )?;
+    let c = cfg.concurrency;
+    let mut rows = Vec::new();
+    for (i, name) in selected.iter().enumerate() {
+        let tag = ["r0", "r1", "r2"][i.min(2)];
+        let zero = |formula: String| {
+            Prediction::value(
+                formula,
+                "0 accept-queue overflows",
+                0.0,
+                "overflows",
+                Tolerance::Absolute(0.0),
+                "a count: no noise",
+            )
+        };
+        let (label, threads, backlog, prediction, changes) = match name.as_str() {
+            "larger-backlog" => (
+                "backlog 4096".to_string(),
+                cfg.server_threads,
+                4096,
+                zero(format!(
+                    "an accept queue of 4096 (listen backlog, capped by net.core.somaxconn = 4096) holds all {c} concurrent clients: a completed handshake always finds a slot"
+                )),
+                format!("listen(4096) instead of listen({})", cfg.backlog),
+            ),
+            "faster-accept" => (
+                format!("8 acceptor threads, backlog {}", cfg.backlog),
+                8,
+                cfg.backlog,
+                Prediction {
+                    formula: format!(
+                        "8 threads take connections 8 times as fast, but the queue still holds backlog + 1 = {} (sk_acceptq_is_full): a burst of more than 8 + {} handshakes from {c} clients still overflows",
+                        cfg.backlog + 1,
+                        cfg.backlog + 1
+                    ),
+                    effect: "fewer overflows, not none".into(),
+                    value: None,
+                    unit: "overflows".into(),
+                    tolerance: None,
+                    noise: "how often the 8 threads are all busy is not modelled".into(),
+                },
+                format!("8 acceptor threads instead of {}", cfg.server_threads),
+            ),
+            "both" => (
+                "8 acceptor threads, backlog 4096".to_string(),
+                8,
+                4096,
+                zero(format!(
+                    "a 4096 queue holds all {c} clients and 8 threads drain it"
+                )),
+                format!(
+                    "8 acceptor threads and listen(4096) (baseline: {} and {})",
+                    cfg.server_threads, cfg.backlog
+                ),
+            ),
+            other => {
+                return Err(crate::Error::invalid(
+                    format!("remedy {other}"),
+                    "not an accept-overflow remedy",
+                ))
+            }
+        };
+        let (run, ns, _) = one(tag, &label, threads, backlog)?;
+        namespaces.extend(ns);
+        let check = remedy::judge(
+            &run.label,
+            tcpdoctor_model::Pathology::AcceptQueueOverflow,
+            harm(&base),
+            &base.findings,
+            harm(&run),
+            &run.findings,
+        );
+        rows.push(remedy::row(remedy::Outcome {
+            remedy: name.clone(),
+            changes,
+            prediction: Ok(prediction),
+            measured: measured(&run),
+            check,
+            override_verdict: None,
+            disagreement_reason: None,
+            run,
+        }));
+    }
+    let ladder = churn::ladder_cost(&base, None);
+    let notes = vec![
+        format!(
+            "The accept queue holds backlog + 1 completed connections (sk_acceptq_is_full compares with >); when it is full the kernel drops the SYN (or the final ACK), and the client resends on its SYN ladder: {} ms.",
+            ladder
+                .ladder_ms
+                .iter()
+                .map(|m| m.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        format!(
+            "Baseline: {} overflows (server TcpExtListenOverflows), {} SYN retransmissions on the client.",
+            base.server_counter("TcpExtListenOverflows"),
+            base.client_counter("TcpExtTCPSynRetrans")
+        ),
+    ];
+    let report = super::RemedyReport {
+        header: Header {
+            scenario: "accept-overflow",
+            run_id: std::process::id(),
+            subnet: common.subnet.to_string(),
+            namespaces,
+            capture,
+            diagnosed_by: vec![
+                "probe: spike classifier (client namespace counters)".into(),
+                "model::counters findings (server namespace: TcpExtListenOverflows, TcpExtListenDrops)".into(),
+            ],
+        },
+        config: cfg.clone(),
+        baseline_label: format!(
+            "{} acceptor thread(s), listen backlog {}, {} concurrent clients, {} s",
+            cfg.server_threads,
+            cfg.backlog,
+            cfg.concurrency,
+            cfg.duration_ms / 1000
+        ),
+        baseline_harm: harm(&base),
+        baseline_findings: base.findings.clone(),
+        baseline: base,
+        remedies: rows,
+        notes,
+        syn_ladder: Some(ladder),
+    };
+    let remedied = report.remedied(|r| r.findings.clone());
+    Ok(Outcome {
+        findings: report.baseline.findings.clone(),
+        interrupted: stop.load(std::sync::atomic::Ordering::Relaxed),
+        remedied,
+        body: report,
+    })
+}

@@ -92,6 +92,9 @@ pub struct RemedyReport<C, R> {
     pub remedies: Vec<remedy::Row<R>>,
     /// Measured facts the predictions rest on (kernel behaviour, what this kernel lacks).
     pub notes: Vec<String>,
+    /// What the SYN ladder cost the baseline (connection scenarios).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub syn_ladder: Option<churn::LadderCost>,
 }
 
 impl<C, R> RemedyReport<C, R> {

@@ -699,6 +699,7 @@ pub fn remedies(
         baseline: base,
         remedies: rows,
         notes,
+        syn_ladder: None,
     };
     let remedied = report.remedied(|r| r.findings.clone());
     let interrupted = stop.load(std::sync::atomic::Ordering::Relaxed);

@@ -47,6 +47,13 @@ pub struct Run {
     pub label: String,
     pub reader_rcvbuf_bytes: usize,
     pub reader_rate_bytes_per_s: u64,
+    /// How often the reader woke up to read.
+    pub reader_tick_us: u64,
+    pub writer: WriterMode,
+    /// Bytes the non-blocking writer dropped at its bound (0 when blocking).
+    pub bytes_dropped_by_writer: u64,
+    /// The maximum of the writer namespace's net.ipv4.tcp_wmem (send buffer autotuning).
+    pub writer_wmem_max_bytes: u64,
     pub bytes_written: u64,
     pub bytes_read: u64,
     /// Time the writer spent blocked in write() beyond its schedule.
@@ -71,12 +78,260 @@ pub struct Report {
     pub remedies: Vec<Check>,
 }
 
-/// The harm: times the reader's kernel closed the window (`TcpExtTCPToZeroWindowAdv`).
+/// The harm: the share of the run the writer spent blocked in write() waiting for the
+/// reader (the window it closed: `TcpExtTCPToZeroWindowAdv` counts how often).
 pub fn harm(run: &Run) -> Harm {
-    Harm::count(
-        run.zero_window_advertisements.max(0) as u64,
-        "zero-window advertisements (TcpExtTCPToZeroWindowAdv)",
-    )
+    Harm::share(run.writer_stall_share, "of the run the writer was blocked")
+}
+
+impl Run {
+    fn measured(&self, value: f64) -> crate::remedy::Measured {
+        let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+        crate::remedy::Measured {
+            text: format!(
+                "wrote {:.1} MiB, read {:.1} MiB; writer blocked {:.0}% ({:.0} ms); {} zero windows{}",
+                mib(self.bytes_written),
+                mib(self.bytes_read),
+                self.writer_stall_share * 100.0,
+                self.writer_stall_us as f64 / 1e3,
+                self.zero_window_advertisements,
+                if self.bytes_dropped_by_writer > 0 {
+                    format!("; {:.1} MiB dropped at the writer's bound", mib(self.bytes_dropped_by_writer))
+                } else {
+                    String::new()
+                }
+            ),
+            value: Some(value),
+        }
+    }
+}
+
+/// The remedies `--remedies` measures for the slow reader, in table order.
+pub const REMEDIES: [&str; 3] = ["larger-buffer", "faster-reader", "writer-backpressure"];
+
+/// The application queue of the `writer-backpressure` remedy.
+pub const BACKPRESSURE_BOUND: u64 = 256 << 10;
+
+/// `--remedies`: the baseline and each selected remedy in fresh namespaces.
+pub fn remedies(
+    common: &Common,
+    cfg: &Config,
+    selected: &[String],
+    stop: &AtomicBool,
+) -> Result<Outcome<super::RemedyReport<Config, Run>>> {
+    use crate::remedy::{Prediction, Tolerance, Verdict};
+    let base_v = Variant::baseline(cfg);
+    let (base, mut namespaces, capture) = one(common, cfg, &base_v, common.pcap.as_deref(), stop)?;
+    let w = cfg.writer_rate_bytes_per_s as f64;
+    let r = cfg.reader_rate_bytes_per_s as f64;
+    let d = cfg.duration_ms as f64 / 1000.0;
+    let kib = |b: f64| b / 1024.0;
+    let mib = |b: f64| b / (1u64 << 20) as f64;
+    let tick = base_v.reader_tick.as_secs_f64();
+    // tcp_wmem's maximum: how far the writer's send buffer may autotune.
+    let wmem_max = base.writer_wmem_max_bytes;
+    let mut notes = vec![
+        format!(
+            "The writer offers {:.1} MiB/s in 10 ms slices; the reader wakes every {:.0} ms and takes at most {:.1} MiB/s; SO_RCVBUF {:.0} KiB (the kernel doubles it for its bookkeeping, socket(7); the window offered is about the size asked for).",
+            mib(w),
+            tick * 1e3,
+            mib(r),
+            kib(cfg.reader_rcvbuf_bytes as f64)
+        ),
+        "The window stays open when the reader keeps up on average (reader rate >= writer rate) and between two wake-ups (writer rate x wake-up interval <= window); otherwise it closes and a blocking writer waits for the share 1 - reader/writer of the time.".to_string(),
+    ];
+    let blocked = |r: f64, window: f64| -> (f64, f64) {
+        // Time to fill the window at the difference of the rates, then blocked for the
+        // share the reader cannot take.
+        if r >= w {
+            return (f64::INFINITY, 0.0);
+        }
+        let fill = window / (w - r);
+        (fill, (1.0 - r / w) * ((d - fill).max(0.0) / d))
+    };
+    let mut rows = Vec::new();
+    for (i, name) in selected.iter().enumerate() {
+        let tag: &'static str = ["r0", "r1", "r2"][i.min(2)];
+        let (v, prediction, changes): (Variant, std::result::Result<Prediction, String>, String) =
+            match name.as_str() {
+                "larger-buffer" => {
+                    let b = (cfg.reader_rcvbuf_bytes * 64).max(1 << 20);
+                    // Before the writer blocks, the receive queue (the window asked for, up
+                    // to the doubled SO_RCVBUF) and the writer's send buffer (autotuned up
+                    // to tcp_wmem's maximum) fill: a range.
+                    let (fill, high) = blocked(r, b as f64);
+                    let (fill_max, low) = blocked(r, 2.0 * b as f64 + wmem_max as f64);
+                    let share = (high + low) / 2.0;
+                    (
+                        Variant {
+                            tag,
+                            label: format!("SO_RCVBUF {:.0} KiB", kib(b as f64)),
+                            rcvbuf_bytes: b,
+                            ..base_v.clone()
+                        },
+                        Ok(Prediction::value(
+                            format!(
+                                "reader {:.1} < writer {:.1} MiB/s: the buffers fill at {:.1} MiB/s in {fill:.2} s ({:.0} KiB window) to {fill_max:.2} s (2 x {:.0} KiB receive memory + {:.1} MiB tcp_wmem max send buffer), then the writer is blocked (1 - {:.1}/{:.1}) of the time: {:.0}-{:.0}% of {d:.0} s",
+                                mib(r), mib(w), mib(w - r), kib(b as f64), kib(b as f64), mib(wmem_max as f64), mib(r), mib(w), low * 100.0, high * 100.0
+                            ),
+                            "the stall starts later; the writer is still held to the reader's rate",
+                            share * 100.0,
+                            "% blocked",
+                            Tolerance::Absolute(((high - low) / 2.0 * 100.0).max(5.0)),
+                            "how far the writer's send buffer autotunes (range above); 10 ms writer slices",
+                        )),
+                        format!("the reader's SO_RCVBUF = {:.0} KiB (64x, at least 1 MiB)", kib(b as f64)),
+                    )
+                }
+                "faster-reader" => (
+                    Variant {
+                        tag,
+                        label: "reader takes data as it arrives".into(),
+                        reader_rate_bytes_per_s: u64::MAX,
+                        reader_tick: Duration::ZERO,
+                        ..base_v.clone()
+                    },
+                    Ok(Prediction::value(
+                        format!(
+                            "a reader blocked in read() takes each segment as it arrives, at memory speed (GiB/s) >= writer {:.1} MiB/s; {:.1} MiB/s x 10 ms = {:.0} KiB per writer slice, within reach of the {:.0} KiB window as long as the reader runs within a fraction of a slice",
+                            mib(w), mib(w), kib(w * 0.01), kib(cfg.reader_rcvbuf_bytes as f64)
+                        ),
+                        "the window stays open; the writer is never blocked",
+                        0.0,
+                        "% blocked",
+                        Tolerance::Absolute(5.0),
+                        "the reader thread shares 2 CPUs with the writer and the kernel; a late wake-up can close the window for a moment",
+                    )),
+                    format!("the reader reads as soon as data arrives (blocking read, no pacing; same {:.0} KiB buffer)", kib(cfg.reader_rcvbuf_bytes as f64)),
+                ),
+                "writer-backpressure" => {
+                    let window = cfg.reader_rcvbuf_bytes as f64;
+                    // The kernel takes what the reader reads plus the window and the
+                    // writer's own send buffer; the application queue holds the bound.
+                    let dropped = ((w - r) * d - window - BACKPRESSURE_BOUND as f64).max(0.0);
+                    (
+                        Variant {
+                            tag,
+                            label: format!(
+                                "non-blocking writer, {:.0} KiB bound",
+                                kib(BACKPRESSURE_BOUND as f64)
+                            ),
+                            writer: WriterMode::NonBlocking {
+                                bound_bytes: BACKPRESSURE_BOUND,
+                            },
+                            ..base_v.clone()
+                        },
+                        Ok(Prediction::value(
+                            format!(
+                                "the writer never waits; it can hand over only what the reader takes, so it drops ({:.1} - {:.1} MiB/s) x {d:.0} s - {:.0} KiB window - {:.0} KiB bound = {:.1} MiB (less the kernel's send buffer)",
+                                mib(w), mib(r), kib(window), kib(BACKPRESSURE_BOUND as f64), mib(dropped)
+                            ),
+                            "the writer thread stays free; the data the reader cannot take is dropped, and the window still closes",
+                            mib(dropped),
+                            "MiB dropped",
+                            Tolerance::Relative(0.25),
+                            "the kernel's send buffer (tcp_wmem, autotuned) also absorbs a share, up to a few MiB",
+                        )),
+                        format!(
+                            "the writer uses O_NONBLOCK and an application queue of {:.0} KiB; slices that do not fit are dropped and counted",
+                            kib(BACKPRESSURE_BOUND as f64)
+                        ),
+                    )
+                }
+                other => {
+                    return Err(crate::Error::invalid(
+                        format!("remedy {other}"),
+                        "not a slow-reader remedy",
+                    ))
+                }
+            };
+        let (run, ns, _) = one(common, cfg, &v, None, stop)?;
+        namespaces.extend(ns);
+        let check = remedy::judge(
+            &run.label,
+            tcpdoctor_model::Pathology::SlowReader,
+            harm(&base),
+            &base.findings,
+            harm(&run),
+            &run.findings,
+        );
+        let value = match name.as_str() {
+            "writer-backpressure" => run.bytes_dropped_by_writer as f64 / (1u64 << 20) as f64,
+            _ => run.writer_stall_share * 100.0,
+        };
+        let override_verdict = (name == "writer-backpressure").then(|| {
+            if run.bytes_dropped_by_writer > 0 || run.zero_window_advertisements > 0 {
+                (
+                    Verdict::Partial,
+                    format!(
+                        "the writer was blocked {:.0}% of the time (baseline {:.0}%), but {:.1} MiB were dropped at its bound and the window closed {} times: the reader still limits the stream to {:.1} MiB/s",
+                        run.writer_stall_share * 100.0,
+                        base.writer_stall_share * 100.0,
+                        run.bytes_dropped_by_writer as f64 / (1u64 << 20) as f64,
+                        run.zero_window_advertisements,
+                        mib(r)
+                    ),
+                )
+            } else {
+                (
+                    Verdict::Works,
+                    "the writer never blocked and dropped nothing".to_string(),
+                )
+            }
+        });
+        rows.push(remedy::row(remedy::Outcome {
+            remedy: name.clone(),
+            changes,
+            prediction,
+            measured: run.measured(value),
+            check,
+            override_verdict,
+            disagreement_reason: None,
+            run,
+        }));
+    }
+    let (fill, share) = blocked(r, cfg.reader_rcvbuf_bytes as f64);
+    notes.push(format!(
+        "Baseline predicted: the {:.0} KiB window fills in {:.3} s, then the writer is blocked {:.0}% of the time; measured {:.0}%.",
+        kib(cfg.reader_rcvbuf_bytes as f64),
+        fill,
+        share * 100.0,
+        base.writer_stall_share * 100.0
+    ));
+    let report = super::RemedyReport {
+        header: Header {
+            scenario: "slow-reader",
+            run_id: std::process::id(),
+            subnet: common.subnet.to_string(),
+            namespaces,
+            capture,
+            diagnosed_by: vec![
+                "analyze: detectors on a capture of the writer's interface".into(),
+                "model::counters findings (reader namespace counters)".into(),
+            ],
+        },
+        config: cfg.clone(),
+        baseline_label: format!(
+            "writer {:.1} MiB/s, reader {:.1} MiB/s every {:.0} ms, reader SO_RCVBUF {:.0} KiB, blocking writes, {d:.0} s",
+            mib(w),
+            mib(r),
+            tick * 1e3,
+            kib(cfg.reader_rcvbuf_bytes as f64)
+        ),
+        baseline_harm: harm(&base),
+        baseline_findings: base.findings.clone(),
+        baseline: base,
+        remedies: rows,
+        notes,
+        syn_ladder: None,
+    };
+    let remedied = report.remedied(|r| r.findings.clone());
+    Ok(Outcome {
+        findings: report.baseline.findings.clone(),
+        interrupted: stop.load(Ordering::Relaxed),
+        remedied,
+        body: report,
+    })
 }
 
 /// The writer paces itself in slices of this length.
@@ -86,7 +341,32 @@ const SLICE: Duration = Duration::from_millis(10);
 /// handles a batch per tick; between ticks its buffer fills and the window closes.
 const READER_TICK: Duration = Duration::from_millis(100);
 
-fn writer(to: SocketAddrV4, rate: u64, dur: Duration, stop: &AtomicBool) -> Result<(u64, u64)> {
+/// How the writer handles a full send buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum WriterMode {
+    /// Blocking write(): the writer waits for the reader.
+    Blocking,
+    /// Non-blocking write() with an application queue of at most `bound_bytes`: what does
+    /// not fit is dropped (counted), and the writer never waits.
+    NonBlocking { bound_bytes: u64 },
+}
+
+/// What the writer did: bytes accepted by the kernel, time blocked beyond its pacing, bytes
+/// dropped at its bound (non-blocking mode).
+struct Written {
+    bytes: u64,
+    stall_us: u64,
+    dropped: u64,
+}
+
+fn writer(
+    to: SocketAddrV4,
+    rate: u64,
+    dur: Duration,
+    mode: WriterMode,
+    stop: &AtomicBool,
+) -> Result<Written> {
     let (s, _) = traffic::connect(
         to,
         &traffic::ClientOptions {
@@ -97,19 +377,46 @@ fn writer(to: SocketAddrV4, rate: u64, dur: Duration, stop: &AtomicBool) -> Resu
     let mut s = s.map_err(|e| Error::io(format!("writer: connect to {to}"), e))?;
     s.set_write_timeout(Some(Duration::from_secs(2)))
         .map_err(|e| Error::io("writer: set timeout", e))?;
+    if let WriterMode::NonBlocking { .. } = mode {
+        s.set_nonblocking(true)
+            .map_err(|e| Error::io("writer: O_NONBLOCK", e))?;
+    }
     let per_slice = (rate as f64 * SLICE.as_secs_f64()).max(1.0) as usize;
     let chunk = vec![b'w'; per_slice];
     let start = Instant::now();
-    let (mut written, mut stall_us) = (0u64, 0u64);
+    let (mut written, mut stall_us, mut dropped) = (0u64, 0u64, 0u64);
+    // Non-blocking mode: bytes accepted by the application but not yet by the kernel.
+    let mut pending = 0u64;
     let mut next = start;
     while start.elapsed() < dur && !stop.load(Ordering::Relaxed) {
         let t = Instant::now();
-        match s.write_all(&chunk) {
-            Ok(()) => written += chunk.len() as u64,
-            Err(e)
-                if e.kind() == std::io::ErrorKind::WouldBlock
-                    || e.kind() == std::io::ErrorKind::TimedOut => {}
-            Err(e) => return Err(Error::io("writer: write", e)),
+        match mode {
+            WriterMode::Blocking => match s.write_all(&chunk) {
+                Ok(()) => written += chunk.len() as u64,
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.kind() == std::io::ErrorKind::TimedOut => {}
+                Err(e) => return Err(Error::io("writer: write", e)),
+            },
+            WriterMode::NonBlocking { bound_bytes } => {
+                if pending + chunk.len() as u64 <= bound_bytes {
+                    pending += chunk.len() as u64;
+                } else {
+                    dropped += chunk.len() as u64;
+                }
+                while pending > 0 {
+                    let n = pending.min(chunk.len() as u64) as usize;
+                    match s.write(&chunk[..n]) {
+                        Ok(0) => break,
+                        Ok(k) => {
+                            written += k as u64;
+                            pending -= k as u64;
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                        Err(e) => return Err(Error::io("writer: write", e)),
+                    }
+                }
+            }
         }
         let took = t.elapsed();
         // Anything beyond 1 ms is the writer waiting for send-buffer space.
@@ -123,22 +430,35 @@ fn writer(to: SocketAddrV4, rate: u64, dur: Duration, stop: &AtomicBool) -> Resu
             next = Instant::now();
         }
     }
-    Ok((written, stall_us))
+    // What the application still held when the run ended never reached the kernel.
+    dropped += pending;
+    Ok(Written {
+        bytes: written,
+        stall_us,
+        dropped,
+    })
 }
 
-fn reader(l: std::net::TcpListener, rate: u64, dur: Duration, stop: &AtomicBool) -> Result<u64> {
+fn reader(
+    l: std::net::TcpListener,
+    rate: u64,
+    tick: Duration,
+    dur: Duration,
+    stop: &AtomicBool,
+) -> Result<u64> {
     let deadline = Instant::now() + dur + Duration::from_secs(5);
     let mut s =
         traffic::accept_one(&l, stop, deadline).map_err(|e| Error::io("reader: accept", e))?;
     s.set_read_timeout(Some(Duration::from_millis(50)))
         .map_err(|e| Error::io("reader: set timeout", e))?;
-    let per_tick = (rate as f64 * READER_TICK.as_secs_f64()).max(1.0) as usize;
+    let per_tick = (rate as f64 * tick.as_secs_f64()).max(1.0) as usize;
     let mut buf = vec![0u8; 64 << 10];
     let mut read = 0u64;
     let start = Instant::now();
     // Paced while the writer writes, then drained to EOF so the close is clean.
     while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
-        let paced = start.elapsed() < dur;
+        // A zero tick: the reader takes data as it arrives (blocking reads, no pacing).
+        let paced = start.elapsed() < dur && !tick.is_zero();
         let mut budget = if paced { per_tick } else { usize::MAX };
         while budget > 0 {
             let want = buf.len().min(budget);
@@ -158,23 +478,49 @@ fn reader(l: std::net::TcpListener, rate: u64, dur: Duration, stop: &AtomicBool)
             }
         }
         if paced {
-            std::thread::sleep(READER_TICK);
+            std::thread::sleep(tick);
         }
     }
     Ok(read)
 }
 
+/// One writer/reader pair as run: the baseline, a `--fix` run or a remedy.
+#[derive(Clone, Debug)]
+pub struct Variant {
+    /// Namespace tag (`""` for the baseline).
+    pub tag: &'static str,
+    pub label: String,
+    pub rcvbuf_bytes: usize,
+    pub reader_rate_bytes_per_s: u64,
+    /// How often the reader wakes up to read.
+    pub reader_tick: Duration,
+    pub writer: WriterMode,
+}
+
+impl Variant {
+    pub fn baseline(cfg: &Config) -> Variant {
+        Variant {
+            tag: "",
+            label: "before: slow reader, small buffer".into(),
+            rcvbuf_bytes: cfg.reader_rcvbuf_bytes,
+            reader_rate_bytes_per_s: cfg.reader_rate_bytes_per_s,
+            reader_tick: READER_TICK,
+            writer: WriterMode::Blocking,
+        }
+    }
+}
+
 fn one(
     common: &Common,
     cfg: &Config,
-    tag: &str,
-    label: &str,
+    v: &Variant,
     dest: Option<&std::path::Path>,
     stop: &AtomicBool,
 ) -> Result<(Run, Vec<String>, Option<capture::CaptureSummary>)> {
+    let (tag, label) = (v.tag, v.label.as_str());
     let pair = Pair::build(common, tag)?;
     let addr = pair.server_addr;
-    let rcvbuf = cfg.reader_rcvbuf_bytes;
+    let rcvbuf = v.rcvbuf_bytes;
     // The listener carries SO_RCVBUF so the window is small from the handshake on.
     let listener = netns::run_in(&pair.server, move || {
         let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
@@ -190,18 +536,23 @@ fn one(
     })?;
     let name = if tag.is_empty() { "slowreader" } else { tag };
     let cap = capture::Capture::start(&pair.client, &pair.client_if, name, dest, "tcp")?;
+    let wmem_max = netns::sysctl_text(&pair.client, "net.ipv4.tcp_wmem")?
+        .split_whitespace()
+        .nth(2)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4 << 20);
     let r_before = netns::counters(&pair.server)?;
     let w_before = netns::counters(&pair.client)?;
     let dur = Duration::from_millis(cfg.duration_ms);
     let inner = Arc::new(AtomicBool::new(false));
     let (f1, f2) = (Arc::clone(&inner), Arc::clone(&inner));
-    let rrate = cfg.reader_rate_bytes_per_s;
-    let wrate = cfg.writer_rate_bytes_per_s;
+    let (rrate, tick) = (v.reader_rate_bytes_per_s, v.reader_tick);
+    let (wrate, wmode) = (cfg.writer_rate_bytes_per_s, v.writer);
     let rd = netns::spawn(&pair.server, "tdoc-reader", move || {
-        reader(listener, rrate, dur, &f1)
+        reader(listener, rrate, tick, dur, &f1)
     })?;
     let wr = netns::spawn(&pair.client, "tdoc-writer", move || {
-        writer(addr, wrate, dur, &f2)
+        writer(addr, wrate, dur, wmode, &f2)
     })?;
     while !(wr.is_finished() && rd.is_finished()) {
         if stop.load(Ordering::Relaxed) {
@@ -212,7 +563,8 @@ fn one(
     let w = wr.join();
     let r = rd.join();
     let saved = cap.stop();
-    let (written, stall_us) = w?;
+    let w = w?;
+    let (written, stall_us) = (w.bytes, w.stall_us);
     let read = r?;
     let saved = saved?;
     let reader_counters = netns::counters(&pair.server)?.delta_since(&r_before).tcp();
@@ -230,8 +582,12 @@ fn one(
     );
     let run = Run {
         label: label.to_string(),
-        reader_rcvbuf_bytes: cfg.reader_rcvbuf_bytes,
-        reader_rate_bytes_per_s: cfg.reader_rate_bytes_per_s,
+        reader_rcvbuf_bytes: v.rcvbuf_bytes,
+        reader_rate_bytes_per_s: v.reader_rate_bytes_per_s,
+        reader_tick_us: v.reader_tick.as_micros() as u64,
+        writer: v.writer,
+        bytes_dropped_by_writer: w.dropped,
+        writer_wmem_max_bytes: wmem_max,
         bytes_written: written,
         bytes_read: read,
         writer_stall_us: stall_us,
@@ -251,26 +607,20 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
     let r = one(
         common,
         cfg,
-        "",
-        "before: slow reader, small buffer",
+        &Variant::baseline(cfg),
         common.pcap.as_deref(),
         stop,
     );
     let (before, mut namespaces, capture) = r?;
     let after = if common.fix {
-        let fixed = Config {
-            reader_rcvbuf_bytes: (cfg.reader_rcvbuf_bytes * 64).max(1 << 20),
+        let fixed = Variant {
+            tag: "fx",
+            label: "after: 64x buffer, reader 10x faster".into(),
+            rcvbuf_bytes: (cfg.reader_rcvbuf_bytes * 64).max(1 << 20),
             reader_rate_bytes_per_s: cfg.reader_rate_bytes_per_s * 10,
-            ..cfg.clone()
+            ..Variant::baseline(cfg)
         };
-        let r = one(
-            common,
-            &fixed,
-            "fx",
-            "after: 64x buffer, reader 10x faster",
-            None,
-            stop,
-        );
+        let r = one(common, cfg, &fixed, None, stop);
         let (r, ns, _) = r?;
         namespaces.extend(ns);
         Some(r)

@@ -279,3 +279,161 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
         interrupted: stop.load(Ordering::Relaxed),
     })
 }
+
+/// The remedies `--remedies` measures for the stale-ACK race, in table order.
+pub const REMEDIES: [&str; 1] = ["graceful-close"];
+
+fn measured(run: &ProbeRun) -> crate::remedy::Measured {
+    let h = harm(run);
+    crate::remedy::Measured {
+        text: format!(
+            "{} connections, {} SYN resends: {} per million",
+            crate::remedy::thousands(run.summary.connections_opened),
+            run.client_counter("TcpExtTCPSynRetrans"),
+            h.shown()
+        ),
+        value: Some(h.amount),
+    }
+}
+
+/// `--remedies`: the SO_LINGER 0 loop, each selected remedy, and the forced check that names
+/// this kernel's behaviour, in fresh namespaces.
+pub fn remedies(
+    common: &Common,
+    cfg: &Config,
+    selected: &[String],
+    stop: &AtomicBool,
+) -> Result<Outcome<super::RemedyReport<Config, ProbeRun>>> {
+    use crate::remedy::{self, Prediction, Tolerance};
+    let (base, mut namespaces, capture) = loop_run(
+        common,
+        cfg,
+        "",
+        "before: connection per request, SO_LINGER 0, TCP_NODELAY, server closes first",
+        true,
+        true,
+        stop,
+    )?;
+    let (forced, ns) = forced_check(common)?;
+    namespaces.extend(ns);
+    let behaviour = match forced.behaviour {
+        ResendBehaviour::QuickResend => format!(
+            "this kernel resends the SYN within milliseconds of resetting the stale ACK, not on the 1 s SYN timer: a race cost the connect {:.1} ms",
+            forced.connect_us as f64 / 1e3
+        ),
+        ResendBehaviour::TimerResend => format!(
+            "this kernel resends the SYN on its 1 s timer after resetting the stale ACK: a race cost the connect {:.3} s",
+            forced.connect_us as f64 / 1e6
+        ),
+        ResendBehaviour::NotReproduced => {
+            "the forced stale ACK did not happen: the kernel's behaviour is unknown".to_string()
+        }
+        ResendBehaviour::Failed => "the forced reconnect failed".to_string(),
+    };
+    let base_rate = harm(&base).amount;
+    let mut rows = Vec::new();
+    for (i, name) in selected.iter().enumerate() {
+        let tag = ["r0"][i.min(0)];
+        match name.as_str() {
+            "graceful-close" => {}
+            other => {
+                return Err(crate::Error::invalid(
+                    format!("remedy {other}"),
+                    "not a stale-ack-race remedy",
+                ))
+            }
+        }
+        let (run, ns, _) = loop_run(
+            common,
+            cfg,
+            tag,
+            "graceful close (FIN) instead of SO_LINGER 0",
+            false,
+            false,
+            stop,
+        )?;
+        namespaces.extend(ns);
+        let resolution = 1e6 / run.summary.connections_opened.max(1) as f64;
+        let prediction = Prediction::value(
+            "a FIN close keeps the client's port in LAST_ACK until the server has acknowledged it, and the server's TIME_WAIT takes a newer SYN (timestamps): only a reset (SO_LINGER 0) frees the port while the server still holds the old connection, so no SYN meets a stale ACK",
+            "0 SYN resends per million connections",
+            0.0,
+            "per million",
+            Tolerance::Absolute(0.0),
+            format!(
+                "one resend in this run is {resolution:.0} per million"
+            ),
+        );
+        let check = remedy::judge(
+            &run.label,
+            tcpdoctor_model::Pathology::StaleAckRace,
+            harm(&base),
+            &base.findings,
+            harm(&run),
+            &run.findings,
+        );
+        let override_verdict = (check.effect == remedy::Effect::NothingToFix).then(|| {
+            (
+                remedy::Verdict::NothingToFix,
+                format!(
+                    "the SO_LINGER 0 loop made {} connections without a stale ACK (0 per million; one would be {:.0} per million); {behaviour}",
+                    remedy::thousands(base.summary.connections_opened),
+                    1e6 / base.summary.connections_opened.max(1) as f64
+                ),
+            )
+        });
+        rows.push(remedy::row(remedy::Outcome {
+            remedy: name.clone(),
+            changes: "the client closes with a FIN (no SO_LINGER 0); the server still closes first"
+                .into(),
+            prediction: Ok(prediction),
+            measured: measured(&run),
+            check,
+            override_verdict,
+            disagreement_reason: None,
+            run,
+        }));
+    }
+    let notes = vec![
+        format!(
+            "Forced check (the client's reset dropped by nftables, reconnect from port {FORCED_PORT}): {behaviour}."
+        ),
+        format!(
+            "Baseline: {:.0} SYN resends per million connections; at the forced check's cost that is {:.1} ms of connect time per million connections.",
+            base_rate,
+            base_rate * forced.connect_us as f64 / 1e3
+        ),
+    ];
+    let report = super::RemedyReport {
+        header: Header {
+            scenario: "stale-ack-race",
+            run_id: std::process::id(),
+            subnet: common.subnet.to_string(),
+            namespaces,
+            capture,
+            diagnosed_by: vec![
+                "probe: spike classifier (client namespace counters)".into(),
+                "forced check: client TcpExtTCPSynRetrans and connect time".into(),
+            ],
+        },
+        config: cfg.clone(),
+        baseline_label: format!(
+            "connection per request with SO_LINGER 0 and TCP_NODELAY, the server closes first, {} loop(s), {} s",
+            cfg.concurrency,
+            cfg.duration_ms / 1000
+        ),
+        baseline_harm: harm(&base),
+        baseline_findings: base.findings.clone(),
+        baseline: base,
+        remedies: rows,
+        notes,
+        syn_ladder: None,
+    };
+    let remedied = report.remedied(|r| r.findings.clone());
+    Ok(Outcome {
+        findings: report.baseline.findings.clone(),
+        interrupted: stop.load(Ordering::Relaxed),
+        remedied,
+        body: report,
+    })
+}

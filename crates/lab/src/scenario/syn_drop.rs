@@ -123,3 +123,277 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
         interrupted,
     })
 }
+
+/// The remedies `--remedies` measures for dropped SYNs, in table order.
+pub const REMEDIES: [&str; 3] = ["remove-drop", "larger-backlog", "faster-accept"];
+
+/// The server side of a run: whether SYNs are dropped, the acceptor threads, the listen
+/// backlog and, when set, the server namespace's net.core.somaxconn.
+#[derive(Clone, Copy, Debug)]
+struct Side {
+    drop: bool,
+    threads: usize,
+    backlog: i32,
+    somaxconn: Option<u32>,
+}
+
+/// The baseline's server: 8 acceptor threads, backlog 4096 (the default somaxconn).
+const BASE_SIDE: Side = Side {
+    drop: true,
+    threads: 8,
+    backlog: 4096,
+    somaxconn: None,
+};
+
+/// One run in fresh namespaces.
+fn run_variant(
+    common: &Common,
+    cfg: &Config,
+    tag: &str,
+    label: &str,
+    side: Side,
+    stop: &AtomicBool,
+) -> Result<(
+    ProbeRun,
+    Vec<String>,
+    Option<crate::capture::CaptureSummary>,
+)> {
+    let Side {
+        drop,
+        threads,
+        backlog,
+        somaxconn,
+    } = side;
+    let pair = Pair::build(common, tag)?;
+    if let Some(m) = somaxconn {
+        pair.lab
+            .sysctl(&pair.server, "net.core.somaxconn", &m.to_string())?;
+    }
+    let mut scfg = ServerConfig::new(
+        pair.server_addr.into(),
+        Protocol::Tcp {
+            request_bytes: 64,
+            reply_bytes: 64,
+        },
+    );
+    scfg.threads = threads;
+    scfg.backlog = backlog;
+    let server = pair.serve(scfg)?;
+    if drop {
+        pair.lab.nft(
+            &pair.server,
+            "drop a share of SYNs",
+            &ruleset(cfg.drop_percent, pair.server_addr.port()),
+        )?;
+    }
+    let cap = if tag.is_empty() {
+        pair.capture(common)?
+    } else {
+        None
+    };
+    let mut pcfg = churn::probe_config(pair.server_addr, Duration::from_millis(cfg.duration_ms));
+    pcfg.concurrency = cfg.concurrency;
+    let run = churn::probe(&pair, label, pcfg, stop);
+    let capture = churn::stop_capture(cap);
+    server.stop();
+    Ok((run?, pair.lab.namespaces().to_vec(), capture?))
+}
+
+/// SYN retransmissions per finished connect.
+fn per_connect(run: &ProbeRun) -> f64 {
+    run.client_counter("TcpExtTCPSynRetrans").max(0) as f64 / run.summary.requests.max(1) as f64
+}
+
+fn measured(run: &ProbeRun) -> crate::remedy::Measured {
+    crate::remedy::Measured {
+        text: format!(
+            "{} connects, {} SYN retransmissions ({:.3} per connect), {} accept-queue overflows; p99 connect {:.0} ms",
+            crate::remedy::thousands(run.summary.requests),
+            run.client_counter("TcpExtTCPSynRetrans"),
+            per_connect(run),
+            run.server_counter("TcpExtListenOverflows"),
+            run.summary
+                .phases
+                .iter()
+                .find(|p| p.phase == "connect")
+                .map(|p| p.p99_us as f64 / 1e3)
+                .unwrap_or(0.0)
+        ),
+        value: Some(per_connect(run)),
+    }
+}
+
+/// `--remedies`: the baseline and each selected remedy in fresh namespaces.
+pub fn remedies(
+    common: &Common,
+    cfg: &Config,
+    selected: &[String],
+    stop: &AtomicBool,
+) -> Result<Outcome<super::RemedyReport<Config, ProbeRun>>> {
+    use crate::remedy::{self, Prediction, Tolerance};
+    let (base, mut namespaces, capture) = run_variant(
+        common,
+        cfg,
+        "",
+        "before: nftables drops SYNs",
+        BASE_SIDE,
+        stop,
+    )?;
+    let p = f64::from(cfg.drop_percent) / 100.0;
+    // Each SYN, first or resent, is dropped with probability p: a connect resends
+    // p / (1 - p) SYNs on average (geometric), with variance p / (1 - p)^2.
+    let expect = p / (1.0 - p);
+    let tolerance = |n: u64| 3.0 * (p / (1.0 - p).powi(2) / n.max(1) as f64).sqrt();
+    let overflows = base.server_counter("TcpExtListenOverflows");
+    let mut rows = Vec::new();
+    for (i, name) in selected.iter().enumerate() {
+        let tag = ["r0", "r1", "r2"][i.min(2)];
+        let n = base.summary.requests;
+        let (label, side, prediction, changes) = match name.as_str() {
+            "remove-drop" => (
+                "SYN drop removed",
+                Side {
+                    drop: false,
+                    ..BASE_SIDE
+                },
+                Prediction::value(
+                    "no SYN is dropped: 0 retransmissions",
+                    "every connect completes on its first SYN",
+                    0.0,
+                    "SYN retransmissions per connect",
+                    Tolerance::Absolute(0.0),
+                    "a count: no noise",
+                ),
+                "the nftables rule is gone (find and remove the loss: firewall, rate limit, overloaded path)".to_string(),
+            ),
+            "larger-backlog" | "faster-accept" => {
+                let (label, side, changes) = if name == "larger-backlog" {
+                    (
+                        "somaxconn and listen backlog 65535",
+                        Side {
+                            backlog: 65535,
+                            somaxconn: Some(65535),
+                            ..BASE_SIDE
+                        },
+                        "net.core.somaxconn=65535 in the server namespace and listen(65535) (baseline: 4096)".to_string(),
+                    )
+                } else {
+                    (
+                        "32 acceptor threads",
+                        Side {
+                            threads: 32,
+                            ..BASE_SIDE
+                        },
+                        "the server accepts with 32 threads instead of 8".to_string(),
+                    )
+                };
+                (
+                    label,
+                    side,
+                    Prediction::value(
+                        format!(
+                            "the SYNs are dropped before the listener sees them (the baseline's accept queue overflowed {overflows} times): each SYN is still lost with p = {p:.2}, so a connect resends p / (1 - p) = {expect:.3} SYNs on average"
+                        ),
+                        "no effect: the listener was not the bottleneck",
+                        expect,
+                        "SYN retransmissions per connect",
+                        Tolerance::Absolute(tolerance(n)),
+                        format!("three standard deviations of a geometric count over the baseline's {n} connects"),
+                    ),
+                    changes,
+                )
+            }
+            other => {
+                return Err(crate::Error::invalid(
+                    format!("remedy {other}"),
+                    "not a syn-drop remedy",
+                ))
+            }
+        };
+        let (run, ns, _) = run_variant(common, cfg, tag, label, side, stop)?;
+        namespaces.extend(ns);
+        let check = remedy::judge(
+            &run.label,
+            tcpdoctor_model::Pathology::SynRetransmit,
+            harm(&base),
+            &base.findings,
+            harm(&run),
+            &run.findings,
+        );
+        // SYN retransmission counts depend on how many connects a run made: judge the
+        // per-connect rate against the baseline's, within the same noise.
+        let override_verdict = (side.drop
+            && (per_connect(&run) - per_connect(&base)).abs()
+                <= tolerance(run.summary.requests.min(base.summary.requests)))
+        .then(|| {
+            (
+                remedy::Verdict::NoEffect,
+                format!(
+                    "{:.3} SYN retransmissions per connect (baseline {:.3}): the drops happen before the listener",
+                    per_connect(&run),
+                    per_connect(&base)
+                ),
+            )
+        });
+        rows.push(remedy::row(remedy::Outcome {
+            remedy: name.clone(),
+            changes,
+            prediction: Ok(prediction),
+            measured: measured(&run),
+            check,
+            override_verdict,
+            disagreement_reason: None,
+            run,
+        }));
+    }
+    let ladder = churn::ladder_cost(&base, Some(p));
+    let notes = vec![
+        format!(
+            "nftables drops each SYN to the server with probability p = {p:.2} (numgen random mod 100 < {}); the baseline: {:.3} SYN retransmissions per connect (predicted p / (1 - p) = {expect:.3}).",
+            cfg.drop_percent,
+            per_connect(&base)
+        ),
+        format!(
+            "SYN ladder of the client namespace: retransmissions at {} ms after the first SYN (model::timers); a connect whose first SYN is lost waits the first rung.",
+            ladder
+                .ladder_ms
+                .iter()
+                .map(|m| m.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    ];
+    let report = super::RemedyReport {
+        header: Header {
+            scenario: "syn-drop",
+            run_id: std::process::id(),
+            subnet: common.subnet.to_string(),
+            namespaces,
+            capture,
+            diagnosed_by: vec![
+                "probe: spike classifier (SYN ladder from the client namespace's sysctls, TcpExtTCPSynRetrans)".into(),
+                "model::counters findings (server namespace counters)".into(),
+            ],
+        },
+        config: cfg.clone(),
+        baseline_label: format!(
+            "nftables drops {}% of SYNs; 8 acceptor threads, backlog 4096; {} concurrent clients, {} s",
+            cfg.drop_percent,
+            cfg.concurrency,
+            cfg.duration_ms / 1000
+        ),
+        baseline_harm: harm(&base),
+        baseline_findings: base.findings.clone(),
+        baseline: base,
+        remedies: rows,
+        notes,
+        syn_ladder: Some(ladder),
+    };
+    let remedied = report.remedied(|r| r.findings.clone());
+    Ok(Outcome {
+        findings: report.baseline.findings.clone(),
+        interrupted: stop.load(std::sync::atomic::Ordering::Relaxed),
+        remedied,
+        body: report,
+    })
+}

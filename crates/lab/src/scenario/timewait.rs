@@ -693,6 +693,7 @@ pub fn remedies(
         baseline: base,
         remedies: rows,
         notes,
+        syn_ladder: None,
     };
     let remedied = report.remedied(|r| r.findings.clone());
     Ok(Outcome {
