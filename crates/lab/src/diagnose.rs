@@ -16,6 +16,8 @@ pub struct FanIn {
     pub round_p99: Duration,
     /// Every round's duration, in order.
     pub round_us: Vec<u64>,
+    /// How long a round takes at the bottleneck's rate, when known.
+    pub line_round: Option<Duration>,
     /// The senders' RTO floor.
     pub rto_min: Duration,
     /// Timer-driven repairs of each sender's namespace: retransmission timer expiries
@@ -32,27 +34,35 @@ pub struct FanIn {
 }
 
 impl FanIn {
-    /// The fastest round: what a round costs in this setup when nothing waits for a timer.
+    /// The fastest round.
     pub fn fastest_round(&self) -> Duration {
         Duration::from_micros(self.round_us.iter().copied().min().unwrap_or(0))
     }
 
-    /// The longest wait beyond the fastest round.
-    pub fn worst_stall(&self) -> Duration {
-        let max = self.round_us.iter().copied().max().unwrap_or(0);
-        Duration::from_micros(max) - self.fastest_round()
+    /// What a round costs here when nothing waits for a timer: the median round, or, when
+    /// more than half of the rounds stalled (the median is 1.5 times the fastest or more),
+    /// the fastest; never more than 1.25 times the round at the bottleneck's line rate, so a
+    /// run whose every round stalled is not its own reference. Against the median, the lab's
+    /// own jitter (scheduling on a busy machine) does not count as time lost.
+    pub fn reference_round(&self) -> Duration {
+        reference_round_us(&self.round_us, self.line_round_us())
+            .map_or(Duration::ZERO, Duration::from_micros)
     }
 
-    /// Share of the run's time spent beyond the fastest round:
-    /// sum(round - fastest) / sum(round).
+    /// The longest wait beyond the reference round.
+    pub fn worst_stall(&self) -> Duration {
+        let max = self.round_us.iter().copied().max().unwrap_or(0);
+        Duration::from_micros(max).saturating_sub(self.reference_round())
+    }
+
+    /// Share of the run's time spent beyond the reference round:
+    /// sum(max(0, round - reference)) / sum(round).
     pub fn time_lost_share(&self) -> f64 {
-        let total: u64 = self.round_us.iter().sum();
-        if total == 0 {
-            return 0.0;
-        }
-        let fastest = self.fastest_round().as_micros() as u64;
-        let lost: u64 = self.round_us.iter().map(|r| r - fastest).sum();
-        lost as f64 / total as f64
+        time_lost_share(&self.round_us, self.line_round_us())
+    }
+
+    fn line_round_us(&self) -> Option<u64> {
+        self.line_round.map(|d| d.as_micros() as u64)
     }
 
     /// What the stalls cost, for the policy: rounds stalled beyond the threshold out of all
@@ -95,8 +105,8 @@ pub fn fan_in(o: &FanIn) -> Vec<Finding> {
     };
     let lost_evidence = Evidence::Arithmetic {
         formula: format!(
-            "time lost = sum(round - fastest round {}) / sum(round), {} rounds",
-            fmt_us(o.fastest_round()),
+            "time lost = sum(round - reference round {}) / sum(round), {} rounds (reference: the median round, or the fastest when most rounds stalled)",
+            fmt_us(o.reference_round()),
             o.round_us.len()
         ),
         result: lost,
@@ -113,6 +123,24 @@ pub fn fan_in(o: &FanIn) -> Vec<Finding> {
     } else {
         format!("RTO floor {} ms", o.rto_min.as_millis())
     };
+    if o.bottleneck_drops == Some(0) && o.retrans_segs > 0 {
+        // Nothing was dropped at the shared queue: the timers fired because the queue's
+        // delay outran them (a loss probe waits 2 x srtt), not because segments were lost.
+        out.push(
+            Finding::new(
+                Pathology::SpuriousRetransmission,
+                Source::Lab,
+                format!(
+                    "{} segments retransmitted ({timeouts} by timers) while the bottleneck dropped nothing: the queue's delay outran the senders' probe timers",
+                    o.retrans_segs
+                ),
+                Impact::stalls(o.retrans_segs as u64, None, None),
+            )
+            .counter("TcpRetransSegs", o.retrans_segs)
+            .arithmetic("packets dropped by the bottleneck queue", 0.0),
+        );
+        return out;
+    }
     if o.senders >= 2 && lossy >= 2 && 2 * lossy >= o.senders && timeouts > 0 {
         let mut f = Finding::new(
             Pathology::Incast,
@@ -194,6 +222,37 @@ pub fn fan_in(o: &FanIn) -> Vec<Finding> {
     out
 }
 
+/// The reference round of [`FanIn::reference_round`], from round durations and the round at
+/// line rate.
+pub fn reference_round_us(round_us: &[u64], line_round_us: Option<u64>) -> Option<u64> {
+    let mut sorted = round_us.to_vec();
+    sorted.sort_unstable();
+    let fastest = *sorted.first()?;
+    let median = sorted[sorted.len() / 2];
+    let measured = if median * 2 >= fastest * 3 {
+        fastest
+    } else {
+        median
+    };
+    Some(match line_round_us {
+        Some(line) if line > 0 => measured.min(line + line / 4),
+        _ => measured,
+    })
+}
+
+/// [`FanIn::time_lost_share`] from round durations and the round at line rate.
+pub fn time_lost_share(round_us: &[u64], line_round_us: Option<u64>) -> f64 {
+    let total: u64 = round_us.iter().sum();
+    let Some(reference) = reference_round_us(round_us, line_round_us) else {
+        return 0.0;
+    };
+    if total == 0 {
+        return 0.0;
+    }
+    let lost: u64 = round_us.iter().map(|r| r.saturating_sub(reference)).sum();
+    lost as f64 / total as f64
+}
+
 fn fmt_us(d: Duration) -> String {
     let us = d.as_micros() as u64;
     if us >= 1_000_000 {
@@ -247,6 +306,7 @@ mod tests {
             slow_threshold: Duration::from_millis(100),
             round_p99: Duration::from_millis(226),
             round_us,
+            line_round: Some(Duration::from_millis(21)),
             rto_min: Duration::from_millis(200),
             retrans_segs: timeouts.iter().sum::<i64>() * 3,
             retrans_per_sender: timeouts.iter().map(|t| t * 3).collect(),
@@ -292,10 +352,13 @@ mod tests {
 
     #[test]
     fn low_rto_min_incast_is_still_named_with_its_cost() {
-        // rto_min 5 ms: no round beyond 100 ms, but every sender lost and timers fired.
+        // rto_min 5 ms: no round beyond 100 ms, but every sender lost and timers fired:
+        // a fifth of the rounds waited 8 ms for a timer, the rest jittered by up to 1 ms.
         let mut o = obs(vec![3, 2, 4, 1], 0);
         o.rto_min = Duration::from_millis(5);
-        o.round_us = (0..100).map(|i| 22_000 + (i % 5) * 1_000).collect();
+        o.round_us = (0..100)
+            .map(|i| 22_000 + (i % 2) * 1_000 + if i % 5 == 0 { 8_000 } else { 0 })
+            .collect();
         let f = fan_in(&o);
         assert_eq!(f[0].pathology, Pathology::Incast);
         assert!(
@@ -303,8 +366,37 @@ mod tests {
             "{}",
             f[0].summary
         );
-        // 2 ms lost on average per 24 ms round: 8% of the time, a warning.
+        // Against the median round (23 ms) the jitter does not count; the 20 stalled rounds
+        // lost 7-8 ms each: 150 ms of 2,410 ms = 6% of the time, a warning.
+        let lost = o.time_lost_share();
+        assert!((lost - 150_000.0 / 2_410_000.0).abs() < 1e-9, "{lost}");
         assert_eq!(f[0].severity, Severity::Warning);
+    }
+
+    #[test]
+    fn jitter_is_not_time_lost_but_a_stalled_majority_is() {
+        // Rounds of 21-23 ms: the median is the reference, only the 23 ms rounds count.
+        let r = [21_000, 22_000, 22_000, 23_000];
+        assert_eq!(reference_round_us(&r, None), Some(22_000));
+        assert!((time_lost_share(&r, Some(21_000)) - 1_000.0 / 88_000.0).abs() < 1e-12);
+        // Most rounds waited 200 ms: the fastest round is the reference.
+        let r = [21_000, 221_000, 222_000];
+        assert_eq!(reference_round_us(&r, None), Some(21_000));
+        assert!((time_lost_share(&r, None) - 401_000.0 / 464_000.0).abs() < 1e-12);
+        // Every round waited: the line rate caps the reference.
+        let r = [240_000, 280_000, 300_000];
+        assert_eq!(reference_round_us(&r, Some(88_000)), Some(110_000));
+        assert_eq!(reference_round_us(&[], None), None);
+    }
+
+    #[test]
+    fn retransmissions_without_a_drop_at_the_bottleneck_are_spurious() {
+        let mut o = obs(vec![2, 3], 0);
+        o.bottleneck_drops = Some(0);
+        let f = fan_in(&o);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].pathology, Pathology::SpuriousRetransmission);
+        assert_eq!(f[0].severity, Severity::Info);
     }
 
     #[test]

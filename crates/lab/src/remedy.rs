@@ -53,6 +53,8 @@ pub struct Harm {
     pub amount: f64,
     /// What is counted: "connects failed with EADDRNOTAVAIL", "of the time lost to stalls".
     pub what: String,
+    /// Up to this amount counts as none: the measure's own noise (0 for counts).
+    pub noise: f64,
 }
 
 impl Harm {
@@ -61,6 +63,7 @@ impl Harm {
             kind: HarmKind::Count,
             amount: n as f64,
             what: what.into(),
+            noise: 0.0,
         }
     }
 
@@ -69,7 +72,14 @@ impl Harm {
             kind: HarmKind::Share,
             amount: share,
             what: what.into(),
+            noise: 0.0,
         }
+    }
+
+    /// Counts amounts up to `noise` as none (a share measured with jitter).
+    pub fn within(mut self, noise: f64) -> Harm {
+        self.noise = noise;
+        self
     }
 
     /// The amount as printed: `6,587` or `35%`.
@@ -80,11 +90,12 @@ impl Harm {
         }
     }
 
-    fn is_zero(&self) -> bool {
+    /// No harm beyond the measure's noise.
+    pub fn is_zero(&self) -> bool {
         match self.kind {
-            HarmKind::Count => self.amount < 0.5,
+            HarmKind::Count => self.amount < 0.5 + self.noise,
             // Under half a percent rounds to 0% as printed.
-            HarmKind::Share => self.amount < 0.005,
+            HarmKind::Share => self.amount < 0.005_f64.max(self.noise),
         }
     }
 }
@@ -154,6 +165,10 @@ pub fn judge(
         Effect::NothingToFix => {
             format!("nothing to fix: the baseline showed {before} and no {pathology} finding")
         }
+        Effect::Worked if after.noise > 0.0 && after.amount >= 0.005 => format!(
+            "remedy worked: {after}, within the measure's noise ({:.0}%)",
+            after.noise * 100.0
+        ),
         Effect::Worked => format!("remedy worked: {after}"),
         Effect::Insufficient | Effect::NoEffect => match (after.kind, &still) {
             (HarmKind::Count, _) if !after.is_zero() => format!(
@@ -229,7 +244,7 @@ impl Tolerance {
     fn describe(self, unit: &str) -> String {
         match self {
             Tolerance::Relative(r) => format!("within {:.0}%", r * 100.0),
-            Tolerance::Absolute(a) if a == 0.0 => "exactly".to_string(),
+            Tolerance::Absolute(0.0) => "exactly".to_string(),
             Tolerance::Absolute(a) => format!("within {} {unit}", num(a)),
         }
     }

@@ -122,17 +122,20 @@ impl Variant {
 }
 
 /// Runs `v` in a fresh pair of namespaces: one probe per destination port, all at once.
+/// The probes of a run (one per destination), the namespaces it used, its capture.
+type VariantRuns = (
+    Vec<ProbeRun>,
+    Vec<String>,
+    Option<crate::capture::CaptureSummary>,
+);
+
 fn run_variant(
     common: &Common,
     cfg: &Config,
     v: &Variant,
     stop: &AtomicBool,
-) -> Result<(
-    Vec<ProbeRun>,
-    Vec<String>,
-    Option<crate::capture::CaptureSummary>,
-)> {
-    run_variant_with(common, cfg, v, stop).map(|(r, n, c, _)| (r, n, c))
+) -> Result<VariantRuns> {
+    run_variant_with(common, cfg, v, stop).map(|(runs, _)| runs)
 }
 
 /// [`run_variant`], also returning the client namespace's `net.ipv4.tcp_tw_reuse_delay`
@@ -142,12 +145,7 @@ fn run_variant_with(
     cfg: &Config,
     v: &Variant,
     stop: &AtomicBool,
-) -> Result<(
-    Vec<ProbeRun>,
-    Vec<String>,
-    Option<crate::capture::CaptureSummary>,
-    Option<u64>,
-)> {
+) -> Result<(VariantRuns, Option<u64>)> {
     let pair = Pair::build(common, v.tag)?;
     let reuse_delay_ms = netns::sysctl_u64(&pair.client, "net.ipv4.tcp_tw_reuse_delay")?;
     pair.lab.sysctl(
@@ -196,9 +194,7 @@ fn run_variant_with(
         s.stop();
     }
     Ok((
-        runs?,
-        pair.lab.namespaces().to_vec(),
-        summary?,
+        (runs?, pair.lab.namespaces().to_vec(), summary?),
         reuse_delay_ms,
     ))
 }
@@ -404,7 +400,7 @@ pub fn remedies(
 ) -> Result<Outcome<super::RemedyReport<Config, PortRun>>> {
     use crate::remedy::{self, Prediction, Tolerance, Verdict};
     let base_v = Variant::baseline(cfg);
-    let (runs, mut namespaces, capture, reuse_delay_ms) =
+    let ((runs, mut namespaces, capture), reuse_delay_ms) =
         run_variant_with(common, cfg, &base_v, stop)?;
     let base = PortRun::of(runs, cfg.ports, 1);
     let base_probe = &base.probes[0];

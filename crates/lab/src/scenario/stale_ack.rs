@@ -332,8 +332,8 @@ pub fn remedies(
     };
     let base_rate = harm(&base).amount;
     let mut rows = Vec::new();
-    for (i, name) in selected.iter().enumerate() {
-        let tag = ["r0"][i.min(0)];
+    for name in selected {
+        let tag = "r0";
         match name.as_str() {
             "graceful-close" => {}
             other => {
