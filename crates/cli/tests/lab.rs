@@ -85,7 +85,7 @@ fn serious(findings: &Value) -> Vec<String> {
 /// those of the remedied run it follows (the first that worked, else the first). `after`
 /// lists the remedied runs' objects in the order of `remedies`.
 fn assert_remedies_follow_measurement(code: i32, v: &Value, after: &[&Value]) {
-    let checks = v["remedies"].as_array().expect("remedies");
+    let checks = v["fix_results"].as_array().expect("fix_results");
     assert_eq!(checks.len(), after.len(), "{v:#}");
     for (c, run) in checks.iter().zip(after) {
         let (b, a) = (
@@ -142,7 +142,7 @@ fn incast_at_8_senders_stalls_more_with_200ms_rto_min_and_is_named() {
         "--senders",
         "8",
         "--rounds",
-        "400",
+        "40",
         "--rto-min",
         "200ms,5ms",
     ]);
@@ -201,6 +201,25 @@ fn lab_refuses_addresses_outside_its_block() {
     let (code, _, err) = support::run(&["lab", "cleanup", "--prefix", "eth"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--prefix 'eth'"), "{err}");
+}
+
+#[test]
+fn remedies_refuses_names_the_scenario_does_not_have() {
+    // Checked before anything is built (and before the root check).
+    for (scenario, bad, known) in [
+        ("port-exhaustion", "keepalive", "keep-alive"),
+        ("incast", "rto-min", "rto-min-5ms"),
+        ("slow-reader", "keep-alive", "writer-backpressure"),
+    ] {
+        let (code, out, err) = support::run(&["lab", scenario, "--remedies", bad, "--json"]);
+        assert_eq!(code, 2, "{scenario}: {out}{err}");
+        assert!(out.is_empty(), "{out}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(&format!("--remedies '{bad}'")), "{err}");
+        assert!(err.contains(known), "{err}");
+    }
+    let (code, _, err) = support::run(&["lab", "syn-drop", "--remedies", "--fix"]);
+    assert_eq!(code, 2, "--remedies and --fix together: {err}");
 }
 
 #[test]
@@ -500,15 +519,19 @@ fn port_exhaustion_is_named_with_its_arithmetic_and_keepalive_fixes_it() {
             > v["before"]["summary"]["requests_ok"].as_u64().unwrap()
     );
     // Keep-alive: no EADDRNOTAVAIL, so it worked and the verdict follows it.
-    assert_eq!(v["remedies"][0]["effect"], "worked", "{:#}", v["remedies"]);
-    assert_eq!(v["remedies"][0]["after"]["amount"], 0.0);
+    assert_eq!(
+        v["fix_results"][0]["effect"], "worked",
+        "{:#}",
+        v["fix_results"]
+    );
+    assert_eq!(v["fix_results"][0]["after"]["amount"], 0.0);
     // tcp_tw_reuse=1 still runs out within the run: its failures remain.
     assert!(
-        v["remedies"][1]["after"]["amount"].as_f64().unwrap() > 0.0,
+        v["fix_results"][1]["after"]["amount"].as_f64().unwrap() > 0.0,
         "{:#}",
-        v["remedies"][1]
+        v["fix_results"][1]
     );
-    assert_ne!(v["remedies"][1]["effect"], "worked");
+    assert_ne!(v["fix_results"][1]["effect"], "worked");
     assert_remedies_follow_measurement(code, &v, &[keepalive, tw_reuse]);
 }
 
@@ -693,5 +716,433 @@ fn ctrl_c_reports_what_was_measured_and_tears_down() {
         run_namespaces(pid).is_empty(),
         "left: {:?}",
         run_namespaces(pid)
+    );
+}
+
+/// `--remedies`: the table names exactly `names`, in order; each row's agreement matches its
+/// note; a verdict of `works` means the harm is gone (within the measure's noise) and so is
+/// the pathology; the report's findings, verdict and exit status follow the first remedy
+/// that works (else the first measured). Returns the rows by name.
+fn remedy_rows<'a>(code: i32, v: &'a Value, names: &[&str]) -> Vec<(&'a str, &'a Value)> {
+    let rows = v["remedies"].as_array().expect("remedies");
+    let got: Vec<&str> = rows.iter().map(|r| r["remedy"].as_str().unwrap()).collect();
+    let mut want: Vec<&str> = names.to_vec();
+    want.dedup();
+    let mut got_unique = got.clone();
+    got_unique.dedup();
+    assert_eq!(got_unique, want, "{v:#}");
+    for r in rows {
+        let note = r["agreement_note"].as_str().unwrap();
+        match r["agreement"].as_str().unwrap() {
+            "agrees" => assert!(note.contains(": agrees"), "{r:#}"),
+            "disagrees" => assert!(note.contains(": disagrees"), "{r:#}"),
+            "not_predicted" => assert!(r["prediction"]["value"].is_null(), "{r:#}"),
+            other => panic!("agreement {other}"),
+        }
+        let why = r["why"].as_str().unwrap();
+        let verdict = r["verdict"].as_str().unwrap();
+        assert!(
+            why.starts_with(&verdict.replace('_', " ")),
+            "verdict {verdict} vs why {why}"
+        );
+        if verdict == "cannot_build" {
+            assert!(r["run"].is_null() && r["measured"].is_null(), "{r:#}");
+        } else {
+            assert!(!r["run"].is_null(), "{r:#}");
+        }
+    }
+    let followed = rows
+        .iter()
+        .position(|r| r["verdict"] == "works")
+        .or_else(|| rows.iter().position(|r| !r["check"].is_null()));
+    if let Some(i) = followed {
+        assert_eq!(
+            serious(&v["findings"]),
+            serious(&rows[i]["run"]["findings"]),
+            "the verdict follows remedy {}",
+            rows[i]["remedy"]
+        );
+    }
+    let expect = if serious(&v["findings"]).is_empty() {
+        0
+    } else {
+        1
+    };
+    assert_eq!(code, expect, "{:#}", v["findings"]);
+    rows.iter()
+        .map(|r| (r["remedy"].as_str().unwrap(), r))
+        .collect()
+}
+
+/// A row's verdict `works` is backed by its measurement: no harm left, pathology gone.
+fn assert_works_is_measured(r: &Value) {
+    if r["verdict"] == "works" {
+        let after = &r["check"]["after"];
+        let amount = after["amount"].as_f64().unwrap();
+        let noise = after["noise"].as_f64().unwrap();
+        assert!(amount < 0.5f64.max(noise).max(0.005), "{r:#}");
+        assert_eq!(r["pathology_gone"], true, "{r:#}");
+    }
+}
+
+#[test]
+fn port_exhaustion_remedies_table_follows_the_measurement() {
+    if !support::require_root("port_exhaustion_remedies_table_follows_the_measurement") {
+        return;
+    }
+    let (code, v) = lab(&[
+        "port-exhaustion",
+        "--remedies",
+        "--ports",
+        "40000-40099",
+        "--duration",
+        "2",
+    ]);
+    let rows = remedy_rows(
+        code,
+        &v,
+        &[
+            "keep-alive",
+            "tw-reuse",
+            "tw-reuse-no-timestamps",
+            "wider-range",
+            "more-destinations",
+            "server-closes-first",
+        ],
+    );
+    assert!(
+        v["baseline"]["eaddrnotavail"].as_u64().unwrap() > 0,
+        "{v:#}"
+    );
+    for (name, r) in &rows {
+        assert_works_is_measured(r);
+        let run = &r["run"];
+        let failed = run["eaddrnotavail"].as_u64().unwrap();
+        match *name {
+            // One connection per worker: nothing to exhaust.
+            "keep-alive" | "server-closes-first" => {
+                assert_eq!(failed, 0, "{name}: {r:#}");
+                assert_eq!(r["verdict"], "works", "{name}: {r:#}");
+                assert_eq!(r["agreement"], "agrees");
+            }
+            // 100 ports reusable 1 s after their last timestamp: 100 connects/s, within 20%.
+            "tw-reuse" => {
+                let rate = run["connects_ok_per_s"].as_f64().unwrap();
+                assert!((rate - 100.0).abs() <= 20.0, "tw-reuse rate {rate}: {r:#}");
+                assert_eq!(r["agreement"], "agrees", "{r:#}");
+                assert_eq!(r["verdict"], if failed > 0 { "partial" } else { "works" });
+            }
+            // Without timestamps TIME_WAIT is never reused: the range once, then failures.
+            "tw-reuse-no-timestamps" => {
+                assert_eq!(run["connections_opened"], 100, "{r:#}");
+                assert_eq!(r["verdict"], "no_effect", "{r:#}");
+            }
+            // 64,512 ports last the run, but the rate exceeds 64,512 / 60 s.
+            "wider-range" => {
+                assert_eq!(failed, 0, "{r:#}");
+                let rate = run["connects_ok_per_s"].as_f64().unwrap();
+                let verdict = if rate > 64512.0 / 60.0 {
+                    "partial"
+                } else {
+                    "works"
+                };
+                assert_eq!(r["verdict"], verdict, "{r:#}");
+            }
+            // 4 destination ports, 100 ports each.
+            "more-destinations" => {
+                let opened = run["connections_opened"].as_u64().unwrap();
+                assert!((396..=400).contains(&opened), "{r:#}");
+                assert_eq!(r["verdict"], "partial", "{r:#}");
+            }
+            other => panic!("unexpected remedy {other}"),
+        }
+    }
+}
+
+#[test]
+fn timewait_remedies_table_follows_the_measurement() {
+    if !support::require_root("timewait_remedies_table_follows_the_measurement") {
+        return;
+    }
+    let (code, v) = lab(&[
+        "timewait-collision",
+        "--remedies",
+        "--connections",
+        "3",
+        "--request-bytes",
+        "16mb",
+    ]);
+    let rows = remedy_rows(
+        code,
+        &v,
+        &[
+            "timestamps",
+            "rfc1337-off",
+            "ephemeral-port",
+            "client-closes-first",
+        ],
+    );
+    assert!(
+        v["baseline_harm"]["amount"].as_f64().unwrap() > 0.0,
+        "{v:#}"
+    );
+    let failed = |run: &Value, errno: &str| {
+        run["connections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["outcome"] == errno)
+            .count()
+    };
+    for (name, r) in &rows {
+        let run = &r["run"];
+        match *name {
+            "timestamps" | "ephemeral-port" => {
+                assert_works_is_measured(r);
+                assert_eq!(r["check"]["after"]["amount"], 0.0, "{name}: {r:#}");
+                assert_eq!(r["agreement"], "agrees", "{name}: {r:#}");
+            }
+            // The baseline already runs tcp_rfc1337=0: the row measures a contrast run with 1,
+            // where the reconnect that collides waits out the connect timeout, as the
+            // ISN-clock model predicts; it works because it is what the baseline has.
+            "rfc1337-off" => {
+                assert!(failed(run, "etimedout") >= 1, "{r:#}");
+                assert_eq!(r["agreement"], "agrees", "{r:#}");
+                assert_eq!(r["verdict"], "works", "{r:#}");
+            }
+            // The client's own TIME_WAIT holds the fixed port.
+            "client-closes-first" => {
+                assert_works_is_measured(r);
+                assert_eq!(failed(run, "eaddrnotavail"), 2, "{r:#}");
+                assert_eq!(r["verdict"], "no_effect", "{r:#}");
+            }
+            other => panic!("unexpected remedy {other}"),
+        }
+    }
+}
+
+#[test]
+fn slow_reader_remedies_table_follows_the_measurement() {
+    if !support::require_root("slow_reader_remedies_table_follows_the_measurement") {
+        return;
+    }
+    let (code, v) = lab(&["slow-reader", "--remedies", "--duration", "2"]);
+    let rows = remedy_rows(
+        code,
+        &v,
+        &["larger-buffer", "faster-reader", "writer-backpressure"],
+    );
+    assert!(
+        v["baseline"]["writer_stall_share"].as_f64().unwrap() > 0.5,
+        "{v:#}"
+    );
+    for (name, r) in &rows {
+        assert_works_is_measured(r);
+        let run = &r["run"];
+        let stall = run["writer_stall_share"].as_f64().unwrap();
+        match *name {
+            // A bigger buffer delays the stall; the writer is still held to the reader.
+            "larger-buffer" => {
+                assert!(stall > 0.2, "{r:#}");
+                assert_ne!(r["verdict"], "works", "{r:#}");
+            }
+            "faster-reader" => {
+                assert!(stall < 0.05, "{r:#}");
+                assert_eq!(r["agreement"], "agrees", "{r:#}");
+            }
+            // The writer never blocks but drops what the reader cannot take.
+            "writer-backpressure" => {
+                assert!(stall < 0.05, "{r:#}");
+                assert!(
+                    run["bytes_dropped_by_writer"].as_u64().unwrap() > 0,
+                    "{r:#}"
+                );
+                assert_eq!(r["verdict"], "partial", "{r:#}");
+                assert_eq!(r["agreement"], "agrees", "{r:#}");
+            }
+            other => panic!("unexpected remedy {other}"),
+        }
+    }
+}
+
+#[test]
+fn syn_drop_remedies_and_the_ladder_cost_follow_the_measurement() {
+    if !support::require_root("syn_drop_remedies_and_the_ladder_cost_follow_the_measurement") {
+        return;
+    }
+    let (code, v) = lab(&[
+        "syn-drop",
+        "--remedies",
+        "--drop-percent",
+        "30",
+        "--duration",
+        "3",
+    ]);
+    let rows = remedy_rows(
+        code,
+        &v,
+        &["remove-drop", "larger-backlog", "faster-accept"],
+    );
+    for (name, r) in &rows {
+        assert_works_is_measured(r);
+        match *name {
+            "remove-drop" => assert_eq!(r["verdict"], "works", "{r:#}"),
+            // The drops happen before the listener: the backlog and acceptors change nothing
+            // beyond the geometric noise of the drop rate.
+            "larger-backlog" | "faster-accept" => {
+                assert_eq!(r["agreement"], "agrees", "{name}: {r:#}");
+                assert_ne!(r["verdict"], "works", "{name}: {r:#}");
+            }
+            other => panic!("unexpected remedy {other}"),
+        }
+    }
+    // What a lost SYN costs: the first rung of this namespace's ladder (1 s, the initial RTO).
+    let ladder = &v["syn_ladder"];
+    let rung1 = ladder["rungs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["attempt"] == 1)
+        .expect("connects that lost their first SYN");
+    assert_eq!(rung1["rung_ms"], 1000);
+    let t = rung1["typical_connect_us"].as_u64().unwrap();
+    assert!((1_000_000..1_200_000).contains(&t), "{ladder:#}");
+    assert!(ladder["predicted_delay_per_connect_us"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn accept_overflow_remedies_table_follows_the_measurement() {
+    if !support::require_root("accept_overflow_remedies_table_follows_the_measurement") {
+        return;
+    }
+    let (code, v) = lab(&["accept-overflow", "--remedies", "--duration", "2"]);
+    let rows = remedy_rows(code, &v, &["larger-backlog", "faster-accept", "both"]);
+    assert!(
+        v["baseline"]["server_counters"]["TcpExtListenOverflows"]
+            .as_i64()
+            .unwrap()
+            > 0
+    );
+    for (name, r) in &rows {
+        assert_works_is_measured(r);
+        let overflows = r["run"]["server_counters"]["TcpExtListenOverflows"]
+            .as_i64()
+            .unwrap_or(0);
+        match *name {
+            // A queue that holds every client: no overflow.
+            "larger-backlog" | "both" => {
+                assert_eq!(overflows, 0, "{name}: {r:#}");
+                assert_eq!(r["verdict"], "works", "{name}: {r:#}");
+            }
+            "faster-accept" => {
+                let verdict = if overflows == 0 { "works" } else { "partial" };
+                assert!(
+                    r["verdict"] == verdict || r["verdict"] == "no_effect",
+                    "{r:#}"
+                );
+            }
+            other => panic!("unexpected remedy {other}"),
+        }
+    }
+}
+
+#[test]
+fn stale_ack_remedy_is_judged_per_million_with_the_kernel_named() {
+    if !support::require_root("stale_ack_remedy_is_judged_per_million_with_the_kernel_named") {
+        return;
+    }
+    let (code, v) = lab(&["stale-ack-race", "--remedies", "--duration", "2"]);
+    let rows = remedy_rows(code, &v, &["graceful-close"]);
+    let r = rows[0].1;
+    assert_works_is_measured(r);
+    let before = v["baseline_harm"]["amount"].as_f64().unwrap();
+    let after = r["check"]["after"]["amount"].as_f64().unwrap();
+    assert_eq!(
+        r["check"]["after"]["what"],
+        "SYN resends per million connections"
+    );
+    let verdict = if before == 0.0 {
+        "nothing_to_fix"
+    } else if after == 0.0 {
+        "works"
+    } else {
+        "partial"
+    };
+    assert!(
+        r["verdict"] == verdict || r["verdict"] == "no_effect",
+        "{r:#}"
+    );
+    // The kernel's behaviour, from the forced stale ACK.
+    let notes = v["notes"].as_array().unwrap();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("this kernel resends the SYN")),
+        "{notes:?}"
+    );
+}
+
+#[test]
+fn incast_remedies_table_follows_the_measurement() {
+    if !support::require_root("incast_remedies_table_follows_the_measurement") {
+        return;
+    }
+    let (code, v) = lab(&["incast", "--remedies", "--senders", "8", "--rounds", "20"]);
+    let rows = remedy_rows(
+        code,
+        &v,
+        &[
+            "rto-min-5ms",
+            "pace-80",
+            "pace-share",
+            "bbr",
+            "deeper-buffer",
+            "fewer-senders",
+            "dctcp",
+            "red-ecn",
+            "fq-codel",
+        ],
+    );
+    assert!(
+        v["baseline"]["time_lost_share"].as_f64().unwrap() > 0.1,
+        "the baseline reproduces incast: {:#}",
+        v["baseline"]
+    );
+    let available =
+        std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control").unwrap();
+    let base_goodput = v["baseline"]["goodput_bits_per_s"].as_f64().unwrap();
+    for (name, r) in &rows {
+        assert_works_is_measured(r);
+        let run = &r["run"];
+        match *name {
+            // A queue that holds a whole round drops nothing.
+            "deeper-buffer" => {
+                assert_eq!(run["bottleneck_drops"], 0, "{r:#}");
+                assert_eq!(r["verdict"], "works", "{r:#}");
+            }
+            // Millisecond timers instead of 200 ms ones.
+            "rto-min-5ms" => {
+                assert!(
+                    run["goodput_bits_per_s"].as_f64().unwrap() > base_goodput,
+                    "{r:#}"
+                );
+                assert_eq!(run["rto_min_us"], 5000);
+            }
+            "pace-share" => assert_eq!(r["agreement"], "agrees", "{r:#}"),
+            "pace-80" | "fewer-senders" | "bbr" => assert!(!run.is_null()),
+            "dctcp" if !available.contains("dctcp") => {
+                assert_eq!(r["verdict"], "cannot_build", "{r:#}");
+                assert!(r["why"].as_str().unwrap().contains("no dctcp"), "{r:#}");
+            }
+            "dctcp" | "red-ecn" | "fq-codel" => assert_eq!(r["verdict"], "cannot_build", "{r:#}"),
+            other => panic!("unexpected remedy {other}"),
+        }
+    }
+    let notes = v["notes"].as_array().unwrap();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.as_str().unwrap().starts_with("tbf accuracy here")),
+        "{notes:?}"
     );
 }

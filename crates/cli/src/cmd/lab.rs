@@ -36,9 +36,26 @@ Output: the measurement (a table, one column per run when --fix adds runs), then
 tcpdoctor's detectors drew from the evidence (probe's spike classifier and errno findings,
 analyze's detectors on a capture, model::counters on the counter deltas of each namespace,
 the lab's fan-in detector), then the verdict. --json prints the Report envelope: findings,
-then the scenario body (scenario, run_id, namespaces, config, before, after, remedies, ...);
+then the scenario body (scenario, run_id, namespaces, config, before, after, fix_results,
+remedies, ...);
 every numeric field carries its unit (_us, _bytes, _bits_per_s, _per_s). Exit 0 healthy, 1
 findings, 2 error, 3 inconclusive (interrupted before anything was found).
+
+--remedies [all|NAME,...]: the baseline and each remedy, each in fresh namespaces, in one
+table: what the remedy changes, what tcpdoctor's arithmetic predicts (the formula with its
+inputs, several measured in the baseline), the measurement, whether they agree within the
+stated noise (and why not), whether the pathology is gone, and a verdict: works, partial
+(with why), no effect, nothing to fix, or cannot build (with what this kernel lacks).
+Remedies: incast: rto-min-5ms, pace-80, pace-share, bbr, deeper-buffer, fewer-senders,
+dctcp, red-ecn, fq-codel (over every --sweep sender count); port-exhaustion: keep-alive,
+tw-reuse, tw-reuse-no-timestamps, wider-range, more-destinations, server-closes-first;
+timewait-collision: timestamps, rfc1337-off, ephemeral-port, client-closes-first;
+stale-ack-race: graceful-close; slow-reader: larger-buffer, faster-reader,
+writer-backpressure; syn-drop: remove-drop, larger-backlog, faster-accept; accept-overflow:
+larger-backlog, faster-accept, both (the last two also say what the SYN ladder costs per
+lost SYN). JSON: baseline, baseline_harm, remedies[] (remedy, changes, prediction {formula,
+effect, value, unit, tolerance, noise}, measured, agreement, pathology_gone, verdict, why,
+run), notes, syn_ladder. The verdict and exit status follow the first remedy that works.
 
 --fix: each remedied run is judged from its own measurement against the baseline on the
 harm the scenario reproduces (EADDRNOTAVAIL failures, SYN retransmissions, accept-queue
@@ -52,6 +69,8 @@ Examples:
   sudo tcpdoctor lab incast --senders 8 --rto-min 200ms,5ms
   sudo tcpdoctor lab incast --sweep senders=1,2,4,8,16 --rto-min 200ms,5ms --out /tmp/incast
   sudo tcpdoctor lab port-exhaustion --fix
+  sudo tcpdoctor lab port-exhaustion --remedies
+  sudo tcpdoctor lab incast --sweep senders=2,4,8 --remedies rto-min-5ms,deeper-buffer
   sudo tcpdoctor lab timewait-collision --pcap /tmp/tw.pcap && tcpdoctor analyze /tmp/tw.pcap
   sudo tcpdoctor lab cleanup";
 
@@ -455,10 +474,15 @@ fn run_incast(a: IncastArgs) -> anyhow::Result<i32> {
             a.cc
         );
     }
+    let selected = a
+        .common
+        .remedies
+        .as_deref()
+        .map(|s| tcpdoctor_lab::remedy::select(s, &incast::REMEDIES))
+        .transpose()?;
     tcpdoctor_lab::require_root()?;
     let bar = output::progress(None, "incast");
-    if let Some(spec) = &a.common.remedies {
-        let selected = tcpdoctor_lab::remedy::select(spec, &incast::REMEDIES)?;
+    if let Some(selected) = selected {
         let o = incast::remedies(&common, &cfg, &selected, output::stop_flag())?;
         bar.finish_and_clear();
         let report = report_of(o);
@@ -665,10 +689,15 @@ fn run_port_exhaustion(a: PortArgs) -> anyhow::Result<i32> {
         concurrency: check_concurrency(a.concurrency)?,
         close_first,
     };
+    let selected = a
+        .common
+        .remedies
+        .as_deref()
+        .map(|s| tcpdoctor_lab::remedy::select(s, &port_exhaustion::REMEDIES))
+        .transpose()?;
     tcpdoctor_lab::require_root()?;
     let bar = output::progress(None, "port-exhaustion");
-    if let Some(spec) = &a.common.remedies {
-        let selected = tcpdoctor_lab::remedy::select(spec, &port_exhaustion::REMEDIES)?;
+    if let Some(selected) = selected {
         let o = port_exhaustion::remedies(&common, &cfg, &selected, output::stop_flag())?;
         bar.finish_and_clear();
         let report = report_of(o);
@@ -720,10 +749,15 @@ fn run_syn_drop(a: SynDropArgs) -> anyhow::Result<i32> {
     if !(1..=90).contains(&cfg.drop_percent) {
         anyhow::bail!("--drop-percent {}: must be 1..=90", cfg.drop_percent);
     }
+    let selected = a
+        .common
+        .remedies
+        .as_deref()
+        .map(|s| tcpdoctor_lab::remedy::select(s, &syn_drop::REMEDIES))
+        .transpose()?;
     tcpdoctor_lab::require_root()?;
     let bar = output::progress(None, "syn-drop");
-    if let Some(spec) = &a.common.remedies {
-        let selected = tcpdoctor_lab::remedy::select(spec, &syn_drop::REMEDIES)?;
+    if let Some(selected) = selected {
         let o = syn_drop::remedies(&common, &cfg, &selected, output::stop_flag())?;
         bar.finish_and_clear();
         let report = report_of(o);
@@ -759,10 +793,15 @@ fn run_accept_overflow(a: AcceptArgs) -> anyhow::Result<i32> {
         duration_ms: check_duration("--duration", a.duration)?.as_millis() as u64,
         concurrency: check_concurrency(a.concurrency)?,
     };
+    let selected = a
+        .common
+        .remedies
+        .as_deref()
+        .map(|s| tcpdoctor_lab::remedy::select(s, &accept_overflow::REMEDIES))
+        .transpose()?;
     tcpdoctor_lab::require_root()?;
     let bar = output::progress(None, "accept-overflow");
-    if let Some(spec) = &a.common.remedies {
-        let selected = tcpdoctor_lab::remedy::select(spec, &accept_overflow::REMEDIES)?;
+    if let Some(selected) = selected {
         let o = accept_overflow::remedies(&common, &cfg, &selected, output::stop_flag())?;
         bar.finish_and_clear();
         let report = report_of(o);
@@ -919,10 +958,15 @@ fn run_timewait(a: TimewaitArgs) -> anyhow::Result<i32> {
         rfc1337: a.rfc1337,
         ..timewait::Config::default()
     };
+    let selected = a
+        .common
+        .remedies
+        .as_deref()
+        .map(|s| tcpdoctor_lab::remedy::select(s, &timewait::REMEDIES))
+        .transpose()?;
     tcpdoctor_lab::require_root()?;
     let bar = output::progress(None, "timewait-collision");
-    if let Some(spec) = &a.common.remedies {
-        let selected = tcpdoctor_lab::remedy::select(spec, &timewait::REMEDIES)?;
+    if let Some(selected) = selected {
         let o = timewait::remedies(&common, &cfg, &selected, output::stop_flag())?;
         bar.finish_and_clear();
         let report = report_of(o);
@@ -999,10 +1043,15 @@ fn run_slow_reader(a: SlowReaderArgs) -> anyhow::Result<i32> {
     if cfg.writer_rate_bytes_per_s > 1 << 30 || cfg.reader_rcvbuf_bytes > 64 << 20 {
         anyhow::bail!("--writer-rate is at most 1gb and --rcvbuf at most 64mb");
     }
+    let selected = a
+        .common
+        .remedies
+        .as_deref()
+        .map(|s| tcpdoctor_lab::remedy::select(s, &slow_reader::REMEDIES))
+        .transpose()?;
     tcpdoctor_lab::require_root()?;
     let bar = output::progress(None, "slow-reader");
-    if let Some(spec) = &a.common.remedies {
-        let selected = tcpdoctor_lab::remedy::select(spec, &slow_reader::REMEDIES)?;
+    if let Some(selected) = selected {
         let o = slow_reader::remedies(&common, &cfg, &selected, output::stop_flag())?;
         bar.finish_and_clear();
         let report = report_of(o);
@@ -1059,10 +1108,15 @@ fn run_stale_ack(a: StaleAckArgs) -> anyhow::Result<i32> {
         duration_ms: check_duration("--duration", a.duration)?.as_millis() as u64,
         concurrency: check_concurrency(a.concurrency)?,
     };
+    let selected = a
+        .common
+        .remedies
+        .as_deref()
+        .map(|s| tcpdoctor_lab::remedy::select(s, &stale_ack::REMEDIES))
+        .transpose()?;
     tcpdoctor_lab::require_root()?;
     let bar = output::progress(None, "stale-ack-race");
-    if let Some(spec) = &a.common.remedies {
-        let selected = tcpdoctor_lab::remedy::select(spec, &stale_ack::REMEDIES)?;
+    if let Some(selected) = selected {
         let o = stale_ack::remedies(&common, &cfg, &selected, output::stop_flag())?;
         bar.finish_and_clear();
         let report = report_of(o);

@@ -244,6 +244,7 @@ pub struct Report {
     /// The same sender count with the last RTO floor, when more than one was given.
     pub after: Option<Run>,
     /// `after` judged against `before` (with more than one RTO floor).
+    #[serde(rename = "fix_results")]
     pub remedies: Vec<Check>,
 }
 
@@ -419,8 +420,8 @@ fn bottleneck_drops(t: &Topology) -> Option<u64> {
         .ok()
 }
 
-/// Runs the incast scenario.
-pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
+/// Refuses sender counts and RTO floors the lab cannot set up.
+fn validate(cfg: &Config) -> Result<()> {
     if cfg.senders.is_empty() || cfg.senders.contains(&0) {
         return Err(Error::invalid("--senders", "need at least one sender"));
     }
@@ -437,6 +438,13 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
             "ip route takes rto_min in whole milliseconds (>= 1ms)",
         ));
     }
+    cfg.rate_bits_per_s()?;
+    Ok(())
+}
+
+/// Runs the incast scenario.
+pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
+    validate(cfg)?;
     let max = *cfg.senders.iter().max().expect("checked non-empty");
     let topo = build(common, cfg, max, &Setup::default())?;
     let cap = match &common.pcap {
@@ -950,8 +958,8 @@ fn measured_text(r: &Run, base: &Run) -> crate::remedy::Measured {
     }
 }
 
-/// `--remedies` over the fan-in sweep: the baseline (the configured congestion control,
-/// rto_min 200 ms) and each selected remedy, each in a fresh topology, at every sender count.
+/// `--remedies` over the fan-in sweep: the baseline (the configured congestion control, the
+/// first RTO floor given, 200 ms by default) and each selected remedy, each in a fresh topology, at every sender count.
 pub fn remedies(
     common: &Common,
     cfg: &Config,
@@ -959,14 +967,16 @@ pub fn remedies(
     stop: &AtomicBool,
 ) -> Result<Outcome<super::RemedyReport<Config, Run>>> {
     use crate::remedy::{self, Prediction, Tolerance};
+    validate(cfg)?;
     let rate = cfg.rate_bits_per_s()?;
-    let base_rto = 200_000;
+    // The baseline's RTO floor: the first --rto-min (200 ms, Linux's default, unless given).
+    let base_rto = cfg.rto_min_us.first().copied().unwrap_or(200_000);
     let (base_runs, mut namespaces) =
         run_setup(common, cfg, &Setup::default(), base_rto, &cfg.senders, stop)?;
     let by_n = |n: u32| base_runs.iter().find(|r| r.senders == n);
     let mut notes = vec![
         format!(
-            "Baseline: {} senders, {} each round split over them, bottleneck tbf {} burst {} limit {}; senders run {}, rto_min 200 ms on their routes.",
+            "Baseline: {} senders, {} bytes each round split over them, bottleneck tbf {} burst {} B limit {} B; senders run {}, rto_min {} ms on their routes.",
             cfg.senders
                 .iter()
                 .map(|n| n.to_string())
@@ -976,7 +986,8 @@ pub fn remedies(
             mbit(rate),
             cfg.burst_bytes,
             cfg.limit_bytes,
-            cfg.congestion_control
+            cfg.congestion_control,
+            base_rto / 1000
         ),
         "Time lost = sum(max(0, round - reference)) / sum(round), the reference being the median round (the fastest when most rounds stalled): the lab's own jitter does not count.".to_string(),
         "Goodput of repeated runs of the same setting varies by about a fifth here (BENCHMARKS: 3 sweeps), so predictions of goodput are compared within 30%.".to_string(),
@@ -1330,13 +1341,14 @@ pub fn remedies(
         },
         config: cfg.clone(),
         baseline_label: format!(
-            "{} senders, {} rounds of {} bytes, bottleneck {} (limit {} B), {}, rto_min 200 ms",
+            "{} senders, {} rounds of {} bytes, bottleneck {} (limit {} B), {}, rto_min {} ms",
             baseline.senders,
             cfg.rounds,
             crate::remedy::thousands(cfg.block_bytes),
             mbit(rate),
             cfg.limit_bytes,
-            cfg.congestion_control
+            cfg.congestion_control,
+            base_rto / 1000
         ),
         baseline_harm: harm(&baseline),
         baseline_findings: baseline.findings.clone(),

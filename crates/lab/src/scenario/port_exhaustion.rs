@@ -57,6 +57,7 @@ pub struct Report {
     /// Keep-alive, then tcp_tw_reuse=1 (with --fix).
     pub after: Vec<ProbeRun>,
     /// Each remedied run judged against the baseline (with --fix).
+    #[serde(rename = "fix_results")]
     pub remedies: Vec<Check>,
 }
 

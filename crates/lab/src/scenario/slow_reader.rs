@@ -75,6 +75,7 @@ pub struct Report {
     pub before: Run,
     pub after: Option<Run>,
     /// The remedied run judged against the baseline (with --fix).
+    #[serde(rename = "fix_results")]
     pub remedies: Vec<Check>,
 }
 

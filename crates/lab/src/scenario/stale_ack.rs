@@ -80,6 +80,7 @@ pub struct Report {
     /// The same loop with a graceful close (with --fix).
     pub after: Vec<ProbeRun>,
     /// `after` judged against the loop (with --fix).
+    #[serde(rename = "fix_results")]
     pub remedies: Vec<Check>,
 }
 

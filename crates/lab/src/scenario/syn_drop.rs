@@ -40,6 +40,7 @@ pub struct Report {
     pub before: ProbeRun,
     pub after: Option<ProbeRun>,
     /// The remedied run judged against the baseline (with --fix).
+    #[serde(rename = "fix_results")]
     pub remedies: Vec<Check>,
 }
 
