@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Lab figures for BENCHMARKS.md: the incast sweep (goodput vs senders, rto_min 200 ms vs 5 ms,
-# median of REPS sweeps) and the port-exhaustion sustainable rate, measured vs computed.
+# senders on CUBIC unless CC says otherwise, median of REPS sweeps) and the port-exhaustion
+# sustainable rate, measured vs computed. bench/lab/remedies.sh writes docs/remedies.md.
 # Needs root (network namespaces). Everything runs inside namespaces the lab creates.
 #
 #   sudo bench/lab/run.sh            # writes bench/lab/out/* and prints the Markdown section
@@ -9,9 +10,10 @@ cd "$(dirname "$0")/../.."
 REPS=${REPS:-3}
 SENDERS=${SENDERS:-1,2,4,8,16,32}
 PE_SECS=${PE_SECS:-130}
-BLOCK=${BLOCK:-256kb}
-ROUNDS=${ROUNDS:-100}
+BLOCK=${BLOCK:-1mb}
+ROUNDS=${ROUNDS:-50}
 RATE=${RATE:-100mbit}
+CC=${CC:-cubic}
 OUT=bench/lab/out
 mkdir -p "$OUT"
 export DEBIAN_FRONTEND=noninteractive
@@ -23,14 +25,14 @@ BIN=target/release/tcpdoctor
 "$BIN" lab cleanup >/dev/null || true
 
 for i in $(seq 1 "$REPS"); do
-  "$BIN" lab incast --sweep "senders=$SENDERS" --rto-min 200ms,5ms --block "$BLOCK" --rounds "$ROUNDS" --rate "$RATE" --out "$OUT/incast-sweep-$i" --json \
+  "$BIN" lab incast --sweep "senders=$SENDERS" --rto-min 200ms,5ms --block "$BLOCK" --rounds "$ROUNDS" --rate "$RATE" --cc "$CC" --out "$OUT/incast-sweep-$i" --json \
     > "$OUT/incast-sweep-$i.json" || [ $? -eq 1 ]
 done
 [ "${SKIP_PE:-0}" = 1 ] || "$BIN" lab port-exhaustion --ports 40000-40099 --duration "$PE_SECS" --json > "$OUT/port-exhaustion.json" || [ $? -eq 1 ]
 
-python3 - "$OUT" "$REPS" "$BLOCK" "$RATE" <<'PY'
+python3 - "$OUT" "$REPS" "$BLOCK" "$RATE" "$CC" <<'PY'
 import json, statistics, sys, platform, os, subprocess
-out, reps, block, rate = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+out, reps, block, rate, cc = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 runs = {}
 for i in range(1, reps + 1):
     v = json.load(open(f"{out}/incast-sweep-{i}.json"))
@@ -41,25 +43,26 @@ rows = []
 for (n, rto) in sorted(runs, key=lambda k: (k[0], -k[1])):
     rs = runs[(n, rto)]
     rows.append((n, rto, med(rs, "goodput_bits_per_s") / 1e6, med(rs, "slow_rounds"), rs[0]["rounds"],
-                 med(rs, "round_p99_us") / 1e3, med(rs, "rto_expiries"), med(rs, "loss_probes")))
+                 med(rs, "round_p99_us") / 1e3, med(rs, "rto_expiries"), med(rs, "loss_probes"),
+                 med(rs, "time_lost_share")))
 # Median sweep as CSV + SVG through the lab's own chart writer: re-emit a merged JSON is not
 # needed; the per-run SVGs are in OUT. Write the median CSV here.
 with open(f"{out}/incast-median.csv", "w") as f:
-    f.write("senders,rto_min_ms,goodput_mbit_per_s,slow_rounds,rounds,round_p99_ms,rto_expiries,loss_probes\n")
+    f.write("senders,rto_min_ms,goodput_mbit_per_s,slow_rounds,rounds,round_p99_ms,rto_expiries,loss_probes,time_lost_share\n")
     for r in rows:
-        f.write(f"{r[0]},{r[1]//1000},{r[2]:.0f},{r[3]:.0f},{r[4]},{r[5]:.1f},{r[6]:.0f},{r[7]:.0f}\n")
+        f.write(f"{r[0]},{r[1]//1000},{r[2]:.0f},{r[3]:.0f},{r[4]},{r[5]:.1f},{r[6]:.0f},{r[7]:.0f},{r[8]:.3f}\n")
 pe = json.load(open(f"{out}/port-exhaustion.json"))
 kernel = platform.release()
 cpus = os.cpu_count()
 print("Machine: %d CPUs, Linux %s. Command: `sudo bench/lab/run.sh` (REPS=%d)." % (cpus, kernel, reps))
 print()
-print("Incast: %d rounds per run, %s per round split over N senders, tbf %s burst 16 KiB limit 32 KiB "
-      "on the bridge port toward the receiver; median of %d sweeps." % (rows[0][4], block, rate, reps))
+print("Incast: %d rounds per run, %s per round split over N senders (%s), tbf %s burst 16 KiB limit 32 KiB "
+      "on the bridge port toward the receiver; median of %d sweeps." % (rows[0][4], block, cc, rate, reps))
 print()
-print("| senders | rto_min | goodput (Mbit/s) | rounds > 100 ms | p99 round (ms) | RTO expiries | tail loss probes |")
-print("|---:|---:|---:|---:|---:|---:|---:|")
+print("| senders | rto_min | goodput (Mbit/s) | rounds stalled 100 ms beyond the median | p99 round (ms) | RTO expiries | tail loss probes | time lost |")
+print("|---:|---:|---:|---:|---:|---:|---:|---:|")
 for r in rows:
-    print(f"| {r[0]} | {r[1]//1000} ms | {r[2]:.0f} | {r[3]:.0f} / {r[4]} | {r[5]:.1f} | {r[6]:.0f} | {r[7]:.0f} |")
+    print(f"| {r[0]} | {r[1]//1000} ms | {r[2]:.0f} | {r[3]:.0f} / {r[4]} | {r[5]:.1f} | {r[6]:.0f} | {r[7]:.0f} | {r[8] * 100:.0f}% |")
 print()
 b = pe["before"]["summary"]
 m = pe.get("measured_sustainable_per_s")

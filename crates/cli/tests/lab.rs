@@ -556,6 +556,20 @@ fn syn_drop_spikes_are_syn_retransmissions() {
         .and_then(|c| c["delta"].as_i64())
         .unwrap_or(0);
     assert!(retrans > 0, "{:#}", v["before"]["summary"]["counters"]);
+    // One policy: a connect that waited a second or more for its SYN is critical, whichever
+    // command saw it (analyze judges the same wait in a capture the same way).
+    let syn = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["pathology"] == "syn_retransmit")
+        .unwrap();
+    assert!(
+        syn["impact"]["worst_stall_us"].as_u64().unwrap() >= 1_000_000,
+        "{syn:#}"
+    );
+    assert_eq!(syn["severity"], "critical", "{syn:#}");
+    assert_eq!(syn["severity_rule"], "long_stall", "{syn:#}");
 }
 
 #[test]
