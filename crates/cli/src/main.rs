@@ -7,8 +7,10 @@
 mod cmd;
 mod netns;
 mod output;
+mod term;
+mod usage;
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// The version with the git commit it was built from (`0.1.0 (3f2a9c1d4e5b)`).
 pub const VERSION: &str = concat!(
@@ -33,6 +35,17 @@ pub const VERSION: &str = concat!(
     max_term_width = 100
 )]
 struct Cli {
+    /// Colour severities and the verdict: auto (on a terminal unless NO_COLOR is set),
+    /// always, never.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value_t,
+        value_name = "WHEN",
+        display_order = 900
+    )]
+    color: term::ColorChoice,
     #[command(subcommand)]
     command: Command,
 }
@@ -63,9 +76,38 @@ enum Command {
     Man(cmd::install::ManArgs),
 }
 
+/// The command line's definition, as parsed, completed and documented.
+fn command() -> clap::Command {
+    let width = term::terminal_width().min(100);
+    usage::allow_negative_values(Cli::command().term_width(width).max_term_width(width))
+}
+
+/// True when `id` is a flag set on the chosen (sub)command.
+fn flag(m: &ArgMatches, id: &str) -> bool {
+    matches!(m.try_get_one::<bool>(id), Ok(Some(true)))
+        || m.subcommand().is_some_and(|(_, sub)| flag(sub, id))
+}
+
 fn main() {
     output::init();
-    let cli = Cli::parse();
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let matches = usage::matches(command(), &argv);
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => usage::exit(e, &argv, &[]),
+    };
+    let name = matches.subcommand_name().map(str::to_string);
+    let json = flag(&matches, "json");
+    let machine = json || flag(&matches, "csv");
+    let human = !machine && !matches!(name.as_deref(), Some("completions" | "man"));
+    term::configure(
+        cli.color,
+        term::Run {
+            command: name,
+            json,
+            human,
+        },
+    );
     let result = match cli.command {
         Command::Doctor(a) => cmd::doctor::run(a),
         Command::Probe(a) => cmd::probe::run(*a),
@@ -76,8 +118,8 @@ fn main() {
         Command::Burst(a) => cmd::burst::run(a),
         Command::Lab(a) => cmd::lab::run(a),
         Command::Trace(a) => cmd::trace::run(a),
-        Command::Completions(a) => cmd::install::completions(a, Cli::command()),
-        Command::Man(a) => cmd::install::man(a, Cli::command()),
+        Command::Completions(a) => cmd::install::completions(a, command()),
+        Command::Man(a) => cmd::install::man(a, command()),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -32,28 +32,40 @@ pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)
 }
 
-/// Prints a one-line error and exits with status 2. The chain of causes is joined by ": ".
+/// Prints a one-line error and exits with status 2 (see `term` for the format, and the JSON
+/// document printed with `--json`).
 pub fn fail(e: anyhow::Error) -> ! {
-    let mut msg = String::new();
-    for (i, cause) in e.chain().enumerate() {
-        if i > 0 {
-            msg.push_str(": ");
-        }
-        msg.push_str(&cause.to_string());
-    }
-    let _ = writeln!(io::stderr(), "tcpdoctor: error: {msg}");
-    std::process::exit(2)
+    let (msg, errno) = crate::term::describe(&e);
+    let kind = tcpdoctor_report::error::ErrorKind::Failed;
+    crate::term::fail(kind, &msg, errno, &crate::term::run())
 }
 
-/// Runs `f` with a locked, buffered stdout. A closed pipe (`| head`) ends the output quietly.
+/// Runs `f` with a locked, buffered stdout, human text fitted to the terminal's width. A
+/// closed pipe (`| head`) ends the output quietly and stops the run as Ctrl-C would.
 pub fn with_stdout<F>(f: F) -> anyhow::Result<()>
 where
     F: FnOnce(&mut dyn Write) -> io::Result<()>,
 {
+    if crate::term::is_stdout_closed() {
+        return Ok(());
+    }
+    crate::term::stdout_used();
     let stdout = io::stdout();
-    let mut w = io::BufWriter::new(stdout.lock());
-    match f(&mut w).and_then(|_| w.flush()) {
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+    let w = io::BufWriter::new(stdout.lock());
+    let result = if crate::term::run().human {
+        let width = tcpdoctor_report::style::current().width;
+        let mut w = tcpdoctor_report::wrap::Fit::new(w, width);
+        f(&mut w).and_then(|_| w.flush())
+    } else {
+        let mut w = w;
+        f(&mut w).and_then(|_| w.flush())
+    };
+    match result {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
+            crate::term::stdout_closed();
+            INTERRUPTED.store(true, Ordering::SeqCst);
+            Ok(())
+        }
         other => other.map_err(anyhow::Error::from),
     }
 }
@@ -121,7 +133,7 @@ pub fn progress(total: Option<u64>, what: &str) -> indicatif::ProgressBar {
     }
     let bar = match total {
         Some(n) => indicatif::ProgressBar::new(n).with_style(
-            indicatif::ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} {elapsed}")
+            indicatif::ProgressStyle::with_template("{msg} [{bar:30}] {percent:>3}%, {eta} left")
                 .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         ),
         None => indicatif::ProgressBar::new_spinner(),

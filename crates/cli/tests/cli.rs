@@ -114,3 +114,231 @@ fn every_commands_json_carries_its_provenance() {
         }
     }
 }
+/// Runs tcpdoctor with `envs` added and stdout/stderr captured (not a terminal).
+fn run_env(args: &[&str], envs: &[(&str, &str)]) -> (i32, String, String) {
+    let out = std::process::Command::new(support::bin())
+        .args(args)
+        .env_remove("COLUMNS")
+        .envs(envs.iter().copied())
+        .output()
+        .expect("spawn tcpdoctor");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn every_usage_error_is_one_line_and_exit_2() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["probe", "--rate", "-1"], "invalid value '-1' for --rate"),
+        (
+            &["probe", "-c", "-1"],
+            "invalid value '-1' for --concurrency",
+        ),
+        (
+            &["probe", "--timeout", "-5s"],
+            "invalid value '-5s' for --timeout",
+        ),
+        (
+            &["probe", "--count", "many"],
+            "invalid value 'many' for --count",
+        ),
+        (
+            &["probe", "--frobnicate"],
+            "unexpected argument '--frobnicate'",
+        ),
+        (
+            &["probe", "--rat", "5"],
+            "a similar argument exists: '--rate'",
+        ),
+        (
+            &["probe", "--concurrency"],
+            "a value is required for --concurrency",
+        ),
+        (
+            &["probe", "--color", "maybe"],
+            "invalid value 'maybe' for --color",
+        ),
+        (
+            &["probe", "1.2.3.4:80", "--serve", "127.0.0.1:5"],
+            "cannot be used with",
+        ),
+        (&["frobnicate"], "unrecognized subcommand 'frobnicate'"),
+    ];
+    for (args, expected) in cases {
+        let (code, out, err) = support::run(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(out.is_empty(), "{args:?} printed on stdout: {out}");
+        assert_eq!(err.lines().count(), 1, "{args:?} is not one line:\n{err}");
+        assert!(err.starts_with("tcpdoctor: error: "), "{args:?}: {err}");
+        assert!(
+            err.contains(expected),
+            "{args:?}: expected {expected:?} in {err}"
+        );
+    }
+}
+
+#[test]
+fn usage_error_with_json_prints_a_json_error_object() {
+    let (code, out, err) = support::run(&["probe", "--json", "--rate", "-1"]);
+    assert_eq!(code, 2);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let v = support::json(&out, &err);
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["command"], "probe");
+    assert_eq!(v["verdict"], "error");
+    assert_eq!(v["error"]["kind"], "usage");
+    assert!(v["error"]["message"].as_str().unwrap().contains("--rate"));
+}
+
+#[test]
+fn os_error_is_printed_once_and_as_json_with_json() {
+    let (code, out, err) = support::run(&[
+        "counters",
+        "--from",
+        "/nonexistent/a",
+        "--to",
+        "/nonexistent/b",
+    ]);
+    assert_eq!(code, 2);
+    assert!(out.is_empty(), "{out}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+    let (code, out, err) = support::run(&["analyze", "--json", "/nonexistent/trace.pcap"]);
+    assert_eq!(code, 2);
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+    let v = support::json(&out, &err);
+    assert_eq!(v["command"], "analyze");
+    assert_eq!(v["error"]["kind"], "os");
+    assert_eq!(v["error"]["errno"], 2);
+}
+
+#[test]
+fn closed_pipe_ends_the_run_quietly() {
+    use std::io::{BufRead, BufReader};
+    let mut child = std::process::Command::new(support::bin())
+        .args(["counters", "--watch", "100ms", "--count", "300"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn tcpdoctor");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(!first.is_empty());
+    // The reader is gone: the next sample's write fails, and the run must stop long before
+    // its 300 samples (30 s), without a panic or an error message.
+    let started = std::time::Instant::now();
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(15));
+    assert!(err.is_empty(), "{err}");
+    assert!(matches!(status.code(), Some(0 | 1 | 3)), "{status:?}");
+}
+
+/// Human output of commands that need no root, each kept short.
+const HUMAN_RUNS: &[&[&str]] = &[
+    &["--help"],
+    &["probe", "--help"],
+    &["analyze", "--help"],
+    &["lab", "--help"],
+    &["check"],
+    &["counters"],
+    &["counters", "--interval", "200ms"],
+    &["sockets"],
+    &["burst", "lo", "--duration", "300ms"],
+    &["doctor", "--quick", "--window", "300ms"],
+    &["probe", "-d", "1s", "-c", "2"],
+    &["analyze", "../../tests/data/analyze/syn-drop.pcap"],
+    &[
+        "analyze",
+        "--flows",
+        "../../tests/data/analyze/stale-ack-race-003.pcap",
+    ],
+];
+
+#[test]
+fn every_command_fits_80_columns_with_colour_off() {
+    for args in HUMAN_RUNS {
+        let (code, out, err) = run_env(args, &[]);
+        assert!(matches!(code, 0 | 1 | 3), "{args:?} exit {code}: {err}");
+        assert!(!out.is_empty(), "{args:?} printed nothing");
+        for line in out.lines() {
+            assert!(
+                line.chars().count() <= 80,
+                "{args:?}: line of {} columns:\n{line}",
+                line.chars().count()
+            );
+            assert_eq!(
+                line,
+                line.trim_end(),
+                "{args:?}: trailing spaces in {line:?}"
+            );
+            assert!(
+                !line.contains('\u{1b}'),
+                "{args:?}: colour off a terminal: {line:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn columns_sets_the_width() {
+    let (_, out, _) = run_env(&["check"], &[("COLUMNS", "60")]);
+    assert!(out.lines().all(|l| l.chars().count() <= 60), "{out}");
+    assert!(out.lines().any(|l| l.chars().count() > 50), "{out}");
+}
+
+/// Runs `args` on a pseudo-terminal (util-linux `script`), so stdout is a terminal; stderr
+/// is dropped.
+fn run_on_tty(args: &str, envs: &[(&str, &str)]) -> String {
+    run_on_tty_raw(&format!("{} {args} 2>/dev/null", support::bin().display()), envs)
+}
+
+fn run_on_tty_raw(cmd: &str, envs: &[(&str, &str)]) -> String {
+    let out = std::process::Command::new("script")
+        .args(["-qec", cmd, "/dev/null"])
+        .env_remove("NO_COLOR")
+        .env("TERM", "xterm")
+        .envs(envs.iter().copied())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("spawn script");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn colour_on_a_terminal_unless_no_color_or_never() {
+    // A capture with a warning, so there is a severity to colour.
+    let capture = "../../tests/data/analyze/syn-drop.pcap";
+    let on = run_on_tty(&format!("analyze {capture}"), &[]);
+    assert!(on.contains('\u{1b}'), "no colour on a terminal:\n{on}");
+    let no_color = run_on_tty(&format!("analyze {capture}"), &[("NO_COLOR", "1")]);
+    assert!(
+        !no_color.contains("\u{1b}["),
+        "NO_COLOR ignored:\n{no_color}"
+    );
+    let never = run_on_tty(&format!("analyze --color never {capture}"), &[]);
+    assert!(
+        !never.contains("\u{1b}["),
+        "--color never ignored:\n{never}"
+    );
+    let (_, always, _) = run_env(&["analyze", "--color", "always", capture], &[]);
+    assert!(
+        always.contains("\u{1b}["),
+        "--color always ignored:\n{always}"
+    );
+}
+
+#[test]
+fn progress_bar_shows_percent_and_time_left() {
+    // Stdout dropped, stderr (the bar) on the terminal.
+    let cmd = format!("{} probe -d 1500ms -c 1 >/dev/null", support::bin().display());
+    let screen = run_on_tty_raw(&cmd, &[]);
+    assert!(screen.contains("probing"), "{screen:?}");
+    assert!(screen.contains("%, ") && screen.contains(" left"), "{screen:?}");
+}

@@ -266,6 +266,7 @@ fn doctor_interrupted_mid_window_is_inconclusive_not_healthy() {
         }
         let child = std::process::Command::new(support::bin())
             .args(&args)
+            .env("COLUMNS", support::COLUMNS)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()

@@ -4,40 +4,66 @@ use std::io::{self, Write};
 
 use tcpdoctor_model::{Evidence, Finding, Report, Severity, Verdict};
 
-/// Writes findings most damaging first, each with evidence, explanation and remedies.
+use crate::style::{self, Layout};
+use crate::wrap;
+
+/// Writes findings most damaging first, each with evidence, explanation and remedies,
+/// wrapped to the process-wide [`style::current`] layout.
 pub fn write<W: Write + ?Sized>(w: &mut W, findings: &[Finding]) -> io::Result<()> {
+    write_with(w, findings, &style::current())
+}
+
+/// [`write`] with an explicit layout. Continuation lines hang under the text they continue.
+pub fn write_with<W: Write + ?Sized>(
+    w: &mut W,
+    findings: &[Finding],
+    layout: &Layout,
+) -> io::Result<()> {
     if findings.is_empty() {
         writeln!(w, "No findings.")?;
         return Ok(());
     }
+    let width = layout.prose_width();
     writeln!(w, "Findings ({}), most damaging first:", findings.len())?;
     for (i, f) in findings.iter().enumerate() {
         writeln!(w)?;
-        let tag = match f.severity {
-            Severity::Critical => "CRITICAL",
-            Severity::Warning => "WARNING",
-            Severity::Info => "info",
-        };
-        writeln!(
-            w,
-            "{}. [{tag}] {}: {}",
-            i + 1,
-            f.pathology.entry().title,
-            f.summary
-        )?;
+        let tag = layout.paint(style::severity(f.severity), tag(f.severity));
+        let number = format!("{}. ", i + 1);
+        let hang = " ".repeat(number.len());
+        let head = format!("[{tag}] {}: {}", f.pathology.entry().title, f.summary);
+        writeln!(w, "{}", wrap::fill(&head, width, &number, &hang))?;
         for e in &f.evidence {
-            writeln!(w, "     evidence: {}", evidence(e))?;
+            let line = evidence(e);
+            writeln!(w, "{}", labelled("evidence:", &line, width))?;
         }
-        writeln!(w, "     why: {}", f.explanation)?;
+        writeln!(w, "{}", labelled("why:", &f.explanation, width))?;
         for (j, r) in f.remedies.iter().enumerate() {
-            let lead = if j == 0 { "what to do:" } else { "           " };
-            match &r.caution {
-                Some(c) => writeln!(w, "     {lead} {}. {} (caution: {c})", j + 1, r.action)?,
-                None => writeln!(w, "     {lead} {}. {}", j + 1, r.action)?,
-            }
+            let text = match &r.caution {
+                Some(c) => format!("{}. {} (caution: {c})", j + 1, r.action),
+                None => format!("{}. {}", j + 1, r.action),
+            };
+            let label = if j == 0 { "what to do:" } else { "" };
+            let first = format!("     {label:<11} ");
+            let rest = " ".repeat(first.len() + format!("{}. ", j + 1).len());
+            writeln!(w, "{}", wrap::fill(&text, width, &first, &rest))?;
         }
     }
     Ok(())
+}
+
+fn tag(s: Severity) -> &'static str {
+    match s {
+        Severity::Critical => "CRITICAL",
+        Severity::Warning => "WARNING",
+        Severity::Info => "info",
+    }
+}
+
+/// `     label text...` with the text's continuation lines aligned under its first word.
+fn labelled(label: &str, text: &str, width: usize) -> String {
+    let first = format!("     {label} ");
+    let rest = " ".repeat(first.len());
+    wrap::fill(text, width, &first, &rest)
 }
 
 /// One evidence item on one line.
@@ -92,54 +118,103 @@ pub fn evidence(e: &Evidence) -> String {
     }
 }
 
-/// The closing one-line verdict.
+/// The closing one-line verdict, the verdict word coloured when colour is on.
 pub fn verdict<W: Write + ?Sized, B>(w: &mut W, report: &Report<B>) -> io::Result<()> {
-    let worst = report.findings.iter().map(|f| f.severity).max();
+    let layout = style::current();
     let interrupted = if report.interrupted {
         " (interrupted: partial results)"
     } else {
         ""
     };
-    match (report.verdict, worst) {
-        (Verdict::Healthy, _) => writeln!(w, "Verdict: healthy ({})", report.verdict_reason),
-        (Verdict::Inconclusive, _) => {
-            writeln!(w, "Verdict: inconclusive ({})", report.verdict_reason)
-        }
-        (Verdict::Findings, _) => {
+    let word = |s: &str| layout.paint(style::verdict(report.verdict), s);
+    let line = match report.verdict {
+        Verdict::Healthy => format!("Verdict: {} ({})", word("healthy"), report.verdict_reason),
+        Verdict::Inconclusive => format!(
+            "Verdict: {} ({})",
+            word("inconclusive"),
+            report.verdict_reason
+        ),
+        Verdict::Findings => {
             let top = &report.findings[0];
-            writeln!(
-                w,
-                "Verdict: {} finding(s); worst: {} ({}){interrupted}",
-                report.findings.len(),
+            format!(
+                "Verdict: {}; worst: {} ({}){interrupted}",
+                word(&format!("{} finding(s)", report.findings.len())),
                 top.pathology,
                 top.severity
             )
         }
-    }
+    };
+    writeln!(w, "{}", wrap::fill(&line, layout.width, "", "  "))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tcpdoctor_model::{Pathology, Source};
+    use std::time::Duration;
+    use tcpdoctor_model::{Impact, Pathology, Source};
+
+    fn finding() -> Finding {
+        Finding::new(
+            Pathology::SynRetransmit,
+            Source::Probe,
+            "3 connects waited 1 s for a retransmitted SYN, on ports 40001 40002 40003",
+            Impact::stalls(3, Some(100), Some(Duration::from_secs(1))),
+        )
+        .counter("TcpExtTCPSynRetrans", 3)
+    }
 
     #[test]
     fn renders_evidence_and_remedies() {
-        let f = Finding::legacy(
-            Pathology::SynRetransmit,
-            Severity::Warning,
-            Source::Probe,
-            "3 connects waited 1 s",
-        )
-        .counter("TcpExtTCPSynRetrans", 3);
         let mut out = Vec::new();
-        write(&mut out, &[f]).unwrap();
+        write_with(&mut out, &[finding()], &Layout::default()).unwrap();
         let s = String::from_utf8(out).unwrap();
         assert!(
-            s.contains("[WARNING] SYN retransmitted: 3 connects waited 1 s"),
+            s.contains("SYN retransmitted: 3 connects waited 1 s"),
             "{s}"
         );
         assert!(s.contains("counter TcpExtTCPSynRetrans +3"), "{s}");
         assert!(s.contains("what to do: 1."), "{s}");
+    }
+
+    #[test]
+    fn findings_fit_the_width_with_aligned_continuations() {
+        for width in [40, 80] {
+            let layout = Layout {
+                width,
+                color: false,
+            };
+            let mut out = Vec::new();
+            write_with(&mut out, &[finding()], &layout).unwrap();
+            let s = String::from_utf8(out).unwrap();
+            for l in s.lines() {
+                assert!(wrap::width(l) <= width, "{width}: {l:?}\n{s}");
+                assert_eq!(l, l.trim_end(), "trailing space: {l:?}");
+            }
+            // The explanation continues under its first word, after "why: ".
+            let why = s.lines().position(|l| l.starts_with("     why: ")).unwrap();
+            let next = s.lines().nth(why + 1).unwrap();
+            assert!(
+                next.starts_with("          ") && !next.starts_with("           "),
+                "{s}"
+            );
+        }
+    }
+
+    #[test]
+    fn severity_is_coloured_only_when_asked() {
+        let mut plain = Vec::new();
+        write_with(&mut plain, &[finding()], &Layout::default()).unwrap();
+        assert!(!String::from_utf8(plain).unwrap().contains('\u{1b}'));
+        let mut coloured = Vec::new();
+        let layout = Layout {
+            width: 80,
+            color: true,
+        };
+        write_with(&mut coloured, &[finding()], &layout).unwrap();
+        let s = String::from_utf8(coloured).unwrap();
+        assert!(
+            s.contains("\u{1b}[1m\u{1b}[31mCRITICAL") || s.contains("\u{1b}[1m\u{1b}[33mWARNING"),
+            "{s:?}"
+        );
     }
 }

@@ -1,12 +1,19 @@
-//! Renderers shared by every command: the ranked findings block, aligned tables, number and
-//! duration formatting, and JSON. Generic over `io::Write`; no measurement, no I/O of its own.
+//! Printers shared by every command, one per format: human text (the ranked findings block,
+//! tables and number formatting, fitted to the terminal's width and coloured by severity when
+//! asked), JSON, CSV through serde, and the JSON error document. Generic over `io::Write`; no
+//! measurement and no I/O of its own: the binary decides the layout ([`style::set`]) and where
+//! output goes.
 //!
 //! Command-specific bodies are rendered by the `cli` crate's command modules with these
 //! pieces, so every command looks and reads the same.
 
+pub mod csv;
+pub mod error;
 pub mod findings;
 pub mod fmt;
+pub mod style;
 pub mod table;
+pub mod wrap;
 
 use std::io::{self, Write};
 

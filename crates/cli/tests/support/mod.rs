@@ -19,10 +19,15 @@ pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_tcpdoctor"))
 }
 
+/// Width given to the binary by [`run`] and [`run_in`]: wide enough that tests searching
+/// human text for a phrase do not meet it wrapped. The fitting itself is tested in cli.rs.
+pub const COLUMNS: &str = "250";
+
 /// Runs tcpdoctor with `args`; returns (exit code, stdout, stderr).
 pub fn run(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(bin())
         .args(args)
+        .env("COLUMNS", COLUMNS)
         .output()
         .expect("spawn tcpdoctor");
     decode(out)
@@ -34,6 +39,7 @@ pub fn run_in(ns: &Netns, args: &[&str]) -> (i32, String, String) {
         .args(["netns", "exec", &ns.name])
         .arg(bin())
         .args(args)
+        .env("COLUMNS", COLUMNS)
         .output()
         .expect("spawn ip netns exec tcpdoctor");
     decode(out)
