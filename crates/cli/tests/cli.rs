@@ -296,7 +296,10 @@ fn columns_sets_the_width() {
 /// Runs `args` on a pseudo-terminal (util-linux `script`), so stdout is a terminal; stderr
 /// is dropped.
 fn run_on_tty(args: &str, envs: &[(&str, &str)]) -> String {
-    run_on_tty_raw(&format!("{} {args} 2>/dev/null", support::bin().display()), envs)
+    run_on_tty_raw(
+        &format!("{} {args} 2>/dev/null", support::bin().display()),
+        envs,
+    )
 }
 
 fn run_on_tty_raw(cmd: &str, envs: &[(&str, &str)]) -> String {
@@ -337,8 +340,14 @@ fn colour_on_a_terminal_unless_no_color_or_never() {
 #[test]
 fn progress_bar_shows_percent_and_time_left() {
     // Stdout dropped, stderr (the bar) on the terminal.
-    let cmd = format!("{} probe -d 1500ms -c 1 >/dev/null", support::bin().display());
+    let cmd = format!(
+        "{} probe -d 1500ms -c 1 >/dev/null",
+        support::bin().display()
+    );
     let screen = run_on_tty_raw(&cmd, &[]);
     assert!(screen.contains("probing"), "{screen:?}");
-    assert!(screen.contains("%, ") && screen.contains(" left"), "{screen:?}");
+    assert!(
+        screen.contains("%, ") && screen.contains(" left"),
+        "{screen:?}"
+    );
 }
