@@ -357,6 +357,9 @@ fn eaddrnotavail_counts_equal_the_clients_failed_connects() {
     assert_eq!(per["destination"], "127.0.0.1:5104");
     assert_eq!(per["failures"], failed as u64);
     assert_eq!(per["process"]["pid"], std::process::id());
+    // Both ports of the range were held toward it when connects started failing.
+    assert_eq!(per["budget"]["in_use"], 2, "{per:#}");
+    assert_eq!(per["budget"]["range"]["low"], 40000);
     assert_eq!(
         pathologies(&report).first().map(String::as_str),
         Some("port_exhaustion"),
@@ -679,4 +682,67 @@ fn incast_through_a_shallow_bottleneck_names_qdisc_drops_timeouts_and_incast() {
     } else {
         assert!(p.contains(&"incast".to_string()), "{p:?}");
     }
+}
+
+#[test]
+fn port_filter_and_human_output_with_rolling_summaries() {
+    if !support::require_root("port_filter_and_human_output_with_rolling_summaries") {
+        return;
+    }
+    let ns = Netns::new("trfilt");
+    ns.exec("nft add table inet tdoc && nft add chain inet tdoc in { type filter hook input priority 0 \\; } && nft add rule inet tdoc in tcp dport { 5111, 5112 } tcp flags syn drop");
+    let mut child = Command::new(support::bin())
+        .args([
+            "trace",
+            "--netns",
+            &ns.name,
+            "--port",
+            "5112",
+            "--every",
+            "500ms",
+            "--duration",
+            "2600ms",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn trace");
+    std::thread::sleep(Duration::from_millis(800));
+    let socks = in_netns(&ns, || {
+        [5111u16, 5112].map(|p| support::connect_nonblocking(SocketAddr::from(([127, 0, 0, 1], p))))
+    });
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let status = child.wait().unwrap();
+    drop(socks);
+    assert!(out.starts_with("tracing TCP in "), "{out}");
+    assert!(
+        out.lines().filter(|l| l.starts_with("-- ")).count() >= 3,
+        "rolling summaries:\n{out}"
+    );
+    // Event lines start with the time since the trace started ("    1.803s ...").
+    let events: Vec<&str> = out
+        .lines()
+        .filter(|l| {
+            let t = l.trim_start();
+            t.split_whitespace()
+                .next()
+                .is_some_and(|w| w.ends_with('s') && w[..w.len() - 1].parse::<f64>().is_ok())
+        })
+        .collect();
+    assert!(!events.is_empty(), "{out}");
+    assert!(events.iter().any(|l| l.contains("syn_dropped")), "{out}");
+    assert!(
+        events.iter().all(|l| l.contains(":5112")),
+        "only port 5112:\n{out}"
+    );
+    assert!(out.contains("Lost events (ring buffer full): 0"), "{out}");
+    assert!(out.contains("SYN retransmitted"), "the finding:\n{out}");
+    assert!(out.contains("Verdict:"), "{out}");
+    assert_eq!(status.code(), Some(1), "{out}");
 }

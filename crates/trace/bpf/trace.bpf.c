@@ -69,7 +69,7 @@ enum kind {
 	K_RST_SENT = 3,		/* a = sk_rst_reason, b = history how, c = history age ms */
 	K_RST_RECV = 4,
 	K_CONNECTED = 5,	/* a connect that needed SYN retransmissions completed */
-	K_CONNECT_FAILED = 6,	/* SYN_SENT -> CLOSE */
+	K_CONNECT_FAILED = 6,	/* SYN_SENT -> CLOSE: a = owner flags, b = us since connect, c = sk_err */
 	K_CONNECT_ERR = 7,	/* connect() failed before sending a SYN: a = errno */
 	K_DROP = 8,		/* a = skb_drop_reason, b = ifindex, c = tcp flags */
 	K_ZERO_WINDOW = 9,	/* the peer of this socket advertised a zero window */
@@ -117,8 +117,7 @@ enum counter {
 	C_ZERO_WINDOW = 15,
 	C_WINDOW_PROBE = 16,
 	C_TW_ACK = 17,
-	C_TW_SYN = 18,
-	C_LISTEN_OVERFLOW = 19,
+	/* 18, 19: unused */
 	C_EVENTS = 20,
 	C_ACCEPTED = 21,
 	C_CLOSED = 22,
@@ -662,6 +661,9 @@ int inet_sock_set_state(__u64 *ctx)
 			fill_owner(e, sk, unsent);
 			e->a = unsent ? EADDRNOTAVAIL : o->flags;
 			e->b = (__u32)((e->ts_ns - o->start_ns) / 1000);
+			/* ETIMEDOUT (tcp_write_err), ECONNREFUSED (tcp_reset), or 0 when the
+			 * application closed the connecting socket itself. */
+			e->c = sk->sk_err;
 			submit(e);
 		}
 		if (unsent) {

@@ -107,6 +107,7 @@ struct socket {
 struct sock {
 	struct sock_common __sk_common;
 	struct socket *sk_socket;
+	int sk_err;
 	u16 sk_protocol;
 	u32 sk_ack_backlog;
 	u32 sk_max_ack_backlog;

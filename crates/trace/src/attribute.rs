@@ -102,7 +102,9 @@ impl Listener {
 /// Ports toward one destination.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct PortBudget {
-    /// Sockets in TIME_WAIT toward the destination.
+    /// Sockets holding a local port toward the destination (any state but LISTEN).
+    pub in_use: u64,
+    /// Of those, in TIME_WAIT.
     pub time_wait: u64,
     /// `net.ipv4.ip_local_port_range`.
     pub range: PortRange,
@@ -346,8 +348,9 @@ pub struct IncastEpisode {
 /// A timeout seen: when, on which flow, after how long a wait (us).
 type Rto = (u64, (SocketAddr, SocketAddr), u64);
 
-/// EADDRNOTAVAIL toward one destination by one process: (process, failures, netns).
-type PortFailures = (Option<Process>, u64, u32);
+/// EADDRNOTAVAIL toward one destination by one process: (process, failures, netns, the
+/// ports toward it when the first connect failed).
+type PortFailures = (Option<Process>, u64, u32, Option<PortBudget>);
 
 /// The attribution engine.
 pub struct Engine {
@@ -542,16 +545,24 @@ impl Engine {
                     lookup,
                 ))
             }
-            Detail::ConnectFailed { after_us, .. } => {
+            Detail::ConnectFailed {
+                after_us, errno, ..
+            } => {
                 let hs = self.handshakes.remove(&ev.sk).unwrap_or_default();
                 let cause = hs.cause.unwrap_or(Cause::ConnectFailed);
                 let p = Self::pathology_of(cause).unwrap_or(Pathology::ConnectFailure);
+                let how = match errno {
+                    0 => "the application closed the connecting socket",
+                    110 => "connect gave up (ETIMEDOUT)",
+                    111 => "connect refused (ECONNREFUSED)",
+                    _ => "connect failed",
+                };
                 let l = self.line(
                     &ev,
                     Cause::ConnectFailed,
                     Some(p),
                     format!(
-                        "connect gave up after {} ({} SYN resend(s), cause {})",
+                        "{how} after {} ({} SYN resend(s), cause {})",
                         ms(u64::from(after_us)),
                         hs.resends,
                         cause.name()
@@ -559,7 +570,9 @@ impl Engine {
                     lookup,
                 );
                 let t = self.tally(p, &l);
-                t.failed += 1;
+                if errno != 0 {
+                    t.failed += 1;
+                }
                 t.worst_us = t.worst_us.max(u64::from(after_us));
                 Some(l)
             }
@@ -757,7 +770,17 @@ impl Engine {
                 if let Some(p) = p {
                     let t = self.tally(p, &l);
                     t.resends += 1;
-                    if let Some(d) = ladder.as_ref().and_then(|lad| lad.retransmit_at(attempt)) {
+                    // A stale-ACK resend comes within milliseconds, not on the ladder: its
+                    // stall is the connect time reported when the handshake completes.
+                    let on_ladder = !matches!(
+                        cause,
+                        Cause::StaleAckRace | Cause::TimeWaitCollision | Cause::OldAck
+                    );
+                    if let Some(d) = ladder
+                        .as_ref()
+                        .filter(|_| on_ladder)
+                        .and_then(|lad| lad.retransmit_at(attempt))
+                    {
                         t.worst_us = t.worst_us.max(d.as_micros() as u64);
                     }
                 }
@@ -884,10 +907,10 @@ impl Engine {
 
     fn no_port(&mut self, ev: &Event, errno: u32, lookup: &mut dyn Lookup) -> Line {
         let key = (ev.remote, ev.process.as_ref().map(|p| p.pid));
-        let entry = self
-            .port_failures
-            .entry(key)
-            .or_insert((ev.process.clone(), 0, ev.netns));
+        let entry =
+            self.port_failures
+                .entry(key)
+                .or_insert((ev.process.clone(), 0, ev.netns, None));
         entry.1 += 1;
         let first = entry.1 == 1;
         let budget = if first {
@@ -896,15 +919,22 @@ impl Engine {
             None
         };
         let extra = budget
+            .as_ref()
             .map(|b| {
                 format!(
-                    ": {} sockets in TIME_WAIT toward it, port range {} ({} ports)",
+                    ": {} sockets hold a port toward it ({} in TIME_WAIT), port range {} ({} ports)",
+                    b.in_use,
                     b.time_wait,
                     b.range,
                     b.range.len()
                 )
             })
             .unwrap_or_default();
+        if budget.is_some() {
+            if let Some(e) = self.port_failures.get_mut(&key) {
+                e.3 = budget;
+            }
+        }
         let l = self.line(
             ev,
             Cause::NoLocalPort,
@@ -988,11 +1018,11 @@ impl Engine {
         s.no_local_port = self
             .port_failures
             .iter()
-            .map(|((dest, _), (process, n, _))| PortFailure {
+            .map(|((dest, _), (process, n, _, budget))| PortFailure {
                 process: process.clone(),
                 destination: *dest,
                 failures: *n,
-                budget: None,
+                budget: budget.clone(),
             })
             .collect();
         s
@@ -1125,25 +1155,24 @@ impl Engine {
                 });
             }
             if p == Pathology::PortExhaustion {
-                for ((dest, _), (process, n, netns)) in &self.port_failures {
+                for ((dest, _), (process, n, netns, seen)) in &self.port_failures {
                     let who = process
                         .as_ref()
                         .map(|p| format!("{} (pid {})", p.comm, p.pid))
                         .unwrap_or_else(|| "unknown process".into());
                     let mut items = vec![format!("{who} -> {dest}: {n} EADDRNOTAVAIL")];
-                    if let Some(b) = lookup.port_budget(*netns, *dest) {
+                    if let Some(b) = seen.clone().or_else(|| lookup.port_budget(*netns, *dest)) {
                         let ports = b.range.len();
                         items.push(format!(
-                            "{} TIME_WAIT toward {dest} of {ports} ports in {}: headroom {}",
+                            "at the first failure {} sockets held a port toward {dest} ({} in TIME_WAIT) of {ports} ports in {}: headroom {}",
+                            b.in_use,
                             b.time_wait,
                             b.range,
-                            u64::from(ports).saturating_sub(b.time_wait)
+                            u64::from(ports).saturating_sub(b.in_use)
                         ));
-                        f = f.arithmetic(
-                            format!("{} TIME_WAIT / {ports} ports", b.time_wait),
-                            b.time_wait as f64 / f64::from(ports),
-                        );
-                        let used = b.time_wait as f64 / f64::from(ports);
+                        let used = (b.in_use as f64 / f64::from(ports)).min(1.0);
+                        f = f
+                            .arithmetic(format!("{} ports in use / {ports} ports", b.in_use), used);
                         let imp = f.impact.clone().with_budget(used);
                         f = f.with_impact(imp);
                     }

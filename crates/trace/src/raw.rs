@@ -35,8 +35,6 @@ pub enum Counter {
     ZeroWindows = 15,
     WindowProbes = 16,
     TimeWaitAcks = 17,
-    TimeWaitReuses = 18,
-    ListenOverflows = 19,
     Records = 20,
     Accepted = 21,
     Closed = 22,
@@ -45,7 +43,7 @@ pub enum Counter {
 }
 
 impl Counter {
-    pub const ALL: [Counter; 25] = [
+    pub const ALL: [Counter; 23] = [
         Counter::Lost,
         Counter::Connects,
         Counter::Connected,
@@ -64,8 +62,6 @@ impl Counter {
         Counter::ZeroWindows,
         Counter::WindowProbes,
         Counter::TimeWaitAcks,
-        Counter::TimeWaitReuses,
-        Counter::ListenOverflows,
         Counter::Records,
         Counter::Accepted,
         Counter::Closed,
@@ -94,8 +90,6 @@ impl Counter {
             Counter::ZeroWindows => "zero_windows",
             Counter::WindowProbes => "window_probes",
             Counter::TimeWaitAcks => "time_wait_acks",
-            Counter::TimeWaitReuses => "time_wait_reuses",
-            Counter::ListenOverflows => "listen_overflows",
             Counter::Records => "records",
             Counter::Accepted => "accepted",
             Counter::Closed => "closed",
@@ -279,6 +273,8 @@ pub enum Detail {
     ConnectFailed {
         flags: u32,
         after_us: u32,
+        /// The socket's error: ETIMEDOUT, ECONNREFUSED, or 0 when the application closed it.
+        errno: u32,
     },
     /// connect() returned `errno`.
     ConnectError {
@@ -411,6 +407,7 @@ impl Event {
             6 => Detail::ConnectFailed {
                 flags: a,
                 after_us: bb,
+                errno: c,
             },
             7 => Detail::ConnectError { errno: a },
             8 => Detail::Drop {

@@ -459,15 +459,12 @@ impl Lookup for Live {
     }
 
     fn port_budget(&mut self, netns: u32, dest: SocketAddr) -> Option<PortBudget> {
-        let filter = Filter {
-            states: vec![HostState::TimeWait],
-            ..Filter::default()
-        };
-        let tw = self
-            .census(netns, filter)
+        let toward: Vec<HostState> = self
+            .census(netns, Filter::default())
             .iter()
-            .filter(|s| s.remote == dest)
-            .count() as u64;
+            .filter(|s| s.remote == dest && s.state != HostState::Listen)
+            .map(|s| s.state)
+            .collect();
         let range = self
             .in_ns(netns, || {
                 tcpdoctor_host::sysctl::TcpSettings::read()
@@ -476,7 +473,8 @@ impl Lookup for Live {
             })
             .flatten()?;
         Some(PortBudget {
-            time_wait: tw,
+            in_use: toward.len() as u64,
+            time_wait: toward.iter().filter(|s| **s == HostState::TimeWait).count() as u64,
             range,
         })
     }

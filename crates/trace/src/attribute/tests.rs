@@ -176,6 +176,7 @@ impl Lookup for FullListener {
     }
     fn port_budget(&mut self, _: u32, _: SocketAddr) -> Option<PortBudget> {
         Some(PortBudget {
+            in_use: 3,
             time_wait: 3,
             range: PortRange::new(40000, 40003).unwrap(),
         })
