@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-/// Bin widths, finest first. 10 us is below what counter polling can see (file 001 stopped at
+/// Bin widths, finest first. 10 us is below what counter polling can see (a field report of incast stopped at
 /// ~1 ms); 1 s is what dashboards show.
 pub const RESOLUTIONS_NS: [u64; 6] = [
     10_000,

@@ -1,15 +1,22 @@
 //! The streaming flow engine: segments in (in capture order), per-incarnation state updated
-//! in place, finished incarnations summarised into the detectors' accumulators and evicted.
-//! Memory is bounded by the connections alive in the last few seconds of capture time plus
-//! one small tombstone per 4-tuple for the TIME_WAIT horizon.
+//! in place, finished incarnations summarised into the detectors and evicted.
+//!
+//! Memory follows the connections that are open: a closed incarnation is summarised a
+//! couple of seconds after its close, one that only sent SYNs as soon as its SYN ladder says
+//! the client has given up ([`crate::ladder`]), an idle one after `idle_timeout`. What stays
+//! is a small tombstone per 4-tuple for the TIME_WAIT horizon (to recognise reuse), at most
+//! [`TOMBSTONES_MAX`] of them; and at most [`HALF_OPEN_MAX`] connections waiting for an
+//! answer to their SYN are held at once. Both limits are counted in [`Totals`] when reached.
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use tcpdoctor_capture::Segment;
 use tcpdoctor_model::PortRange;
 
-use crate::detect::{Context, Detectors};
+use crate::detect::Detectors;
 use crate::flow::{CloseKind, Conn, Dir, Endpoint, FlowRow, RetransKind, Reuse, Tomb};
+use crate::ladder::Ladders;
 use crate::prepare::{Prepare, Released, SegKey};
 use crate::seq::SeqNumber;
 use crate::Analysis;
@@ -27,8 +34,10 @@ pub struct Config {
     pub time_wait: Duration,
     /// Open connections silent longer than this are summarised and evicted.
     pub idle_timeout: Duration,
-    /// The client's ephemeral range (`net.ipv4.ip_local_port_range`, default 32768-60999).
-    pub port_range: PortRange,
+    /// The clients' ephemeral port range (`net.ipv4.ip_local_port_range`), when known. A
+    /// capture does not say it: `None` judges against Linux's default (32768-60999), or
+    /// against a smaller block of ports that the clients filled completely.
+    pub port_range: Option<PortRange>,
     /// Link speed for the microburst table, when known.
     pub link_speed_bits_per_s: Option<u64>,
     /// Retransmission timeouts of different flows into one receiver this close together
@@ -48,10 +57,7 @@ impl Default for Config {
             rto_min: Duration::from_millis(200),
             time_wait: Duration::from_secs(60),
             idle_timeout: Duration::from_secs(300),
-            port_range: PortRange {
-                low: 32768,
-                high: 60999,
-            },
+            port_range: None,
             link_speed_bits_per_s: None,
             incast_window: Duration::from_millis(20),
             incast_min_flows: 3,
@@ -72,6 +78,14 @@ const SWEEP_EVERY_NS: u64 = 1_000_000_000;
 const SCAN_EVERY_NS: u64 = 10_000_000_000;
 /// Tombstones are kept this long past the TIME_WAIT length.
 const FORGET_AFTER_TIME_WAIT_NS: u64 = 5_000_000_000;
+/// At most this many tombstones (4-tuples remembered after their last incarnation was
+/// summarised, for TIME_WAIT reuse) are kept; past it the oldest are forgotten before their
+/// TIME_WAIT horizon (counted in [`Totals::tombstones_forgotten_early`]). About 40 MiB.
+pub const TOMBSTONES_MAX: usize = 1 << 18;
+/// At most this many connections that have sent only SYNs are held; past it the oldest is
+/// summarised as unanswered before its ladder ended (counted in
+/// [`Totals::half_open_summarised_early`]): a SYN flood. About 80 MiB.
+pub const HALF_OPEN_MAX: usize = 1 << 16;
 
 #[derive(Default)]
 struct Slot {
@@ -86,6 +100,8 @@ pub struct Totals {
     pub segments: u64,
     /// Connection incarnations seen (a reused 4-tuple counts once per SYN).
     pub connections: u64,
+    /// Incarnations opened by a client's SYN (connection attempts).
+    pub connection_attempts: u64,
     pub connections_with_handshake: u64,
     pub payload_bytes: u64,
     pub data_segments: u64,
@@ -97,6 +113,9 @@ pub struct Totals {
     pub retransmissions_tlp: u64,
     pub retransmissions_syn: u64,
     pub retransmissions_other: u64,
+    /// Of `retransmissions`, those found spurious: the receiver already had the data (it had
+    /// acknowledged it before the copy was sent, or reported the copy in a D-SACK).
+    pub retransmissions_spurious: u64,
     pub out_of_order: u64,
     /// SYNs on a 4-tuple that already carried a connection in this capture.
     pub reused_ports: u64,
@@ -104,6 +123,12 @@ pub struct Totals {
     pub resets: u64,
     /// Highest number of connections held at once (bounded-memory check).
     pub peak_tracked_connections: u64,
+    /// Connections that had sent only SYNs and were summarised as unanswered before their
+    /// SYN ladder ended, because [`HALF_OPEN_MAX`] were waiting at once.
+    pub half_open_summarised_early: u64,
+    /// 4-tuples forgotten before their TIME_WAIT horizon because [`TOMBSTONES_MAX`] were
+    /// remembered: a reuse of one of them would go unnoticed.
+    pub tombstones_forgotten_early: u64,
 }
 
 /// The flow engine plus detectors. Feed segments with [`Analyzer::push`], then
@@ -123,7 +148,13 @@ pub struct Analyzer {
     next_sweep: u64,
     next_scan: u64,
     /// Connections that closed, in the order they did: (capture time queued, slot, id).
-    closing: std::collections::VecDeque<(u64, u32, u64)>,
+    closing: VecDeque<(u64, u32, u64)>,
+    /// Connections that have sent only SYNs, in the order they opened: (deadline, slot,
+    /// id). The deadline is when the ladder says the client gave up, unless it resent since.
+    half_open: VecDeque<(u64, u32, u64)>,
+    /// Tombstones in the order they were left: (slot, the tombstone's last_ts).
+    tombs: VecDeque<(u32, u64)>,
+    ladders: Ladders,
     next_id: u64,
     done: Done,
 }
@@ -143,25 +174,40 @@ struct Done {
 
 impl Done {
     /// Takes the connection out of `slot` (if it holds one), summarises it as ended by `how`
-    /// (by its own close state when `None`), leaves its tombstone in the slot and keeps up to
-    /// 4096 boxes for reuse.
-    fn retire(&mut self, slot: &mut Slot, how: Option<CloseKind>, cfg: &Config, origin: u64) {
-        let Some(mut c) = slot.conn.take() else {
-            return;
-        };
+    /// (by its own close state when `None`; one that only sent SYNs as unanswered), and keeps
+    /// up to 4096 boxes for reuse. Returns the tombstone's time when it left one in the slot:
+    /// an unanswered SYN leaves none (no connection existed to collide with later), so the
+    /// slot keeps the tombstone it had.
+    fn retire(
+        &mut self,
+        slot: &mut Slot,
+        how: Option<CloseKind>,
+        cfg: &Config,
+        origin: u64,
+    ) -> Option<u64> {
+        let mut c = slot.conn.take()?;
         self.open -= 1;
-        let close = how.unwrap_or(c.close);
-        slot.prev = Some(finish_conn(
+        let close = match how {
+            Some(k) => k,
+            None if c.half_open() => CloseKind::Unanswered,
+            None => c.close,
+        };
+        let tomb = finish_conn(
             &mut c,
             close,
             &mut self.detectors,
             &mut self.rows,
             cfg,
             origin,
-        ));
+        );
         if self.pool.len() < 4096 {
             self.pool.push(c);
         }
+        if close == CloseKind::Unanswered {
+            return None;
+        }
+        slot.prev = Some(tomb);
+        Some(tomb.last_ts)
     }
 }
 
@@ -184,7 +230,10 @@ impl Analyzer {
             last_ts: 0,
             next_sweep: 0,
             next_scan: 0,
-            closing: std::collections::VecDeque::new(),
+            closing: VecDeque::new(),
+            half_open: VecDeque::new(),
+            tombs: VecDeque::new(),
+            ladders: Ladders::default(),
             next_id: 0,
         }
     }
@@ -266,20 +315,31 @@ impl Analyzer {
             self.sweep(ts);
             self.next_sweep = ts + SWEEP_EVERY_NS;
         }
+        // Half-open connections end when their ladder runs out, to the segment: their
+        // number is what a SYN flood makes grow.
+        if self.half_open.front().is_some_and(|f| f.0 < ts) {
+            self.sweep_half_open(ts);
+        }
         let pure_syn = s.flags.syn() && !s.flags.ack();
         if idx as usize >= self.slots.len() {
             self.slots.resize_with(idx as usize + 1, Slot::default);
         }
         let slot = &mut self.slots[idx as usize];
         let idle_ns = self.cfg.idle_timeout.as_nanos() as u64;
-        if slot
-            .conn
-            .as_ref()
-            .is_some_and(|c| ts.saturating_sub(c.last_ts) > idle_ns)
-        {
+        // A connection that only sent SYNs ends with its SYN ladder, whatever the idle
+        // timeout; any other ends after the idle timeout.
+        let ended = slot.conn.as_deref().and_then(|c| {
+            if c.half_open() {
+                (ts > self.ladders.deadline_ns(c)).then_some(CloseKind::Unanswered)
+            } else {
+                (ts.saturating_sub(c.last_ts) > idle_ns).then_some(CloseKind::Idle)
+            }
+        });
+        if let Some(how) = ended {
             let origin = self.first_ts.unwrap_or(ts);
-            self.done
-                .retire(slot, Some(CloseKind::Idle), &self.cfg, origin);
+            if let Some(t) = self.done.retire(slot, Some(how), &self.cfg, origin) {
+                self.tombs.push_back((idx, t));
+            }
         }
         let new_incarnation = match &slot.conn {
             None => true,
@@ -289,7 +349,9 @@ impl Analyzer {
         };
         if new_incarnation {
             let origin = self.first_ts.unwrap_or(ts);
-            self.done.retire(slot, None, &self.cfg, origin);
+            if let Some(t) = self.done.retire(slot, None, &self.cfg, origin) {
+                self.tombs.push_back((idx, t));
+            }
             let src = Endpoint {
                 addr: s.src,
                 port: s.src_port,
@@ -340,9 +402,10 @@ impl Analyzer {
             conn.first_frame = s.frame;
             conn.client_lo = client_lo;
             if pure_syn {
+                self.totals.connection_attempts += 1;
                 let forget = self.cfg.time_wait.as_nanos() as u64 + FORGET_AFTER_TIME_WAIT_NS;
                 let recent = |p: &Tomb| ts.saturating_sub(p.last_ts) <= forget;
-                if let Some(prev) = slot.prev.filter(|p| p.client == client && recent(p)) {
+                if let Some(prev) = slot.prev.filter(|p| p.client_lo == client_lo && recent(p)) {
                     self.totals.reused_ports += 1;
                     conn.reuse = Some(Reuse {
                         interval_ns: ts.saturating_sub(prev.last_ts),
@@ -374,15 +437,111 @@ impl Analyzer {
         );
         if open_before && conn.close != CloseKind::Open {
             self.closing.push_back((ts, idx, conn.id));
+            self.done.detectors.closed(conn);
+        }
+        if new_incarnation && pure_syn && conn.half_open() {
+            // Opened by a SYN: half-open until answered, or until its ladder runs out.
+            let deadline = self.ladders.deadline_ns(conn);
+            self.half_open.push_back((deadline, idx, conn.id));
         }
         if let Some(k) = kind.filter(|_| self.cfg.keep_retransmissions) {
             self.retransmitted.push((s.frame, k));
         }
+        if self.half_open.len() > HALF_OPEN_MAX {
+            self.drop_half_open(ts, idx);
+        }
     }
 
-    /// Summarises closed connections that have lingered; every [`SCAN_EVERY_NS`] also evicts
-    /// idle connections and forgets tombstones older than the TIME_WAIT length (plus 5 s).
+    /// Summarises the oldest half-open connection (or drops queue entries of connections
+    /// answered since) until the queue is back under [`HALF_OPEN_MAX`].
+    /// `taking` is the slot of the segment being taken: it is not summarised under it.
+    fn drop_half_open(&mut self, now: u64, taking: u32) {
+        let origin = self.first_ts.unwrap_or(now);
+        while self.half_open.len() > HALF_OPEN_MAX {
+            let Some((_, i, id)) = self.half_open.pop_front() else {
+                break;
+            };
+            if i == taking {
+                self.half_open.push_back((0, i, id));
+                continue;
+            }
+            let slot = &mut self.slots[i as usize];
+            if slot
+                .conn
+                .as_deref()
+                .is_some_and(|c| c.id == id && c.half_open())
+            {
+                self.totals.half_open_summarised_early += 1;
+                self.done
+                    .retire(slot, Some(CloseKind::Unanswered), &self.cfg, origin);
+                self.release_if_empty(i);
+            }
+        }
+    }
+
+    /// Hands slot `i` back to the [`Prepare`] when it holds neither a connection nor a
+    /// tombstone.
+    fn release_if_empty(&mut self, i: u32) {
+        let slot = &mut self.slots[i as usize];
+        if slot.conn.is_none() && slot.prev.is_none() {
+            *slot = Slot::default();
+            // The segment being taken (counted from 0): every one before it has been.
+            let at = self.totals.segments.saturating_sub(1);
+            self.released.push(Released { slot: i, at });
+        }
+    }
+
+    /// Summarises half-open connections whose ladder has run out.
+    fn sweep_half_open(&mut self, now: u64) {
+        let origin = self.first_ts.unwrap_or(now);
+        while let Some(&(deadline, i, id)) = self.half_open.front() {
+            if deadline >= now {
+                break;
+            }
+            self.half_open.pop_front();
+            let slot = &mut self.slots[i as usize];
+            let Some(c) = slot.conn.as_deref().filter(|c| c.id == id && c.half_open()) else {
+                continue;
+            };
+            let due = self.ladders.deadline_ns(c);
+            if due >= now {
+                // Resent since: look again at the new deadline.
+                self.half_open.push_back((due, i, id));
+                continue;
+            }
+            self.done
+                .retire(slot, Some(CloseKind::Unanswered), &self.cfg, origin);
+            self.release_if_empty(i);
+        }
+    }
+
+    /// Forgets tombstones older than the TIME_WAIT horizon, and the oldest ones past
+    /// [`TOMBSTONES_MAX`]; frees their slots.
+    fn sweep_tombs(&mut self, now: u64) {
+        // Reuse after TIME_WAIT has expired cannot collide: forget a little after it.
+        let forget = self.cfg.time_wait.as_nanos() as u64 + FORGET_AFTER_TIME_WAIT_NS;
+        while let Some(&(i, t)) = self.tombs.front() {
+            let old = now.saturating_sub(t) > forget;
+            if !old && self.tombs.len() <= TOMBSTONES_MAX {
+                break;
+            }
+            self.tombs.pop_front();
+            let slot = &mut self.slots[i as usize];
+            // Still this tombstone (not a later one), and no connection on the 4-tuple now.
+            if slot.conn.is_none() && slot.prev.is_some_and(|p| p.last_ts == t) {
+                if !old {
+                    self.totals.tombstones_forgotten_early += 1;
+                }
+                slot.prev = None;
+                self.release_if_empty(i);
+            }
+        }
+    }
+
+    /// Summarises closed connections that have lingered and half-open ones whose ladder ran
+    /// out, forgets old tombstones; every [`SCAN_EVERY_NS`] also evicts idle connections.
     fn sweep(&mut self, now: u64) {
+        self.done.detectors.sweep(now);
         let origin = self.first_ts.unwrap_or(now);
         while let Some(&(queued, i, id)) = self.closing.front() {
             if now.saturating_sub(queued) <= CLOSE_LINGER_NS {
@@ -399,37 +558,32 @@ impl Analyzer {
                 self.closing.push_back((c.last_ts, i, id));
                 continue;
             }
-            self.done.retire(slot, None, &self.cfg, origin);
+            if let Some(t) = self.done.retire(slot, None, &self.cfg, origin) {
+                self.tombs.push_back((i, t));
+            }
         }
         if now >= self.next_scan {
             self.scan(now);
             self.next_scan = now + SCAN_EVERY_NS;
         }
-        self.done.detectors.sweep(now);
+        self.sweep_tombs(now);
     }
 
-    /// Evicts idle connections and forgets old tombstones (freeing their slots).
+    /// Evicts idle connections (not half-open ones: their ladder ends them).
     fn scan(&mut self, now: u64) {
         let idle = self.cfg.idle_timeout.as_nanos() as u64;
-        // Reuse after TIME_WAIT has expired cannot collide: forget a little after it.
-        let forget = self.cfg.time_wait.as_nanos() as u64 + FORGET_AFTER_TIME_WAIT_NS;
         let origin = self.first_ts.unwrap_or(now);
-        // The segment being taken (counted from 0): every one before it has been.
-        let at = self.totals.segments.saturating_sub(1);
         for (i, slot) in self.slots.iter_mut().enumerate() {
-            if let Some(c) = slot.conn.as_deref() {
-                if now.saturating_sub(c.last_ts) > idle {
-                    self.done
-                        .retire(slot, Some(CloseKind::Idle), &self.cfg, origin);
-                }
+            let Some(c) = slot.conn.as_deref() else {
                 continue;
-            }
-            if slot
-                .prev
-                .is_some_and(|t| now.saturating_sub(t.last_ts) > forget)
-            {
-                *slot = Slot::default();
-                self.released.push(Released { slot: i as u32, at });
+            };
+            if !c.half_open() && now.saturating_sub(c.last_ts) > idle {
+                if let Some(t) = self
+                    .done
+                    .retire(slot, Some(CloseKind::Idle), &self.cfg, origin)
+                {
+                    self.tombs.push_back((i as u32, t));
+                }
             }
         }
     }
@@ -444,20 +598,23 @@ impl Analyzer {
     /// Summarises every connection still held and runs the detectors.
     pub fn finish(mut self) -> Analysis {
         let origin = self.first_ts.unwrap_or(0);
+        self.done.detectors.flush();
         for slot in self.slots.iter_mut() {
-            self.done.retire(slot, None, &self.cfg, origin);
+            // A connection still sending only SYNs whose ladder has not run out was still
+            // waiting when the capture ended: open, not unanswered.
+            let how = slot.conn.as_deref().and_then(|c| {
+                (c.half_open() && self.ladders.deadline_ns(c) >= self.last_ts)
+                    .then_some(CloseKind::Open)
+            });
+            self.done.retire(slot, how, &self.cfg, origin);
         }
         let mut done = self.done;
         done.rows.sort_by_key(|r| r.id);
         let span_ns = self.last_ts.saturating_sub(origin);
         let microbursts = self.own.bursts.rows(self.cfg.link_speed_bits_per_s);
-        let ctx = Context {
-            cfg: &self.cfg,
-            totals: &self.totals,
-            span_ns,
-            bursts: &microbursts,
-        };
-        let crate::detect::Conclusion { findings, details } = done.detectors.conclude(&ctx);
+        let crate::detect::Conclusion { findings, details } =
+            done.detectors
+                .conclude(&self.cfg, &self.totals, origin, span_ns, &microbursts);
         Analysis {
             findings,
             totals: self.totals,
@@ -520,7 +677,7 @@ fn finish_conn(
     Tomb {
         last_ts: c.last_ts,
         close,
-        client: c.client,
+        client_lo: c.client_lo,
         client_next: c.half.c2s.next_seq,
         last_frame: c.last_frame,
     }

@@ -265,6 +265,7 @@ pub struct Dense<K, V> {
     index: FastMap<K, u32>,
     items: Vec<(K, V)>,
     last: Option<(K, u32)>,
+    epoch: u32,
 }
 
 impl<K, V> Default for Dense<K, V> {
@@ -273,6 +274,7 @@ impl<K, V> Default for Dense<K, V> {
             index: FastMap::default(),
             items: Vec::new(),
             last: None,
+            epoch: 1,
         }
     }
 }
@@ -318,6 +320,36 @@ impl<K: Hash + Eq + Copy, V> Dense<K, V> {
     pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
         self.items.iter_mut().map(|(_, v)| v)
     }
+
+    pub fn get_mut(&mut self, k: &K) -> Option<&mut V> {
+        let i = *self.index.get(k)?;
+        Some(&mut self.items[i as usize].1)
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Keeps the entries `keep` says yes to (in their order); positions change, so
+    /// [`epoch`](Self::epoch) moves on.
+    pub fn retain(&mut self, mut keep: impl FnMut(&K, &V) -> bool) {
+        self.items.retain(|(k, v)| keep(k, v));
+        self.index.clear();
+        for (i, (k, _)) in self.items.iter().enumerate() {
+            self.index.insert(*k, i as u32);
+        }
+        self.last = None;
+        self.epoch = self.epoch.wrapping_add(1);
+    }
+
+    /// Changes each time positions handed out before become invalid.
+    pub fn epoch(&self) -> u32 {
+        self.epoch
+    }
 }
 
 /// The first `N` frame numbers of some kind, plus how many there were in all. Most
@@ -347,6 +379,21 @@ impl<const N: usize> Frames<N> {
     }
     pub fn is_empty(&self) -> bool {
         self.total == 0
+    }
+    /// Takes `frame` out again (a retransmission found spurious later); false if it was
+    /// counted but not kept.
+    pub fn remove(&mut self, frame: u64) -> bool {
+        if self.total == 0 {
+            return false;
+        }
+        self.total -= 1;
+        match self.items.iter().position(|&f| f == frame) {
+            Some(i) => {
+                self.items.remove(i);
+                true
+            }
+            None => false,
+        }
     }
 }
 
@@ -392,6 +439,22 @@ pub enum CloseKind {
     Rst { by_client: bool },
     /// Idle longer than the idle timeout and evicted.
     Idle,
+    /// Only SYNs, never answered, and the client stopped resending them: the next SYN of
+    /// its ladder was overdue (or the capture ended after it was).
+    Unanswered,
+}
+
+impl CloseKind {
+    /// Whether the client's port stays held after this close: in TIME_WAIT when the client
+    /// closed first with a FIN (`TCP_TIMEWAIT_LEN`), or still open. A reset close leaves no
+    /// TIME_WAIT on either side (RFC 9293 section 3.10.7.4; Linux `tcp_reset`), a server that
+    /// closed first holds TIME_WAIT on its own side, and an unanswered SYN never held one.
+    pub fn holds_client_port(self) -> bool {
+        matches!(
+            self,
+            CloseKind::Fin { client_first: true } | CloseKind::Open | CloseKind::Idle
+        )
+    }
 }
 
 /// Which way a segment travels within its connection.
@@ -482,6 +545,9 @@ pub struct Half {
     pub retrans: u32,
     pub retrans_bytes: u64,
     pub by_kind: [u32; 5],
+    /// Of `by_kind`, the retransmissions found spurious: data the receiver already had
+    /// (acknowledged before the copy was sent, or reported back by a D-SACK).
+    pub spurious_by_kind: [u32; 5],
     pub out_of_order: u32,
     pub zero_window_ads: u32,
     pub zero_since: Option<(u64, u64)>,
@@ -497,8 +563,9 @@ pub struct Half {
     /// Where the receiver's fan-in list holds this direction (position + 1; 0 = nowhere).
     pub fanin_pos: u64,
     /// The receiver of this direction's data in the detectors' list (index + 1; 0 = not
-    /// looked up yet).
+    /// looked up yet), valid while the list's epoch is `receiver_epoch`.
     pub receiver_idx: u32,
+    pub receiver_epoch: u32,
 }
 
 /// What a new SYN found on its 4-tuple: the previous incarnation.
@@ -515,9 +582,25 @@ pub struct Reuse {
 pub struct Tomb {
     pub last_ts: u64,
     pub close: CloseKind,
-    pub client: Endpoint,
+    /// Whether the client was the low end of the flow key (so a new SYN from the same side
+    /// is a reuse by the same client).
+    pub client_lo: bool,
     pub client_next: Option<SeqNumber>,
     pub last_frame: u64,
+}
+
+/// One data retransmission remembered for D-SACK matching (RFC 2883).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RecentRetrans {
+    pub start: SeqNumber,
+    pub end: SeqNumber,
+    pub frame: u64,
+    /// Idle time before it (a timeout's stall).
+    pub gap_ns: u64,
+    pub kind: Option<RetransKind>,
+    pub dir: Option<Dir>,
+    /// Already found spurious.
+    pub spurious: bool,
 }
 
 /// One connection incarnation.
@@ -550,6 +633,12 @@ pub struct Conn {
     pub stale_first_ts: u64,
     /// Server answers to a SYN that were resets.
     pub rst_answer: Frames<4>,
+    /// Some reset answer acknowledged the SYN (ACK bit and ack = ISN + 1): the client
+    /// accepts it and connect() fails (RFC 9293 section 3.10.7.3). A reset without that
+    /// acknowledgement is ignored by the client, which resends the SYN.
+    pub rst_answer_acks_syn: bool,
+    /// When the first answer other than a SYN-ACK (a stale ACK or a reset) came.
+    pub first_answer_ts: u64,
     /// Client resets of a stale answer.
     pub client_rst: Frames<4>,
     pub client_rst_ts: u64,
@@ -559,6 +648,19 @@ pub struct Conn {
     pub fin_first: Option<Dir>,
     pub rto: Frames<16>,
     pub rto_max_gap_ns: u64,
+    /// Sum of the idle gaps the timeouts (not spurious) ended.
+    pub rto_gap_total_ns: u64,
+    /// Frames of retransmissions repaired without a timeout (fast, TLP, other), not spurious.
+    pub quick_frames: Frames<8>,
+    /// Frames of spurious retransmissions.
+    pub spurious_frames: Frames<8>,
+    /// The latest data retransmissions, for matching a D-SACK to the copy it reports.
+    pub recent_retrans: [RecentRetrans; 4],
+    /// Longest idle gap before a retransmission found spurious (a timeout that fired too
+    /// soon stalled the sender this long for nothing).
+    pub spurious_max_gap_ns: u64,
+    /// Set when the incast detector took this incarnation's retransmissions as its evidence.
+    pub in_incast: bool,
     pub zero_frames: Frames<8>,
     pub probe_frames: Frames<8>,
 }
@@ -595,6 +697,8 @@ impl Conn {
             stale: Frames::default(),
             stale_first_ts: 0,
             rst_answer: Frames::default(),
+            rst_answer_acks_syn: false,
+            first_answer_ts: 0,
             client_rst: Frames::default(),
             client_rst_ts: 0,
             reuse: None,
@@ -602,6 +706,12 @@ impl Conn {
             fin_first: None,
             rto: Frames::default(),
             rto_max_gap_ns: 0,
+            rto_gap_total_ns: 0,
+            quick_frames: Frames::default(),
+            spurious_frames: Frames::default(),
+            recent_retrans: [RecentRetrans::default(); 4],
+            spurious_max_gap_ns: 0,
+            in_incast: false,
             zero_frames: Frames::default(),
             probe_frames: Frames::default(),
         }
@@ -628,6 +738,28 @@ impl Conn {
     /// Retransmissions of `kind`, both directions.
     pub fn retrans_of(&self, kind: RetransKind) -> u32 {
         self.half.sum(|h| h.by_kind[kind.index()])
+    }
+
+    /// Retransmissions of `kind` that repaired a loss (not spurious), both directions.
+    pub fn lost_of(&self, kind: RetransKind) -> u32 {
+        self.half
+            .sum(|h| h.by_kind[kind.index()] - h.spurious_by_kind[kind.index()])
+    }
+
+    /// Spurious retransmissions of `kind`, both directions.
+    pub fn spurious_of(&self, kind: RetransKind) -> u32 {
+        self.half.sum(|h| h.spurious_by_kind[kind.index()])
+    }
+
+    /// Only SYNs so far: no answer of any kind, no data, no close.
+    pub fn half_open(&self) -> bool {
+        self.syn_count > 0
+            && self.synack.is_none()
+            && self.rst_answer.is_empty()
+            && self.stale.is_empty()
+            && self.half.s2c.packets == 0
+            && self.half.c2s.packets == self.syn_count as u64
+            && self.close == CloseKind::Open
     }
 
     /// The receiving end of what direction `d` sends.

@@ -19,6 +19,7 @@ pub mod burst;
 pub mod detect;
 pub mod engine;
 pub mod flow;
+pub mod ladder;
 pub mod pipeline;
 pub mod prepare;
 pub mod seq;

@@ -265,17 +265,26 @@ fn syn_retransmissions_fit_the_linear_ladder() {
     assert_eq!(a.totals.retransmissions_syn, 2);
     assert!(f.summary.contains("linear"), "{}", f.summary);
 
-    // The same at 1 s and 3 s is the exponential ladder of older kernels.
+    // The same at 1 s and 3 s is the exponential ladder of older kernels; never answered,
+    // and the client stopped resending (another flow goes on for 20 s): unanswered.
     let mut c = Cap::new();
     c.pkt(0, tp, true, S, 100, 0, 0, 64240);
     c.pkt(1_000_000, tp, true, S, 100, 0, 0, 64240);
     c.pkt(3_000_000, tp, true, S, 100, 0, 0, 64240);
+    let other = tuple("10.0.0.3", 40000, "10.0.0.2", 80);
+    c.pkt(20_000_000, other, true, A, 1, 1, 0, 502);
     let a = c.run(Config::default());
+    let u = &a.details.unanswered_syns;
     assert_eq!(
-        a.details.syn_retransmits.ladder,
-        Some(crate::detect::LadderFit::Exponential)
+        u.ladder,
+        Some(crate::detect::LadderFit::Exponential),
+        "{u:?}"
     );
-    assert_eq!(a.details.syn_retransmits.unanswered, 1);
+    assert_eq!((u.connections, u.resent, u.sent_once), (1, 1, 0));
+    assert_eq!(a.details.syn_retransmits.connections, 0);
+    let f = only(&a, Pathology::UnansweredSyn);
+    assert_eq!(f.severity, tcpdoctor_model::Severity::Critical);
+    assert!(f.summary.contains("does not answer"), "{}", f.summary);
 }
 
 #[test]
@@ -509,7 +518,7 @@ fn synchronized_timeouts_into_one_receiver_are_incast() {
     let f = only(&a, Pathology::Incast);
     assert_eq!(a.details.incast.len(), 1);
     let e = &a.details.incast[0];
-    assert_eq!((e.flows_timed_out, e.fan_in), (5, 5));
+    assert_eq!((e.flows_lost, e.fan_in), (5, 5));
     assert_eq!(e.receiver, "10.0.0.100");
     assert!(e.stall_us >= 200_000);
     assert_eq!(packets(f)[0].len(), 5);
@@ -820,7 +829,7 @@ fn a_timeout_while_every_other_sender_waits_is_barrier_incast() {
     let f = only(&a, Pathology::Incast);
     assert_eq!(a.details.incast.len(), 1);
     let e = &a.details.incast[0];
-    assert_eq!((e.flows_timed_out, e.fan_in), (1, 5));
+    assert_eq!((e.flows_lost, e.fan_in), (1, 5));
     // The last data into the receiver before the resend was at ~1.019 ms.
     assert!(
         (195_000..=201_000).contains(&e.receiver_silent_us),
@@ -881,4 +890,326 @@ fn an_empty_segment_ahead_of_the_data_moves_the_highest_mark() {
     let a = c.run(Config::default());
     assert_eq!(a.totals.retransmissions, 2);
     assert_eq!(a.totals.out_of_order, 0);
+}
+
+impl Cap {
+    /// Puts SACK blocks on the last segment.
+    fn with_sack(&mut self, blocks: &[(u32, u32)]) {
+        let o = &mut self.segs.last_mut().unwrap().options;
+        o.sack_count = blocks.len() as u8;
+        o.sack[..blocks.len()].copy_from_slice(blocks);
+    }
+}
+
+/// Issue 9 defect 10: a tail loss probe that the receiver reports back in a D-SACK repeated
+/// data it had: spurious, not loss.
+#[test]
+fn dsack_reported_retransmissions_are_spurious_not_loss() {
+    let tp = tuple("10.0.0.1", 40000, "10.0.0.2", 80);
+    let mut c = Cap::new();
+    c.handshake(0, tp, 0, 0);
+    c.flight(1_000, tp, 10, 1000);
+    // The probe: the last segment again, 30 ms later, before any ACK.
+    let probe = c.pkt(31_000, tp, true, A, 9_001, 1, 1000, 502);
+    // The receiver had it: the ACK covers everything and reports the copy (RFC 2883).
+    c.pkt(31_100, tp, false, A, 1, 10_001, 0, 1000);
+    c.with_sack(&[(9_001, 10_001)]);
+    let a = c.run(Config::default());
+    assert_eq!(a.totals.retransmissions, 1, "{:#?}", a.totals);
+    assert_eq!(a.totals.retransmissions_spurious, 1);
+    let f = only(&a, Pathology::SpuriousRetransmission);
+    assert_eq!(packets(f)[0], &vec![probe]);
+    assert!(
+        !a.findings
+            .iter()
+            .any(|f| f.pathology == Pathology::Retransmission),
+        "{:#?}",
+        a.findings
+    );
+}
+
+/// Issue 9 defect 10: the frames of a retransmission finding are the retransmitted segments
+/// (they used to be the connection's first frame, its SYN).
+#[test]
+fn a_retransmission_finding_lists_retransmitted_segments_only() {
+    let tp = tuple("10.0.0.1", 40000, "10.0.0.2", 80);
+    let mut c = Cap::new();
+    c.handshake(0, tp, 0, 0);
+    c.flight(1_000, tp, 10, 1000);
+    // Segment 3 lost: three duplicate ACKs with SACK above it, then the fast retransmit.
+    for k in 0..3u64 {
+        c.pkt(2_000 + k * 10, tp, false, A, 1, 2_001, 0, 1000);
+        c.with_sack(&[(3_001, 4_001 + k as u32 * 1000)]);
+    }
+    let fast = c.pkt(2_100, tp, true, A, 2_001, 1, 1000, 502);
+    c.pkt(2_200, tp, false, A, 1, 10_001, 0, 1000);
+    let a = c.run(Config::default());
+    let f = only(&a, Pathology::Retransmission);
+    assert_eq!(packets(f), vec![&vec![fast]]);
+    assert_eq!(a.details.retransmissions.fast, 1);
+}
+
+/// Issue 9 defect 11: SYNs from many distinct sources, none answered, are named (they used
+/// to be "healthy"), and the half-open state ends with the SYN ladder: memory stays bounded.
+#[test]
+fn unanswered_syns_from_many_sources_are_a_syn_flood_with_bounded_state() {
+    let mut c = Cap::new();
+    const N: u32 = 100_000;
+    // 20,000 SYNs a second for 5 s, each from its own address, each sent once.
+    for i in 0..N {
+        let src = std::net::Ipv4Addr::from(0x0a00_0000 + i).to_string();
+        let tp = tuple(&src, 40000 + (i % 20000) as u16, "10.200.0.1", 80);
+        c.pkt(u64::from(i) * 50, tp, true, S, i, 0, 0, 64240);
+    }
+    let a = c.run(Config::default());
+    let u = &a.details.unanswered_syns;
+    // The last ~2 s of SYNs were still within their first rung when the capture ended.
+    assert!(
+        u.connections >= 50_000 && u.connections < u64::from(N),
+        "{u:?}"
+    );
+    assert_eq!(u.connections + u.waiting_at_end, u64::from(N));
+    assert_eq!(u.sent_once, u.connections);
+    assert!(
+        u.distinct_sources.abs_diff(u.connections) * 20 <= u.connections,
+        "{u:?}"
+    );
+    let f = only(&a, Pathology::UnansweredSyn);
+    assert_eq!(f.severity, tcpdoctor_model::Severity::Critical);
+    assert!(f.summary.contains("SYN flood"), "{}", f.summary);
+    // Held at once: the SYNs of the last ~2.1 s (first rung, its timer lateness, 1 s slack).
+    assert!(
+        a.totals.peak_tracked_connections < 50_000,
+        "{}",
+        a.totals.peak_tracked_connections
+    );
+    assert_eq!(a.totals.half_open_summarised_early, 0);
+}
+
+/// Issue 9 defect 13: an idle timeout shorter than the SYN ladder used to split a connect
+/// into SYN-only incarnations and lose its SYN retransmissions.
+#[test]
+fn an_idle_timeout_shorter_than_the_syn_ladder_keeps_syn_findings() {
+    let tp = tuple("10.0.0.1", 40000, "10.0.0.2", 80);
+    let mut c = Cap::new();
+    c.pkt(0, tp, true, S, 100, 0, 0, 64240);
+    c.pkt(1_020_000, tp, true, S, 100, 0, 0, 64240);
+    c.pkt(2_040_000, tp, true, S, 100, 0, 0, 64240);
+    c.pkt(2_040_100, tp, false, S | A, 9, 101, 0, 65160);
+    c.pkt(2_040_200, tp, true, A, 101, 10, 0, 502);
+    let a = c.run(Config {
+        idle_timeout: std::time::Duration::from_millis(500),
+        ..Config::default()
+    });
+    assert_eq!(a.totals.connections, 1);
+    let d = &a.details.syn_retransmits;
+    assert_eq!(
+        (d.connections, d.by_retransmissions[0].retransmissions),
+        (1, 2)
+    );
+    let f = only(&a, Pathology::SynRetransmit);
+    assert_eq!(f.severity, tcpdoctor_model::Severity::Critical);
+}
+
+/// `n` connections from `client` to one server, one every `every_us`, each from its own
+/// port (from `port0`, `ports` of them in turn), closed by the client with a FIN (`fin`) or
+/// with a reset.
+fn churn(c: &mut Cap, n: u32, every_us: u64, port0: u16, ports: u16, fin: bool) {
+    for i in 0..n {
+        let port = port0 + (i % u32::from(ports)) as u16;
+        let tp = tuple("10.0.0.1", port, "10.0.0.2", 8080);
+        let t = u64::from(i) * every_us;
+        let isn = i.wrapping_mul(7_919_000);
+        c.handshake(t, tp, isn, 5_000);
+        let end = c.transfer(t + 110, tp, isn.wrapping_add(1), 5_001, 1, 100);
+        if fin {
+            c.close(t + 200, tp, end, 5_001, true);
+        } else {
+            c.pkt(t + 200, tp, true, R | A, end, 5_001, 0, 502);
+        }
+    }
+}
+
+/// Issue 9 defect 7: 200 connections in 21 ms toward one destination, each closed by the
+/// client first, is 20 times the default budget (28,232 ports / 60 s = 471/s) even without
+/// `--port-range`: the rate is taken over the real span (it used to be floored at 1 s).
+#[test]
+fn a_client_faster_than_the_default_port_budget_is_port_exhaustion_without_a_port_range() {
+    let mut c = Cap::new();
+    churn(&mut c, 200, 105, 40_000, 200, true);
+    let a = c.run(Config::default());
+    let f = only(&a, Pathology::PortExhaustion);
+    assert_eq!(f.severity, tcpdoctor_model::Severity::Critical);
+    assert_eq!(f.severity_rule, tcpdoctor_model::Rule::BudgetExhausted);
+    let d = &a.details.destinations[0];
+    assert_eq!(d.client_closed_first, 200);
+    assert_eq!(d.port_range, "32768-60999");
+    assert!(d.rate_vs_budget > 15.0 && d.rate_vs_budget < 25.0, "{d:?}");
+    // A rate under the budget is no finding: the same 200 over 2 s (100/s).
+    let mut c = Cap::new();
+    churn(&mut c, 200, 10_000, 40_000, 200, true);
+    let a = c.run(Config::default());
+    assert!(
+        !a.findings
+            .iter()
+            .any(|f| f.pathology == Pathology::PortExhaustion),
+        "{:#?}",
+        a.findings
+    );
+}
+
+/// Issue 9 defect 7: when the source ports fill a block completely and come round again,
+/// the block is taken for the client's whole range and judged against.
+#[test]
+fn a_source_port_block_filled_completely_is_taken_for_the_whole_range() {
+    let mut c = Cap::new();
+    // 100 ports, 300 connections over 3 s: 100/s against 100 ports / 60 s = 1.7/s.
+    churn(&mut c, 300, 10_000, 40_000, 100, true);
+    let a = c.run(Config::default());
+    let f = only(&a, Pathology::PortExhaustion);
+    assert_eq!(f.severity, tcpdoctor_model::Severity::Critical);
+    let d = &a.details.destinations[0];
+    assert_eq!(d.port_range, "40000-40099");
+    assert_eq!(d.port_range_source, crate::detect::RangeSource::FilledBlock);
+    assert!(d.ports_in_use_share > 0.99, "{d:?}");
+    assert!(
+        f.summary.contains("probably the client's whole range"),
+        "{}",
+        f.summary
+    );
+}
+
+/// Issue 9 defect 8: connections closed by a reset (SO_LINGER 0) leave no TIME_WAIT:
+/// reconnecting on their ports at any rate spends no port budget.
+#[test]
+fn reset_closes_hold_no_port_and_are_not_port_exhaustion() {
+    let mut c = Cap::new();
+    churn(&mut c, 3_000, 105, 40_000, 100, false);
+    let a = c.run(Config::default());
+    assert!(
+        !a.findings
+            .iter()
+            .any(|f| f.pathology == Pathology::PortExhaustion),
+        "{:#?}",
+        a.findings
+    );
+    assert_eq!(a.details.destinations[0].reset_closes, 3_000);
+    assert_eq!(a.details.destinations[0].client_closed_first, 0);
+}
+
+/// Issue 9 defect 9: several senders into one receiver lose their tails at the start of
+/// each round, and short timers (a 5 ms rto_min) repair them: still incast, the remedy is
+/// said to be in effect, and the retransmissions fold into the incast finding.
+#[test]
+fn synchronized_losses_repaired_by_short_timers_are_incast_with_their_retransmissions() {
+    let mut c = Cap::new();
+    let mss = 1448;
+    let tps: Vec<Tuple> = (0..5u16)
+        .map(|i| tuple(&format!("10.0.1.{}", i + 1), 7000, "10.0.0.100", 40000 + i))
+        .collect();
+    for (i, tp) in tps.iter().enumerate() {
+        c.handshake(i as u64 * 10, Tuple { c: tp.s, s: tp.c }, 1000, 0);
+    }
+    let mut next = vec![1u32; tps.len()];
+    for round in 0..3u64 {
+        let t0 = 1_000 + round * 100_000;
+        for (i, tp) in tps.iter().enumerate() {
+            for k in 0..4u64 {
+                c.pkt(
+                    t0 + k * 10 + i as u64,
+                    *tp,
+                    true,
+                    A,
+                    next[i] + k as u32 * mss,
+                    1001,
+                    mss,
+                    502,
+                );
+            }
+        }
+        // Four of the five lose their last segment in the burst.
+        for (i, tp) in tps.iter().enumerate() {
+            let acked = if i < 4 {
+                next[i] + 3 * mss
+            } else {
+                next[i] + 4 * mss
+            };
+            c.pkt(t0 + 1_000 + i as u64, *tp, false, A, 1001, acked, 0, 1000);
+        }
+        for (i, tp) in tps.iter().enumerate().take(4) {
+            c.pkt(
+                t0 + 6_000 + i as u64,
+                *tp,
+                true,
+                A,
+                next[i] + 3 * mss,
+                1001,
+                mss,
+                502,
+            );
+            c.pkt(
+                t0 + 6_100 + i as u64,
+                *tp,
+                false,
+                A,
+                1001,
+                next[i] + 4 * mss,
+                0,
+                1000,
+            );
+        }
+        for n in &mut next {
+            *n += 4 * mss;
+        }
+    }
+    let a = c.run(Config::default());
+    assert_eq!(a.totals.retransmissions, 12, "{:#?}", a.totals);
+    assert_eq!(a.totals.retransmissions_rto, 0);
+    let f = only(&a, Pathology::Incast);
+    assert!(f.summary.contains("rto_min"), "{}", f.summary);
+    assert_eq!(a.details.incast.len(), 3, "{:#?}", a.details.incast);
+    assert!(a.details.incast.iter().all(|e| e.flows_lost == 4));
+    // The 12 retransmissions are the incast finding's evidence, not a finding of their own.
+    assert!(
+        !a.findings
+            .iter()
+            .any(|f| f.pathology == Pathology::Retransmission),
+        "{:#?}",
+        a.findings
+    );
+    assert!(
+        f.evidence.iter().any(|e| matches!(e,
+        Evidence::Examples { items, .. } if items[0].starts_with("12 in 4 flow(s)"))),
+        "{:#?}",
+        f.evidence
+    );
+}
+
+/// Issue 9 defect 12: per-destination and per-receiver tables are bounded: 20,000 distinct
+/// clients, each with one short connection, leave bounded tables (counted as forgotten).
+#[test]
+fn per_destination_and_receiver_tables_are_bounded_with_many_distinct_clients() {
+    let mut c = Cap::new();
+    for i in 0..20_000u32 {
+        let src = std::net::Ipv4Addr::from(0x0a00_0000 + i).to_string();
+        let tp = tuple(&src, 40000, "10.200.0.1", 80);
+        let t = u64::from(i) * 100;
+        c.handshake(t, tp, 1000, 5000);
+        c.pkt(t + 110, tp, true, A | P, 1001, 5001, 100, 502);
+        c.pkt(t + 120, tp, false, A | P, 5001, 1101, 300, 1000);
+        c.close(t + 130, tp, 1101, 5301, true);
+    }
+    let a = c.run(Config::default());
+    assert!(a.findings.is_empty(), "{:#?}", a.findings);
+    assert_eq!(a.totals.connections, 20_000);
+    assert!(
+        a.details.destinations_forgotten >= 10_000,
+        "{}",
+        a.details.destinations_forgotten
+    );
+    assert!(
+        a.details.receivers_dropped >= 10_000,
+        "{}",
+        a.details.receivers_dropped
+    );
 }

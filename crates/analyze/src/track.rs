@@ -8,9 +8,9 @@
 
 use tcpdoctor_capture::Segment;
 
-use crate::detect::Detectors;
+use crate::detect::{Detectors, Retransmission};
 use crate::engine::{Config, Totals};
-use crate::flow::{CloseKind, Conn, Dir, Half, RetransKind};
+use crate::flow::{CloseKind, Conn, Dir, Half, RecentRetrans, RetransKind};
 use crate::seq::SeqNumber;
 
 /// Without a handshake RTT, a segment below the highest sequence number that arrives within
@@ -30,8 +30,20 @@ pub(crate) fn segment(
 ) -> Option<RetransKind> {
     let ts = s.ts_ns;
     let gap = ts.saturating_sub(c.last_ts);
+    // What the server sends a SYN instead of a SYN-ACK (a stale ACK, a reset) belongs to
+    // older state on the 4-tuple: it must not set this incarnation's sequence space, ACKs
+    // or windows, or the new connection's data would look like retransmissions of it.
+    let answer = d == Dir::S2c && !s.flags.syn() && c.synack.is_none() && c.awaiting_answer;
     handshake(c, s, d, totals);
-    let seen = sequence(c, s, d, gap, cfg, totals);
+    let seen = if answer {
+        Seen {
+            retrans: None,
+            probe: false,
+            spurious: false,
+        }
+    } else {
+        sequence(c, s, d, gap, cfg, totals)
+    };
     let (h, other) = c.half.split_mut(d);
     window_full(h, other, s);
     h.packets += 1;
@@ -46,13 +58,24 @@ pub(crate) fn segment(
         totals.data_segments += 1;
         totals.payload_bytes += u64::from(s.payload_len);
     }
-    ack(h, other, s);
-    advertised(c, s, d, totals);
-    close(c, s, d, totals);
-    if let Some(RetransKind::Rto) = seen.retrans {
-        c.rto.push(s.frame);
-        c.rto_max_gap_ns = c.rto_max_gap_ns.max(gap);
-        det.timeout(c, d, ts, gap, s.frame);
+    if !answer {
+        ack(h, other, s);
+        dsack(c, s, d, totals);
+        advertised(c, s, d, totals);
+    }
+    close(c, s, d, answer, totals);
+    if let Some(kind) = seen.retrans {
+        retransmitted(c, s, d, kind, gap, seen.spurious, totals);
+        if kind != RetransKind::Syn && !seen.spurious {
+            det.retransmitted(&Retransmission {
+                conn: c,
+                dir: d,
+                ts,
+                kind,
+                gap_ns: gap,
+                frame: s.frame,
+            });
+        }
     }
     if s.payload_len > 0 {
         det.data(c, d, ts);
@@ -60,6 +83,108 @@ pub(crate) fn segment(
     c.last_ts = c.last_ts.max(ts);
     c.last_frame = s.frame;
     seen.retrans
+}
+
+/// Records a retransmission of `kind` (already counted by [`sequence`]) in the connection:
+/// its frame in the list of its kind, and, for data, in the recent list that a later D-SACK
+/// is matched against. `spurious`: the receiver had acknowledged the data before this copy.
+#[inline]
+fn retransmitted(
+    c: &mut Conn,
+    s: &Segment,
+    d: Dir,
+    kind: RetransKind,
+    gap: u64,
+    spurious: bool,
+    totals: &mut Totals,
+) {
+    if kind == RetransKind::Syn {
+        return;
+    }
+    let seq = SeqNumber(s.seq);
+    c.recent_retrans.rotate_right(1);
+    c.recent_retrans[0] = RecentRetrans {
+        start: seq,
+        end: seq.wrapping_add(s.payload_len),
+        frame: s.frame,
+        gap_ns: gap,
+        kind: Some(kind),
+        dir: Some(d),
+        spurious,
+    };
+    if spurious {
+        found_spurious(c, d, kind, s.frame, gap, false, totals);
+    } else if kind == RetransKind::Rto {
+        c.rto.push(s.frame);
+        c.rto_max_gap_ns = c.rto_max_gap_ns.max(gap);
+        c.rto_gap_total_ns += gap;
+    } else {
+        c.quick_frames.push(s.frame);
+    }
+}
+
+/// Counts a retransmission of direction `d` as spurious (RFC 2883, RFC 3522): puts its
+/// frame in the spurious list; `listed` when it had gone to the list of its kind (found
+/// spurious later, by a D-SACK), from which it is taken out again.
+#[allow(clippy::too_many_arguments)]
+fn found_spurious(
+    c: &mut Conn,
+    d: Dir,
+    kind: RetransKind,
+    frame: u64,
+    gap: u64,
+    listed: bool,
+    totals: &mut Totals,
+) {
+    c.half[d].spurious_by_kind[kind.index()] += 1;
+    totals.retransmissions_spurious += 1;
+    if listed {
+        match kind {
+            RetransKind::Rto => {
+                c.rto.remove(frame);
+                c.rto_gap_total_ns = c.rto_gap_total_ns.saturating_sub(gap);
+            }
+            RetransKind::Syn => {}
+            _ => {
+                c.quick_frames.remove(frame);
+            }
+        }
+    }
+    c.spurious_frames.push(frame);
+    c.spurious_max_gap_ns = c.spurious_max_gap_ns.max(gap);
+}
+
+/// A D-SACK (RFC 2883 section 4): the first SACK block of an ACK from `d` reports data of
+/// the other direction that arrived twice, when it lies below the cumulative ACK or inside
+/// the second block. The retransmission it reports was spurious: the original had arrived.
+#[inline]
+fn dsack(c: &mut Conn, s: &Segment, d: Dir, totals: &mut Totals) {
+    if !s.flags.ack() || s.options.sack_count == 0 {
+        return;
+    }
+    let ack = SeqNumber(s.ack);
+    let (l, r) = s.options.sack[0];
+    let (l, r) = (SeqNumber(l), SeqNumber(r));
+    let below = r <= ack;
+    let inside = s.options.sack_count >= 2 && {
+        let (l2, r2) = s.options.sack[1];
+        l >= SeqNumber(l2) && r <= SeqNumber(r2)
+    };
+    if !(below || inside) {
+        return;
+    }
+    let sender = d.rev();
+    let hit = c
+        .recent_retrans
+        .iter()
+        .position(|e| e.dir == Some(sender) && !e.spurious && e.start < r && l < e.end);
+    if let Some(i) = hit {
+        c.recent_retrans[i].spurious = true;
+        let e = c.recent_retrans[i];
+        if let Some(kind) = e.kind {
+            found_spurious(c, sender, kind, e.frame, e.gap_ns, true, totals);
+        }
+    }
 }
 
 /// SYN, SYN-ACK and the answers a SYN gets instead (a reset, a stale ACK of an older
@@ -89,8 +214,13 @@ fn handshake(c: &mut Conn, s: &Segment, d: Dir, totals: &mut Totals) {
         }
         c.awaiting_answer = false;
     } else if d == Dir::S2c && c.awaiting_answer && c.synack.is_none() {
+        if c.first_answer_ts == 0 {
+            c.first_answer_ts = ts;
+        }
         if f.rst() {
             c.rst_answer.push(frame);
+            let syn_acked = c.half.c2s.isn.map(|i| i.wrapping_add(1)) == Some(SeqNumber(s.ack));
+            c.rst_answer_acks_syn |= f.ack() && syn_acked;
         } else if f.ack() {
             if c.stale.is_empty() {
                 c.stale_first_ts = ts;
@@ -121,6 +251,8 @@ struct Seen {
     retrans: Option<RetransKind>,
     /// A zero-window probe.
     probe: bool,
+    /// The retransmitted data had been acknowledged before this copy was sent.
+    spurious: bool,
 }
 
 /// Where the segment sits in its sender's sequence space: new data, a retransmission (and
@@ -143,6 +275,7 @@ fn sequence(
     let (h, rev) = c.half.split_mut(d);
     let mut retrans = None;
     let mut probe = false;
+    let mut already_acked = false;
     match h.next_seq {
         None => {
             h.next_seq = Some(seq.wrapping_add(eff));
@@ -188,6 +321,7 @@ fn sequence(
                             h.out_of_order += 1;
                             totals.out_of_order += 1;
                         } else {
+                            already_acked = spurious;
                             let below_una = rev.last_ack.is_none_or(|a| seq <= a);
                             let sacked_above = rev.sack_hi.is_some_and(|hi| hi > seq);
                             retrans = Some(if f.syn() {
@@ -227,7 +361,11 @@ fn sequence(
             RetransKind::Other => totals.retransmissions_other += 1,
         }
     }
-    Seen { retrans, probe }
+    Seen {
+        retrans,
+        probe,
+        spurious: already_acked,
+    }
 }
 
 /// Window full (Wireshark's `tcp.analysis.window_full`): this segment of `h`'s sender fills
@@ -313,10 +451,13 @@ fn advertised(c: &mut Conn, s: &Segment, d: Dir, totals: &mut Totals) {
     h.win_known = true;
 }
 
-/// FINs both ways close the incarnation (the first FIN tells who holds TIME_WAIT); a reset
-/// closes it unless it only answers a SYN.
+/// FINs both ways close the incarnation (the first FIN tells who holds TIME_WAIT). A reset
+/// closes it, except around the handshake: a reset answering a SYN closes it only when the
+/// client accepts it (it acknowledges the SYN: refused); one that does not is ignored by the
+/// client (RFC 9293 section 3.10.7.3), and the client's reset of a stale answer is part of
+/// the handshake. `answer`: the segment answered a SYN in place of a SYN-ACK.
 #[inline]
-fn close(c: &mut Conn, s: &Segment, d: Dir, totals: &mut Totals) {
+fn close(c: &mut Conn, s: &Segment, d: Dir, answer: bool, totals: &mut Totals) {
     let f = s.flags;
     if f.fin() && !c.half[d].fin {
         c.half[d].fin = true;
@@ -331,15 +472,18 @@ fn close(c: &mut Conn, s: &Segment, d: Dir, totals: &mut Totals) {
     }
     if f.rst() {
         totals.resets += 1;
-        let handshake_noise = c.synack.is_none() && (d == Dir::C2s || c.awaiting_answer);
-        if !handshake_noise || c.syn_count == 0 {
+        if answer {
+            if c.rst_answer_acks_syn {
+                c.half[d].rst = true;
+                c.close = CloseKind::Rst { by_client: false };
+            }
+        } else if c.synack.is_some() || c.syn_count == 0 {
             c.half[d].rst = true;
             c.close = CloseKind::Rst {
                 by_client: d == Dir::C2s,
             };
-        } else if d == Dir::S2c {
-            // A reset answering a SYN: refused (or a collision answered by a reset).
-            c.close = CloseKind::Rst { by_client: false };
         }
+        // Otherwise a reset before the SYN-ACK that answers nothing (the client's reset of
+        // a stale answer, a repeated reset): part of the handshake.
     }
 }

@@ -464,7 +464,7 @@ fn port_reuse_into_time_wait_without_timestamps_collides() {
 
 /// Eight senders answer one receiver through a shallow tbf queue, round after round; returns
 /// the exit code and JSON of `analyze` on the senders' capture, and the slowest round.
-fn incast_capture() -> (i32, Value, Duration) {
+fn incast_capture(rto_min: Option<&str>) -> (i32, Value, Duration) {
     // senders (S) -- router (M, tbf with a shallow queue toward R) -- receiver (R).
     let snd = Netns::new("anics");
     let mid = Netns::new("anicm");
@@ -472,7 +472,12 @@ fn incast_capture() -> (i32, Value, Duration) {
     let (is, _) = support::veth(&snd, "10.77.14.1/24", &mid, "10.77.14.2/24");
     let (im, _) = support::veth(&mid, "10.77.15.1/24", &rcv, "10.77.15.2/24");
     mid.sysctl("net.ipv4.ip_forward", "1");
-    snd.exec("ip route add 10.77.15.0/24 via 10.77.14.2");
+    match rto_min {
+        Some(r) => snd.exec(&format!(
+            "ip route add 10.77.15.0/24 via 10.77.14.2 rto_min {r}"
+        )),
+        None => snd.exec("ip route add 10.77.15.0/24 via 10.77.14.2"),
+    };
     rcv.exec("ip route add 10.77.14.0/24 via 10.77.15.1");
     mid.exec(&format!(
         "tc qdisc add dev {im} root tbf rate 100mbit burst 16kb limit 12kb"
@@ -535,7 +540,7 @@ fn tbf_bottleneck_with_several_senders_is_incast() {
     let mut attempt = 0;
     let (code, v, worst) = loop {
         attempt += 1;
-        let (code, v, worst) = incast_capture();
+        let (code, v, worst) = incast_capture(None);
         if attempt == 3 || pathologies(&v).contains(&"incast".to_string()) {
             break (code, v, worst);
         }
@@ -552,16 +557,21 @@ fn tbf_bottleneck_with_several_senders_is_incast() {
     assert!(!eps.is_empty());
     for e in eps {
         assert_eq!(e["receiver"], "10.77.15.2");
-        let timed_out = e["flows_timed_out"].as_u64().unwrap();
+        let lost = e["flows_lost"].as_u64().unwrap();
         let fan_in = e["fan_in"].as_u64().unwrap();
-        // Either several flows timed out together, or every sender (3 or more) went silent
-        // until one flow's timeout (the barrier form).
-        let together = timed_out >= 3;
+        // Either several flows lost segments together, or every sender (3 or more) went
+        // silent until one flow's timeout (the barrier form).
+        let together = lost >= 3 && lost * 4 >= fan_in;
         let barrier = e["receiver_silent_us"].as_u64().unwrap() >= 180_000 && fan_in >= 3;
         assert!(together || barrier, "{e:#}");
-        assert!(fan_in >= timed_out, "{e:#}");
-        assert!(e["stall_us"].as_u64().unwrap() >= 180_000, "{e:#}");
+        assert!(fan_in >= lost, "{e:#}");
     }
+    // With the default RTO floor, the worst repair of some episode waited for a timeout.
+    assert!(
+        eps.iter()
+            .any(|e| e["stall_us"].as_u64().unwrap() >= 180_000),
+        "{eps:#?}"
+    );
     assert!(v["totals"]["retransmissions_rto"].as_u64().unwrap() >= 3);
 }
 
@@ -597,7 +607,9 @@ fn slow_reader_with_16k_receive_buffer_shows_zero_windows() {
     let (code, v) = analyze(&file, &[]);
     assert_eq!(code, 1);
     let f = finding(&v, "slow_reader");
-    assert_eq!(f["severity"], "warning");
+    // The writer waits on the closed window for most of the transfer: time lost.
+    assert_eq!(f["severity"], "critical", "{f:#}");
+    assert_eq!(f["severity_rule"], "time_lost", "{f:#}");
     let d = &v["details"]["slow_readers"];
     assert_eq!(d["flows"], 1);
     assert!(d["zero_window_ads"].as_u64().unwrap() >= 2, "{d:#}");
@@ -970,4 +982,471 @@ fn help_teaches_and_bad_flags_are_one_line_errors() {
     let (code, _, err) = support::run(&["analyze", "x.pcap", "--port-range", "9-1"]);
     assert_eq!(code, 2);
     assert!(err.contains("--port-range"), "{err}");
+}
+
+/// Issue 9 defect 9: the same incast with the remedy applied (`rto_min 5ms` on the senders'
+/// route): losses are still synchronized, so it is still incast, and the finding says the
+/// short timers are in effect and what the losses still cost; the retransmissions of the
+/// flows caught are its evidence, not findings of their own.
+#[test]
+fn incast_with_a_5ms_rto_min_is_still_incast_and_says_the_remedy_is_in_effect() {
+    if !support::require_root(
+        "incast_with_a_5ms_rto_min_is_still_incast_and_says_the_remedy_is_in_effect",
+    ) {
+        return;
+    }
+    let mut attempt = 0;
+    let (code, v, worst) = loop {
+        attempt += 1;
+        let (code, v, worst) = incast_capture(Some("5ms"));
+        if attempt == 3 || pathologies(&v).contains(&"incast".to_string()) {
+            break (code, v, worst);
+        }
+        eprintln!("attempt {attempt}: no incast in the capture (worst round {worst:?}); again");
+    };
+    assert_eq!(code, 1);
+    let f = finding(&v, "incast");
+    let summary = f["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("rto_min")
+            && summary.contains("in effect")
+            && summary.contains("still cost"),
+        "worst round {worst:?}: {summary}"
+    );
+    // Short timers: no repair waited anywhere near the default 200 ms floor.
+    let stall = f["impact"]["worst_stall_us"].as_u64().unwrap();
+    assert!(stall < 100_000, "{f:#}");
+    assert!(
+        f["impact"]["time_lost_share"].as_f64().unwrap() > 0.0,
+        "{f:#}"
+    );
+    assert!(
+        f["evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["kind"] == "examples"
+                && e["what"].as_str().unwrap().contains("not reported again")),
+        "{f:#}"
+    );
+    // Nothing is reported twice: a retransmission finding, if any, is about flows the
+    // incast episodes did not catch.
+    let folded_flows = v["details"]["incast"].as_array().unwrap().len();
+    assert!(folded_flows > 0);
+    let p = pathologies(&v);
+    assert_eq!(p[0], "incast", "{p:?}");
+}
+
+/// A tcpdump capture on `lo` of namespace `ns`, with the client side `f` run in it.
+fn loopback_capture<T: Send + 'static>(
+    ns: &Netns,
+    file: &TempFile,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    ns.exec(
+        "ip link set lo mtu 1500; ethtool -K lo tso off gso off gro off >/dev/null 2>&1 || true",
+    );
+    let dump = Tcpdump::start(ns, "lo", file);
+    let out = spawn_in_netns(ns, f).join().unwrap();
+    dump.stop();
+    out
+}
+
+/// Sets SO_LINGER {on, 0}: close() sends a reset and leaves no TIME_WAIT.
+fn linger_zero(fd: i32) {
+    let l = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            &l as *const libc::linger as *const libc::c_void,
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    check(rc, "SO_LINGER");
+}
+
+/// Issue 9 defect 8: a connect/send/read/close loop with SO_LINGER 0 and TCP_NODELAY
+/// reuses its ports at once (a reset close leaves no TIME_WAIT). When the server missed a
+/// close reset (here nftables drops 5% of them: the state the kernel race of the
+/// stale-ACK report left behind), the reused port's SYN is answered by a stale ACK. That is
+/// the stale-ACK race, first; it is not port exhaustion, however fast the churn.
+#[test]
+fn linger_zero_churn_with_stale_acks_is_a_stale_ack_race_not_port_exhaustion() {
+    if !support::require_root(
+        "linger_zero_churn_with_stale_acks_is_a_stale_ack_race_not_port_exhaustion",
+    ) {
+        return;
+    }
+    let ns = Netns::new("anlinger");
+    // A small range so that ports come round quickly (listener port 4242 is outside it).
+    ns.sysctl("net.ipv4.ip_local_port_range", "40000 40199");
+    ns.exec(
+        "nft add table inet tdoclinger && nft add chain inet tdoclinger in \"{ type filter hook input priority 0; }\" && nft add rule inet tdoclinger in tcp dport 4242 tcp flags \\& \\(rst \\| ack\\) == \\(rst \\| ack\\) numgen random mod 100 \\< 5 drop",
+    );
+    let file = TempFile::new("linger");
+    let server = serve(&ns, "127.0.0.1:4242", None, |lst| {
+        let mut n = 0u32;
+        loop {
+            let (mut c, _) = lst.accept().unwrap();
+            let mut b = [0u8; 4];
+            let _ = c.read_exact(&mut b);
+            if &b == b"stop" {
+                break n;
+            }
+            n += 1;
+        }
+    });
+    let made = loopback_capture(&ns, &file, || {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut made = 0u32;
+        while made < 3000 && Instant::now() < deadline {
+            let mut c = TcpStream::connect("127.0.0.1:4242").unwrap();
+            c.set_nodelay(true).unwrap();
+            linger_zero(std::os::fd::AsRawFd::as_raw_fd(&c));
+            c.write_all(b"abcd").unwrap();
+            let mut b = [0u8; 4];
+            let _ = c.read(&mut b);
+            drop(c);
+            made += 1;
+        }
+        let mut c = TcpStream::connect("127.0.0.1:4242").unwrap();
+        c.write_all(b"stop").unwrap();
+        made
+    });
+    server.join().unwrap();
+    assert!(made >= 1000, "only {made} connections in 30 s");
+    let (code, v) = analyze(&file, &[]);
+    assert_eq!(code, 1);
+    let p = pathologies(&v);
+    assert_eq!(
+        p.first().map(String::as_str),
+        Some("stale_ack_race"),
+        "{p:?}"
+    );
+    assert!(!p.contains(&"port_exhaustion".to_string()), "{p:?}");
+    let d = &v["details"]["stale_ack_races"];
+    assert!(d["count"].as_u64().unwrap() >= 5, "{d:#}");
+    assert_eq!(d["count"], d["answered_by_stale_ack"]);
+    let dest = &v["details"]["destinations"][0];
+    assert_eq!(dest["client_closed_first"], 0, "{dest:#}");
+    assert!(dest["reset_closes"].as_u64().unwrap() >= 1000, "{dest:#}");
+}
+
+/// Issue 9 defect 7: a client that opens connections toward one destination much faster
+/// than the default port budget (28,232 ports / 60 s = 471/s) and closes them first is
+/// port exhaustion without --port-range: the rate is taken over the real span.
+#[test]
+fn a_client_faster_than_the_default_port_budget_is_port_exhaustion_without_a_port_range() {
+    if !support::require_root(
+        "a_client_faster_than_the_default_port_budget_is_port_exhaustion_without_a_port_range",
+    ) {
+        return;
+    }
+    let (c, s, ic, _) = pair("anport", 17);
+    let file = TempFile::new("ports");
+    let server = serve(&s, "10.77.17.2:7007", None, |lst| {
+        for _ in 0..300 {
+            let (mut conn, _) = lst.accept().unwrap();
+            let mut b = [0u8; 16];
+            // The client closes first: read to its FIN, then close.
+            while conn.read(&mut b).map(|n| n > 0).unwrap_or(false) {}
+        }
+    });
+    let dump = Tcpdump::start(&c, &ic, &file);
+    let took = spawn_in_netns(&c, || {
+        let t = Instant::now();
+        for _ in 0..300 {
+            let mut conn = TcpStream::connect("10.77.17.2:7007").unwrap();
+            conn.write_all(b"x").unwrap();
+            conn.shutdown(std::net::Shutdown::Write).unwrap();
+            let mut b = [0u8; 1];
+            let _ = conn.read(&mut b);
+        }
+        t.elapsed()
+    })
+    .join()
+    .unwrap();
+    server.join().unwrap();
+    dump.stop();
+    let (code, v) = analyze(&file, &[]);
+    assert_eq!(code, 1);
+    let d = &v["details"]["destinations"][0];
+    assert_eq!(d["client_closed_first"], 300, "{d:#}");
+    assert_eq!(d["port_range_source"], "linux_default");
+    // 300 connections in `took`: the capture's rate agrees with the loop's.
+    let rate = d["client_closed_first_per_s"].as_f64().unwrap();
+    let loop_rate = 300.0 / took.as_secs_f64();
+    assert!(rate >= loop_rate * 0.8, "{rate} vs {loop_rate}: {d:#}");
+    if loop_rate > 600.0 {
+        let f = finding(&v, "port_exhaustion");
+        assert_eq!(f["severity"], "critical", "{f:#}");
+        assert_eq!(f["severity_rule"], "budget_exhausted");
+    } else {
+        eprintln!("the machine managed only {loop_rate:.0} connections/s: not above the budget");
+    }
+}
+
+/// Issue 9 defect 13: `--idle-timeout` shorter than the SYN ladder keeps the SYN findings
+/// (a critical capture used to become healthy).
+#[test]
+fn an_idle_timeout_shorter_than_the_syn_ladder_keeps_syn_findings() {
+    let path = workspace().join("tests/data/analyze/syn-drop.pcap");
+    let p = path.to_str().unwrap();
+    let (code, out, err) = support::run(&["analyze", p, "--json", "--idle-timeout", "500ms"]);
+    assert_eq!(code, 1, "{err}");
+    let v = support::json(&out, &err);
+    let f = finding(&v, "syn_retransmit");
+    assert_eq!(f["severity"], "critical");
+    assert_eq!(v["details"]["syn_retransmits"]["connections"], 2);
+    assert_eq!(v["totals"]["connections"], 2);
+}
+
+/// Issue 9 defect 11: SYNs from 300,000 distinct sources, none answered (a SYN flood
+/// capture built here), are named unanswered_syn; they used to make a healthy verdict.
+#[test]
+fn unanswered_syns_from_distinct_sources_are_named_not_healthy() {
+    use tcpdoctor_capture::write::{PcapWriter, WriteLink};
+    use tcpdoctor_capture::{Segment, TcpFlags, TcpOptions};
+    let file = TempFile::new("synflood");
+    let mut w = PcapWriter::new(
+        std::io::BufWriter::new(File::create(&file.0).unwrap()),
+        WriteLink::RawIp,
+        false,
+        0,
+    )
+    .unwrap();
+    let t0 = 1_700_000_000_000_000_000u64;
+    const N: u32 = 300_000;
+    for i in 0..N {
+        // 20,000 SYNs a second, each from its own address, none answered.
+        w.write_segment(&Segment {
+            frame: 0,
+            ts_ns: t0 + u64::from(i) * 50_000,
+            src: std::net::IpAddr::V4(std::net::Ipv4Addr::from(0x0b00_0000 + i)),
+            dst: "10.9.9.9".parse().unwrap(),
+            src_port: 1024 + (i % 60_000) as u16,
+            dst_port: 80,
+            seq: i.wrapping_mul(2_654_435_761),
+            ack: 0,
+            flags: TcpFlags(TcpFlags::SYN),
+            window: 64240,
+            payload_len: 0,
+            options: TcpOptions::default(),
+        })
+        .unwrap();
+    }
+    w.into_inner().unwrap();
+    let (code, v) = analyze(&file, &[]);
+    assert_eq!(code, 1);
+    let f = finding(&v, "unanswered_syn");
+    assert_eq!(f["severity"], "critical");
+    assert!(
+        f["summary"].as_str().unwrap().contains("SYN flood"),
+        "{f:#}"
+    );
+    let u = &v["details"]["unanswered_syns"];
+    let failed = u["connections"].as_u64().unwrap();
+    let waiting = u["waiting_at_end"].as_u64().unwrap();
+    assert_eq!(failed + waiting, u64::from(N), "{u:#}");
+    // Those of the last ~2.1 s were still within their first rung at the end.
+    assert!(failed >= 250_000, "{u:#}");
+    assert_eq!(u["summarised_early"], 0, "{u:#}");
+    // Half-open state ends with the ladder (1 s rung, its lateness, 1 s slack): about
+    // 2.1 s of SYNs are held at once, not all of them.
+    let peak = v["totals"]["peak_tracked_connections"].as_u64().unwrap();
+    assert!(peak <= 45_000, "{peak}");
+}
+
+/// One TCP segment for a built capture.
+#[allow(clippy::too_many_arguments)]
+fn seg(
+    t_us: u64,
+    c2s: bool,
+    port: u16,
+    flags: u8,
+    seq: u32,
+    ack: u32,
+    len: u32,
+) -> tcpdoctor_capture::Segment {
+    let (c, s): (std::net::IpAddr, std::net::IpAddr) =
+        ("10.1.1.1".parse().unwrap(), "10.1.1.2".parse().unwrap());
+    let (src, dst, sp, dp) = if c2s {
+        (c, s, port, 8080)
+    } else {
+        (s, c, 8080, port)
+    };
+    let syn = flags & tcpdoctor_capture::TcpFlags::SYN != 0;
+    tcpdoctor_capture::Segment {
+        frame: 0,
+        ts_ns: 1_407_000_000_000_000_000 + t_us * 1_000,
+        src,
+        dst,
+        src_port: sp,
+        dst_port: dp,
+        seq,
+        ack,
+        flags: tcpdoctor_capture::TcpFlags(flags),
+        window: 49640,
+        payload_len: len,
+        options: tcpdoctor_capture::TcpOptions {
+            mss: syn.then_some(1460),
+            ..Default::default()
+        },
+    }
+}
+
+/// A request/response connection on `port` from `t` (us): handshake, 100 bytes up, 200
+/// bytes down, the server closes first (so it holds TIME_WAIT, as on illumos app servers).
+/// Returns the client's and server's next sequence numbers.
+fn exchange(
+    out: &mut Vec<tcpdoctor_capture::Segment>,
+    t: u64,
+    port: u16,
+    ci: u32,
+    si: u32,
+) -> (u32, u32) {
+    use tcpdoctor_capture::TcpFlags as T;
+    let (a, s, f, p) = (T::ACK, T::SYN, T::FIN, T::PSH);
+    let (c1, s1) = (ci.wrapping_add(1), si.wrapping_add(1));
+    out.push(seg(t + 100, false, port, s | a, si, c1, 0));
+    out.push(seg(t + 200, true, port, a, c1, s1, 0));
+    out.push(seg(t + 300, true, port, p | a, c1, s1, 100));
+    let c2 = c1.wrapping_add(100);
+    out.push(seg(t + 2_000, false, port, p | a, s1, c2, 200));
+    let s2 = s1.wrapping_add(200);
+    out.push(seg(t + 2_100, false, port, f | a, s2, c2, 0));
+    out.push(seg(t + 2_200, true, port, a, c2, s2.wrapping_add(1), 0));
+    out.push(seg(t + 2_300, true, port, f | a, c2, s2.wrapping_add(1), 0));
+    out.push(seg(
+        t + 2_400,
+        false,
+        port,
+        a,
+        s2.wrapping_add(1),
+        c2.wrapping_add(1),
+        0,
+    ));
+    (c2.wrapping_add(1), s2.wrapping_add(1))
+}
+
+/// Issue 9 defect 14: the illumos form of the TIME_WAIT collision, in a snoop capture built
+/// here. The server closed first and holds TIME_WAIT; a new SYN on the same 4-tuple whose
+/// ISN is below the old sequence numbers is taken for an old duplicate and answered by a
+/// reset that does not acknowledge it; the client ignores the reset and resends the SYN
+/// after 1.1 s (once, 3.4 s after the first SYN, a second reset and resend). Every count is
+/// exact: the collisions (none filed as refused), the answers (resets, not ACKs), the SYN
+/// retransmissions, no data or FIN of the new incarnations counted as retransmissions, and
+/// delays measured from the answer, never absolute times.
+#[test]
+fn illumos_time_wait_collision_answered_by_resets_is_counted_exactly_in_snoop() {
+    use tcpdoctor_capture::write::SnoopWriter;
+    use tcpdoctor_capture::TcpFlags as T;
+    let (s, r, a) = (T::SYN, T::RST, T::ACK);
+    let mut v = Vec::new();
+    // Port 50003: the capture begins with a colliding SYN (its old connection unseen).
+    v.push(seg(0, true, 50003, s, 100, 0, 0));
+    v.push(seg(80, false, 50003, r, 3_000_000_000, 0, 0));
+    v.push(seg(1_100_000, true, 50003, s, 100, 0, 0));
+    exchange(&mut v, 1_100_000, 50003, 100, 7_000);
+    // Ports 50001, 50002, 50004, 50005, 50006: a first connection each.
+    let mut last = std::collections::HashMap::new();
+    for (k, port) in [50001u16, 50002, 50004, 50005, 50006]
+        .into_iter()
+        .enumerate()
+    {
+        let t = 2_000_000 + k as u64 * 10_000;
+        let ci = 4_000_000_000 - k as u32 * 1_000;
+        v.push(seg(t, true, port, s, ci, 0, 0));
+        last.insert(
+            port,
+            exchange(&mut v, t, port, ci, 1_000_000 * (k as u32 + 1)),
+        );
+    }
+    // 5 s later the ports come round again with wrapped (low) ISNs.
+    let t = 7_000_000;
+    // 50001: reset without ACK, SYN resent after 1.1 s, connected.
+    v.push(seg(t, true, 50001, s, 5_000, 0, 0));
+    v.push(seg(t + 90, false, 50001, r, last[&50001].1, 0, 0));
+    v.push(seg(t + 1_100_000, true, 50001, s, 5_000, 0, 0));
+    exchange(&mut v, t + 1_100_000, 50001, 5_000, 70_000);
+    // 50002: reset, resent at 1.1 s, reset again, resent at 3.4 s, connected.
+    let t2 = t + 20_000;
+    v.push(seg(t2, true, 50002, s, 6_000, 0, 0));
+    v.push(seg(t2 + 90, false, 50002, r, last[&50002].1, 0, 0));
+    v.push(seg(t2 + 1_100_000, true, 50002, s, 6_000, 0, 0));
+    v.push(seg(t2 + 1_100_090, false, 50002, r, last[&50002].1, 0, 0));
+    v.push(seg(t2 + 3_400_000, true, 50002, s, 6_000, 0, 0));
+    exchange(&mut v, t2 + 3_400_000, 50002, 6_000, 80_000);
+    // 50004: a reset with an ACK of the old connection (not of this SYN): also ignored.
+    let t4 = t + 40_000;
+    v.push(seg(t4, true, 50004, s, 7_000, 0, 0));
+    v.push(seg(
+        t4 + 90,
+        false,
+        50004,
+        r | a,
+        last[&50004].1,
+        last[&50004].0,
+        0,
+    ));
+    v.push(seg(t4 + 1_100_000, true, 50004, s, 7_000, 0, 0));
+    exchange(&mut v, t4 + 1_100_000, 50004, 7_000, 90_000);
+    // 50006: reused with an ISN above the old sequence numbers: accepted at once.
+    let t6 = t + 60_000;
+    let isn6 = last[&50006].0.wrapping_add(100_000);
+    v.push(seg(t6, true, 50006, s, isn6, 0, 0));
+    exchange(&mut v, t6, 50006, isn6, 95_000);
+    v.sort_by_key(|x| x.ts_ns);
+    let file = TempFile::new("illumos");
+    let mut w = SnoopWriter::new(std::io::BufWriter::new(File::create(&file.0).unwrap())).unwrap();
+    for x in &v {
+        w.write_segment(x).unwrap();
+    }
+    w.into_inner().unwrap();
+
+    let (code, out, err) = support::run(&["analyze", file.path(), "--json"]);
+    assert_eq!(code, 1, "{err}");
+    let j = support::json(&out, &err);
+    assert_eq!(
+        j["capture"]["format"]["kind"], "snoop",
+        "{:#}",
+        j["capture"]
+    );
+    let p = pathologies(&j);
+    assert_eq!(p, ["time_wait_collision"], "{:#}", j["findings"]);
+    let d = &j["details"]["time_wait_collisions"];
+    assert_eq!(d["count"], 4, "{d:#}");
+    assert_eq!(d["answered_by_reset"], 4);
+    assert_eq!(d["answered_by_stale_ack"], 0);
+    assert_eq!(d["failed"], 0);
+    assert_eq!(j["details"]["refused_connects"]["count"], 0);
+    assert_eq!(j["details"]["stale_ack_races"]["count"], 0);
+    // Delays: from the reset to the resent SYN (1.1 s); connect up to 3.4 s.
+    let resend = d["max_resend_delay_us"].as_u64().unwrap();
+    assert!((1_099_000..1_101_000).contains(&resend), "{d:#}");
+    let connect = d["max_connect_delay_us"].as_u64().unwrap();
+    assert!((3_400_000..3_401_000).contains(&connect), "{d:#}");
+    // Five SYNs were resent and nothing else: no data or FIN of a new incarnation counted.
+    let t = &j["totals"];
+    assert_eq!(t["retransmissions_syn"], 5, "{t:#}");
+    assert_eq!(t["retransmissions"], 5, "{t:#}");
+    assert_eq!(t["connection_attempts"], 10, "{t:#}");
+    assert_eq!(t["reused_ports"], 4, "{t:#}");
+    let f = finding(&j, "time_wait_collision");
+    let summary = f["summary"].as_str().unwrap();
+    assert!(!summary.contains("answered by an ACK"), "{summary}");
+    assert!(summary.contains("4 answered by a reset"), "{summary}");
+    assert!(summary.contains("3.400 s"), "{summary}");
+    assert_eq!(f["severity"], "critical");
+    assert_eq!(f["severity_rule"], "long_stall");
+    for e in f["evidence"].as_array().unwrap() {
+        if let Some(d) = e["description"].as_str() {
+            assert!(!d.contains("answered by an ACK"), "{d}");
+        }
+    }
 }

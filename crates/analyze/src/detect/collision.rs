@@ -2,8 +2,10 @@
 //! TIME_WAIT (the side that closed first), or the stale-ACK race after a reset close. One
 //! [`Collisions`] per form, fed the incarnations [`super::handshake`] assigns to it.
 
+use std::time::Duration;
+
 use serde::Serialize;
-use tcpdoctor_model::{Evidence, Finding, Pathology, Remedy, Severity, Source};
+use tcpdoctor_model::{Evidence, Finding, Impact, Pathology, Remedy, Source};
 
 use super::handshake::{self, outcome, Outcome};
 use super::{us, Conclusion, Context, Detector, Example, EXAMPLES};
@@ -13,6 +15,14 @@ use crate::flow::Conn;
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct CollisionDetails {
     pub count: u64,
+    /// Colliding SYNs answered by an ACK of the old connection (the client resets it and
+    /// resends at once on Linux).
+    pub answered_by_stale_ack: u64,
+    /// Colliding SYNs answered by a reset that did not acknowledge them, which the client
+    /// ignored until its SYN timer resent the SYN (illumos TIME_WAIT).
+    pub answered_by_reset: u64,
+    /// Collisions whose connect never completed in the capture.
+    pub failed: u64,
     /// The reset did not clear the old state: the SYN was answered by a stale ACK again.
     pub stalls: u64,
     /// Colliding SYNs without the timestamp option (RFC 7323): the peer cannot tell new from old.
@@ -54,8 +64,16 @@ impl Detector for Collisions {
         let (t0, f0) = syns[0];
         let d = &mut self.d;
         d.count += 1;
-        let stall = c.stale.total >= 2 || (c.synack.is_none() && c.syn_count >= 2);
-        if stall {
+        if c.stale.is_empty() {
+            d.answered_by_reset += 1;
+        } else {
+            d.answered_by_stale_ack += 1;
+        }
+        if c.synack.is_none() && c.close != crate::flow::CloseKind::Open {
+            d.failed += 1;
+        }
+        // The old state answered again after the client's reset: the reset did not clear it.
+        if c.stale.total >= 2 {
             d.stalls += 1;
         }
         if !c.syn_ts_option {
@@ -72,9 +90,10 @@ impl Detector for Collisions {
             let v = r.interval_ns / 1_000;
             d.min_reuse_interval_us = Some(d.min_reuse_interval_us.map_or(v, |m| m.min(v)));
         }
-        // Resend delay: from the client's reset (or the stale answer) to the next SYN.
+        // Resend delay: from the client's reset of a stale answer (or the first answer, a
+        // reset the client ignored) to the next SYN.
         let mark = if c.client_rst.is_empty() {
-            c.stale_first_ts
+            c.first_answer_ts
         } else {
             c.client_rst_ts
         };
@@ -114,9 +133,9 @@ impl Detector for Collisions {
                 })
                 .unwrap_or_else(|| "previous connection not in the capture".into());
             let answer = if c.stale.is_empty() {
-                "answered by a reset"
+                "answered by a reset that did not acknowledge it; the client ignored the reset"
             } else {
-                "answered by an ACK of the old connection"
+                "answered by an ACK of the old connection; the client reset it"
             };
             let ts = if c.syn_ts_option {
                 "timestamps on"
@@ -131,17 +150,21 @@ impl Detector for Collisions {
                 flow: c.label(),
                 frames,
                 description: format!(
-                    "{reuse}; SYN ({ts}{}) {answer}; client reset it; SYN resent after {}; {outcome}",
-                    if isn_low { ", ISN not above the old sequence" } else { "" },
+                    "{reuse}; SYN ({ts}{}) {answer}; SYN resent {} after the answer; {outcome}",
+                    if isn_low {
+                        ", ISN not above the old sequence"
+                    } else {
+                        ""
+                    },
                     us(resend_ns / 1_000)
                 ),
             });
         }
     }
 
-    fn conclude(self, _ctx: &Context, out: &mut Conclusion) {
+    fn conclude(self, ctx: &Context, out: &mut Conclusion) {
         let race = self.kind == Kind::StaleAck;
-        if let Some(f) = finding(&self.d, race) {
+        if let Some(f) = finding(&self.d, race, ctx.totals.connection_attempts) {
             out.findings.push(f);
         }
         if race {
@@ -152,47 +175,56 @@ impl Detector for Collisions {
     }
 }
 
-#[allow(deprecated)]
-fn finding(d: &CollisionDetails, race: bool) -> Option<Finding> {
+/// Colliding connects: each delayed until the SYN was resent and answered (the stall), out
+/// of every connect; those never connected failed.
+fn finding(d: &CollisionDetails, race: bool, attempts: u64) -> Option<Finding> {
     if d.count == 0 {
         return None;
     }
-    let (p, sev, what) = if race {
-        (
-            Pathology::StaleAckRace,
-            if d.max_connect_delay_us >= 500_000 {
-                Severity::Critical
-            } else {
-                Severity::Warning
-            },
-            "after a reset close (SO_LINGER 0)",
-        )
+    let (p, what) = if race {
+        (Pathology::StaleAckRace, "after a reset close (SO_LINGER 0)")
     } else {
-        (
-            Pathology::TimeWaitCollision,
-            // A resend at the 1 s SYN timer (older kernels, illumos) stalls requests for
-            // seconds; Linux 4.x+ resends at TCP_TIMEOUT_MIN after the reset (milliseconds).
-            if d.max_connect_delay_us >= 500_000 {
-                Severity::Critical
-            } else {
-                Severity::Warning
-            },
-            "into TIME_WAIT",
-        )
+        (Pathology::TimeWaitCollision, "into TIME_WAIT")
     };
-    let mut f = Finding::legacy(
+    let mut answers = Vec::new();
+    if d.answered_by_stale_ack > 0 {
+        answers.push(format!(
+            "{} answered by an ACK of the old connection (the client reset it)",
+            d.answered_by_stale_ack
+        ));
+    }
+    if d.answered_by_reset > 0 {
+        answers.push(format!(
+            "{} answered by a reset that did not acknowledge the SYN (the client ignored it)",
+            d.answered_by_reset
+        ));
+    }
+    let attempts = attempts.max(d.count);
+    let impact = Impact::stalls(
+        d.count,
+        Some(attempts),
+        Some(Duration::from_micros(d.max_connect_delay_us)),
+    )
+    .with_failed(d.failed);
+    let mut f = Finding::new(
         p,
-        sev,
         Source::Analyze,
         format!(
-            "{} SYN(s) reused a 4-tuple {what}{} and were answered by an ACK of the old connection; SYN resent after up to {}, connect delayed up to {}",
+            "{} of {} connection attempt(s) reused a 4-tuple {what}{}: {}; SYN resent up to {} after the answer, connect delayed up to {}{}",
             d.count,
+            attempts,
             d.min_reuse_interval_us
-                .map(|v| format!(" {} after it closed", us(v)))
+                .map(|v| format!(" as soon as {} after its last packet", us(v)))
                 .unwrap_or_default(),
+            answers.join(", "),
             us(d.max_resend_delay_us),
-            us(d.max_connect_delay_us)
+            us(d.max_connect_delay_us),
+            match d.failed {
+                0 => String::new(),
+                n => format!("; {n} never connected"),
+            }
         ),
+        impact,
     )
     .setting(
         "TCP timestamps in the colliding SYNs",

@@ -27,6 +27,13 @@ pub(crate) enum Collision {
 }
 
 /// Classifies `c`'s handshake; `time_wait_ns` is the TIME_WAIT length.
+///
+/// A reset that acknowledges the SYN is a refusal: the client accepts it and connect()
+/// fails. A reset that does not (no ACK bit, or an ACK of something else) is ignored by the
+/// client (RFC 9293 section 3.10.7.3), which resends the SYN on its timer: the reset came
+/// from older state on the 4-tuple (illumos answers a SYN that lands in its TIME_WAIT with
+/// an old sequence number this way), a collision, when the client did resend after it or
+/// the 4-tuple had carried a connection within the TIME_WAIT length.
 pub(crate) fn outcome(c: &Conn, time_wait_ns: u64) -> Option<Outcome> {
     if c.syn_list().is_empty() {
         return None;
@@ -35,8 +42,13 @@ pub(crate) fn outcome(c: &Conn, time_wait_ns: u64) -> Option<Outcome> {
         return Some(Outcome::Collision(collision_kind(c)));
     }
     if !c.rst_answer.is_empty() {
+        if c.rst_answer_acks_syn {
+            return Some(Outcome::Refused);
+        }
         let recent = c.reuse.is_some_and(|r| r.interval_ns < time_wait_ns);
-        return Some(if recent && c.synack.is_some() {
+        let resent = c.syn_list().iter().any(|s| s.0 > c.first_answer_ts)
+            || c.syn_count as usize > c.syns.len();
+        return Some(if recent || resent {
             Outcome::Collision(collision_kind(c))
         } else {
             Outcome::Refused
@@ -53,7 +65,7 @@ fn collision_kind(c: &Conn) -> Collision {
     let race = matches!(
         c.reuse.map(|r| r.prev_close),
         Some(CloseKind::Rst { by_client: true })
-    ) || (c.reuse.is_none() && {
+    ) || (c.reuse.is_none() && !c.client_rst.is_empty() && {
         let resend = syns.get(1).map(|s| s.0.saturating_sub(c.client_rst_ts));
         resend.is_some_and(|d| d < 200_000_000)
     });

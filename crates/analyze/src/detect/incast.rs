@@ -1,61 +1,115 @@
-//! Incast: retransmission timeouts of several flows into one receiver at the same moment
-//! (synchronized losses at a shallow buffer), or the barrier form: every sender into the
-//! receiver silent until one flow's timeout. Keeps, per receiver, the flows that sent to it
-//! recently (the fan-in) and the goodput it got, for the cost estimate.
+//! Incast: several senders into one receiver lose segments at the same moment (their
+//! answers burst into a shallow buffer at the start of a round), and each repair stalls the
+//! round. Found from retransmissions of any kind, so it is named whether the losses are
+//! repaired by 200 ms timeouts, by short ones (a lowered `rto_min`) or by fast recovery.
+//!
+//! An episode is the retransmissions into one receiver within `incast_window` of the first.
+//! It is synchronized when at least `incast_min_flows` flows lost segments in it and they
+//! are at least a quarter of the flows sending into the receiver (random loss over many
+//! flows also puts a few into one window, but a small share of them). The barrier form:
+//! `incast_min_flows` or more flows were open and sending, then the receiver heard from none
+//! of them until a timeout repaired one (the others had finished their part and waited).
+//!
+//! The retransmissions of flows caught in an episode are this finding's evidence; the loss
+//! detectors leave them out ([`crate::flow::Conn::in_incast`]).
+//!
+//! Memory: per receiver, the flows that sent to it in the last seconds ([`Active`]) and the
+//! open episode; at most [`RECEIVERS_MAX`] receivers (idle ones are dropped first), at most
+//! [`HITS_MAX`] receivers with episodes, [`EPISODES_KEPT`] episodes in the details.
 
 use std::net::IpAddr;
+use std::time::Duration;
 
 use serde::Serialize;
-use tcpdoctor_model::{Evidence, Finding, Pathology, Severity, Source};
+use tcpdoctor_model::{timers::RTO_MIN_DEFAULT, Evidence, Finding, Impact, Pathology, Source};
 
-use super::{bytes_h, us, Conclusion, Context, Detector, EXAMPLES};
+use super::{us, Conclusion, Context, Detector, Retransmission, EXAMPLES};
 use crate::engine::Config;
-use crate::flow::{Conn, Dense, Dir, Endpoint};
+use crate::flow::{Conn, Dense, Dir, FastMap, RetransKind};
 
 /// Fan-in counts flows that sent data to the receiver within this long before the loss.
 const FANIN_LOOKBACK_NS: u64 = 100_000_000;
 /// A flow refreshes its fan-in entry at most this often (bounds the cost per data segment).
 const FANIN_REFRESH_NS: u64 = 10_000_000;
+/// Sightings older than this are dropped by the sweep.
+const FANIN_KEEP_NS: u64 = 2_000_000_000;
+/// Receivers followed at once.
+pub const RECEIVERS_MAX: usize = 4096;
+/// Receivers with incast episodes followed.
+const HITS_MAX: usize = 256;
+/// Episodes listed in the details (all are counted).
+const EPISODES_KEPT: usize = 64;
+/// Flows remembered as caught in episodes until they are summarised.
+const CAUGHT_MAX: usize = 1 << 16;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct IncastEpisode {
     pub receiver: String,
-    /// Offset of the first timeout of the episode from the capture start.
+    /// Offset of the first retransmission of the episode from the capture start.
     pub at_us: u64,
-    /// Distinct flows that timed out within the episode window.
-    pub flows_timed_out: u32,
-    /// Flows that sent data to the receiver just before the loss.
+    /// Distinct flows that retransmitted within the episode window.
+    pub flows_lost: u32,
+    /// Of the episode's retransmissions, those after an idle gap of at least the RTO floor.
+    pub timeouts: u32,
+    pub retransmissions: u32,
+    /// Open flows that sent data to the receiver just before the loss.
     pub fan_in: u32,
-    /// Longest idle gap ended by the episode's retransmissions.
+    /// Longest idle gap ended by the episode's retransmissions: how long the repair waited.
     pub stall_us: u64,
-    /// How long the receiver had heard from no sender at all when a retransmission of the
-    /// episode came (0 when others kept sending): every sender waiting on the ones that
-    /// timed out is the barrier form of incast (a request that needs every answer).
+    /// How long the receiver had heard from no sender at all when a timeout of the episode
+    /// came (0 when others kept sending): the barrier form.
     pub receiver_silent_us: u64,
     pub frames: Vec<u64>,
 }
 
-#[derive(Clone, Copy)]
-struct RtoEvent {
-    ts: u64,
-    gap_ns: u64,
-    frame: u64,
-    conn: u64,
-    receiver: Endpoint,
+/// The episode being gathered for a receiver.
+#[derive(Default)]
+struct Episode {
+    start_ts: u64,
+    flows: Vec<u64>,
+    retransmissions: u32,
+    timeouts: u32,
     fan_in: u32,
-    /// Time since the receiver last got data from any flow.
-    receiver_idle_ns: u64,
+    /// Of the fan-in, flows still open when counted (the barrier form needs them waiting).
+    fan_in_open: u32,
+    max_gap_ns: u64,
+    silent_ns: u64,
+    frames: Vec<u64>,
+    /// The time the receiver waited on this episode's repairs: from the earliest silence a
+    /// retransmission ended to the latest retransmission.
+    waited_from: u64,
+    waited_to: u64,
 }
 
 #[derive(Default)]
 struct Receiver {
     active: Active,
-    last_rto_ts: u64,
     /// The latest data segment into this receiver, from any flow.
     last_data_ts: u64,
-    bytes: u64,
-    first_ts: u64,
-    last_ts: u64,
+    first_data_ts: u64,
+    open: Option<Episode>,
+}
+
+/// A receiver with incast episodes, and what they cost.
+#[derive(Default)]
+struct Hit {
+    episodes: u64,
+    /// Of them, barrier episodes.
+    barrier: u64,
+    /// Time spent waiting on repairs: the union of the episodes' waits.
+    stall_total_ns: u64,
+    /// End of the waits counted so far.
+    waited_until: u64,
+    max_stall_ns: u64,
+    max_flows: u32,
+    max_fan_in: u32,
+    timeouts: u64,
+    first_data_ts: u64,
+    last_data_ts: u64,
+    /// Retransmissions of the flows caught, by kind (taken from the loss findings).
+    folded: [u64; 5],
+    folded_flows: u64,
+    examples: Vec<IncastEpisode>,
 }
 
 /// Connections sending into one receiver, with the capture time each was last seen: a list
@@ -78,6 +132,8 @@ struct Sighting {
     /// Connection id, or [`SUPERSEDED`].
     id: u64,
     ts: u64,
+    /// The connection has closed since.
+    closed: bool,
     /// The largest `ts` of this entry and all before it: sorted, unlike `ts`.
     max_ts: u64,
 }
@@ -89,25 +145,50 @@ impl Active {
     /// Records connection `id` seen at `ts`; `prev` is where it was recorded before (0 for
     /// never, else position + 1). Returns the new position + 1.
     fn insert(&mut self, id: u64, ts: u64, prev: u64) -> u64 {
-        if let Some(i) = prev.checked_sub(1).and_then(|p| p.checked_sub(self.base)) {
-            if let Some(e) = self.items.get_mut(i as usize) {
-                e.id = SUPERSEDED;
-            }
-        }
+        self.supersede(prev);
         let max_ts = self.items.back().map_or(ts, |b| b.max_ts.max(ts));
-        self.items.push_back(Sighting { id, ts, max_ts });
+        self.items.push_back(Sighting {
+            id,
+            ts,
+            closed: false,
+            max_ts,
+        });
         self.base + self.items.len() as u64
     }
 
-    /// Connections last seen at or after `since`.
-    fn count_since(&self, since: u64) -> u32 {
+    /// The sighting at `pos` (position + 1; 0 for none).
+    fn at(&mut self, pos: u64) -> Option<&mut Sighting> {
+        let i = pos.checked_sub(1)?.checked_sub(self.base)?;
+        self.items.get_mut(i as usize)
+    }
+
+    /// Marks the sighting at `pos` as replaced by a later one.
+    fn supersede(&mut self, pos: u64) {
+        if let Some(e) = self.at(pos) {
+            e.id = SUPERSEDED;
+        }
+    }
+
+    /// Marks the connection of the sighting at `pos` as closed.
+    fn close(&mut self, pos: u64) {
+        if let Some(e) = self.at(pos) {
+            e.closed = true;
+        }
+    }
+
+    /// Connections last seen at or after `since`: all of them, and those not closed.
+    fn count_since(&self, since: u64) -> (u32, u32) {
         let since = since.max(self.floor);
         // Before `from`, every time is below `since`.
         let from = self.items.partition_point(|e| e.max_ts < since);
-        self.items
-            .range(from..)
-            .filter(|e| e.id != SUPERSEDED && e.ts >= since)
-            .count() as u32
+        let (mut all, mut open) = (0, 0);
+        for e in self.items.range(from..) {
+            if e.id != SUPERSEDED && e.ts >= since {
+                all += 1;
+                open += u32::from(!e.closed);
+            }
+        }
+        (all, open)
     }
 
     /// Forgets the sightings before `keep` (those at the front now; a straggler with an
@@ -121,153 +202,232 @@ impl Active {
     }
 }
 
-/// Timeouts per receiver, with the fan-in at each.
 pub(crate) struct Incast {
-    incast_window_ns: u64,
+    window_ns: u64,
+    min_flows: u32,
     /// A data retransmission after this much silence was a timeout (as the engine judges).
     rto_floor_ns: u64,
-    rtos: Vec<RtoEvent>,
     receivers: Dense<IpAddr, Receiver>,
+    hits: Dense<IpAddr, Hit>,
+    /// Flows caught in an episode, until summarised: the receiver whose episode it was.
+    caught: FastMap<u64, IpAddr>,
+    episodes: Vec<IncastEpisode>,
+    /// Latest capture time seen.
+    now: u64,
+    /// Receivers dropped to bound the table.
+    receivers_dropped: u64,
 }
 
 impl Incast {
     pub(crate) fn new(cfg: &Config) -> Incast {
         Incast {
-            incast_window_ns: cfg.incast_window.as_nanos() as u64,
+            window_ns: cfg.incast_window.as_nanos() as u64,
+            min_flows: cfg.incast_min_flows,
             rto_floor_ns: cfg.rto_min.as_nanos() as u64 * 9 / 10,
-            rtos: Vec::new(),
             receivers: Dense::default(),
+            hits: Dense::default(),
+            caught: FastMap::default(),
+            episodes: Vec::new(),
+            now: 0,
+            receivers_dropped: 0,
         }
     }
 
-    /// Groups the timeouts into episodes.
-    fn episodes(&mut self, cfg: &Config) -> Vec<IncastEpisode> {
-        let window = cfg.incast_window.as_nanos() as u64;
-        self.rtos
-            .sort_by(|a, b| a.receiver.addr.cmp(&b.receiver.addr).then(a.ts.cmp(&b.ts)));
-        let mut out = Vec::new();
-        let mut i = 0;
-        while i < self.rtos.len() {
-            let start = self.rtos[i];
-            let mut j = i;
-            while j < self.rtos.len()
-                && self.rtos[j].receiver.addr == start.receiver.addr
-                && self.rtos[j].ts - start.ts <= window
-            {
-                j += 1;
-            }
-            let group = &self.rtos[i..j];
-            let mut conns: Vec<u64> = group.iter().map(|e| e.conn).collect();
-            conns.sort_unstable();
-            conns.dedup();
-            let fan_in = group
-                .iter()
-                .map(|e| e.fan_in)
-                .max()
-                .unwrap_or(0)
-                .max(conns.len() as u32);
-            // Synchronized, not chance: at least incast_min_flows flows, and at least a
-            // quarter of the flows that were sending into the receiver, timed out together.
-            // Random loss across thousands of short connections also puts a few timeouts
-            // into one window, but only a small share of the fan-in.
-            let synchronized =
-                conns.len() as u32 >= cfg.incast_min_flows && conns.len() as u32 * 4 >= fan_in;
-            // The barrier form: incast_min_flows or more flows were sending, then all of them
-            // went quiet until a timeout repaired the one(s) that lost their tail: the rest
-            // had finished and waited (a request that needs every answer).
-            let silent = group.iter().map(|e| e.receiver_idle_ns).max().unwrap_or(0);
-            let barrier = silent >= self.rto_floor_ns && fan_in >= cfg.incast_min_flows;
-            if synchronized || barrier {
-                let mut frames: Vec<u64> = group.iter().map(|e| e.frame).collect();
-                frames.sort_unstable();
-                out.push(IncastEpisode {
-                    receiver: start.receiver.addr.to_string(),
-                    at_us: start.ts / 1_000,
-                    flows_timed_out: conns.len() as u32,
-                    fan_in,
-                    stall_us: group.iter().map(|e| e.gap_ns).max().unwrap_or(0) / 1_000,
-                    receiver_silent_us: if barrier { silent / 1_000 } else { 0 },
-                    frames,
-                });
-            }
-            i = j;
+    /// The position of `addr` in the receiver table, adding it (and making room) when new.
+    fn receiver_index(&mut self, addr: IpAddr) -> u32 {
+        if self.receivers.get(&addr).is_none() && self.receivers.len() >= RECEIVERS_MAX {
+            self.make_room();
         }
-        out
+        self.receivers.index_or_insert_with(addr, Receiver::default)
     }
 
-    #[allow(deprecated)]
-    fn finding(&self, eps: &[IncastEpisode], cfg: &Config) -> Option<Finding> {
-        let worst = eps.iter().max_by_key(|e| (e.flows_timed_out, e.stall_us))?;
-        let stall_us: u64 = eps.iter().map(|e| e.stall_us).sum();
-        let receiver: IpAddr = worst.receiver.parse().ok()?;
-        let goodput = self
+    /// Drops receivers that have heard nothing for [`FANIN_KEEP_NS`] and have no episode
+    /// open; if that is not half of them, the least recently active half.
+    fn make_room(&mut self) {
+        let before = self.receivers.len();
+        let old = self.now.saturating_sub(FANIN_KEEP_NS);
+        self.receivers
+            .retain(|_, r| r.open.is_some() || r.last_data_ts >= old);
+        if self.receivers.len() > before / 2 {
+            let mut ts: Vec<u64> = self.receivers.iter().map(|(_, r)| r.last_data_ts).collect();
+            ts.sort_unstable();
+            let cut = ts[ts.len() / 2];
+            self.receivers
+                .retain(|_, r| r.open.is_some() || r.last_data_ts > cut);
+        }
+        self.receivers_dropped += (before - self.receivers.len()) as u64;
+    }
+
+    /// Judges the open episode of `addr` and records it when it is incast.
+    fn close_episode(&mut self, addr: IpAddr) {
+        let Some(r) = self.receivers.get_mut(&addr) else {
+            return;
+        };
+        let Some(ep) = r.open.take() else {
+            return;
+        };
+        let first_data_ts = r.first_data_ts;
+        let last_data_ts = r.last_data_ts;
+        let flows = ep.flows.len() as u32;
+        let fan_in = ep.fan_in.max(flows);
+        let synchronized = flows >= self.min_flows && flows * 4 >= fan_in;
+        let barrier = ep.silent_ns >= self.rto_floor_ns && ep.fan_in_open >= self.min_flows;
+        if !(synchronized || barrier) {
+            return;
+        }
+        if self.hits.get(&addr).is_none() && self.hits.len() >= HITS_MAX {
+            return;
+        }
+        let mut frames = ep.frames;
+        frames.sort_unstable();
+        let e = IncastEpisode {
+            receiver: addr.to_string(),
+            at_us: ep.start_ts / 1_000,
+            flows_lost: flows,
+            timeouts: ep.timeouts,
+            retransmissions: ep.retransmissions,
+            fan_in,
+            stall_us: ep.max_gap_ns / 1_000,
+            receiver_silent_us: if barrier { ep.silent_ns / 1_000 } else { 0 },
+            frames,
+        };
+        let h = self.hits.get_or_insert_with(addr, Hit::default);
+        h.episodes += 1;
+        h.barrier += u64::from(barrier);
+        let from = ep.waited_from.max(h.waited_until);
+        h.stall_total_ns += ep.waited_to.saturating_sub(from);
+        h.waited_until = h.waited_until.max(ep.waited_to);
+        h.max_stall_ns = h.max_stall_ns.max(ep.max_gap_ns);
+        h.max_flows = h.max_flows.max(flows);
+        h.max_fan_in = h.max_fan_in.max(fan_in);
+        h.timeouts += u64::from(ep.timeouts);
+        if h.first_data_ts == 0 || first_data_ts < h.first_data_ts {
+            h.first_data_ts = first_data_ts;
+        }
+        h.last_data_ts = h.last_data_ts.max(last_data_ts);
+        if h.examples.len() < EXAMPLES {
+            h.examples.push(e.clone());
+        }
+        for id in ep.flows {
+            if self.caught.len() < CAUGHT_MAX {
+                self.caught.insert(id, addr);
+            }
+        }
+        if self.episodes.len() < EPISODES_KEPT {
+            self.episodes.push(e);
+        }
+    }
+
+    /// Whether `c`'s retransmissions were caught in an incast episode: they are then this
+    /// detector's evidence, counted here.
+    pub(crate) fn caught(&mut self, c: &Conn) -> bool {
+        let Some(addr) = self.caught.remove(&c.id) else {
+            return false;
+        };
+        if let Some(h) = self.hits.get_mut(&addr) {
+            for k in [
+                RetransKind::Rto,
+                RetransKind::Fast,
+                RetransKind::Tlp,
+                RetransKind::Other,
+            ] {
+                h.folded[k.index()] += u64::from(c.lost_of(k));
+            }
+            h.folded_flows += 1;
+        }
+        true
+    }
+
+    fn finding(&self, addr: &IpAddr, h: &Hit, cfg: &Config, origin: u64) -> Finding {
+        let last = self
             .receivers
-            .get(&receiver)
-            .map(|r| {
-                let span = r.last_ts.saturating_sub(r.first_ts) as f64 / 1e9;
-                let active = (span - stall_us as f64 / 1e6).max(1e-3);
-                r.bytes as f64 / active
-            })
-            .unwrap_or(0.0);
-        let lost = goodput * stall_us as f64 / 1e6;
-        let max_fan = eps.iter().map(|e| e.fan_in).max().unwrap_or(0);
-        let mut f = Finding::legacy(
+            .get(addr)
+            .map_or(h.last_data_ts, |r| r.last_data_ts.max(h.last_data_ts));
+        let span_ns = last.saturating_sub(h.first_data_ts).max(h.stall_total_ns);
+        let share = if span_ns > 0 {
+            (h.stall_total_ns as f64 / span_ns as f64).min(1.0)
+        } else {
+            0.0
+        };
+        let worst = Duration::from_nanos(h.max_stall_ns);
+        let floor = RTO_MIN_DEFAULT.as_nanos() as u64 * 9 / 10;
+        let remedy = if h.max_stall_ns < floor / 2 {
+            format!(
+                "the losses were repaired after at most {}, not after the default 200 ms RTO floor: a lowered rto_min (or fast recovery) is in effect; they still cost",
+                us(h.max_stall_ns / 1_000)
+            )
+        } else {
+            "each repair waited for a retransmission timeout; the rounds lost".to_string()
+        };
+        let folded: u64 = h.folded.iter().sum();
+        let mut f = Finding::new(
             Pathology::Incast,
-            if eps.len() >= 3 {
-                Severity::Critical
-            } else {
-                Severity::Warning
-            },
             Source::Analyze,
             format!(
-                "{} synchronized timeout episode(s) into {}: up to {} flow(s) timed out within {} ms of each other (fan-in {}){}; {} stalled, ~{} of goodput lost",
-                eps.len(),
-                worst.receiver,
-                worst.flows_timed_out,
+                "{} synchronized loss episode(s) into {addr}: up to {} flows lost segments within {} ms of each other (fan-in {}){}; {remedy} {} in all ({:.1}% of the receiver's {}), longest {}",
+                h.episodes,
+                h.max_flows,
                 cfg.incast_window.as_millis(),
-                max_fan,
-                match eps.iter().filter(|e| e.receiver_silent_us > 0).count() {
+                h.max_fan_in,
+                match h.barrier {
                     0 => String::new(),
-                    n => format!(
-                        "; in {n} of them every sender went silent until the timeout"
-                    ),
+                    n => format!("; in {n} of them every sender went silent until a timeout"),
                 },
-                us(stall_us),
-                bytes_h(lost as u64)
+                us(h.stall_total_ns / 1_000),
+                100.0 * share,
+                us(span_ns / 1_000),
+                us(h.max_stall_ns / 1_000),
             ),
+            Impact::stalls(h.episodes, None, Some(worst)).with_time_lost(share),
         )
         .arithmetic(
             format!(
-                "{:.0} bytes/s goodput x {:.3} s stalled",
-                goodput,
-                stall_us as f64 / 1e6
+                "{:.3} s of repairs / {:.3} s of traffic into the receiver",
+                h.stall_total_ns as f64 / 1e9,
+                span_ns as f64 / 1e9
             ),
-            lost,
+            share,
         );
-        for e in eps.iter().take(EXAMPLES) {
+        if folded > 0 {
+            f = f.with_evidence(Evidence::Examples {
+                what: "retransmissions of the flows caught in these episodes (not reported again as retransmissions or timeouts)".into(),
+                items: vec![format!(
+                    "{folded} in {} flow(s): {} after a timeout, {} fast, {} TLP, {} other",
+                    h.folded_flows,
+                    h.folded[RetransKind::Rto.index()],
+                    h.folded[RetransKind::Fast.index()],
+                    h.folded[RetransKind::Tlp.index()],
+                    h.folded[RetransKind::Other.index()],
+                )],
+            });
+        }
+        for e in &h.examples {
             f = f.with_evidence(Evidence::Packets {
                 flow: format!("* > {}", e.receiver),
                 frames: e.frames.clone(),
                 description: if e.receiver_silent_us > 0 {
                     format!(
-                        "{} of {} senders resent after ~{}; the receiver heard from none of them for {}",
-                        e.flows_timed_out,
+                        "{} of {} senders resent after ~{}; the receiver heard from none of them for {} ({:.3} s into the capture)",
+                        e.flows_lost,
                         e.fan_in,
                         us(e.stall_us),
-                        us(e.receiver_silent_us)
+                        us(e.receiver_silent_us),
+                        e.at_us.saturating_sub(origin / 1_000) as f64 / 1e6
                     )
                 } else {
                     format!(
-                        "{} flows resent after ~{} of silence within {} ms; fan-in {}",
-                        e.flows_timed_out,
-                        us(e.stall_us),
+                        "{} of {} flows lost segments within {} ms and resent after up to {} ({} timeout(s); {:.3} s into the capture)",
+                        e.flows_lost,
+                        e.fan_in,
                         cfg.incast_window.as_millis(),
-                        e.fan_in
+                        us(e.stall_us),
+                        e.timeouts,
+                        e.at_us.saturating_sub(origin / 1_000) as f64 / 1e6
                     )
                 },
             });
         }
-        Some(f)
+        f
     }
 }
 
@@ -275,22 +435,39 @@ impl Detector for Incast {
     /// Refreshes the receiver's fan-in bookkeeping.
     #[inline]
     fn data(&mut self, c: &mut Conn, d: Dir, ts: u64) {
+        self.now = self.now.max(ts);
+        let epoch = self.receivers.epoch();
         let h = &mut c.half[d];
-        if h.receiver_idx != 0 {
+        let known = h.receiver_idx != 0 && h.receiver_epoch == epoch;
+        if known {
             let r = self.receivers.at_mut(h.receiver_idx - 1);
             r.last_data_ts = r.last_data_ts.max(ts);
+            if h.fanin_reported_ts != 0 && ts.saturating_sub(h.fanin_reported_ts) < FANIN_REFRESH_NS
+            {
+                return;
+            }
         }
-        if h.fanin_reported_ts != 0 && ts.saturating_sub(h.fanin_reported_ts) < FANIN_REFRESH_NS {
-            return;
-        }
-        h.fanin_reported_ts = ts;
-        let receiver = c.receiver(d).addr;
-        let i = self
-            .receivers
-            .index_or_insert_with(receiver, Receiver::default);
-        c.half[d].receiver_idx = i + 1;
+        c.half[d].fanin_reported_ts = ts;
+        let i = if known {
+            c.half[d].receiver_idx - 1
+        } else {
+            let i = self.receiver_index(c.receiver(d).addr);
+            // Positions in the old table's lists mean nothing now.
+            for h in [&mut c.half.c2s, &mut c.half.s2c] {
+                if h.receiver_epoch != self.receivers.epoch() {
+                    h.fanin_pos = 0;
+                    h.receiver_idx = 0;
+                }
+            }
+            c.half[d].receiver_idx = i + 1;
+            c.half[d].receiver_epoch = self.receivers.epoch();
+            i
+        };
         let r = self.receivers.at_mut(i);
         r.last_data_ts = r.last_data_ts.max(ts);
+        if r.first_data_ts == 0 {
+            r.first_data_ts = ts;
+        }
         // Over loopback both directions go into one receiver: one entry for the connection.
         let at = if c.client.addr == c.server.addr {
             Dir::C2s
@@ -300,73 +477,131 @@ impl Detector for Incast {
         c.half[at].fanin_pos = r.active.insert(c.id, ts, c.half[at].fanin_pos);
     }
 
-    fn timeout(&mut self, c: &Conn, d: Dir, ts: u64, gap_ns: u64, frame: u64) {
-        let receiver = c.receiver(d);
-        let since = ts.saturating_sub(gap_ns).saturating_sub(FANIN_LOOKBACK_NS);
-        let window = self.incast_window_ns;
-        let r = self
-            .receivers
-            .get_or_insert_with(receiver.addr, Receiver::default);
+    fn retransmitted(&mut self, x: &Retransmission) {
+        self.now = self.now.max(x.ts);
+        let addr = x.conn.receiver(x.dir).addr;
+        let window = self.window_ns;
+        let i = self.receiver_index(addr);
+        let r = self.receivers.at_mut(i);
+        if r.open
+            .as_ref()
+            .is_some_and(|ep| x.ts.saturating_sub(ep.start_ts) > window)
+        {
+            self.close_episode(addr);
+        }
+        let floor = self.rto_floor_ns;
+        let i = self.receiver_index(addr);
+        let r = self.receivers.at_mut(i);
         // Called before this segment counts as data: the silence the receiver had from all.
         let idle = if r.last_data_ts == 0 {
             0
         } else {
-            ts.saturating_sub(r.last_data_ts)
+            x.ts.saturating_sub(r.last_data_ts)
         };
-        // Counting the fan-in scans the receiver's recent senders: only worth it when this
-        // timeout follows another into the same receiver within the incast window, or when
-        // every sender had gone quiet (a lone timeout among busy senders cannot start an
-        // episode; the episode takes the largest fan-in of its events).
-        let fan_in = if idle >= self.rto_floor_ns
-            || (r.last_rto_ts != 0 && ts.saturating_sub(r.last_rto_ts) <= window)
-        {
-            r.active.count_since(since)
-        } else {
-            0
-        };
-        r.last_rto_ts = ts;
-        self.rtos.push(RtoEvent {
-            ts,
-            gap_ns,
-            frame,
-            conn: c.id,
-            receiver,
-            fan_in,
-            receiver_idle_ns: idle,
+        let ep = r.open.get_or_insert_with(|| Episode {
+            start_ts: x.ts,
+            waited_from: u64::MAX,
+            ..Episode::default()
         });
+        ep.waited_from = ep.waited_from.min(x.ts.saturating_sub(x.gap_ns));
+        ep.waited_to = ep.waited_to.max(x.ts);
+        let new_flow = !ep.flows.contains(&x.conn.id);
+        if new_flow && ep.flows.len() < 64 {
+            ep.flows.push(x.conn.id);
+        }
+        ep.retransmissions += 1;
+        let timeout = x.kind == RetransKind::Rto;
+        ep.timeouts += u32::from(timeout);
+        ep.max_gap_ns = ep.max_gap_ns.max(x.gap_ns);
+        if timeout {
+            ep.silent_ns = ep.silent_ns.max(idle);
+        }
+        if ep.frames.len() < 16 {
+            ep.frames.push(x.frame);
+        }
+        // Counting the fan-in walks the receiver's recent senders: only worth it once the
+        // episode has several flows, or when every sender had gone quiet before a timeout.
+        if (new_flow && ep.flows.len() >= 2) || (timeout && idle >= floor) {
+            let since = ep
+                .start_ts
+                .saturating_sub(ep.max_gap_ns)
+                .saturating_sub(FANIN_LOOKBACK_NS);
+            let (all, open) = r.active.count_since(since);
+            let ep = r.open.as_mut().expect("opened above");
+            ep.fan_in = ep.fan_in.max(all);
+            ep.fan_in_open = ep.fan_in_open.max(open);
+        }
     }
 
-    /// Prunes the fan-in lists.
+    /// A closed connection is no longer waiting (it counts for the barrier form no more).
+    fn closed(&mut self, c: &mut Conn) {
+        let epoch = self.receivers.epoch();
+        for d in [Dir::C2s, Dir::S2c] {
+            let h = &c.half[d];
+            if h.receiver_idx != 0 && h.receiver_epoch == epoch {
+                let pos = h.fanin_pos;
+                let r = self.receivers.at_mut(h.receiver_idx - 1);
+                r.active.close(pos);
+                // Over loopback the sighting is kept in the client half.
+                if c.client.addr == c.server.addr {
+                    r.active.close(c.half.c2s.fanin_pos);
+                }
+            }
+        }
+    }
+
+    /// Prunes the fan-in lists and judges episodes whose window has passed.
     fn sweep(&mut self, now: u64) {
-        let keep = now.saturating_sub(2_000_000_000);
+        self.now = self.now.max(now);
+        let keep = now.saturating_sub(FANIN_KEEP_NS);
+        let window = self.window_ns;
+        let mut due = Vec::new();
+        for (addr, r) in self.receivers.iter() {
+            if r.open
+                .as_ref()
+                .is_some_and(|ep| now.saturating_sub(ep.start_ts) > window)
+            {
+                due.push(*addr);
+            }
+        }
+        for addr in due {
+            self.close_episode(addr);
+        }
         for r in self.receivers.values_mut() {
             r.active.retain_since(keep);
         }
     }
 
-    /// Goodput per receiver (for the incast estimate), from both directions' data.
-    fn finished(&mut self, c: &Conn) {
-        for d in [Dir::C2s, Dir::S2c] {
-            let h = &c.half[d];
-            if h.bytes > 0 {
-                let r = self
-                    .receivers
-                    .get_or_insert_with(c.receiver(d).addr, Receiver::default);
-                if r.bytes == 0 || c.first_ts < r.first_ts {
-                    r.first_ts = c.first_ts;
-                }
-                r.bytes += h.bytes - h.retrans_bytes.min(h.bytes);
-                r.last_ts = r.last_ts.max(h.last_data_ts);
-            }
+    fn flush(&mut self) {
+        let open: Vec<IpAddr> = self
+            .receivers
+            .iter()
+            .filter(|(_, r)| r.open.is_some())
+            .map(|(a, _)| *a)
+            .collect();
+        for addr in open {
+            self.close_episode(addr);
         }
     }
 
     fn conclude(mut self, ctx: &Context, out: &mut Conclusion) {
-        let eps = self.episodes(ctx.cfg);
-        if let Some(f) = self.finding(&eps, ctx.cfg) {
-            out.findings.push(f);
+        self.flush();
+        let origin = ctx.first_ts_ns;
+        let mut hits: Vec<(&IpAddr, &Hit)> = self.hits.iter().collect();
+        hits.sort_by(|a, b| {
+            b.1.stall_total_ns
+                .cmp(&a.1.stall_total_ns)
+                .then(a.0.cmp(b.0))
+        });
+        for (addr, h) in hits {
+            out.findings.push(self.finding(addr, h, ctx.cfg, origin));
+        }
+        let mut eps = self.episodes;
+        for e in &mut eps {
+            e.at_us = e.at_us.saturating_sub(origin / 1_000);
         }
         out.details.incast = eps;
+        out.details.receivers_dropped = self.receivers_dropped;
     }
 }
 
@@ -381,21 +616,21 @@ mod tests {
         let p2 = a.insert(2, 110, 0);
         // Connection 1 seen again later: its first sighting no longer counts.
         let p1 = a.insert(1, 300, p1);
-        assert_eq!(a.count_since(0), 2);
-        assert_eq!(a.count_since(200), 1);
+        assert_eq!(a.count_since(0), (2, 2));
+        assert_eq!(a.count_since(200), (1, 1));
         // A straggler: an earlier time behind a later one is still found.
-        a.insert(3, 250, 0);
-        assert_eq!(a.count_since(200), 2);
-        assert_eq!(a.count_since(301), 0);
+        let p3 = a.insert(3, 250, 0);
+        assert_eq!(a.count_since(200), (2, 2));
+        assert_eq!(a.count_since(301), (0, 0));
+        // A closed connection still counts, but not as open.
+        a.close(p3);
+        assert_eq!(a.count_since(200), (2, 1));
         // The sweep forgets sightings before 120 (connection 2); positions stay valid.
         a.retain_since(120);
-        assert_eq!(a.count_since(0), 2);
+        assert_eq!(a.count_since(0), (2, 1));
         a.insert(1, 400, p1);
         a.insert(2, 410, p2);
-        assert_eq!(a.count_since(0), 3);
-        assert_eq!(a.count_since(350), 2);
-        // Forgetting up to 260 drops the straggler too, though it sits behind a later entry.
-        a.retain_since(260);
-        assert_eq!(a.count_since(0), 2);
+        assert_eq!(a.count_since(0), (3, 2));
+        assert_eq!(a.count_since(350), (2, 2));
     }
 }

@@ -1,7 +1,7 @@
 //! Microbursts, from the burst table the reading side keeps ([`crate::burst`]): the busiest
 //! millisecond against the link speed (when given) or against the capture's average.
 
-use tcpdoctor_model::{Finding, Pathology, Severity, Source};
+use tcpdoctor_model::{Finding, Impact, Pathology, Source};
 
 use super::{bytes_h, rate_h, Conclusion, Context, Detector};
 use crate::burst::BurstRow;
@@ -30,22 +30,24 @@ impl Detector for Microbursts {
 /// Microbursts from the burst table. With a link speed: the busiest 1 ms (the time scale of
 /// a shallow switch or qdisc buffer) reached 90% of the link while the 1 s average stayed
 /// under half of it. Without one: the busiest 1 ms carried >= 100 Mbit/s and >= 10x the
-/// capture's average (an informational finding: the link may be fast enough).
-#[allow(deprecated)]
+/// capture's average (context: the link may be fast enough).
+///
+/// A burst is a risk, not harm seen: with a link speed its impact is the share of the link
+/// the busiest millisecond used, as an exposure (losses, if any, are the loss detectors').
 pub fn microburst_finding(rows: &[BurstRow], link: Option<u64>) -> Option<Finding> {
     let ms = rows.iter().find(|r| r.resolution_us == 1_000)?;
     let sec = rows.iter().find(|r| r.resolution_us == 1_000_000)?;
     if sec.bins < 2 || ms.max_bytes == 0 {
         return None;
     }
-    let (severity, against) = match link.filter(|&l| l > 0) {
+    let (impact, against) = match link.filter(|&l| l > 0) {
         Some(l) => {
             let l = l as f64;
             if ms.max_bits_per_s < 0.9 * l || sec.max_bits_per_s >= 0.5 * l {
                 return None;
             }
             (
-                Severity::Warning,
+                Impact::budget(ms.max_bits_per_s / l).exposure(),
                 format!(
                     "{:.0}% of the {} link, while the busiest second averaged {:.0}%",
                     100.0 * ms.max_bits_per_s / l,
@@ -59,7 +61,7 @@ pub fn microburst_finding(rows: &[BurstRow], link: Option<u64>) -> Option<Findin
                 return None;
             }
             (
-                Severity::Info,
+                Impact::none(),
                 format!(
                     "{:.0}x the capture's average of {} (give --link-speed to compare with the link)",
                     ms.max_to_avg_ratio,
@@ -68,15 +70,15 @@ pub fn microburst_finding(rows: &[BurstRow], link: Option<u64>) -> Option<Findin
             )
         }
     };
-    let mut f = Finding::legacy(
+    let mut f = Finding::new(
         Pathology::Microburst,
-        severity,
         Source::Analyze,
         format!(
             "the busiest 1 ms carried {} ({}): {against}",
             bytes_h(ms.max_bytes),
             rate_h(ms.max_bits_per_s)
         ),
+        impact,
     );
     for r in rows.iter().filter(|r| r.resolution_us <= 100_000) {
         f = f.arithmetic(

@@ -17,11 +17,15 @@ mod ports;
 mod refused;
 mod retrans;
 mod slow;
+mod spurious;
 mod syn;
 mod timeouts;
+mod unanswered;
 
 use serde::Serialize;
 use tcpdoctor_model::{Evidence, Finding};
+
+use crate::flow::RetransKind;
 
 use crate::burst::BurstRow;
 use crate::engine::{Config, Totals};
@@ -30,12 +34,14 @@ use crate::flow::{Conn, Dir};
 pub use collision::CollisionDetails;
 pub use incast::IncastEpisode;
 pub use microburst::microburst_finding;
-pub use ports::DestinationDetails;
+pub use ports::{DestinationDetails, RangeSource};
 pub use refused::RefusedDetails;
 pub use retrans::RetransDetails;
 pub use slow::SlowReaderDetails;
+pub use spurious::SpuriousDetails;
 pub use syn::{AttemptCount, LadderFit, SynDetails};
 pub use timeouts::RtoDetails;
+pub use unanswered::UnansweredDetails;
 
 /// How many examples each detector keeps for evidence.
 pub(crate) const EXAMPLES: usize = 5;
@@ -47,24 +53,52 @@ pub trait Detector {
     fn opened(&mut self, _c: &Conn, _ts: u64) {}
     /// A segment with payload travelled in direction `d`.
     fn data(&mut self, _c: &mut Conn, _d: Dir, _ts: u64) {}
-    /// A retransmission in direction `d` ended an idle gap of at least the RTO floor.
-    fn timeout(&mut self, _c: &Conn, _d: Dir, _ts: u64, _gap_ns: u64, _frame: u64) {}
+    /// Data of direction `d` was sent again (a repair of a loss, not a SYN, not known to
+    /// be spurious when sent), `gap_ns` after the sender's previous segment.
+    fn retransmitted(&mut self, _r: &Retransmission) {}
+    /// The incarnation closed (FINs both ways, or a reset); it is summarised a little later.
+    fn closed(&mut self, _c: &mut Conn) {}
     /// Capture time passed `now` (about once a second of capture time).
     fn sweep(&mut self, _now: u64) {}
+    /// The capture ended: settle what is still open (before the last incarnations finish).
+    fn flush(&mut self) {}
     /// An incarnation ended (closed, idle, replaced, or the capture ended) and is summarised.
     fn finished(&mut self, _c: &Conn) {}
     /// Adds this detector's findings and its part of the details to `out`.
     fn conclude(self, ctx: &Context, out: &mut Conclusion);
 }
 
+/// One retransmission that repaired a loss, as [`Detector::retransmitted`] sees it.
+pub struct Retransmission<'a> {
+    pub conn: &'a Conn,
+    pub dir: Dir,
+    pub ts: u64,
+    pub kind: RetransKind,
+    /// Silence of the sender before it (the wait for its timer, for a timeout).
+    pub gap_ns: u64,
+    pub frame: u64,
+}
+
 /// What every conclusion may use: the configuration, the capture's totals and span, the
-/// microburst table.
+/// microburst table, and what was observed of all connections.
 pub struct Context<'a> {
     pub cfg: &'a Config,
     pub totals: &'a Totals,
+    /// Capture time of the first segment.
+    pub first_ts_ns: u64,
     /// First to last segment, capture time.
     pub span_ns: u64,
     pub bursts: &'a [BurstRow],
+    pub observed: &'a Observed,
+}
+
+/// Connections that carried data, and their time: what share-of-flows and share-of-time
+/// impacts are measured against.
+#[derive(Clone, Debug, Default)]
+pub struct Observed {
+    pub flows_with_data: u64,
+    /// Sum over those flows of first to last segment.
+    pub flow_time_ns: u64,
 }
 
 /// The detectors' findings (unranked) and detail record.
@@ -96,20 +130,28 @@ impl Example {
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Details {
     pub syn_retransmits: SynDetails,
+    pub unanswered_syns: UnansweredDetails,
     pub time_wait_collisions: CollisionDetails,
     pub stale_ack_races: CollisionDetails,
     pub refused_connects: RefusedDetails,
     /// Busiest (client address, server endpoint) pairs, most connections first (top 10).
     pub destinations: Vec<DestinationDetails>,
+    /// Destinations forgotten to bound memory (the ones with the fewest connections).
+    pub destinations_forgotten: u64,
     pub retransmit_timeouts: RtoDetails,
     pub incast: Vec<IncastEpisode>,
+    /// Receivers dropped from the fan-in table to bound memory (idle ones first).
+    pub receivers_dropped: u64,
     pub slow_readers: SlowReaderDetails,
     pub retransmissions: RetransDetails,
+    pub spurious_retransmissions: SpuriousDetails,
 }
 
 /// One detector of each kind, in the order their findings are listed before ranking.
 pub struct Detectors {
+    observed: Observed,
     syn: syn::SynRetransmits,
+    unanswered: unanswered::Unanswered,
     time_wait: collision::Collisions,
     stale_ack: collision::Collisions,
     refused: refused::Refused,
@@ -118,6 +160,7 @@ pub struct Detectors {
     timeouts: timeouts::Timeouts,
     retrans: retrans::Retransmissions,
     slow: slow::SlowReaders,
+    spurious: spurious::Spurious,
     microburst: microburst::Microbursts,
 }
 
@@ -126,6 +169,10 @@ macro_rules! each {
     ($d:expr, $x:ident => $call:expr) => {{
         {
             let $x = &mut $d.syn;
+            $call;
+        }
+        {
+            let $x = &mut $d.unanswered;
             $call;
         }
         {
@@ -161,6 +208,10 @@ macro_rules! each {
             $call;
         }
         {
+            let $x = &mut $d.spurious;
+            $call;
+        }
+        {
             let $x = &mut $d.microburst;
             $call;
         }
@@ -170,7 +221,9 @@ macro_rules! each {
 impl Detectors {
     pub fn new(cfg: &Config) -> Detectors {
         Detectors {
+            observed: Observed::default(),
             syn: syn::SynRetransmits::new(cfg),
+            unanswered: unanswered::Unanswered::new(cfg),
             time_wait: collision::Collisions::new(cfg, collision::Kind::TimeWait),
             stale_ack: collision::Collisions::new(cfg, collision::Kind::StaleAck),
             refused: refused::Refused::new(cfg),
@@ -179,6 +232,7 @@ impl Detectors {
             timeouts: timeouts::Timeouts::default(),
             retrans: retrans::Retransmissions::default(),
             slow: slow::SlowReaders::default(),
+            spurious: spurious::Spurious::default(),
             microburst: microburst::Microbursts::new(cfg),
         }
     }
@@ -194,22 +248,55 @@ impl Detectors {
     }
 
     #[inline]
-    pub fn timeout(&mut self, c: &Conn, dir: Dir, ts: u64, gap_ns: u64, frame: u64) {
-        each!(self, d => d.timeout(c, dir, ts, gap_ns, frame));
+    pub fn retransmitted(&mut self, r: &Retransmission) {
+        each!(self, d => d.retransmitted(r));
+    }
+
+    pub fn closed(&mut self, c: &mut Conn) {
+        each!(self, d => d.closed(c));
     }
 
     pub fn sweep(&mut self, now: u64) {
         each!(self, d => d.sweep(now));
     }
 
-    pub fn finished(&mut self, c: &Conn) {
+    pub fn flush(&mut self) {
+        each!(self, d => d.flush());
+    }
+
+    /// An incarnation is summarised. The incast detector goes first: when it takes the
+    /// incarnation's retransmissions as evidence of an incast episode it marks it
+    /// ([`Conn::in_incast`]), and the loss detectors leave them to it.
+    pub fn finished(&mut self, c: &mut Conn) {
+        c.in_incast = self.incast.caught(c);
+        if c.half.sum(|h| h.bytes) > 0 {
+            self.observed.flows_with_data += 1;
+            self.observed.flow_time_ns += c.last_ts.saturating_sub(c.first_ts);
+        }
         each!(self, d => d.finished(c));
     }
 
     /// Every detector's conclusion, in order.
-    pub fn conclude(self, ctx: &Context) -> Conclusion {
+    pub fn conclude(
+        self,
+        cfg: &Config,
+        totals: &Totals,
+        first_ts_ns: u64,
+        span_ns: u64,
+        bursts: &[BurstRow],
+    ) -> Conclusion {
+        let observed = self.observed.clone();
+        let ctx = &Context {
+            cfg,
+            totals,
+            first_ts_ns,
+            span_ns,
+            bursts,
+            observed: &observed,
+        };
         let mut out = Conclusion::default();
         self.syn.conclude(ctx, &mut out);
+        self.unanswered.conclude(ctx, &mut out);
         self.time_wait.conclude(ctx, &mut out);
         self.stale_ack.conclude(ctx, &mut out);
         self.refused.conclude(ctx, &mut out);
@@ -218,6 +305,7 @@ impl Detectors {
         self.timeouts.conclude(ctx, &mut out);
         self.retrans.conclude(ctx, &mut out);
         self.slow.conclude(ctx, &mut out);
+        self.spurious.conclude(ctx, &mut out);
         self.microburst.conclude(ctx, &mut out);
         out
     }

@@ -1,29 +1,92 @@
-//! Ephemeral-port pressure per destination: new connections from one client address to one
-//! server endpoint, the distinct source ports they used, their reuse, and the rate against
-//! the TIME_WAIT budget (ports in the range / TIME_WAIT length).
+//! Ephemeral-port pressure per destination (client address, server endpoint).
+//!
+//! A client's port toward one destination stays taken after a connection only when the
+//! client closed first with a FIN: it sits in TIME_WAIT for `TCP_TIMEWAIT_LEN` (60 s). A
+//! reset close leaves no TIME_WAIT on either side, and when the server closes first the
+//! TIME_WAIT is the server's: neither spends the client's ports, however fast the client
+//! reconnects. So the budget is `ports in the range / TIME_WAIT length` new connections per
+//! second, and only connections the client closed first count against it, at their rate over
+//! the real span they were opened in.
+//!
+//! The range: `--port-range` when given. A capture does not carry the client's
+//! `net.ipv4.ip_local_port_range`, so otherwise Linux's default (32768-60999, 28,232 ports),
+//! unless the source ports toward a destination fill a contiguous block completely and the
+//! client came back to ports of it: then that block is taken to be the whole range (Linux
+//! hands out ports of one parity first, so a block fills completely only once it ran short).
+//!
+//! Memory: at most [`DESTINATIONS_MAX`] destinations are followed; when the table is full,
+//! the half with the fewest connections is forgotten (a busy destination keeps its entry).
 
 use std::net::IpAddr;
 
 use serde::Serialize;
-use tcpdoctor_model::{Evidence, Finding, Pathology, Severity, Source};
+use tcpdoctor_model::{Evidence, Finding, Impact, Pathology, PortRange, Source};
 
 use super::{Conclusion, Context, Detector};
 use crate::engine::Config;
-use crate::flow::{Conn, Dense, Endpoint};
+use crate::flow::{CloseKind, Conn, Dense, Endpoint};
+
+/// Linux's default `net.ipv4.ip_local_port_range` (include/net/ip.h, `inet_init_net`).
+pub const LINUX_DEFAULT_RANGE: PortRange = PortRange {
+    low: 32768,
+    high: 60999,
+};
+
+/// Destinations followed at once.
+pub const DESTINATIONS_MAX: usize = 4096;
+
+/// Fewest connections closed by the client for a rate to be judged against the budget (a
+/// handful opened together says nothing about a sustained rate).
+const MIN_FOR_RATE: u64 = 100;
+
+/// Smallest block of ports taken for a whole range when filled completely.
+const MIN_BLOCK: u32 = 8;
+
+/// Where the port range a destination is judged against came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RangeSource {
+    /// `--port-range`.
+    Given,
+    /// Linux's default: the capture does not say.
+    LinuxDefault,
+    /// The source ports filled this block completely: probably the whole range.
+    FilledBlock,
+}
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct DestinationDetails {
     pub client: String,
     pub server: String,
+    /// Connection attempts (SYNs) toward the destination.
     pub connections: u64,
     pub distinct_ports: u32,
-    /// Distinct source ports inside the ephemeral range, as a share of the range.
+    /// Distinct source ports inside the range judged against, as a share of it.
     pub ephemeral_share: f64,
+    /// First to last connection attempt.
     pub span_us: u64,
+    /// Connection attempts per second over that span.
     pub new_connections_per_s: f64,
-    /// Ports in the range / TIME_WAIT length: the sustainable rate of new connections.
+    /// The range judged against, and where it came from.
+    pub port_range: String,
+    pub port_range_source: RangeSource,
+    /// Ports in the range / TIME_WAIT length: the sustainable rate of connections the client
+    /// closes first.
     pub time_wait_budget_per_s: f64,
+    /// Connections the client closed first (its port then sits in TIME_WAIT).
+    pub client_closed_first: u64,
+    /// Their rate over the span in which they were opened (0 with fewer than 100).
+    pub client_closed_first_per_s: f64,
+    /// That rate divided by the budget: 1 or more runs out of ports.
+    pub rate_vs_budget: f64,
+    /// Ports held at once (in TIME_WAIT or open), as a share of the range.
+    pub ports_in_use_share: f64,
+    /// Connections closed by a reset (no TIME_WAIT anywhere).
+    pub reset_closes: u64,
+    /// Connections the server closed first (its TIME_WAIT, not the client's).
+    pub server_closed_first: u64,
     pub port_reuses: u64,
+    /// Reuses of a port while the client's own TIME_WAIT on it was still running.
     pub reuses_within_time_wait: u64,
     pub min_reuse_interval_us: Option<u64>,
 }
@@ -34,6 +97,17 @@ struct Dest {
     last_ts: u64,
     ports: PortSet,
     distinct: u32,
+    low: u16,
+    high: u16,
+    /// Closed by the client first.
+    tw: u64,
+    tw_first_ts: u64,
+    tw_last_ts: u64,
+    /// Ports of connections that held them (TIME_WAIT or still open).
+    held: PortSet,
+    held_distinct: u32,
+    resets: u64,
+    server_first: u64,
     reuses: u64,
     reuses_tw: u64,
     min_reuse_ns: Option<u64>,
@@ -89,6 +163,8 @@ impl PortSet {
 pub(crate) struct Ports {
     time_wait_ns: u64,
     dests: Dense<(IpAddr, Endpoint), Dest>,
+    /// Destinations forgotten to bound the table.
+    forgotten: u64,
 }
 
 impl Ports {
@@ -96,29 +172,100 @@ impl Ports {
         Ports {
             time_wait_ns: cfg.time_wait.as_nanos() as u64,
             dests: Dense::default(),
+            forgotten: 0,
         }
     }
 
+    /// Forgets the half of the destinations with the fewest connections (the least recent
+    /// first among equals).
+    fn shrink(&mut self) {
+        let mut order: Vec<(u64, u64)> = self
+            .dests
+            .iter()
+            .map(|(_, d)| (d.conns, d.last_ts))
+            .collect();
+        order.sort_unstable();
+        let cut = order[order.len() / 2];
+        let mut dropped = 0;
+        let target = order.len() / 2;
+        self.dests.retain(|_, d| {
+            let keep = (d.conns, d.last_ts) > cut || dropped >= target;
+            if !keep {
+                dropped += 1;
+            }
+            keep
+        });
+        self.forgotten += dropped as u64;
+    }
+
     fn destinations(&self, cfg: &Config) -> Vec<DestinationDetails> {
-        let range = cfg.port_range;
-        let budget = f64::from(range.len()) / cfg.time_wait.as_secs_f64();
+        let tw_s = cfg.time_wait.as_secs_f64().max(1e-3);
         let mut v: Vec<DestinationDetails> = self
             .dests
             .iter()
             .map(|((client, server), d)| {
-                let in_range = d.ports.count_in(range.low, range.high);
+                let (range, source) = match cfg.port_range {
+                    Some(r) => (r, RangeSource::Given),
+                    None => {
+                        let block = u32::from(d.high) - u32::from(d.low) + 1;
+                        if d.distinct >= MIN_BLOCK
+                            && d.distinct == block
+                            && d.conns > u64::from(d.distinct)
+                        {
+                            (
+                                PortRange {
+                                    low: d.low,
+                                    high: d.high,
+                                },
+                                RangeSource::FilledBlock,
+                            )
+                        } else {
+                            (LINUX_DEFAULT_RANGE, RangeSource::LinuxDefault)
+                        }
+                    }
+                };
+                let len = f64::from(range.len());
+                let budget = len / tw_s;
                 let span = d.last_ts.saturating_sub(d.first_ts);
-                // A rate needs a second of span to mean anything.
-                let rate = d.conns as f64 / (span as f64 / 1e9).max(1.0);
+                let rate_of = |n: u64, span_ns: u64| {
+                    if span_ns > 0 {
+                        n as f64 / (span_ns as f64 / 1e9)
+                    } else {
+                        0.0
+                    }
+                };
+                let tw_span = d.tw_last_ts.saturating_sub(d.tw_first_ts);
+                let tw_rate = if d.tw >= MIN_FOR_RATE {
+                    rate_of(d.tw, tw_span)
+                } else {
+                    0.0
+                };
+                let ratio = tw_rate / budget;
+                let held = f64::from(d.held.count_in(range.low, range.high));
+                // Over a span longer than TIME_WAIT, ports held at once are what the rate keeps
+                // in TIME_WAIT, not every port ever used.
+                let in_use = if tw_span > self.time_wait_ns && tw_rate > 0.0 {
+                    held.min(tw_rate * tw_s)
+                } else {
+                    held
+                };
                 DestinationDetails {
                     client: client.to_string(),
                     server: server.to_string(),
                     connections: d.conns,
                     distinct_ports: d.distinct,
-                    ephemeral_share: f64::from(in_range) / f64::from(range.len()),
+                    ephemeral_share: f64::from(d.ports.count_in(range.low, range.high)) / len,
                     span_us: span / 1_000,
-                    new_connections_per_s: rate,
+                    new_connections_per_s: rate_of(d.conns, span),
+                    port_range: range.to_string(),
+                    port_range_source: source,
                     time_wait_budget_per_s: budget,
+                    client_closed_first: d.tw,
+                    client_closed_first_per_s: tw_rate,
+                    rate_vs_budget: ratio,
+                    ports_in_use_share: (in_use / len).min(1.0),
+                    reset_closes: d.resets,
+                    server_closed_first: d.server_first,
                     port_reuses: d.reuses,
                     reuses_within_time_wait: d.reuses_tw,
                     min_reuse_interval_us: d.min_reuse_ns.map(|v| v / 1_000),
@@ -129,6 +276,7 @@ impl Ports {
             b.connections
                 .cmp(&a.connections)
                 .then(a.server.cmp(&b.server))
+                .then(a.client.cmp(&b.client))
         });
         v.truncate(10);
         v
@@ -138,6 +286,11 @@ impl Ports {
 impl Detector for Ports {
     fn opened(&mut self, c: &Conn, ts: u64) {
         let tw = self.time_wait_ns;
+        if self.dests.get(&(c.client.addr, c.server)).is_none()
+            && self.dests.len() >= DESTINATIONS_MAX
+        {
+            self.shrink();
+        }
         let d = self
             .dests
             .get_or_insert_with((c.client.addr, c.server), || Dest {
@@ -146,6 +299,15 @@ impl Detector for Ports {
                 last_ts: ts,
                 ports: PortSet::Few(Vec::new()),
                 distinct: 0,
+                low: c.client.port,
+                high: c.client.port,
+                tw: 0,
+                tw_first_ts: 0,
+                tw_last_ts: 0,
+                held: PortSet::Few(Vec::new()),
+                held_distinct: 0,
+                resets: 0,
+                server_first: 0,
                 reuses: 0,
                 reuses_tw: 0,
                 min_reuse_ns: None,
@@ -154,10 +316,13 @@ impl Detector for Ports {
         d.last_ts = ts;
         if d.ports.insert(c.client.port) {
             d.distinct += 1;
+            d.low = d.low.min(c.client.port);
+            d.high = d.high.max(c.client.port);
         }
         if let Some(r) = c.reuse {
             d.reuses += 1;
-            if r.interval_ns < tw {
+            let own_time_wait = r.prev_close == CloseKind::Fin { client_first: true };
+            if own_time_wait && r.interval_ns < tw {
                 d.reuses_tw += 1;
             }
             d.min_reuse_ns = Some(
@@ -167,59 +332,113 @@ impl Detector for Ports {
         }
     }
 
+    fn finished(&mut self, c: &Conn) {
+        if c.syn_count == 0 {
+            return;
+        }
+        // Forgotten destinations stay forgotten.
+        let Some(d) = self.dests.get_mut(&(c.client.addr, c.server)) else {
+            return;
+        };
+        match c.close {
+            CloseKind::Fin { client_first: true } => {
+                if d.tw == 0 || c.first_ts < d.tw_first_ts {
+                    d.tw_first_ts = c.first_ts;
+                }
+                d.tw_last_ts = d.tw_last_ts.max(c.first_ts);
+                d.tw += 1;
+            }
+            CloseKind::Fin {
+                client_first: false,
+            } => d.server_first += 1,
+            CloseKind::Rst { .. } => d.resets += 1,
+            CloseKind::Open | CloseKind::Idle | CloseKind::Unanswered => {}
+        }
+        if c.close.holds_client_port() && d.held.insert(c.client.port) {
+            d.held_distinct += 1;
+        }
+    }
+
     fn conclude(self, ctx: &Context, out: &mut Conclusion) {
         let destinations = self.destinations(ctx.cfg);
         out.findings.extend(findings(&destinations, ctx.cfg));
         out.details.destinations = destinations;
+        out.details.destinations_forgotten = self.forgotten;
     }
 }
 
-#[allow(deprecated)]
+/// A destination runs out of ports when the client closes connections first faster than
+/// the budget (rate_vs_budget >= 1), or holds most of the range at once. A rate under the
+/// budget with few ports in use is no finding.
 fn findings(dests: &[DestinationDetails], cfg: &Config) -> Vec<Finding> {
     let mut out = Vec::new();
     for d in dests {
-        let over_rate =
-            d.new_connections_per_s >= d.time_wait_budget_per_s && d.span_us >= 1_000_000;
-        let churn =
-            d.reuses_within_time_wait >= 100 && d.reuses_within_time_wait * 10 >= d.connections;
-        if !(over_rate || churn || d.ephemeral_share >= 0.5) {
+        if d.rate_vs_budget < 1.0 && d.ports_in_use_share < 0.5 {
             continue;
         }
-        let sev = if d.ephemeral_share >= 0.9 || (over_rate && churn) {
-            Severity::Critical
-        } else {
-            Severity::Warning
+        let range_words = match d.port_range_source {
+            RangeSource::Given => format!("{} (given)", d.port_range),
+            RangeSource::LinuxDefault => format!(
+                "{} (Linux's default; give --port-range if the client's differs)",
+                d.port_range
+            ),
+            RangeSource::FilledBlock => format!(
+                "{}: the source ports filled this block completely, so it is probably the client's whole range",
+                d.port_range
+            ),
         };
-        let range = cfg.port_range;
-        let f = Finding::legacy(
+        let range_len = (d.time_wait_budget_per_s * cfg.time_wait.as_secs_f64()).round();
+        let mut f = Finding::new(
             Pathology::PortExhaustion,
-            sev,
             Source::Analyze,
             format!(
-                "{} -> {}: {} new connections at {:.0}/s from {} distinct source ports ({:.0}% of {range}); the TIME_WAIT budget is {:.0}/s; {} ports reused within TIME_WAIT",
+                "{} -> {}: {} connection(s) closed by the client first, each holding its port in TIME_WAIT for {} s, opened at {:.0}/s ({:.1}x the budget of {:.0}/s); {:.0}% of the range's ports held at once; range {range_words}",
                 d.client,
                 d.server,
-                d.connections,
-                d.new_connections_per_s,
-                d.distinct_ports,
-                100.0 * d.ephemeral_share,
+                d.client_closed_first,
+                cfg.time_wait.as_secs(),
+                d.client_closed_first_per_s,
+                d.rate_vs_budget,
                 d.time_wait_budget_per_s,
-                d.reuses_within_time_wait
+                100.0 * d.ports_in_use_share,
             ),
+            Impact::rate(d.rate_vs_budget).with_budget(d.ports_in_use_share),
         )
         .arithmetic(
-            format!("{} ports / {} s TIME_WAIT", range.len(), cfg.time_wait.as_secs()),
+            format!("{range_len:.0} ports / {} s TIME_WAIT", cfg.time_wait.as_secs()),
             d.time_wait_budget_per_s,
-        )
-        .arithmetic(
-            format!("{} connections / {:.3} s", d.connections, (d.span_us as f64 / 1e6).max(1.0)),
-            d.new_connections_per_s,
-        )
-        .with_evidence(Evidence::Timing {
-            what: "shortest reuse interval of a source port".into(),
-            count: d.port_reuses,
-            value_us: d.min_reuse_interval_us.unwrap_or(0),
+        );
+        if d.client_closed_first_per_s > 0.0 {
+            f = f.arithmetic(
+                format!(
+                    "{} connections closed by the client first / {:.3} s in which they were opened",
+                    d.client_closed_first,
+                    d.client_closed_first as f64 / d.client_closed_first_per_s
+                ),
+                d.client_closed_first_per_s,
+            );
+        }
+        f = f.with_evidence(Evidence::Examples {
+            what: "how the connections toward this destination closed".into(),
+            items: vec![
+                format!(
+                    "{} by the client first (its TIME_WAIT)",
+                    d.client_closed_first
+                ),
+                format!(
+                    "{} by the server first (the server's TIME_WAIT)",
+                    d.server_closed_first
+                ),
+                format!("{} by a reset (no TIME_WAIT)", d.reset_closes),
+            ],
         });
+        if d.port_reuses > 0 {
+            f = f.with_evidence(Evidence::Timing {
+                what: "shortest reuse interval of a source port".into(),
+                count: d.port_reuses,
+                value_us: d.min_reuse_interval_us.unwrap_or(0),
+            });
+        }
         out.push(f);
     }
     out

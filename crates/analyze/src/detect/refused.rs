@@ -2,7 +2,7 @@
 //! connection on the same 4-tuple.
 
 use serde::Serialize;
-use tcpdoctor_model::{Finding, Pathology, Severity, Source};
+use tcpdoctor_model::{Finding, Impact, Pathology, Source};
 
 use super::handshake::{outcome, Outcome};
 use super::{Conclusion, Context, Detector, Example, EXAMPLES};
@@ -41,22 +41,22 @@ impl Detector for Refused {
             self.d.examples.push(Example {
                 flow: c.label(),
                 frames,
-                description: "SYN answered by a reset (nothing listening, or rejected)".into(),
+                description: "SYN answered by a reset that acknowledged it: connect() failed (nothing listening, or rejected)".into(),
             });
         }
     }
 
-    #[allow(deprecated)]
-    fn conclude(self, _ctx: &Context, out: &mut Conclusion) {
+    fn conclude(self, ctx: &Context, out: &mut Conclusion) {
         if self.d.count > 0 {
-            let mut f = Finding::legacy(
+            let attempts = ctx.totals.connection_attempts.max(self.d.count);
+            let mut f = Finding::new(
                 Pathology::ConnectFailure,
-                Severity::Warning,
                 Source::Analyze,
                 format!(
-                    "{} connection attempt(s) refused with a reset",
-                    self.d.count
+                    "{} of {} connection attempt(s) refused: the SYN was answered by a reset that acknowledged it",
+                    self.d.count, attempts
                 ),
+                Impact::failures(self.d.count, Some(attempts)),
             );
             for e in &self.d.examples {
                 f = f.with_evidence(e.evidence());

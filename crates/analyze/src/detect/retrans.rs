@@ -1,8 +1,10 @@
-//! Retransmissions repaired without a timeout: fast retransmit, tail loss probes, other
-//! quick repairs, as a share of data segments.
+//! Retransmissions repaired without a timeout (fast retransmit, tail loss probes, other
+//! quick repairs) that repaired a loss, as a share of data segments. Spurious ones are
+//! [`super::spurious`]'s; those of flows caught in an incast episode are the incast
+//! finding's evidence.
 
 use serde::Serialize;
-use tcpdoctor_model::{Finding, Pathology, Severity, Source};
+use tcpdoctor_model::{Finding, Impact, Pathology, Source};
 
 use super::{Conclusion, Context, Detector, Example, EXAMPLES};
 use crate::flow::{Conn, RetransKind};
@@ -25,7 +27,10 @@ pub(crate) struct Retransmissions {
 
 impl Detector for Retransmissions {
     fn finished(&mut self, c: &Conn) {
-        let k = |i: RetransKind| u64::from(c.retrans_of(i));
+        if c.in_incast {
+            return;
+        }
+        let k = |i: RetransKind| u64::from(c.lost_of(i));
         let quick = k(RetransKind::Fast) + k(RetransKind::Tlp) + k(RetransKind::Other);
         if quick == 0 {
             return;
@@ -38,7 +43,7 @@ impl Detector for Retransmissions {
         if d.examples.len() < EXAMPLES {
             d.examples.push(Example {
                 flow: c.label(),
-                frames: vec![c.first_frame],
+                frames: c.quick_frames.as_slice().to_vec(),
                 description: format!(
                     "{} fast, {} TLP, {} other retransmission(s) of {} data segments",
                     k(RetransKind::Fast),
@@ -50,24 +55,19 @@ impl Detector for Retransmissions {
         }
     }
 
-    #[allow(deprecated)]
+    /// Quick repairs out of all data segments: short stalls, rare or common.
     fn conclude(mut self, ctx: &Context, out: &mut Conclusion) {
         let quick = self.d.fast + self.d.tlp + self.d.other;
-        self.d.share_of_data_segments = if ctx.totals.data_segments > 0 {
-            quick as f64 / ctx.totals.data_segments as f64
+        let segments = ctx.totals.data_segments;
+        self.d.share_of_data_segments = if segments > 0 {
+            quick as f64 / segments as f64
         } else {
             0.0
         };
         if quick > 0 {
             let r = &self.d;
-            let sev = if r.share_of_data_segments >= 0.01 {
-                Severity::Warning
-            } else {
-                Severity::Info
-            };
-            let mut f = Finding::legacy(
+            let mut f = Finding::new(
                 Pathology::Retransmission,
-                sev,
                 Source::Analyze,
                 format!(
                     "{quick} segment(s) retransmitted without a timeout ({} fast, {} TLP, {} other) in {} flow(s): {:.2}% of data segments",
@@ -77,6 +77,7 @@ impl Detector for Retransmissions {
                     r.flows,
                     100.0 * r.share_of_data_segments
                 ),
+                Impact::stalls(quick, Some(segments.max(quick)), None),
             );
             for e in &r.examples {
                 f = f.with_evidence(e.evidence());

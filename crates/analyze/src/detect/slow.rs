@@ -1,8 +1,10 @@
 //! Slow readers: a receiver that advertised a zero window, the writer's stall while it was
 //! closed, and the window probes sent meanwhile.
 
+use std::time::Duration;
+
 use serde::Serialize;
-use tcpdoctor_model::{Evidence, Finding, Pathology, Severity, Source};
+use tcpdoctor_model::{Evidence, Finding, Impact, Pathology, Source};
 
 use super::{us, Conclusion, Context, Detector, Example, EXAMPLES};
 use crate::flow::Conn;
@@ -62,22 +64,37 @@ impl Detector for SlowReaders {
         }
     }
 
-    #[allow(deprecated)]
-    fn conclude(self, _ctx: &Context, out: &mut Conclusion) {
+    /// Flows whose writer stalled on a closed window, out of the flows that carried data;
+    /// the longest stall; the stalls as a share of those flows' time.
+    fn conclude(self, ctx: &Context, out: &mut Conclusion) {
         if self.d.flows > 0 {
             let s = &self.d;
-            let mut f = Finding::legacy(
+            let flows = ctx.observed.flows_with_data.max(s.flows);
+            let share = if ctx.observed.flow_time_ns > 0 {
+                (s.stall_total_us as f64 * 1e3 / ctx.observed.flow_time_ns as f64).min(1.0)
+            } else {
+                0.0
+            };
+            let impact = Impact::stalls(
+                s.flows,
+                Some(flows),
+                Some(Duration::from_micros(s.stall_max_us)),
+            )
+            .with_time_lost(share);
+            let mut f = Finding::new(
                 Pathology::SlowReader,
-                Severity::Warning,
                 Source::Analyze,
                 format!(
-                    "{} flow(s) advertised a zero window {} time(s): writers stalled {} in all (longest {}), {} window probe(s)",
+                    "{} of {} flow(s) advertised a zero window {} time(s): writers stalled {} in all (longest {}; {:.1}% of the flows' time), {} window probe(s)",
                     s.flows,
+                    flows,
                     s.zero_window_ads,
                     us(s.stall_total_us),
                     us(s.stall_max_us),
+                    100.0 * share,
                     s.window_probes
                 ),
+                impact,
             )
             .with_evidence(Evidence::Timing {
                 what: "longest zero-window stall".into(),

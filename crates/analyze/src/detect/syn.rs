@@ -1,25 +1,25 @@
-//! SYN retransmissions: connects that waited for the SYN timer, how many times, and which
-//! of Linux's SYN ladders the resend times fit.
+//! SYN retransmissions: connects that waited for the SYN timer and were answered in the end,
+//! how many times they resent, and which of Linux's SYN ladders the resend times fit.
+//! Connects never answered are [`super::unanswered`]'s.
 
 use std::time::Duration;
 
 use serde::Serialize;
-use tcpdoctor_model::{
-    timers::SYN_INITIAL_RTO, Evidence, Finding, Pathology, Severity, Source, SynLadder,
-};
+use tcpdoctor_model::{Evidence, Finding, Impact, Pathology, Source};
 
 use super::handshake::{outcome, Outcome};
 use super::{us, Conclusion, Context, Detector, Example, EXAMPLES};
 use crate::engine::Config;
 use crate::flow::Conn;
+use crate::ladder::Ladders;
 
 /// Which SYN ladder the observed retransmission times fit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LadderFit {
-    /// 1, 2, 3, 4, 5, 7 s: `tcp_syn_linear_timeouts` (Linux 6.10+).
+    /// 1, 2, 3, 4, 5, 7, 11, 19, 35, 67 s: `tcp_syn_linear_timeouts` (Linux 6.5+).
     Linear,
-    /// 1, 3, 7, 15, 31 s: doubling (older kernels, or the sysctl at 0).
+    /// 1, 3, 7, 15, 31, 63 s: doubling (older kernels, or the sysctl at 0).
     Exponential,
     /// Only the first rung (1 s) was seen, which both ladders share.
     FirstRungOnly,
@@ -38,9 +38,8 @@ pub struct AttemptCount {
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct SynDetails {
+    /// Connects answered after at least one SYN retransmission.
     pub connections: u64,
-    /// Connections whose SYN was never answered within the capture.
-    pub unanswered: u64,
     pub by_retransmissions: Vec<AttemptCount>,
     pub ladder: Option<LadderFit>,
     pub max_connect_delay_us: u64,
@@ -51,7 +50,6 @@ pub struct SynDetails {
 pub(crate) struct SynRetransmits {
     time_wait_ns: u64,
     conns: u64,
-    unanswered: u64,
     by_attempt: [u64; 9],
     lin_only: u64,
     exp_only: u64,
@@ -59,8 +57,7 @@ pub(crate) struct SynRetransmits {
     neither: u64,
     max_delay_ns: u64,
     examples: Vec<Example>,
-    linear: SynLadder,
-    exponential: SynLadder,
+    ladders: Ladders,
 }
 
 impl SynRetransmits {
@@ -68,7 +65,6 @@ impl SynRetransmits {
         SynRetransmits {
             time_wait_ns: cfg.time_wait.as_nanos() as u64,
             conns: 0,
-            unanswered: 0,
             by_attempt: [0; 9],
             lin_only: 0,
             exp_only: 0,
@@ -76,9 +72,7 @@ impl SynRetransmits {
             neither: 0,
             max_delay_ns: 0,
             examples: Vec::new(),
-            // Linux defaults: tcp_syn_retries=6, tcp_syn_linear_timeouts=4 (6.10+) or none.
-            linear: SynLadder::new(6, Some(4), SYN_INITIAL_RTO),
-            exponential: SynLadder::new(6, None, SYN_INITIAL_RTO),
+            ladders: Ladders::default(),
         }
     }
 
@@ -92,7 +86,6 @@ impl SynRetransmits {
         });
         SynDetails {
             connections: self.conns,
-            unanswered: self.unanswered,
             by_retransmissions: self
                 .by_attempt
                 .iter()
@@ -115,6 +108,9 @@ impl Detector for SynRetransmits {
         if outcome(c, self.time_wait_ns) != Some(Outcome::SynRetransmit) {
             return;
         }
+        let Some((answered_ts, answer_frame)) = c.synack else {
+            return;
+        };
         let syns = c.syn_list();
         let t0 = syns[0].0;
         let retrans = c.syn_count - 1;
@@ -124,73 +120,72 @@ impl Detector for SynRetransmits {
             .iter()
             .map(|&(t, _)| Duration::from_nanos(t.saturating_sub(t0)))
             .collect();
-        let fits = |l: &SynLadder| {
-            offsets.iter().enumerate().all(|(i, &off)| {
-                l.retransmit_at(i as u32 + 1).is_some_and(|rung| {
-                    // Timer granularity (4 ms at HZ=250) plus scheduling: 5% or 50 ms.
-                    let tol = (rung / 20).max(Duration::from_millis(50));
-                    off.abs_diff(rung) <= tol
-                })
-            })
-        };
-        let (lin, exp) = (fits(&self.linear), fits(&self.exponential));
-        match (lin, exp) {
+        let fit = self.ladders.fit(&offsets);
+        match (fit.linear, fit.exponential) {
             (true, true) => self.both += 1,
             (true, false) => self.lin_only += 1,
             (false, true) => self.exp_only += 1,
             (false, false) => self.neither += 1,
         }
-        let (delay_ns, answered) = match c.synack {
-            Some((t, _)) => (t.saturating_sub(t0), true),
-            None => (c.last_ts.saturating_sub(t0), false),
-        };
-        if !answered {
-            self.unanswered += 1;
-        }
+        let delay_ns = answered_ts.saturating_sub(t0);
         self.max_delay_ns = self.max_delay_ns.max(delay_ns);
         if self.examples.len() < EXAMPLES {
             let mut frames: Vec<u64> = syns.iter().map(|s| s.1).collect();
-            if let Some((_, f)) = c.synack {
-                frames.push(f);
-            }
+            frames.push(answer_frame);
             let at: Vec<String> = offsets
                 .iter()
                 .map(|o| format!("+{:.3} s", o.as_secs_f64()))
                 .collect();
-            let fit = match (lin, exp) {
-                (true, true) => "first rung of both ladders",
-                (true, false) => "linear ladder 1, 2, 3, 4, 5, 7 s",
-                (false, true) => "exponential ladder 1, 3, 7, 15 s",
-                (false, false) => "no Linux SYN ladder",
-            };
-            let outcome = if answered {
-                format!("SYN-ACK after {}", us(delay_ns / 1_000))
-            } else {
-                "never answered in the capture".to_string()
-            };
             self.examples.push(Example {
                 flow: c.label(),
                 frames,
                 description: format!(
-                    "SYN sent {} times (resent at {}; {fit}); {outcome}",
+                    "SYN sent {} times (resent at {}; {}); SYN-ACK after {}",
                     c.syn_count,
-                    at.join(", ")
+                    at.join(", "),
+                    fit_words(fit.linear, fit.exponential),
+                    us(delay_ns / 1_000)
                 ),
             });
         }
     }
 
-    fn conclude(mut self, _ctx: &Context, out: &mut Conclusion) {
+    fn conclude(mut self, ctx: &Context, out: &mut Conclusion) {
         let d = self.details();
-        if let Some(f) = finding(&d) {
+        if let Some(f) = finding(&d, ctx.totals.connection_attempts) {
             out.findings.push(f);
         }
         out.details.syn_retransmits = d;
     }
 }
 
-#[allow(deprecated)]
-fn finding(d: &SynDetails) -> Option<Finding> {
+/// What a connection's resend times fit, in words.
+pub(crate) fn fit_words(linear: bool, exponential: bool) -> &'static str {
+    match (linear, exponential) {
+        (true, true) => "first rung of both ladders",
+        (true, false) => "linear ladder 1, 2, 3, 4, 5, 7, 11 s",
+        (false, true) => "exponential ladder 1, 3, 7, 15 s",
+        (false, false) => "no Linux SYN ladder",
+    }
+}
+
+/// The ladder a set of connections fit, in words.
+pub(crate) fn ladder_words(l: Option<LadderFit>) -> &'static str {
+    match l {
+        Some(LadderFit::Linear) => {
+            "timings fit the linear ladder (1, 2, 3, 4, 5, 7, 11, 19, 35, 67 s: tcp_syn_linear_timeouts)"
+        }
+        Some(LadderFit::Exponential) => "timings fit the exponential ladder (1, 3, 7, 15, 31, 63 s)",
+        Some(LadderFit::FirstRungOnly) => "only the 1 s rung was reached (shared by both ladders)",
+        Some(LadderFit::Mixed) => {
+            "some connections fit the linear ladder and some the exponential one"
+        }
+        _ => "timings fit no Linux SYN ladder",
+    }
+}
+
+/// Connects that waited: each delayed by its SYN ladder (the stall), out of every connect.
+fn finding(d: &SynDetails, attempts: u64) -> Option<Finding> {
     if d.connections == 0 {
         return None;
     }
@@ -204,32 +199,23 @@ fn finding(d: &SynDetails) -> Option<Finding> {
             )
         })
         .collect();
-    let ladder = match d.ladder {
-        Some(LadderFit::Linear) => {
-            "timings fit the linear ladder (1, 2, 3, 4, 5, 7 s: tcp_syn_linear_timeouts)"
-        }
-        Some(LadderFit::Exponential) => "timings fit the exponential ladder (1, 3, 7, 15 s)",
-        Some(LadderFit::FirstRungOnly) => "only the 1 s rung was reached (shared by both ladders)",
-        Some(LadderFit::Mixed) => {
-            "some connections fit the linear ladder and some the exponential one"
-        }
-        _ => "timings fit no Linux SYN ladder",
-    };
-    let severe = d.unanswered > 0 || d.by_retransmissions.iter().any(|a| a.retransmissions >= 2);
-    let mut f = Finding::legacy(
+    let impact = Impact::stalls(
+        d.connections,
+        Some(attempts.max(d.connections)),
+        Some(Duration::from_micros(d.max_connect_delay_us)),
+    );
+    let mut f = Finding::new(
         Pathology::SynRetransmit,
-        if severe {
-            Severity::Critical
-        } else {
-            Severity::Warning
-        },
         Source::Analyze,
         format!(
-            "{} connection(s) waited for SYN retransmissions ({}); connect delay up to {}; {ladder}",
+            "{} of {} connection attempt(s) waited for SYN retransmissions ({}); connect delay up to {}; {}",
             d.connections,
+            attempts.max(d.connections),
             by.join(", "),
-            us(d.max_connect_delay_us)
+            us(d.max_connect_delay_us),
+            ladder_words(d.ladder)
         ),
+        impact,
     )
     .with_evidence(Evidence::Timing {
         what: "connect delay by SYN retransmission".into(),

@@ -1,7 +1,11 @@
-//! Retransmission timeouts: data resent after an idle gap of at least the RTO floor.
+//! Retransmission timeouts: data resent after an idle gap of at least the RTO floor, that
+//! repaired a loss (spurious ones are [`super::spurious`]'s; those of flows caught in an
+//! incast episode are the incast finding's evidence).
+
+use std::time::Duration;
 
 use serde::Serialize;
-use tcpdoctor_model::{Evidence, Finding, Pathology, Severity, Source};
+use tcpdoctor_model::{Evidence, Finding, Impact, Pathology, Source};
 
 use super::{us, Conclusion, Context, Detector, Example, EXAMPLES};
 use crate::flow::Conn;
@@ -11,6 +15,8 @@ pub struct RtoDetails {
     pub count: u64,
     pub flows: u64,
     pub max_gap_us: u64,
+    /// Sum of the idle gaps the timeouts ended.
+    pub total_gap_us: u64,
     pub examples: Vec<Example>,
 }
 
@@ -21,13 +27,14 @@ pub(crate) struct Timeouts {
 
 impl Detector for Timeouts {
     fn finished(&mut self, c: &Conn) {
-        if c.rto.is_empty() {
+        if c.rto.is_empty() || c.in_incast {
             return;
         }
         let d = &mut self.d;
         d.flows += 1;
         d.count += u64::from(c.rto.total);
         d.max_gap_us = d.max_gap_us.max(c.rto_max_gap_ns / 1_000);
+        d.total_gap_us += c.rto_gap_total_ns / 1_000;
         if d.examples.len() < EXAMPLES {
             d.examples.push(Example {
                 flow: c.label(),
@@ -41,24 +48,36 @@ impl Detector for Timeouts {
         }
     }
 
-    #[allow(deprecated)]
-    fn conclude(self, _ctx: &Context, out: &mut Conclusion) {
+    /// The flows that timed out, out of the flows that carried data; each stalled by its
+    /// idle gap; the gaps as a share of those flows' time.
+    fn conclude(self, ctx: &Context, out: &mut Conclusion) {
         let r = self.d;
         if r.count > 0 {
-            let mut f = Finding::legacy(
+            let flows = ctx.observed.flows_with_data.max(r.flows);
+            let share = if ctx.observed.flow_time_ns > 0 {
+                (r.total_gap_us as f64 * 1e3 / ctx.observed.flow_time_ns as f64).min(1.0)
+            } else {
+                0.0
+            };
+            let impact = Impact::stalls(
+                r.flows,
+                Some(flows),
+                Some(Duration::from_micros(r.max_gap_us)),
+            )
+            .with_time_lost(share);
+            let mut f = Finding::new(
                 Pathology::RetransmitTimeout,
-                if r.count >= 10 {
-                    Severity::Critical
-                } else {
-                    Severity::Warning
-                },
                 Source::Analyze,
                 format!(
-                    "{} retransmission timeout(s) in {} flow(s): idle gaps up to {} ended by a retransmission",
+                    "{} retransmission timeout(s) in {} of {} flow(s): idle gaps up to {} ended by a retransmission, {} in all ({:.1}% of the flows' time)",
                     r.count,
                     r.flows,
-                    us(r.max_gap_us)
+                    flows,
+                    us(r.max_gap_us),
+                    us(r.total_gap_us),
+                    100.0 * share
                 ),
+                impact,
             )
             .with_evidence(Evidence::Timing {
                 what: "longest idle gap before a retransmission".into(),

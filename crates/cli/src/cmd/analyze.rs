@@ -19,30 +19,45 @@ Read a capture and name the TCP pathologies in it, with the frame numbers that p
 \n\
 Reads pcap (us/ns, either byte order), pcapng and snoop files, gzip-compressed or not, or\n\
 `-` for stdin (`tcpdump -w - | tcpdoctor analyze -`). Needs no root and no kernel\n\
-feature: it only reads the file. Overhead: one pass, streaming; memory grows with the\n\
-connections alive at once, not with the file (finished connections are summarised and\n\
-evicted; open ones after --idle-timeout of capture time). Headers are enough (`-s 128`).\n\
+feature: it only reads the file. Overhead: one pass, streaming, two threads; memory follows\n\
+the connections open at once, not the file: a closed connection is summarised 2 s after its\n\
+close, one that only sent SYNs when its SYN ladder says the client gave up (whatever\n\
+--idle-timeout says), an idle one after --idle-timeout of capture time; per-destination and\n\
+per-receiver tables are bounded (the least busy are forgotten, and counted). Headers are\n\
+enough (`-s 128`).\n\
 \n\
-Detects: syn_retransmit (delay, attempt, which SYN ladder fits), time_wait_collision\n\
-(SYN on a recently closed 4-tuple answered by an old ACK; timestamps on/off; the\n\
-tcp_rfc1337 stall), stale_ack_race (SYN -> old ACK -> RST -> SYN), port_exhaustion\n\
-(per destination: distinct source ports, reuse, rate vs ports/60 s), retransmit_timeout\n\
-(idle gap >= ~RTO floor ended by a retransmission), retransmission (fast, TLP),\n\
-incast (timeouts of several flows into one receiver within --incast-window),\n\
-microburst (payload bytes per 10 us .. 1 s bin vs --link-speed), slow_reader (zero\n\
-windows, probes, stall durations), connect_failure (SYN answered by RST).\n\
+Detects: syn_retransmit (connects answered after SYN resends: delay, attempt, which SYN\n\
+ladder fits), unanswered_syn (SYNs never answered: a SYN flood from many sources, or a\n\
+server that does not answer), time_wait_collision (SYN on a recently closed 4-tuple answered\n\
+by an old ACK or by a reset the client ignores; timestamps on/off; the tcp_rfc1337 stall),\n\
+stale_ack_race (after a reset close: SYN -> old ACK -> RST -> SYN), port_exhaustion (per\n\
+destination: connections the client closed first, each holding its port in TIME_WAIT, at\n\
+their rate over the real span vs ports / TIME_WAIT; reset closes hold no port; the range is\n\
+--port-range, else Linux's 32768-60999, else a block of ports the client filled\n\
+completely), connect_failure (SYN refused by a reset that acknowledges it),\n\
+retransmit_timeout (idle gap >= ~RTO floor ended by a retransmission), retransmission\n\
+(fast, TLP, other), spurious_retransmission (data the receiver already had: acknowledged\n\
+before the copy, or reported by a D-SACK), incast (losses of several flows into one\n\
+receiver within --incast-window, repaired by timeouts long or short or by fast recovery;\n\
+their retransmissions are its evidence), microburst (payload bytes per 10 us .. 1 s bin vs\n\
+--link-speed), slow_reader (zero windows, probes, stall durations). Severity follows the\n\
+measured impact (impact{}, severity_rule).\n\
 \n\
 Output fields (JSON; units in names): capture {name, format, packets, tcp_segments,\n\
 non_tcp, undecodable, cut_by_snaplen, ...}; error (a read error, with byte offset);\n\
-totals {segments, connections, retransmissions, retransmissions_rto/_fast/_tlp/_syn/_other,\n\
-out_of_order, reused_ports, zero_window_ads, ...}; duration_us; details {syn_retransmits,\n\
-time_wait_collisions, stale_ack_races, destinations[], retransmit_timeouts, incast[],\n\
-slow_readers, retransmissions}; microbursts[] {resolution_us, max_bytes, avg_bytes,\n\
-max_bits_per_s, avg_bits_per_s, max_to_avg_ratio, peak_link_share}; with --flows,\n\
-flows[] (one per connection incarnation).\n\
+totals {segments, connections, connection_attempts, retransmissions,\n\
+retransmissions_rto/_fast/_tlp/_syn/_other, retransmissions_spurious (a subset),\n\
+out_of_order, reused_ports, zero_window_ads, half_open_summarised_early,\n\
+tombstones_forgotten_early, ...}; duration_us; details {syn_retransmits, unanswered_syns,\n\
+time_wait_collisions, stale_ack_races, refused_connects, destinations[] (rate_vs_budget,\n\
+ports_in_use_share, port_range, port_range_source), retransmit_timeouts, incast[],\n\
+slow_readers, retransmissions, spurious_retransmissions}; microbursts[] {resolution_us,\n\
+max_bytes, avg_bytes, max_bits_per_s, avg_bits_per_s, max_to_avg_ratio, peak_link_share};\n\
+with --flows, flows[] (one per connection incarnation).\n\
 \n\
 Exit: 0 nothing wrong, 1 findings, 2 error (a read error still prints what was found\n\
-before it, with interrupted=true). Ctrl-C prints the findings so far.\n\
+before it, with interrupted=true), 3 nothing measured (no TCP segment). Ctrl-C prints the\n\
+findings so far.\n\
 \n\
 Example: tcpdoctor analyze trace.pcap.gz --link-speed 1gbit ;\n\
          tcpdump -i eth0 -s 128 -w - | tcpdoctor analyze - --json";
@@ -66,9 +81,11 @@ pub struct Args {
     /// Link speed for the microburst table, e.g. 1gbit, 100mbit, 10g (bits per second).
     #[arg(long, value_name = "RATE", value_parser = parse_rate)]
     link_speed: Option<u64>,
-    /// The client's ephemeral port range (net.ipv4.ip_local_port_range).
-    #[arg(long, value_name = "LOW-HIGH", default_value = "32768-60999")]
-    port_range: PortRange,
+    /// The clients' ephemeral port range (net.ipv4.ip_local_port_range). A capture does not
+    /// carry it: without this flag Linux's default 32768-60999 is assumed, or a smaller block
+    /// of source ports that the clients filled completely.
+    #[arg(long, value_name = "LOW-HIGH")]
+    port_range: Option<PortRange>,
     /// RTO floor of the senders (TCP_RTO_MIN 200ms; lower if routes set rto_min).
     #[arg(long, value_name = "DURATION", default_value = "200ms", value_parser = humantime::parse_duration)]
     rto_min: Duration,
@@ -78,7 +95,8 @@ pub struct Args {
     /// Timeouts of different flows into one receiver within this window form an incast episode.
     #[arg(long, value_name = "DURATION", default_value = "20ms", value_parser = humantime::parse_duration)]
     incast_window: Duration,
-    /// Open connections silent this long (capture time) are summarised and evicted.
+    /// Open connections silent this long (capture time) are summarised and evicted (not
+    /// connections still sending SYNs: their SYN ladder ends them).
     #[arg(long, value_name = "DURATION", default_value = "300s", value_parser = humantime::parse_duration)]
     idle_timeout: Duration,
 }
@@ -313,6 +331,7 @@ fn close_name(f: &FlowRow) -> &'static str {
         } => "fin(server)",
         CloseKind::Rst { by_client: true } => "rst(client)",
         CloseKind::Rst { by_client: false } => "rst(server)",
+        CloseKind::Unanswered => "unanswered",
     }
 }
 

@@ -1,0 +1,100 @@
+//! Spurious retransmissions: data sent again although the receiver already had it: it had
+//! acknowledged the data before the copy went out, or it reported the copy back in a D-SACK
+//! (RFC 2883). Nothing was lost; a timeout among them stalled its sender for nothing.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use tcpdoctor_model::{Finding, Impact, Pathology, Source};
+
+use super::{us, Conclusion, Context, Detector, Example, EXAMPLES};
+use crate::flow::{Conn, RetransKind};
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SpuriousDetails {
+    pub count: u64,
+    /// By how they were sent: after a timeout, as a fast retransmit, as a tail loss probe,
+    /// other quick repairs.
+    pub rto: u64,
+    pub fast: u64,
+    pub tlp: u64,
+    pub other: u64,
+    pub flows: u64,
+    /// Longest idle gap a spurious timeout ended (the sender waited for nothing).
+    pub max_gap_us: u64,
+    pub examples: Vec<Example>,
+}
+
+#[derive(Default)]
+pub(crate) struct Spurious {
+    d: SpuriousDetails,
+}
+
+impl Detector for Spurious {
+    fn finished(&mut self, c: &Conn) {
+        let k = |i: RetransKind| u64::from(c.spurious_of(i));
+        let n = k(RetransKind::Rto)
+            + k(RetransKind::Fast)
+            + k(RetransKind::Tlp)
+            + k(RetransKind::Other);
+        if n == 0 {
+            return;
+        }
+        let d = &mut self.d;
+        d.count += n;
+        d.rto += k(RetransKind::Rto);
+        d.fast += k(RetransKind::Fast);
+        d.tlp += k(RetransKind::Tlp);
+        d.other += k(RetransKind::Other);
+        d.flows += 1;
+        if k(RetransKind::Rto) > 0 {
+            d.max_gap_us = d.max_gap_us.max(c.spurious_max_gap_ns / 1_000);
+        }
+        if d.examples.len() < EXAMPLES {
+            d.examples.push(Example {
+                flow: c.label(),
+                frames: c.spurious_frames.as_slice().to_vec(),
+                description: format!(
+                    "{n} segment(s) sent again that the receiver already had ({} after a timeout, {} fast, {} TLP, {} other)",
+                    k(RetransKind::Rto),
+                    k(RetransKind::Fast),
+                    k(RetransKind::Tlp),
+                    k(RetransKind::Other)
+                ),
+            });
+        }
+    }
+
+    /// Spurious copies out of all data segments; a spurious timeout's wait is a stall.
+    fn conclude(self, ctx: &Context, out: &mut Conclusion) {
+        let d = self.d;
+        if d.count > 0 {
+            let segments = ctx.totals.data_segments.max(d.count);
+            let stall = (d.rto > 0).then(|| Duration::from_micros(d.max_gap_us));
+            let mut f = Finding::new(
+                Pathology::SpuriousRetransmission,
+                Source::Analyze,
+                format!(
+                    "{} segment(s) in {} flow(s) were sent again although the receiver already had them ({} after a timeout{}, {} fast, {} TLP, {} other): not loss",
+                    d.count,
+                    d.flows,
+                    d.rto,
+                    if d.rto > 0 {
+                        format!(" that waited up to {}", us(d.max_gap_us))
+                    } else {
+                        String::new()
+                    },
+                    d.fast,
+                    d.tlp,
+                    d.other
+                ),
+                Impact::stalls(d.count, Some(segments), stall),
+            );
+            for e in &d.examples {
+                f = f.with_evidence(e.evidence());
+            }
+            out.findings.push(f);
+        }
+        out.details.spurious_retransmissions = d;
+    }
+}
