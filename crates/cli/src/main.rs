@@ -5,6 +5,7 @@
 //! anything was measured.
 
 mod cmd;
+mod html;
 mod netns;
 mod output;
 mod term;

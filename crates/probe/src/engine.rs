@@ -185,6 +185,7 @@ pub fn run(
         findings,
         interrupted,
         records,
+        spikes,
     })
 }
 

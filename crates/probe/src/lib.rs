@@ -43,6 +43,7 @@
 pub mod classify;
 mod engine;
 pub mod findings;
+pub mod html;
 pub mod http;
 pub mod record;
 pub mod server;
@@ -202,6 +203,8 @@ pub struct ProbeResult {
     pub interrupted: bool,
     /// One per connection (or request on a reused connection), ordered by start.
     pub records: Vec<Record>,
+    /// The slow connections and their causes (indexes into `records`).
+    pub spikes: Vec<classify::Spike>,
 }
 
 /// Errors of a probe run. Per-connection failures are not errors: they are measured.

@@ -7,10 +7,12 @@
 //! Command-specific bodies are rendered by the `cli` crate's command modules with these
 //! pieces, so every command looks and reads the same.
 
+pub mod chart;
 pub mod csv;
 pub mod error;
 pub mod findings;
 pub mod fmt;
+pub mod html;
 pub mod style;
 pub mod table;
 pub mod wrap;

@@ -131,6 +131,10 @@ pub struct Args {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// Also write a self-contained HTML report to FILE: latency over time with slow requests
+    /// coloured by cause, the latency histogram, tables and findings.
+    #[arg(long, value_name = "FILE", conflicts_with = "serve")]
+    html: Option<std::path::PathBuf>,
     /// Run only the embedded server on ADDR:PORT (see above).
     #[arg(long, value_name = "ADDR:PORT", conflicts_with = "target")]
     serve: Option<SocketAddr>,
@@ -284,6 +288,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         return serve(&a, addr);
     }
     let cfg = config(&a)?;
+    let html = crate::html::open(a.html.as_ref())?;
     let bar = output::progress(Some(1000), "probing");
     let on_progress = |p: tcpdoctor_probe::Progress| {
         let by_time = p.elapsed.as_secs_f64() / p.duration.as_secs_f64().max(1e-9);
@@ -304,6 +309,13 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     };
     let report =
         Report::new("probe", result.findings, result.summary, measured).interrupted(interrupted);
+    if let Some(out) = html {
+        out.write(&tcpdoctor_probe::html::page(
+            &report,
+            &result.records,
+            &result.spikes,
+        ))?;
+    }
     output::emit(&report, a.json, |w, r| render(w, r))
 }
 

@@ -1,0 +1,166 @@
+//! HTML reports (`--html FILE`) rendered by a real browser: headless Chromium loads each
+//! report from disk with networking off, and the test checks that the page logged no console
+//! message, that its key texts are in the rendered DOM, that its charts are inline SVG, and
+//! that the screenshot is a real image.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A directory removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("tdoc-html-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn chromium() -> Option<&'static str> {
+    ["chromium", "chromium-browser"].into_iter().find(|c| {
+        Command::new(c)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
+/// What the browser made of a page.
+struct Rendered {
+    dom: String,
+    console: Vec<String>,
+    png_bytes: u64,
+}
+
+/// Loads `page` in headless Chromium: the DOM after load, console lines, screenshot size.
+fn render(page: &Path, dir: &Path) -> Rendered {
+    let browser = chromium().expect("chromium");
+    let url = format!("file://{}", page.display());
+    let run = |extra: &[&str], profile: &str| {
+        Command::new(browser)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+                "--enable-logging=stderr",
+                "--v=0",
+                "--window-size=1100,2400",
+            ])
+            .arg(format!("--user-data-dir={}", dir.join(profile).display()))
+            .args(extra)
+            .arg(&url)
+            .output()
+            .expect("run chromium")
+    };
+    let dom = run(&["--dump-dom"], "profile-dom");
+    let png = dir.join("page.png");
+    let shot = run(
+        &[&format!("--screenshot={}", png.display())],
+        "profile-shot",
+    );
+    let console = [&dom.stderr, &shot.stderr]
+        .iter()
+        .flat_map(|e| {
+            String::from_utf8_lossy(e)
+                .lines()
+                .filter(|l| l.contains("CONSOLE"))
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    Rendered {
+        dom: String::from_utf8_lossy(&dom.stdout).into_owned(),
+        console,
+        png_bytes: std::fs::metadata(&png).map(|m| m.len()).unwrap_or(0),
+    }
+}
+
+/// True when the test can run: chromium present (in CI it must be).
+fn require_chromium(test: &str) -> bool {
+    if chromium().is_some() {
+        return true;
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{test}: chromium is not installed, and CI=true forbids skipping");
+    }
+    eprintln!("SKIP {test}: chromium is not installed");
+    false
+}
+
+/// Checks a report page: self-contained, rendered without console messages, key texts shown.
+fn check_page(page: &Path, dir: &Path, texts: &[&str], charts: usize) {
+    let html = std::fs::read_to_string(page).unwrap();
+    for fetch in ["src=", "href=", "url(", "@import", "<script"] {
+        assert!(!html.contains(fetch), "{fetch} in a self-contained page");
+    }
+    let r = render(page, dir);
+    assert!(r.console.is_empty(), "console messages: {:?}", r.console);
+    assert!(r.dom.contains("</html>"), "no DOM: {}", r.dom);
+    for t in texts {
+        assert!(r.dom.contains(t), "{t:?} not on the page");
+    }
+    let svgs = r.dom.matches("<svg").count();
+    assert!(svgs >= charts, "{svgs} charts, expected {charts}");
+    assert!(r.png_bytes > 20_000, "screenshot of {} bytes", r.png_bytes);
+}
+
+#[test]
+fn probe_html_report_renders_in_chromium() {
+    if !require_chromium("probe_html_report_renders_in_chromium") {
+        return;
+    }
+    let dir = TempDir::new("probe");
+    let page = dir.0.join("probe.html");
+    let (code, out, err) = support::run(&[
+        "probe",
+        "-d",
+        "1s",
+        "--json",
+        "--html",
+        page.to_str().unwrap(),
+    ]);
+    assert!(matches!(code, 0 | 1), "exit {code}: {err}");
+    let v = support::json(&out, &err);
+    let ok = v["requests_ok"].as_u64().unwrap();
+    check_page(
+        &page,
+        &dir.0,
+        &[
+            "tcpdoctor probe",
+            "Verdict",
+            "Latency over time",
+            "Latency histogram",
+            "Total latency of successful requests",
+            &ok.to_string(),
+            "Findings",
+        ],
+        2,
+    );
+}
+
+#[test]
+fn html_to_an_unwritable_path_fails_before_the_run() {
+    let t0 = std::time::Instant::now();
+    let (code, out, err) = support::run(&["probe", "-d", "5s", "--html", "/nonexistent/x.html"]);
+    assert_eq!(code, 2);
+    assert!(out.is_empty());
+    assert!(err.contains("--html /nonexistent/x.html"), "{err}");
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(4),
+        "ran before failing"
+    );
+}
