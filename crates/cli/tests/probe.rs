@@ -214,6 +214,10 @@ fn bad_input_is_a_one_line_error_with_exit_2() {
         vec!["-c", "0"],
         vec!["--close-first", "both"],
         vec!["--reply-size", "1G"],
+        vec!["--request-size", "65MiB"],
+        vec!["-n", "0"],
+        vec!["--timeout", "0s"],
+        vec!["-d", "-5s"],
         vec!["--serve", "127.0.0.1"],
         vec!["--expect-status", "6xx"],
         vec!["--expect-status", "2xx,banana"],
@@ -224,7 +228,8 @@ fn bad_input_is_a_one_line_error_with_exit_2() {
         assert_eq!(code, 2, "{args:?}: {err}");
         assert!(out.is_empty(), "{args:?}: {out}");
         let first = err.lines().next().unwrap_or("");
-        assert!(first.starts_with("error:"), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(first.starts_with("tcpdoctor: error:"), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
         // The error names the offending value.
         assert!(first.contains(args.last().unwrap()), "{args:?}: {first}");

@@ -146,7 +146,7 @@ pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec
                 &["TcpExtTCPTimeouts", "TcpRetransSegs"],
             )
             .setting(
-                if s.settings.rto_min_source == "route" {
+                if s.settings.rto_min_source == crate::stats::RtoMinSource::Route {
                     "route rto_min"
                 } else {
                     "net.ipv4.tcp_rto_min_us"

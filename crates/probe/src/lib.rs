@@ -48,7 +48,6 @@ pub mod http;
 pub mod record;
 pub mod server;
 pub mod stats;
-pub mod units;
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;

@@ -92,11 +92,67 @@ pub struct Summary {
     pub settings: SettingsUsed,
 }
 
+/// Which part of a request a latency covers. JSON values: `connect`, `first_byte`, `total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LatencyPhase {
+    /// connect() call to its return: the handshake.
+    Connect,
+    /// Request sent (connection ready) to the first byte of the reply.
+    FirstByte,
+    /// Scheduled start to the end of the request.
+    Total,
+}
+
+impl LatencyPhase {
+    pub fn name(self) -> &'static str {
+        match self {
+            LatencyPhase::Connect => "connect",
+            LatencyPhase::FirstByte => "first_byte",
+            LatencyPhase::Total => "total",
+        }
+    }
+}
+
+impl std::fmt::Display for LatencyPhase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl PartialEq<&str> for LatencyPhase {
+    fn eq(&self, other: &&str) -> bool {
+        self.name() == *other
+    }
+}
+
+/// Where the RTO floor used for classification came from. JSON values: `route`, `sysctl`,
+/// `default`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RtoMinSource {
+    /// The route toward the target sets `rto_min` (`ip route get TARGET`).
+    Route,
+    /// `net.ipv4.tcp_rto_min_us`.
+    Sysctl,
+    /// Neither: the kernel's TCP_RTO_MIN (200 ms, include/net/tcp.h).
+    Default,
+}
+
+impl std::fmt::Display for RtoMinSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RtoMinSource::Route => "route",
+            RtoMinSource::Sysctl => "sysctl",
+            RtoMinSource::Default => "default",
+        })
+    }
+}
+
 /// Latency of one phase over successful requests.
 #[derive(Clone, Debug, Serialize)]
 pub struct PhaseStats {
-    /// `connect`, `first_byte` (request sent -> first reply byte) or `total`.
-    pub phase: &'static str,
+    pub phase: LatencyPhase,
     pub count: u64,
     pub min_us: u64,
     pub mean_us: u64,
@@ -224,8 +280,7 @@ pub struct SettingsUsed {
     pub syn_ladder_latest_ms: Vec<u64>,
     pub syn_give_up_ms: u64,
     pub rto_min_us: u64,
-    /// `route` when `ip route get TARGET` showed an rto_min, else `sysctl` or `default`.
-    pub rto_min_source: &'static str,
+    pub rto_min_source: RtoMinSource,
     pub spike_threshold_us: u64,
 }
 
@@ -235,7 +290,7 @@ fn us(ns: u64) -> u64 {
     ns / 1_000
 }
 
-fn phase_stats(phase: &'static str, values_ns: impl Iterator<Item = u64>) -> PhaseStats {
+fn phase_stats(phase: LatencyPhase, values_ns: impl Iterator<Item = u64>) -> PhaseStats {
     // 1 us .. 1 hour, 3 significant digits.
     let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).expect("valid bounds");
     for v in values_ns {
@@ -282,17 +337,20 @@ pub fn summarize(
     let mut phases = Vec::new();
     if opened > 0 {
         phases.push(phase_stats(
-            "connect",
+            LatencyPhase::Connect,
             ok.iter().filter_map(|r| r.connect_ns()),
         ));
     }
     if !matches!(cfg.mode, Mode::Connect) {
         phases.push(phase_stats(
-            "first_byte",
+            LatencyPhase::FirstByte,
             ok.iter().filter_map(|r| r.first_byte_wait_ns()),
         ));
     }
-    phases.push(phase_stats("total", ok.iter().map(|r| r.total_ns())));
+    phases.push(phase_stats(
+        LatencyPhase::Total,
+        ok.iter().map(|r| r.total_ns()),
+    ));
 
     let ports: BTreeSet<u16> = records
         .iter()
@@ -378,11 +436,11 @@ pub fn summarize(
             syn_give_up_ms: sig.ladder.give_up_at().as_millis() as u64,
             rto_min_us: sig.rto_min.as_micros() as u64,
             rto_min_source: if ctx.route_rto_min.is_some() {
-                "route"
+                RtoMinSource::Route
             } else if ctx.settings.tcp_rto_min_us.is_some() {
-                "sysctl"
+                RtoMinSource::Sysctl
             } else {
-                "default"
+                RtoMinSource::Default
             },
             spike_threshold_us: ctx.threshold.as_micros() as u64,
         },
@@ -667,7 +725,7 @@ mod tests {
         assert_eq!((s[1].ok, s[1].failed), (0, 2));
         assert_eq!(s[0].max_total_us, 1_000);
         let p = phase_stats(
-            "total",
+            LatencyPhase::Total,
             rs.iter().filter(|r| r.is_ok()).map(|r| r.total_ns()),
         );
         assert_eq!(p.count, 100);

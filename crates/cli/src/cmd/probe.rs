@@ -7,11 +7,11 @@ use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
+use tcpdoctor_model::units::{Bytes, Count, Duration as Dur};
 use tcpdoctor_model::{Measured, PortRange, Report};
 use tcpdoctor_probe::http::{ExpectStatus, Url};
 use tcpdoctor_probe::server::{Protocol, Server, ServerConfig};
 use tcpdoctor_probe::stats::Stage;
-use tcpdoctor_probe::units::{BytesArg, DurationArg};
 use tcpdoctor_probe::{CloseFirst, Config, Mode, Summary};
 use tcpdoctor_report::{findings, fmt, table};
 
@@ -54,7 +54,7 @@ expected_reply_bytes, example_local_ports}, status_codes {code: count}, status_c
 {cause, attempt, count, corroborated, typical_phase_us, max_phase_us, max_total_us,\n\
 example_local_ports}}, counters[] {name, delta, meaning}, settings {ip_local_port_range,\n\
 ports_available, tcp_tw_reuse, syn_ladder_ms, syn_give_up_ms, rto_min_us,\n\
-rto_min_source, spike_threshold_us}, findings[].\n\
+rto_min_source: route|sysctl|default, spike_threshold_us}, findings[].\n\
 \n\
 A run ends at --duration: requests still in flight are cut then and counted; those that\n\
 had waited long (no SYN-ACK, no reply) are reported as unanswered with the time waited.\n\
@@ -77,11 +77,11 @@ pub struct Args {
     /// Workers, each with one connection in flight.
     #[arg(short = 'c', long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=10000))]
     concurrency: u64,
-    /// Stop after this long (e.g. 10s, 500ms, 2m).
-    #[arg(short = 'd', long)]
-    duration: Option<DurationArg>,
-    /// Stop after this many connections (requests in rr / keep-alive http).
-    #[arg(short = 'n', long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Stop after this long (e.g. 10s, 500ms, 2m; default 10s).
+    #[arg(short = 'd', long, value_name = "DURATION", value_parser = positive_duration)]
+    duration: Option<Duration>,
+    /// Stop after this many connections (requests in rr / keep-alive http); 10k = 10,000.
+    #[arg(short = 'n', long, default_value = "1M", value_name = "N", value_parser = positive_count)]
     count: u64,
     /// Open loop: requests per second in total; latency counts from the scheduled start.
     #[arg(long, value_parser = positive_rate)]
@@ -102,22 +102,22 @@ pub struct Args {
     /// Bind these source ports explicitly, in turn (e.g. 20000-20199).
     #[arg(long, value_name = "LOW-HIGH")]
     local_ports: Option<PortRange>,
-    /// Request bytes (crr, rr).
-    #[arg(long, default_value = "64", value_name = "BYTES")]
-    request_size: BytesArg,
-    /// Reply bytes (crr, rr; HTTP body size of the embedded server).
-    #[arg(long, default_value = "64", value_name = "BYTES")]
-    reply_size: BytesArg,
+    /// Request bytes (crr, rr): 64, 4kB (4,000), 4KiB (4,096); at most 64 MiB.
+    #[arg(long, default_value = "64", value_name = "BYTES", value_parser = message_size)]
+    request_size: usize,
+    /// Reply bytes (crr, rr; HTTP body size of the embedded server); at most 64 MiB.
+    #[arg(long, default_value = "64", value_name = "BYTES", value_parser = message_size)]
+    reply_size: usize,
     /// Cut a connect() after this long.
-    #[arg(long, default_value = "10s")]
-    connect_timeout: DurationArg,
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = positive_duration)]
+    connect_timeout: Duration,
     /// Cut the wait for a reply after this long.
-    #[arg(long, default_value = "10s")]
-    timeout: DurationArg,
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = positive_duration)]
+    timeout: Duration,
     /// Classify requests slower than this (default: 20 x the median, within 5ms..1s; waits
     /// that match a SYN retransmission or RTO are classified whatever the threshold).
-    #[arg(long)]
-    spike_threshold: Option<DurationArg>,
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
+    spike_threshold: Option<Duration>,
     /// HTTP keep-alive: on reuses connections, off sends Connection: close.
     #[arg(long, value_enum, default_value = "on")]
     keepalive: OnOff,
@@ -209,6 +209,42 @@ fn close_first(s: &str) -> Result<CloseFirst, String> {
     s.parse()
 }
 
+/// Largest request or reply a worker buffers.
+const MAX_MESSAGE: u64 = 64 << 20;
+
+/// `--request-size`/`--reply-size`: a size (model::units grammar) of at most 64 MiB.
+fn message_size(s: &str) -> Result<usize, String> {
+    let b: Bytes = s
+        .parse()
+        .map_err(|e: tcpdoctor_model::units::UnitError| e.0)?;
+    if b.get() > MAX_MESSAGE {
+        return Err(format!("'{s}' is above the 64 MiB limit"));
+    }
+    Ok(b.get() as usize)
+}
+
+/// A duration (model::units grammar) above zero.
+fn positive_duration(s: &str) -> Result<Duration, String> {
+    let d: Dur = s
+        .parse()
+        .map_err(|e: tcpdoctor_model::units::UnitError| e.0)?;
+    if d.get().is_zero() {
+        return Err(format!("'{s}' must be above zero"));
+    }
+    Ok(d.get())
+}
+
+/// A count (model::units grammar: 10k = 10,000) of at least 1.
+fn positive_count(s: &str) -> Result<u64, String> {
+    let n: Count = s
+        .parse()
+        .map_err(|e: tcpdoctor_model::units::UnitError| e.0)?;
+    if n.get() == 0 {
+        return Err(format!("'{s}' must be at least 1"));
+    }
+    Ok(n.get())
+}
+
 fn resolve(host: &str, port: u16) -> anyhow::Result<SocketAddr> {
     (host, port)
         .to_socket_addrs()
@@ -266,7 +302,7 @@ fn config(a: &Args) -> anyhow::Result<Config> {
         target,
         mode,
         concurrency: a.concurrency as usize,
-        duration: a.duration.map_or(Duration::from_secs(10), |d| d.0),
+        duration: a.duration.unwrap_or(Duration::from_secs(10)),
         count: a.count,
         rate_per_s: a.rate,
         linger0: a.linger0,
@@ -274,11 +310,11 @@ fn config(a: &Args) -> anyhow::Result<Config> {
         close_first: a.close_first,
         local_addr: a.local_addr,
         local_ports: a.local_ports,
-        request_bytes: a.request_size.0,
-        reply_bytes: a.reply_size.0,
-        connect_timeout: a.connect_timeout.0,
-        reply_timeout: a.timeout.0,
-        spike_threshold: a.spike_threshold.map(|d| d.0),
+        request_bytes: a.request_size,
+        reply_bytes: a.reply_size,
+        connect_timeout: a.connect_timeout,
+        reply_timeout: a.timeout,
+        spike_threshold: a.spike_threshold,
         expect_status: a.expect_status.clone(),
     })
 }
@@ -322,11 +358,11 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
 fn serve(a: &Args, addr: SocketAddr) -> anyhow::Result<i32> {
     let protocol = match a.mode {
         Some(ModeArg::Http) => Protocol::Http {
-            body_bytes: a.reply_size.0,
+            body_bytes: a.reply_size,
         },
         _ => Protocol::Tcp {
-            request_bytes: a.request_size.0.max(1),
-            reply_bytes: a.reply_size.0,
+            request_bytes: a.request_size.max(1),
+            reply_bytes: a.reply_size,
         },
     };
     let mut sc = ServerConfig::new(addr, protocol.clone());
@@ -338,7 +374,7 @@ fn serve(a: &Args, addr: SocketAddr) -> anyhow::Result<i32> {
         Protocol::Tcp { .. } => "tcp",
     };
     output::with_stdout(|w| writeln!(w, "serving {kind} on {}", server.local_addr()))?;
-    let until = a.duration.map(|d| Instant::now() + d.0);
+    let until = a.duration.map(|d| Instant::now() + d);
     while !output::interrupted() && until.is_none_or(|t| Instant::now() < t) {
         std::thread::sleep(Duration::from_millis(50));
     }
