@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Burst sampler precision: the sampling interval tcpdoctor burst achieves at a 100 us target
 # (p50 and p99 of the gaps between samples, p99 error against the target), in each wait mode,
-# next to the way file 001's author sampled: a script polling
+# next to the way such traffic is usually sampled: a script polling
 # /sys/class/net/IF/statistics/rx_bytes (a Python loop that sleeps 100 us, and a shell loop).
 #
 # Same interface (lo), same target and duration for every tool; RUNS runs each, medians.
@@ -49,7 +49,7 @@ print(s["p50_ns"], s["p99_ns"], s["error_p99_ns"])
 PY
 }
 
-# File 001's approach in Python: open+read the counter, sleep 100 us, record the time.
+# The usual scripted approach in Python: open+read the counter, sleep 100 us, record the time.
 run_python() {
     python3 - "$IFACE" "$DUR" >"$TMP/py.gaps" <<'PY'
 import sys, time
@@ -126,7 +126,7 @@ LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
             busy) name="tcpdoctor burst --mode busy (pinned, spinning; the default below 1 ms)" ;;
             hybrid) name="tcpdoctor burst --mode hybrid (sleep, spin last 40 us)" ;;
             sleep) name="tcpdoctor burst --mode sleep (clock_nanosleep, 1 ns slack)" ;;
-            python) name="Python loop: open+read rx_bytes, sleep 100 us (file 001 style)" ;;
+            python) name="Python loop: open+read rx_bytes, sleep 100 us (a typical sampling script)" ;;
             shell) name="bash loop: read rx_bytes, no sleep" ;;
         esac
         echo "| $name | $(us "${P50[$tool]}") | $(us "${P99[$tool]}") | $(us "${E99[$tool]}") | $(ratio "${E99[$tool]}" "${E99[busy-rt]}") |"
@@ -134,7 +134,7 @@ LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
     echo
     echo "Goal: p99 error <= 20 us in busy-poll mode. The shell loop samples as fast as it can"
     echo "(no target), so its error is against 100 us only for comparison; the Python loop is"
-    echo "the method of file 001. Without --realtime a spinning sampler is preempted at the end"
+    echo "the usual scripted method. Without --realtime a spinning sampler is preempted at the end"
     echo "of its time slice whenever the other core's work spills over; with it the kernel"
     echo "still takes ~5% of that CPU back (sched_rt_runtime_us), seen as rare gaps in max."
     echo "<!-- burst:end -->"

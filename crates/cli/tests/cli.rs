@@ -351,3 +351,49 @@ fn progress_bar_shows_percent_and_time_left() {
         "{screen:?}"
     );
 }
+
+/// The subcommands listed in the "Commands:" block of `help`.
+fn listed_commands(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        // Continuation lines of a wrapped description are indented further.
+        .filter(|l| !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn help_refers_to_no_internal_document() {
+    let mut queue: Vec<Vec<String>> = vec![vec![]];
+    let mut seen = 0;
+    while let Some(path) = queue.pop() {
+        let mut args: Vec<&str> = path.iter().map(String::as_str).collect();
+        args.push("--help");
+        let (code, out, err) = support::run(&args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        seen += 1;
+        let lower = out.to_lowercase();
+        for internal in [
+            "file 00",
+            "files 00",
+            "background file",
+            "field report",
+            "issue ",
+        ] {
+            assert!(
+                !lower.contains(internal),
+                "{args:?} help says {internal:?}:\n{out}"
+            );
+        }
+        for c in listed_commands(&out) {
+            let mut next = path.clone();
+            next.push(c);
+            queue.push(next);
+        }
+    }
+    assert!(seen > 15, "only {seen} help pages");
+}

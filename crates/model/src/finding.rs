@@ -13,13 +13,13 @@ pub enum Pathology {
     /// A SYN went unanswered and was retransmitted after the initial RTO (1 s, 2 s, ...).
     SynRetransmit,
     /// A SYN reused a 4-tuple whose previous incarnation is still in TIME_WAIT at the peer,
-    /// was answered by a bare ACK or dropped, and the connect stalled (files 000, 003).
+    /// was answered by a bare ACK or dropped, and the connect stalled.
     TimeWaitCollision,
     /// A SYN was answered by an ACK of an old connection, the client reset it and resent the
-    /// SYN (file 003). Current kernels resend within milliseconds; older ones after the RTO.
+    /// SYN. Current kernels resend within milliseconds; older ones after the RTO.
     StaleAckRace,
     /// Connects fail with EADDRNOTAVAIL or stall because ephemeral ports toward one
-    /// destination are used up, mostly by TIME_WAIT (file 004).
+    /// destination are used up, mostly by TIME_WAIT.
     PortExhaustion,
     /// A listener's accept queue overflowed; SYNs or final ACKs were dropped.
     AcceptQueueOverflow,
@@ -28,12 +28,12 @@ pub enum Pathology {
     /// Data was retransmitted quickly (fast retransmit, TLP): loss without a timeout.
     Retransmission,
     /// Many senders answer one receiver at once, overflow a shallow buffer and stall on
-    /// synchronized retransmission timeouts (file 001).
+    /// synchronized retransmission timeouts.
     Incast,
-    /// Traffic arrives in bursts far above its average rate on a short time scale (file 001).
+    /// Traffic arrives in bursts far above its average rate on a short time scale.
     Microburst,
     /// The receiver reads slower than the sender writes: zero windows, full receive queues,
-    /// stalled writers (file 002).
+    /// stalled writers.
     SlowReader,
     /// A reply waited ~40 ms for a delayed ACK interacting with Nagle's algorithm.
     DelayedAck,
