@@ -71,6 +71,8 @@ enum Command {
     Lab(cmd::lab::Args),
     /// Trace TCP events live with eBPF and name the cause of each (root).
     Trace(cmd::trace::Args),
+    /// Serve TCP health as Prometheus metrics: counters, census gauges, budgets, findings.
+    Exporter(cmd::exporter::Args),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(cmd::install::CompletionsArgs),
     /// Write the man pages (tcpdoctor.1 and one per subcommand), or print the main one.
@@ -119,6 +121,7 @@ fn main() {
         Command::Burst(a) => cmd::burst::run(a),
         Command::Lab(a) => cmd::lab::run(a),
         Command::Trace(a) => cmd::trace::run(a),
+        Command::Exporter(a) => cmd::exporter::run(a),
         Command::Completions(a) => cmd::install::completions(a, command()),
         Command::Man(a) => cmd::install::man(a, command()),
     };

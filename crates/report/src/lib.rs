@@ -1,6 +1,7 @@
 //! Printers shared by every command, one per format: human text (the ranked findings block,
 //! tables and number formatting, fitted to the terminal's width and coloured by severity when
-//! asked), JSON, CSV through serde, and the JSON error document. Generic over `io::Write`; no
+//! asked), JSON, CSV through serde, the JSON error document, and the Prometheus exposition
+//! formats (text 0.0.4 and OpenMetrics). Generic over `io::Write`; no
 //! measurement and no I/O of its own: the binary decides the layout ([`style::set`]) and where
 //! output goes.
 //!
@@ -14,6 +15,7 @@ pub mod findings;
 pub mod fmt;
 pub mod html;
 pub mod style;
+pub mod prometheus;
 pub mod table;
 pub mod wrap;
 

@@ -6,6 +6,7 @@ pub mod burst;
 pub mod check;
 pub mod counters;
 pub mod doctor;
+pub mod exporter;
 pub mod install;
 pub mod lab;
 pub mod probe;
