@@ -1,29 +1,37 @@
-//! The collector: one thread that, every interval, takes the census of the watched network
-//! namespace, judges it with doctor's checks, and publishes the result for scrapes to serve.
+//! The collector: one thread that runs doctor's diagnosis (`tcpdoctor_doctor::diagnose`,
+//! without its self-probe) back to back, one window per interval, and publishes each result
+//! for scrapes to serve.
+//!
+//! Each diagnosis takes a census at the start and at the end of its window, reads the
+//! counters at both ends, audits the settings with the listeners' backlogs, judges the
+//! counter delta against the RTO floor and merges the live findings: the findings served are
+//! exactly what `tcpdoctor doctor --quick --window <interval>` would report at that moment,
+//! and the census gauges are those of the closing census.
 //!
 //! The thread enters the namespace once (`setns(CLONE_NEWNET)` moves only the calling
-//! thread), so everything it reads there is the namespace's: the sock_diag dump, the sysctls
-//! under `/proc/sys/net`, the counters under `/proc/thread-self/net`, and the `ip route`
-//! it runs for route `rto_min` (a child inherits its thread's namespace). The counter files it
-//! opens stay bound to the namespace, so the HTTP thread reads the namespace's counters
-//! through them at scrape time without entering it.
+//! thread), so everything the diagnosis reads is the namespace's: the sock_diag dump, the
+//! sysctls under `/proc/sys/net`, the counters under `/proc/thread-self/net`, and the
+//! `ip route` it runs for route `rto_min` (a child inherits its thread's namespace). The
+//! counter files the collector opens stay bound to the namespace, so the HTTP thread reads the
+//! namespace's counters through them at scrape time without entering it.
 //!
-//! A failed census (say the namespace's sockets could not be dumped) is counted and the
-//! previous one stays served; its age grows, which `tcpdoctor_census_age_seconds` shows.
+//! A failed census is counted and the previous result stays served; its age grows, which
+//! `tcpdoctor_census_age_seconds` shows.
 
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
-use tcpdoctor_host::check::{Inputs, ListenerBacklog};
+use tcpdoctor_doctor::Probe;
 use tcpdoctor_host::counters::{self, Sampler, Snapshot};
-use tcpdoctor_host::sockets::{self, Census, Filter, Summary, TcpState};
 use tcpdoctor_model::Finding;
 use tcpdoctor_report::prometheus::Family;
 
-use crate::findings::{self, Observed};
 use crate::{metrics, Config, Error};
+
+/// The first diagnosis is short, so that the exporter serves soon after it starts.
+const FIRST_WINDOW: Duration = Duration::from_secs(1);
 
 /// One complete census, judged and turned into metric families. Immutable once published.
 #[derive(Debug)]
@@ -91,83 +99,55 @@ pub fn enter_netns(name: &str) -> Result<(), Error> {
     Ok(())
 }
 
-/// What one collection carries over to the next.
-#[derive(Default)]
-struct Carry {
-    /// The previous census, without its TIME_WAIT entries (only data sockets are compared).
-    census: Option<Census>,
-    counters: Option<(Snapshot, Instant)>,
+/// Why no census came out of a diagnosis.
+fn no_census(r: &tcpdoctor_doctor::Body) -> String {
+    r.skipped.iter().find(|s| s.step == "sockets").map_or_else(
+        || "the census did not run".to_string(),
+        |s| s.reason.clone(),
+    )
 }
 
-/// Listener backlogs for the settings audit, as `tcpdoctor check` and `doctor` pass them.
-fn backlogs(s: &Summary) -> Vec<ListenerBacklog> {
-    s.listeners
-        .iter()
-        .filter(|l| l.listening)
-        .filter_map(|l| {
-            l.backlog.map(|b| ListenerBacklog {
-                local: l.local.to_string(),
-                backlog: u64::from(b),
-            })
-        })
-        .collect()
-}
-
-/// One collection: settings, census, counters, findings, families.
+/// One diagnosis of `window` and its families. `None` when stopped meanwhile.
 fn collect(
-    carry: &mut Carry,
-    shared_counters: &dyn Fn() -> Result<Snapshot, tcpdoctor_host::Error>,
+    netns: &Option<String>,
+    window: Duration,
     top: usize,
-) -> Result<Collected, Error> {
-    let t0 = Instant::now();
-    // Settings that cannot be read skip the audit, as in doctor; the census still runs.
-    let mut inputs = Inputs::read().ok();
-    let census = sockets::census(&Filter::default())?;
-    let analysis = sockets::analyze(&census, carry.census.as_ref());
-    if let Some(i) = inputs.as_mut() {
-        i.listeners = backlogs(&analysis.summary);
+    stop: &AtomicBool,
+) -> Result<Option<Collected>, Error> {
+    let cfg = tcpdoctor_doctor::Config {
+        window,
+        probe: Probe::Skip("not run by the exporter: it would load the host it watches".into()),
+        netns: netns.clone(),
+    };
+    let report = tcpdoctor_doctor::diagnose(&cfg, stop, &|_| {})?;
+    if report.interrupted {
+        return Ok(None);
     }
-    let now = Instant::now();
-    let snap = shared_counters().ok();
-    let delta = match (&snap, &carry.counters) {
-        (Some(after), Some((before, t))) if after.went_backwards(before).is_empty() => {
-            Some((after.delta_since(before).changed, now.duration_since(*t)))
-        }
-        _ => None,
+    let b = &report.body;
+    let Some(summary) = &b.sockets else {
+        return Err(Error::NoCensus(no_census(b)));
     };
-    let window = match (
-        carry.census.as_ref().and_then(|c| c.taken_at),
-        census.taken_at,
-    ) {
-        (Some(a), Some(b)) => Some(b.saturating_duration_since(a)),
-        _ => delta.as_ref().map(|d| d.1),
-    };
-    let found = findings::active(Observed {
-        inputs: inputs.as_ref(),
-        sockets: analysis.findings,
-        counters: delta.as_ref().map(|d| &d.0),
-        window: delta.as_ref().map(|d| d.1),
-    });
+    let census_us = b
+        .steps
+        .iter()
+        .find(|s| s.step == "sockets" && s.ran)
+        .map_or(0, |s| s.duration_us);
     let families = metrics::census(
         &metrics::Census {
-            summary: &analysis.summary,
-            inputs: inputs.as_ref(),
-            findings: &found,
-            duration: t0.elapsed(),
-            window,
+            summary,
+            inputs: b.settings.as_ref().map(|a| &a.settings),
+            findings: &report.findings,
+            duration: Duration::from_micros(census_us),
+            window: Some(Duration::from_millis(b.window_ms)),
         },
         top,
     );
-    let mut keep = census;
-    keep.sockets.retain(|s| s.state != TcpState::TimeWait);
-    carry.census = Some(keep);
-    carry.counters = snap.map(|s| (s, now));
-    Ok(Collected {
+    Ok(Some(Collected {
         families,
-        findings: found,
+        findings: report.findings,
         finished: Instant::now(),
         finished_wall: SystemTime::now(),
-    })
+    }))
 }
 
 /// Starts the collector thread (in `config.netns` when set), waits for its first complete
@@ -190,17 +170,12 @@ pub fn start(
                 }
                 // /proc/thread-self/net: this thread's (the namespace's) counters.
                 let sampler = counters::Source::default().sampler()?;
-                let counters = Mutex::new(sampler);
-                let mut carry = Carry::default();
-                let read = || match counters.lock() {
-                    Ok(mut s) => s.sample(),
-                    Err(p) => p.into_inner().sample(),
-                };
-                let c = collect(&mut carry, &read, top)?;
-                Ok::<_, Error>((counters, carry, c))
+                let c = collect(&netns, FIRST_WINDOW.min(interval), top, stop)?;
+                Ok::<_, Error>((Mutex::new(sampler), c))
             })();
-            let (counters, mut carry, c) = match first {
-                Ok(v) => v,
+            let (counters, c) = match first {
+                Ok((s, Some(c))) => (s, c),
+                Ok((_, None)) => return, // stopped before the first census
                 Err(e) => {
                     let _ = tx.send(Err(e));
                     return;
@@ -215,27 +190,25 @@ pub fn start(
             if tx.send(Ok(Arc::clone(&shared))).is_err() {
                 return;
             }
-            let mut next = Instant::now() + interval;
+            // Diagnoses back to back: each window is one interval, so a census is at most
+            // one interval (plus the census itself) old when served.
             while !stop.load(Ordering::SeqCst) {
-                let now = Instant::now();
-                if now < next {
-                    std::thread::sleep((next - now).min(Duration::from_millis(100)));
-                    continue;
-                }
-                // A fixed rate; ticks missed while a census ran long are skipped.
-                while next <= now {
-                    next += interval;
-                }
-                match collect(&mut carry, &|| shared.read_counters(), top) {
-                    Ok(c) => {
+                match collect(&netns, interval, top, stop) {
+                    Ok(Some(c)) => {
                         shared.publish(c);
                         shared.censuses.fetch_add(1, Ordering::Relaxed);
                     }
+                    Ok(None) => break,
                     Err(e) => {
                         shared.census_errors.fetch_add(1, Ordering::Relaxed);
                         eprintln!(
                             "tcpdoctor exporter: census failed (the previous one is served): {e}"
                         );
+                        // Do not spin on a persistent failure.
+                        let until = Instant::now() + interval;
+                        while Instant::now() < until && !stop.load(Ordering::SeqCst) {
+                            std::thread::sleep(Duration::from_millis(100));
+                        }
                     }
                 }
             }
@@ -261,14 +234,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_collection_of_this_namespace_serves_its_socket_states_and_budgets() {
+    fn a_collection_of_this_namespace_serves_its_socket_states_budgets_and_findings() {
         // A listener with one connection waiting in its accept queue.
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let _c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
-        let mut carry = Carry::default();
-        let first = collect(&mut carry, &counters::snapshot, 20).unwrap();
-        let second = collect(&mut carry, &counters::snapshot, 20).unwrap();
-        let names: Vec<&str> = first.families.iter().map(|f| f.name.as_str()).collect();
+        let stop = AtomicBool::new(false);
+        let c = collect(&None, Duration::from_millis(200), 1000, &stop)
+            .unwrap()
+            .unwrap();
+        let names: Vec<&str> = c.families.iter().map(|f| f.name.as_str()).collect();
         for want in [
             "tcpdoctor_sockets",
             "tcpdoctor_listener_accept_queue",
@@ -280,34 +254,25 @@ mod tests {
             assert!(names.contains(&want), "{want} missing: {names:?}");
         }
         let me = l.local_addr().unwrap().to_string();
-        let q = second
+        let q = c
             .families
             .iter()
             .find(|f| f.name == "tcpdoctor_listener_accept_queue")
             .unwrap();
-        let mine = q
-            .samples
+        let mine = q.samples.iter().find(|s| s.labels[0].1 == me).unwrap();
+        assert_eq!(mine.value.as_f64(), 1.0);
+        let w = c
+            .families
             .iter()
-            .find(|s| s.labels[0].1 == me)
-            .or_else(|| q.samples.iter().find(|s| s.labels[0].1 == metrics::OTHER));
-        assert!(mine.is_some(), "{q:?}");
-        // The first collection has no window; the second compares with the first.
-        let w = |c: &Collected| {
-            c.families
-                .iter()
-                .find(|f| f.name == "tcpdoctor_findings_window_seconds")
-                .unwrap()
-                .samples
-                .len()
-        };
-        assert_eq!((w(&first), w(&second)), (0, 1));
-        // The previous census is kept without its TIME_WAIT entries.
-        assert!(carry
-            .census
-            .as_ref()
+            .find(|f| f.name == "tcpdoctor_findings_window_seconds")
+            .unwrap();
+        assert!(w.samples[0].value.as_f64() >= 0.2);
+        // The settings audit ran: its informational findings (budget, ladder) are there.
+        assert!(!c.findings.is_empty());
+        // Stopped: nothing is published.
+        stop.store(true, Ordering::SeqCst);
+        assert!(collect(&None, Duration::from_secs(5), 10, &stop)
             .unwrap()
-            .sockets
-            .iter()
-            .all(|s| s.state != TcpState::TimeWait));
+            .is_none());
     }
 }

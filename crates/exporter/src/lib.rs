@@ -3,11 +3,11 @@
 //!
 //! ```text
 //!   collector thread (in --netns)      trace thread (optional)      HTTP (main thread)
-//!   every --interval:                  polls the BPF ring buffer    GET /metrics:
-//!     settings + routes                every 50 ms, publishes the     read the kernel counters now
-//!     sock_diag census + analysis      counts                         + the last complete census
-//!     counter delta over the interval                                 + trace counts
-//!     findings (doctor's checks)                                      -> text 0.0.4 or OpenMetrics
+//!   doctor's diagnosis, back to back,  polls the BPF ring buffer    GET /metrics:
+//!   one --interval window each:        every 50 ms, publishes the     read the kernel counters now
+//!     settings, census, counters,      counts                         + the last complete census
+//!     window, census, counters,                                       + trace counts
+//!     audit, findings (no probe)                                      -> text 0.0.4 or OpenMetrics
 //!   -> publishes one Collected
 //! ```
 //!
@@ -18,11 +18,12 @@
 //! opened in). Concurrent scrapes are capped ([`Config::max_scrapes`]); the excess is answered
 //! 503 at once rather than queued.
 //!
-//! What it must not do: change anything on the host, generate traffic (no self-probe, see
-//! [`findings`]), or let the number of series grow with the number of sockets.
+//! What it must not do: change anything on the host, generate traffic (doctor's loopback
+//! self-probe is skipped: up to 1000 connections per run, each leaving a TIME_WAIT socket for
+//! 60 s, would load the host it watches and show in its own census), or let the number of
+//! series grow with the number of sockets.
 
 pub mod collect;
-pub mod findings;
 pub mod metrics;
 pub mod serve;
 pub mod tracing;
@@ -70,8 +71,11 @@ pub enum Error {
         name: String,
         source: std::io::Error,
     },
-    #[error("first census: {0}")]
-    Census(#[from] tcpdoctor_host::sockets::Error),
+    #[error(transparent)]
+    Diagnosis(#[from] tcpdoctor_doctor::Error),
+    /// The diagnosis ran but its census did not (the reason it gives).
+    #[error("socket census: {0}")]
+    NoCensus(String),
     #[error("kernel counters: {0}")]
     Counters(#[from] tcpdoctor_host::Error),
     #[error("starting the collector thread: {0}")]

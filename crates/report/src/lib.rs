@@ -14,8 +14,8 @@ pub mod error;
 pub mod findings;
 pub mod fmt;
 pub mod html;
-pub mod style;
 pub mod prometheus;
+pub mod style;
 pub mod table;
 pub mod wrap;
 

@@ -10,46 +10,62 @@ use tcpdoctor_model::units::Duration;
 use crate::output;
 
 /// The long help of `tcpdoctor exporter --help`.
-const ABOUT: &str = r#"Serves GET /metrics in the Prometheus text format (0.0.4), or in OpenMetrics 1.0 when the
-Accept header prefers it (Prometheus asks for it first). A background thread takes a
-sock_diag census every --interval and judges it with doctor's checks; a scrape serves the
-last complete census (never waits for one in progress) and reads the kernel counters at
-that moment. At most --max-scrapes scrapes are served at once; more are answered 503.
+const ABOUT: &str = r#"Serves GET /metrics in the Prometheus text format (0.0.4), or in
+OpenMetrics 1.0 when the Accept header prefers it (Prometheus asks for it
+first). A background thread runs doctor's diagnosis without its self-probe,
+back to back, one --interval window each (a census and the counters at both
+ends of the window, the settings audit, the merge): the findings served are
+what `tcpdoctor doctor --quick --window <interval>` reports. A scrape serves
+the last complete diagnosis (it never waits for one in progress) and reads
+the kernel counters at that moment. At most --max-scrapes scrapes are served
+at once; more are answered 503.
 
-Metrics (prefix tcpdoctor_, base units, _total on counters; the HELP of each says more):
-  tcpdoctor_tcp_*_total, tcpdoctor_tcpext_*_total   every TCP counter of /proc/net/snmp and
-      /proc/net/netstat (TcpExtListenOverflows -> tcpdoctor_tcpext_listen_overflows_total),
-      tcpdoctor_tcp_curr_estab as a gauge
-  tcpdoctor_sockets{state}                          sockets per TCP state
-  tcpdoctor_destination_{time_wait_sockets, ephemeral_ports_in_use,
-      time_wait_reusable_sockets, port_headroom, port_budget_used_ratio,
-      sustainable_connects_per_second}{destination="ip:port"}
-      for the --top-destinations destinations with the fewest free ports; the rest summed
-      under destination="other" (headroom, rate: the smallest among them; ratio: the largest)
-  tcpdoctor_listener_{accept_queue, backlog}{listener="ip:port"}  same cap, rest summed
+Metrics (prefix tcpdoctor_, base units, _total on counters; see each HELP):
+  tcpdoctor_tcp_*_total, tcpdoctor_tcpext_*_total
+      every TCP counter of /proc/net/snmp and /proc/net/netstat
+      (TcpExtListenOverflows: tcpdoctor_tcpext_listen_overflows_total);
+      tcpdoctor_tcp_curr_estab is a gauge
+  tcpdoctor_sockets{state}
+      sockets per TCP state
+  tcpdoctor_destination_time_wait_sockets{destination="ip:port"}, and
+  ..._ephemeral_ports_in_use, ..._time_wait_reusable_sockets,
+  ..._port_headroom, ..._port_budget_used_ratio (0-1),
+  ..._sustainable_connects_per_second
+      for the --top-destinations destinations with the fewest free ports;
+      the rest summed under destination="other" (headroom and rate: the
+      smallest among them; ratio: the largest)
+  tcpdoctor_listener_accept_queue{listener}, tcpdoctor_listener_backlog
+      same cap, the rest summed
   tcpdoctor_ephemeral_ports, tcpdoctor_sustainable_connects_per_second,
-      tcpdoctor_syn_give_up_seconds, tcpdoctor_syn_first_retransmit_seconds,
-      tcpdoctor_rto_floor_seconds                   budgets from the sysctls and routes
-  tcpdoctor_findings{pathology,severity,source}     findings active now: source="observed"
-      (census and counters over the last interval), source="settings" (sysctls); 0 when not
-  tcpdoctor_census_{age_seconds, duration_seconds, timestamp_seconds}, tcpdoctor_censuses_total
-  tcpdoctor_trace_available{reason}, tcpdoctor_trace_{kernel_events, events, drops,
-      lost_events}_total{event|cause|reason}    eBPF counts when tracing runs
+  tcpdoctor_syn_give_up_seconds, tcpdoctor_syn_first_retransmit_seconds,
+  tcpdoctor_rto_floor_seconds
+      budgets from the sysctls and routes
+  tcpdoctor_findings{pathology,severity,source}
+      findings active now: source="observed" (censuses and counters over the
+      last window) or "settings" (sysctls, routes); 0 when not active
+  tcpdoctor_census_age_seconds, tcpdoctor_census_duration_seconds,
+  tcpdoctor_censuses_total, tcpdoctor_findings_window_seconds
+  tcpdoctor_trace_available{reason}, tcpdoctor_trace_events_total{cause},
+  tcpdoctor_trace_drops_total{reason}, tcpdoctor_trace_kernel_events_total
+      eBPF counts when tracing runs; otherwise why it does not
 
-Needs: Linux. Root is not required for this host's own namespace; --netns and tracing need
-root (tracing: or CAP_BPF and CAP_PERFMON, and kernel BTF; without them
-tcpdoctor_trace_available is 0 with the reason). Listens on 127.0.0.1 unless --listen names
-another address.
+Needs: Linux. Root is not required for this host's own namespace; --netns
+and tracing need root (tracing: or CAP_BPF and CAP_PERFMON, and kernel BTF).
+Listens on 127.0.0.1 unless --listen names another address.
 
-Overhead: per interval one sock_diag dump and its analysis (about 40 ms of CPU at 50,000
-TIME_WAIT sockets), a few sysctl reads and one `ip route` per family; per scrape three /proc
-reads and the rendering (well under a millisecond). No traffic is generated (doctor's
-loopback self-probe is not run). Tracing adds the trace command's cost under load.
+Overhead: per interval two sock_diag dumps and their analysis, a scan of
+/proc for the processes holding sockets, a few sysctl reads and one
+`ip route` per family (BENCHMARKS.md gives the CPU at 50,000 TIME_WAIT
+sockets); per scrape three /proc reads and the rendering. No traffic is
+generated (doctor's loopback self-probe is not run: its connections would
+load the host and show in the census). Tracing adds the trace command's cost
+under load.
 
-Stops on Ctrl-C or SIGTERM (exit 0). Errors at start (address in use, no such namespace)
-exit 2.
+Stops on Ctrl-C or SIGTERM (exit 0). Errors at start (address in use, no
+such namespace) exit 2.
 
-Example: tcpdoctor exporter ; sudo tcpdoctor exporter --netns blue --listen 127.0.0.1:9978"#;
+Example: tcpdoctor exporter
+         sudo tcpdoctor exporter --netns blue --listen 127.0.0.1:9978"#;
 
 /// Serve TCP health as Prometheus metrics: counters, census gauges, budgets, findings.
 #[derive(clap::Args, Debug)]
@@ -58,7 +74,8 @@ pub struct Args {
     /// Address and port to serve /metrics on.
     #[arg(long, value_name = "ADDR:PORT", default_value = DEFAULT_LISTEN)]
     pub listen: SocketAddr,
-    /// Time between socket censuses (1s to 1h).
+    /// The diagnosis window: findings compare the two ends of it, and a census is served at
+    /// most this old, plus its own duration (1s to 1h).
     #[arg(long, value_name = "DURATION", default_value = "15s")]
     pub interval: Duration,
     /// Destinations and listeners exported one by one; the rest are summed (1 to 1000).
