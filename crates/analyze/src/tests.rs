@@ -1097,11 +1097,10 @@ fn reset_closes_hold_no_port_and_are_not_port_exhaustion() {
     assert_eq!(a.details.destinations[0].client_closed_first, 0);
 }
 
-/// Issue 9 defect 9: several senders into one receiver lose their tails at the start of
-/// each round, and short timers (a 5 ms rto_min) repair them: still incast, the remedy is
-/// said to be in effect, and the retransmissions fold into the incast finding.
-#[test]
-fn synchronized_losses_repaired_by_short_timers_are_incast_with_their_retransmissions() {
+/// Five senders answer one receiver in three rounds; in each, four of them resend their
+/// last segment 6 ms after the burst (a short timer). With `dsack`, the receiver had those
+/// segments and reports the copies in D-SACKs; otherwise they were lost.
+fn short_timer_rounds(dsack: bool) -> Analysis {
     let mut c = Cap::new();
     let mss = 1448;
     let tps: Vec<Tuple> = (0..5u16)
@@ -1127,7 +1126,7 @@ fn synchronized_losses_repaired_by_short_timers_are_incast_with_their_retransmis
                 );
             }
         }
-        // Four of the five lose their last segment in the burst.
+        // Four of the five have their last segment unacknowledged when the timer fires.
         for (i, tp) in tps.iter().enumerate() {
             let acked = if i < 4 {
                 next[i] + 3 * mss
@@ -1137,32 +1136,35 @@ fn synchronized_losses_repaired_by_short_timers_are_incast_with_their_retransmis
             c.pkt(t0 + 1_000 + i as u64, *tp, false, A, 1001, acked, 0, 1000);
         }
         for (i, tp) in tps.iter().enumerate().take(4) {
-            c.pkt(
-                t0 + 6_000 + i as u64,
-                *tp,
-                true,
-                A,
-                next[i] + 3 * mss,
-                1001,
-                mss,
-                502,
-            );
+            let last = next[i] + 3 * mss;
+            c.pkt(t0 + 6_000 + i as u64, *tp, true, A, last, 1001, mss, 502);
             c.pkt(
                 t0 + 6_100 + i as u64,
                 *tp,
                 false,
                 A,
                 1001,
-                next[i] + 4 * mss,
+                last + mss,
                 0,
                 1000,
             );
+            if dsack {
+                c.with_sack(&[(last, last + mss)]);
+            }
         }
         for n in &mut next {
             *n += 4 * mss;
         }
     }
-    let a = c.run(Config::default());
+    c.run(Config::default())
+}
+
+/// Issue 9 defect 9: several senders into one receiver lose their tails at the start of
+/// each round, and short timers (a 5 ms rto_min) repair them: still incast, the remedy is
+/// said to be in effect, and the retransmissions fold into the incast finding.
+#[test]
+fn synchronized_losses_repaired_by_short_timers_are_incast_with_their_retransmissions() {
+    let a = short_timer_rounds(false);
     assert_eq!(a.totals.retransmissions, 12, "{:#?}", a.totals);
     assert_eq!(a.totals.retransmissions_rto, 0);
     let f = only(&a, Pathology::Incast);
@@ -1183,6 +1185,17 @@ fn synchronized_losses_repaired_by_short_timers_are_incast_with_their_retransmis
         "{:#?}",
         f.evidence
     );
+}
+
+/// Issue 9 defects 9 and 10: the same synchronized resends, but the receiver had the data
+/// (D-SACKs): the timers were too short for the path, nothing was lost, no incast.
+#[test]
+fn synchronized_spurious_resends_are_not_incast() {
+    let a = short_timer_rounds(true);
+    assert_eq!(a.totals.retransmissions_spurious, 12, "{:#?}", a.totals);
+    assert!(a.details.incast.is_empty(), "{:#?}", a.details.incast);
+    let p: Vec<Pathology> = a.findings.iter().map(|f| f.pathology).collect();
+    assert_eq!(p, [Pathology::SpuriousRetransmission], "{:#?}", a.findings);
 }
 
 /// Issue 9 defect 12: per-destination and per-receiver tables are bounded: 20,000 distinct

@@ -60,7 +60,9 @@ pub(crate) fn segment(
     }
     if !answer {
         ack(h, other, s);
-        dsack(c, s, d, totals);
+        if let Some(frame) = dsack(c, s, d, totals) {
+            det.spurious(c, d.rev(), frame);
+        }
         advertised(c, s, d, totals);
     }
     close(c, s, d, answer, totals);
@@ -157,10 +159,11 @@ fn found_spurious(
 /// A D-SACK (RFC 2883 section 4): the first SACK block of an ACK from `d` reports data of
 /// the other direction that arrived twice, when it lies below the cumulative ACK or inside
 /// the second block. The retransmission it reports was spurious: the original had arrived.
+/// Returns the frame of the retransmission found spurious.
 #[inline]
-fn dsack(c: &mut Conn, s: &Segment, d: Dir, totals: &mut Totals) {
+fn dsack(c: &mut Conn, s: &Segment, d: Dir, totals: &mut Totals) -> Option<u64> {
     if !s.flags.ack() || s.options.sack_count == 0 {
-        return;
+        return None;
     }
     let ack = SeqNumber(s.ack);
     let (l, r) = s.options.sack[0];
@@ -171,20 +174,18 @@ fn dsack(c: &mut Conn, s: &Segment, d: Dir, totals: &mut Totals) {
         l >= SeqNumber(l2) && r <= SeqNumber(r2)
     };
     if !(below || inside) {
-        return;
+        return None;
     }
     let sender = d.rev();
     let hit = c
         .recent_retrans
         .iter()
         .position(|e| e.dir == Some(sender) && !e.spurious && e.start < r && l < e.end);
-    if let Some(i) = hit {
-        c.recent_retrans[i].spurious = true;
-        let e = c.recent_retrans[i];
-        if let Some(kind) = e.kind {
-            found_spurious(c, sender, kind, e.frame, e.gap_ns, true, totals);
-        }
-    }
+    let i = hit?;
+    c.recent_retrans[i].spurious = true;
+    let e = c.recent_retrans[i];
+    found_spurious(c, sender, e.kind?, e.frame, e.gap_ns, true, totals);
+    Some(e.frame)
 }
 
 /// SYN, SYN-ACK and the answers a SYN gets instead (a reset, a stale ACK of an older

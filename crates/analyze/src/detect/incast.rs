@@ -39,6 +39,8 @@ pub const RECEIVERS_MAX: usize = 4096;
 const HITS_MAX: usize = 256;
 /// Episodes listed in the details (all are counted).
 const EPISODES_KEPT: usize = 64;
+/// Retransmissions remembered per episode (to withdraw one found spurious later).
+const EVENTS_KEPT: usize = 256;
 /// Flows remembered as caught in episodes until they are summarised.
 const CAUGHT_MAX: usize = 1 << 16;
 
@@ -74,7 +76,8 @@ struct Episode {
     fan_in_open: u32,
     max_gap_ns: u64,
     silent_ns: u64,
-    frames: Vec<u64>,
+    /// (connection, frame, was a timeout) of each retransmission, the first [`EVENTS_KEPT`].
+    events: Vec<(u64, u64, bool)>,
     /// The time the receiver waited on this episode's repairs: from the earliest silence a
     /// retransmission ended to the latest retransmission.
     waited_from: u64,
@@ -278,7 +281,7 @@ impl Incast {
         if self.hits.get(&addr).is_none() && self.hits.len() >= HITS_MAX {
             return;
         }
-        let mut frames = ep.frames;
+        let mut frames: Vec<u64> = ep.events.iter().map(|e| e.1).take(16).collect();
         frames.sort_unstable();
         let e = IncastEpisode {
             receiver: addr.to_string(),
@@ -516,8 +519,8 @@ impl Detector for Incast {
         if timeout {
             ep.silent_ns = ep.silent_ns.max(idle);
         }
-        if ep.frames.len() < 16 {
-            ep.frames.push(x.frame);
+        if ep.events.len() < EVENTS_KEPT {
+            ep.events.push((x.conn.id, x.frame, timeout));
         }
         // Counting the fan-in walks the receiver's recent senders: only worth it once the
         // episode has several flows, or when every sender had gone quiet before a timeout.
@@ -530,6 +533,26 @@ impl Detector for Incast {
             let ep = r.open.as_mut().expect("opened above");
             ep.fan_in = ep.fan_in.max(all);
             ep.fan_in_open = ep.fan_in_open.max(open);
+        }
+    }
+
+    /// A retransmission the receiver already had is no loss: it leaves the open episode
+    /// (and the episode its flow, when it was the flow's only one).
+    fn spurious(&mut self, c: &Conn, d: Dir, frame: u64) {
+        let Some(r) = self.receivers.get_mut(&c.receiver(d).addr) else {
+            return;
+        };
+        let Some(ep) = r.open.as_mut() else {
+            return;
+        };
+        let Some(i) = ep.events.iter().position(|e| e.1 == frame && e.0 == c.id) else {
+            return;
+        };
+        let (id, _, timeout) = ep.events.remove(i);
+        ep.retransmissions -= 1;
+        ep.timeouts -= u32::from(timeout);
+        if !ep.events.iter().any(|e| e.0 == id) {
+            ep.flows.retain(|&f| f != id);
         }
     }
 

@@ -56,6 +56,11 @@ pub trait Detector {
     /// Data of direction `d` was sent again (a repair of a loss, not a SYN, not known to
     /// be spurious when sent), `gap_ns` after the sender's previous segment.
     fn retransmitted(&mut self, _r: &Retransmission) {}
+    /// The retransmission in `frame` (direction `d`), reported to [`retransmitted`] when
+    /// sent, turned out spurious: a D-SACK says the receiver already had the data.
+    ///
+    /// [`retransmitted`]: Detector::retransmitted
+    fn spurious(&mut self, _c: &Conn, _d: Dir, _frame: u64) {}
     /// The incarnation closed (FINs both ways, or a reset); it is summarised a little later.
     fn closed(&mut self, _c: &mut Conn) {}
     /// Capture time passed `now` (about once a second of capture time).
@@ -250,6 +255,10 @@ impl Detectors {
     #[inline]
     pub fn retransmitted(&mut self, r: &Retransmission) {
         each!(self, d => d.retransmitted(r));
+    }
+
+    pub fn spurious(&mut self, c: &Conn, dir: Dir, frame: u64) {
+        each!(self, d => d.spurious(c, dir, frame));
     }
 
     pub fn closed(&mut self, c: &mut Conn) {
