@@ -265,17 +265,21 @@ fn fmt_us(d: Duration) -> String {
 /// Findings of `tcpdoctor analyze`'s detectors on a capture the lab made, and how many
 /// segments they read. A capture that ends in a damaged record keeps the findings so far.
 pub fn capture(path: &std::path::Path) -> crate::Result<(Vec<Finding>, u64)> {
-    let mut reader =
+    let reader =
         tcpdoctor_capture::reader::Reader::open(path).map_err(|e| crate::Error::Invalid {
             what: format!("capture {}", path.display()),
             detail: e.to_string(),
         })?;
-    let mut engine = tcpdoctor_analyze::Analyzer::new(tcpdoctor_analyze::Config::default());
-    while let Ok(Some(seg)) = reader.next_segment() {
-        engine.push(&seg);
-    }
-    let segments = engine.segments();
-    Ok((engine.finish().findings, segments))
+    // The same two-thread path as `tcpdoctor analyze`; never stopped early.
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let run = tcpdoctor_analyze::pipeline::run(
+        reader,
+        tcpdoctor_analyze::Config::default(),
+        &stop,
+        |_| {},
+    );
+    let segments = run.analysis.totals.segments;
+    Ok((run.analysis.findings, segments))
 }
 
 /// Appends `more` to `findings`, skipping pathologies already named, and ranks the result.
