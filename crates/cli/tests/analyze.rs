@@ -895,15 +895,17 @@ fn golden_captures_match_expected_json() {
     let bless = std::env::var_os("TDOC_BLESS").is_some();
     if bless {
         write_stale_ack_race_003(&data.join("stale-ack-race-003.pcap"));
+        write_illumos_snoop(&data.join("illumos-tw-reset.snoop"));
     }
-    for (name, pathology) in [
-        ("stale-ack-race-003", Some("stale_ack_race")),
-        ("syn-drop", Some("syn_retransmit")),
-        ("tw-collision", Some("time_wait_collision")),
-        ("slow-reader-16k", Some("slow_reader")),
-        ("clean-keepalive", None),
+    for (name, ext, pathology) in [
+        ("stale-ack-race-003", "pcap", Some("stale_ack_race")),
+        ("illumos-tw-reset", "snoop", Some("time_wait_collision")),
+        ("syn-drop", "pcap", Some("syn_retransmit")),
+        ("tw-collision", "pcap", Some("time_wait_collision")),
+        ("slow-reader-16k", "pcap", Some("slow_reader")),
+        ("clean-keepalive", "pcap", None),
     ] {
-        let rel = format!("tests/data/analyze/{name}.pcap");
+        let rel = format!("tests/data/analyze/{name}.{ext}");
         let out = Command::new(support::bin())
             .current_dir(&root)
             .args(["analyze", &rel, "--json"])
@@ -1348,15 +1350,20 @@ fn exchange(
 }
 
 /// Issue 9 defect 14: the illumos form of the TIME_WAIT collision, in a snoop capture built
-/// here. The server closed first and holds TIME_WAIT; a new SYN on the same 4-tuple whose
-/// ISN is below the old sequence numbers is taken for an old duplicate and answered by a
-/// reset that does not acknowledge it; the client ignores the reset and resends the SYN
-/// after 1.1 s (once, 3.4 s after the first SYN, a second reset and resend). Every count is
+/// here ([`write_illumos_snoop`]). Every count is
 /// exact: the collisions (none filed as refused), the answers (resets, not ACKs), the SYN
 /// retransmissions, no data or FIN of the new incarnations counted as retransmissions, and
 /// delays measured from the answer, never absolute times.
-#[test]
-fn illumos_time_wait_collision_answered_by_resets_is_counted_exactly_in_snoop() {
+/// Writes the illumos form of the TIME_WAIT collision as a snoop file (what
+/// `illumos_time_wait_collision_answered_by_resets_is_counted_exactly_in_snoop` and the
+/// golden `illumos-tw-reset.snoop` hold). The server closed first and holds TIME_WAIT; a new
+/// SYN on the same 4-tuple whose ISN is below the old sequence numbers is taken for an old
+/// duplicate and answered by a reset that does not acknowledge it; the client ignores the
+/// reset and resends the SYN after 1.1 s (once, 3.4 s after the first SYN, after a second
+/// reset). Ports: 50003 collides at the start of the capture (its old connection unseen);
+/// 50001 and 50004 (a reset with an ACK of the old connection) once; 50002 twice; 50006 is
+/// reused with a higher ISN and accepted at once; 50005 is used once.
+fn write_illumos_snoop(path: &std::path::Path) {
     use tcpdoctor_capture::write::SnoopWriter;
     use tcpdoctor_capture::TcpFlags as T;
     let (s, r, a) = (T::SYN, T::RST, T::ACK);
@@ -1415,12 +1422,17 @@ fn illumos_time_wait_collision_answered_by_resets_is_counted_exactly_in_snoop() 
     v.push(seg(t6, true, 50006, s, isn6, 0, 0));
     exchange(&mut v, t6, 50006, isn6, 95_000);
     v.sort_by_key(|x| x.ts_ns);
-    let file = TempFile::new("illumos");
-    let mut w = SnoopWriter::new(std::io::BufWriter::new(File::create(&file.0).unwrap())).unwrap();
+    let mut w = SnoopWriter::new(std::io::BufWriter::new(File::create(path).unwrap())).unwrap();
     for x in &v {
         w.write_segment(x).unwrap();
     }
     w.into_inner().unwrap();
+}
+
+#[test]
+fn illumos_time_wait_collision_answered_by_resets_is_counted_exactly_in_snoop() {
+    let file = TempFile::new("illumos");
+    write_illumos_snoop(&file.0);
 
     let (code, out, err) = support::run(&["analyze", file.path(), "--json"]);
     assert_eq!(code, 1, "{err}");

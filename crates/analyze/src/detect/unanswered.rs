@@ -269,12 +269,16 @@ fn finding(d: &UnansweredDetails, other_dests: u64, attempts: u64) -> Option<Fin
     } else {
         String::new()
     };
+    // A SYN sent once tells nothing of how long its client waited before giving up.
+    let wait = if d.longest_wait_us > 0 {
+        format!("; longest wait seen {}", us(d.longest_wait_us))
+    } else {
+        String::new()
+    };
     let mut summary = if d.connections > 0 {
         format!(
-            "{} of {} connection attempt(s){toward} were never answered (no SYN-ACK, no reset) and given up; {shape}; longest wait {}",
-            d.connections,
-            attempts,
-            us(d.longest_wait_us)
+            "{} of {} connection attempt(s){toward} were never answered (no SYN-ACK, no reset) and given up; {shape}{wait}",
+            d.connections, attempts
         )
     } else {
         format!(
@@ -283,10 +287,10 @@ fn finding(d: &UnansweredDetails, other_dests: u64, attempts: u64) -> Option<Fin
             us(d.longest_wait_us)
         )
     };
-    if d.connections > 0 && d.waiting_resent > 0 {
+    if d.connections > 0 && d.waiting_at_end > 0 {
         summary.push_str(&format!(
-            "; {} more still resending at the end of the capture",
-            d.waiting_resent
+            "; {} more were still waiting for an answer when the capture ended ({} of them had resent)",
+            d.waiting_at_end, d.waiting_resent
         ));
     }
     if d.summarised_early > 0 {
@@ -296,19 +300,22 @@ fn finding(d: &UnansweredDetails, other_dests: u64, attempts: u64) -> Option<Fin
             crate::engine::HALF_OPEN_MAX
         ));
     }
-    let impact = Impact::failures(d.connections, Some(attempts))
-        .with_stall(worst)
-        .with_observed(attempts);
+    let mut impact = Impact::failures(d.connections, Some(attempts));
+    if d.longest_wait_us > 0 {
+        impact = impact.with_stall(worst);
+    }
     let impact = Impact {
         affected: d.connections + d.waiting_resent,
         ..impact
     };
-    let mut f = Finding::new(Pathology::UnansweredSyn, Source::Analyze, summary, impact)
-        .with_evidence(Evidence::Timing {
-            what: "longest wait for an answer to a SYN".into(),
+    let mut f = Finding::new(Pathology::UnansweredSyn, Source::Analyze, summary, impact);
+    if d.longest_wait_us > 0 {
+        f = f.with_evidence(Evidence::Timing {
+            what: "longest wait for an answer to a SYN (first to last SYN)".into(),
             count: d.connections + d.waiting_resent,
             value_us: d.longest_wait_us,
         });
+    }
     for e in &d.examples {
         f = f.with_evidence(e.evidence());
     }
