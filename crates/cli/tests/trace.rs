@@ -196,19 +196,20 @@ fn stale_ack_race_is_named_and_its_syn_resends_equal_tcpsynretrans() {
     let (events, report, code) = trace.stop();
     let resent = tcpext(&ns, "TCPSynRetrans") - before;
     let races = causes(&events, "stale_ack_race");
-    let resends: Vec<_> = races
-        .iter()
-        .filter(|e| e["evidence"].as_str().unwrap().starts_with("SYN resent"))
-        .collect();
-    // Each reconnect meets the stale ACK at least once (on a loaded machine a resend can
-    // meet it again); whatever the kernel counted, trace must have attributed every one.
+    let is_resend = |e: &&Value| e["evidence"].as_str().unwrap().starts_with("SYN resent");
+    let all_resends = events.iter().filter(is_resend).count() as i64;
+    let race_resends = races.iter().copied().filter(is_resend).count();
+    // Each reconnect meets the stale ACK at least once; on a loaded machine a resend can
+    // meet it again or be lost. Every SYN the kernel resent is traced, and each reconnect's
+    // resend is named a stale-ACK race.
     assert!(
         resent >= (N - 1) as i64,
         "each reconnect met the stale ACK: {resent}"
     );
-    assert_eq!(resends.len() as i64, resent, "{events:#?}");
+    assert_eq!(all_resends, resent, "{events:#?}");
+    assert!(race_resends >= N - 1, "{events:#?}");
     assert!(
-        races.len() - resends.len() >= N - 1,
+        races.len() - race_resends >= N - 1,
         "one stale-ACK reset per reconnect"
     );
     assert_eq!(
@@ -394,8 +395,25 @@ fn plain_churn_gives_no_finding() {
     server.join().unwrap();
     std::thread::sleep(Duration::from_millis(200));
     let (events, report, code) = trace.stop();
-    assert!(pathologies(&report).is_empty(), "{report:#}");
-    assert!(events.is_empty(), "{events:#?}");
+    // Nothing above info. On a loaded machine an ACK can come late enough for a tail-loss
+    // probe: a real retransmission, traced as such, and informational.
+    let serious: Vec<_> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["severity"] != "info")
+        .collect();
+    assert!(serious.is_empty(), "{report:#}");
+    // Any event printed is one of those, or a drop that names no pathology (a late segment
+    // reaching a TIME_WAIT socket under load).
+    for e in &events {
+        let c = e["cause"].as_str().unwrap();
+        let benign_drop = c == "drop" && e.get("pathology").is_none();
+        assert!(
+            benign_drop || ["tail_loss_probe", "fast_retransmit", "retransmission"].contains(&c),
+            "{e:#}"
+        );
+    }
     assert_eq!(report["counts"]["connects"], 300);
     assert_eq!(report["verdict"], "healthy");
     assert_eq!(code, 0);

@@ -514,6 +514,24 @@ int tcp_send_reset(__u64 *ctx)
 	if (!netns_ok(ns))
 		return 0;
 	count(C_RST_SENT);
+	if (sk && sk->__sk_common.skc_state != TCP_SYN_SENT) {
+		/* A reset closing this end's connection (SO_LINGER 0, abort): no record, only
+		 * the history and owner flags learn it. */
+		__u64 key = (__u64)sk;
+		struct owner *o = bpf_map_lookup_elem(&owners, &key);
+		if (o)
+			o->flags |= O_RESET_SENT;
+		/* SO_LINGER 0: tcp_disconnect moves the socket to CLOSE before it sends the
+		 * reset, so the history entry written a moment ago learns it here. */
+		if (sk->__sk_common.skc_state == TCP_CLOSE) {
+			struct tuple t;
+			tuple_of(&t, sk, ns);
+			struct hist *h = bpf_map_lookup_elem(&history, &t);
+			if (h && bpf_ktime_get_ns() - h->close_ns < 1000000000ULL)
+				h->how = H_RESET;
+		}
+		return 0;
+	}
 	struct event *e = reserve(K_RST_SENT, ns);
 	if (!e)
 		return 0;
@@ -537,18 +555,6 @@ int tcp_send_reset(__u64 *ctx)
 				__u64 age = (e->ts_ns - h->close_ns) / 1000000;
 				e->c = age > 0xffffffff ? 0xffffffff : (__u32)age;
 			}
-		} else {
-			if (o)
-				o->flags |= O_RESET_SENT;
-			/* SO_LINGER 0: tcp_disconnect moves the socket to CLOSE before it sends the
-			 * reset, so the history entry written a moment ago learns it here. */
-			if (e->state == TCP_CLOSE) {
-				struct tuple t;
-				tuple_of(&t, sk, ns);
-				struct hist *h = bpf_map_lookup_elem(&history, &t);
-				if (h && e->ts_ns - h->close_ns < 1000000000ULL)
-					h->how = H_RESET;
-			}
 		}
 	} else if (skb) {
 		int flags = fill_from_skb(e, skb);
@@ -571,6 +577,9 @@ int tcp_receive_reset(__u64 *ctx)
 	if (!netns_ok(ns))
 		return 0;
 	count(C_RST_RECV);
+	/* Only a connecting socket's reset (refused) is attributed; others are counted. */
+	if (sk->__sk_common.skc_state != TCP_SYN_SENT)
+		return 0;
 	struct event *e = reserve(K_RST_RECV, ns);
 	if (!e)
 		return 0;
@@ -700,6 +709,18 @@ int kfree_skb(__u64 *ctx)
 		return 0;
 	if (!netns_ok(ns))
 		return 0;
+	__u32 r = reason < DROP_REASONS ? reason : DROP_REASONS - 1;
+	__u32 *quiet = bpf_map_lookup_elem(&quiet_reasons, &r);
+	if (quiet && *quiet) {
+		/* Counted, never parsed or sent (once per connection under churn). */
+		if (sk && sk->__sk_common.skc_family != 1 /* AF_UNIX */ && is_tcp(sk)) {
+			__u64 *v = bpf_map_lookup_elem(&drop_reasons, &r);
+			if (v)
+				*v += 1;
+			count(C_DROP_TCP);
+		}
+		return 0;
+	}
 	struct event tmp = {};
 	int flags = fill_from_skb(&tmp, skb);
 	if (flags < 0)
@@ -719,14 +740,10 @@ int kfree_skb(__u64 *ctx)
 			submit(e);
 		}
 	}
-	__u32 r = reason < DROP_REASONS ? reason : DROP_REASONS - 1;
 	__u64 *v = bpf_map_lookup_elem(&drop_reasons, &r);
 	if (v)
 		*v += 1;
 	count(C_DROP_TCP);
-	__u32 *quiet = bpf_map_lookup_elem(&quiet_reasons, &r);
-	if (quiet && *quiet)
-		return 0;
 	struct event *e = reserve(K_DROP, ns);
 	if (!e)
 		return 0;

@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""Overhead of `tcpdoctor trace` beside bcc's tcpretrans + tcpdrop, side by side in one run.
+
+Connection churn at full speed on loopback inside a network namespace this script creates
+(tdoc-bench-trace-PID, deleted on exit): `tcpdoctor probe --mode crr` against a
+`tcpdoctor probe --serve` responder. Each round runs three conditions back to back, in an
+order that rotates every round: untraced; traced by `tcpdoctor trace --netns NS`; traced by
+bcc's tcpretrans and tcpdrop together. Reported: the median connections/s per condition and
+the median of the per-round ratios to the untraced run, the tracers' own CPU during the load
+window (utime + stime from /proc/PID/stat, all threads), and tcpdoctor's lost records.
+
+bcc needs kernel headers, which this kernel does not ship: its tools run in a private mount
+namespace where tracefs is mounted and /lib/modules/$(uname -r) points at Debian's
+linux-headers-6.1 (tracepoint arguments come from tracefs at run time; struct layouts from
+the 6.1 headers may be off for 6.18, which changes what tcpdrop prints, not what it costs).
+This kernel has no kprobes, so tcpdrop is run with its kprobe branch disabled (it then uses
+the skb:kfree_skb tracepoint, as it does on kernels without tcp_drop).
+
+usage: sudo bench/trace/run.py [ROUNDS] [DURATION_S] [CONCURRENCY]
+"""
+
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+DUR = int(sys.argv[2]) if len(sys.argv) > 2 else 5
+CONC = int(sys.argv[3]) if len(sys.argv) > 3 else 2
+NS = f"tdoc-bench-trace-{os.getpid()}"
+BIN = os.path.join(ROOT, "target", "release", "tcpdoctor")
+HZ = os.sysconf("SC_CLK_TCK")
+HEADERS = "linux-headers-6.1.0-47"
+
+BCC_WRAP = r"""#!/bin/sh
+set -e
+mount -t tracefs nodev /sys/kernel/tracing
+mount -t tmpfs tmpfs /sys/kernel/debug
+mkdir -p /sys/kernel/debug/kprobes /sys/kernel/debug/tracing
+: > /sys/kernel/debug/kprobes/blacklist
+mount -t tracefs nodev /sys/kernel/debug/tracing
+mount -t tmpfs tmpfs /lib/modules
+mkdir -p /lib/modules/$(uname -r)
+ln -s /usr/src/HEADERS-amd64 /lib/modules/$(uname -r)/build
+ln -s /usr/src/HEADERS-common /lib/modules/$(uname -r)/source
+exec "$@"
+""".replace("HEADERS", HEADERS)
+
+
+def sh(*cmd, **kw):
+    return subprocess.run(cmd, check=True, **kw)
+
+
+def ensure_packages():
+    need = [p for p in ("bpfcc-tools", f"{HEADERS}-amd64", "iproute2")
+            if subprocess.run(["dpkg", "-s", p], capture_output=True).returncode != 0]
+    if need:
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        sh("apt-get", "update", "-qq", env=env)
+        sh("apt-get", "install", "-y", "-qq", *need, env=env, stdout=subprocess.DEVNULL)
+
+
+def cpu_ticks(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # utime, stime
+    except OSError:
+        return 0
+
+
+def tree_ticks(pids):
+    return sum(cpu_ticks(p) for p in pids)
+
+
+def probe_rate():
+    import json
+    for attempt in range(3):
+        out = subprocess.run(
+            ["ip", "netns", "exec", NS, BIN, "probe", "127.0.0.1:5001", "--mode", "crr",
+             "-c", str(CONC), "-d", f"{DUR}s", "-n", "1000000000", "--json"],
+            capture_output=True, text=True)
+        try:
+            d = json.loads(out.stdout)
+            break
+        except ValueError:
+            print(f"note: probe printed no report (exit {out.returncode}): {out.stderr.strip()}",
+                  file=sys.stderr)
+            time.sleep(2)
+    else:
+        raise RuntimeError("probe failed three times")
+    if d.get("requests_failed"):
+        print(f"note: {d['requests_failed']} failed: {d.get('errors')}", file=sys.stderr)
+    return d["requests_ok_per_s"]
+
+
+def wait_for(stream, pattern, timeout_s):
+    """Reads lines from stream until one matches (in a helper thread: no blocking forever)."""
+    import threading
+    found = threading.Event()
+    lines = []
+
+    def read():
+        for line in stream:
+            lines.append(line)
+            if re.search(pattern, line):
+                found.set()
+                break
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    if not found.wait(timeout_s):
+        raise RuntimeError(f"no '{pattern}' within {timeout_s} s: {''.join(lines)[-500:]}")
+
+
+def untraced():
+    return probe_rate(), None, None
+
+
+def tcpdoctor():
+    p = subprocess.Popen([BIN, "trace", "--netns", NS, "--json", "--every", "1h"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for(p.stderr, "tracing started", 30)
+    before = cpu_ticks(p.pid)
+    rate = probe_rate()
+    cpu = (cpu_ticks(p.pid) - before) / HZ
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=60)
+    import json
+    report = json.loads(out.strip().splitlines()[-1])
+    return rate, cpu, report["lost_events"]
+
+
+def bcc(wrap):
+    procs = []
+    for tool in (["tcpretrans-bpfcc"], ["/usr/bin/python3", wrap + ".tcpdrop"]):
+        p = subprocess.Popen(["unshare", "-m", wrap] + tool, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, bufsize=1)
+        wait_for(p.stdout, r"^(TIME|Tracing)", 120)
+        procs.append(p)
+    # Keep draining their output so a full pipe never blocks them.
+    import threading
+    for p in procs:
+        threading.Thread(target=lambda s=p.stdout: [None for _ in s], daemon=True).start()
+    before = tree_ticks(p.pid for p in procs)
+    rate = probe_rate()
+    cpu = (tree_ticks(p.pid for p in procs) - before) / HZ
+    for p in procs:
+        p.send_signal(signal.SIGINT)
+    for p in procs:
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    return rate, cpu, None
+
+
+def main():
+    if os.geteuid() != 0:
+        sys.exit("run as root")
+    ensure_packages()
+    sh("cargo", "build", "--release", "-q", "-p", "tcpdoctor", cwd=ROOT)
+    work = tempfile.mkdtemp(prefix="tdoc-bench-trace.")
+    wrap = os.path.join(work, "bcc.sh")
+    with open(wrap, "w") as f:
+        f.write(BCC_WRAP)
+    os.chmod(wrap, 0o755)
+    with open("/usr/sbin/tcpdrop-bpfcc") as f:
+        src = f.read()
+    src = src.replace('if b.get_kprobe_functions(b"tcp_drop"):', "if False:  # no kprobes here")
+    with open(wrap + ".tcpdrop", "w") as f:
+        f.write(src)
+    sh("ip", "netns", "add", NS)
+    server = None
+    try:
+        sh("ip", "netns", "exec", NS, "ip", "link", "set", "lo", "up")
+        # Every round leaves the client's TIME_WAIT sockets behind for 60 s: the widest port
+        # range keeps churn from running out of ports (loopback reuses TIME_WAIT ports by
+        # default, net.ipv4.tcp_tw_reuse=2).
+        sh("ip", "netns", "exec", NS, "sysctl", "-qw", "net.ipv4.ip_local_port_range=1024 65535")
+        server = subprocess.Popen(["ip", "netns", "exec", NS, BIN, "probe", "--serve",
+                                   "127.0.0.1:5001", "--serve-threads", "4"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+        load_before = open("/proc/loadavg").read().split()[:3]
+        conds = [("untraced", untraced), ("tcpdoctor trace", tcpdoctor),
+                 ("bcc tcpretrans + tcpdrop", lambda: bcc(wrap))]
+        results = {name: [] for name, _ in conds}
+        for r in range(ROUNDS):
+            order = conds[r % 3:] + conds[:r % 3]
+            for name, fn in order:
+                rate, cpu, lost = fn()
+                results[name].append((rate, cpu, lost))
+                print(f"round {r + 1}: {name}: {rate:.0f} conn/s, tracer cpu {cpu}, lost {lost}",
+                      file=sys.stderr)
+        load_after = open("/proc/loadavg").read().split()[:3]
+    finally:
+        if server:
+            server.terminate()
+            server.wait()
+        out = subprocess.run(["ip", "netns", "pids", NS], capture_output=True, text=True)
+        for pid in out.stdout.split():
+            os.kill(int(pid), signal.SIGKILL)
+        subprocess.run(["ip", "netns", "del", NS])
+        subprocess.run(["rm", "-rf", work])
+
+    base = [x[0] for x in results["untraced"]]
+    print(f"Machine: {os.cpu_count()} CPUs, kernel {os.uname().release}; load average "
+          f"{' '.join(load_before)} before, {' '.join(load_after)} after (other work shares "
+          "the machine).")
+    print(f"Command: sudo bench/trace/run.py {ROUNDS} {DUR} {CONC} "
+          f"(probe --mode crr -c {CONC}, {DUR} s per run, {ROUNDS} interleaved rounds)\n")
+    print("| condition | conn/s (median) | vs untraced (median of per-round ratios, range) "
+          "| tracer CPU during the run (median) | lost records |")
+    print("|---|---|---|---|---|")
+    for name, rows in results.items():
+        rates = [x[0] for x in rows]
+        ratios = [a / b for a, b in zip(rates, base)]
+        cpu = [x[1] for x in rows if x[1] is not None]
+        lost = [x[2] for x in rows if x[2] is not None]
+        cpu_s = f"{statistics.median(cpu):.2f} s of {DUR} s ({100 * statistics.median(cpu) / DUR:.1f}% of a core)" if cpu else "-"
+        lost_s = f"{max(lost)} (max of {len(lost)})" if lost else "not counted"
+        print(f"| {name} | {statistics.median(rates):.0f} | {statistics.median(ratios):.3f} "
+              f"({min(ratios):.3f}-{max(ratios):.3f}) | {cpu_s} | {lost_s} |")
+
+
+if __name__ == "__main__":
+    main()
