@@ -34,7 +34,9 @@ def render(name, v):
     out = [f"## {TITLES.get(name, name)}", ""]
     out.append(f"Command: `sudo tcpdoctor {v['_command']}` (run {v['run_id']}).")
     out.append("")
-    out.append(f"Baseline: {v['baseline_label']}. Measured: {v['baseline_harm']['amount'] if v['baseline_harm']['kind'] == 'count' else '%.0f%%' % (v['baseline_harm']['amount'] * 100)} {v['baseline_harm']['what']}.")
+    h = v["baseline_harm"]
+    amount = f"{round(h['amount']):,}" if h["kind"] == "count" else "%.0f%%" % (h["amount"] * 100)
+    out.append(f"Baseline: {v['baseline_label']}. Measured: {amount} {h['what']}.")
     diag = ", ".join(f"{f['pathology']} ({f['severity']})" for f in v["baseline"].get("findings", [])) or "none"
     out.append(f"Diagnosis of the baseline: {diag}.")
     out.append("")

@@ -21,7 +21,7 @@ run() { # name args...
   echo "lab $* --remedies --json" > "$OUT/$name.json.cmd"
   "$BIN" lab "$@" --remedies --json > "$OUT/$name.json" || [ $? -eq 1 ]
 }
-run incast incast --sweep senders=2,4,8,16 --rounds 50 --out "$OUT/incast"
+run incast incast --sweep senders=2,4,8,16 --rounds 50
 run port-exhaustion port-exhaustion --duration 4
 run timewait-collision timewait-collision
 run stale-ack-race stale-ack-race --duration 30 --concurrency 2
