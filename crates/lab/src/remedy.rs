@@ -8,7 +8,8 @@
 //! - *worked*: no harm left and the pathology no longer named above info;
 //! - *insufficient*: less harm than the baseline, or none left while the pathology is still
 //!   named above info (its finding says what it still costs);
-//! - *no effect*: as much harm as the baseline, or more.
+//! - *no effect*: as much harm as the baseline, or more (also when the baseline had none and
+//!   the remedied run has some: worse).
 
 use serde::Serialize;
 use tcpdoctor_model::{Finding, Pathology, Severity};
@@ -152,8 +153,11 @@ pub fn judge(
     let named_before = serious(before_findings).any(|f| f.pathology == pathology);
     let still = serious(after_findings).find(|f| f.pathology == pathology);
     let remaining: Vec<Pathology> = serious(after_findings).map(|f| f.pathology).collect();
-    let effect = if before.is_zero() && !named_before {
+    let worse = before.is_zero() && !named_before && !(after.is_zero() && still.is_none());
+    let effect = if before.is_zero() && !named_before && !worse {
         Effect::NothingToFix
+    } else if worse {
+        Effect::NoEffect
     } else if after.is_zero() && still.is_none() {
         Effect::Worked
     } else if after.amount < before.amount {
@@ -170,6 +174,10 @@ pub fn judge(
             after.noise * 100.0
         ),
         Effect::Worked => format!("remedy worked: {after}"),
+        Effect::NoEffect if worse => format!(
+            "no effect: worse than the baseline, {after} (baseline: {})",
+            before.shown()
+        ),
         Effect::Insufficient | Effect::NoEffect => match (after.kind, &still) {
             (HarmKind::Count, _) if !after.is_zero() => format!(
                 "{}: {after} remain (baseline: {})",
@@ -627,6 +635,20 @@ mod tests {
         );
         assert_eq!(c.effect, Effect::NothingToFix);
         assert_eq!(followed(std::slice::from_ref(&c)), Some(0));
+        // A remedy that brings harm where the baseline had none made things worse.
+        let c = judge(
+            "bbr",
+            Pathology::Incast,
+            Harm::share(0.0, "of the time lost").within(0.05),
+            &[],
+            Harm::share(0.21, "of the time lost").within(0.05),
+            &[],
+        );
+        assert_eq!(c.effect, Effect::NoEffect);
+        assert_eq!(
+            c.line,
+            "no effect: worse than the baseline, 21% of the time lost (baseline: 0%)"
+        );
         assert_eq!(followed(&[]), None);
     }
 
