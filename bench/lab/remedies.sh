@@ -22,12 +22,12 @@ run() { # name args...
   "$BIN" lab "$@" --remedies --json > "$OUT/$name.json" || [ $? -eq 1 ]
 }
 run incast incast --sweep senders=2,4,8,16 --rounds 50
-run port-exhaustion port-exhaustion --duration 4
+run port-exhaustion port-exhaustion --duration 4s
 run timewait-collision timewait-collision
-run stale-ack-race stale-ack-race --duration 30 --concurrency 2
-run slow-reader slow-reader --duration 5
-run syn-drop syn-drop --duration 10
-run accept-overflow accept-overflow --duration 5
+run stale-ack-race stale-ack-race --duration 30s --concurrency 2
+run slow-reader slow-reader --duration 5s
+run syn-drop syn-drop --duration 10s
+run accept-overflow accept-overflow --duration 5s
 
 MACHINE="$(nproc) CPUs, Linux $(uname -r), $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)"
 python3 bench/lab/remedies.py docs/remedies.md "sudo bench/lab/remedies.sh" "$MACHINE" \

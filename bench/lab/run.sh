@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../.."
 REPS=${REPS:-3}
 SENDERS=${SENDERS:-1,2,4,8,16,32}
 PE_SECS=${PE_SECS:-130}
-BLOCK=${BLOCK:-1mb}
+BLOCK=${BLOCK:-1MiB}
 ROUNDS=${ROUNDS:-50}
 RATE=${RATE:-100mbit}
 CC=${CC:-cubic}
@@ -28,7 +28,7 @@ for i in $(seq 1 "$REPS"); do
   "$BIN" lab incast --sweep "senders=$SENDERS" --rto-min 200ms,5ms --block "$BLOCK" --rounds "$ROUNDS" --rate "$RATE" --cc "$CC" --out "$OUT/incast-sweep-$i" --json \
     > "$OUT/incast-sweep-$i.json" || [ $? -eq 1 ]
 done
-[ "${SKIP_PE:-0}" = 1 ] || "$BIN" lab port-exhaustion --ports 40000-40099 --duration "$PE_SECS" --json > "$OUT/port-exhaustion.json" || [ $? -eq 1 ]
+[ "${SKIP_PE:-0}" = 1 ] || "$BIN" lab port-exhaustion --ports 40000-40099 --duration "${PE_SECS}s" --json > "$OUT/port-exhaustion.json" || [ $? -eq 1 ]
 
 python3 - "$OUT" "$REPS" "$BLOCK" "$RATE" "$CC" <<'PY'
 import json, statistics, sys, platform, os, subprocess

@@ -52,7 +52,7 @@ fn main() -> std::io::Result<()> {
         let cport = 32768 + (i % 28_000) as u16;
         let t = t0 + u64::from(i) * every_ns;
         let isn = i.wrapping_mul(2_654_435_761);
-        let mut seg = |dt_us: u64, c2s: bool, flags: u8, seq: u32, ack: u32, len: u32| {
+        let seg = |dt_us: u64, c2s: bool, flags: u8, seq: u32, ack: u32, len: u32| {
             let (src, dst, sp, dp) = if c2s {
                 (client, server, cport, 80)
             } else {

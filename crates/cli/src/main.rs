@@ -4,6 +4,7 @@
 //! Exit codes: 0 healthy, 1 findings, 2 error (including bad input), 130 interrupted before
 //! anything was measured.
 
+mod args;
 mod cmd;
 mod html;
 mod netns;

@@ -166,6 +166,34 @@ fn every_usage_error_is_one_line_and_exit_2() {
             "cannot be used with",
         ),
         (&["frobnicate"], "unrecognized subcommand 'frobnicate'"),
+        // One units grammar: a duration needs its unit, k is 1000, sizes say why they fail.
+        (&["lab", "syn-drop", "--duration", "4"], "'4' has no unit"),
+        (
+            &["lab", "incast", "--block", "0"],
+            "invalid value '0' for --block",
+        ),
+        (
+            &["analyze", "x.pcap", "--link-speed", "9600"],
+            "invalid value '9600' for --link-speed",
+        ),
+        (
+            &["counters", "--interval", "2"],
+            "invalid value '2' for --interval",
+        ),
+        // What would be silently ignored is refused.
+        (&["sockets", "--port", "0"], "invalid value '0' for --port"),
+        (
+            &["sockets", "--address", "10.0.0.0/33"],
+            "longer than an address",
+        ),
+        (
+            &["burst", "lo", "--cpu", "4096"],
+            "--cpu 4096: this process may run on CPUs",
+        ),
+        (
+            &["burst", "lo", "--mode", "sleep", "--realtime"],
+            "--realtime: only busy and hybrid",
+        ),
     ];
     for (args, expected) in cases {
         let (code, out, err) = support::run(args);
@@ -396,4 +424,65 @@ fn help_refers_to_no_internal_document() {
         }
     }
     assert!(seen > 15, "only {seen} help pages");
+}
+
+#[test]
+fn sockets_address_takes_a_cidr_block() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port().to_string();
+    let listeners = |block: &str| {
+        let (code, out, err) = support::run(&[
+            "sockets",
+            "--json",
+            "--address",
+            block,
+            "--port",
+            &port,
+            "--state",
+            "listen",
+            "--list",
+        ]);
+        assert!(matches!(code, 0 | 1), "{err}");
+        support::json(&out, &err)["sockets"]
+            .as_array()
+            .map_or(0, Vec::len)
+    };
+    assert_eq!(listeners("127.0.0.0/8"), 1);
+    assert_eq!(listeners("127.0.0.1"), 1);
+    assert_eq!(listeners("10.0.0.0/8"), 0);
+}
+
+#[test]
+fn burst_realtime_without_privilege_is_refused() {
+    // Run as nobody without capabilities when root; as is otherwise.
+    let root = unsafe { libc::geteuid() } == 0;
+    let bin = support::bin();
+    let mut cmd = if root {
+        let mut c = std::process::Command::new("setpriv");
+        c.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+        ])
+        .arg(&bin);
+        c
+    } else {
+        std::process::Command::new(&bin)
+    };
+    let out = cmd
+        .args(["burst", "lo", "--realtime", "--duration", "200ms"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if !root && out.status.code() == Some(0) {
+        eprintln!("SKIP burst_realtime_without_privilege_is_refused: this user may use SCHED_FIFO");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--realtime: SCHED_FIFO is not permitted"),
+        "{err}"
+    );
 }

@@ -193,7 +193,16 @@ fn lab_refuses_addresses_outside_its_block() {
     ] {
         let (code, out, err) = support::run(&["lab", "incast", "--subnet", bad, "--json"]);
         assert_eq!(code, 2, "{bad}: {out}{err}");
-        assert!(out.is_empty(), "{bad}: nothing may be measured: {out}");
+        // Nothing measured: with --json stdout holds only the error document.
+        let v = support::json(&out, &err);
+        assert_eq!(
+            v["verdict"], "error",
+            "{bad}: nothing may be measured: {out}"
+        );
+        assert!(
+            v.get("runs").is_none() && v.get("findings").is_none(),
+            "{out}"
+        );
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(err.contains(&format!("--subnet '{bad}'")), "{err}");
         assert!(err.contains("10.77.0.0/16"), "{err}");
@@ -213,7 +222,8 @@ fn remedies_refuses_names_the_scenario_does_not_have() {
     ] {
         let (code, out, err) = support::run(&["lab", scenario, "--remedies", bad, "--json"]);
         assert_eq!(code, 2, "{scenario}: {out}{err}");
-        assert!(out.is_empty(), "{out}");
+        // With --json, stdout holds only the error document.
+        assert_eq!(support::json(&out, &err)["verdict"], "error", "{out}");
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(err.contains(&format!("--remedies '{bad}'")), "{err}");
         assert!(err.contains(known), "{err}");
@@ -424,7 +434,7 @@ fn sigkilled_syn_drop_is_removed_by_cleanup() {
     }
     // nftables table in the server namespace, tcpdump in the client's.
     killed_mid_run_leaves_nothing_after_cleanup(
-        &["syn-drop", "--duration", "60", "--json"],
+        &["syn-drop", "--duration", "60s", "--json"],
         "cl",
         false,
     );
@@ -493,7 +503,7 @@ fn port_exhaustion_is_named_with_its_arithmetic_and_keepalive_fixes_it() {
         "--ports",
         "40000-40099",
         "--duration",
-        "2",
+        "2s",
         "--fix",
     ]);
     assert_eq!(v["scenario"], "port-exhaustion");
@@ -540,7 +550,7 @@ fn syn_drop_spikes_are_syn_retransmissions() {
     if !support::require_root("syn_drop_spikes_are_syn_retransmissions") {
         return;
     }
-    let (code, v) = lab(&["syn-drop", "--drop-percent", "30", "--duration", "3"]);
+    let (code, v) = lab(&["syn-drop", "--drop-percent", "30", "--duration", "3s"]);
     assert_eq!(code, 1, "{v:#}");
     assert_eq!(v["scenario"], "syn-drop");
     assert!(
@@ -577,7 +587,7 @@ fn accept_overflow_is_named_from_the_server_counters() {
     if !support::require_root("accept_overflow_is_named_from_the_server_counters") {
         return;
     }
-    let (code, v) = lab(&["accept-overflow", "--duration", "3"]);
+    let (code, v) = lab(&["accept-overflow", "--duration", "3s"]);
     assert_eq!(code, 1, "{v:#}");
     assert_eq!(v["scenario"], "accept-overflow");
     assert!(
@@ -603,7 +613,7 @@ fn timewait_collision_is_named_and_timestamps_fix_it() {
         "--connections",
         "3",
         "--request-bytes",
-        "16mb",
+        "16MiB",
         "--fix",
     ]);
     assert_eq!(v["scenario"], "timewait-collision");
@@ -639,7 +649,7 @@ fn slow_reader_is_named_and_the_fix_removes_the_stall() {
     if !support::require_root("slow_reader_is_named_and_the_fix_removes_the_stall") {
         return;
     }
-    let (code, v) = lab(&["slow-reader", "--duration", "2", "--fix"]);
+    let (code, v) = lab(&["slow-reader", "--duration", "2s", "--fix"]);
     assert_eq!(v["scenario"], "slow-reader");
     assert!(
         run_pathologies(&v["before"]).contains(&"slow_reader".to_string()),
@@ -662,7 +672,7 @@ fn stale_ack_race_reports_the_observed_kernel_behaviour() {
     if !support::require_root("stale_ack_race_reports_the_observed_kernel_behaviour") {
         return;
     }
-    let (code, v) = lab(&["stale-ack-race", "--duration", "2"]);
+    let (code, v) = lab(&["stale-ack-race", "--duration", "2s"]);
     assert!(code == 0 || code == 1, "{v:#}");
     assert_eq!(v["scenario"], "stale-ack-race");
     assert!(
@@ -810,7 +820,7 @@ fn port_exhaustion_remedies_table_follows_the_measurement() {
         "--ports",
         "40000-40099",
         "--duration",
-        "2",
+        "2s",
     ]);
     let rows = remedy_rows(
         code,
@@ -884,7 +894,7 @@ fn timewait_remedies_table_follows_the_measurement() {
         "--connections",
         "3",
         "--request-bytes",
-        "16mb",
+        "16MiB",
     ]);
     let rows = remedy_rows(
         code,
@@ -940,7 +950,7 @@ fn slow_reader_remedies_table_follows_the_measurement() {
     if !support::require_root("slow_reader_remedies_table_follows_the_measurement") {
         return;
     }
-    let (code, v) = lab(&["slow-reader", "--remedies", "--duration", "2"]);
+    let (code, v) = lab(&["slow-reader", "--remedies", "--duration", "2s"]);
     let rows = remedy_rows(
         code,
         &v,
@@ -990,7 +1000,7 @@ fn syn_drop_remedies_and_the_ladder_cost_follow_the_measurement() {
         "--drop-percent",
         "30",
         "--duration",
-        "3",
+        "3s",
     ]);
     let rows = remedy_rows(
         code,
@@ -1029,7 +1039,7 @@ fn accept_overflow_remedies_table_follows_the_measurement() {
     if !support::require_root("accept_overflow_remedies_table_follows_the_measurement") {
         return;
     }
-    let (code, v) = lab(&["accept-overflow", "--remedies", "--duration", "2"]);
+    let (code, v) = lab(&["accept-overflow", "--remedies", "--duration", "2s"]);
     let rows = remedy_rows(code, &v, &["larger-backlog", "faster-accept", "both"]);
     assert!(
         v["baseline"]["server_counters"]["TcpExtListenOverflows"]
@@ -1065,7 +1075,7 @@ fn stale_ack_remedy_is_judged_per_million_with_the_kernel_named() {
     if !support::require_root("stale_ack_remedy_is_judged_per_million_with_the_kernel_named") {
         return;
     }
-    let (code, v) = lab(&["stale-ack-race", "--remedies", "--duration", "2"]);
+    let (code, v) = lab(&["stale-ack-race", "--remedies", "--duration", "2s"]);
     let rows = remedy_rows(code, &v, &["graceful-close"]);
     let r = rows[0].1;
     assert_works_is_measured(r);

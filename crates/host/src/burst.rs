@@ -148,8 +148,16 @@ fn sleep_until(abs_ns: u64) {
     };
 }
 
-/// CPUs this thread may run on.
-fn allowed_cpus() -> Vec<usize> {
+/// Whether this process may make a thread SCHED_FIFO (root, CAP_SYS_NICE or an RLIMIT_RTPRIO
+/// above 0): tried on a short-lived thread of its own, so the caller's policy is untouched.
+pub fn realtime_permitted() -> bool {
+    std::thread::spawn(|| enter_realtime().is_some())
+        .join()
+        .unwrap_or(false)
+}
+
+/// CPUs this thread may run on (`sched_getaffinity`).
+pub fn allowed_cpus() -> Vec<usize> {
     // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();

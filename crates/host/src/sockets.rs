@@ -214,7 +214,8 @@ pub struct Socket {
 pub struct Filter {
     pub states: Vec<TcpState>,
     pub ports: Vec<u16>,
-    pub addresses: Vec<IpAddr>,
+    /// Addresses or CIDR blocks, matched against either end.
+    pub addresses: Vec<tcpdoctor_model::net::IpPrefix>,
 }
 
 impl Filter {
@@ -227,7 +228,7 @@ impl Filter {
                 || self
                     .addresses
                     .iter()
-                    .any(|a| same_ip(*a, s.local.ip()) || same_ip(*a, s.remote.ip())))
+                    .any(|a| a.contains(s.local.ip()) || a.contains(s.remote.ip())))
     }
 
     /// The kernel's state bitmask (`idiag_states`).
@@ -242,12 +243,8 @@ impl Filter {
     }
 }
 
-/// Compares addresses, treating IPv4-mapped IPv6 (`::ffff:a.b.c.d`) as IPv4.
-fn same_ip(a: IpAddr, b: IpAddr) -> bool {
-    canonical(a) == canonical(b)
-}
-
-fn canonical(a: IpAddr) -> IpAddr {
+/// An address with IPv4-mapped IPv6 (`::ffff:a.b.c.d`) shown as IPv4.
+pub(crate) fn canonical(a: IpAddr) -> IpAddr {
     match a {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(a),
         v4 => v4,

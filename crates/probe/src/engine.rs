@@ -234,7 +234,7 @@ fn effective(cfg: &Config, target: SocketAddr) -> Config {
 /// the census is not available.
 fn ports_toward(target: SocketAddr, range: PortRange) -> Option<stats::PortsInUse> {
     let filter = sockets::Filter {
-        addresses: vec![target.ip()],
+        addresses: vec![tcpdoctor_model::net::IpPrefix::host(target.ip())],
         ..sockets::Filter::default()
     };
     let census = sockets::census(&filter).ok()?;

@@ -78,8 +78,8 @@ pub struct Args {
     /// Print the connection list as CSV (header + one row per incarnation) instead of the report.
     #[arg(long, conflicts_with = "json")]
     csv: bool,
-    /// Link speed for the microburst table, e.g. 1gbit, 100mbit, 10g (bits per second).
-    #[arg(long, value_name = "RATE", value_parser = parse_rate)]
+    /// Link speed for the microburst table, e.g. 1Gbit, 100Mbit, 10Gbps (bits per second).
+    #[arg(long, value_name = "RATE", value_parser = link_speed)]
     link_speed: Option<u64>,
     /// The clients' ephemeral port range (net.ipv4.ip_local_port_range). A capture does not
     /// carry it: without this flag Linux's default 32768-60999 is assumed, or a smaller block
@@ -87,43 +87,23 @@ pub struct Args {
     #[arg(long, value_name = "LOW-HIGH")]
     port_range: Option<PortRange>,
     /// RTO floor of the senders (TCP_RTO_MIN 200ms; lower if routes set rto_min).
-    #[arg(long, value_name = "DURATION", default_value = "200ms", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "200ms", value_parser = crate::args::positive_duration)]
     rto_min: Duration,
     /// TIME_WAIT length of the peers (Linux TCP_TIMEWAIT_LEN 60s; illumos tcp_time_wait_interval).
-    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = crate::args::positive_duration)]
     time_wait: Duration,
     /// Timeouts of different flows into one receiver within this window form an incast episode.
-    #[arg(long, value_name = "DURATION", default_value = "20ms", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "20ms", value_parser = crate::args::positive_duration)]
     incast_window: Duration,
     /// Open connections silent this long (capture time) are summarised and evicted (not
     /// connections still sending SYNs: their SYN ladder ends them).
-    #[arg(long, value_name = "DURATION", default_value = "300s", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "300s", value_parser = crate::args::positive_duration)]
     idle_timeout: Duration,
 }
 
-/// Parses `1gbit`, `100mbit`, `10g`, `2.5G`, `1000000` into bits per second.
-fn parse_rate(s: &str) -> Result<u64, String> {
-    let t = s.trim().to_ascii_lowercase();
-    let t = t
-        .strip_suffix("bit/s")
-        .or_else(|| t.strip_suffix("bps"))
-        .or_else(|| t.strip_suffix("bit"))
-        .unwrap_or(&t);
-    let (num, mult) = match t.chars().last() {
-        Some('k') => (&t[..t.len() - 1], 1e3),
-        Some('m') => (&t[..t.len() - 1], 1e6),
-        Some('g') => (&t[..t.len() - 1], 1e9),
-        Some('t') => (&t[..t.len() - 1], 1e12),
-        _ => (t, 1.0),
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{s}' is not a rate (e.g. 1gbit, 100mbit, 10g)"))?;
-    if v.is_nan() || v <= 0.0 || !v.is_finite() {
-        return Err(format!("'{s}' must be a positive rate"));
-    }
-    Ok((v * mult) as u64)
+/// `--link-speed` in whole bits per second.
+fn link_speed(s: &str) -> Result<u64, String> {
+    crate::args::bit_rate(s).map(|r| r.round() as u64)
 }
 
 /// The capture as read.
@@ -378,15 +358,15 @@ fn write_csv(w: &mut dyn Write, rows: &[FlowRow]) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_rate;
+    use super::link_speed;
 
     #[test]
-    fn rates_parse_with_units() {
-        assert_eq!(parse_rate("1gbit"), Ok(1_000_000_000));
-        assert_eq!(parse_rate("100mbit"), Ok(100_000_000));
-        assert_eq!(parse_rate("2.5G"), Ok(2_500_000_000));
-        assert_eq!(parse_rate("9600"), Ok(9600));
-        assert!(parse_rate("fast").is_err());
-        assert!(parse_rate("-1g").is_err());
+    fn link_speeds_parse_with_units() {
+        assert_eq!(link_speed("1gbit"), Ok(1_000_000_000));
+        assert_eq!(link_speed("100Mbit"), Ok(100_000_000));
+        assert_eq!(link_speed("2.5G"), Ok(2_500_000_000));
+        assert!(link_speed("9600").is_err(), "a bare number has no unit");
+        assert!(link_speed("fast").is_err());
+        assert!(link_speed("-1g").is_err());
     }
 }

@@ -40,10 +40,10 @@ pub struct Args {
     /// (list them with `ip -s link`).
     pub iface: Option<String>,
     /// How long to sample (e.g. 5s, 500ms).
-    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "5s", value_parser = crate::args::duration)]
     pub duration: Duration,
     /// Target sampling interval, 100us .. 1s.
-    #[arg(long, default_value = "100us", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "100us", value_parser = crate::args::duration)]
     pub interval: Duration,
     /// Which counters: rx, tx or both.
     #[arg(long, value_enum, default_value = "both")]
@@ -52,7 +52,8 @@ pub struct Args {
     /// (busy below 1ms).
     #[arg(long, value_enum, default_value = "auto")]
     pub mode: ModeArg,
-    /// CPU to pin the busy-poll sampler to (default: the last allowed CPU).
+    /// CPU to pin the busy-poll or hybrid sampler to (default: the last allowed CPU); one
+    /// this process may run on, or the run is refused.
     #[arg(long)]
     pub cpu: Option<usize>,
     /// Busy and hybrid modes: run the sampler as SCHED_FIFO priority 1 (needs root or
@@ -63,7 +64,7 @@ pub struct Args {
     #[arg(long)]
     pub realtime: bool,
     /// Link speed when sysfs does not know it (virtual devices): e.g. 10G, 1000M, 25Gbit.
-    #[arg(long, value_parser = parse_speed)]
+    #[arg(long, value_parser = crate::args::bit_rate)]
     pub link_speed: Option<f64>,
     /// Max/avg ratio at 1ms from which traffic is flagged as bursty.
     #[arg(long, default_value_t = 5.0)]
@@ -91,21 +92,35 @@ pub enum ModeArg {
     Sleep,
 }
 
-/// `10G`, `1000M`, `25Gbit`, `100mbit/s`, `1e9` (bits per second).
-fn parse_speed(s: &str) -> Result<f64, String> {
-    let t = s.trim().to_ascii_lowercase();
-    let t = t.trim_end_matches("/s").trim_end_matches("bps");
-    let t = t.trim_end_matches("bit");
-    let (num, mult) = match t.chars().last() {
-        Some('k') => (&t[..t.len() - 1], 1e3),
-        Some('m') => (&t[..t.len() - 1], 1e6),
-        Some('g') => (&t[..t.len() - 1], 1e9),
-        Some('t') => (&t[..t.len() - 1], 1e12),
-        _ => (t, 1.0),
-    };
-    match num.trim().parse::<f64>() {
-        Ok(v) if v > 0.0 && v.is_finite() => Ok(v * mult),
-        _ => Err(format!("'{s}' is not a link speed (e.g. 10G, 1000M)")),
+/// How the sampled interface was chosen. JSON values: `argument`, `busiest`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IfaceChosenBy {
+    /// Named on the command line.
+    Argument,
+    /// The busiest non-loopback interface over 200 ms.
+    Busiest,
+}
+
+/// Where the link speed came from. JSON values: `argument`, `sysfs`, `unknown`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LinkSpeedSource {
+    /// `--link-speed`.
+    Argument,
+    /// /sys/class/net/IFACE/speed.
+    Sysfs,
+    /// Neither (virtual devices): no utilisation.
+    Unknown,
+}
+
+impl std::fmt::Display for LinkSpeedSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LinkSpeedSource::Argument => "argument",
+            LinkSpeedSource::Sysfs => "sysfs",
+            LinkSpeedSource::Unknown => "unknown",
+        })
     }
 }
 
@@ -113,11 +128,9 @@ fn parse_speed(s: &str) -> Result<f64, String> {
 #[derive(Serialize)]
 pub struct Body {
     pub iface: String,
-    /// How the interface was chosen: `argument` or `busiest`.
-    pub iface_chosen_by: &'static str,
+    pub iface_chosen_by: IfaceChosenBy,
     pub link_speed_bits_per_s: Option<f64>,
-    /// `sysfs`, `argument`, or `unknown`.
-    pub link_speed_source: &'static str,
+    pub link_speed_source: LinkSpeedSource,
     pub mode: Mode,
     pub pinned_cpu: Option<usize>,
     /// The sampler ran as SCHED_FIFO (--realtime, when permitted).
@@ -187,10 +200,40 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             if !netdev::exists(i) {
                 bail!("interface '{i}' not found here (see `ip link`)");
             }
-            (i.clone(), "argument")
+            (i.clone(), IfaceChosenBy::Argument)
         }
-        None => (busiest(Duration::from_millis(200))?, "busiest"),
+        None => (busiest(Duration::from_millis(200))?, IfaceChosenBy::Busiest),
     };
+    // What the sampler would otherwise ignore silently is refused before the run.
+    let pinned = match args.mode {
+        ModeArg::Sleep => false,
+        ModeArg::Auto => args.interval < Duration::from_millis(1),
+        ModeArg::Busy | ModeArg::Hybrid => true,
+    };
+    if let Some(c) = args.cpu {
+        let allowed = burst::allowed_cpus();
+        if !allowed.contains(&c) {
+            bail!(
+                "--cpu {c}: this process may run on CPUs {} only",
+                allowed
+                    .iter()
+                    .map(usize::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            );
+        }
+        if !pinned {
+            bail!("--cpu {c}: only busy and hybrid modes pin the sampler (this run sleeps)");
+        }
+    }
+    if args.realtime {
+        if !pinned {
+            bail!("--realtime: only busy and hybrid modes run the sampler as SCHED_FIFO (this run sleeps)");
+        }
+        if !burst::realtime_permitted() {
+            bail!("--realtime: SCHED_FIFO is not permitted here (needs root, CAP_SYS_NICE or an RLIMIT_RTPRIO above 0)");
+        }
+    }
     let directions = match args.direction {
         Dir::Rx => vec![Direction::Rx],
         Dir::Tx => vec![Direction::Tx],
@@ -206,9 +249,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         ModeArg::Auto => Mode::Sleep,
     };
     let (link, link_source) = match (args.link_speed, netdev::link_speed_mbps(&iface)) {
-        (Some(v), _) => (Some(v), "argument"),
-        (None, Some(m)) => (Some(m as f64 * 1e6), "sysfs"),
-        (None, None) => (None, "unknown"),
+        (Some(v), _) => (Some(v), LinkSpeedSource::Argument),
+        (None, Some(m)) => (Some(m as f64 * 1e6), LinkSpeedSource::Sysfs),
+        (None, None) => (None, LinkSpeedSource::Unknown),
     };
     let cfg = burst::Config {
         iface: iface.clone(),
@@ -293,7 +336,7 @@ fn write_text(w: &mut dyn Write, b: &Body) -> io::Result<()> {
     } else {
         how
     };
-    let chosen = if b.iface_chosen_by == "busiest" {
+    let chosen = if b.iface_chosen_by == IfaceChosenBy::Busiest {
         " (busiest interface; name another as an argument)"
     } else {
         ""
@@ -384,16 +427,14 @@ fn write_text(w: &mut dyn Write, b: &Body) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     #[test]
     fn speeds() {
-        assert_eq!(parse_speed("10G"), Ok(10e9));
-        assert_eq!(parse_speed("1000M"), Ok(1e9));
-        assert_eq!(parse_speed("25Gbit"), Ok(25e9));
-        assert_eq!(parse_speed("100mbit/s"), Ok(100e6));
-        assert_eq!(parse_speed("1e9"), Ok(1e9));
-        assert!(parse_speed("fast").is_err());
-        assert!(parse_speed("-1G").is_err());
+        let speed = crate::args::bit_rate;
+        assert_eq!(speed("10G"), Ok(10e9));
+        assert_eq!(speed("1000M"), Ok(1e9));
+        assert_eq!(speed("25Gbit"), Ok(25e9));
+        assert_eq!(speed("100mbit/s"), Ok(100e6));
+        assert!(speed("fast").is_err());
+        assert!(speed("-1G").is_err());
     }
 }

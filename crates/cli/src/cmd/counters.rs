@@ -62,10 +62,10 @@ pub struct Args {
     #[arg(long)]
     json: bool,
     /// Report the change over this interval (e.g. 2s, 500ms) instead of absolute values.
-    #[arg(long, value_name = "DUR", value_parser = humantime::parse_duration, conflicts_with_all = ["watch", "from"])]
+    #[arg(long, value_name = "DUR", value_parser = crate::args::duration, conflicts_with_all = ["watch", "from"])]
     interval: Option<Duration>,
     /// Report the change every DUR until --count or Ctrl-C.
-    #[arg(long, value_name = "DUR", value_parser = humantime::parse_duration, conflicts_with = "from")]
+    #[arg(long, value_name = "DUR", value_parser = crate::args::duration, conflicts_with = "from")]
     watch: Option<Duration>,
     /// With --watch: stop after N reports.
     #[arg(long, value_name = "N", requires = "watch")]

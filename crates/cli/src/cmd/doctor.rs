@@ -50,7 +50,7 @@ pub struct Args {
     #[arg(long)]
     pub quick: bool,
     /// How long to watch the kernel counters and socket queues (e.g. 2s, 500ms).
-    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "2s", value_parser = crate::args::duration)]
     pub window: Duration,
     /// Diagnose inside network namespace NAME (from `ip netns list`; needs root).
     #[arg(long, value_name = "NAME")]

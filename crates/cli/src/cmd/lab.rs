@@ -202,24 +202,24 @@ struct IncastArgs {
     sweep: Option<String>,
     /// RTO floors to compare, set on each sender's route (`ip route ... rto_min`).
     /// --fix alone compares 200ms with 5ms.
-    #[arg(long, value_delimiter = ',', value_name = "DUR,DUR")]
-    rto_min: Vec<String>,
+    #[arg(long, value_delimiter = ',', value_name = "DUR,DUR", value_parser = crate::args::positive_duration)]
+    rto_min: Vec<std::time::Duration>,
     /// Bytes requested per round, split over the senders.
-    #[arg(long, default_value = "1mb", value_name = "BYTES")]
-    block: String,
+    #[arg(long, default_value = "1MiB", value_name = "BYTES", value_parser = crate::args::positive_bytes)]
+    block: u64,
     /// Rounds per run.
     #[arg(long, default_value_t = 50)]
     rounds: u32,
     /// tbf rate of the bottleneck (tc syntax). 100mbit keeps the bottleneck, not the CPUs,
     /// the limit on small machines; 1gbit needs several idle cores to synchronize senders.
-    #[arg(long, default_value = "100mbit")]
+    #[arg(long, default_value = "100Mbit", value_name = "RATE", value_parser = tc_rate)]
     rate: String,
     /// tbf burst of the bottleneck.
-    #[arg(long, default_value = "16kb", value_name = "BYTES")]
-    burst: String,
+    #[arg(long, default_value = "16KiB", value_name = "BYTES", value_parser = crate::args::positive_bytes)]
+    burst: u64,
     /// tbf queue limit of the bottleneck (the shallow buffer).
-    #[arg(long, default_value = "32kb", value_name = "BYTES")]
-    limit: String,
+    #[arg(long, default_value = "32KiB", value_name = "BYTES", value_parser = crate::args::positive_bytes)]
+    limit: u64,
     /// Upper bound of each run, in seconds.
     #[arg(long, default_value_t = 30)]
     max_run_secs: u64,
@@ -240,9 +240,9 @@ struct PortArgs {
     /// The client namespace's ip_local_port_range (LOW-HIGH).
     #[arg(long, default_value = "40000-40199")]
     ports: String,
-    /// Length of each run, seconds (>= 121 also measures the steady-state rate).
-    #[arg(long, default_value_t = 4)]
-    duration: u64,
+    /// Length of each run, 1s..10m (121s or more also measures the steady-state rate).
+    #[arg(long, default_value = "4s", value_name = "DURATION", value_parser = run_length)]
+    duration: std::time::Duration,
     /// Which side closes first: client (TIME_WAIT on the client) or server.
     #[arg(long, default_value = "client")]
     close_first: String,
@@ -258,9 +258,9 @@ struct SynDropArgs {
     /// Share of SYNs dropped, percent (1-90).
     #[arg(long, default_value_t = 10)]
     drop_percent: u32,
-    /// Length of each run, seconds.
-    #[arg(long, default_value_t = 4)]
-    duration: u64,
+    /// Length of each run, 1s..10m.
+    #[arg(long, default_value = "4s", value_name = "DURATION", value_parser = run_length)]
+    duration: std::time::Duration,
     /// Concurrent connections.
     #[arg(long, default_value_t = 4)]
     concurrency: usize,
@@ -276,9 +276,9 @@ struct AcceptArgs {
     /// Acceptor threads of the slow server.
     #[arg(long, default_value_t = 1)]
     server_threads: usize,
-    /// Length of each run, seconds.
-    #[arg(long, default_value_t = 4)]
-    duration: u64,
+    /// Length of each run, 1s..10m.
+    #[arg(long, default_value = "4s", value_name = "DURATION", value_parser = run_length)]
+    duration: std::time::Duration,
     /// Concurrent connections.
     #[arg(long, default_value_t = 16)]
     concurrency: usize,
@@ -292,8 +292,8 @@ struct TimewaitArgs {
     #[arg(long, default_value_t = 4)]
     connections: u64,
     /// Bytes the client uploads per connection.
-    #[arg(long, default_value = "32mb", value_name = "BYTES")]
-    request_bytes: String,
+    #[arg(long, default_value = "32MiB", value_name = "BYTES", value_parser = crate::args::positive_bytes)]
+    request_bytes: u64,
     /// Set net.ipv4.tcp_rfc1337=1 on the server: the multi-second stall variant.
     #[arg(long)]
     rfc1337: bool,
@@ -304,26 +304,26 @@ struct SlowReaderArgs {
     #[command(flatten)]
     common: CommonArgs,
     /// Writer rate, bytes per second.
-    #[arg(long, default_value = "8mb", value_name = "BYTES")]
-    writer_rate: String,
+    #[arg(long, default_value = "8MiB", value_name = "BYTES", value_parser = crate::args::positive_bytes)]
+    writer_rate: u64,
     /// Reader rate, bytes per second.
-    #[arg(long, default_value = "1mb", value_name = "BYTES")]
-    reader_rate: String,
+    #[arg(long, default_value = "1MiB", value_name = "BYTES", value_parser = crate::args::positive_bytes)]
+    reader_rate: u64,
     /// Reader's SO_RCVBUF.
-    #[arg(long, default_value = "16kb", value_name = "BYTES")]
-    rcvbuf: String,
-    /// Length of each run, seconds.
-    #[arg(long, default_value_t = 3)]
-    duration: u64,
+    #[arg(long, default_value = "16KiB", value_name = "BYTES", value_parser = crate::args::positive_bytes)]
+    rcvbuf: u64,
+    /// Length of each run, 1s..10m.
+    #[arg(long, default_value = "3s", value_name = "DURATION", value_parser = run_length)]
+    duration: std::time::Duration,
 }
 
 #[derive(clap::Args, Debug)]
 struct StaleAckArgs {
     #[command(flatten)]
     common: CommonArgs,
-    /// Length of the loop, seconds.
-    #[arg(long, default_value_t = 3)]
-    duration: u64,
+    /// Length of the loop, 1s..10m.
+    #[arg(long, default_value = "3s", value_name = "DURATION", value_parser = run_length)]
+    duration: std::time::Duration,
     /// Concurrent loops.
     #[arg(long, default_value_t = 1)]
     concurrency: usize,
@@ -436,17 +436,14 @@ fn parse_sweep(s: &str) -> anyhow::Result<Vec<u32>> {
 
 fn run_incast(a: IncastArgs) -> anyhow::Result<i32> {
     let common = a.common.common()?;
-    let mut rto_min: Vec<String> = a.rto_min.clone();
+    let mut rto_min = a.rto_min.clone();
     if rto_min.is_empty() {
-        rto_min.push("200ms".into());
+        rto_min.push(std::time::Duration::from_millis(200));
         if a.common.fix {
-            rto_min.push("5ms".into());
+            rto_min.push(std::time::Duration::from_millis(5));
         }
     }
-    let rto_min_us = rto_min
-        .iter()
-        .map(|s| scenario::parse_duration("--rto-min", s).map(|d| d.as_micros() as u64))
-        .collect::<Result<Vec<_>, _>>()?;
+    let rto_min_us = rto_min.iter().map(|d| d.as_micros() as u64).collect();
     let senders = match &a.sweep {
         Some(s) => parse_sweep(s)?,
         None => {
@@ -458,12 +455,12 @@ fn run_incast(a: IncastArgs) -> anyhow::Result<i32> {
     };
     let cfg = incast::Config {
         senders,
-        block_bytes: scenario::parse_bytes("--block", &a.block)?,
+        block_bytes: a.block,
         rounds: a.rounds.max(1),
         max_run_duration_ms: a.max_run_secs.max(1) * 1000,
         rate: a.rate.clone(),
-        burst_bytes: scenario::parse_bytes("--burst", &a.burst)?,
-        limit_bytes: scenario::parse_bytes("--limit", &a.limit)?,
+        burst_bytes: a.burst,
+        limit_bytes: a.limit,
         rto_min_us,
         congestion_control: a.cc.clone(),
     };
@@ -652,11 +649,18 @@ fn pct(a: u32, b: u32) -> f64 {
     }
 }
 
-fn check_duration(flag: &str, secs: u64) -> anyhow::Result<std::time::Duration> {
-    if !(1..=600).contains(&secs) {
-        anyhow::bail!("{flag} {secs}: must be 1..=600 seconds");
+/// `--duration` of a scenario run: a duration from 1 s to 10 min.
+fn run_length(s: &str) -> Result<std::time::Duration, String> {
+    let d = crate::args::duration(s)?;
+    if !(std::time::Duration::from_secs(1)..=std::time::Duration::from_secs(600)).contains(&d) {
+        return Err(format!("'{s}' is outside 1s..10m"));
     }
-    Ok(std::time::Duration::from_secs(secs))
+    Ok(d)
+}
+
+/// The bottleneck's rate (100Mbit, 1Gbit), passed to tc in bit/s.
+fn tc_rate(s: &str) -> Result<String, String> {
+    Ok(format!("{}bit", crate::args::bit_rate(s)?.round() as u64))
 }
 
 fn check_concurrency(c: usize) -> anyhow::Result<usize> {
@@ -685,7 +689,7 @@ fn run_port_exhaustion(a: PortArgs) -> anyhow::Result<i32> {
         .map_err(|e| anyhow::anyhow!("--close-first: {e}"))?;
     let cfg = port_exhaustion::Config {
         ports,
-        duration_ms: check_duration("--duration", a.duration)?.as_millis() as u64,
+        duration_ms: a.duration.as_millis() as u64,
         concurrency: check_concurrency(a.concurrency)?,
         close_first,
     };
@@ -732,7 +736,7 @@ fn run_port_exhaustion(a: PortArgs) -> anyhow::Result<i32> {
             b.computed_sustainable_per_s,
             match b.measured_sustainable_per_s {
                 Some(m) => format!("{m:.2}/s (whole 60 s periods after the first)"),
-                None => "- (needs --duration 121 or more)".into(),
+                None => "- (needs --duration 121s or more)".into(),
             }
         )?;
         tail(w, r, &b.header, &b.before.findings, &b.remedies)
@@ -743,7 +747,7 @@ fn run_syn_drop(a: SynDropArgs) -> anyhow::Result<i32> {
     let common = a.common.common()?;
     let cfg = syn_drop::Config {
         drop_percent: a.drop_percent,
-        duration_ms: check_duration("--duration", a.duration)?.as_millis() as u64,
+        duration_ms: a.duration.as_millis() as u64,
         concurrency: check_concurrency(a.concurrency)?,
     };
     if !(1..=90).contains(&cfg.drop_percent) {
@@ -790,7 +794,7 @@ fn run_accept_overflow(a: AcceptArgs) -> anyhow::Result<i32> {
     let cfg = accept_overflow::Config {
         backlog: a.backlog,
         server_threads: a.server_threads,
-        duration_ms: check_duration("--duration", a.duration)?.as_millis() as u64,
+        duration_ms: a.duration.as_millis() as u64,
         concurrency: check_concurrency(a.concurrency)?,
     };
     let selected = a
@@ -948,7 +952,7 @@ fn run_timewait(a: TimewaitArgs) -> anyhow::Result<i32> {
     if !(2..=20).contains(&a.connections) {
         anyhow::bail!("--connections {}: must be 2..=20", a.connections);
     }
-    let request_bytes = scenario::parse_bytes("--request-bytes", &a.request_bytes)?;
+    let request_bytes = a.request_bytes;
     if request_bytes > 256 << 20 {
         anyhow::bail!("--request-bytes {}: at most 256mb", a.request_bytes);
     }
@@ -1035,10 +1039,10 @@ fn run_timewait(a: TimewaitArgs) -> anyhow::Result<i32> {
 fn run_slow_reader(a: SlowReaderArgs) -> anyhow::Result<i32> {
     let common = a.common.common()?;
     let cfg = slow_reader::Config {
-        writer_rate_bytes_per_s: scenario::parse_bytes("--writer-rate", &a.writer_rate)?,
-        reader_rate_bytes_per_s: scenario::parse_bytes("--reader-rate", &a.reader_rate)?,
-        reader_rcvbuf_bytes: scenario::parse_bytes("--rcvbuf", &a.rcvbuf)? as usize,
-        duration_ms: check_duration("--duration", a.duration)?.as_millis() as u64,
+        writer_rate_bytes_per_s: a.writer_rate,
+        reader_rate_bytes_per_s: a.reader_rate,
+        reader_rcvbuf_bytes: a.rcvbuf as usize,
+        duration_ms: a.duration.as_millis() as u64,
     };
     if cfg.writer_rate_bytes_per_s > 1 << 30 || cfg.reader_rcvbuf_bytes > 64 << 20 {
         anyhow::bail!("--writer-rate is at most 1gb and --rcvbuf at most 64mb");
@@ -1105,7 +1109,7 @@ fn run_slow_reader(a: SlowReaderArgs) -> anyhow::Result<i32> {
 fn run_stale_ack(a: StaleAckArgs) -> anyhow::Result<i32> {
     let common = a.common.common()?;
     let cfg = stale_ack::Config {
-        duration_ms: check_duration("--duration", a.duration)?.as_millis() as u64,
+        duration_ms: a.duration.as_millis() as u64,
         concurrency: check_concurrency(a.concurrency)?,
     };
     let selected = a

@@ -7,7 +7,6 @@ use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
-use tcpdoctor_model::units::{Bytes, Count, Duration as Dur};
 use tcpdoctor_model::{Measured, PortRange, Report};
 use tcpdoctor_probe::http::{ExpectStatus, Url};
 use tcpdoctor_probe::server::{Protocol, Server, ServerConfig};
@@ -15,7 +14,7 @@ use tcpdoctor_probe::stats::Stage;
 use tcpdoctor_probe::{CloseFirst, Config, Mode, Summary};
 use tcpdoctor_report::{findings, fmt, table};
 
-use crate::output;
+use crate::{args, output};
 
 const EXAMPLES: &str = "Examples:
   tcpdoctor probe                                  # embedded server, crr, 10 s
@@ -78,10 +77,10 @@ pub struct Args {
     #[arg(short = 'c', long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=10000))]
     concurrency: u64,
     /// Stop after this long (e.g. 10s, 500ms, 2m; default 10s).
-    #[arg(short = 'd', long, value_name = "DURATION", value_parser = positive_duration)]
+    #[arg(short = 'd', long, value_name = "DURATION", value_parser = args::positive_duration)]
     duration: Option<Duration>,
     /// Stop after this many connections (requests in rr / keep-alive http); 10k = 10,000.
-    #[arg(short = 'n', long, default_value = "1M", value_name = "N", value_parser = positive_count)]
+    #[arg(short = 'n', long, default_value = "1M", value_name = "N", value_parser = args::positive_count)]
     count: u64,
     /// Open loop: requests per second in total; latency counts from the scheduled start.
     #[arg(long, value_parser = positive_rate)]
@@ -109,14 +108,14 @@ pub struct Args {
     #[arg(long, default_value = "64", value_name = "BYTES", value_parser = message_size)]
     reply_size: usize,
     /// Cut a connect() after this long.
-    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = positive_duration)]
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = args::positive_duration)]
     connect_timeout: Duration,
     /// Cut the wait for a reply after this long.
-    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = positive_duration)]
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = args::positive_duration)]
     timeout: Duration,
     /// Classify requests slower than this (default: 20 x the median, within 5ms..1s; waits
     /// that match a SYN retransmission or RTO are classified whatever the threshold).
-    #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = args::positive_duration)]
     spike_threshold: Option<Duration>,
     /// HTTP keep-alive: on reuses connections, off sends Connection: close.
     #[arg(long, value_enum, default_value = "on")]
@@ -212,37 +211,12 @@ fn close_first(s: &str) -> Result<CloseFirst, String> {
 /// Largest request or reply a worker buffers.
 const MAX_MESSAGE: u64 = 64 << 20;
 
-/// `--request-size`/`--reply-size`: a size (model::units grammar) of at most 64 MiB.
+/// `--request-size`/`--reply-size`: a size of at most 64 MiB.
 fn message_size(s: &str) -> Result<usize, String> {
-    let b: Bytes = s
-        .parse()
-        .map_err(|e: tcpdoctor_model::units::UnitError| e.0)?;
-    if b.get() > MAX_MESSAGE {
-        return Err(format!("'{s}' is above the 64 MiB limit"));
+    match args::bytes(s)? {
+        b if b > MAX_MESSAGE => Err(format!("'{s}' is above the 64 MiB limit")),
+        b => Ok(b as usize),
     }
-    Ok(b.get() as usize)
-}
-
-/// A duration (model::units grammar) above zero.
-fn positive_duration(s: &str) -> Result<Duration, String> {
-    let d: Dur = s
-        .parse()
-        .map_err(|e: tcpdoctor_model::units::UnitError| e.0)?;
-    if d.get().is_zero() {
-        return Err(format!("'{s}' must be above zero"));
-    }
-    Ok(d.get())
-}
-
-/// A count (model::units grammar: 10k = 10,000) of at least 1.
-fn positive_count(s: &str) -> Result<u64, String> {
-    let n: Count = s
-        .parse()
-        .map_err(|e: tcpdoctor_model::units::UnitError| e.0)?;
-    if n.get() == 0 {
-        return Err(format!("'{s}' must be at least 1"));
-    }
-    Ok(n.get())
 }
 
 fn resolve(host: &str, port: u16) -> anyhow::Result<SocketAddr> {

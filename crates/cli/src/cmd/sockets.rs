@@ -1,7 +1,6 @@
 //! `tcpdoctor sockets`: the sock_diag census, summarized and diagnosed (`host::sockets`).
 
 use std::io::{self, Write};
-use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -70,17 +69,18 @@ pub struct Args {
     json: bool,
     /// Take a census every INTERVAL (e.g. 500ms, 2s) until --count or Ctrl-C; later samples
     /// also flag sockets whose Recv-Q grew.
-    #[arg(long, value_name = "INTERVAL", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "INTERVAL", value_parser = crate::args::duration)]
     watch: Option<Duration>,
     /// With --watch: stop after N samples.
     #[arg(long, value_name = "N", requires = "watch")]
     count: Option<u64>,
-    /// Only sockets with this local or remote port (repeatable, or comma-separated).
-    #[arg(long, value_name = "PORT", value_delimiter = ',')]
+    /// Only sockets with this local or remote port, 1-65535 (repeatable, or comma-separated).
+    #[arg(long, value_name = "PORT", value_delimiter = ',', value_parser = clap::value_parser!(u16).range(1..))]
     port: Vec<u16>,
-    /// Only sockets with this local or remote address (repeatable, or comma-separated).
-    #[arg(long, value_name = "IP", value_delimiter = ',')]
-    address: Vec<IpAddr>,
+    /// Only sockets with a local or remote address in this address or block, e.g.
+    /// 127.0.0.1 or 10.0.0.0/8 (repeatable, or comma-separated).
+    #[arg(long, value_name = "IP[/BITS]", value_delimiter = ',')]
+    address: Vec<tcpdoctor_model::net::IpPrefix>,
     /// Only sockets in this state: kernel names (TIME_WAIT, ESTABLISHED, LISTEN, ...) or
     /// ss names (time-wait, estab, syn-recv); repeatable or comma-separated.
     #[arg(long, value_name = "STATE", value_delimiter = ',')]

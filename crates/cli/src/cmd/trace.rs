@@ -71,7 +71,7 @@ Examples:
 #[command(after_long_help = ABOUT)]
 pub struct Args {
     /// Stop after this long (e.g. 30s); default: until Ctrl-C.
-    #[arg(long, value_name = "DUR", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = crate::args::duration)]
     duration: Option<Duration>,
     /// Trace network namespace NAME (/run/netns/NAME); repeat for several.
     #[arg(long, value_name = "NAME", conflicts_with = "all_netns")]
@@ -92,7 +92,7 @@ pub struct Args {
     #[arg(long)]
     json: bool,
     /// How often to print the rolling summary.
-    #[arg(long, value_name = "DUR", value_parser = humantime::parse_duration, default_value = "5s")]
+    #[arg(long, value_name = "DUR", value_parser = crate::args::duration, default_value = "5s")]
     every: Duration,
 }
 

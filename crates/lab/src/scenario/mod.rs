@@ -13,7 +13,6 @@ pub mod syn_drop;
 pub mod timewait;
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use serde::Serialize;
 use tcpdoctor_model::Finding;
@@ -21,7 +20,6 @@ use tcpdoctor_model::Finding;
 use crate::capture::CaptureSummary;
 use crate::remedy;
 use crate::subnet::LabSubnet;
-use crate::{Error, Result};
 
 /// Options every scenario takes.
 #[derive(Clone, Debug, Default)]
@@ -106,74 +104,5 @@ impl<C, R> RemedyReport<C, R> {
             run: row.remedy.clone(),
             findings: row.run.as_ref().map(findings).unwrap_or_default(),
         })
-    }
-}
-
-/// Parses `200ms`, `5ms`, `1s`, `500us` (the units `ip route ... rto_min` accepts).
-pub fn parse_duration(what: &str, s: &str) -> Result<Duration> {
-    let s = s.trim();
-    let bad = || {
-        Error::invalid(
-            format!("{what} '{s}'"),
-            "expected a duration like 200ms, 5ms, 1s or 500us",
-        )
-    };
-    let split = s.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num.parse().map_err(|_| bad())?;
-    let d = match unit {
-        "us" => Duration::from_micros(n),
-        "ms" => Duration::from_millis(n),
-        "s" => Duration::from_secs(n),
-        _ => return Err(bad()),
-    };
-    Ok(d)
-}
-
-/// Parses a byte size: `16kb`, `32KB`, `1mb`, `1500` (powers of 1024, as tc reads `kb`).
-pub fn parse_bytes(what: &str, s: &str) -> Result<u64> {
-    let t = s.trim().to_ascii_lowercase();
-    let bad = || {
-        Error::invalid(
-            format!("{what} '{s}'"),
-            "expected a size like 1500, 16kb or 1mb",
-        )
-    };
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num.parse().map_err(|_| bad())?;
-    let mult = match unit {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1024,
-        "m" | "mb" | "mib" => 1024 * 1024,
-        _ => return Err(bad()),
-    };
-    n.checked_mul(mult).filter(|v| *v > 0).ok_or_else(bad)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_and_sizes() {
-        assert_eq!(
-            parse_duration("x", "200ms").unwrap(),
-            Duration::from_millis(200)
-        );
-        assert_eq!(
-            parse_duration("x", "5ms").unwrap(),
-            Duration::from_millis(5)
-        );
-        assert_eq!(parse_duration("x", "2s").unwrap(), Duration::from_secs(2));
-        assert!(parse_duration("--rto-min", "5")
-            .unwrap_err()
-            .to_string()
-            .contains("--rto-min '5'"));
-        assert!(parse_duration("x", "5h").is_err());
-        assert_eq!(parse_bytes("x", "16kb").unwrap(), 16384);
-        assert_eq!(parse_bytes("x", "1500").unwrap(), 1500);
-        assert!(parse_bytes("x", "0").is_err());
-        assert!(parse_bytes("x", "3gb").is_err());
     }
 }
