@@ -222,22 +222,6 @@ impl Finding {
         }
     }
 
-    /// The old constructor that took a severity chosen by the caller. Kept only while the
-    /// detectors move to [`Finding::new`] with an [`Impact`].
-    #[deprecated(
-        note = "describe the harm as an Impact and use Finding::new: the policy sets the severity"
-    )]
-    pub fn legacy(
-        pathology: Pathology,
-        severity: Severity,
-        source: Source,
-        summary: impl Into<String>,
-    ) -> Finding {
-        let mut f = Finding::new(pathology, source, summary, Impact::none());
-        f.severity = severity;
-        f
-    }
-
     /// Replaces the impact and re-derives the severity from it.
     pub fn with_impact(mut self, impact: Impact) -> Finding {
         let judgement = impact.judge();
