@@ -19,6 +19,7 @@ use crate::flow::{CloseKind, Conn, Dir, Endpoint, FlowRow, RetransKind, Reuse, T
 use crate::ladder::Ladders;
 use crate::prepare::{Prepare, Released, SegKey};
 use crate::seq::SeqNumber;
+use crate::timeline::{Mark, MarkKind, Worst};
 use crate::Analysis;
 
 /// Tunables of the analysis. Defaults are Linux's.
@@ -49,6 +50,8 @@ pub struct Config {
     pub keep_flows: bool,
     /// Keep the frame number and kind of every retransmission (for cross-checks).
     pub keep_retransmissions: bool,
+    /// Keep the timelines of this many connections that waited longest (for charts; 0: none).
+    pub timelines: usize,
 }
 
 impl Default for Config {
@@ -63,6 +66,7 @@ impl Default for Config {
             incast_min_flows: 3,
             keep_flows: false,
             keep_retransmissions: false,
+            timelines: 0,
         }
     }
 }
@@ -164,6 +168,7 @@ pub struct Analyzer {
 struct Done {
     detectors: Detectors,
     rows: Vec<FlowRow>,
+    worst: Worst,
     /// Connections held in slots now.
     open: u64,
     /// Boxes of summarised connections, reused for new ones (saves an allocation each).
@@ -197,6 +202,7 @@ impl Done {
             close,
             &mut self.detectors,
             &mut self.rows,
+            &mut self.worst,
             cfg,
             origin,
         );
@@ -217,6 +223,7 @@ impl Analyzer {
             done: Done {
                 detectors: Detectors::new(&cfg),
                 rows: Vec::new(),
+                worst: Worst::new(cfg.timelines),
                 open: 0,
                 pool: Vec::new(),
             },
@@ -624,6 +631,7 @@ impl Analyzer {
             microbursts,
             flows: done.rows,
             retransmitted: self.retransmitted,
+            worst_connections: done.worst.into_vec(),
         }
     }
 }
@@ -634,18 +642,26 @@ fn finish_conn(
     close: CloseKind,
     detectors: &mut Detectors,
     rows: &mut Vec<FlowRow>,
+    worst: &mut Worst,
     cfg: &Config,
     origin: u64,
 ) -> Tomb {
     for h in [&mut c.half.c2s, &mut c.half.s2c] {
-        if let Some((t0, _)) = h.zero_since.take() {
+        if let Some((t0, frame)) = h.zero_since.take() {
             let stall = c.last_ts.saturating_sub(t0);
             h.zero_total_ns += stall;
             h.zero_max_ns = h.zero_max_ns.max(stall);
+            c.marks.push(Mark {
+                kind: MarkKind::ZeroWindow,
+                start_ns: t0,
+                end_ns: Some(c.last_ts),
+                frame,
+            });
         }
     }
     c.close = close;
     detectors.finished(c);
+    worst.offer(c);
     if cfg.keep_flows {
         let k = |i: RetransKind| c.retrans_of(i);
         rows.push(FlowRow {

@@ -663,6 +663,9 @@ pub struct Conn {
     pub in_incast: bool,
     pub zero_frames: Frames<8>,
     pub probe_frames: Frames<8>,
+    /// Timeline marks (timeouts, zero windows, quick retransmissions) for the worst-connection
+    /// charts; empty (no allocation) for a connection that never stalled.
+    pub marks: crate::timeline::Marks,
 }
 
 impl Conn {
@@ -714,6 +717,7 @@ impl Conn {
             in_incast: false,
             zero_frames: Frames::default(),
             probe_frames: Frames::default(),
+            marks: crate::timeline::Marks::default(),
         }
     }
 

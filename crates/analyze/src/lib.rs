@@ -23,6 +23,7 @@ pub mod ladder;
 pub mod pipeline;
 pub mod prepare;
 pub mod seq;
+pub mod timeline;
 mod track;
 
 use serde::Serialize;
@@ -51,6 +52,9 @@ pub struct Analysis {
     /// With `Config::keep_retransmissions`: (frame, kind) of every retransmission.
     #[serde(skip)]
     pub retransmitted: Vec<(u64, RetransKind)>,
+    /// With `Config::timelines` > 0: the connections that waited longest, longest first.
+    #[serde(skip)]
+    pub worst_connections: Vec<timeline::ConnTimeline>,
 }
 
 #[cfg(test)]

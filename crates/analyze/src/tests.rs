@@ -1226,3 +1226,62 @@ fn per_destination_and_receiver_tables_are_bounded_with_many_distinct_clients() 
         a.details.receivers_dropped
     );
 }
+
+#[test]
+fn the_worst_connections_keep_their_syn_ladder_timeouts_and_zero_windows_in_order() {
+    use crate::timeline::MarkKind;
+    let mut c = Cap::new();
+    // A connect answered after two SYN resends (2 s of waiting).
+    let syn = tuple("10.0.0.1", 40000, "10.0.0.2", 80);
+    c.pkt(0, syn, true, S, 100, 0, 0, 64240);
+    c.pkt(1_000_000, syn, true, S, 100, 0, 0, 64240);
+    c.pkt(2_000_000, syn, true, S, 100, 0, 0, 64240);
+    c.pkt(2_000_100, syn, false, S | A, 9, 101, 0, 65160);
+    c.pkt(2_000_200, syn, true, A, 101, 10, 0, 502);
+    // A transfer with a 210 ms gap ended by a timeout, then 800 ms of zero window.
+    let tp = tuple("10.0.0.3", 40001, "10.0.0.2", 80);
+    c.handshake(3_000_000, tp, 0, 0);
+    c.pkt(3_001_000, tp, true, A, 1, 1, 1000, 502);
+    let rto = c.pkt(3_211_000, tp, true, A, 1, 1, 1000, 502);
+    c.pkt(3_211_100, tp, false, A, 1, 1001, 0, 0);
+    c.pkt(4_011_100, tp, false, A, 1, 1001, 0, 800);
+    // A clean connection: no stall, not kept.
+    let clean = tuple("10.0.0.4", 40002, "10.0.0.2", 80);
+    c.handshake(5_000_000, clean, 0, 0);
+    c.transfer(5_001_000, clean, 1, 1, 3, 1000);
+    let a = c.run(Config {
+        timelines: 8,
+        ..Config::default()
+    });
+    let w = &a.worst_connections;
+    assert_eq!(w.len(), 2, "{w:#?}");
+    assert_eq!(w[0].client, "10.0.0.1:40000");
+    assert_eq!(w[0].stalled_ns, 2_000_100_000);
+    let kinds: Vec<MarkKind> = w[0].marks.iter().map(|m| m.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            MarkKind::Syn,
+            MarkKind::SynResent,
+            MarkKind::SynResent,
+            MarkKind::SynAck
+        ]
+    );
+    assert_eq!(w[1].client, "10.0.0.3:40001");
+    let gap = w[1]
+        .marks
+        .iter()
+        .find(|m| m.kind == MarkKind::TimeoutGap)
+        .unwrap();
+    assert_eq!(gap.frame, rto);
+    assert_eq!(gap.end_ns.unwrap() - gap.start_ns, 210_000_000);
+    let zero = w[1]
+        .marks
+        .iter()
+        .find(|m| m.kind == MarkKind::ZeroWindow)
+        .unwrap();
+    assert_eq!(zero.end_ns.unwrap() - zero.start_ns, 800_000_000);
+    assert_eq!(w[1].stalled_ns, 1_010_000_000);
+    // Off by default.
+    assert!(c.run(Config::default()).worst_connections.is_empty());
+}

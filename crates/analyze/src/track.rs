@@ -12,6 +12,7 @@ use crate::detect::{Detectors, Retransmission};
 use crate::engine::{Config, Totals};
 use crate::flow::{CloseKind, Conn, Dir, Half, RecentRetrans, RetransKind};
 use crate::seq::SeqNumber;
+use crate::timeline::{Mark, MarkKind};
 
 /// Without a handshake RTT, a segment below the highest sequence number that arrives within
 /// 3 ms of it is taken as reordered, not retransmitted (Wireshark's default threshold).
@@ -120,8 +121,20 @@ fn retransmitted(
         c.rto.push(s.frame);
         c.rto_max_gap_ns = c.rto_max_gap_ns.max(gap);
         c.rto_gap_total_ns += gap;
+        c.marks.push(Mark {
+            kind: MarkKind::TimeoutGap,
+            start_ns: s.ts_ns.saturating_sub(gap),
+            end_ns: Some(s.ts_ns),
+            frame: s.frame,
+        });
     } else {
         c.quick_frames.push(s.frame);
+        c.marks.push(Mark {
+            kind: MarkKind::QuickRetransmission,
+            start_ns: s.ts_ns,
+            end_ns: None,
+            frame: s.frame,
+        });
     }
 }
 
@@ -145,10 +158,12 @@ fn found_spurious(
             RetransKind::Rto => {
                 c.rto.remove(frame);
                 c.rto_gap_total_ns = c.rto_gap_total_ns.saturating_sub(gap);
+                c.marks.remove(MarkKind::TimeoutGap, frame);
             }
             RetransKind::Syn => {}
             _ => {
                 c.quick_frames.remove(frame);
+                c.marks.remove(MarkKind::QuickRetransmission, frame);
             }
         }
     }
@@ -445,8 +460,15 @@ fn advertised(c: &mut Conn, s: &Segment, d: Dir, totals: &mut Totals) {
             let stall = s.ts_ns.saturating_sub(t0);
             h.zero_total_ns += stall;
             h.zero_max_ns = h.zero_max_ns.max(stall);
+            c.marks.push(Mark {
+                kind: MarkKind::ZeroWindow,
+                start_ns: t0,
+                end_ns: Some(s.ts_ns),
+                frame: s.frame,
+            });
         }
     }
+    let h = &mut c.half[d];
     h.win_raw = s.window;
     h.win_bytes = win;
     h.win_known = true;

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
+pub mod analyze;
+
 /// An HTML report file opened for writing.
 pub struct HtmlOut {
     path: PathBuf,

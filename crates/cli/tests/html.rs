@@ -114,7 +114,12 @@ fn check_page(page: &Path, dir: &Path, texts: &[&str], charts: usize) {
         assert!(r.dom.contains(t), "{t:?} not on the page");
     }
     let svgs = r.dom.matches("<svg").count();
-    assert!(svgs >= charts, "{svgs} charts, expected {charts}");
+    let figures = r.dom.matches("<figure").count();
+    assert_eq!(
+        (svgs, figures),
+        (charts, charts),
+        "inline SVG charts and figures on the page"
+    );
     assert!(r.png_bytes > 20_000, "screenshot of {} bytes", r.png_bytes);
 }
 
@@ -163,4 +168,93 @@ fn html_to_an_unwritable_path_fails_before_the_run() {
         t0.elapsed() < std::time::Duration::from_secs(4),
         "ran before failing"
     );
+}
+
+fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+#[test]
+fn analyze_html_report_shows_the_syn_ladder_and_the_rate_per_time_scale() {
+    if !require_chromium("analyze_html_report_shows_the_syn_ladder_and_the_rate_per_time_scale") {
+        return;
+    }
+    let dir = TempDir::new("analyze-syn");
+    let page = dir.0.join("analyze.html");
+    let pcap = workspace().join("tests/data/analyze/syn-drop.pcap");
+    let (code, out, err) = support::run(&[
+        "analyze",
+        pcap.to_str().unwrap(),
+        "--link-speed",
+        "1gbit",
+        "--json",
+        "--html",
+        page.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    let v = support::json(&out, &err);
+    assert_eq!(v["totals"]["retransmissions_syn"], 4);
+    check_page(
+        &page,
+        &dir.0,
+        &[
+            "tcpdoctor analyze",
+            "syn-drop.pcap",
+            "Verdict",
+            "Connections that waited longest",
+            "The 2 connections that waited longest",
+            // Both connections of the capture, each SYN resent twice along the ladder.
+            "10.77.12.1:55836 &gt; 10.77.12.2:7002",
+            "10.77.12.1:55848 &gt; 10.77.12.2:7002",
+            "SYN resent",
+            "SYN-ACK",
+            "Rate per time scale",
+            "link speed 1.00 Gbit/s",
+            "SYN retransmitted",
+        ],
+        2,
+    );
+}
+
+#[test]
+fn analyze_html_report_draws_zero_windows_on_the_timeline() {
+    if !require_chromium("analyze_html_report_draws_zero_windows_on_the_timeline") {
+        return;
+    }
+    let dir = TempDir::new("analyze-zero");
+    let page = dir.0.join("analyze.html");
+    let pcap = workspace().join("tests/data/analyze/slow-reader-16k.pcap");
+    let (code, _, err) = support::run(&[
+        "analyze",
+        pcap.to_str().unwrap(),
+        "--html",
+        page.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    check_page(
+        &page,
+        &dir.0,
+        &[
+            "The connection that waited longest",
+            "zero window",
+            "give --link-speed",
+            "Slow reader",
+        ],
+        2,
+    );
+}
+
+#[test]
+fn analyze_html_to_an_unwritable_path_fails_before_reading() {
+    let pcap = workspace().join("tests/data/analyze/syn-drop.pcap");
+    let (code, out, err) = support::run(&[
+        "analyze",
+        pcap.to_str().unwrap(),
+        "--html",
+        "/nonexistent/a.html",
+    ]);
+    assert_eq!(code, 2);
+    assert!(out.is_empty(), "{out}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("--html /nonexistent/a.html"), "{err}");
 }

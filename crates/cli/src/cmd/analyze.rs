@@ -55,6 +55,11 @@ slow_readers, retransmissions, spurious_retransmissions}; microbursts[] {resolut
 max_bytes, avg_bytes, max_bits_per_s, avg_bits_per_s, max_to_avg_ratio, peak_link_share};\n\
 with --flows, flows[] (one per connection incarnation).\n\
 \n\
+--html FILE also writes one self-contained page (inline SVG charts, no script, nothing\n\
+fetched): the findings, a timeline of the 8 connections that waited longest (SYNs resent\n\
+along the ladder, idle gaps ended by a timeout, zero windows; each from its own first\n\
+packet) and the peak vs average rate per time scale (against --link-speed when given).\n\
+\n\
 Exit: 0 nothing wrong, 1 findings, 2 error (a read error still prints what was found\n\
 before it, with interrupted=true), 3 nothing measured (no TCP segment). Ctrl-C prints the\n\
 findings so far.\n\
@@ -99,6 +104,10 @@ pub struct Args {
     /// connections still sending SYNs: their SYN ladder ends them).
     #[arg(long, value_name = "DURATION", default_value = "300s", value_parser = crate::args::positive_duration)]
     idle_timeout: Duration,
+    /// Also write a self-contained HTML report to FILE (created before reading): findings, a
+    /// timeline of the connections that waited longest, the microburst chart.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
 }
 
 /// `--link-speed` in whole bits per second.
@@ -124,6 +133,7 @@ struct Body {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
+    let html = crate::html::open(args.html.as_ref())?;
     let reader = Reader::open(&args.file).map_err(|e| anyhow::anyhow!("{e}"))?;
     let cfg = Config {
         rto_min: args.rto_min,
@@ -133,6 +143,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         link_speed_bits_per_s: args.link_speed,
         incast_window: args.incast_window,
         keep_flows: args.flows || args.csv,
+        timelines: if html.is_some() {
+            crate::html::analyze::WORST
+        } else {
+            0
+        },
         ..Config::default()
     };
     let size = std::fs::metadata(&args.file)
@@ -162,6 +177,19 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     };
     let report = Report::new("analyze", findings_v, body, measured)
         .interrupted(interrupted || error.is_some());
+    if let Some(out) = html {
+        let b = &report.body;
+        let what = format!(
+            "{}: {} packets, {} TCP segments",
+            b.capture.name, b.capture.stats.packets, b.capture.stats.tcp_segments
+        );
+        out.write(&crate::html::analyze::page(
+            &report,
+            &b.analysis,
+            &what,
+            args.link_speed,
+        ))?;
+    }
     let code = if args.csv {
         output::with_stdout(|w| write_csv(w, &report.body.analysis.flows))?;
         report.verdict.exit_code()
