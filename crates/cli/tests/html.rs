@@ -258,3 +258,117 @@ fn analyze_html_to_an_unwritable_path_fails_before_reading() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("--html /nonexistent/a.html"), "{err}");
 }
+
+#[test]
+fn lab_html_report_shows_the_harm_before_and_after_each_remedy() {
+    let name = "lab_html_report_shows_the_harm_before_and_after_each_remedy";
+    if !support::require_root(name) || !require_chromium(name) {
+        return;
+    }
+    let dir = TempDir::new("lab-fix");
+    let page = dir.0.join("lab.html");
+    let (code, out, err) = support::run(&[
+        "lab",
+        "port-exhaustion",
+        "--duration",
+        "1s",
+        "--fix",
+        "--json",
+        "--html",
+        page.to_str().unwrap(),
+    ]);
+    assert!(matches!(code, 0 | 1), "exit {code}: {err}");
+    let v = support::json(&out, &err);
+    let failed = v["before"]["summary"]["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["errno"] == "EADDRNOTAVAIL")
+        .and_then(|e| e["count"].as_u64())
+        .expect("the baseline did not exhaust its ports");
+    check_page(
+        &page,
+        &dir.0,
+        &[
+            "tcpdoctor lab port-exhaustion",
+            "Verdict",
+            "Measurement",
+            "Before and after the remedy",
+            "The harm before and after each remedy",
+            "keep-alive",
+            "tcp_tw_reuse=1",
+            &format!("EADDRNOTAVAIL x{failed}"),
+            "Diagnosis of the baseline",
+            "Ephemeral ports exhausted",
+        ],
+        1,
+    );
+}
+
+#[test]
+fn lab_html_report_draws_the_incast_sweep_and_its_svg_file() {
+    let name = "lab_html_report_draws_the_incast_sweep_and_its_svg_file";
+    if !support::require_root(name) || !require_chromium(name) {
+        return;
+    }
+    let dir = TempDir::new("lab-incast");
+    let page = dir.0.join("incast.html");
+    let prefix = dir.0.join("sweep");
+    let (code, out, err) = support::run(&[
+        "lab",
+        "incast",
+        "--sweep",
+        "senders=1,2",
+        "--rto-min",
+        "200ms,5ms",
+        "--rounds",
+        "3",
+        "--block",
+        "64kb",
+        "--out",
+        prefix.to_str().unwrap(),
+        "--json",
+        "--html",
+        page.to_str().unwrap(),
+    ]);
+    assert!(matches!(code, 0 | 1), "exit {code}: {err}");
+    let v = support::json(&out, &err);
+    assert_eq!(v["runs"].as_array().unwrap().len(), 4);
+    // Two RTO floors: the sweep chart, and the harm before and after the shorter floor.
+    check_page(
+        &page,
+        &dir.0,
+        &[
+            "tcpdoctor lab incast",
+            "Incast sweep",
+            "Incast: goodput vs senders",
+            "rto_min 200ms",
+            "rto_min 5.00ms",
+            "The harm before and after each remedy",
+            "Diagnosis of the baseline",
+        ],
+        2,
+    );
+    // The stand-alone SVG file is drawn by the same charting code, with its legend inside.
+    let svg = std::fs::read_to_string(prefix.with_extension("svg")).unwrap();
+    assert!(svg.contains("Incast: goodput vs senders"), "{svg}");
+    assert!(svg.contains("rto_min 200ms") && svg.contains("rto_min 5.00ms"));
+    let csv = std::fs::read_to_string(prefix.with_extension("csv")).unwrap();
+    assert_eq!(csv.lines().count(), 5, "{csv}");
+}
+
+#[test]
+fn lab_html_to_an_unwritable_path_fails_before_the_run() {
+    let (code, out, err) = support::run(&[
+        "lab",
+        "port-exhaustion",
+        "--duration",
+        "1s",
+        "--html",
+        "/nonexistent/l.html",
+    ]);
+    assert_eq!(code, 2);
+    assert!(out.is_empty(), "{out}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("--html /nonexistent/l.html"), "{err}");
+}

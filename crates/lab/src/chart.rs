@@ -1,9 +1,12 @@
-//! The incast sweep as CSV and as a hand-written SVG line chart: goodput against sender
-//! count, one line per RTO floor.
+//! The incast sweep as CSV and as a chart (drawn by `tcpdoctor_report::chart`): goodput
+//! against sender count, one line per RTO floor. The same chart goes into the HTML report.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
+
+use tcpdoctor_report::chart::{Axis, Rgb, Series, Style, Unit, Xy};
+use tcpdoctor_report::fmt;
 
 use crate::scenario::incast::Run;
 use crate::{Error, Result};
@@ -38,129 +41,49 @@ pub fn incast_csv(runs: &[Run]) -> String {
     s
 }
 
-const COLORS: [&str; 6] = [
-    "#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
-];
-
-/// The sweep as an SVG line chart (x: senders on a log2 axis, y: goodput in Mbit/s).
-pub fn incast_svg(runs: &[Run]) -> String {
-    let (w, h, left, right, top, bottom) = (640.0, 400.0, 70.0, 150.0, 40.0, 50.0);
-    let pw = w - left - right;
-    let ph = h - top - bottom;
-    let mut lines: BTreeMap<u64, Vec<(u32, f64)>> = BTreeMap::new();
+/// The sweep as a chart: goodput against sender count (log2 steps), one line per RTO floor.
+pub fn incast_chart(runs: &[Run]) -> Xy {
+    let mut lines: BTreeMap<u64, Vec<(f64, f64)>> = BTreeMap::new();
     for r in runs {
         lines
             .entry(r.rto_min_us)
             .or_default()
-            .push((r.senders, r.goodput_bits_per_s / 1e6));
+            .push((f64::from(r.senders), r.goodput_bits_per_s));
     }
     let max_n = runs.iter().map(|r| r.senders).max().unwrap_or(1).max(2);
-    let max_y = runs
-        .iter()
-        .map(|r| r.goodput_bits_per_s / 1e6)
-        .fold(0.0, f64::max)
-        .max(1.0);
-    let y_top = (max_y / 100.0).ceil() * 100.0;
-    let x_of = |n: u32| left + pw * (f64::from(n).log2() / f64::from(max_n).log2());
-    let y_of = |v: f64| top + ph * (1.0 - v / y_top);
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(s, r#"<rect width="{w}" height="{h}" fill="white"/>"#);
-    let _ = writeln!(
-        s,
-        r#"<text x="{}" y="22" text-anchor="middle" font-size="14">incast: goodput vs senders</text>"#,
-        left + pw / 2.0
-    );
-    // Axes and grid.
-    for i in 0..=4 {
-        let v = y_top * f64::from(i) / 4.0;
-        let y = y_of(v);
-        let _ = writeln!(
-            s,
-            r##"<line x1="{left}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{v:.0}</text>"##,
-            left + pw,
-            left - 6.0,
-            y + 4.0
-        );
+    // Longest floor first (Linux's 200 ms before the remedy), each its own colour.
+    let series = lines
+        .into_iter()
+        .rev()
+        .enumerate()
+        .map(|(i, (rto, mut points))| {
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            Series {
+                name: format!("rto_min {}", fmt::micros(rto)),
+                color: Rgb::PALETTE[i % Rgb::PALETTE.len()],
+                style: Style::LinePoints,
+                points,
+            }
+        })
+        .collect();
+    Xy {
+        title: "Incast: goodput vs senders".into(),
+        x: Axis::log("senders", Unit::Count).with_range(1.0, f64::from(max_n) * 1.15),
+        y: Axis::linear("goodput", Unit::BitsPerSecond),
+        series,
     }
-    let mut n = 1;
-    while n <= max_n {
-        let x = x_of(n);
-        let _ = writeln!(
-            s,
-            r##"<line x1="{x:.1}" y1="{top}" x2="{x:.1}" y2="{:.1}" stroke="#eee"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{n}</text>"##,
-            top + ph,
-            top + ph + 16.0
-        );
-        n *= 2;
-    }
-    let _ = writeln!(
-        s,
-        r##"<line x1="{left}" y1="{top}" x2="{left}" y2="{:.1}" stroke="black"/><line x1="{left}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="black"/>"##,
-        top + ph,
-        top + ph,
-        left + pw,
-        top + ph
-    );
-    let _ = writeln!(
-        s,
-        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">senders</text>"#,
-        left + pw / 2.0,
-        h - 12.0
-    );
-    let _ = writeln!(
-        s,
-        r#"<text transform="translate(18,{:.1}) rotate(-90)" text-anchor="middle">goodput (Mbit/s)</text>"#,
-        top + ph / 2.0
-    );
-    for (i, (rto, pts)) in lines.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
-        let path: Vec<String> = pts
-            .iter()
-            .map(|&(n, v)| format!("{:.1},{:.1}", x_of(n), y_of(v)))
-            .collect();
-        let _ = writeln!(
-            s,
-            r#"<polyline fill="none" stroke="{color}" stroke-width="2" points="{}"/>"#,
-            path.join(" ")
-        );
-        for &(n, v) in pts {
-            let _ = writeln!(
-                s,
-                r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{color}"/>"#,
-                x_of(n),
-                y_of(v)
-            );
-        }
-        let ly = top + 10.0 + 20.0 * i as f64;
-        let _ = writeln!(
-            s,
-            r#"<line x1="{:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{color}" stroke-width="2"/><text x="{:.1}" y="{:.1}">rto_min {}</text>"#,
-            left + pw + 15.0,
-            left + pw + 35.0,
-            left + pw + 40.0,
-            ly + 4.0,
-            fmt_us(*rto)
-        );
-    }
-    s.push_str("</svg>\n");
-    s
 }
 
-fn fmt_us(us: u64) -> String {
-    if us >= 1000 && us.is_multiple_of(1000) {
-        format!("{} ms", us / 1000)
-    } else {
-        format!("{us} us")
-    }
+/// The sweep as a stand-alone SVG document (legend inside the plot).
+pub fn incast_svg(runs: &[Run]) -> Result<String> {
+    incast_chart(runs)
+        .standalone_svg()
+        .map_err(|e| Error::invalid("incast chart", e.to_string()))
 }
 
 /// Writes the CSV and the SVG.
 pub fn write_incast_sweep(runs: &[Run], csv: &Path, svg: &Path) -> Result<()> {
-    for (path, text) in [(csv, incast_csv(runs)), (svg, incast_svg(runs))] {
+    for (path, text) in [(csv, incast_csv(runs)), (svg, incast_svg(runs)?)] {
         std::fs::write(path, text).map_err(|source| Error::Write {
             path: path.to_path_buf(),
             source,
@@ -198,9 +121,15 @@ mod tests {
             .nth(2)
             .unwrap()
             .starts_with("8,200000,10,0,200000000,"));
-        let svg = incast_svg(&runs);
-        assert_eq!(svg.matches("<polyline").count(), 2);
-        assert!(svg.contains("rto_min 200 ms") && svg.contains("rto_min 5 ms"));
-        assert!(svg.trim_end().ends_with("</svg>"));
+        let chart = incast_chart(&runs);
+        let names: Vec<&str> = chart.series.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["rto_min 200ms", "rto_min 5.00ms"]);
+        assert_eq!(chart.series[1].points, [(1.0, 910e6), (8.0, 600e6)]);
+        let svg = incast_svg(&runs).unwrap();
+        assert!(
+            svg.contains("rto_min 200ms") && svg.contains("rto_min 5.00ms"),
+            "legend"
+        );
+        assert!(svg.contains("<svg") && svg.trim_end().ends_with("</svg>"));
     }
 }

@@ -250,8 +250,17 @@ impl Xy {
         })
     }
 
-    /// The chart as an SVG document.
+    /// The chart as an SVG document (its legend is drawn by the page: see [`Xy::draw`]).
     pub fn svg(&self) -> Result<String, Error> {
+        self.render(false)
+    }
+
+    /// The chart as a stand-alone SVG file, with its legend drawn inside the plot.
+    pub fn standalone_svg(&self) -> Result<String, Error> {
+        self.render(true)
+    }
+
+    fn render(&self, legend: bool) -> Result<String, Error> {
         let xs = self
             .series
             .iter()
@@ -263,14 +272,14 @@ impl Xy {
         let (x0, x1) = self.x.fit(xs);
         let (y0, y1) = self.y.fit(ys);
         with_svg(&self.title, SIZE, |root| match (self.x.log, self.y.log) {
-            (false, false) => self.plot(root, x0..x1, y0..y1, y0),
-            (false, true) => self.plot(root, x0..x1, (y0..y1).log_scale(), y0),
-            (true, false) => self.plot(root, (x0..x1).log_scale(), y0..y1, y0),
-            (true, true) => self.plot(root, (x0..x1).log_scale(), (y0..y1).log_scale(), y0),
+            (false, false) => self.plot(root, x0..x1, y0..y1, y0, legend),
+            (false, true) => self.plot(root, x0..x1, (y0..y1).log_scale(), y0, legend),
+            (true, false) => self.plot(root, (x0..x1).log_scale(), y0..y1, y0, legend),
+            (true, true) => self.plot(root, (x0..x1).log_scale(), (y0..y1).log_scale(), y0, legend),
         })
     }
 
-    fn plot<X, Y>(&self, root: &Area, x: X, y: Y, y_floor: f64) -> Result<(), Error>
+    fn plot<X, Y>(&self, root: &Area, x: X, y: Y, y_floor: f64, legend: bool) -> Result<(), Error>
     where
         X: AsRangedCoord<Value = f64>,
         Y: AsRangedCoord<Value = f64>,
@@ -351,6 +360,16 @@ impl Xy {
                         .legend(move |(x, y)| Circle::new((x + 9, y), 4, color.filled()));
                 }
             }
+        }
+        if legend {
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.85))
+                .border_style(RGBColor(0xcc, 0xcc, 0xcc))
+                .label_font(("sans-serif", 12))
+                .position(SeriesLabelPosition::UpperRight)
+                .draw()
+                .map_err(fail(t))?;
         }
         Ok(())
     }

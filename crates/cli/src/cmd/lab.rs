@@ -17,6 +17,7 @@ use tcpdoctor_lab::subnet::LabSubnet;
 use tcpdoctor_model::{Measured, Report};
 use tcpdoctor_report::{findings, fmt, table};
 
+use crate::html::HtmlOut;
 use crate::output;
 
 const LONG_HELP: &str = "\
@@ -56,6 +57,11 @@ larger-backlog, faster-accept, both (the last two also say what the SYN ladder c
 lost SYN). JSON: baseline, baseline_harm, remedies[] (remedy, changes, prediction {formula,
 effect, value, unit, tolerance, noise}, measured, agreement, pathology_gone, verdict, why,
 run), notes, syn_ladder. The verdict and exit status follow the first remedy that works.
+
+--html FILE: also one self-contained page (inline SVG, no script, nothing fetched; FILE is
+created before the run): the measurement side by side, a chart of the harm before and after
+each remedy (--fix or --remedies) with the remedies table, the incast sweep chart (goodput vs
+senders, one line per RTO floor), and the baseline's diagnosis.
 
 --fix: each remedied run is judged from its own measurement against the baseline on the
 harm the scenario reproduces (EADDRNOTAVAIL failures, SYN retransmissions, accept-queue
@@ -174,6 +180,10 @@ struct CommonArgs {
     /// Save the scenario's traffic (tcpdump inside the lab, headers only) to FILE.
     #[arg(long, value_name = "FILE")]
     pcap: Option<PathBuf>,
+    /// Also write a self-contained HTML report to FILE (created before the run): the
+    /// measurement, the harm before and after each remedy, the incast sweep, the diagnosis.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
     /// Lab subnet; must lie inside the lab's private block 10.77.0.0/16 (/16 to /24).
     #[arg(long, default_value = "10.77.0.0/24", value_name = "CIDR")]
     subnet: String,
@@ -347,15 +357,38 @@ struct CleanupArgs {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
+    let common = match &args.scenario {
+        Scenario::Incast(a) => Some(&a.common),
+        Scenario::PortExhaustion(a) => Some(&a.common),
+        Scenario::SynDrop(a) => Some(&a.common),
+        Scenario::AcceptOverflow(a) => Some(&a.common),
+        Scenario::TimewaitCollision(a) => Some(&a.common),
+        Scenario::SlowReader(a) => Some(&a.common),
+        Scenario::StaleAckRace(a) => Some(&a.common),
+        Scenario::Cleanup(_) => None,
+    };
+    // Created before anything runs: a bad path fails at once.
+    let html = crate::html::open(common.and_then(|c| c.html.as_ref()))?;
     match args.scenario {
-        Scenario::Incast(a) => run_incast(*a),
-        Scenario::PortExhaustion(a) => run_port_exhaustion(*a),
-        Scenario::SynDrop(a) => run_syn_drop(*a),
-        Scenario::AcceptOverflow(a) => run_accept_overflow(*a),
-        Scenario::TimewaitCollision(a) => run_timewait(*a),
-        Scenario::SlowReader(a) => run_slow_reader(*a),
-        Scenario::StaleAckRace(a) => run_stale_ack(*a),
+        Scenario::Incast(a) => run_incast(*a, html),
+        Scenario::PortExhaustion(a) => run_port_exhaustion(*a, html),
+        Scenario::SynDrop(a) => run_syn_drop(*a, html),
+        Scenario::AcceptOverflow(a) => run_accept_overflow(*a, html),
+        Scenario::TimewaitCollision(a) => run_timewait(*a, html),
+        Scenario::SlowReader(a) => run_slow_reader(*a, html),
+        Scenario::StaleAckRace(a) => run_stale_ack(*a, html),
         Scenario::Cleanup(a) => run_cleanup(a),
+    }
+}
+
+/// Writes the `--remedies` page when `--html` was given.
+fn remedies_html<C, R>(
+    html: Option<HtmlOut>,
+    report: &Report<scenario::RemedyReport<C, R>>,
+) -> anyhow::Result<()> {
+    match html {
+        Some(out) => out.write(&crate::html::lab::remedies_page(report)),
+        None => Ok(()),
     }
 }
 
@@ -434,7 +467,7 @@ fn parse_sweep(s: &str) -> anyhow::Result<Vec<u32>> {
     Ok(v)
 }
 
-fn run_incast(a: IncastArgs) -> anyhow::Result<i32> {
+fn run_incast(a: IncastArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
     let common = a.common.common()?;
     let mut rto_min = a.rto_min.clone();
     if rto_min.is_empty() {
@@ -483,6 +516,7 @@ fn run_incast(a: IncastArgs) -> anyhow::Result<i32> {
         let o = incast::remedies(&common, &cfg, &selected, output::stop_flag())?;
         bar.finish_and_clear();
         let report = report_of(o);
+        remedies_html(html, &report)?;
         return output::emit(&report, a.common.json, |w, r| {
             render_remedies(w, r, "incast")
         });
@@ -498,7 +532,75 @@ fn run_incast(a: IncastArgs) -> anyhow::Result<i32> {
         }
     }
     let report = report_of(outcome);
+    if let Some(out) = html {
+        let b = &report.body;
+        let c = &b.config;
+        out.write(&crate::html::lab::run_page(
+            &report,
+            &b.header,
+            &format!(
+                "{} per round split over N senders, bottleneck tbf rate {} burst {} limit {}, senders on {}",
+                fmt::bytes(c.block_bytes),
+                c.rate,
+                fmt::bytes(c.burst_bytes),
+                fmt::bytes(c.limit_bytes),
+                c.congestion_control
+            ),
+            &[incast_runs(b)],
+            &b.remedies,
+            b.before.as_ref().map(|r| r.findings.as_slice()).unwrap_or(&[]),
+            Some(&b.runs),
+        ))?;
+    }
     output::emit(&report, a.common.json, |w, r| render_incast(w, r))
+}
+
+/// The incast runs, one row each.
+fn incast_runs(b: &incast::Report) -> crate::html::lab::Table {
+    let header = [
+        "senders",
+        "rto_min",
+        "rounds",
+        "stalled >100ms",
+        "goodput",
+        "p50 round",
+        "p99 round",
+        "max round",
+        "RTOs",
+        "TLPs",
+        "retrans",
+        "tbf drops",
+    ];
+    let rows = b
+        .runs
+        .iter()
+        .map(|run| {
+            vec![
+                run.senders.to_string(),
+                fmt::micros(run.rto_min_us),
+                run.rounds.to_string(),
+                format!(
+                    "{} ({:.1}%)",
+                    run.slow_rounds,
+                    pct(run.slow_rounds, run.rounds)
+                ),
+                fmt::bitrate(run.goodput_bits_per_s),
+                fmt::micros(run.round_p50_us),
+                fmt::micros(run.round_p99_us),
+                fmt::micros(run.round_max_us),
+                run.rto_expiries.to_string(),
+                run.loss_probes.to_string(),
+                run.retrans_segs.to_string(),
+                run.bottleneck_drops
+                    .map(|d| d.to_string())
+                    .unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    crate::html::lab::Table {
+        header: header.iter().map(|h| h.to_string()).collect(),
+        rows,
+    }
 }
 
 fn render_incast(w: &mut dyn Write, r: &Report<incast::Report>) -> io::Result<()> {
@@ -514,41 +616,10 @@ fn render_incast(w: &mut dyn Write, r: &Report<incast::Report>) -> io::Result<()
         b.header.run_id
     )?;
     writeln!(w)?;
-    let mut t = table::new([
-        "senders",
-        "rto_min",
-        "rounds",
-        "stalled >100ms",
-        "goodput",
-        "p50 round",
-        "p99 round",
-        "max round",
-        "RTOs",
-        "TLPs",
-        "retrans",
-        "tbf drops",
-    ]);
-    for run in &b.runs {
-        t.add_row(vec![
-            run.senders.to_string(),
-            fmt::micros(run.rto_min_us),
-            run.rounds.to_string(),
-            format!(
-                "{} ({:.1}%)",
-                run.slow_rounds,
-                pct(run.slow_rounds, run.rounds)
-            ),
-            fmt::bitrate(run.goodput_bits_per_s),
-            fmt::micros(run.round_p50_us),
-            fmt::micros(run.round_p99_us),
-            fmt::micros(run.round_max_us),
-            run.rto_expiries.to_string(),
-            run.loss_probes.to_string(),
-            run.retrans_segs.to_string(),
-            run.bottleneck_drops
-                .map(|d| d.to_string())
-                .unwrap_or_else(|| "-".into()),
-        ]);
+    let runs = incast_runs(b);
+    let mut t = table::new(runs.header);
+    for row in runs.rows {
+        t.add_row(row);
     }
     table::align_right(&mut t, &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
     writeln!(w, "{t}")?;
@@ -670,7 +741,7 @@ fn check_concurrency(c: usize) -> anyhow::Result<usize> {
     Ok(c)
 }
 
-fn run_port_exhaustion(a: PortArgs) -> anyhow::Result<i32> {
+fn run_port_exhaustion(a: PortArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
     let common = a.common.common()?;
     let ports: tcpdoctor_model::PortRange = a
         .ports
@@ -705,6 +776,7 @@ fn run_port_exhaustion(a: PortArgs) -> anyhow::Result<i32> {
         let o = port_exhaustion::remedies(&common, &cfg, &selected, output::stop_flag())?;
         bar.finish_and_clear();
         let report = report_of(o);
+        remedies_html(html, &report)?;
         return output::emit(&report, a.common.json, |w, r| {
             render_remedies(w, r, "port-exhaustion")
         });
@@ -712,6 +784,26 @@ fn run_port_exhaustion(a: PortArgs) -> anyhow::Result<i32> {
     let o = port_exhaustion::run(&common, &cfg, output::stop_flag())?;
     bar.finish_and_clear();
     let report = report_of(o);
+    {
+        let b = &report.body;
+        let mut runs = vec![&b.before];
+        runs.extend(b.after.iter());
+        probe_html(
+            html,
+            &report,
+            &b.header,
+            &format!(
+                "client port range {} ({} ports), tcp_tw_reuse=0; sustainable new connections to one destination: {} ports / 60 s = {:.2}/s",
+                b.config.ports,
+                b.config.ports.len(),
+                b.config.ports.len(),
+                b.computed_sustainable_per_s
+            ),
+            &runs,
+            &b.remedies,
+            &b.before.findings,
+        )?;
+    }
     output::emit(&report, a.common.json, |w, r| {
         let b = &r.body;
         writeln!(
@@ -743,7 +835,7 @@ fn run_port_exhaustion(a: PortArgs) -> anyhow::Result<i32> {
     })
 }
 
-fn run_syn_drop(a: SynDropArgs) -> anyhow::Result<i32> {
+fn run_syn_drop(a: SynDropArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
     let common = a.common.common()?;
     let cfg = syn_drop::Config {
         drop_percent: a.drop_percent,
@@ -765,6 +857,7 @@ fn run_syn_drop(a: SynDropArgs) -> anyhow::Result<i32> {
         let o = syn_drop::remedies(&common, &cfg, &selected, output::stop_flag())?;
         bar.finish_and_clear();
         let report = report_of(o);
+        remedies_html(html, &report)?;
         return output::emit(&report, a.common.json, |w, r| {
             render_remedies(w, r, "syn-drop")
         });
@@ -772,6 +865,23 @@ fn run_syn_drop(a: SynDropArgs) -> anyhow::Result<i32> {
     let o = syn_drop::run(&common, &cfg, output::stop_flag())?;
     bar.finish_and_clear();
     let report = report_of(o);
+    {
+        let b = &report.body;
+        let mut runs = vec![&b.before];
+        runs.extend(b.after.iter());
+        probe_html(
+            html,
+            &report,
+            &b.header,
+            &format!(
+                "nftables in the server namespace drops {}% of SYNs",
+                b.config.drop_percent
+            ),
+            &runs,
+            &b.remedies,
+            &b.before.findings,
+        )?;
+    }
     output::emit(&report, a.common.json, |w, r| {
         let b = &r.body;
         writeln!(
@@ -786,7 +896,7 @@ fn run_syn_drop(a: SynDropArgs) -> anyhow::Result<i32> {
     })
 }
 
-fn run_accept_overflow(a: AcceptArgs) -> anyhow::Result<i32> {
+fn run_accept_overflow(a: AcceptArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
     let common = a.common.common()?;
     if !(1..=65535).contains(&a.backlog) || !(1..=64).contains(&a.server_threads) {
         anyhow::bail!("--backlog must be 1..=65535 and --server-threads 1..=64");
@@ -809,6 +919,7 @@ fn run_accept_overflow(a: AcceptArgs) -> anyhow::Result<i32> {
         let o = accept_overflow::remedies(&common, &cfg, &selected, output::stop_flag())?;
         bar.finish_and_clear();
         let report = report_of(o);
+        remedies_html(html, &report)?;
         return output::emit(&report, a.common.json, |w, r| {
             render_remedies(w, r, "accept-overflow")
         });
@@ -816,6 +927,23 @@ fn run_accept_overflow(a: AcceptArgs) -> anyhow::Result<i32> {
     let o = accept_overflow::run(&common, &cfg, output::stop_flag())?;
     bar.finish_and_clear();
     let report = report_of(o);
+    {
+        let b = &report.body;
+        let mut runs = vec![&b.before];
+        runs.extend(b.after.iter());
+        probe_html(
+            html,
+            &report,
+            &b.header,
+            &format!(
+                "{} server thread(s), backlog {}, {} concurrent clients",
+                b.config.server_threads, b.config.backlog, b.config.concurrency
+            ),
+            &runs,
+            &b.remedies,
+            &b.before.findings,
+        )?;
+    }
     output::emit(&report, a.common.json, |w, r| {
         let b = &r.body;
         writeln!(
@@ -833,6 +961,12 @@ fn run_accept_overflow(a: AcceptArgs) -> anyhow::Result<i32> {
 /// The measurement of probe runs side by side, one column per run.
 fn runs_table(w: &mut dyn Write, runs: &[&ProbeRun], checks: &[Check]) -> io::Result<()> {
     writeln!(w)?;
+    writeln!(w, "{}", probe_side(runs, checks))?;
+    writeln!(w)
+}
+
+/// [`runs_table`]'s table.
+fn probe_side<'a>(runs: &'a [&'a ProbeRun], checks: &[Check]) -> SideBySide<'a, ProbeRun> {
     let mut t = SideBySide::new(runs, |r: &ProbeRun| r.label.clone());
     t.row("requests ok", |r| r.summary.requests_ok.to_string());
     t.row("requests failed", |r| r.summary.requests_failed.to_string());
@@ -901,8 +1035,32 @@ fn runs_table(w: &mut dyn Write, runs: &[&ProbeRun], checks: &[Check]) -> io::Re
     });
     t.row("findings", |r| pathology_names(&r.findings));
     t.remedy_row(checks);
-    writeln!(w, "{t}")?;
-    writeln!(w)
+    t
+}
+
+/// The HTML page of a probe-based scenario run (baseline, then each remedied run).
+fn probe_html<B>(
+    html: Option<HtmlOut>,
+    report: &Report<B>,
+    header: &scenario::Header,
+    subtitle: &str,
+    runs: &[&ProbeRun],
+    checks: &[Check],
+    diagnosis: &[tcpdoctor_model::Finding],
+) -> anyhow::Result<()> {
+    let Some(out) = html else {
+        return Ok(());
+    };
+    let side = probe_side(runs, checks);
+    out.write(&crate::html::lab::run_page(
+        report,
+        header,
+        subtitle,
+        &[side.cells],
+        checks,
+        diagnosis,
+        None,
+    ))
 }
 
 /// Findings of the first run, the remedies' outcomes, the capture, and the verdict.
@@ -947,7 +1105,7 @@ fn verdict<B>(w: &mut dyn Write, r: &Report<B>, checks: &[Check]) -> io::Result<
     findings::verdict(w, r)
 }
 
-fn run_timewait(a: TimewaitArgs) -> anyhow::Result<i32> {
+fn run_timewait(a: TimewaitArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
     let common = a.common.common()?;
     if !(2..=20).contains(&a.connections) {
         anyhow::bail!("--connections {}: must be 2..=20", a.connections);
@@ -974,6 +1132,7 @@ fn run_timewait(a: TimewaitArgs) -> anyhow::Result<i32> {
         let o = timewait::remedies(&common, &cfg, &selected, output::stop_flag())?;
         bar.finish_and_clear();
         let report = report_of(o);
+        remedies_html(html, &report)?;
         return output::emit(&report, a.common.json, |w, r| {
             render_remedies(w, r, "timewait-collision")
         });
@@ -981,6 +1140,30 @@ fn run_timewait(a: TimewaitArgs) -> anyhow::Result<i32> {
     let o = timewait::run(&common, &cfg, output::stop_flag())?;
     bar.finish_and_clear();
     let report = report_of(o);
+    if let Some(out) = html {
+        let b = &report.body;
+        let mut runs = vec![&b.before];
+        runs.extend(b.after.iter());
+        out.write(&crate::html::lab::run_page(
+            &report,
+            &b.header,
+            &format!(
+                "{} connections from source port {}, {} uploaded each, server closes first{}",
+                b.config.connections,
+                timewait::CLIENT_PORT,
+                fmt::bytes(b.config.request_bytes as u64),
+                if b.config.rfc1337 {
+                    ", tcp_rfc1337=1"
+                } else {
+                    ""
+                }
+            ),
+            &[timewait_side(&runs, &b.remedies).cells],
+            &b.remedies,
+            &b.before.findings,
+            None,
+        ))?;
+    }
     output::emit(&report, a.common.json, |w, r| {
         let b = &r.body;
         writeln!(
@@ -995,48 +1178,14 @@ fn run_timewait(a: TimewaitArgs) -> anyhow::Result<i32> {
         let mut runs = vec![&b.before];
         runs.extend(b.after.iter());
         writeln!(w)?;
-        let mut t = SideBySide::new(&runs, |r: &timewait::Run| r.label.clone());
-        t.row("connect times", |r| {
-            r.connections
-                .iter()
-                .map(|c| fmt::micros(c.connect_us))
-                .collect::<Vec<_>>()
-                .join(", ")
-        });
-        t.row("failed", |r| {
-            r.connections
-                .iter()
-                .filter(|c| c.outcome != tcpdoctor_lab::traffic::Outcome::Ok)
-                .map(|c| c.outcome.name())
-                .collect::<Vec<_>>()
-                .join(", ")
-        });
-        t.row("connects slower than 100 ms", |r| {
-            r.slow_connects.to_string()
-        });
-        for (side, name) in [
-            ("client", "TcpExtTCPSynRetrans"),
-            ("client", "TcpOutRsts"),
-            ("server", "TcpExtTW"),
-        ] {
-            t.row(&format!("{side} {name}"), |r| {
-                let m = if side == "client" {
-                    &r.client_counters
-                } else {
-                    &r.server_counters
-                };
-                m.get(name).copied().unwrap_or(0).to_string()
-            });
-        }
-        t.row("findings", |r| pathology_names(&r.findings));
-        t.remedy_row(&b.remedies);
+        let t = timewait_side(&runs, &b.remedies);
         writeln!(w, "{t}")?;
         writeln!(w)?;
         tail(w, r, &b.header, &b.before.findings, &b.remedies)
     })
 }
 
-fn run_slow_reader(a: SlowReaderArgs) -> anyhow::Result<i32> {
+fn run_slow_reader(a: SlowReaderArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
     let common = a.common.common()?;
     let cfg = slow_reader::Config {
         writer_rate_bytes_per_s: a.writer_rate,
@@ -1059,6 +1208,7 @@ fn run_slow_reader(a: SlowReaderArgs) -> anyhow::Result<i32> {
         let o = slow_reader::remedies(&common, &cfg, &selected, output::stop_flag())?;
         bar.finish_and_clear();
         let report = report_of(o);
+        remedies_html(html, &report)?;
         return output::emit(&report, a.common.json, |w, r| {
             render_remedies(w, r, "slow-reader")
         });
@@ -1066,6 +1216,25 @@ fn run_slow_reader(a: SlowReaderArgs) -> anyhow::Result<i32> {
     let o = slow_reader::run(&common, &cfg, output::stop_flag())?;
     bar.finish_and_clear();
     let report = report_of(o);
+    if let Some(out) = html {
+        let b = &report.body;
+        let mut runs = vec![&b.before];
+        runs.extend(b.after.iter());
+        out.write(&crate::html::lab::run_page(
+            &report,
+            &b.header,
+            &format!(
+                "writer {}/s, reader {}/s, reader SO_RCVBUF {}",
+                fmt::bytes(b.config.writer_rate_bytes_per_s),
+                fmt::bytes(b.config.reader_rate_bytes_per_s),
+                fmt::bytes(b.config.reader_rcvbuf_bytes as u64)
+            ),
+            &[slow_reader_side(&runs, &b.remedies).cells],
+            &b.remedies,
+            &b.before.findings,
+            None,
+        ))?;
+    }
     output::emit(&report, a.common.json, |w, r| {
         let b = &r.body;
         writeln!(
@@ -1079,34 +1248,14 @@ fn run_slow_reader(a: SlowReaderArgs) -> anyhow::Result<i32> {
         let mut runs = vec![&b.before];
         runs.extend(b.after.iter());
         writeln!(w)?;
-        let mut t = SideBySide::new(&runs, |r: &slow_reader::Run| r.label.clone());
-        t.row("reader SO_RCVBUF", |r| {
-            fmt::bytes(r.reader_rcvbuf_bytes as u64)
-        });
-        t.row("reader rate", |r| {
-            format!("{}/s", fmt::bytes(r.reader_rate_bytes_per_s))
-        });
-        t.row("bytes written", |r| fmt::bytes(r.bytes_written));
-        t.row("bytes read", |r| fmt::bytes(r.bytes_read));
-        t.row("writer stalled", |r| {
-            format!(
-                "{} ({:.0}%)",
-                fmt::micros(r.writer_stall_us),
-                r.writer_stall_share * 100.0
-            )
-        });
-        t.row("zero-window advertisements", |r| {
-            r.zero_window_advertisements.to_string()
-        });
-        t.row("findings", |r| pathology_names(&r.findings));
-        t.remedy_row(&b.remedies);
+        let t = slow_reader_side(&runs, &b.remedies);
         writeln!(w, "{t}")?;
         writeln!(w)?;
         tail(w, r, &b.header, &b.before.findings, &b.remedies)
     })
 }
 
-fn run_stale_ack(a: StaleAckArgs) -> anyhow::Result<i32> {
+fn run_stale_ack(a: StaleAckArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
     let common = a.common.common()?;
     let cfg = stale_ack::Config {
         duration_ms: a.duration.as_millis() as u64,
@@ -1124,6 +1273,7 @@ fn run_stale_ack(a: StaleAckArgs) -> anyhow::Result<i32> {
         let o = stale_ack::remedies(&common, &cfg, &selected, output::stop_flag())?;
         bar.finish_and_clear();
         let report = report_of(o);
+        remedies_html(html, &report)?;
         return output::emit(&report, a.common.json, |w, r| {
             render_remedies(w, r, "stale-ack-race")
         });
@@ -1131,6 +1281,23 @@ fn run_stale_ack(a: StaleAckArgs) -> anyhow::Result<i32> {
     let o = stale_ack::run(&common, &cfg, output::stop_flag())?;
     bar.finish_and_clear();
     let report = report_of(o);
+    {
+        let b = &report.body;
+        let mut runs = vec![&b.loop_run];
+        runs.extend(b.after.iter());
+        probe_html(
+            html,
+            &report,
+            &b.header,
+            &format!(
+                "connection-per-request loop with SO_LINGER 0: {:.0} SYN resends per million connections ({} after a stale ACK, {} on the SYN timer)",
+                b.syn_resends_per_million, b.stale_ack_resends, b.syn_timer_resends
+            ),
+            &runs,
+            &b.remedies,
+            &b.loop_run.findings,
+        )?;
+    }
     output::emit(&report, a.common.json, |w, r| {
         let b = &r.body;
         writeln!(w, "lab stale-ack-race (run {})", b.header.run_id)?;
@@ -1159,10 +1326,84 @@ fn run_stale_ack(a: StaleAckArgs) -> anyhow::Result<i32> {
     })
 }
 
+/// The timewait runs side by side.
+fn timewait_side<'a>(
+    runs: &'a [&'a timewait::Run],
+    checks: &[Check],
+) -> SideBySide<'a, timewait::Run> {
+    let mut t = SideBySide::new(runs, |r: &timewait::Run| r.label.clone());
+    t.row("connect times", |r| {
+        r.connections
+            .iter()
+            .map(|c| fmt::micros(c.connect_us))
+            .collect::<Vec<_>>()
+            .join(", ")
+    });
+    t.row("failed", |r| {
+        r.connections
+            .iter()
+            .filter(|c| c.outcome != tcpdoctor_lab::traffic::Outcome::Ok)
+            .map(|c| c.outcome.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    });
+    t.row("connects slower than 100 ms", |r| {
+        r.slow_connects.to_string()
+    });
+    for (side, name) in [
+        ("client", "TcpExtTCPSynRetrans"),
+        ("client", "TcpOutRsts"),
+        ("server", "TcpExtTW"),
+    ] {
+        t.row(&format!("{side} {name}"), |r| {
+            let m = if side == "client" {
+                &r.client_counters
+            } else {
+                &r.server_counters
+            };
+            m.get(name).copied().unwrap_or(0).to_string()
+        });
+    }
+    t.row("findings", |r| pathology_names(&r.findings));
+    t.remedy_row(checks);
+    t
+}
+
+/// The slow_reader runs side by side.
+fn slow_reader_side<'a>(
+    runs: &'a [&'a slow_reader::Run],
+    checks: &[Check],
+) -> SideBySide<'a, slow_reader::Run> {
+    let mut t = SideBySide::new(runs, |r: &slow_reader::Run| r.label.clone());
+    t.row("reader SO_RCVBUF", |r| {
+        fmt::bytes(r.reader_rcvbuf_bytes as u64)
+    });
+    t.row("reader rate", |r| {
+        format!("{}/s", fmt::bytes(r.reader_rate_bytes_per_s))
+    });
+    t.row("bytes written", |r| fmt::bytes(r.bytes_written));
+    t.row("bytes read", |r| fmt::bytes(r.bytes_read));
+    t.row("writer stalled", |r| {
+        format!(
+            "{} ({:.0}%)",
+            fmt::micros(r.writer_stall_us),
+            r.writer_stall_share * 100.0
+        )
+    });
+    t.row("zero-window advertisements", |r| {
+        r.zero_window_advertisements.to_string()
+    });
+    t.row("findings", |r| pathology_names(&r.findings));
+    t.remedy_row(checks);
+    t
+}
+
 /// A table with one column per run (before, then each remedy), filled row by row.
 struct SideBySide<'a, R> {
     runs: &'a [&'a R],
     table: table::Table,
+    /// The same cells, for the HTML report.
+    cells: crate::html::lab::Table,
 }
 
 impl<'a, R> SideBySide<'a, R> {
@@ -1171,7 +1412,11 @@ impl<'a, R> SideBySide<'a, R> {
         header.extend(runs.iter().map(|r| label(r)));
         SideBySide {
             runs,
-            table: table::new(header),
+            table: table::new(header.clone()),
+            cells: crate::html::lab::Table {
+                header,
+                rows: Vec::new(),
+            },
         }
     }
 
@@ -1179,6 +1424,7 @@ impl<'a, R> SideBySide<'a, R> {
     fn row(&mut self, name: &str, cell: impl Fn(&R) -> String) {
         let mut v = vec![name.to_string()];
         v.extend(self.runs.iter().map(|r| cell(r)));
+        self.cells.rows.push(v.clone());
         self.table.add_row(v);
     }
 
@@ -1194,6 +1440,7 @@ impl<'a, R> SideBySide<'a, R> {
                 .map(|c| format!("{}: {}", c.effect.name(), c.after)),
         );
         v.resize(self.runs.len() + 1, String::new());
+        self.cells.rows.push(v.clone());
         self.table.add_row(v);
     }
 }

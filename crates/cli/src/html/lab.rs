@@ -1,0 +1,263 @@
+//! The lab report as one HTML page: the measurement side by side (baseline, then each
+//! remedied run), the harm before and after each remedy as a chart, the `--remedies` table
+//! with its predictions, the incast sweep chart, and the diagnosis of the baseline.
+
+use tcpdoctor_lab::remedy::{Check, Harm, HarmKind, Row};
+use tcpdoctor_lab::scenario::{self, incast};
+use tcpdoctor_model::{Finding, Report};
+use tcpdoctor_report::chart::{Axis, Bars, Rgb, Unit};
+use tcpdoctor_report::fmt;
+use tcpdoctor_report::html::Page;
+
+/// A table: header and rows of cells.
+pub struct Table {
+    pub header: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    fn put(&self, p: &mut Page) {
+        let header: Vec<&str> = self.header.iter().map(String::as_str).collect();
+        p.table(&header, &self.rows, &[]);
+    }
+}
+
+/// The harm's amount in the chart's unit (a share as percent).
+fn amount(h: &Harm) -> f64 {
+    match h.kind {
+        HarmKind::Count => h.amount,
+        HarmKind::Share => h.amount * 100.0,
+    }
+}
+
+/// Bars: the baseline's harm, then each remedied run's (`None`: not measured, drawn as 0 and
+/// said in the caption).
+fn harm_chart(p: &mut Page, baseline: &Harm, after: &[(String, Option<&Harm>)]) {
+    let mut categories = vec!["baseline".to_string()];
+    let mut values = vec![amount(baseline)];
+    let mut missing = Vec::new();
+    for (name, h) in after {
+        categories.push(name.clone());
+        match h {
+            Some(h) => values.push(amount(h)),
+            None => {
+                values.push(0.0);
+                missing.push(name.as_str());
+            }
+        }
+    }
+    let unit = match baseline.kind {
+        HarmKind::Count => "",
+        HarmKind::Share => " (%)",
+    };
+    let bars = Bars {
+        title: "The harm before and after each remedy".into(),
+        categories,
+        series: vec![("harm".into(), Rgb::RED, values)],
+        y: Axis::linear(&format!("{}{unit}", baseline.what), Unit::Count),
+        x_label: "run".into(),
+    };
+    let mut caption = format!(
+        "What the scenario reproduces ({}), measured in the baseline and in each remedied \
+         run, each in fresh namespaces; lower is better.",
+        baseline.what
+    );
+    if !missing.is_empty() {
+        caption += &format!(" Not measured (drawn as 0): {}.", missing.join(", "));
+    }
+    p.chart(bars.draw(), &caption);
+}
+
+/// The page of a scenario run (with or without `--fix`).
+pub fn run_page<B>(
+    report: &Report<B>,
+    header: &scenario::Header,
+    subtitle: &str,
+    measurement: &[Table],
+    checks: &[Check],
+    diagnosis: &[Finding],
+    sweep: Option<&[incast::Run]>,
+) -> String {
+    let mut p = Page::new(&format!("tcpdoctor lab {}", header.scenario));
+    p.header(report, &format!("{subtitle} (run {})", header.run_id));
+    if let Some(runs) = sweep.filter(|r| r.len() > 1) {
+        p.section("Incast sweep");
+        p.chart(
+            tcpdoctor_lab::chart::incast_chart(runs).draw(),
+            "Goodput of each run against its number of senders, one line per RTO floor: \
+             timeouts stall whole rounds, and the longer the floor the more goodput they cost.",
+        );
+    }
+    p.section("Measurement");
+    for t in measurement {
+        t.put(&mut p);
+    }
+    if !checks.is_empty() {
+        p.section("Before and after the remedy");
+        let after: Vec<(String, Option<&Harm>)> = checks
+            .iter()
+            .map(|c| (c.run.clone(), Some(&c.after)))
+            .collect();
+        harm_chart(&mut p, &checks[0].before, &after);
+        let rows: Vec<Vec<String>> = checks
+            .iter()
+            .map(|c| {
+                vec![
+                    c.run.clone(),
+                    c.before.to_string(),
+                    c.after.to_string(),
+                    c.effect.name().to_string(),
+                    c.line.clone(),
+                ]
+            })
+            .collect();
+        p.table(
+            &["remedied run", "baseline", "after", "effect", "judged"],
+            &rows,
+            &[],
+        );
+    }
+    capture(&mut p, header);
+    p.section(&format!(
+        "Diagnosis of the baseline (by {})",
+        header.diagnosed_by.join("; ")
+    ));
+    p.findings(diagnosis);
+    if !checks.is_empty() {
+        p.note("The verdict above follows the remedied run (the first remedy that worked, else the first).");
+    }
+    p.footer(
+        "Written by tcpdoctor lab: every run in its own network namespaces, removed after it.",
+    );
+    p.finish()
+}
+
+/// The page of `--remedies`.
+pub fn remedies_page<C, R>(report: &Report<scenario::RemedyReport<C, R>>) -> String {
+    let b = &report.body;
+    let mut p = Page::new(&format!("tcpdoctor lab {} --remedies", b.header.scenario));
+    p.header(
+        report,
+        &format!(
+            "baseline and {} remedies, each in fresh namespaces (run {})",
+            b.remedies.len(),
+            b.header.run_id
+        ),
+    );
+    p.section("Baseline");
+    p.facts(&[
+        ("baseline", b.baseline_label.clone()),
+        ("measured", b.baseline_harm.to_string()),
+    ]);
+    p.section("Before and after each remedy");
+    let after: Vec<(String, Option<&Harm>)> = b
+        .remedies
+        .iter()
+        .map(|r| (r.remedy.clone(), r.check.as_ref().map(|c| &c.after)))
+        .collect();
+    harm_chart(&mut p, &b.baseline_harm, &after);
+    let rows: Vec<Vec<String>> = b.remedies.iter().map(remedy_row).collect();
+    p.table(
+        &[
+            "remedy",
+            "what it changes",
+            "predicted (tcpdoctor's arithmetic)",
+            "measured",
+            "prediction vs measurement",
+            "gone",
+            "verdict",
+        ],
+        &rows,
+        &[],
+    );
+    if !b.notes.is_empty() {
+        p.section("What the predictions rest on");
+        for n in &b.notes {
+            p.paragraph(n);
+        }
+    }
+    if let Some(l) = &b.syn_ladder {
+        p.section(&format!(
+            "What the SYN ladder costs per lost SYN (baseline, {} connects)",
+            l.connects
+        ));
+        let rows: Vec<Vec<String>> = l
+            .rungs
+            .iter()
+            .map(|r| {
+                vec![
+                    r.attempt.to_string(),
+                    format!("{} ms", r.rung_ms),
+                    r.connects.to_string(),
+                    r.predicted_connects
+                        .map(|p| format!("{p:.1}"))
+                        .unwrap_or_else(|| "-".into()),
+                    fmt::micros(r.typical_connect_us),
+                ]
+            })
+            .collect();
+        p.table(
+            &[
+                "lost SYNs",
+                "rung (model)",
+                "connects",
+                "predicted connects",
+                "measured connect",
+            ],
+            &rows,
+            &[0, 1, 2, 3, 4],
+        );
+    }
+    capture(&mut p, &b.header);
+    p.section(&format!(
+        "Diagnosis of the baseline (by {})",
+        b.header.diagnosed_by.join("; ")
+    ));
+    p.findings(&b.baseline_findings);
+    if let Some(i) = tcpdoctor_lab::remedy::followed_row(&b.remedies) {
+        p.note(&format!(
+            "The verdict above follows the remedy \"{}\" (the first that works, else the first measured).",
+            b.remedies[i].remedy
+        ));
+    }
+    p.footer(
+        "Written by tcpdoctor lab: every run in its own network namespaces, removed after it.",
+    );
+    p.finish()
+}
+
+fn remedy_row<R>(row: &Row<R>) -> Vec<String> {
+    let predicted = match (&row.prediction, &row.not_predicted) {
+        (Some(p), _) => format!("{} => {}", p.formula, p.effect),
+        (None, Some(why)) => format!("no prediction: {why}"),
+        (None, None) => "-".into(),
+    };
+    vec![
+        row.remedy.clone(),
+        row.changes.clone(),
+        predicted,
+        row.measured
+            .as_ref()
+            .map(|m| m.text.clone())
+            .unwrap_or_else(|| "-".into()),
+        row.agreement_note.clone(),
+        match row.pathology_gone {
+            Some(true) => "yes".into(),
+            Some(false) => "no".into(),
+            None => "-".into(),
+        },
+        row.why.clone(),
+    ]
+}
+
+fn capture(p: &mut Page, h: &scenario::Header) {
+    if let Some(cap) = &h.capture {
+        let known = |n: Option<u64>| n.map(|n| n.to_string()).unwrap_or_else(|| "?".into());
+        p.note(&format!(
+            "Capture: {} ({} packets, {} dropped by the kernel).",
+            cap.path.display(),
+            known(cap.packets_captured),
+            known(cap.packets_dropped_by_kernel)
+        ));
+    }
+}
