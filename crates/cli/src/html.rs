@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 
 pub mod analyze;
+pub mod doctor;
 pub mod lab;
 
 /// An HTML report file opened for writing.

@@ -372,3 +372,64 @@ fn lab_html_to_an_unwritable_path_fails_before_the_run() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("--html /nonexistent/l.html"), "{err}");
 }
+
+#[test]
+fn doctor_html_report_charts_the_census_and_the_counter_window() {
+    let name = "doctor_html_report_charts_the_census_and_the_counter_window";
+    if !support::require_root(name) || !require_chromium(name) {
+        return;
+    }
+    let dir = TempDir::new("doctor");
+    let page = dir.0.join("doctor.html");
+    // Churn inside a namespace of our own during the window: sockets for the census and
+    // counters that move.
+    let ns = support::Netns::new("htmldoc");
+    let mut load = ns.spawn(&format!("exec {} probe -d 4s", support::bin().display()));
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let (code, out, err) = support::run(&[
+        "doctor",
+        "--netns",
+        &ns.name,
+        "--quick",
+        "--window",
+        "1s",
+        "--json",
+        "--html",
+        page.to_str().unwrap(),
+    ]);
+    let _ = load.kill();
+    let _ = load.wait();
+    assert!(matches!(code, 0 | 1), "exit {code}: {err}");
+    let v = support::json(&out, &err);
+    let moved = v["counters_moved"]["TcpActiveOpens"].as_i64().unwrap_or(0);
+    assert!(
+        moved > 0,
+        "no connection opened in the window: {}",
+        v["counters_moved"]
+    );
+    check_page(
+        &page,
+        &dir.0,
+        &[
+            "tcpdoctor doctor",
+            &format!("network namespace {}", ns.name),
+            "Verdict",
+            "Budgets",
+            "net.ipv4.ip_local_port_range",
+            "TCP sockets by state",
+            "Kernel counters over the window",
+            "TcpActiveOpens",
+            "Findings",
+        ],
+        2,
+    );
+}
+
+#[test]
+fn doctor_html_to_an_unwritable_path_fails_before_the_run() {
+    let (code, out, err) = support::run(&["doctor", "--quick", "--html", "/nonexistent/d.html"]);
+    assert_eq!(code, 2);
+    assert!(out.is_empty(), "{out}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("--html /nonexistent/d.html"), "{err}");
+}

@@ -76,6 +76,15 @@ fn opt(v: Option<u64>) -> String {
 
 /// The settings table shared with `doctor`.
 pub fn write_settings(w: &mut dyn Write, b: &check::Audit) -> io::Result<()> {
+    let mut tab = table::new(["setting", "value"]);
+    for row in settings_rows(b) {
+        tab.add_row(row);
+    }
+    writeln!(w, "{tab}")
+}
+
+/// The settings table's rows (setting, value), also for the HTML report.
+pub fn settings_rows(b: &check::Audit) -> Vec<[String; 2]> {
     let t = &b.settings.tcp;
     let m = &b.settings.more;
     let triple = |v: Option<[u64; 3]>| {
@@ -84,7 +93,7 @@ pub fn write_settings(w: &mut dyn Write, b: &check::Audit) -> io::Result<()> {
             |[a, d, x]| format!("{} {} {}", fmt::bytes(a), fmt::bytes(d), fmt::bytes(x)),
         )
     };
-    let mut tab = table::new(["setting", "value"]);
+    let mut tab = Vec::new();
     let rows: Vec<(&str, String)> = vec![
         (
             "net.ipv4.ip_local_port_range",
@@ -128,13 +137,13 @@ pub fn write_settings(w: &mut dyn Write, b: &check::Audit) -> io::Result<()> {
         ),
     ];
     for (k, v) in rows {
-        tab.add_row([k.to_string(), v]);
+        tab.push([k.to_string(), v]);
     }
     for r in &b.settings.routes {
-        tab.add_row([
+        tab.push([
             format!("route {} rto_min", r.route),
             fmt::micros(r.rto_min_us),
         ]);
     }
-    writeln!(w, "{tab}")
+    tab
 }

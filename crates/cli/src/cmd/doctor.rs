@@ -37,6 +37,10 @@ fields: `steps[]` (`step`, `ran`, `duration_us`, `detail`), `skipped[]` (`step`,
 `sockets`), `counters_moved` (nstat name -> delta over the window), `probe` (as `probe`),
 `findings[]`.
 
+--html FILE also writes one self-contained page (inline SVG, no script, nothing fetched;
+FILE is created before the run): verdict, steps, budgets and settings, the census by state
+and the counters that moved over the window as charts (when they hold data), findings.
+
 Example: tcpdoctor doctor ; tcpdoctor doctor --quick --json"#;
 
 /// Diagnose this host: settings, sockets, counters and a loopback self-probe.
@@ -55,6 +59,10 @@ pub struct Args {
     /// Diagnose inside network namespace NAME (from `ip netns list`; needs root).
     #[arg(long, value_name = "NAME")]
     pub netns: Option<String>,
+    /// Also write a self-contained HTML report to FILE (created before the run): findings,
+    /// verdict, steps, budgets and settings, the census by state and the counters that moved.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<std::path::PathBuf>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
@@ -64,6 +72,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             humantime::format_duration(args.window)
         );
     }
+    let html = crate::html::open(args.html.as_ref())?;
     if let Some(ns) = &args.netns {
         crate::netns::enter(ns)?;
     }
@@ -81,7 +90,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         bar.set_message(m.to_string())
     });
     bar.finish_and_clear();
-    output::emit(&report?, args.json, |w, r| write_text(w, r))
+    let report = report?;
+    if let Some(out) = html {
+        out.write(&crate::html::doctor::page(&report))?;
+    }
+    output::emit(&report, args.json, |w, r| write_text(w, r))
 }
 
 fn write_text(w: &mut dyn Write, r: &Report<Body>) -> io::Result<()> {
