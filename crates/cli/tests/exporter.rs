@@ -264,6 +264,69 @@ fn exporter_listens_on_loopback_unless_told_otherwise() {
     }
 }
 
+/// The arguments of the unit's `ExecStart=` line (after the binary).
+fn unit_exec_start(unit: &str) -> Vec<String> {
+    let line = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .expect("an ExecStart= line");
+    let mut words = line.split_whitespace();
+    assert_eq!(words.next(), Some("/usr/local/bin/tcpdoctor"), "{line}");
+    words.map(str::to_string).collect()
+}
+
+#[test]
+fn systemd_unit_starts_the_exporter_with_its_exec_start_flags() {
+    let path = root_dir().join("docs/systemd/tcpdoctor-exporter.service");
+    let unit = std::fs::read_to_string(&path).unwrap();
+    let mut args = unit_exec_start(&unit);
+    assert_eq!(args[0], "exporter");
+    // The unit's flags, on a free port instead of 9977 (which may be taken on this host).
+    let i = args.iter().position(|a| a == "--listen").expect("--listen");
+    assert_eq!(
+        args[i + 1],
+        "127.0.0.1:9977",
+        "the unit listens on loopback"
+    );
+    args.drain(i..=i + 1);
+    let args: Vec<&str> = args[1..].iter().map(String::as_str).collect();
+    let e = Exporter::start(&args);
+    let m = e.metrics();
+    assert!(value(&m, "tcpdoctor_censuses_total").is_some(), "{m}");
+    drop(e);
+
+    // systemd's own check of the unit, with the binary where ExecStart expects it and the
+    // man page Documentation= names. Optional: the flags above are the part that matters.
+    let Ok(out) = Command::new("systemd-analyze").arg("--version").output() else {
+        eprintln!("note: systemd-analyze is not installed; `systemd-analyze verify` not run");
+        return;
+    };
+    assert!(out.status.success());
+    let dir = std::env::temp_dir().join(format!("tdoc-unit-{}", std::process::id()));
+    let man = dir.join("man/man1");
+    let (code, _, err) = support::run(&["man", "--dir", man.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let copy = dir.join("tcpdoctor-exporter.service");
+    std::fs::write(
+        &copy,
+        unit.replace("/usr/local/bin/tcpdoctor", support::bin().to_str().unwrap()),
+    )
+    .unwrap();
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&copy)
+        .env("MANPATH", dir.join("man"))
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "systemd-analyze verify: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn bad_flags_and_busy_ports_are_one_line_errors() {
     let busy = TcpListener::bind("127.0.0.1:0").unwrap();

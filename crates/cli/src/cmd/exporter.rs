@@ -136,7 +136,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         |n| format!("network namespace {n}"),
     );
     eprintln!(
-        "tcpdoctor exporter: serving http://{addr}/metrics for {watched}; census every {}; trace {trace}",
+        "tcpdoctor exporter: serving http://{addr}/metrics for {watched}; diagnosis window {}; trace {trace}",
         args.interval
     );
     exporter.serve(args.max_scrapes)?;
