@@ -5,8 +5,9 @@
 //! measurement and no I/O of its own: the binary decides the layout ([`style::set`]) and where
 //! output goes.
 //!
-//! Command-specific bodies are rendered by the `cli` crate's command modules with these
-//! pieces, so every command looks and reads the same.
+//! Command-specific bodies are rendered with these pieces by the `render` module of the crate
+//! that owns each body (e.g. `tcpdoctor_host::render`), so every command looks and reads the
+//! same.
 
 pub mod chart;
 pub mod csv;

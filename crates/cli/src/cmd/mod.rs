@@ -1,5 +1,6 @@
 //! One module per subcommand. Each has `Args` (clap) and `run(Args) -> anyhow::Result<i32>`
-//! returning the exit code, and renders its own body with `tcpdoctor_report` pieces.
+//! returning the exit code: flags, validation, wiring, progress and exit codes. Each body's text
+//! is rendered by the `render` module of the crate that owns the body (README, Decisions).
 
 pub mod analyze;
 pub mod burst;

@@ -1,14 +1,12 @@
 //! `tcpdoctor sockets`: the sock_diag census, summarized and diagnosed (`host::sockets`).
 
-use std::io::{self, Write};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use serde::Serialize;
-use tcpdoctor_host::sockets::{self, Census, Filter, Socket, Summary, TcpState};
+use tcpdoctor_host::render::sockets::{self as render, Body};
+use tcpdoctor_host::sockets::{self, Census, Filter, TcpState};
 use tcpdoctor_model::{Measured, Report};
-use tcpdoctor_report::{findings, fmt, table};
 
 use crate::output;
 
@@ -99,19 +97,6 @@ pub struct Args {
     no_processes: bool,
 }
 
-/// The JSON body: the summary, flattened, plus timing and (with --list) every socket.
-#[derive(Serialize)]
-struct Body<'a> {
-    #[serde(flatten)]
-    summary: &'a Summary,
-    /// 1-based sample number with --watch.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    sample: Option<u64>,
-    census_duration_us: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    sockets: Option<&'a [Socket]>,
-}
-
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let filter = Filter {
         states: args.state.clone(),
@@ -142,7 +127,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             sockets: args.list.then_some(census.sockets.as_slice()),
         };
         let report = Report::new("sockets", analysis.findings, body, census_taken());
-        return output::emit(&report, args.json, |w, r| text(w, r, &args));
+        return output::emit(&report, args.json, |w, r| render::text(w, r, args.top));
     };
 
     if interval.is_zero() {
@@ -174,7 +159,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         } else {
             output::with_stdout(|w| {
                 writeln!(w, "--- sample {n} ---")?;
-                text(w, &report, &args)
+                render::text(w, &report, args.top)
             })?;
         }
         previous = Some(census);
@@ -191,226 +176,6 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         }
     }
     Ok(worst)
-}
-
-fn text(w: &mut dyn Write, r: &Report<Body>, args: &Args) -> io::Result<()> {
-    let s = r.body.summary;
-    let ns = s
-        .netns
-        .as_deref()
-        .map(|n| format!(" in netns {n}"))
-        .unwrap_or_default();
-    writeln!(
-        w,
-        "TCP sockets{ns}: {} (census {})",
-        s.total_sockets,
-        fmt::micros(r.body.census_duration_us)
-    )?;
-    let states: Vec<String> = s.by_state.iter().map(|(k, v)| format!("{k} {v}")).collect();
-    if !states.is_empty() {
-        writeln!(w, "  by state: {}", states.join(", "))?;
-    }
-    writeln!(
-        w,
-        "  ephemeral ports {} ({} ports): {} new connections/s per destination at {} s TIME_WAIT",
-        s.port_range,
-        s.ephemeral_ports,
-        fmt::count(s.sustainable_connect_rate_per_s),
-        s.time_wait_duration_s
-    )?;
-    let reuse = &s.tw_reuse;
-    match reuse.tcp_tw_reuse {
-        Some(mode @ (1 | 2)) if reuse.tcp_timestamps != Some(0) => writeln!(
-            w,
-            "  tcp_tw_reuse={mode}: connect() reuses TIME_WAIT ports {} after {} ms",
-            if mode == 1 {
-                "toward any destination"
-            } else {
-                "toward loopback"
-            },
-            reuse.tcp_tw_reuse_delay_ms
-        )?,
-        _ => writeln!(w, "  TIME_WAIT ports are not reused by connect() here")?,
-    }
-    if s.undecoded_messages > 0 {
-        writeln!(
-            w,
-            "  {} kernel message(s) could not be decoded",
-            s.undecoded_messages
-        )?;
-    }
-    if let Some(a) = &s.attribution {
-        let unreadable = if a.processes_unreadable > 0 {
-            format!(
-                "; {} not readable by this user (their sockets show no process: run as root)",
-                a.processes_unreadable
-            )
-        } else {
-            String::new()
-        };
-        writeln!(
-            w,
-            "  processes: {} scanned, {} file descriptors, {} socket(s) attributed ({}){unreadable}",
-            a.processes_scanned,
-            a.descriptors_scanned,
-            a.sockets_attributed,
-            fmt::micros(a.duration_us)
-        )?;
-    }
-
-    if !s.destinations.is_empty() {
-        writeln!(w, "\nDestinations (outgoing, by remote ip:port)")?;
-        let mut t = table::new([
-            "REMOTE",
-            "SOCKETS",
-            "TIME_WAIT",
-            "PORTS_USED",
-            "REUSABLE",
-            "HEADROOM",
-            "USED",
-            "TW_RATE/s",
-            "PROCESSES (live sockets)",
-        ]);
-        for d in s.destinations.iter().take(args.top) {
-            t.add_row(vec![
-                d.remote.to_string(),
-                d.sockets.to_string(),
-                d.time_wait.to_string(),
-                d.ephemeral_ports_in_use.to_string(),
-                if d.tw_reuse {
-                    d.time_wait_reusable.to_string()
-                } else {
-                    "-".into()
-                },
-                d.headroom_ports.to_string(),
-                format!("{:.1}%", d.used_percent),
-                format!("{:.1}", d.time_wait_rate_per_s),
-                processes(&d.processes),
-            ]);
-        }
-        table::align_right(&mut t, &[1, 2, 3, 4, 5, 6, 7]);
-        writeln!(w, "{t}")?;
-        more(w, s.destinations.len(), args.top)?;
-    }
-    if !s.listeners.is_empty() {
-        writeln!(w, "\nListeners (local ip:port; accept queue vs backlog)")?;
-        let mut t = table::new([
-            "LOCAL",
-            "ACCEPT_Q",
-            "BACKLOG",
-            "FULL",
-            "CONNECTIONS",
-            "PROCESS",
-        ]);
-        for l in s.listeners.iter().take(args.top) {
-            let conns: Vec<String> = l
-                .connections
-                .iter()
-                .map(|(k, v)| format!("{k} {v}"))
-                .collect();
-            let opt = |v: Option<u32>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
-            t.add_row(vec![
-                if l.listening {
-                    l.local.to_string()
-                } else {
-                    format!("{} (not listening)", l.local)
-                },
-                opt(l.accept_queue),
-                opt(l.backlog),
-                if l.full { "FULL".into() } else { String::new() },
-                conns.join(", "),
-                sockets::who(&l.owners),
-            ]);
-        }
-        table::align_right(&mut t, &[1, 2]);
-        writeln!(w, "{t}")?;
-        more(w, s.listeners.len(), args.top)?;
-    }
-    for (title, rows) in [
-        ("Slow readers", &s.slow_readers),
-        ("In retransmission backoff", &s.retransmitting),
-    ] {
-        if rows.is_empty() {
-            continue;
-        }
-        writeln!(w, "\n{title}")?;
-        let mut t = table::new([
-            "LOCAL", "REMOTE", "STATE", "SIGN", "RECV_Q", "SEND_Q", "RCV_WND", "SND_WND", "RTO",
-            "BACKOFF", "PROCESS",
-        ]);
-        for f in rows.iter().take(args.top) {
-            let opt = |v: Option<u32>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
-            t.add_row(vec![
-                f.local.to_string(),
-                f.remote.to_string(),
-                f.state.to_string(),
-                format!("{:?}", f.sign),
-                f.recv_q_bytes.to_string(),
-                f.send_q_bytes.to_string(),
-                opt(f.rcv_wnd_bytes),
-                opt(f.snd_wnd_bytes),
-                f.rto_us
-                    .map(|v| fmt::micros(u64::from(v)))
-                    .unwrap_or_else(|| "-".into()),
-                f.backoff
-                    .map(|b| b.to_string())
-                    .unwrap_or_else(|| "-".into()),
-                sockets::who(&f.owners),
-            ]);
-        }
-        table::align_right(&mut t, &[4, 5, 6, 7, 8, 9]);
-        writeln!(w, "{t}")?;
-        more(w, rows.len(), args.top)?;
-    }
-    if let Some(list) = r.body.sockets {
-        writeln!(w, "\nSockets")?;
-        let mut t = table::new([
-            "STATE", "RECV_Q", "SEND_Q", "LOCAL", "REMOTE", "RTT", "RTO", "RETRANS", "PROCESS",
-        ]);
-        for so in list {
-            let i = so.info.as_ref();
-            t.add_row(vec![
-                so.state.to_string(),
-                so.recv_q.to_string(),
-                so.send_q.to_string(),
-                so.local.to_string(),
-                so.remote.to_string(),
-                i.map(|i| fmt::micros(u64::from(i.rtt_us)))
-                    .unwrap_or_else(|| "-".into()),
-                i.map(|i| fmt::micros(u64::from(i.rto_us)))
-                    .unwrap_or_else(|| "-".into()),
-                i.map(|i| i.total_retrans.to_string())
-                    .unwrap_or_else(|| "-".into()),
-                sockets::who(&so.owners),
-            ]);
-        }
-        table::align_right(&mut t, &[1, 2, 5, 6, 7]);
-        writeln!(w, "{t}")?;
-    }
-    writeln!(w)?;
-    findings::write(w, &r.findings)?;
-    writeln!(w)?;
-    findings::verdict(w, r)
-}
-
-/// `curl pid 77 (3), nginx pid 8 (1)`: the processes with live sockets toward a destination.
-fn processes(p: &[sockets::ProcessSockets]) -> String {
-    let mut v: Vec<String> = p
-        .iter()
-        .take(3)
-        .map(|p| format!("{} pid {} ({})", p.comm, p.pid, p.sockets))
-        .collect();
-    if p.len() > 3 {
-        v.push(format!("+{} more", p.len() - 3));
-    }
-    v.join(", ")
-}
-
-fn more(w: &mut dyn Write, len: usize, top: usize) -> io::Result<()> {
-    if len > top {
-        writeln!(w, "  ... {} more (--top N, or --json for all)", len - top)?;
-    }
-    Ok(())
 }
 
 /// A census always measures: an empty one says there are no sockets.
