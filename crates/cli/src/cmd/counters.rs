@@ -1,21 +1,19 @@
 //! `tcpdoctor counters`: kernel TCP counters live (snapshot, delta, watch) or from saved
 //! `nstat`/`netstat -s` text, each with its meaning and the pathology it signals.
 
-use std::collections::BTreeMap;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use serde::Serialize;
 use tcpdoctor_host::check;
 use tcpdoctor_host::counters::{self, Snapshot};
-use tcpdoctor_host::saved::{self, Format, Saved, Unparsed};
+use tcpdoctor_host::render::counters::{self as render, Body, FileInfo, Mode, Row};
+use tcpdoctor_host::saved::{self, Saved};
 use tcpdoctor_host::sockets;
 use tcpdoctor_model::counters::{self as meaning, COUNTERS};
-use tcpdoctor_model::{Measured, Pathology, Report};
-use tcpdoctor_report::{findings, table};
+use tcpdoctor_model::{Measured, Report};
 
 use crate::output;
 
@@ -86,56 +84,6 @@ pub struct Args {
     netns: Option<String>,
 }
 
-#[derive(Serialize, Clone, Copy, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-enum Mode {
-    Snapshot,
-    Delta,
-}
-
-#[derive(Serialize)]
-struct Row {
-    name: String,
-    /// Absolute value (snapshot mode, or the later snapshot of a delta).
-    value: Option<u64>,
-    delta: Option<i64>,
-    rate_per_s: Option<f64>,
-    meaning: Option<&'static str>,
-    pathology: Option<Pathology>,
-    /// The name the saved file used, when it differs.
-    native_name: Option<String>,
-}
-
-#[derive(Serialize)]
-struct FileInfo {
-    path: PathBuf,
-    format: Format,
-    format_name: &'static str,
-    mapped: BTreeMap<String, String>,
-    unmapped: Vec<String>,
-    unparsed: Vec<Unparsed>,
-}
-
-#[derive(Serialize)]
-struct Body {
-    mode: Mode,
-    source: &'static str,
-    netns: Option<String>,
-    interval_ms: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    sample: Option<u64>,
-    /// What one snapshot read cost (live only).
-    snapshot_duration_us: Option<u64>,
-    /// Live deltas: the smallest RTO of the host (tcp_rto_min_us, route rto_min), the least
-    /// stall of each data retransmission timeout.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    rto_floor_us: Option<u64>,
-    counters: Vec<Row>,
-    /// Relevant counters that did not move (delta mode, human output hides them).
-    unchanged: u64,
-    files: Vec<FileInfo>,
-}
-
 pub fn run(args: Args) -> anyhow::Result<i32> {
     if args.interval.is_some_and(|d| d.is_zero()) {
         anyhow::bail!("--interval 0s: the interval must be above 0");
@@ -199,7 +147,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             } else {
                 output::with_stdout(|w| {
                     writeln!(w, "--- {} ---", n)?;
-                    text(w, &report, args.all)
+                    render::text(w, &report, args.all)
                 })?;
             }
             before = after;
@@ -226,13 +174,13 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         );
         report.body.snapshot_duration_us = Some(took.as_micros() as u64);
         let report = report.interrupted(stop.load(Ordering::SeqCst));
-        return output::emit(&report, args.json, |w, r| text(w, r, args.all));
+        return output::emit(&report, args.json, |w, r| render::text(w, r, args.all));
     }
 
     let (snap, took) = take()?;
     let mut report = snapshot_report(&args, &snap, None, Vec::new());
     report.body.snapshot_duration_us = Some(took.as_micros() as u64);
-    output::emit(&report, args.json, |w, r| text(w, r, args.all))
+    output::emit(&report, args.json, |w, r| render::text(w, r, args.all))
 }
 
 /// Reads a saved file, or standard input for `-`.
@@ -308,7 +256,7 @@ fn saved_mode(args: &Args, from: PathBuf) -> anyhow::Result<i32> {
     };
     let mut report = report;
     report.body.source = "saved";
-    output::emit(&report, args.json, |w, r| text(w, r, args.all))
+    output::emit(&report, args.json, |w, r| render::text(w, r, args.all))
 }
 
 fn file_info(path: &Path, s: &Saved) -> FileInfo {
@@ -436,100 +384,4 @@ fn delta_report(
         },
         measured,
     )
-}
-
-fn text(w: &mut dyn Write, r: &Report<Body>, all: bool) -> io::Result<()> {
-    let b = &r.body;
-    for f in &b.files {
-        writeln!(w, "{}: {}", f.path.display(), f.format_name)?;
-        if !f.unmapped.is_empty() {
-            writeln!(
-                w,
-                "  {} counter(s) without an nstat equivalent kept under their own names",
-                f.unmapped.len()
-            )?;
-        }
-        if !f.unparsed.is_empty() {
-            writeln!(w, "  {} line(s) not understood:", f.unparsed.len())?;
-            for u in &f.unparsed {
-                writeln!(w, "    line {}: {} ({})", u.line, u.text.trim(), u.reason)?;
-            }
-        }
-    }
-    let ns = b
-        .netns
-        .as_deref()
-        .map(|n| format!(" in netns {n}"))
-        .unwrap_or_default();
-    match (b.mode, b.interval_ms) {
-        (Mode::Snapshot, _) => writeln!(
-            w,
-            "TCP counters{ns} (absolute, since boot or namespace creation; --interval for a delta)"
-        )?,
-        (Mode::Delta, Some(ms)) => writeln!(
-            w,
-            "TCP counters{ns}: change over {:.1} s",
-            ms as f64 / 1000.0
-        )?,
-        (Mode::Delta, None) => writeln!(w, "TCP counters: change between the two files")?,
-    }
-    let shown: Vec<&Row> = b
-        .counters
-        .iter()
-        .filter(|c| b.mode == Mode::Snapshot || all || c.delta != Some(0))
-        .collect();
-    let mut t = match b.mode {
-        Mode::Snapshot => table::new(["COUNTER", "VALUE", "SIGNALS", "MEANING"]),
-        Mode::Delta => table::new(["COUNTER", "DELTA", "PER_S", "SIGNALS", "MEANING"]),
-    };
-    for c in &shown {
-        let signals = c
-            .pathology
-            .map(|p| p.name().to_string())
-            .unwrap_or_default();
-        let meaning = c.meaning.unwrap_or("");
-        let name = match &c.native_name {
-            Some(n) => format!("{} ({n})", c.name),
-            None => c.name.clone(),
-        };
-        match b.mode {
-            Mode::Snapshot => t.add_row(vec![
-                name,
-                c.value.map(|v| v.to_string()).unwrap_or_default(),
-                signals,
-                meaning.to_string(),
-            ]),
-            Mode::Delta => t.add_row(vec![
-                name,
-                c.delta.map(|d| format!("{d:+}")).unwrap_or_default(),
-                c.rate_per_s.map(|r| format!("{r:.1}")).unwrap_or_default(),
-                signals,
-                meaning.to_string(),
-            ]),
-        };
-    }
-    table::align_right(
-        &mut t,
-        if b.mode == Mode::Snapshot {
-            &[1]
-        } else {
-            &[1, 2]
-        },
-    );
-    if shown.is_empty() {
-        writeln!(w, "  (no relevant counter moved)")?;
-    } else {
-        writeln!(w, "{t}")?;
-    }
-    if b.unchanged > 0 && !all {
-        writeln!(
-            w,
-            "  {} relevant counter(s) unchanged; --all shows every counter",
-            b.unchanged
-        )?;
-    }
-    writeln!(w)?;
-    findings::write(w, &r.findings)?;
-    writeln!(w)?;
-    findings::verdict(w, r)
 }
