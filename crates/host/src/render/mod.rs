@@ -4,5 +4,6 @@
 //! width and colour come from `tcpdoctor_report::style`, set by the binary, and anything else
 //! a renderer needs (rows per table, `--all`) is a parameter.
 
+pub mod burst;
 pub mod counters;
 pub mod sockets;
