@@ -68,7 +68,7 @@ pub fn page(report: &Report<Body>) -> String {
             ("retransmission timeout floor", fmt::micros(a.rto_floor_us)),
         ]);
         p.section("Settings");
-        let rows: Vec<Vec<String>> = crate::cmd::check::settings_rows(a)
+        let rows: Vec<Vec<String>> = tcpdoctor_host::render::check::settings_rows(a)
             .into_iter()
             .map(Vec::from)
             .collect();

@@ -5,5 +5,6 @@
 //! a renderer needs (rows per table, `--all`) is a parameter.
 
 pub mod burst;
+pub mod check;
 pub mod counters;
 pub mod sockets;
