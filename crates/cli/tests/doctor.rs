@@ -205,7 +205,8 @@ fn doctor_in_a_fresh_namespace_is_healthy() {
     assert_eq!(v["netns"], ns.name.as_str());
 }
 
-/// Without root every step still runs (sock_diag, /proc, the loopback probe need none).
+/// Without root every step still runs (sock_diag, /proc, the loopback probe need none) but
+/// the eBPF trace, whose absence is recorded with what it needs.
 #[test]
 fn doctor_runs_without_root() {
     if !support::require_root("doctor_runs_without_root") {
@@ -233,7 +234,14 @@ fn doctor_runs_without_root() {
     let v = support::json(&stdout, &stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}\n{stdout}");
     assert_eq!(v["root"], false);
-    assert_eq!(v["skipped"].as_array().unwrap().len(), 0, "{v}");
+    let skipped: Vec<&str> = v["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["step"].as_str().unwrap())
+        .collect();
+    assert_eq!(skipped, ["trace"], "{v}");
+    assert_eq!(v["window_source"], "counters_only", "{v}");
     assert!(v["probe"]["requests_ok"].as_u64().unwrap() > 0, "{v}");
 }
 
@@ -294,7 +302,9 @@ fn doctor_interrupted_mid_window_is_inconclusive_not_healthy() {
         assert_eq!(v["interrupted"], true, "{v}");
         assert_eq!(v["verdict"], "inconclusive", "{v}");
         let window = v["window_ms"].as_u64().unwrap();
-        assert!((1000..5000).contains(&window), "{v}");
+        // Cut short: the signal came 1.5 s after the start, minus the setup before the window
+        // (settings, census, attaching the eBPF trace: longer on a loaded machine).
+        assert!((1..5000).contains(&window), "{v}");
         assert_eq!(v["window_requested_ms"], 20_000);
         // What was measured before the interruption is said, and kept.
         let reason = v["verdict_reason"].as_str().unwrap();
@@ -314,7 +324,12 @@ fn doctor_interrupted_mid_window_is_inconclusive_not_healthy() {
             .filter(|s| s["ran"] == true)
             .map(|s| s["step"].as_str().unwrap())
             .collect();
-        assert_eq!(ran, ["sockets", "check", "counters"], "{v}");
+        // As root the eBPF trace observed the window too (and says so).
+        let mut want = vec!["sockets", "check", "counters"];
+        if v["window_source"] == "trace_and_counters" {
+            want.push("trace");
+        }
+        assert_eq!(ran, want, "{v}");
         assert!(v["settings"].is_object() && v["sockets"].is_object(), "{v}");
         let probe = v["steps"]
             .as_array()
@@ -344,4 +359,212 @@ fn doctor_skips_the_probe_when_loopback_is_down() {
         .as_str()
         .unwrap()
         .contains("lo is down"));
+}
+
+/// SO_LINGER 0 on a socket: close() sends a reset.
+fn set_linger0(s: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let l = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: setsockopt on a valid fd with a correctly sized value.
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            &l as *const _ as *const libc::c_void,
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+}
+
+#[test]
+fn doctor_names_the_stale_ack_race_the_trace_attributes_not_just_syn_retransmitted() {
+    if !support::require_root(
+        "doctor_names_the_stale_ack_race_the_trace_attributes_not_just_syn_retransmitted",
+    ) {
+        return;
+    }
+    use std::io::Read;
+    let ns = Netns::new("drst");
+    // The client's reset at close (RST+ACK, SO_LINGER 0) is lost, so the server keeps the old
+    // connection and answers the next SYN from the same port with a stale ACK; the bare RST
+    // the connecting socket sends for it passes.
+    ns.exec("nft add table inet tdoc && nft add chain inet tdoc out { type filter hook output priority 0 \\; } && nft add rule inet tdoc out tcp flags \\& \\(rst \\| ack\\) == \\(rst \\| ack\\) drop");
+    const N: usize = 40;
+    let stop = Arc::new(AtomicBool::new(false));
+    let server = {
+        let stop = stop.clone();
+        support::spawn_in_netns(&ns, move || {
+            let l = support::listener("127.0.0.1:5310".parse().unwrap(), 64, None);
+            l.set_nonblocking(true).unwrap();
+            let mut kept = Vec::new();
+            let t0 = Instant::now();
+            while !stop.load(Ordering::Relaxed) && t0.elapsed() < Duration::from_secs(30) {
+                match l.accept() {
+                    Ok((mut c, _)) => {
+                        c.set_nonblocking(false).unwrap();
+                        let mut b = [0u8; 4];
+                        if c.read_exact(&mut b).is_ok() {
+                            let _ = c.write_all(b"pong");
+                        }
+                        kept.push(c);
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+            kept.len()
+        })
+    };
+    // Reconnects from one fixed port every 100 ms, bounded in count and time, across the
+    // whole window (the trace attaches within it; what happens before is in no counter delta
+    // the doctor reads either).
+    let client = {
+        let stop = stop.clone();
+        support::spawn_in_netns(&ns, move || {
+            std::thread::sleep(Duration::from_millis(300));
+            let t0 = Instant::now();
+            let mut done = 0;
+            while done < N && !stop.load(Ordering::Relaxed) && t0.elapsed() < Duration::from_secs(8)
+            {
+                let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+                    .unwrap();
+                s.set_reuse_address(true).unwrap();
+                s.bind(
+                    &"127.0.0.1:20031"
+                        .parse::<std::net::SocketAddr>()
+                        .unwrap()
+                        .into(),
+                )
+                .unwrap();
+                let to: std::net::SocketAddr = "127.0.0.1:5310".parse().unwrap();
+                if s.connect_timeout(&to.into(), Duration::from_secs(3))
+                    .is_ok()
+                {
+                    let mut s: TcpStream = s.into();
+                    s.set_nodelay(true).unwrap();
+                    let _ = s.write_all(b"ping");
+                    let mut b = [0u8; 4];
+                    let _ = s.read_exact(&mut b);
+                    set_linger0(&s);
+                }
+                done += 1;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            done
+        })
+    };
+    let (code, out, err) = support::run(&[
+        "doctor", "--json", "--quick", "--window", "3s", "--netns", &ns.name,
+    ]);
+    stop.store(true, Ordering::SeqCst);
+    let reconnects = client.join().unwrap();
+    server.join().unwrap();
+    let v = support::json(&out, &err);
+    assert_eq!(code, 1, "{err}\n{v:#}");
+    assert!(reconnects > 10, "{reconnects}");
+    // The window was traced, and the report says so.
+    assert_eq!(v["window_source"], "trace_and_counters", "{v:#}");
+    assert_eq!(v["trace"]["used"], true, "{v:#}");
+    let resent = v["counters_moved"]["TcpExtTCPSynRetrans"]
+        .as_i64()
+        .unwrap_or(0);
+    assert!(resent >= 3, "SYNs resent in the window: {v:#}");
+    // Every SYN the counters saw resent in the window was attributed, and to the race.
+    let attributed: i64 = v["trace"]["syn_resends"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_i64().unwrap())
+        .sum();
+    assert!(attributed >= resent, "{v:#}");
+    assert!(
+        v["trace"]["syn_resends"]["stale_ack_race"]
+            .as_i64()
+            .unwrap()
+            >= resent - 1,
+        "{v:#}"
+    );
+    // The cause is named first, from the trace, with the counter's delta as evidence; no
+    // second, unexplained "SYN retransmitted" finding counts the same resends again.
+    let f = pathologies(&v);
+    assert_eq!(f[0].0, "stale_ack_race", "{f:?}");
+    assert_eq!(f[0].2, "trace", "{f:?}");
+    let first = &v["findings"][0];
+    assert!(
+        first["evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e.to_string().contains("TcpExtTCPSynRetrans")),
+        "{first:#}"
+    );
+    assert!(
+        !f.iter()
+            .any(|(p, _, src)| p == "syn_retransmit" && src == "counters"),
+        "{f:?}"
+    );
+}
+
+#[test]
+fn doctor_without_the_trace_says_counters_only_and_why() {
+    if !support::require_root("doctor_without_the_trace_says_counters_only_and_why") {
+        return;
+    }
+    // Turned off by the flag.
+    let (code, out, err) = support::run(&["doctor", "--quick", "--window", "200ms", "--no-trace"]);
+    assert!(code == 0 || code == 1, "{err}\n{out}");
+    assert!(
+        out.contains("window observed by the counters only (--no-trace)"),
+        "{out}"
+    );
+    let (_, out, err) = support::run(&[
+        "doctor",
+        "--json",
+        "--quick",
+        "--window",
+        "200ms",
+        "--no-trace",
+    ]);
+    let v = support::json(&out, &err);
+    assert_eq!(v["window_source"], "counters_only", "{v:#}");
+    assert_eq!(v["trace"]["used"], false);
+    assert_eq!(v["trace"]["missing"], "--no-trace");
+    assert!(v["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["step"] == "trace" && s["reason"].as_str().unwrap().contains("counters only")));
+    // Not allowed: without root or CAP_BPF the trace cannot load, and the report says what
+    // is missing while the counters still observe the window.
+    let out = std::process::Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
+        .arg(support::bin())
+        .args(["doctor", "--json", "--quick", "--window", "200ms"])
+        .output()
+        .expect("setpriv");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    let v = support::json(&stdout, &stderr);
+    assert_eq!(v["window_source"], "counters_only", "{v:#}");
+    let missing = v["trace"]["missing"].as_str().unwrap();
+    assert!(
+        missing.contains("CAP_BPF") && missing.contains("root"),
+        "{missing}"
+    );
+    assert!(v["counters_moved"].is_object(), "{v:#}");
+    assert!(v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["step"] == "counters" && s["ran"] == true));
 }

@@ -2,11 +2,15 @@
 //! that the CLI and a long-running exporter share.
 //!
 //! [`diagnose`] runs, in order: the settings read; a sock_diag census at the start of the
-//! window; a counter snapshot; the window itself, in which nothing of tcpdoctor's runs;
+//! window; the eBPF trace attached when it can be ([`TraceMode::Auto`]: root or CAP_BPF and
+//! kernel BTF), so each SYN resend, drop and timeout of the window is attributed to its
+//! cause; a counter snapshot; the window itself, in which nothing of tcpdoctor's runs
+//! (the trace only reads the kernel's records);
 //! a closing counter snapshot and census (with process attribution); the census analysis
 //! (the two censuses compared); the settings audit, fed the listener backlogs of the census;
-//! the counter delta judged against the host's RTO floor; and, unless skipped, a bounded
-//! loopback self-probe. The live findings of one pathology are merged ([`merge`]) and the
+//! the counter delta judged against the host's RTO floor, reconciled with what the trace
+//! attributed ([`reconcile`]); and, unless skipped, a bounded loopback self-probe. The live
+//! findings of one pathology are merged ([`merge`]) and the
 //! result is a [`Report`] whose verdict follows from what was measured and whether the run
 //! was cut short.
 //!
@@ -23,8 +27,11 @@ use serde::Serialize;
 use tcpdoctor_host::check::{self, Audit, Inputs};
 use tcpdoctor_host::counters;
 use tcpdoctor_host::sockets::{self, Filter, Summary};
-use tcpdoctor_model::{Finding, Measured, Report, Source};
+use tcpdoctor_model::{Finding, Measured, Pathology, Report, Source};
 use tcpdoctor_report::fmt;
+use tcpdoctor_trace::attribute::Cause;
+use tcpdoctor_trace::loader::Unavailable;
+use tcpdoctor_trace::session::{Options as TraceOptions, Scope, Session};
 
 /// The probe's bounds: short enough for a diagnosis, long enough for a few hundred
 /// connections; a 1 s SYN retransmit (the first rung of the ladder) fits in it.
@@ -50,12 +57,23 @@ pub enum Probe {
     Skip(String),
 }
 
+/// Whether the window is observed by the eBPF trace as well as by the counters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TraceMode {
+    /// Trace when this host allows it (root or CAP_BPF + CAP_PERFMON, kernel BTF); else
+    /// counters only, with what is missing recorded.
+    Auto,
+    /// Counters only, with the reason recorded (e.g. `--no-trace`).
+    Off(String),
+}
+
 /// What to diagnose and how.
 #[derive(Clone, Debug)]
 pub struct Config {
     /// How long to watch the counters and socket queues.
     pub window: Duration,
     pub probe: Probe,
+    pub trace: TraceMode,
     /// The network namespace the caller entered, for the report (`None`: its own).
     pub netns: Option<String>,
 }
@@ -76,6 +94,38 @@ pub struct Skipped {
     pub reason: String,
 }
 
+/// Which source observed the window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WindowSource {
+    /// The eBPF trace (each event attributed to its cause) beside the kernel counters.
+    TraceAndCounters,
+    /// The kernel counters and socket censuses only.
+    CountersOnly,
+}
+
+/// What the trace saw in the window, or why it did not run.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct TraceWindow {
+    pub used: bool,
+    /// What is missing (privileges, BTF) or why it was turned off, when not used.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub missing: Option<String>,
+    pub duration_ms: u64,
+    /// Events counted in the kernel (exact, also for records that were lost).
+    pub counts: BTreeMap<&'static str, u64>,
+    /// Records the ring buffer had no room for (their events are counted, not attributed).
+    pub lost_events: u64,
+    /// Attributed events per cause.
+    pub causes: BTreeMap<Cause, u64>,
+    /// SYN and SYN-ACK resends per pathology they were attributed to.
+    pub syn_resends: BTreeMap<Pathology, u64>,
+    /// TCP drops per kernel drop-reason name.
+    pub drops_by_reason: BTreeMap<String, u64>,
+    /// Hooks this kernel could not attach: the evidence they give is missing.
+    pub unavailable: Vec<Unavailable>,
+}
+
 /// The JSON body of `doctor`.
 #[derive(Serialize)]
 pub struct Body {
@@ -85,6 +135,10 @@ pub struct Body {
     pub window_ms: u64,
     /// The window asked for.
     pub window_requested_ms: u64,
+    /// Which source observed the window: the trace with the counters, or counters only.
+    pub window_source: WindowSource,
+    /// What the trace attributed in the window, or why it did not run.
+    pub trace: TraceWindow,
     pub steps: Vec<Step>,
     pub skipped: Vec<Skipped>,
     pub settings: Option<Audit>,
@@ -126,14 +180,18 @@ impl Run<'_> {
     }
 }
 
-/// Sleeps `d` in short steps; false when `stop` was set.
-fn wait(d: Duration, stop: &AtomicBool) -> bool {
+/// Sleeps `d` in short steps, draining the trace's records at each; false when `stop` was
+/// set.
+fn wait(d: Duration, stop: &AtomicBool, mut trace: Option<&mut Session>) -> bool {
     let end = Instant::now() + d;
     while Instant::now() < end {
         if stop.load(Ordering::SeqCst) {
             return false;
         }
         std::thread::sleep((end - Instant::now()).min(Duration::from_millis(50)));
+        if let Some(t) = trace.as_deref_mut() {
+            let _ = t.poll();
+        }
     }
     !stop.load(Ordering::SeqCst)
 }
@@ -176,18 +234,37 @@ pub fn diagnose(
     let t = Instant::now();
     let census0 = sockets::census(&Filter::default());
     let census_ms = t.elapsed();
+    // The trace attaches before the first counter snapshot and detaches after the last, so
+    // every event the counters count in the window happened while it was attached.
+    let mut tracer = match &cfg.trace {
+        TraceMode::Off(why) => Err(why.clone()),
+        TraceMode::Auto => {
+            progress("attaching the eBPF trace");
+            Session::start(TraceOptions {
+                scope: Scope::Current,
+                ..TraceOptions::default()
+            })
+            .map_err(|e| e.to_string())
+        }
+    };
     let before = counters::snapshot();
 
-    // 3. The window: nothing of ours runs in it.
+    // 3. The window: nothing of ours runs in it (the trace only drains the kernel's records).
     progress(&format!(
-        "watching counters and queues for {}",
+        "watching {} for {}",
+        if tracer.is_ok() {
+            "traced events, counters and queues"
+        } else {
+            "counters and queues"
+        },
         humantime::format_duration(cfg.window)
     ));
     let t_window = Instant::now();
-    let completed = wait(cfg.window, stop);
+    let completed = wait(cfg.window, stop, tracer.as_mut().ok());
     let window = t_window.elapsed();
     run.interrupted |= !completed;
     let after = counters::snapshot();
+    let mut traced = tracer.map(Session::finish);
     let mut census1 = sockets::census(&Filter::default());
     // Name the processes behind what the later census shows (as `ss -p`).
     if let Ok(c) = &mut census1 {
@@ -255,13 +332,27 @@ pub fn diagnose(
         (Ok(b), Ok(a)) => {
             let d = a.delta_since(b);
             let window_ms = window.as_millis() as u64;
-            run.found.extend(tcpdoctor_model::counters::findings(
-                &d.changed,
-                tcpdoctor_model::counters::Window {
-                    length: Some(window),
-                    rto_floor,
-                },
-            ));
+            let w = tcpdoctor_model::counters::Window {
+                length: Some(window),
+                rto_floor,
+            };
+            let counted = tcpdoctor_model::counters::findings(&d.changed, w);
+            let counted = match &mut traced {
+                Ok(o) => reconcile(
+                    counted,
+                    &mut o.findings,
+                    &o.summary.syn_resends,
+                    &d.changed,
+                    w,
+                ),
+                Err(_) => counted,
+            };
+            // Trace findings first: a pathology both saw keeps the trace's attribution as
+            // its summary, the counters' evidence added ([`merge`]).
+            if let Ok(o) = &mut traced {
+                run.found.append(&mut o.findings);
+            }
+            run.found.extend(counted);
             run.steps.push(Step {
                 step: "counters",
                 ran: true,
@@ -280,6 +371,54 @@ pub fn diagnose(
         }
         (Err(e), _) | (_, Err(e)) => run.skip("counters", format!("cannot read counters: {e}")),
     }
+
+    // The trace's step: what it attributed, or what is missing.
+    let (window_source, trace) = match traced {
+        Ok(mut o) => {
+            run.found.append(&mut o.findings);
+            let attributed: u64 = o.summary.causes.values().sum();
+            run.steps.push(Step {
+                step: "trace",
+                ran: true,
+                duration_us: o.duration_ms * 1000,
+                detail: format!(
+                    "eBPF trace of this namespace: {attributed} event(s) attributed to a cause, {} lost",
+                    o.lost_events
+                ),
+            });
+            measured.push(format!(
+                "each TCP event traced (eBPF) over {}",
+                fmt::duration(window)
+            ));
+            (
+                WindowSource::TraceAndCounters,
+                TraceWindow {
+                    used: true,
+                    missing: None,
+                    duration_ms: o.duration_ms,
+                    counts: o.counts,
+                    lost_events: o.lost_events,
+                    causes: o.summary.causes,
+                    syn_resends: o.summary.syn_resends,
+                    drops_by_reason: o.drops_by_reason,
+                    unavailable: o.unavailable,
+                },
+            )
+        }
+        Err(why) => {
+            run.skip(
+                "trace",
+                format!("counters only, events not attributed to causes: {why}"),
+            );
+            (
+                WindowSource::CountersOnly,
+                TraceWindow {
+                    missing: Some(why),
+                    ..TraceWindow::default()
+                },
+            )
+        }
+    };
 
     // 4. Loopback self-probe.
     let probe = match &cfg.probe {
@@ -325,6 +464,8 @@ pub fn diagnose(
         root,
         window_ms: window.as_millis() as u64,
         window_requested_ms: cfg.window.as_millis() as u64,
+        window_source,
+        trace,
         steps: run.steps,
         skipped: run.skipped,
         settings,
@@ -336,6 +477,75 @@ pub fn diagnose(
         Report::new("doctor", merge(run.found), body, Measured::Something(what))
             .interrupted(run.interrupted),
     )
+}
+
+/// Counter findings reconciled with the trace's, so that no event is counted twice. The
+/// SYN and SYN-ACK resends `TcpExtTCPSynRetrans` counted are the events the trace attributed
+/// one by one (`syn_resends`, per pathology: a stale-ACK race, a TIME_WAIT collision, a full
+/// accept queue, or unexplained): the counter's own "SYN retransmitted" finding gives way
+/// to the trace's findings. When one pathology explains every resend, the counter finding
+/// merges into it (both evidences, the merged impact judged by the policy); when several
+/// share them, each gets its part as evidence. Resends the trace did not attribute (records
+/// lost) stay a counter finding of their own, judged on their number only.
+pub fn reconcile(
+    counted: Vec<Finding>,
+    traced: &mut [Finding],
+    syn_resends: &BTreeMap<Pathology, u64>,
+    delta: &BTreeMap<String, i64>,
+    window: tcpdoctor_model::counters::Window,
+) -> Vec<Finding> {
+    const SYN: &str = "TcpExtTCPSynRetrans";
+    let syn = delta.get(SYN).copied().unwrap_or(0).max(0) as u64;
+    let attributed: u64 = syn_resends.values().sum();
+    let explained = attributed.min(syn);
+    if explained == 0 {
+        return counted;
+    }
+    let (syn_findings, mut out): (Vec<Finding>, Vec<Finding>) = counted
+        .into_iter()
+        .partition(|f| f.pathology == Pathology::SynRetransmit);
+    let causes: Vec<(Pathology, u64)> = syn_resends
+        .iter()
+        .filter(|(_, &n)| n > 0)
+        .map(|(&p, &n)| (p, n))
+        .collect();
+    let sole = (causes.len() == 1 && explained == syn).then(|| causes[0].0);
+    for f in traced.iter_mut() {
+        let Some(&(_, n)) = causes.iter().find(|(p, _)| *p == f.pathology) else {
+            continue;
+        };
+        let mut g = f.clone().arithmetic(
+            format!("{SYN} +{syn} in the window; resends the trace attributed to this cause"),
+            n as f64,
+        );
+        if sole == Some(f.pathology) {
+            for c in &syn_findings {
+                let impact = g.impact.merge(&c.impact);
+                g = g.with_impact(impact);
+                g.evidence.extend(c.evidence.iter().cloned());
+            }
+        }
+        *f = g;
+    }
+    let residual = syn - explained;
+    if residual > 0 {
+        let mut rest = BTreeMap::new();
+        rest.insert(SYN.to_string(), residual as i64);
+        if let Some(&opens) = delta.get("TcpActiveOpens") {
+            rest.insert("TcpActiveOpens".to_string(), opens);
+        }
+        for f in tcpdoctor_model::counters::findings(&rest, window) {
+            if f.pathology == Pathology::SynRetransmit {
+                let mut f = f.arithmetic(
+                    format!("{SYN} +{syn} - {explained} resends the trace attributed to a cause"),
+                    residual as f64,
+                );
+                f.summary = format!("{} (not attributed by the trace)", f.summary);
+                out.push(f);
+            }
+        }
+    }
+    out
 }
 
 /// One finding per pathology among the live observations (sockets, counters, probe): the
@@ -494,11 +704,63 @@ mod tests {
     }
 
     #[test]
+    fn syn_resends_the_trace_attributed_are_not_counted_twice() {
+        let w = tcpdoctor_model::counters::Window {
+            length: Some(Duration::from_secs(2)),
+            rto_floor: None,
+        };
+        let delta: BTreeMap<String, i64> = [
+            ("TcpExtTCPSynRetrans".to_string(), 5),
+            ("TcpActiveOpens".to_string(), 40),
+        ]
+        .into();
+        let counted = || tcpdoctor_model::counters::findings(&delta, w);
+        assert!(counted()
+            .iter()
+            .any(|f| f.pathology == Pathology::SynRetransmit));
+        let race = || {
+            vec![Finding::new(
+                Pathology::StaleAckRace,
+                Source::Trace,
+                "stale ACK",
+                Impact::stalls(5, Some(40), Some(Duration::from_millis(3))),
+            )]
+        };
+        // Every resend attributed to the race: one finding, the trace's, with the counter.
+        let mut traced = race();
+        let all: BTreeMap<Pathology, u64> = [(Pathology::StaleAckRace, 5)].into();
+        let rest = reconcile(counted(), &mut traced, &all, &delta, w);
+        assert!(rest.iter().all(|f| f.pathology != Pathology::SynRetransmit));
+        let ev = format!("{:?}", traced[0].evidence);
+        assert!(ev.contains("TcpExtTCPSynRetrans"), "{ev}");
+        assert_eq!(traced[0].severity, traced[0].impact.severity());
+        // Three of five attributed: the other two stay a counter finding of their own.
+        let mut traced = race();
+        let some: BTreeMap<Pathology, u64> = [(Pathology::StaleAckRace, 3)].into();
+        let rest = reconcile(counted(), &mut traced, &some, &delta, w);
+        let syn: Vec<_> = rest
+            .iter()
+            .filter(|f| f.pathology == Pathology::SynRetransmit)
+            .collect();
+        assert_eq!(syn.len(), 1);
+        assert!(
+            syn[0].summary.contains("not attributed by the trace"),
+            "{}",
+            syn[0].summary
+        );
+        assert_eq!(syn[0].impact.affected, 2, "{:?}", syn[0].impact);
+        // Nothing attributed: the counters' findings as they were.
+        let rest = reconcile(counted(), &mut race(), &BTreeMap::new(), &delta, w);
+        assert_eq!(rest.len(), counted().len());
+    }
+
+    #[test]
     fn a_stop_set_before_the_window_cuts_it_short_and_skips_the_probe() {
         let stop = AtomicBool::new(true);
         let cfg = Config {
             window: Duration::from_secs(30),
             probe: Probe::Run,
+            trace: TraceMode::Off("test".into()),
             netns: None,
         };
         let t0 = Instant::now();

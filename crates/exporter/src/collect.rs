@@ -117,6 +117,8 @@ fn collect(
     let cfg = tcpdoctor_doctor::Config {
         window,
         probe: Probe::Skip("not run by the exporter: it would load the host it watches".into()),
+        // The exporter keeps its own trace session (its eBPF counts); one is enough.
+        trace: tcpdoctor_doctor::TraceMode::Off("the exporter traces on its own".into()),
         netns: netns.clone(),
     };
     let report = tcpdoctor_doctor::diagnose(&cfg, stop, &|_| {})?;

@@ -309,6 +309,10 @@ pub struct Summary {
     pub no_local_port: Vec<PortFailure>,
     /// Incast episodes: several flows' timeouts into one receiver within the window.
     pub incast_episodes: Vec<IncastEpisode>,
+    /// SYNs and SYN-ACKs resent, per pathology their resend was attributed to (the events
+    /// `TcpExtTCPSynRetrans` counts; `syn_retransmit` holds the unexplained ones: lost,
+    /// dropped, and SYN-ACK resends).
+    pub syn_resends: BTreeMap<Pathology, u64>,
     /// Records that could not be decoded.
     pub undecoded: u64,
     /// Events left out by the process/port filter.
@@ -768,6 +772,7 @@ impl Engine {
                 let p = Self::pathology_of(cause);
                 let l = self.line(ev, cause, p, evidence, lookup);
                 if let Some(p) = p {
+                    *self.summary.syn_resends.entry(p).or_default() += 1;
                     let t = self.tally(p, &l);
                     t.resends += 1;
                     // A stale-ACK resend comes within milliseconds, not on the ladder: its
@@ -795,6 +800,11 @@ impl Engine {
                     lookup,
                 );
                 self.tally(Pathology::SynRetransmit, &l);
+                *self
+                    .summary
+                    .syn_resends
+                    .entry(Pathology::SynRetransmit)
+                    .or_default() += 1;
                 Some(l)
             }
             RetransmitClass::Timeout => {

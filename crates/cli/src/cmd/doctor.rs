@@ -5,7 +5,7 @@
 use std::io::{self, Write};
 use std::time::Duration;
 
-use tcpdoctor_doctor::{Body, Config, Probe};
+use tcpdoctor_doctor::{Body, Config, Probe, TraceMode, WindowSource};
 use tcpdoctor_model::{Finding, Report, Severity};
 use tcpdoctor_report::{findings, fmt};
 
@@ -22,6 +22,13 @@ and, unless --quick, a bounded loopback self-probe against an embedded server (a
 prints the findings most damaging first, each with evidence, explanation and remedies,
 and a one-line verdict.
 
+During the window the eBPF trace (as `tcpdoctor trace`) is attached when this host allows
+it (root or CAP_BPF + CAP_PERFMON, kernel BTF): each SYN resend, reset, drop and timeout is
+attributed to its cause (a stale ACK, a TIME_WAIT collision, a full accept queue, a drop
+reason...), and a counter that moved for the same events gives way to the trace's finding,
+its delta kept as evidence. Without it (or with --no-trace) the window is observed by the
+counters only, and the report says what was missing.
+
 Needs: Linux. Root is not required: without it everything runs on this host's network
 namespace (--netns needs root). Steps that cannot run are listed under "skipped" with
 the reason. Overhead: reads /proc and /sys, two netlink dumps, and the short probe.
@@ -33,7 +40,9 @@ healthy.
 Exit status: 0 healthy (something measured, not interrupted, no finding above info),
 1 findings, 2 error, 3 inconclusive (interrupted with nothing above info found). JSON
 fields: `steps[]` (`step`, `ran`, `duration_us`, `detail`), `skipped[]` (`step`, `reason`),
-`window_ms` (as watched), `window_requested_ms`, `settings` (as `check`), `sockets` (as
+`window_ms` (as watched), `window_requested_ms`, `window_source` (trace_and_counters |
+counters_only), `trace` (`used`, `missing`: why not, `counts`, `lost_events`, `causes`,
+`syn_resends` per pathology, `drops_by_reason`, `unavailable`), `settings` (as `check`), `sockets` (as
 `sockets`), `counters_moved` (nstat name -> delta over the window), `probe` (as `probe`),
 `findings[]`.
 
@@ -63,6 +72,9 @@ pub struct Args {
     /// verdict, steps, budgets and settings, the census by state and the counters that moved.
     #[arg(long, value_name = "FILE")]
     pub html: Option<std::path::PathBuf>,
+    /// Observe the window with the kernel counters only, without the eBPF trace.
+    #[arg(long)]
+    pub no_trace: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
@@ -82,6 +94,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             Probe::Skip("--quick".to_string())
         } else {
             Probe::Run
+        },
+        trace: if args.no_trace {
+            TraceMode::Off("--no-trace".to_string())
+        } else {
+            TraceMode::Auto
         },
         netns: args.netns.clone(),
     };
@@ -124,6 +141,18 @@ fn write_text(w: &mut dyn Write, r: &Report<Body>) -> io::Result<()> {
         } else {
             writeln!(w, "  {:<9} skipped: {}", s.step, s.detail)?;
         }
+    }
+    match (b.window_source, &b.trace.missing) {
+        (WindowSource::TraceAndCounters, _) => writeln!(
+            w,
+            "  window observed by the eBPF trace (events attributed to causes) and the counters; {} trace record(s) lost",
+            b.trace.lost_events
+        )?,
+        (WindowSource::CountersOnly, why) => writeln!(
+            w,
+            "  window observed by the counters only ({})",
+            why.as_deref().unwrap_or("trace not run")
+        )?,
     }
     if let Some(s) = &b.sockets {
         let states: Vec<String> = s.by_state.iter().map(|(k, v)| format!("{k} {v}")).collect();
