@@ -10,6 +10,7 @@ pub mod btf;
 mod error;
 pub mod loader;
 pub mod raw;
+pub mod render;
 pub mod session;
 
 pub use error::Error;

@@ -1,18 +1,17 @@
 //! `tcpdoctor trace`: live TCP events from the kernel (eBPF), each attributed to its cause,
-//! with a rolling summary and findings at the end. Flags and printing only: the tracing and
-//! attribution live in `tcpdoctor_trace`.
+//! with a rolling summary and findings at the end. Flags, the polling loop and wiring: the
+//! tracing, the attribution and the printing (`tcpdoctor_trace::render`) live in
+//! `tcpdoctor_trace`.
 
-use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
 use tcpdoctor_model::{Measured, Report};
-use tcpdoctor_trace::attribute::{Config, EventFilter, Line, Summary};
-use tcpdoctor_trace::loader::Unavailable;
+use tcpdoctor_trace::attribute::{Config, EventFilter, Line};
 use tcpdoctor_trace::raw::Counter;
-use tcpdoctor_trace::session::{Netns, Options, Scope, Session};
+use tcpdoctor_trace::render::{self, Body, SummaryLine};
+use tcpdoctor_trace::session::{Options, Scope, Session};
 
 use crate::output;
 
@@ -96,76 +95,6 @@ pub struct Args {
     every: Duration,
 }
 
-#[derive(Serialize)]
-struct EventLine<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    #[serde(flatten)]
-    line: &'a Line,
-}
-
-#[derive(Serialize)]
-struct SummaryLine {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    t_ms: u64,
-    /// When this line was printed (RFC 3339 UTC), as every `--watch` line carries.
-    generated_at: String,
-    /// Sockets that started a connect (kernel count).
-    connects: u64,
-    causes: BTreeMap<String, u64>,
-    drops: BTreeMap<String, u64>,
-    lost_events: u64,
-}
-
-#[derive(Serialize)]
-struct Body {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    duration_ms: u64,
-    netns: Vec<Netns>,
-    counts: BTreeMap<&'static str, u64>,
-    lost_events: u64,
-    drops_by_reason: BTreeMap<String, u64>,
-    summary: Summary,
-    kernel_counters: BTreeMap<String, BTreeMap<String, i64>>,
-    unavailable: Vec<Unavailable>,
-    events_printed: u64,
-}
-
-fn process_text(l: &Line) -> String {
-    l.process
-        .as_ref()
-        .map(|p| format!("{}[{}]", p.comm, p.pid))
-        .unwrap_or_else(|| "-".into())
-}
-
-fn write_line(w: &mut dyn Write, l: &Line, json: bool) -> io::Result<()> {
-    if json {
-        return tcpdoctor_report::json_line(
-            w,
-            &EventLine {
-                kind: "event",
-                line: l,
-            },
-        );
-    }
-    let ns = l.netns_name.clone().unwrap_or_else(|| l.netns.to_string());
-    let state = l.state.map(|s| s.name()).unwrap_or("-");
-    writeln!(
-        w,
-        "{:>9.3}s {:<14} {:<18} {} -> {} {:<11} {:<20} {}",
-        l.t_us as f64 / 1e6,
-        ns,
-        process_text(l),
-        l.local,
-        l.remote,
-        state,
-        l.cause.name(),
-        l.evidence
-    )
-}
-
 fn summary_line(session: &Session) -> SummaryLine {
     let counts = session.counts().unwrap_or_default();
     let s = session.summary();
@@ -182,31 +111,6 @@ fn summary_line(session: &Session) -> SummaryLine {
         drops: s.drop_reasons.clone(),
         lost_events: counts.get(&Counter::Lost).copied().unwrap_or(0),
     }
-}
-
-fn write_summary(w: &mut dyn Write, s: &SummaryLine, json: bool) -> io::Result<()> {
-    if json {
-        return tcpdoctor_report::json_line(w, s);
-    }
-    let causes: Vec<String> = s.causes.iter().map(|(c, n)| format!("{c} {n}")).collect();
-    let drops: Vec<String> = s.drops.iter().map(|(c, n)| format!("{c} {n}")).collect();
-    writeln!(
-        w,
-        "-- {:.1} s: {} connects; causes: {}; drops: {}; lost events: {}",
-        s.t_ms as f64 / 1000.0,
-        s.connects,
-        if causes.is_empty() {
-            "none".into()
-        } else {
-            causes.join(", ")
-        },
-        if drops.is_empty() {
-            "none".into()
-        } else {
-            drops.join(", ")
-        },
-        s.lost_events
-    )
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
@@ -251,17 +155,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             .duration
             .map(|d| format!("for {}", humantime::format_duration(d)))
             .unwrap_or_else(|| "until Ctrl-C".into());
-        output::with_stdout(|w| {
-            writeln!(w, "tracing TCP in {scope} {until}")?;
-            for u in session.unavailable() {
-                writeln!(w, "unavailable on this kernel: {} ({})", u.hook, u.reason)?;
-            }
-            writeln!(
-                w,
-                "{:>10} {:<14} {:<18} local -> remote {:<11} {:<20} evidence",
-                "time", "netns", "process", "state", "cause"
-            )
-        })?;
+        output::with_stdout(|w| render::header(w, &scope, &until, session.unavailable()))?;
     }
     let stop = output::stop_flag();
     let started = Instant::now();
@@ -280,7 +174,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         if !pipe_closed && Instant::now() >= next_summary && !done {
             next_summary += args.every;
             let s = summary_line(&session);
-            pipe_closed = write_stdout(|w| write_summary(w, &s, json)).is_err();
+            pipe_closed = write_stdout(|w| render::write_summary(w, &s, json)).is_err();
         }
         if done {
             break;
@@ -322,7 +216,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     if json {
         output::json_line(&report)?;
     } else {
-        output::with_stdout(|w| text(w, &report))?;
+        output::with_stdout(|w| render::text(w, &report))?;
     }
     Ok(report.verdict.exit_code())
 }
@@ -337,103 +231,8 @@ fn write_stdout(f: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> io::Result<
 fn write_all(lines: &[Line], json: bool) -> io::Result<()> {
     write_stdout(|w| {
         for l in lines {
-            write_line(w, l, json)?;
+            render::write_line(w, l, json)?;
         }
         Ok(())
     })
-}
-
-fn text(w: &mut dyn Write, r: &Report<Body>) -> io::Result<()> {
-    let b = &r.body;
-    writeln!(w)?;
-    writeln!(
-        w,
-        "Traced {:.1} s in {}.",
-        b.duration_ms as f64 / 1000.0,
-        if b.netns.is_empty() {
-            "every network namespace".to_string()
-        } else {
-            b.netns
-                .iter()
-                .map(|n| n.label())
-                .collect::<Vec<_>>()
-                .join(", ")
-        }
-    )?;
-    let c = |k: &str| b.counts.get(k).copied().unwrap_or(0);
-    writeln!(
-        w,
-        "Kernel counts: {} connects ({} established, {} failed before the SYN), {} accepted, {} closed; retransmissions: {} SYN, {} timeout, {} after timeout, {} tail-loss probe, {} fast, {} other; {} SYN-ACK resends; resets {} sent, {} received; {} TCP drops; {} zero windows, {} window probes; {} SYNs refused by TIME_WAIT.",
-        c("connects"), c("connected"), c("connect_errors"), c("accepted"), c("closed"),
-        c("retransmit_syn"), c("retransmit_timeout"), c("retransmit_after_timeout"), c("retransmit_tail_loss_probe"), c("retransmit_fast"), c("retransmit_other"),
-        c("synack_retransmits"), c("resets_sent"), c("resets_received"), c("tcp_drops"), c("zero_windows"), c("window_probes"), c("time_wait_acks")
-    )?;
-    writeln!(
-        w,
-        "Lost events (ring buffer full): {}{}",
-        b.lost_events,
-        if b.lost_events > 0 {
-            " -- some events were not attributed; the counts above are exact"
-        } else {
-            ""
-        }
-    )?;
-    if !b.drops_by_reason.is_empty() {
-        let d: Vec<String> = b
-            .drops_by_reason
-            .iter()
-            .map(|(r, n)| format!("{r} {n}"))
-            .collect();
-        writeln!(w, "Drops by reason: {}", d.join(", "))?;
-        for f in b.summary.drop_flows.iter().take(5) {
-            let at = f
-                .ifname
-                .as_ref()
-                .map(|i| format!(" on {i}"))
-                .unwrap_or_default();
-            writeln!(
-                w,
-                "  {} -> {}: {} x {}{at}",
-                f.src, f.dst, f.count, f.reason
-            )?;
-        }
-    }
-    if !b.summary.causes.is_empty() {
-        let d: Vec<String> = b
-            .summary
-            .causes
-            .iter()
-            .map(|(c, n)| format!("{} {n}", c.name()))
-            .collect();
-        writeln!(w, "Attributed events by cause: {}", d.join(", "))?;
-    }
-    for p in &b.summary.no_local_port {
-        let who = p
-            .process
-            .as_ref()
-            .map(|p| format!("{}[{}]", p.comm, p.pid))
-            .unwrap_or_else(|| "-".into());
-        writeln!(
-            w,
-            "EADDRNOTAVAIL: {who} -> {}: {} connect(s) failed",
-            p.destination, p.failures
-        )?;
-    }
-    for e in &b.summary.incast_episodes {
-        writeln!(
-            w,
-            "Incast: {} flows timed out into {} at +{:.3} s (longest wait {:.0} ms)",
-            e.flows,
-            e.receiver,
-            e.start_us as f64 / 1e6,
-            e.worst_wait_us as f64 / 1000.0
-        )?;
-    }
-    for u in &b.unavailable {
-        writeln!(w, "Not traced on this kernel: {} ({})", u.hook, u.reason)?;
-    }
-    writeln!(w)?;
-    tcpdoctor_report::findings::write(w, &r.findings)?;
-    writeln!(w)?;
-    tcpdoctor_report::findings::verdict(w, r)
 }

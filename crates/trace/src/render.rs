@@ -1,0 +1,225 @@
+//! `tcpdoctor trace`: the JSON lines (events, rolling summaries, the final [`Body`]) and
+//! their human text. Writes to any `io::Write`; the binary decides where.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+use serde::Serialize;
+use tcpdoctor_model::Report;
+
+use crate::attribute::{Line, Summary};
+use crate::loader::Unavailable;
+use crate::session::Netns;
+
+#[derive(Serialize)]
+pub struct EventLine<'a> {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    #[serde(flatten)]
+    pub line: &'a Line,
+}
+
+#[derive(Serialize)]
+pub struct SummaryLine {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub t_ms: u64,
+    /// When this line was printed (RFC 3339 UTC), as every `--watch` line carries.
+    pub generated_at: String,
+    /// Sockets that started a connect (kernel count).
+    pub connects: u64,
+    pub causes: BTreeMap<String, u64>,
+    pub drops: BTreeMap<String, u64>,
+    pub lost_events: u64,
+}
+
+#[derive(Serialize)]
+pub struct Body {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub duration_ms: u64,
+    pub netns: Vec<Netns>,
+    pub counts: BTreeMap<&'static str, u64>,
+    pub lost_events: u64,
+    pub drops_by_reason: BTreeMap<String, u64>,
+    pub summary: Summary,
+    pub kernel_counters: BTreeMap<String, BTreeMap<String, i64>>,
+    pub unavailable: Vec<Unavailable>,
+    pub events_printed: u64,
+}
+
+/// The text printed when tracing starts: the scope (`scope`, `until`: "for 5s", "until
+/// Ctrl-C"), the hooks this kernel lacks, and the column heads of the event lines.
+pub fn header(
+    w: &mut dyn Write,
+    scope: &str,
+    until: &str,
+    unavailable: &[Unavailable],
+) -> io::Result<()> {
+    writeln!(w, "tracing TCP in {scope} {until}")?;
+    for u in unavailable {
+        writeln!(w, "unavailable on this kernel: {} ({})", u.hook, u.reason)?;
+    }
+    writeln!(
+        w,
+        "{:>10} {:<14} {:<18} local -> remote {:<11} {:<20} evidence",
+        "time", "netns", "process", "state", "cause"
+    )
+}
+
+fn process_text(l: &Line) -> String {
+    l.process
+        .as_ref()
+        .map(|p| format!("{}[{}]", p.comm, p.pid))
+        .unwrap_or_else(|| "-".into())
+}
+
+/// One event: a JSON line (`"type": "event"`) or a text line under [`header`]'s columns.
+pub fn write_line(w: &mut dyn Write, l: &Line, json: bool) -> io::Result<()> {
+    if json {
+        return tcpdoctor_report::json_line(
+            w,
+            &EventLine {
+                kind: "event",
+                line: l,
+            },
+        );
+    }
+    let ns = l.netns_name.clone().unwrap_or_else(|| l.netns.to_string());
+    let state = l.state.map(|s| s.name()).unwrap_or("-");
+    writeln!(
+        w,
+        "{:>9.3}s {:<14} {:<18} {} -> {} {:<11} {:<20} {}",
+        l.t_us as f64 / 1e6,
+        ns,
+        process_text(l),
+        l.local,
+        l.remote,
+        state,
+        l.cause.name(),
+        l.evidence
+    )
+}
+
+/// One rolling summary: a JSON line (`"type": "summary"`) or a `-- N s:` text line.
+pub fn write_summary(w: &mut dyn Write, s: &SummaryLine, json: bool) -> io::Result<()> {
+    if json {
+        return tcpdoctor_report::json_line(w, s);
+    }
+    let causes: Vec<String> = s.causes.iter().map(|(c, n)| format!("{c} {n}")).collect();
+    let drops: Vec<String> = s.drops.iter().map(|(c, n)| format!("{c} {n}")).collect();
+    writeln!(
+        w,
+        "-- {:.1} s: {} connects; causes: {}; drops: {}; lost events: {}",
+        s.t_ms as f64 / 1000.0,
+        s.connects,
+        if causes.is_empty() {
+            "none".into()
+        } else {
+            causes.join(", ")
+        },
+        if drops.is_empty() {
+            "none".into()
+        } else {
+            drops.join(", ")
+        },
+        s.lost_events
+    )
+}
+
+/// The human text at the end of a run: what was traced, the kernel counts, drops, causes,
+/// then the findings and the verdict.
+pub fn text(w: &mut dyn Write, r: &Report<Body>) -> io::Result<()> {
+    let b = &r.body;
+    writeln!(w)?;
+    writeln!(
+        w,
+        "Traced {:.1} s in {}.",
+        b.duration_ms as f64 / 1000.0,
+        if b.netns.is_empty() {
+            "every network namespace".to_string()
+        } else {
+            b.netns
+                .iter()
+                .map(|n| n.label())
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    )?;
+    let c = |k: &str| b.counts.get(k).copied().unwrap_or(0);
+    writeln!(
+        w,
+        "Kernel counts: {} connects ({} established, {} failed before the SYN), {} accepted, {} closed; retransmissions: {} SYN, {} timeout, {} after timeout, {} tail-loss probe, {} fast, {} other; {} SYN-ACK resends; resets {} sent, {} received; {} TCP drops; {} zero windows, {} window probes; {} SYNs refused by TIME_WAIT.",
+        c("connects"), c("connected"), c("connect_errors"), c("accepted"), c("closed"),
+        c("retransmit_syn"), c("retransmit_timeout"), c("retransmit_after_timeout"), c("retransmit_tail_loss_probe"), c("retransmit_fast"), c("retransmit_other"),
+        c("synack_retransmits"), c("resets_sent"), c("resets_received"), c("tcp_drops"), c("zero_windows"), c("window_probes"), c("time_wait_acks")
+    )?;
+    writeln!(
+        w,
+        "Lost events (ring buffer full): {}{}",
+        b.lost_events,
+        if b.lost_events > 0 {
+            " -- some events were not attributed; the counts above are exact"
+        } else {
+            ""
+        }
+    )?;
+    if !b.drops_by_reason.is_empty() {
+        let d: Vec<String> = b
+            .drops_by_reason
+            .iter()
+            .map(|(r, n)| format!("{r} {n}"))
+            .collect();
+        writeln!(w, "Drops by reason: {}", d.join(", "))?;
+        for f in b.summary.drop_flows.iter().take(5) {
+            let at = f
+                .ifname
+                .as_ref()
+                .map(|i| format!(" on {i}"))
+                .unwrap_or_default();
+            writeln!(
+                w,
+                "  {} -> {}: {} x {}{at}",
+                f.src, f.dst, f.count, f.reason
+            )?;
+        }
+    }
+    if !b.summary.causes.is_empty() {
+        let d: Vec<String> = b
+            .summary
+            .causes
+            .iter()
+            .map(|(c, n)| format!("{} {n}", c.name()))
+            .collect();
+        writeln!(w, "Attributed events by cause: {}", d.join(", "))?;
+    }
+    for p in &b.summary.no_local_port {
+        let who = p
+            .process
+            .as_ref()
+            .map(|p| format!("{}[{}]", p.comm, p.pid))
+            .unwrap_or_else(|| "-".into());
+        writeln!(
+            w,
+            "EADDRNOTAVAIL: {who} -> {}: {} connect(s) failed",
+            p.destination, p.failures
+        )?;
+    }
+    for e in &b.summary.incast_episodes {
+        writeln!(
+            w,
+            "Incast: {} flows timed out into {} at +{:.3} s (longest wait {:.0} ms)",
+            e.flows,
+            e.receiver,
+            e.start_us as f64 / 1e6,
+            e.worst_wait_us as f64 / 1000.0
+        )?;
+    }
+    for u in &b.unavailable {
+        writeln!(w, "Not traced on this kernel: {} ({})", u.hook, u.reason)?;
+    }
+    writeln!(w)?;
+    tcpdoctor_report::findings::write(w, &r.findings)?;
+    writeln!(w)?;
+    tcpdoctor_report::findings::verdict(w, r)
+}
