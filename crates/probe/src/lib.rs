@@ -46,6 +46,7 @@ pub mod findings;
 pub mod html;
 pub mod http;
 pub mod record;
+pub mod render;
 pub mod server;
 pub mod stats;
 

@@ -1,0 +1,232 @@
+//! The probe's human text, built on `tcpdoctor_report`'s printers (findings block, tables,
+//! number formats). The document is [`Summary`]; its HTML page is [`crate::html`].
+
+use std::io::{self, Write};
+
+use tcpdoctor_model::Report;
+use tcpdoctor_report::{findings, fmt, table};
+
+use crate::stats::{Stage, Summary};
+use crate::CloseFirst;
+
+/// The human text of a run: what ran, the counts, latency per phase, errors, unanswered
+/// requests, slow requests by cause, counters, settings, then the findings and the verdict.
+pub fn text(w: &mut dyn Write, r: &Report<Summary>) -> io::Result<()> {
+    let s = &r.body;
+    let server = if s.embedded_server.is_some() {
+        " (embedded server)"
+    } else {
+        ""
+    };
+    let mode = match (s.keepalive, &s.url) {
+        (Some(k), Some(u)) => format!("http {u} keep-alive {}", if k { "on" } else { "off" }),
+        _ => s.mode.clone(),
+    };
+    writeln!(
+        w,
+        "probe: {mode} to {}{server}, {} workers, {}, close first: {}{}{}",
+        s.target,
+        s.concurrency,
+        fmt::micros(s.elapsed_us),
+        match s.close_first {
+            CloseFirst::Client => "client",
+            CloseFirst::Server => "server",
+        },
+        if s.linger0 { ", SO_LINGER 0" } else { "" },
+        if s.nodelay { ", TCP_NODELAY" } else { "" },
+    )?;
+    writeln!(
+        w,
+        "{} requests ok ({}/s), {} failed, {} in flight cut at the end; {} connections opened ({}/s), {} local ports used",
+        s.requests_ok,
+        fmt::count(s.requests_ok_per_s),
+        s.requests_failed,
+        s.requests_cut,
+        s.connections_opened,
+        fmt::count(s.connections_per_s),
+        s.local_ports_used
+    )?;
+    writeln!(w)?;
+    if !s.unanswered.is_empty() {
+        writeln!(w, "Unanswered:")?;
+        let mut t = table::new([
+            "waiting for",
+            "count",
+            "timed out",
+            "cut at end",
+            "waited",
+            "partial replies",
+            "local ports",
+        ]);
+        for u in &s.unanswered {
+            let waited = if fmt::micros(u.min_wait_us) == fmt::micros(u.max_wait_us) {
+                fmt::micros(u.max_wait_us)
+            } else {
+                format!(
+                    "{}..{}",
+                    fmt::micros(u.min_wait_us),
+                    fmt::micros(u.max_wait_us)
+                )
+            };
+            t.add_row(vec![
+                match u.stage {
+                    Stage::Handshake => "SYN-ACK".to_string(),
+                    Stage::Reply => "reply".to_string(),
+                },
+                u.count.to_string(),
+                u.timed_out.to_string(),
+                u.cut.to_string(),
+                waited,
+                if u.partial_replies > 0 {
+                    format!(
+                        "{} (at most {} bytes)",
+                        u.partial_replies, u.max_received_bytes
+                    )
+                } else {
+                    "0".to_string()
+                },
+                join_ports(&u.example_local_ports),
+            ]);
+        }
+        table::align_right(&mut t, &[1, 2, 3, 4]);
+        writeln!(w, "{t}\n")?;
+    }
+    if !s.phases.is_empty() && s.requests_ok > 0 {
+        writeln!(w, "Latency of successful requests:")?;
+        let mut t = table::new([
+            "phase", "count", "min", "p50", "p90", "p99", "p99.9", "p99.99", "max",
+        ]);
+        for p in &s.phases {
+            t.add_row(vec![
+                p.phase.to_string(),
+                p.count.to_string(),
+                fmt::micros(p.min_us),
+                fmt::micros(p.p50_us),
+                fmt::micros(p.p90_us),
+                fmt::micros(p.p99_us),
+                fmt::micros(p.p999_us),
+                fmt::micros(p.p9999_us),
+                fmt::micros(p.max_us),
+            ]);
+        }
+        table::align_right(&mut t, &[1, 2, 3, 4, 5, 6, 7, 8]);
+        writeln!(w, "{t}\n")?;
+    }
+    if !s.errors.is_empty() {
+        writeln!(w, "Errors:")?;
+        let mut t = table::new([
+            "errno",
+            "phase",
+            "count",
+            "first at",
+            "ok before",
+            "local ports",
+        ]);
+        for e in &s.errors {
+            t.add_row(vec![
+                e.errno.clone(),
+                format!("{:?}", e.phase).to_lowercase(),
+                e.count.to_string(),
+                fmt::micros(e.first_at_us),
+                e.ok_before_first.to_string(),
+                join_ports(&e.example_local_ports),
+            ]);
+        }
+        table::align_right(&mut t, &[2, 3, 4]);
+        writeln!(w, "{t}\n")?;
+    }
+    if !s.status_codes.is_empty() {
+        let codes: Vec<String> = s
+            .status_codes
+            .iter()
+            .map(|(c, n)| format!("{c} x {n}"))
+            .collect();
+        writeln!(
+            w,
+            "HTTP status codes: {} (success: {})\n",
+            codes.join(", "),
+            s.expect_status.as_deref().unwrap_or("2xx")
+        )?;
+    }
+    if s.per_second.len() > 1 {
+        writeln!(w, "Per second:")?;
+        let mut t = table::new(["second", "ok", "failed", "p99 total", "max total"]);
+        for p in s.per_second.iter().take(30) {
+            t.add_row(vec![
+                p.second.to_string(),
+                p.ok.to_string(),
+                p.failed.to_string(),
+                fmt::micros(p.p99_total_us),
+                fmt::micros(p.max_total_us),
+            ]);
+        }
+        table::align_right(&mut t, &[0, 1, 2, 3, 4]);
+        writeln!(w, "{t}\n")?;
+    }
+    writeln!(
+        w,
+        "Slow requests (total > {}): {}",
+        fmt::micros(s.spikes.threshold_us),
+        s.spikes.count
+    )?;
+    if !s.spikes.groups.is_empty() {
+        let mut t = table::new([
+            "cause",
+            "count",
+            "corroborated",
+            "typical slow phase",
+            "max total",
+            "example local ports",
+        ]);
+        for g in &s.spikes.groups {
+            t.add_row(vec![
+                g.label.clone(),
+                g.count.to_string(),
+                g.corroborated.to_string(),
+                fmt::micros(g.typical_phase_us),
+                fmt::micros(g.max_total_us),
+                join_ports(&g.example_local_ports),
+            ]);
+        }
+        table::align_right(&mut t, &[1, 2, 3, 4]);
+        writeln!(w, "{t}")?;
+    }
+    writeln!(w)?;
+    if !s.counters.is_empty() {
+        writeln!(w, "Kernel counters that moved (this network namespace):")?;
+        let mut t = table::new(["counter", "delta", "meaning"]);
+        for c in &s.counters {
+            t.add_row(vec![
+                c.name.clone(),
+                format!("{:+}", c.delta),
+                c.meaning.clone(),
+            ]);
+        }
+        table::align_right(&mut t, &[1]);
+        writeln!(w, "{t}\n")?;
+    }
+    let st = &s.settings;
+    let ladder: Vec<String> = st
+        .syn_ladder_ms
+        .iter()
+        .map(|ms| format!("{}", *ms as f64 / 1000.0))
+        .collect();
+    writeln!(
+        w,
+        "Settings: ip_local_port_range {} ({} ports usable), tcp_tw_reuse {}, SYN retransmits at {} s (gives up at {} s), RTO floor {} ({})\n",
+        st.ip_local_port_range,
+        st.ports_available,
+        st.tcp_tw_reuse.map_or("n/a".to_string(), |v| v.to_string()),
+        ladder.join(", "),
+        st.syn_give_up_ms as f64 / 1000.0,
+        fmt::micros(st.rto_min_us),
+        st.rto_min_source
+    )?;
+    findings::write(w, &r.findings)?;
+    writeln!(w)?;
+    findings::verdict(w, r)
+}
+
+fn join_ports(p: &[u16]) -> String {
+    p.iter().map(u16::to_string).collect::<Vec<_>>().join(" ")
+}
