@@ -9,7 +9,6 @@ use anyhow::Context as _;
 
 pub mod analyze;
 pub mod doctor;
-pub mod lab;
 
 /// An HTML report file opened for writing.
 pub struct HtmlOut {

@@ -21,6 +21,7 @@ pub mod exec;
 pub mod naming;
 pub mod netns;
 pub mod remedy;
+pub mod render;
 pub mod scenario;
 pub mod subnet;
 pub mod topo;

@@ -2,8 +2,8 @@
 //! remedied run), the harm before and after each remedy as a chart, the `--remedies` table
 //! with its predictions, the incast sweep chart, and the diagnosis of the baseline.
 
-use tcpdoctor_lab::remedy::{Check, Harm, HarmKind, Row};
-use tcpdoctor_lab::scenario::{self, incast};
+use crate::remedy::{Check, Harm, HarmKind, Row};
+use crate::scenario::{self, incast};
 use tcpdoctor_model::{Finding, Report};
 use tcpdoctor_report::chart::{Axis, Bars, Rgb, Unit};
 use tcpdoctor_report::fmt;
@@ -83,7 +83,7 @@ pub fn run_page<B>(
     if let Some(runs) = sweep.filter(|r| r.len() > 1) {
         p.section("Incast sweep");
         p.chart(
-            tcpdoctor_lab::chart::incast_chart(runs).draw(),
+            crate::chart::incast_chart(runs).draw(),
             "Goodput of each run against its number of senders, one line per RTO floor: \
              timeouts stall whole rounds, and the longer the floor the more goodput they cost.",
         );
@@ -214,7 +214,7 @@ pub fn remedies_page<C, R>(report: &Report<scenario::RemedyReport<C, R>>) -> Str
         b.header.diagnosed_by.join("; ")
     ));
     p.findings(&b.baseline_findings);
-    if let Some(i) = tcpdoctor_lab::remedy::followed_row(&b.remedies) {
+    if let Some(i) = crate::remedy::followed_row(&b.remedies) {
         p.note(&format!(
             "The verdict above follows the remedy \"{}\" (the first that works, else the first measured).",
             b.remedies[i].remedy
