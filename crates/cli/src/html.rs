@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 
 pub mod analyze;
-pub mod doctor;
 
 /// An HTML report file opened for writing.
 pub struct HtmlOut {

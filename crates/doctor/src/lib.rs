@@ -17,7 +17,10 @@
 //! It reads the caller's network namespace (enter another one before calling, as `--netns`
 //! does) and changes nothing but the loopback self-probe's connections. It does not print:
 //! progress goes to a callback, the report to the caller. A step that cannot run is recorded
-//! as skipped with the reason; only a run in which no step could run is an [`Error`].
+//! as skipped with the reason; only a run in which no step could run is an [`Error`]. The
+//! report's printers (text, HTML) are in [`render`].
+
+pub mod render;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};

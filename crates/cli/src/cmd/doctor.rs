@@ -1,13 +1,11 @@
 //! `tcpdoctor doctor`: the main job. The diagnosis itself (settings audit, socket census,
 //! counter window, loopback self-probe, merge) is the `tcpdoctor-doctor` library; this module
-//! checks the flags, enters `--netns`, shows progress, and renders the report.
+//! checks the flags, enters `--netns`, shows progress and wires the report to its printers
+//! (`tcpdoctor_doctor::render`).
 
-use std::io::{self, Write};
 use std::time::Duration;
 
-use tcpdoctor_doctor::{Body, Config, Probe, TraceMode, WindowSource};
-use tcpdoctor_model::{Finding, Report, Severity};
-use tcpdoctor_report::{findings, fmt};
+use tcpdoctor_doctor::{Config, Probe, TraceMode};
 
 use crate::output;
 
@@ -109,92 +107,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     bar.finish_and_clear();
     let report = report?;
     if let Some(out) = html {
-        out.write(&crate::html::doctor::page(&report))?;
+        out.write(&tcpdoctor_doctor::render::html::page(&report))?;
     }
-    output::emit(&report, args.json, |w, r| write_text(w, r))
-}
-
-fn write_text(w: &mut dyn Write, r: &Report<Body>) -> io::Result<()> {
-    let b = &r.body;
-    let where_ = b.netns.as_ref().map_or_else(
-        || "this host".to_string(),
-        |n| format!("network namespace {n}"),
-    );
-    writeln!(
-        w,
-        "tcpdoctor doctor: {where_}{}",
-        if b.root {
-            ""
-        } else {
-            " (not root: no step here needs it; --netns would)"
-        }
-    )?;
-    for s in &b.steps {
-        if s.ran {
-            writeln!(
-                w,
-                "  {:<9} {} ({})",
-                s.step,
-                s.detail,
-                fmt::micros(s.duration_us)
-            )?;
-        } else {
-            writeln!(w, "  {:<9} skipped: {}", s.step, s.detail)?;
-        }
-    }
-    match (b.window_source, &b.trace.missing) {
-        (WindowSource::TraceAndCounters, _) => writeln!(
-            w,
-            "  window observed by the eBPF trace (events attributed to causes) and the counters; {} trace record(s) lost",
-            b.trace.lost_events
-        )?,
-        (WindowSource::CountersOnly, why) => writeln!(
-            w,
-            "  window observed by the counters only ({})",
-            why.as_deref().unwrap_or("trace not run")
-        )?,
-    }
-    if let Some(s) = &b.sockets {
-        let states: Vec<String> = s.by_state.iter().map(|(k, v)| format!("{k} {v}")).collect();
-        if !states.is_empty() {
-            writeln!(w, "  sockets by state: {}", states.join(", "))?;
-        }
-    }
-    if r.interrupted {
-        writeln!(
-            w,
-            "  interrupted after {} of the {} window: what follows covers only what was measured",
-            fmt::micros(b.window_ms * 1000),
-            fmt::micros(b.window_requested_ms * 1000)
-        )?;
-    }
-    writeln!(w)?;
-    let (serious, info): (Vec<Finding>, Vec<Finding>) = r
-        .findings
-        .iter()
-        .cloned()
-        .partition(|f| f.severity >= Severity::Warning);
-    if serious.is_empty() && r.interrupted {
-        writeln!(
-            w,
-            "No problems found in what was measured before the interruption."
-        )?;
-    } else if serious.is_empty() {
-        writeln!(w, "No problems found.")?;
-    } else {
-        findings::write(w, &serious)?;
-    }
-    if !info.is_empty() {
-        writeln!(w)?;
-        writeln!(
-            w,
-            "Also noted ({}; details with `tcpdoctor check` or --json):",
-            info.len()
-        )?;
-        for f in &info {
-            writeln!(w, "  - [{}] {}", f.pathology, f.summary)?;
-        }
-    }
-    writeln!(w)?;
-    findings::verdict(w, r)
+    output::emit(&report, args.json, tcpdoctor_doctor::render::text)
 }

@@ -2,7 +2,7 @@
 //! budgets and settings behind the findings, the socket census by state and the counters that
 //! moved over the window as charts (when they hold data), and the ranked findings.
 
-use tcpdoctor_doctor::Body;
+use crate::Body;
 use tcpdoctor_model::Report;
 use tcpdoctor_report::chart::{Axis, Bars, Rgb, Unit};
 use tcpdoctor_report::fmt;
