@@ -7,8 +7,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-pub mod analyze;
-
 /// An HTML report file opened for writing.
 pub struct HtmlOut {
     path: PathBuf,

@@ -9,6 +9,7 @@ mod cmd;
 mod html;
 mod netns;
 mod output;
+mod render;
 mod term;
 mod usage;
 

@@ -1,0 +1,213 @@
+//! `tcpdoctor analyze`: the JSON document ([`Body`]), its human text and the `--csv` flow
+//! table, and its HTML page ([`html`]).
+
+pub mod html;
+
+use std::io::{self, Write};
+
+use serde::Serialize;
+use tcpdoctor_analyze::{Analysis, FlowRow};
+use tcpdoctor_capture::{Format, Stats};
+use tcpdoctor_model::Report;
+use tcpdoctor_report::{findings, fmt, table};
+
+/// The capture as read.
+#[derive(Serialize)]
+pub struct CaptureInfo {
+    pub name: String,
+    #[serde(flatten)]
+    pub stats: Stats,
+}
+
+/// The JSON document of `analyze`.
+#[derive(Serialize)]
+pub struct Body {
+    pub capture: CaptureInfo,
+    /// The read error that ended the analysis early (names the byte offset), if any.
+    pub error: Option<String>,
+    #[serde(flatten)]
+    pub analysis: Analysis,
+}
+
+/// The human text: the capture, totals, (with `show_flows`) the flows, the findings and the
+/// verdict.
+pub fn text(w: &mut dyn Write, r: &Report<Body>, show_flows: bool) -> io::Result<()> {
+    let b = &r.body;
+    let s = &b.capture.stats;
+    let a = &b.analysis;
+    let t = &a.totals;
+    writeln!(
+        w,
+        "Capture: {} ({}{}), {} packets over {}: {} TCP segments, {} non-TCP, {} undecodable, {} cut by the snap length",
+        b.capture.name,
+        match s.format {
+            Format::Pcap { nanos: true, .. } => "pcap, ns",
+            Format::Pcap { nanos: false, .. } => "pcap",
+            Format::PcapNg => "pcapng",
+            Format::Snoop => "snoop",
+        },
+        if s.gzip { ", gzip" } else { "" },
+        s.packets,
+        fmt::micros(a.duration_us),
+        s.tcp_segments,
+        s.non_tcp,
+        s.undecodable,
+        s.cut_by_snaplen
+    )?;
+    writeln!(
+        w,
+        "Connections: {} ({} with handshake, {} reused 4-tuples); {} of payload in {} data segments",
+        t.connections,
+        t.connections_with_handshake,
+        t.reused_ports,
+        fmt::bytes(t.payload_bytes),
+        t.data_segments
+    )?;
+    writeln!(
+        w,
+        "Retransmissions: {} ({} after timeout, {} fast, {} TLP, {} SYN, {} other); {} out of order; {} zero-window ads; {} resets",
+        t.retransmissions,
+        t.retransmissions_rto,
+        t.retransmissions_fast,
+        t.retransmissions_tlp,
+        t.retransmissions_syn,
+        t.retransmissions_other,
+        t.out_of_order,
+        t.zero_window_ads,
+        t.resets
+    )?;
+    if !a.microbursts.is_empty() {
+        writeln!(w, "\nMicrobursts (TCP payload per bin):")?;
+        let mut tb = table::new([
+            "resolution",
+            "max",
+            "avg",
+            "max rate",
+            "avg rate",
+            "max/avg",
+            "peak/link",
+        ]);
+        for m in &a.microbursts {
+            tb.add_row(vec![
+                fmt::micros(m.resolution_us),
+                fmt::bytes(m.max_bytes),
+                fmt::bytes(m.avg_bytes as u64),
+                fmt::bitrate(m.max_bits_per_s),
+                fmt::bitrate(m.avg_bits_per_s),
+                format!("{:.1}", m.max_to_avg_ratio),
+                m.peak_link_share
+                    .map(|v| format!("{:.0}%", 100.0 * v))
+                    .unwrap_or_else(|| "-".into()),
+            ]);
+        }
+        table::align_right(&mut tb, &[0, 1, 2, 3, 4, 5, 6]);
+        writeln!(w, "{tb}")?;
+    }
+    if show_flows {
+        writeln!(w, "\nConnections (one row per incarnation):")?;
+        let mut tb = table::new([
+            "id",
+            "client",
+            "server",
+            "inc",
+            "start",
+            "dur",
+            "pkts c>s",
+            "pkts s>c",
+            "bytes c>s",
+            "bytes s>c",
+            "rexmit",
+            "rto",
+            "zwin",
+            "rtt",
+            "close",
+        ]);
+        for f in &a.flows {
+            tb.add_row(vec![
+                f.id.to_string(),
+                f.client.clone(),
+                f.server.clone(),
+                f.incarnation.to_string(),
+                fmt::micros(f.start_us),
+                fmt::micros(f.duration_us),
+                f.packets_c2s.to_string(),
+                f.packets_s2c.to_string(),
+                f.bytes_c2s.to_string(),
+                f.bytes_s2c.to_string(),
+                (f.retrans_c2s + f.retrans_s2c).to_string(),
+                f.rto.to_string(),
+                f.zero_window_ads.to_string(),
+                f.handshake_rtt_us
+                    .map(fmt::micros)
+                    .unwrap_or_else(|| "-".into()),
+                close_name(f).to_string(),
+            ]);
+        }
+        table::align_right(&mut tb, &[0, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
+        writeln!(w, "{tb}")?;
+    }
+    writeln!(w)?;
+    findings::write(w, &r.findings)?;
+    writeln!(w)?;
+    if let Some(e) = &b.error {
+        writeln!(w, "Stopped early: {e}")?;
+    }
+    findings::verdict(w, r)
+}
+
+fn close_name(f: &FlowRow) -> &'static str {
+    use tcpdoctor_analyze::flow::CloseKind;
+    match f.close {
+        CloseKind::Open => "open",
+        CloseKind::Idle => "idle",
+        CloseKind::Fin { client_first: true } => "fin(client)",
+        CloseKind::Fin {
+            client_first: false,
+        } => "fin(server)",
+        CloseKind::Rst { by_client: true } => "rst(client)",
+        CloseKind::Rst { by_client: false } => "rst(server)",
+        CloseKind::Unanswered => "unanswered",
+    }
+}
+
+/// `--csv`: one line per flow.
+pub fn write_csv(w: &mut dyn Write, rows: &[FlowRow]) -> io::Result<()> {
+    writeln!(
+        w,
+        "id,client,server,incarnation,start_us,duration_us,first_frame,packets_c2s,packets_s2c,bytes_c2s,bytes_s2c,retrans_c2s,retrans_s2c,rto,fast_retrans,tlp,syn_retrans,out_of_order,zero_window_ads,zero_window_max_us,handshake_rtt_us,close,reuse_interval_us"
+    )?;
+    for f in rows {
+        writeln!(
+            w,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            f.id,
+            f.client,
+            f.server,
+            f.incarnation,
+            f.start_us,
+            f.duration_us,
+            f.first_frame,
+            f.packets_c2s,
+            f.packets_s2c,
+            f.bytes_c2s,
+            f.bytes_s2c,
+            f.retrans_c2s,
+            f.retrans_s2c,
+            f.rto,
+            f.fast_retrans,
+            f.tlp,
+            f.syn_retrans,
+            f.out_of_order,
+            f.zero_window_ads,
+            f.zero_window_max_us,
+            f.handshake_rtt_us
+                .map(|v| v.to_string())
+                .unwrap_or_default(),
+            close_name(f),
+            f.reuse_interval_us
+                .map(|v| v.to_string())
+                .unwrap_or_default()
+        )?;
+    }
+    Ok(())
+}
