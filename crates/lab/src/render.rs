@@ -16,6 +16,39 @@ use crate::scenario::{
     self, accept_overflow, incast, port_exhaustion, slow_reader, stale_ack, syn_drop, timewait,
 };
 
+/// The text of `lab cleanup`: what was removed, kept or could not be removed.
+pub fn cleanup(w: &mut dyn Write, r: &Report<crate::cleanup::Cleaned>) -> io::Result<()> {
+    let c = &r.body;
+    writeln!(
+        w,
+        "Removed {} namespace(s), {} interface(s), {} temporary file(s); killed {} process(es) inside them and {} orphaned tcpdump(s).",
+        c.namespaces_removed.len(),
+        c.interfaces_removed.len(),
+        c.files_removed.len(),
+        c.processes_killed.len(),
+        c.captures_killed.len()
+    )?;
+    for n in &c.namespaces_removed {
+        writeln!(w, "  namespace {n}")?;
+    }
+    for n in &c.interfaces_removed {
+        writeln!(w, "  interface {n}")?;
+    }
+    for n in &c.files_removed {
+        writeln!(w, "  file {n}")?;
+    }
+    for n in &c.captures_killed {
+        writeln!(w, "  tcpdump pid {n}")?;
+    }
+    for n in &c.namespaces_in_use {
+        writeln!(w, "  kept {n} (its run is alive; --force removes it)")?;
+    }
+    for n in &c.failed {
+        writeln!(w, "  FAILED to remove {n}")?;
+    }
+    Ok(())
+}
+
 /// The `--html` page of an incast run (with the sweep chart when it swept).
 pub fn incast_page(report: &Report<incast::Report>) -> String {
     let b = &report.body;

@@ -410,37 +410,7 @@ fn run_cleanup(a: CleanupArgs) -> anyhow::Result<i32> {
         cleaned,
         Measured::Something("leftovers".into()),
     );
-    let code = output::emit(&report, a.json, |w, r| {
-        let c = &r.body;
-        writeln!(
-            w,
-            "Removed {} namespace(s), {} interface(s), {} temporary file(s); killed {} process(es) inside them and {} orphaned tcpdump(s).",
-            c.namespaces_removed.len(),
-            c.interfaces_removed.len(),
-            c.files_removed.len(),
-            c.processes_killed.len(),
-            c.captures_killed.len()
-        )?;
-        for n in &c.namespaces_removed {
-            writeln!(w, "  namespace {n}")?;
-        }
-        for n in &c.interfaces_removed {
-            writeln!(w, "  interface {n}")?;
-        }
-        for n in &c.files_removed {
-            writeln!(w, "  file {n}")?;
-        }
-        for n in &c.captures_killed {
-            writeln!(w, "  tcpdump pid {n}")?;
-        }
-        for n in &c.namespaces_in_use {
-            writeln!(w, "  kept {n} (its run is alive; --force removes it)")?;
-        }
-        for n in &c.failed {
-            writeln!(w, "  FAILED to remove {n}")?;
-        }
-        Ok(())
-    })?;
+    let code = output::emit(&report, a.json, render::cleanup)?;
     if !report.body.failed.is_empty() {
         anyhow::bail!("could not remove: {}", report.body.failed.join(", "));
     }
