@@ -5,7 +5,7 @@
 //! future live input) goes through [`run`], so all get the same results at the same speed.
 //!
 //! This module is the one place in the crate that starts a thread, and it is the only
-//! exception to the crate's purity: the thread reads from the [`Reader`] the caller opened
+//! exception to the crate's purity: the thread reads from the [`Source`] the caller opened
 //! (the caller chose the input; nothing here opens files, reads the clock or touches the
 //! network). Waiting between the threads spins a bounded number of times before it blocks.
 //! Results never depend on the thread timing: segments reach the engine in capture order.
@@ -15,7 +15,7 @@ use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError, TrySendError};
 use std::thread;
 use std::time::Duration;
 
-use tcpdoctor_capture::{Error as ReadError, Reader, Segment, Stats};
+use tcpdoctor_capture::{Error as ReadError, Segment, Source, Stats};
 
 use crate::engine::{Analyzer, Config};
 use crate::prepare::{Prepare, Released, SegKey};
@@ -33,11 +33,11 @@ pub struct Outcome {
     pub interrupted: bool,
 }
 
-/// Reads `reader` to its end (or until `stop` is raised, or a read error) and analyses every
+/// Reads `reader` (one capture, or several merged: [`tcpdoctor_capture::Merge`]) to its end (or until `stop` is raised, or a read error) and analyses every
 /// segment with `cfg`. `progress` is called on the calling thread after each batch with the
 /// reader's counts so far (for a progress bar).
-pub fn run(
-    reader: Reader,
+pub fn run<S: Source + 'static>(
+    reader: S,
     cfg: Config,
     stop: &AtomicBool,
     mut progress: impl FnMut(&Stats),
@@ -121,7 +121,11 @@ const BATCH: usize = 1024;
 /// of a returned batch, so a segment is written once on this side) and sends them on.
 /// Returns the `Prepare` (it holds the microburst meter) when the input ends or the engine
 /// stops taking batches.
-fn read_batches(mut reader: Reader, tx: SyncSender<Batch>, back: Receiver<Returned>) -> Prepare {
+fn read_batches<S: Source>(
+    mut reader: S,
+    tx: SyncSender<Batch>,
+    back: Receiver<Returned>,
+) -> Prepare {
     let mut prep = Prepare::default();
     loop {
         let (mut segs, mut keys) = match back.try_recv() {

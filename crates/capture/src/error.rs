@@ -11,7 +11,7 @@ use std::io;
 pub struct Error {
     /// The input's name as given (a path, or `stdin`).
     pub name: String,
-    /// Byte offset in the input (after gzip decompression when the input is gzipped) of the
+    /// Byte offset in the input (after decompression when the input is gzip, xz or zstd) of the
     /// header or record that could not be read.
     pub offset: u64,
     pub kind: ErrorKind,

@@ -1,5 +1,5 @@
 //! [`Reader`]: streams TCP [`Segment`]s out of a pcap, pcapng or snoop capture (optionally
-//! gzip-compressed, from a file or stdin), counting every packet it skips.
+//! gzip-, xz- or zstd-compressed, from a file or stdin), counting every packet it skips.
 //!
 //! Memory stays bounded by the largest record: one reusable read buffer, no allocation per
 //! packet. Record framing is hand-written (rather than pcap-parser) so that every error
@@ -77,11 +77,46 @@ pub struct Stats {
     pub link_types: Vec<LinkTypeCount>,
     /// Bytes consumed from the (decompressed) input.
     pub bytes_read: u64,
+    /// The input is gzip-compressed (kept beside `compression` for older readers of the JSON).
     pub gzip: bool,
+    /// The compression the input was decompressed from (absent when not compressed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compression: Option<Compression>,
+    /// Each input of a [`crate::Merge`] (absent for a single capture).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<crate::merge::InputStats>,
+}
+
+/// A compression a capture can be wrapped in, recognised by its magic bytes (never by the
+/// file name, so `capture.bin` and stdin work alike).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Compression {
+    /// gzip (RFC 1952): `1f 8b`; concatenated members are read as one stream.
+    Gzip,
+    /// xz (the .xz file format, section 2.1.1.1): `fd 37 7a 58 5a 00`.
+    Xz,
+    /// Zstandard (RFC 8878 section 3.1.1): frame magic `28 b5 2f fd`.
+    Zstd,
+}
+
+impl Compression {
+    /// The compression whose magic bytes start `head`, if any.
+    pub fn detect(head: &[u8]) -> Option<Compression> {
+        if head.starts_with(&[0x1f, 0x8b]) {
+            Some(Compression::Gzip)
+        } else if head.starts_with(&[0xfd, b'7', b'z', b'X', b'Z', 0x00]) {
+            Some(Compression::Xz)
+        } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+            Some(Compression::Zstd)
+        } else {
+            None
+        }
+    }
 }
 
 impl Stats {
-    fn new(format: Format, gzip: bool) -> Stats {
+    pub(crate) fn new(format: Format, compression: Option<Compression>) -> Stats {
         Stats {
             format,
             packets: 0,
@@ -97,7 +132,9 @@ impl Stats {
             capture_drops: 0,
             link_types: Vec::new(),
             bytes_read: 0,
-            gzip,
+            gzip: compression == Some(Compression::Gzip),
+            compression,
+            inputs: Vec::new(),
         }
     }
 
@@ -223,6 +260,15 @@ struct Rec {
     link_idx: usize,
 }
 
+impl crate::Source for Reader {
+    fn read_batch(&mut self, out: &mut [Segment]) -> Result<usize, Error> {
+        Reader::read_batch(self, out)
+    }
+    fn stats(&self) -> &Stats {
+        Reader::stats(self)
+    }
+}
+
 /// A streaming capture reader. See the module documentation.
 pub struct Reader {
     name: String,
@@ -232,6 +278,9 @@ pub struct Reader {
     done: bool,
     /// An error [`Reader::read_batch`] met after some segments, returned by the next call.
     pending: Option<Error>,
+    /// Return a placeholder ([`Segment::is_skipped_packet`]) for every packet that gives no
+    /// segment, so a merge can number all packets in time order (set by [`crate::merge`]).
+    pub(crate) keep_skipped: bool,
 }
 
 const PCAP_US: u32 = 0xa1b2_c3d4;
@@ -262,7 +311,8 @@ fn u16_at(d: &[u8], at: usize, big: bool) -> u16 {
 }
 
 impl Reader {
-    /// Opens a capture file; `-` reads stdin. Gzip is recognised by its magic bytes.
+    /// Opens a capture file; `-` reads stdin. Gzip, xz and zstd are recognised by their
+    /// magic bytes.
     pub fn open(path: &Path) -> Result<Reader, Error> {
         if path.as_os_str() == "-" {
             return Reader::from_read(Box::new(io::stdin()), "stdin".to_string());
@@ -276,14 +326,21 @@ impl Reader {
     pub fn from_read(r: Box<dyn Read + Send>, name: String) -> Result<Reader, Error> {
         let mut raw = Input::new(r);
         let io_err = |e: io::Error| Error::new(&name, 0, ErrorKind::Io(e));
-        raw.fill(2).map_err(io_err)?;
-        let gzip = raw.available() >= 2 && raw.peek(2) == [0x1f, 0x8b];
-        let mut input = if gzip {
-            Input::new(Box::new(flate2::read::MultiGzDecoder::new(raw)))
-        } else {
-            raw
+        raw.fill(6).map_err(io_err)?;
+        let compression = Compression::detect(raw.buffered());
+        let mut input = match compression {
+            None => raw,
+            Some(Compression::Gzip) => Input::new(Box::new(flate2::read::MultiGzDecoder::new(raw))),
+            // Concatenated .xz streams (`xz -c a >> b`) decode as one, like `xz -d`.
+            Some(Compression::Xz) => {
+                Input::new(Box::new(liblzma::read::XzDecoder::new_multi_decoder(raw)))
+            }
+            Some(Compression::Zstd) => Input::new(Box::new(
+                zstd::stream::read::Decoder::new(raw)
+                    .map_err(|e| Error::new(&name, 0, ErrorKind::Io(e)))?,
+            )),
         };
-        let name = if gzip {
+        let name = if compression.is_some() {
             format!("{name} (decompressed)")
         } else {
             name
@@ -321,9 +378,10 @@ impl Reader {
                     snaplen: 0,
                 },
             },
-            stats: Stats::new(Format::PcapNg, gzip),
+            stats: Stats::new(Format::PcapNg, compression),
             done: false,
             pending: None,
+            keep_skipped: false,
         };
         if [PCAP_US, PCAP_NS, PCAP_MODIFIED].contains(&le)
             || [PCAP_US, PCAP_NS, PCAP_MODIFIED].contains(&be)
@@ -524,6 +582,7 @@ impl Reader {
         let mut n = 0;
         while n < out.len() && !self.done {
             match &self.state {
+                _ if self.keep_skipped => {}
                 &State::Pcap {
                     big,
                     nanos,
@@ -728,6 +787,10 @@ impl Reader {
             }
             Err(skip) => {
                 st.skipped(skip, st.packets);
+                if self.keep_skipped {
+                    *seg = Segment::skipped_packet(st.packets, rec.ts_ns);
+                    return Ok(Step::Segment);
+                }
                 Ok(Step::Skipped)
             }
         }

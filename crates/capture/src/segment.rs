@@ -103,6 +103,31 @@ impl Segment {
     };
 }
 
+impl Segment {
+    /// A stand-in for a packet that gave no segment (not TCP, undecodable), carrying only its
+    /// frame number and timestamp: readers return these to [`crate::merge`] only, which
+    /// needs every packet's time to number the merged capture's frames.
+    pub(crate) fn skipped_packet(frame: u64, ts_ns: u64) -> Segment {
+        Segment {
+            frame,
+            ts_ns,
+            payload_len: SKIPPED,
+            src_port: 0,
+            dst_port: 0,
+            ..Segment::EMPTY
+        }
+    }
+
+    /// Whether this is a [`skipped_packet`](Self::skipped_packet) stand-in.
+    pub(crate) fn is_skipped_packet(&self) -> bool {
+        self.payload_len == SKIPPED && self.src_port == 0 && self.dst_port == 0
+    }
+}
+
+/// `payload_len` of a skipped-packet stand-in: no TCP segment can carry 4 GiB - 1 bytes
+/// (an IPv6 jumbogram's payload includes the TCP header).
+const SKIPPED: u32 = u32::MAX;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1475,3 +1475,299 @@ fn illumos_time_wait_collision_answered_by_resets_is_counted_exactly_in_snoop() 
         }
     }
 }
+
+/// Classic little-endian pcap bytes as (file header, records with their 16-byte headers).
+fn pcap_records(data: &[u8]) -> (&[u8], Vec<&[u8]>) {
+    assert_eq!(
+        &data[..4],
+        &[0xd4, 0xc3, 0xb2, 0xa1],
+        "a little-endian pcap"
+    );
+    let mut recs = Vec::new();
+    let mut at = 24;
+    while at + 16 <= data.len() {
+        let incl = u32::from_le_bytes(data[at + 8..at + 12].try_into().unwrap()) as usize;
+        recs.push(&data[at..at + 16 + incl]);
+        at += 16 + incl;
+    }
+    assert_eq!(at, data.len(), "whole records");
+    (&data[..24], recs)
+}
+
+fn write_pcap(path: &std::path::Path, header: &[u8], recs: &[&[u8]]) {
+    let mut out = header.to_vec();
+    for r in recs {
+        out.extend_from_slice(r);
+    }
+    std::fs::write(path, out).unwrap();
+}
+
+/// Runs `analyze --json` on several files; returns (exit code, report, stderr).
+fn analyze_files(files: &[&str]) -> (i32, Value, String) {
+    let mut args = vec!["analyze"];
+    args.extend_from_slice(files);
+    args.push("--json");
+    let (code, out, err) = support::run(&args);
+    (code, support::json(&out, &err), err)
+}
+
+/// What the analysis found, without how the input was stored (names, compression, bytes).
+fn analysis_view(v: &Value) -> Value {
+    let mut v = golden_view(v.clone());
+    v.as_object_mut().unwrap().remove("capture");
+    v
+}
+
+/// A tcpdump capture of one connection split in two files (first half, second half) gives
+/// the findings, frame numbers and counts of the whole capture, in either file order; every
+/// other packet in each file is put back in time order, the same report as the file
+/// `mergecap` makes of the parts.
+#[test]
+fn a_capture_split_in_two_files_gives_the_findings_of_the_whole() {
+    for name in ["slow-reader-16k", "syn-drop"] {
+        let whole_path = workspace().join(format!("tests/data/analyze/{name}.pcap"));
+        let data = std::fs::read(&whole_path).unwrap();
+        let (header, recs) = pcap_records(&data);
+        let (code, whole, err) = analyze_files(&[whole_path.to_str().unwrap()]);
+        assert_eq!(code, 1, "{name}: {err}");
+        assert!(!pathologies(&whole).is_empty());
+        let ts = |r: &[u8]| (r[0..4].to_vec(), r[4..8].to_vec());
+        // The halves meet where timestamps differ, so either file order is the same merge.
+        let mut mid = recs.len() / 2;
+        while ts(recs[mid - 1]) == ts(recs[mid]) {
+            mid += 1;
+        }
+        let (a, b) = (
+            TempFile::new(&format!("{name}-a")),
+            TempFile::new(&format!("{name}-b")),
+        );
+        write_pcap(&a.0, header, &recs[..mid]);
+        write_pcap(&b.0, header, &recs[mid..]);
+        for order in [[a.path(), b.path()], [b.path(), a.path()]] {
+            let (code, split, err) = analyze_files(&order);
+            assert_eq!(code, 1, "{name}: {err}");
+            assert_eq!(
+                analysis_view(&split),
+                analysis_view(&whole),
+                "{name} {order:?}"
+            );
+            assert_eq!(split["capture"]["packets"], whole["capture"]["packets"]);
+            assert_eq!(split["capture"]["inputs"].as_array().unwrap().len(), 2);
+        }
+        // Interleaved: odd packets in one file, even in the other.
+        let odd: Vec<&[u8]> = recs.iter().step_by(2).copied().collect();
+        let even: Vec<&[u8]> = recs.iter().skip(1).step_by(2).copied().collect();
+        write_pcap(&a.0, header, &odd);
+        write_pcap(&b.0, header, &even);
+        let (code, split, err) = analyze_files(&[a.path(), b.path()]);
+        assert_eq!(code, 1, "{name}: {err}");
+        // A merge puts packets in time order, ties to the file named last: only a capture
+        // whose timestamps always move forward comes out of it exactly as it was (tcpdump
+        // stamps in microseconds: on loopback several packets share one, and mergecap
+        // orders those by file too).
+        let key = |r: &[u8]| {
+            let w = |i: usize| u32::from_le_bytes(r[i..i + 4].try_into().unwrap());
+            (w(0), w(4))
+        };
+        if recs.windows(2).all(|p| key(p[0]) < key(p[1])) {
+            assert_eq!(
+                analysis_view(&split),
+                analysis_view(&whole),
+                "{name} interleaved"
+            );
+        } else {
+            assert_eq!(
+                pathologies(&split),
+                pathologies(&whole),
+                "{name} interleaved"
+            );
+        }
+        // Frame numbers are those of the merged capture, as mergecap writes it.
+        if Command::new("mergecap").arg("-h").output().is_ok() {
+            let merged = TempFile::new(&format!("{name}-merged"));
+            let st = Command::new("mergecap")
+                .args(["-F", "pcap", "-w", merged.path(), a.path(), b.path()])
+                .status()
+                .unwrap();
+            assert!(st.success());
+            let (_, m, _) = analyze_files(&[merged.path()]);
+            assert_eq!(
+                analysis_view(&m),
+                analysis_view(&split),
+                "{name} vs mergecap"
+            );
+        } else {
+            eprintln!("mergecap not installed: comparison with its output skipped");
+        }
+    }
+}
+
+/// `path` compressed with `tool` (`xz` or `zstd`): by the command-line tool when installed,
+/// else by the same library tcpdoctor reads it with.
+fn compress(tool: &str, path: &std::path::Path, out: &std::path::Path) {
+    let cli = Command::new(tool)
+        .args(["-c", "-q"])
+        .arg(path)
+        .stdout(File::create(out).unwrap())
+        .status();
+    if matches!(cli, Ok(s) if s.success()) {
+        return;
+    }
+    eprintln!("{tool} command not available: compressing with the library");
+    let data = std::fs::read(path).unwrap();
+    let bytes = match tool {
+        "xz" => {
+            let mut e = liblzma::write::XzEncoder::new(Vec::new(), 6);
+            e.write_all(&data).unwrap();
+            e.finish().unwrap()
+        }
+        _ => zstd::encode_all(&data[..], 3).unwrap(),
+    };
+    std::fs::write(out, bytes).unwrap();
+}
+
+/// xz and zstd copies of a capture are recognised by their first bytes (whatever the file
+/// is called) and give the report of the plain file; gzip as before.
+#[test]
+fn xz_and_zstd_captures_give_the_report_of_the_plain_file() {
+    for name in ["slow-reader-16k", "tw-collision"] {
+        let plain = workspace().join(format!("tests/data/analyze/{name}.pcap"));
+        let (code, want, err) = analyze_files(&[plain.to_str().unwrap()]);
+        assert_eq!(code, 1, "{err}");
+        for (tool, kind) in [("xz", "xz"), ("zstd", "zstd"), ("gzip", "gzip")] {
+            // No telling extension: detection is by magic bytes.
+            let packed = TempFile::new(&format!("{name}-{tool}"));
+            compress(tool, &plain, &packed.0);
+            let (code, got, err) = analyze_files(&[packed.path()]);
+            assert_eq!(code, 1, "{tool}: {err}");
+            assert_eq!(analysis_view(&got), analysis_view(&want), "{name} {tool}");
+            let (mut c_got, mut c_want) = (got["capture"].clone(), want["capture"].clone());
+            assert_eq!(c_got["compression"], kind);
+            for c in [&mut c_got, &mut c_want] {
+                for k in ["name", "compression", "gzip"] {
+                    c.as_object_mut().unwrap().remove(k);
+                }
+            }
+            assert_eq!(c_got, c_want, "{name} {tool}: capture counts");
+        }
+    }
+}
+
+/// A capture of `conns` connections whose first SYN went unanswered: each SYN is resent
+/// 1 s later and answered, then the connection closes. Connections start 1 ms apart.
+fn write_syn_ladders(path: &std::path::Path, conns: u32) {
+    use tcpdoctor_capture::write::{PcapWriter, WriteLink};
+    use tcpdoctor_capture::{Segment, TcpFlags, TcpOptions};
+    let (c, s): (std::net::IpAddr, std::net::IpAddr) =
+        ("10.77.90.1".parse().unwrap(), "10.77.90.2".parse().unwrap());
+    let mut frames = Vec::new();
+    for i in 0..conns {
+        let t0 = 1_700_000_000_000_000_000u64 + u64::from(i) * 1_000_000;
+        let port = 33000 + (i % 20000) as u16;
+        let (isn, sisn) = (1000 + i * 7919, 5000 + i * 104729);
+        let syn_opts = TcpOptions {
+            mss: Some(1460),
+            window_scale: Some(7),
+            sack_permitted: true,
+            ..TcpOptions::default()
+        };
+        let mk = |ts_ns, c2s: bool, flags, seq, ack, opts| {
+            let (src, dst, sp, dp) = if c2s {
+                (c, s, port, 7100)
+            } else {
+                (s, c, 7100, port)
+            };
+            Segment {
+                frame: 0,
+                ts_ns,
+                src,
+                dst,
+                src_port: sp,
+                dst_port: dp,
+                seq,
+                ack,
+                flags: TcpFlags(flags),
+                window: 512,
+                payload_len: 0,
+                options: opts,
+            }
+        };
+        const S: u8 = TcpFlags::SYN;
+        const A: u8 = TcpFlags::ACK;
+        const F: u8 = TcpFlags::FIN;
+        let none = TcpOptions::default();
+        frames.push(mk(t0, true, S, isn, 0, syn_opts));
+        frames.push(mk(t0 + 1_000_000_000, true, S, isn, 0, syn_opts));
+        frames.push(mk(
+            t0 + 1_000_050_000,
+            false,
+            S | A,
+            sisn,
+            isn + 1,
+            syn_opts,
+        ));
+        frames.push(mk(t0 + 1_000_100_000, true, A, isn + 1, sisn + 1, none));
+        frames.push(mk(t0 + 1_002_000_000, true, F | A, isn + 1, sisn + 1, none));
+        frames.push(mk(
+            t0 + 1_002_050_000,
+            false,
+            F | A,
+            sisn + 1,
+            isn + 2,
+            none,
+        ));
+        frames.push(mk(t0 + 1_002_100_000, true, A, isn + 2, sisn + 2, none));
+    }
+    frames.sort_by_key(|f| f.ts_ns);
+    let mut w = PcapWriter::new(
+        std::io::BufWriter::new(File::create(path).unwrap()),
+        WriteLink::Ethernet,
+        false,
+        0,
+    )
+    .unwrap();
+    for f in &frames {
+        w.write_segment(f).unwrap();
+    }
+    w.into_inner().unwrap();
+}
+
+/// A .zst capture cut short: one line on stderr naming the file and the byte offset where
+/// reading stopped, exit 2, and the report of the packets before the cut (fewer than the
+/// whole, more than none), marked interrupted.
+#[test]
+fn a_truncated_zstd_capture_is_a_one_line_error_with_partial_results() {
+    let plain = TempFile::new("ladders");
+    write_syn_ladders(&plain.0, 6000);
+    let packed = TempFile::new("ladders-zst");
+    compress("zstd", &plain.0, &packed.0);
+    let (code, whole, err) = analyze_files(&[packed.path()]);
+    assert_eq!(code, 1, "{err}");
+    let all = whole["totals"]["retransmissions_syn"].as_u64().unwrap();
+    assert_eq!(all, 6000, "{:#}", whole["totals"]);
+    let data = std::fs::read(&packed.0).unwrap();
+    let cut = TempFile::new("ladders-cut");
+    std::fs::write(&cut.0, &data[..data.len() / 2]).unwrap();
+    let (code, v, err) = analyze_files(&[cut.path()]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(
+        err.contains(cut.path()) && err.contains("byte offset"),
+        "{err}"
+    );
+    assert_eq!(v["interrupted"], true);
+    assert!(v["error"].as_str().unwrap().contains(cut.path()));
+    let some = v["totals"]["retransmissions_syn"].as_u64().unwrap();
+    assert!(
+        some > 0 && some < all,
+        "{some} of {all} SYN resends before the cut"
+    );
+    assert!(pathologies(&v).contains(&"syn_retransmit".to_string()));
+    // The same cut inside a merge: the run ends there, with what came before.
+    let other = workspace().join("tests/data/analyze/syn-drop.pcap");
+    let (code, m, err) = analyze_files(&[other.to_str().unwrap(), cut.path()]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains(cut.path()), "{err}");
+    assert!(m["totals"]["retransmissions_syn"].as_u64().unwrap() > 0);
+}

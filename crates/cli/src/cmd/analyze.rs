@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use tcpdoctor_analyze::{pipeline, Config};
-use tcpdoctor_capture::Reader;
+use tcpdoctor_capture::{Merge, Reader, Stats};
 use tcpdoctor_model::{Measured, PortRange, Report};
 
 use crate::output;
@@ -16,8 +16,13 @@ use crate::render::analyze::{self as render, Body, CaptureInfo};
 const ABOUT: &str = "\
 Read a capture and name the TCP pathologies in it, with the frame numbers that prove them.\n\
 \n\
-Reads pcap (us/ns, either byte order), pcapng and snoop files, gzip-compressed or not, or\n\
-`-` for stdin (`tcpdump -w - | tcpdoctor analyze -`). Needs no root and no kernel\n\
+Reads pcap (us/ns, either byte order), pcapng and snoop files, plain or compressed with\n\
+gzip, xz or zstd (recognised by their first bytes, not by the file name), or `-` for stdin\n\
+(`tcpdump -w - | tcpdoctor analyze -`). Several files are read as one capture, merged by\n\
+packet time as `mergecap` merges them (ties go to the file named last); frame numbers are\n\
+then those of the merged capture (`mergecap -w merged.pcap FILE...` opens them in\n\
+Wireshark), and a capture split in parts keeps the frame numbers of the whole. A read error\n\
+in any file ends the run at that point. Needs no root and no kernel\n\
 feature: it only reads the file. Overhead: one pass, streaming, two threads; memory follows\n\
 the connections open at once, not the file: a closed connection is summarised 2 s after its\n\
 close, one that only sent SYNs when its SYN ladder says the client gave up (whatever\n\
@@ -42,8 +47,9 @@ their retransmissions are its evidence), microburst (payload bytes per 10 us .. 
 --link-speed), slow_reader (zero windows, probes, stall durations). Severity follows the\n\
 measured impact (impact{}, severity_rule).\n\
 \n\
-Output fields (JSON; units in names): capture {name, format, packets, tcp_segments,\n\
-non_tcp, undecodable, cut_by_snaplen, ...}; error (a read error, with byte offset);\n\
+Output fields (JSON; units in names): capture {name, format, compression (gzip, xz or zstd;\n\
+absent when plain), packets, tcp_segments, non_tcp, undecodable, cut_by_snaplen, ..., with several files\n\
+inputs[] {name, format, compression, packets, tcp_segments, bytes_read}}; error (a read error, with byte offset);\n\
 totals {segments, connections, connection_attempts, retransmissions,\n\
 retransmissions_rto/_fast/_tlp/_syn/_other, retransmissions_spurious (a subset),\n\
 out_of_order, reused_ports, zero_window_ads, half_open_summarised_early,\n\
@@ -64,15 +70,17 @@ before it, with interrupted=true), 3 nothing measured (no TCP segment). Ctrl-C p
 findings so far.\n\
 \n\
 Example: tcpdoctor analyze trace.pcap.gz --link-speed 1gbit ;\n\
+         tcpdoctor analyze part1.pcap part2.pcap.zst --json ;\n\
          tcpdump -i eth0 -s 128 -w - | tcpdoctor analyze - --json";
 
 /// Read a capture and name the TCP pathologies in it, with the frame numbers that prove them.
 #[derive(clap::Args, Debug)]
 #[command(after_long_help = ABOUT)]
 pub struct Args {
-    /// Capture file (pcap, pcapng, snoop; gzip ok), or `-` for stdin.
-    #[arg(value_name = "FILE")]
-    file: PathBuf,
+    /// Capture files (pcap, pcapng, snoop; plain, gzip, xz or zstd), or `-` for stdin;
+    /// several are merged by packet time.
+    #[arg(value_name = "FILE", required = true, num_args = 1..)]
+    files: Vec<PathBuf>,
     /// Print the JSON report.
     #[arg(long)]
     json: bool,
@@ -116,7 +124,6 @@ fn link_speed(s: &str) -> Result<u64, String> {
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let html = crate::html::open(args.html.as_ref())?;
-    let reader = Reader::open(&args.file).map_err(|e| anyhow::anyhow!("{e}"))?;
     let cfg = Config {
         rto_min: args.rto_min,
         time_wait: args.time_wait,
@@ -132,16 +139,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         },
         ..Config::default()
     };
-    let size = std::fs::metadata(&args.file)
-        .ok()
-        .filter(|m| m.is_file())
-        .map(|m| m.len());
-    let bar = output::progress(size, "analyze");
-    let name = reader.name().to_string();
-    let run = pipeline::run(reader, cfg, output::stop_flag(), |st| {
-        bar.set_position(st.bytes_read)
-    });
-    bar.finish_and_clear();
+    let (name, run) = read(&args.files, cfg)?;
     let (analysis, stats, interrupted) = (run.analysis, run.stats, run.interrupted);
     let error = run.error.map(|e| e.to_string());
     let findings_v = analysis.findings.clone();
@@ -184,6 +182,43 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         return Ok(2);
     }
     Ok(code)
+}
+
+/// Reads the capture files (several merged by time) through the analysis pipeline, with a
+/// progress bar over their total size.
+fn read(files: &[PathBuf], cfg: Config) -> anyhow::Result<(String, pipeline::Outcome)> {
+    if files.iter().filter(|f| f.as_os_str() == "-").count() > 1 {
+        anyhow::bail!("stdin (`-`) can be read only once");
+    }
+    let size = files
+        .iter()
+        .map(|f| {
+            std::fs::metadata(f)
+                .ok()
+                .filter(|m| m.is_file())
+                .map(|m| m.len())
+        })
+        .sum::<Option<u64>>();
+    let open = |e: tcpdoctor_capture::Error| anyhow::anyhow!("{e}");
+    let bar = output::progress(size, "analyze");
+    let progress = |st: &Stats| bar.set_position(st.bytes_read);
+    let out = if let [file] = files {
+        let reader = Reader::open(file).map_err(open)?;
+        let name = reader.name().to_string();
+        (
+            name,
+            pipeline::run(reader, cfg, output::stop_flag(), progress),
+        )
+    } else {
+        let merge = Merge::open(files).map_err(open)?;
+        let name = merge.name();
+        (
+            name,
+            pipeline::run(merge, cfg, output::stop_flag(), progress),
+        )
+    };
+    bar.finish_and_clear();
+    Ok(out)
 }
 
 #[cfg(test)]

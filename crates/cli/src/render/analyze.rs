@@ -7,7 +7,7 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 use tcpdoctor_analyze::{Analysis, FlowRow};
-use tcpdoctor_capture::{Format, Stats};
+use tcpdoctor_capture::{Compression, Format, Stats};
 use tcpdoctor_model::Report;
 use tcpdoctor_report::{findings, fmt, table};
 
@@ -46,7 +46,12 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>, show_flows: bool) -> io::Result
             Format::PcapNg => "pcapng",
             Format::Snoop => "snoop",
         },
-        if s.gzip { ", gzip" } else { "" },
+        match s.compression {
+            None => "",
+            Some(Compression::Gzip) => ", gzip",
+            Some(Compression::Xz) => ", xz",
+            Some(Compression::Zstd) => ", zstd",
+        },
         s.packets,
         fmt::micros(a.duration_us),
         s.tcp_segments,
