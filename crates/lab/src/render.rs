@@ -71,7 +71,8 @@ pub fn incast_page(report: &Report<incast::Report>) -> String {
     )
 }
 
-/// The text of a port-exhaustion run: the runs side by side, then [`tail`].
+/// The text of a port-exhaustion run: the runs side by side, then the diagnosis
+/// of the first run, the remedy lines, the capture and the verdict.
 pub fn port_exhaustion(w: &mut dyn Write, r: &Report<port_exhaustion::Report>) -> io::Result<()> {
     let b = &r.body;
     writeln!(
@@ -123,7 +124,8 @@ pub fn port_exhaustion_page(report: &Report<port_exhaustion::Report>) -> String 
     )
 }
 
-/// The text of a syn-drop run: the runs side by side, then [`tail`].
+/// The text of a syn-drop run: the runs side by side, then the diagnosis
+/// of the first run, the remedy lines, the capture and the verdict.
 pub fn syn_drop(w: &mut dyn Write, r: &Report<syn_drop::Report>) -> io::Result<()> {
     let b = &r.body;
     writeln!(
@@ -155,7 +157,8 @@ pub fn syn_drop_page(report: &Report<syn_drop::Report>) -> String {
     )
 }
 
-/// The text of a accept-overflow run: the runs side by side, then [`tail`].
+/// The text of an accept-overflow run: the runs side by side, then the diagnosis
+/// of the first run, the remedy lines, the capture and the verdict.
 pub fn accept_overflow(w: &mut dyn Write, r: &Report<accept_overflow::Report>) -> io::Result<()> {
     let b = &r.body;
     writeln!(
@@ -187,7 +190,8 @@ pub fn accept_overflow_page(report: &Report<accept_overflow::Report>) -> String 
     )
 }
 
-/// The text of a timewait-collision run: the runs side by side, then [`tail`].
+/// The text of a timewait-collision run: the runs side by side, then the diagnosis
+/// of the first run, the remedy lines, the capture and the verdict.
 pub fn timewait(w: &mut dyn Write, r: &Report<timewait::Report>) -> io::Result<()> {
     let b = &r.body;
     writeln!(
@@ -234,7 +238,8 @@ pub fn timewait_page(report: &Report<timewait::Report>) -> String {
     )
 }
 
-/// The text of a slow-reader run: the runs side by side, then [`tail`].
+/// The text of a slow-reader run: the runs side by side, then the diagnosis
+/// of the first run, the remedy lines, the capture and the verdict.
 pub fn slow_reader(w: &mut dyn Write, r: &Report<slow_reader::Report>) -> io::Result<()> {
     let b = &r.body;
     writeln!(
@@ -275,7 +280,8 @@ pub fn slow_reader_page(report: &Report<slow_reader::Report>) -> String {
     )
 }
 
-/// The text of a stale-ack-race run: the runs side by side, then [`tail`].
+/// The text of a stale-ack-race run: the runs side by side, then the diagnosis
+/// of the first run, the remedy lines, the capture and the verdict.
 pub fn stale_ack(w: &mut dyn Write, r: &Report<stale_ack::Report>) -> io::Result<()> {
     let b = &r.body;
     writeln!(w, "lab stale-ack-race (run {})", b.header.run_id)?;
