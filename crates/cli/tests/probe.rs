@@ -1150,3 +1150,99 @@ fn duration_is_honoured_with_requests_in_flight() {
     assert!((1_000_000..1_150_000).contains(&elapsed), "{elapsed}");
     assert_eq!(v["requests_cut"], 3);
 }
+
+/// A TLS server on loopback with a fresh self-signed certificate for 127.0.0.1 (rcgen),
+/// answering each HTTP/1.1 request with `200 ok` on kept-alive connections. Threads of the
+/// test, bounded in connections; they end with the test process. Returns the port (outside
+/// the ephemeral range).
+fn tls_server() -> u16 {
+    use rustls::pki_types::{pem::PemObject, PrivateKeyDer};
+    use std::io::{Read, Write};
+    let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()]).unwrap();
+    let key = PrivateKeyDer::from_pem_slice(cert.signing_key.serialize_pem().as_bytes()).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = Arc::new(
+        rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![cert.cert.der().clone()], key)
+            .unwrap(),
+    );
+    let (listener, port) = (7440..7480)
+        .find_map(|p| TcpListener::bind(("127.0.0.1", p)).ok().map(|l| (l, p)))
+        .expect("a free port in 7440..7480");
+    std::thread::spawn(move || {
+        for conn in listener.incoming().take(64) {
+            let Ok(mut sock) = conn else { return };
+            let config = config.clone();
+            std::thread::spawn(move || {
+                let _ = sock.set_read_timeout(Some(Duration::from_secs(10)));
+                let Ok(mut session) = rustls::ServerConnection::new(config) else {
+                    return;
+                };
+                let mut tls = rustls::Stream::new(&mut session, &mut sock);
+                let mut req = Vec::new();
+                let mut buf = [0u8; 4096];
+                for _ in 0..10_000 {
+                    while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match tls.read(&mut buf) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => req.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let end = req.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+                    req.drain(..end);
+                    if tls
+                        .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// https:// targets speak TLS: with --insecure a self-signed server answers every request
+/// and the handshake is its own latency phase; without it the certificate is refused in one
+/// line naming the target, exit 2.
+#[test]
+fn https_with_insecure_measures_a_tls_phase_and_refuses_untrusted_certificates() {
+    let port = tls_server();
+    let url = format!("https://127.0.0.1:{port}/");
+    let (code, out, err) = support::run(&[
+        "probe",
+        &url,
+        "--insecure",
+        "-n",
+        "40",
+        "-c",
+        "2",
+        "--keepalive",
+        "off",
+        "--json",
+    ]);
+    let v = json(&out, &err);
+    assert!(code == 0 || code == 1, "exit {code}: {err}");
+    assert_eq!(v["requests_ok"], 40, "{v:#}");
+    assert_eq!(v["requests_failed"], 0, "{v:#}");
+    assert_eq!(v["status_codes"]["200"], 40, "{:#}", v["status_codes"]);
+    let tls = phase(&v, "tls");
+    assert_eq!(tls["count"], 40, "{tls:#}");
+    assert!(tls["p50_us"].as_u64().unwrap() > 0, "{tls:#}");
+    // Keep-alive: one handshake per worker connection, every request still answered.
+    let (code, out, err) =
+        support::run(&["probe", &url, "--insecure", "-n", "30", "-c", "2", "--json"]);
+    let v = json(&out, &err);
+    assert!(code == 0 || code == 1, "exit {code}: {err}");
+    assert_eq!(v["requests_ok"], 30, "{v:#}");
+    assert!(phase(&v, "tls")["count"].as_u64().unwrap() <= 2);
+
+    let (code, out, err) = support::run(&["probe", &url, "-n", "5"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains(&url) && err.contains("certificate"), "{err}");
+}

@@ -353,6 +353,7 @@ mod tests {
             scheduled_ns: 0,
             start_ns: 0,
             connected_ns: Some(c),
+            tls_done_ns: None,
             first_byte_ns: Some(c + f),
             end_ns: c + f + 20_000,
         }

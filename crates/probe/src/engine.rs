@@ -25,7 +25,7 @@ use tcpdoctor_model::{timers, PortRange, SynLadder};
 use crate::classify::{self, Signatures};
 use crate::record::{ErrorKind, Outcome, Phase, Record};
 use crate::server::{Protocol, Server, ServerConfig};
-use crate::{findings, http, stats, CloseFirst, Config, Error, Mode, ProbeResult, Progress};
+use crate::{findings, http, stats, tls, CloseFirst, Config, Error, Mode, ProbeResult, Progress};
 
 /// How often the supervisor wakes: timeout precision and progress cadence. It also wakes
 /// at the end of the duration exactly.
@@ -63,6 +63,8 @@ struct Shared<'a> {
     target: SocketAddr,
     /// Request bytes: the crr/rr payload or the HTTP request.
     request: Vec<u8>,
+    /// TLS client configuration for an https:// target.
+    tls: Option<tls::Tls>,
     t0: Instant,
     end: Instant,
     tickets: AtomicU64,
@@ -97,6 +99,9 @@ fn validate(cfg: &Config) -> Result<(), Error> {
     {
         return bad("request and reply sizes must be at least 1 byte in crr and rr modes");
     }
+    if matches!(&cfg.mode, Mode::Http { url, .. } if url.tls) && cfg.target.is_none() {
+        return bad("https needs a target: the embedded server speaks plain HTTP");
+    }
     if let (Some(a), Some(t)) = (cfg.local_addr, cfg.target) {
         if a.is_ipv4() != t.is_ipv4() {
             return bad("local address and target are of different IP families");
@@ -128,13 +133,19 @@ pub fn run(
     let cfg = &effective(cfg, target);
     let route_rto_min = route::rto_min_for(target.ip()).ok().flatten();
     let request = match &cfg.mode {
-        Mode::Http { url, keepalive } => http::request(url, *keepalive),
+        Mode::Http { url, keepalive, .. } => http::request(url, *keepalive),
         _ => vec![b'q'; cfg.request_bytes],
+    };
+    let tls = match &cfg.mode {
+        Mode::Http { url, insecure, .. } if url.tls => {
+            Some(check_tls(url, *insecure, target, cfg.connect_timeout)?)
+        }
+        _ => None,
     };
 
     let counters = counter_source();
     let before = counters.snapshot()?;
-    let (records, elapsed) = drive(cfg, target, request, stop, on_progress)?;
+    let (records, elapsed) = drive(cfg, target, request, tls, stop, on_progress)?;
     let after = counters.snapshot()?;
     let ports_toward_target = records
         .iter()
@@ -217,6 +228,39 @@ fn set_bind_no_port(sock: &Socket) {
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
+}
+
+/// The TLS configuration for `url`, checked by one handshake before the run: a certificate
+/// the client does not trust fails every request the same way, so it is a setup error
+/// naming the target, not a measurement. Other failures (refused, timeouts, alerts) are
+/// left to the run, which measures them.
+fn check_tls(
+    url: &http::Url,
+    insecure: bool,
+    target: SocketAddr,
+    timeout: Duration,
+) -> Result<tls::Tls, Error> {
+    let fail = |detail: String| Error::Tls {
+        url: url.to_string(),
+        detail,
+    };
+    let t = tls::Tls::new(&url.host, insecure).map_err(fail)?;
+    if insecure {
+        return Ok(t);
+    }
+    if let Ok(mut s) = std::net::TcpStream::connect_timeout(&target, timeout) {
+        let _ = s.set_read_timeout(Some(timeout));
+        let _ = s.set_write_timeout(Some(timeout));
+        if let Err(e) = t.handshake(&mut s) {
+            if tls::is_certificate_error(&e) {
+                return Err(fail(format!(
+                    "certificate not trusted: {} (--insecure skips verification)",
+                    e.get_ref().map_or(e.to_string(), |i| i.to_string())
+                )));
+            }
+        }
+    }
+    Ok(t)
 }
 
 /// The configuration as run: in http mode without a target, the URL of the embedded server.
@@ -304,6 +348,7 @@ fn drive(
     cfg: &Config,
     target: SocketAddr,
     request: Vec<u8>,
+    tls: Option<tls::Tls>,
     stop: &AtomicBool,
     on_progress: &dyn Fn(Progress),
 ) -> Result<(Vec<Record>, Duration), Error> {
@@ -312,6 +357,7 @@ fn drive(
         cfg,
         target,
         request,
+        tls,
         t0,
         end: t0 + cfg.duration,
         tickets: AtomicU64::new(0),
@@ -444,6 +490,8 @@ fn progress(sh: &Shared, now: Instant) -> Progress {
 struct Conn {
     sock: Socket,
     local_port: u16,
+    /// The TLS session on `sock` (https).
+    tls: Option<Box<rustls::ClientConnection>>,
 }
 
 struct Worker<'a, 'b> {
@@ -545,6 +593,7 @@ impl Worker<'_, '_> {
             scheduled_ns: self.sh.ns(scheduled),
             start_ns: self.sh.ns(start),
             connected_ns: None,
+            tls_done_ns: None,
             first_byte_ns: None,
             end_ns: 0,
         };
@@ -639,6 +688,7 @@ impl Worker<'_, '_> {
         self.conn = Some(Conn {
             sock,
             local_port: 0,
+            tls: None,
         });
         self.publish(
             Some(fd),
@@ -655,6 +705,16 @@ impl Worker<'_, '_> {
         conn.local_port = rec.local_port;
         connected.map_err(|e| Fail::Io(e, Phase::Connect))?;
         rec.connected_ns = Some(self.now_ns());
+        if let Some(t) = &self.sh.tls {
+            // The connect deadline also bounds the handshake.
+            let conn = self.conn.as_mut().expect("just set");
+            let mut sock = &conn.sock;
+            let session = t
+                .handshake(&mut sock)
+                .map_err(|e| Fail::Io(e, Phase::Tls))?;
+            conn.tls = Some(Box::new(session));
+            rec.tls_done_ns = Some(self.now_ns());
+        }
         // The connect deadline stays armed until the exchange arms the reply deadline: one
         // lock fewer per connection.
         if matches!(
@@ -774,14 +834,18 @@ impl Worker<'_, '_> {
         let cfg = self.sh.cfg;
         let t0 = self.sh.t0;
         let conn = self.conn.as_mut().expect("connection open");
-        conn.sock
-            .write_all(&self.sh.request)
-            .map_err(|e| Fail::Io(e, Phase::Send))?;
+        let mut sock = &conn.sock;
+        match conn.tls.as_deref_mut() {
+            Some(session) => rustls::Stream::new(session, &mut sock).write_all(&self.sh.request),
+            None => sock.write_all(&self.sh.request),
+        }
+        .map_err(|e| Fail::Io(e, Phase::Send))?;
         self.arm(cfg.reply_timeout, Cut::ReplyTimeout);
         let conn = self.conn.as_mut().expect("connection open");
         let mut first = None;
         let mut counted = Counted {
             inner: &conn.sock,
+            tls: conn.tls.as_deref_mut(),
             bytes: 0,
         };
         let resp = http::read_response(&mut counted, &mut self.buf, || {
@@ -811,15 +875,25 @@ impl Worker<'_, '_> {
     }
 }
 
-/// A socket reader that counts the bytes it returns.
+/// A socket reader (through TLS for https) that counts the bytes it returns.
 struct Counted<'a> {
     inner: &'a Socket,
+    tls: Option<&'a mut rustls::ClientConnection>,
     bytes: u64,
 }
 
 impl Read for Counted<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = (&mut &*self.inner).read(buf)?;
+        let mut sock = self.inner;
+        let n = match self.tls.as_deref_mut() {
+            Some(session) => match rustls::Stream::new(session, &mut sock).read(buf) {
+                // A server that closes without close_notify (common for HTTP/1.1 with
+                // Connection: close) ends the body like a plain close.
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => 0,
+                r => r?,
+            },
+            None => (&mut sock).read(buf)?,
+        };
         self.bytes += n as u64;
         Ok(n)
     }

@@ -401,6 +401,7 @@ fn phase_call(p: Phase) -> &'static str {
         Phase::Socket => "socket()",
         Phase::Bind => "bind()",
         Phase::Connect => "connect()",
+        Phase::Tls => "the TLS handshake",
         Phase::Send => "send()",
         Phase::Reply => "the reply",
     }
@@ -772,6 +773,7 @@ mod tests {
             scheduled_ns: s,
             start_ns: s,
             connected_ns: (outcome == Outcome::Ok).then_some(s + connect_ms * 1_000_000 + 30_000),
+            tls_done_ns: None,
             first_byte_ns: (outcome == Outcome::Ok).then_some(s + connect_ms * 1_000_000 + 60_000),
             end_ns: s + connect_ms * 1_000_000 + 80_000,
         }
@@ -874,6 +876,7 @@ mod tests {
             scheduled_ns: s,
             start_ns: s,
             connected_ns: connected.then_some(c),
+            tls_done_ns: None,
             first_byte_ns: (received > 0).then_some(c + 1_000_000),
             end_ns: if connected { c } else { s } + wait_ms * 1_000_000,
         }

@@ -1,15 +1,19 @@
 //! Minimal HTTP/1.1 client pieces for the `http` mode: the target URL, the request bytes, and
 //! a response reader (status line and headers by `httparse`; body by Content-Length,
-//! chunked transfer coding, or until the server closes). No TLS, no redirects.
+//! chunked transfer coding, or until the server closes). TLS is [`crate::tls`]'s; no
+//! redirects.
 
 use std::io::{self, Read};
 use std::str::FromStr;
 
 use serde::Serialize;
 
-/// `http://host[:port][/path]`.
+/// `http://host[:port][/path]` or `https://host[:port][/path]`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Url {
+    /// `https://`: the requests go over TLS (default port 443 instead of 80).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub tls: bool,
     pub host: String,
     pub port: u16,
     pub path: String,
@@ -19,9 +23,12 @@ impl FromStr for Url {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Url, String> {
-        let rest = s
-            .strip_prefix("http://")
-            .ok_or_else(|| format!("'{s}' is not an http:// URL (https is not supported)"))?;
+        let (rest, tls) = match (s.strip_prefix("http://"), s.strip_prefix("https://")) {
+            (Some(r), _) => (r, false),
+            (_, Some(r)) => (r, true),
+            _ => return Err(format!("'{s}' is not an http:// or https:// URL")),
+        };
+        let default_port = if tls { 443 } else { 80 };
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, "/"),
@@ -35,20 +42,21 @@ impl FromStr for Url {
                 .ok_or_else(|| format!("'{s}': unterminated [ in host"))?;
             let port = match after.strip_prefix(':') {
                 Some(p) => parse_port(p, s)?,
-                None if after.is_empty() => 80,
+                None if after.is_empty() => default_port,
                 None => return Err(format!("'{s}': junk after ]")),
             };
             (h.to_string(), port)
         } else {
             match authority.rsplit_once(':') {
                 Some((h, p)) => (h.to_string(), parse_port(p, s)?),
-                None => (authority.to_string(), 80),
+                None => (authority.to_string(), default_port),
             }
         };
         if host.is_empty() {
             return Err(format!("'{s}' has no host"));
         }
         Ok(Url {
+            tls,
             host,
             port,
             path: path.to_string(),
@@ -65,10 +73,11 @@ fn parse_port(p: &str, s: &str) -> Result<u16, String> {
 
 impl std::fmt::Display for Url {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let scheme = if self.tls { "https" } else { "http" };
         if self.host.contains(':') {
-            write!(f, "http://[{}]:{}{}", self.host, self.port, self.path)
+            write!(f, "{scheme}://[{}]:{}{}", self.host, self.port, self.path)
         } else {
-            write!(f, "http://{}:{}{}", self.host, self.port, self.path)
+            write!(f, "{scheme}://{}:{}{}", self.host, self.port, self.path)
         }
     }
 }
@@ -383,7 +392,9 @@ mod tests {
         assert_eq!((u.port, u.path.as_str()), (80, "/"));
         let u: Url = "http://[::1]:81/".parse().unwrap();
         assert_eq!((u.host.as_str(), u.port), ("::1", 81));
-        assert!("https://a/".parse::<Url>().is_err());
+        let u: Url = "https://a/x".parse().unwrap();
+        assert!(u.tls && u.port == 443 && u.to_string() == "https://a:443/x");
+        assert!("ftp://a/".parse::<Url>().is_err());
         assert!("http://a:99999/"
             .parse::<Url>()
             .unwrap_err()

@@ -49,6 +49,7 @@ pub mod record;
 pub mod render;
 pub mod server;
 pub mod stats;
+pub mod tls;
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -72,8 +73,14 @@ pub enum Mode {
     /// One persistent connection per worker, request/reply on it.
     Rr,
     /// HTTP/1.1 GET. `keepalive` reuses connections; without it every request sends
-    /// `Connection: close` and opens a new connection.
-    Http { url: http::Url, keepalive: bool },
+    /// `Connection: close` and opens a new connection. An `https://` URL speaks TLS;
+    /// `insecure` accepts any server certificate (self-signed test servers).
+    Http {
+        url: http::Url,
+        keepalive: bool,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        insecure: bool,
+    },
 }
 
 impl Mode {
@@ -227,4 +234,8 @@ pub enum Error {
     Host(#[from] tcpdoctor_host::Error),
     #[error("cannot start a worker thread: {0}")]
     Thread(std::io::Error),
+    /// The target's TLS setup failed before any request (no trusted roots, or a certificate
+    /// the client does not trust).
+    #[error("{url}: {detail}")]
+    Tls { url: String, detail: String },
 }

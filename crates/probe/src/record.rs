@@ -24,6 +24,8 @@ pub struct Record {
     pub start_ns: u64,
     /// connect() returned (None when it failed or the connection was reused).
     pub connected_ns: Option<u64>,
+    /// The TLS handshake finished (https only; None when it failed or was not needed).
+    pub tls_done_ns: Option<u64>,
     /// First byte of the reply arrived.
     pub first_byte_ns: Option<u64>,
     /// The request finished (reply complete, error, or close done).
@@ -36,9 +38,18 @@ impl Record {
         self.connected_ns.map(|c| c.saturating_sub(self.start_ns))
     }
 
+    /// TLS handshake time (connect() returned to the handshake's end).
+    pub fn tls_ns(&self) -> Option<u64> {
+        let from = self.connected_ns?;
+        self.tls_done_ns.map(|t| t.saturating_sub(from))
+    }
+
     /// From the request being sent (connection ready) to the first byte of the reply.
     pub fn first_byte_wait_ns(&self) -> Option<u64> {
-        let from = self.connected_ns.unwrap_or(self.start_ns);
+        let from = self
+            .tls_done_ns
+            .or(self.connected_ns)
+            .unwrap_or(self.start_ns);
         self.first_byte_ns.map(|f| f.saturating_sub(from))
     }
 
@@ -82,6 +93,8 @@ pub enum Phase {
     Socket,
     Bind,
     Connect,
+    /// The TLS handshake after connect() (https).
+    Tls,
     Send,
     Reply,
 }
@@ -114,12 +127,22 @@ pub enum ErrorKind {
     HttpStatus { status: u16 },
     /// EMFILE / ENFILE: out of file descriptors.
     NoFiles,
+    /// The server's certificate is not trusted (unknown issuer, wrong name, expired).
+    Certificate,
+    /// The TLS handshake failed otherwise (an alert, a protocol error).
+    Tls,
     /// Any other errno.
     Other { errno: i32 },
 }
 
 impl ErrorKind {
     pub fn from_io(e: &std::io::Error) -> ErrorKind {
+        if crate::tls::is_certificate_error(e) {
+            return ErrorKind::Certificate;
+        }
+        if crate::tls::is_tls_error(e) {
+            return ErrorKind::Tls;
+        }
         match e.raw_os_error() {
             Some(libc::EADDRNOTAVAIL) => ErrorKind::AddrNotAvail,
             Some(libc::EADDRINUSE) => ErrorKind::AddrInUse,
@@ -150,6 +173,8 @@ impl ErrorKind {
             ErrorKind::BadReply => "bad_reply",
             ErrorKind::HttpStatus { .. } => "http_status",
             ErrorKind::NoFiles => "no_files",
+            ErrorKind::Certificate => "certificate",
+            ErrorKind::Tls => "tls",
             ErrorKind::Other { .. } => "other",
         }
     }
@@ -169,6 +194,8 @@ impl ErrorKind {
             ErrorKind::BadReply => "malformed reply".into(),
             ErrorKind::HttpStatus { status } => format!("HTTP {status}"),
             ErrorKind::NoFiles => "EMFILE".into(),
+            ErrorKind::Certificate => "certificate not trusted".into(),
+            ErrorKind::Tls => "TLS handshake failed".into(),
             ErrorKind::Other { errno } => format!("errno {errno}"),
         }
     }
@@ -221,6 +248,7 @@ mod tests {
             scheduled_ns: 0,
             start_ns: 500,
             connected_ns: Some(1_500),
+            tls_done_ns: None,
             first_byte_ns: Some(4_500),
             end_ns: 5_000,
         };

@@ -92,12 +92,15 @@ pub struct Summary {
     pub settings: SettingsUsed,
 }
 
-/// Which part of a request a latency covers. JSON values: `connect`, `first_byte`, `total`.
+/// Which part of a request a latency covers. JSON values: `connect`, `tls`, `first_byte`,
+/// `total`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LatencyPhase {
     /// connect() call to its return: the handshake.
     Connect,
+    /// connect() returned to the end of the TLS handshake (https only).
+    Tls,
     /// Request sent (connection ready) to the first byte of the reply.
     FirstByte,
     /// Scheduled start to the end of the request.
@@ -108,6 +111,7 @@ impl LatencyPhase {
     pub fn name(self) -> &'static str {
         match self {
             LatencyPhase::Connect => "connect",
+            LatencyPhase::Tls => "tls",
             LatencyPhase::FirstByte => "first_byte",
             LatencyPhase::Total => "total",
         }
@@ -341,6 +345,12 @@ pub fn summarize(
             ok.iter().filter_map(|r| r.connect_ns()),
         ));
     }
+    if ok.iter().any(|r| r.tls_done_ns.is_some()) {
+        phases.push(phase_stats(
+            LatencyPhase::Tls,
+            ok.iter().filter_map(|r| r.tls_ns()),
+        ));
+    }
     if !matches!(cfg.mode, Mode::Connect) {
         phases.push(phase_stats(
             LatencyPhase::FirstByte,
@@ -366,7 +376,7 @@ pub fn summarize(
             .or_insert(0) += 1;
     }
     let (keepalive, url) = match &cfg.mode {
-        Mode::Http { url, keepalive } => (Some(*keepalive), Some(url.to_string())),
+        Mode::Http { url, keepalive, .. } => (Some(*keepalive), Some(url.to_string())),
         _ => (None, None),
     };
     let range = ctx.settings.ip_local_port_range;
@@ -482,7 +492,7 @@ fn errors(records: &[Record]) -> Vec<ErrorCount> {
 /// Requests without an answer, by stage (see [`Unanswered`]).
 fn unanswered(ctx: &Context, records: &[Record]) -> Vec<Unanswered> {
     let stage_of = |p: Phase| match p {
-        Phase::Socket | Phase::Bind | Phase::Connect => Stage::Handshake,
+        Phase::Socket | Phase::Bind | Phase::Connect | Phase::Tls => Stage::Handshake,
         Phase::Send | Phase::Reply => Stage::Reply,
     };
     // The longest wait of a request that ended (ok or failed), per stage: a request cut
@@ -690,6 +700,7 @@ mod tests {
             scheduled_ns: s,
             start_ns: s,
             connected_ns: Some(s + 1_000),
+            tls_done_ns: None,
             first_byte_ns: Some(s + 2_000),
             end_ns: s + total_ms * 1_000_000,
         }

@@ -65,7 +65,8 @@ http; --request-size/--reply-size/--close-first apply) until Ctrl-C/SIGTERM or\n
 #[derive(clap::Args, Debug)]
 #[command(after_help = EXAMPLES, after_long_help = format!("{ABOUT}{EXAMPLES}"))]
 pub struct Args {
-    /// ADDR:PORT, HOST:PORT or http://HOST[:PORT]/PATH (implies --mode http).
+    /// ADDR:PORT, HOST:PORT, http://HOST[:PORT]/PATH or https://HOST[:PORT]/PATH (implies
+    /// --mode http; https speaks TLS and times its handshake as the `tls` phase).
     target: Option<Target>,
     /// connect: handshake only; crr: connect, request, reply, close; rr: persistent
     /// connection per worker; http: HTTP/1.1 GET.
@@ -118,6 +119,10 @@ pub struct Args {
     /// HTTP keep-alive: on reuses connections, off sends Connection: close.
     #[arg(long, value_enum, default_value = "on")]
     keepalive: OnOff,
+    /// https: accept any server certificate (self-signed test servers). Without it the
+    /// certificate must chain to a root this system trusts and name the host.
+    #[arg(long)]
+    insecure: bool,
     /// Path requested from the embedded HTTP server (no target), e.g. /status/503.
     #[arg(long, default_value = "/")]
     path: String,
@@ -174,9 +179,9 @@ impl FromStr for Target {
             }
             return Ok(Target::Addr(a));
         }
-        let (host, port) = s
-            .rsplit_once(':')
-            .ok_or_else(|| format!("'{s}' is not ADDR:PORT, HOST:PORT or an http:// URL"))?;
+        let (host, port) = s.rsplit_once(':').ok_or_else(|| {
+            format!("'{s}' is not ADDR:PORT, HOST:PORT or an http:// or https:// URL")
+        })?;
         let port = match port.parse::<u16>() {
             Ok(p) if p != 0 => p,
             _ => return Err(format!("'{port}' in '{s}' is not a port (1-65535)")),
@@ -247,12 +252,14 @@ fn config(a: &Args) -> anyhow::Result<Config> {
                 (None, Some(t)) => Url {
                     host: t.ip().to_string(),
                     port: t.port(),
+                    tls: false,
                     path: a.path.clone(),
                 },
                 // Host and port are replaced by the embedded server's.
                 (None, None) => Url {
                     host: "127.0.0.1".into(),
                     port: 1,
+                    tls: false,
                     path: a.path.clone(),
                 },
             };
@@ -262,6 +269,7 @@ fn config(a: &Args) -> anyhow::Result<Config> {
             Mode::Http {
                 url,
                 keepalive: a.keepalive == OnOff::On,
+                insecure: a.insecure,
             }
         }
     };
