@@ -369,6 +369,53 @@ fn eaddrnotavail_counts_equal_the_clients_failed_connects() {
 }
 
 #[test]
+fn each_refused_connect_is_counted_once() {
+    if !support::require_root("each_refused_connect_is_counted_once") {
+        return;
+    }
+    let ns = Netns::new("trrefuse");
+    let fails_before = ns_snmp(&ns, "AttemptFails");
+    let trace = Trace::start(&[&ns], &[]);
+    let refused = in_netns(&ns, || {
+        (0..3)
+            .filter(|_| {
+                matches!(TcpStream::connect("127.0.0.1:5107"),
+                    Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED))
+            })
+            .count()
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let (events, report, _) = trace.stop();
+    assert_eq!(refused, 3);
+    assert_eq!(ns_snmp(&ns, "AttemptFails") - fails_before, 3);
+    let f = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["pathology"] == "connect_failure")
+        .unwrap_or_else(|| panic!("no connect_failure: {report:#}"));
+    assert_eq!(f["impact"]["failed"], 3, "{f:#}");
+    assert!(
+        f["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("3 connect(s) failed"),
+        "{f:#}"
+    );
+    assert_eq!(causes(&events, "refused").len(), 3, "{events:#?}");
+}
+
+/// A `Tcp:` counter of the namespace (/proc/net/snmp read inside it).
+fn ns_snmp(ns: &Netns, name: &str) -> i64 {
+    let text = ns.exec("cat /proc/net/snmp");
+    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("Tcp:")).collect();
+    let names: Vec<&str> = lines[0].split_whitespace().collect();
+    let values: Vec<&str> = lines[1].split_whitespace().collect();
+    let i = names.iter().position(|n| *n == name).expect("Tcp counter");
+    values[i].parse().unwrap()
+}
+
+#[test]
 fn plain_churn_gives_no_finding() {
     if !support::require_root("plain_churn_gives_no_finding") {
         return;

@@ -519,7 +519,8 @@ impl Engine {
                             .into(),
                         lookup,
                     );
-                    self.tally(Pathology::ConnectFailure, &l).failed += 1;
+                    // Not tallied: the same connect ends with a ConnectFailed event
+                    // (ECONNREFUSED), which counts it once.
                     Some(l)
                 } else {
                     None
