@@ -1101,6 +1101,12 @@ fn reset_closes_hold_no_port_and_are_not_port_exhaustion() {
 /// last segment 6 ms after the burst (a short timer). With `dsack`, the receiver had those
 /// segments and reports the copies in D-SACKs; otherwise they were lost.
 fn short_timer_rounds(dsack: bool) -> Analysis {
+    timer_rounds(dsack, false)
+}
+
+/// [`short_timer_rounds`]; with `busy`, the fifth sender (which lost nothing) keeps sending
+/// into the receiver every 500 us while the four others wait for their repairs.
+fn timer_rounds(dsack: bool, busy: bool) -> Analysis {
     let mut c = Cap::new();
     let mss = 1448;
     let tps: Vec<Tuple> = (0..5u16)
@@ -1134,6 +1140,16 @@ fn short_timer_rounds(dsack: bool) -> Analysis {
                 next[i] + 4 * mss
             };
             c.pkt(t0 + 1_000 + i as u64, *tp, false, A, 1001, acked, 0, 1000);
+        }
+        if busy {
+            let tp = tps[4];
+            let mut seq = next[4] + 4 * mss;
+            for k in 0..10u64 {
+                c.pkt(t0 + 1_200 + k * 500, tp, true, A, seq, 1001, mss, 502);
+                seq += mss;
+            }
+            c.pkt(t0 + 5_800, tp, false, A, 1001, seq, 0, 1000);
+            next[4] = seq - 4 * mss;
         }
         for (i, tp) in tps.iter().enumerate().take(4) {
             let last = next[i] + 3 * mss;
@@ -1185,6 +1201,32 @@ fn synchronized_losses_repaired_by_short_timers_are_incast_with_their_retransmis
         "{:#?}",
         f.evidence
     );
+}
+
+/// What incast costs is the time the receiver heard from no sender while repairs were
+/// pending: a flow waiting for its repair while another keeps the receiver busy costs the
+/// round nothing (the lab measures rounds at the bottleneck's rate; an incast capture taken
+/// beside it must not claim several times the time the rounds lost).
+#[test]
+fn incast_costs_only_the_time_the_receiver_heard_from_no_sender() {
+    let lost = |a: &Analysis| {
+        only(a, Pathology::Incast)
+            .impact
+            .time_lost_share
+            .expect("time lost share")
+    };
+    let idle = timer_rounds(false, false);
+    let busy = timer_rounds(false, true);
+    // Idle receiver: about 6 ms of silence per round until the repairs.
+    assert!(lost(&idle) > 0.05, "{}", lost(&idle));
+    // Busy receiver: the gaps are at most the 500 us between the busy sender's segments.
+    assert!(
+        lost(&busy) < lost(&idle) / 5.0,
+        "{} vs {}",
+        lost(&busy),
+        lost(&idle)
+    );
+    assert_eq!(busy.details.incast.len(), 3, "{:#?}", busy.details.incast);
 }
 
 /// Issue 9 defects 9 and 10: the same synchronized resends, but the receiver had the data

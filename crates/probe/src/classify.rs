@@ -191,7 +191,17 @@ pub fn classify(
             _ => 0,
         })
         .sum();
-    let mut spare = moved.syn_retrans - ladder_resends;
+    // Connects that never completed (cut at the end of the run, failed) resent their SYN on
+    // the ladder as well: at most once per rung they outlived.
+    let pending_resends: i64 = records
+        .iter()
+        .filter(|r| !r.is_ok() && r.connected_ns.is_none())
+        .map(|r| {
+            let waited = Duration::from_nanos(r.stopped_phase_wait_ns());
+            sig.ladder.rungs().iter().filter(|&&t| t <= waited).count() as i64
+        })
+        .sum();
+    let mut spare = moved.syn_retrans - ladder_resends - pending_resends;
     for s in spikes.iter_mut() {
         let in_window = s.phase == SlowPhase::Connect
             && s.phase_us >= STALE_ACK_WINDOW.0.as_micros() as u64
@@ -528,6 +538,32 @@ mod tests {
         // No counter movement: both stay unexplained.
         let d = delta(&[]);
         assert_eq!(causes(&rs, &d, false)[0], SpikeCause::Unexplained);
+    }
+
+    #[test]
+    fn syn_resends_of_connects_cut_at_the_end_are_not_stale_ack_resends() {
+        // A SYN ladder run: one connect resent once and completed after 1 s, one still
+        // waiting (resent once) when the run ended after 1.9 s, and a scheduling hiccup of
+        // 13 ms. The kernel counted 2 SYN resends: both belong to the ladder.
+        let mut cut = rec(3, 0.0, 0.0);
+        cut.outcome = Outcome::Cut {
+            phase: crate::record::Phase::Connect,
+        };
+        cut.connected_ns = None;
+        cut.first_byte_ns = None;
+        cut.end_ns = 1_900 * MS;
+        let rs = [rec(1, 1_003.0, 0.1), rec(2, 13.0, 0.1), cut];
+        let d = delta(&[("TcpExtTCPSynRetrans", 2)]);
+        assert_eq!(
+            causes(&rs, &d, false),
+            vec![
+                SpikeCause::SynRetransmit { attempt: 1 },
+                SpikeCause::Unexplained
+            ]
+        );
+        // A third resend the ladder does not explain: the quick connect may be one.
+        let d = delta(&[("TcpExtTCPSynRetrans", 3)]);
+        assert_eq!(causes(&rs, &d, false)[1], SpikeCause::StaleAckResend);
     }
 
     #[test]

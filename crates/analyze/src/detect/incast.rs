@@ -78,10 +78,11 @@ struct Episode {
     silent_ns: u64,
     /// (connection, frame, was a timeout) of each retransmission, the first [`EVENTS_KEPT`].
     events: Vec<(u64, u64, bool)>,
-    /// The time the receiver waited on this episode's repairs: from the earliest silence a
-    /// retransmission ended to the latest retransmission.
-    waited_from: u64,
-    waited_to: u64,
+    /// The time the receiver heard from no sender while this episode's repairs were pending:
+    /// for each retransmission, the receiver's silence it ended, at most the flow's own wait.
+    /// A flow waiting for its repair while the others keep the bottleneck busy costs the
+    /// round nothing; an idle receiver is the time the round lost.
+    silent_total_ns: u64,
 }
 
 #[derive(Default)]
@@ -99,10 +100,8 @@ struct Hit {
     episodes: u64,
     /// Of them, barrier episodes.
     barrier: u64,
-    /// Time spent waiting on repairs: the union of the episodes' waits.
+    /// Time the receiver heard from no sender while repairs were pending (sum over episodes).
     stall_total_ns: u64,
-    /// End of the waits counted so far.
-    waited_until: u64,
     max_stall_ns: u64,
     max_flows: u32,
     max_fan_in: u32,
@@ -297,9 +296,7 @@ impl Incast {
         let h = self.hits.get_or_insert_with(addr, Hit::default);
         h.episodes += 1;
         h.barrier += u64::from(barrier);
-        let from = ep.waited_from.max(h.waited_until);
-        h.stall_total_ns += ep.waited_to.saturating_sub(from);
-        h.waited_until = h.waited_until.max(ep.waited_to);
+        h.stall_total_ns += ep.silent_total_ns;
         h.max_stall_ns = h.max_stall_ns.max(ep.max_gap_ns);
         h.max_flows = h.max_flows.max(flows);
         h.max_fan_in = h.max_fan_in.max(fan_in);
@@ -356,11 +353,11 @@ impl Incast {
         let floor = RTO_MIN_DEFAULT.as_nanos() as u64 * 9 / 10;
         let remedy = if h.max_stall_ns < floor / 2 {
             format!(
-                "the losses were repaired after at most {}, not after the default 200 ms RTO floor: a lowered rto_min (or fast recovery) is in effect; they still cost",
+                "the losses were repaired after at most {}, not after the default 200 ms RTO floor: a lowered rto_min (or fast recovery) is in effect; the receiver still heard from no sender while they were pending for",
                 us(h.max_stall_ns / 1_000)
             )
         } else {
-            "each repair waited for a retransmission timeout; the rounds lost".to_string()
+            "each repair waited for a retransmission timeout; the receiver heard from no sender while they were pending for".to_string()
         };
         let folded: u64 = h.folded.iter().sum();
         let mut f = Finding::new(
@@ -385,7 +382,7 @@ impl Incast {
         )
         .arithmetic(
             format!(
-                "{:.3} s of repairs / {:.3} s of traffic into the receiver",
+                "{:.3} s the receiver heard from no sender while repairs were pending / {:.3} s of traffic into the receiver",
                 h.stall_total_ns as f64 / 1e9,
                 span_ns as f64 / 1e9
             ),
@@ -503,11 +500,9 @@ impl Detector for Incast {
         };
         let ep = r.open.get_or_insert_with(|| Episode {
             start_ts: x.ts,
-            waited_from: u64::MAX,
             ..Episode::default()
         });
-        ep.waited_from = ep.waited_from.min(x.ts.saturating_sub(x.gap_ns));
-        ep.waited_to = ep.waited_to.max(x.ts);
+        ep.silent_total_ns += idle.min(x.gap_ns);
         let new_flow = !ep.flows.contains(&x.conn.id);
         if new_flow && ep.flows.len() < 64 {
             ep.flows.push(x.conn.id);

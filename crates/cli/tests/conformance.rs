@@ -1,0 +1,798 @@
+//! The conformance matrix: every lab scenario, and a clean baseline, seen by every command that
+//! can see a pathology, and a check that they agree.
+//!
+//! For each scenario the test runs `tcpdoctor lab <scenario> --pcap FILE --json` and, while the
+//! scenario's traffic runs, `counters --netns NS --interval`, `doctor --netns NS --quick
+//! --window` and `sockets --netns NS --watch 300ms` (the first sample with a finding above
+//! info, else the last) inside the lab's namespace where the pathology lives (the client's
+//! for most scenarios, the server's for accept-overflow and slow-reader, a sender's for
+//! incast). After the run it runs `analyze FILE`. probe's classification is the lab's own:
+//! the findings whose source is probe (the lab drives its churn with probe's engine and
+//! spike classifier). The lab column is the lab's merged diagnosis (its own detectors, probe's,
+//! analyze's on its capture, the counters of its namespaces).
+//!
+//! A command's answer is its primary finding: the first finding above info in its own ranking
+//! (causes before symptoms, then severity), or healthy. Each (scenario, command) cell is one of
+//! - judges: the command sees the pathology and what it cost: it must name it first, with the
+//!   same severity as every other judging command;
+//! - names: it sees the pathology but not its cost (e.g. counters count resent SYNs, not how
+//!   long each connect waited): it must name it first, severity not compared;
+//! - cannot see (why): recorded in the matrix, not compared.
+//!
+//! Disagreements that are known and not fixed yet are listed in [`KNOWN`] with what is wrong;
+//! their cells are recorded as such and not asserted (a fix does not fail the test). Any other
+//! disagreement fails it. The clean baseline (crr churn at a modest rate, through a veth,
+//! against probe's embedded server) must be healthy in every command: exit 0, verdict healthy.
+//!
+//! The matrix is written as Markdown to `$TDOC_CONFORMANCE_OUT` when set
+//! (`bench/conformance/run.sh` sets it to docs/conformance.md), else to a temporary file whose
+//! path is printed. Root only; outside CI the test skips with a reason, with CI=true a skip fails.
+
+mod support;
+
+use std::fmt::Write as _;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::Netns;
+
+/// The commands of the matrix, in column order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cmd {
+    Lab,
+    Analyze,
+    Counters,
+    Sockets,
+    Probe,
+    Doctor,
+}
+
+const COLUMNS: [Cmd; 6] = [
+    Cmd::Lab,
+    Cmd::Analyze,
+    Cmd::Counters,
+    Cmd::Sockets,
+    Cmd::Probe,
+    Cmd::Doctor,
+];
+
+impl Cmd {
+    fn name(self) -> &'static str {
+        match self {
+            Cmd::Lab => "lab",
+            Cmd::Analyze => "analyze",
+            Cmd::Counters => "counters",
+            Cmd::Sockets => "sockets",
+            Cmd::Probe => "probe",
+            Cmd::Doctor => "doctor",
+        }
+    }
+}
+
+/// What a command can see of a scenario's pathology, by construction.
+#[derive(Clone, Copy, Debug)]
+enum Vantage {
+    /// Sees the pathology and its cost: names it first, with the common severity.
+    Judges,
+    /// Sees the pathology but not its cost (the reason): names it first, or, when nothing is
+    /// above info, names it at info.
+    Names(&'static str),
+    /// Cannot see it (the reason).
+    Blind(&'static str),
+}
+
+struct Scenario {
+    name: &'static str,
+    /// Arguments after `lab` (the scenario and its options); `--pcap` and `--json` are added.
+    lab_args: &'static [&'static str],
+    /// Role prefix of the namespace to observe (`tdoc-lab-<pid>-<role>...`).
+    observe: &'static str,
+    /// The pathology the scenario reproduces (None: nothing above info is expected).
+    pathology: Option<&'static str>,
+    /// How long counters and doctor watch: must end before the scenario's traffic does.
+    window_ms: u64,
+    /// Vantage of lab, analyze, counters, sockets, probe, doctor.
+    vantage: [Vantage; 6],
+}
+
+const CENSUS: &str = "a census sees sockets only at the instant it is taken, and no history";
+const NO_PROBE: &str = "the scenario's traffic is not probe's (its own sender and reader)";
+
+fn scenarios() -> Vec<Scenario> {
+    use Vantage::*;
+    vec![
+        Scenario {
+            name: "port-exhaustion",
+            lab_args: &["port-exhaustion", "--duration", "4"],
+            observe: "cl",
+            pathology: Some("port_exhaustion"),
+            window_ms: 1500,
+            vantage: [
+                Judges,
+                Judges,
+                Blind("no kernel counter counts EADDRNOTAVAIL or ports held in TIME_WAIT"),
+                Judges,
+                Judges,
+                Judges,
+            ],
+        },
+        Scenario {
+            name: "timewait-collision",
+            lab_args: &["timewait-collision", "--connections", "8"],
+            observe: "cl",
+            pathology: Some("time_wait_collision"),
+            window_ms: 800,
+            vantage: [
+                Judges,
+                Judges,
+                Blind("TcpExtTCPSynRetrans counts the resent SYNs (it says syn_retransmit), not that an old ACK answered them"),
+                Blind(CENSUS),
+                Blind("the collision is answered within milliseconds here: no connect is slow enough for the spike classifier"),
+                Names("its settings audit names the exposure (timestamps off); its counter window sees the resent SYNs, not their cause or cost"),
+            ],
+        },
+        Scenario {
+            name: "stale-ack-race",
+            lab_args: &["stale-ack-race", "--duration", "4"],
+            observe: "cl",
+            pathology: None,
+            window_ms: 1500,
+            vantage: [
+                Judges,
+                Judges,
+                Judges,
+                Blind(CENSUS),
+                Blind("probe times each connect on a busy machine: its unexplained delays measure the load, which the other commands cannot see"),
+                Judges,
+            ],
+        },
+        Scenario {
+            name: "slow-reader",
+            lab_args: &["slow-reader", "--duration", "4"],
+            observe: "sv",
+            pathology: Some("slow_reader"),
+            window_ms: 1500,
+            vantage: [
+                Judges,
+                Judges,
+                Names("TcpExtTCPToZeroWindowAdv counts zero windows, not how long the writer waited"),
+                Names("its samples see a full receive queue at a zero window when they catch one, not how long the writer waited"),
+                Blind(NO_PROBE),
+                Names("its counter window counts zero windows (TcpExtTCPToZeroWindowAdv); its two censuses see one only when they catch it; neither sees the writer's wait"),
+            ],
+        },
+        Scenario {
+            name: "syn-drop",
+            lab_args: &["syn-drop", "--duration", "4"],
+            observe: "cl",
+            pathology: Some("syn_retransmit"),
+            window_ms: 1500,
+            vantage: [
+                Judges,
+                Judges,
+                Names("TcpExtTCPSynRetrans counts resent SYNs, not how long each connect waited"),
+                Blind(CENSUS),
+                Judges,
+                Names("its counter window sees the resent SYNs, not how long each connect waited"),
+            ],
+        },
+        Scenario {
+            name: "accept-overflow",
+            lab_args: &["accept-overflow", "--duration", "4"],
+            observe: "sv",
+            pathology: Some("accept_queue_overflow"),
+            window_ms: 1500,
+            vantage: [
+                Judges,
+                Blind("the accept queue is inside the server: a capture shows its effect (SYNs and requests resent)"),
+                Judges,
+                Blind("a backlog of 1 is full for microseconds at a time; a census rarely catches it"),
+                Blind("the accept queue is inside the server: probe sees its effect (SYN retransmissions)"),
+                Judges,
+            ],
+        },
+        Scenario {
+            name: "incast",
+            lab_args: &["incast", "--senders", "4", "--rounds", "30"],
+            observe: "s0",
+            pathology: Some("incast"),
+            window_ms: 1000,
+            vantage: [
+                Judges,
+                Judges,
+                Blind("one sender's counters cannot show that the senders' losses are synchronized"),
+                Blind(CENSUS),
+                Blind(NO_PROBE),
+                Blind("one sender's counters and sockets cannot show that the senders' losses are synchronized"),
+            ],
+        },
+    ]
+}
+
+/// Disagreements seen on this machine and not fixed yet: (scenario, command, what is wrong).
+/// Their cells are recorded, not asserted.
+const KNOWN: &[(&str, Cmd, &str)] = &[(
+    "incast",
+    Cmd::Analyze,
+    "the severity follows the share of time lost, and analyze and the lab measure it differently: \
+     the lab from round times against the median round, analyze from the receiver's silence \
+     while synchronized repairs were pending; a run whose rounds stall on a retransmission \
+     timeout of one sender (15% lost, critical in the lab) is a few per cent in analyze \
+     (warning), as the timeout is not part of a synchronized episode",
+)];
+
+/// One command's answer.
+#[derive(Clone, Debug)]
+struct Answer {
+    exit: i32,
+    verdict: String,
+    /// First finding above info: (pathology, severity, source).
+    primary: Option<(String, String, String)>,
+    /// Every finding, in order, for the record.
+    all: Vec<(String, String)>,
+}
+
+impl Answer {
+    fn of(exit: i32, v: &Value, only_source: Option<&str>) -> Answer {
+        let findings: Vec<&Value> = v["findings"]
+            .as_array()
+            .map(|a| a.iter().collect())
+            .unwrap_or_default();
+        let findings: Vec<&Value> = findings
+            .into_iter()
+            .filter(|f| only_source.is_none_or(|s| f["source"] == s))
+            .collect();
+        let s = |f: &Value, k: &str| f[k].as_str().unwrap_or("").to_string();
+        let primary = findings
+            .iter()
+            .find(|f| f["severity"] != "info")
+            .map(|f| (s(f, "pathology"), s(f, "severity"), s(f, "source")));
+        let verdict = if only_source.is_some() {
+            if primary.is_some() {
+                "findings".into()
+            } else {
+                "healthy".into()
+            }
+        } else {
+            v["verdict"].as_str().unwrap_or("?").to_string()
+        };
+        Answer {
+            exit,
+            verdict,
+            primary,
+            all: findings
+                .iter()
+                .map(|f| (s(f, "pathology"), s(f, "severity")))
+                .collect(),
+        }
+    }
+
+    fn cell(&self) -> String {
+        match &self.primary {
+            Some((p, s, src)) if src.is_empty() => format!("{p} ({s})"),
+            Some((p, s, src)) => format!("{p} ({s}, from {src})"),
+            None => format!("{} (exit {})", self.verdict, self.exit),
+        }
+    }
+}
+
+/// A command started in the background with its stdout collected.
+struct Bg {
+    child: Child,
+    what: String,
+}
+
+impl Bg {
+    /// Starts `tcpdoctor args` after `delay`, inside namespace `netns` when given.
+    fn start(what: &str, args: &[&str], netns: Option<&str>, delay: Duration) -> Bg {
+        let mut cmd = Command::new("sh");
+        let mut line = format!("sleep {:.3}; exec", delay.as_secs_f64());
+        if let Some(ns) = netns {
+            line.push_str(&format!(" ip netns exec {ns}"));
+        }
+        line.push(' ');
+        line.push_str(&support::bin().display().to_string());
+        for a in args {
+            line.push(' ');
+            line.push_str(a);
+        }
+        cmd.arg("-c")
+            .arg(line)
+            .env("COLUMNS", support::COLUMNS)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        Bg {
+            child: cmd.spawn().expect("spawn tcpdoctor"),
+            what: what.to_string(),
+        }
+    }
+
+    /// Waits (bounded) and parses; panics with the streams when the output is not JSON.
+    fn finish(self, limit: Duration) -> (i32, Value) {
+        let (code, out, err) = self.finish_raw(limit);
+        (code, support::json(&out, &err))
+    }
+
+    /// `--watch --json` output (one report per line): the first report with a finding above
+    /// info, else the last.
+    fn finish_watch(self, limit: Duration) -> (i32, Value) {
+        let (code, out, err) = self.finish_raw(limit);
+        let reports: Vec<Value> = out.lines().map(|l| support::json(l, &err)).collect();
+        let above = |v: &&Value| {
+            v["findings"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|f| f["severity"] != "info"))
+        };
+        let pick = reports
+            .iter()
+            .find(above)
+            .or(reports.last())
+            .unwrap_or_else(|| panic!("sockets --watch printed nothing\n{err}"));
+        (code, pick.clone())
+    }
+
+    /// Waits (bounded); (exit code, stdout, stderr). Panics when killed or on an error exit.
+    fn finish_raw(mut self, limit: Duration) -> (i32, String, String) {
+        let deadline = Instant::now() + limit;
+        loop {
+            if self.child.try_wait().expect("wait").is_some() {
+                break;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!("{}: still running after {limit:?}", self.what);
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+        let mut out = String::new();
+        let mut err = String::new();
+        self.child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        self.child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        let code = self.child.wait().unwrap().code().unwrap_or(-1);
+        if code == -1 {
+            panic!(
+                "{}: killed before it finished (the scenario ended before its window?)\n{err}",
+                self.what
+            );
+        }
+        assert!(code != 2, "{}: error exit\n{out}\n{err}", self.what);
+        (code, out, err)
+    }
+}
+
+/// A temporary capture file, removed on drop.
+struct TempFile(PathBuf);
+
+impl TempFile {
+    fn new(tag: &str) -> TempFile {
+        let p = std::env::temp_dir().join(format!("tdoc-conf-{tag}-{}.pcap", support::unique_id()));
+        let _ = std::fs::remove_file(&p);
+        TempFile(p)
+    }
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Waits until namespace `tdoc-lab-<pid>-<role>...` exists with a 10.77 address; its name.
+fn wait_for_lab_netns(pid: u32, role: &str, lab: &mut Child) -> String {
+    let prefix = format!("tdoc-lab-{pid}-{role}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        let list = support::sh("ip netns list");
+        if let Some(ns) = list
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .find(|n| n.starts_with(&prefix))
+        {
+            let addrs = Command::new("ip")
+                .args(["-n", ns, "-4", "-o", "addr"])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default();
+            if addrs.contains("10.77.") {
+                return ns.to_string();
+            }
+        }
+        if let Ok(Some(st)) = lab.try_wait() {
+            panic!("lab ended ({st}) before namespace {prefix}* appeared");
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    panic!("namespace {prefix}* did not appear within 20 s");
+}
+
+/// Interval of the sockets samples.
+const SOCKETS_EVERY_MS: u64 = 300;
+
+/// Starts counters, doctor and sockets (`--watch`, a sample every [`SOCKETS_EVERY_MS`]
+/// within the window) inside `ns`.
+fn observers(ns: &str, window_ms: u64) -> [Bg; 3] {
+    let window = format!("{window_ms}ms");
+    [
+        Bg::start(
+            "counters",
+            &["counters", "--netns", ns, "--interval", &window, "--json"],
+            None,
+            Duration::ZERO,
+        ),
+        Bg::start(
+            "doctor",
+            &[
+                "doctor", "--netns", ns, "--quick", "--window", &window, "--json",
+            ],
+            None,
+            Duration::ZERO,
+        ),
+        Bg::start(
+            "sockets",
+            &[
+                "sockets",
+                "--netns",
+                ns,
+                "--watch",
+                &format!("{SOCKETS_EVERY_MS}ms"),
+                "--count",
+                &(window_ms / SOCKETS_EVERY_MS).max(2).to_string(),
+                "--json",
+            ],
+            None,
+            Duration::from_millis(window_ms / 4),
+        ),
+    ]
+}
+
+fn analyze(pcap: &Path) -> Answer {
+    let (code, out, err) = support::run(&["analyze", &pcap.display().to_string(), "--json"]);
+    assert!(code != 2, "analyze {}: {err}", pcap.display());
+    Answer::of(code, &support::json(&out, &err), None)
+}
+
+/// The answers of one row, in column order.
+struct Row {
+    scenario: String,
+    answers: Vec<Answer>,
+    observed: String,
+}
+
+fn run_scenario(s: &Scenario) -> Row {
+    let pcap = TempFile::new(s.name);
+    let mut args: Vec<String> = vec!["lab".into()];
+    args.extend(s.lab_args.iter().map(|a| a.to_string()));
+    args.extend([
+        "--pcap".into(),
+        pcap.path().display().to_string(),
+        "--json".into(),
+    ]);
+    let mut lab = Command::new(support::bin())
+        .args(&args)
+        .env("COLUMNS", support::COLUMNS)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn lab");
+    let pid = lab.id();
+    let ns = wait_for_lab_netns(pid, s.observe, &mut lab);
+    let [counters, doctor, sockets] = observers(&ns, s.window_ms);
+    let limit = Duration::from_secs(60);
+    let (cc, cv) = counters.finish(limit);
+    let (dc, dv) = doctor.finish(limit);
+    let (sc, sv) = sockets.finish_watch(limit);
+    let out = lab.wait_with_output().expect("wait lab");
+    let (lo, le) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    let lc = out.status.code().unwrap_or(-1);
+    assert!(lc == 0 || lc == 1, "lab {}: exit {lc}\n{le}", s.name);
+    let lv = support::json(&lo, &le);
+    let _ = support::run(&["lab", "cleanup", "--pid", &pid.to_string()]);
+    Row {
+        scenario: s.name.to_string(),
+        answers: vec![
+            Answer::of(lc, &lv, None),
+            analyze(pcap.path()),
+            Answer::of(cc, &cv, None),
+            Answer::of(sc, &sv, None),
+            Answer::of(lc, &lv, Some("probe")),
+            Answer::of(dc, &dv, None),
+        ],
+        observed: format!(
+            "`{}`; counters, doctor and sockets in namespace `{}` (role {}) during the run, windows {} ms",
+            s.lab_args.join(" "),
+            ns.replace(&pid.to_string(), "PID"),
+            s.observe,
+            s.window_ms
+        ),
+    }
+}
+
+/// The clean baseline: crr churn at 200 connections/s through a veth against probe's embedded
+/// server, captured by tcpdump on the client's interface, observed like a scenario.
+fn run_clean() -> Row {
+    let cl = Netns::new("confc");
+    let sv = Netns::new("confs");
+    let (ic, _) = support::veth(&cl, "10.77.251.1/24", &sv, "10.77.251.2/24");
+    let mut server = sv.spawn(&format!(
+        "exec {} probe --serve 10.77.251.2:5199",
+        support::bin().display()
+    ));
+    // Wait for the server to listen.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !sv.exec("ss -Htln").contains(":5199") {
+        assert!(Instant::now() < deadline, "embedded server did not listen");
+        thread::sleep(Duration::from_millis(20));
+    }
+    let pcap = TempFile::new("clean");
+    let mut dump = Command::new("ip")
+        .args(["netns", "exec", &cl.name, "tcpdump", "-i", &ic, "-s", "128"])
+        .args(["-B", "16384", "--immediate-mode", "-U", "-n", "-w"])
+        .arg(pcap.path())
+        .arg("tcp")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tcpdump");
+    {
+        use std::io::BufRead;
+        let mut err = std::io::BufReader::new(dump.stderr.take().unwrap());
+        let mut line = String::new();
+        while err.read_line(&mut line).unwrap_or(0) > 0 && !line.contains("listening on") {
+            line.clear();
+        }
+        assert!(line.contains("listening on"), "tcpdump did not start");
+        thread::spawn(move || {
+            let mut sink = String::new();
+            let _ = err.read_to_string(&mut sink);
+        });
+    }
+    let window_ms = 1500;
+    let probe = Bg::start(
+        "probe",
+        &[
+            "probe",
+            "10.77.251.2:5199",
+            "--mode",
+            "crr",
+            "-c",
+            "2",
+            "--rate",
+            "200",
+            "-d",
+            "4s",
+            "--json",
+        ],
+        Some(&cl.name),
+        Duration::ZERO,
+    );
+    // Let the churn start before the windows open.
+    thread::sleep(Duration::from_millis(500));
+    let [counters, doctor, sockets] = observers(&cl.name, window_ms);
+    let limit = Duration::from_secs(60);
+    let (cc, cv) = counters.finish(limit);
+    let (dc, dv) = doctor.finish(limit);
+    let (sc, sv_) = sockets.finish_watch(limit);
+    let (pc, pv) = probe.finish(limit);
+    thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill(2) on the tcpdump this test started; SIGINT flushes its file.
+    unsafe { libc::kill(dump.id() as i32, libc::SIGINT) };
+    let _ = dump.wait();
+    let _ = server.kill();
+    let _ = server.wait();
+    Row {
+        scenario: "clean baseline".into(),
+        answers: vec![
+            Answer {
+                exit: 0,
+                verdict: "not a lab scenario".into(),
+                primary: None,
+                all: Vec::new(),
+            },
+            analyze(pcap.path()),
+            Answer::of(cc, &cv, None),
+            Answer::of(sc, &sv_, None),
+            Answer::of(pc, &pv, None),
+            Answer::of(dc, &dv, None),
+        ],
+        observed: format!(
+            "`probe 10.77.251.2:5199 --mode crr -c 2 --rate 200 -d 4s` from a client namespace through a veth to `probe --serve` in a server namespace; tcpdump on the client's interface; counters, doctor and sockets in the client namespace during the run, windows {window_ms} ms"
+        ),
+    }
+}
+
+/// Whether answer `a` names `pathology` as a command with vantage `v` must: first above
+/// info (judges, names), or at info when nothing is above info (names). `None`: nothing above
+/// info.
+fn names(a: &Answer, pathology: Option<&str>, v: Vantage) -> bool {
+    let first = a.primary.as_ref().map(|p| p.0.as_str());
+    match (pathology, v) {
+        (None, _) => first.is_none(),
+        (Some(p), Vantage::Names(_)) if first.is_none() => a.all.iter().any(|f| f.0 == p),
+        (Some(p), _) => first == Some(p),
+    }
+}
+
+/// Checks one row against its scenario; returns the cells' texts and the failures.
+fn judge(s: &Scenario, row: &Row) -> (Vec<String>, Vec<String>) {
+    let mut cells = Vec::new();
+    let mut failures = Vec::new();
+    let mut severities: Vec<(Cmd, String)> = Vec::new();
+    for (i, cmd) in COLUMNS.iter().enumerate() {
+        let a = &row.answers[i];
+        let known = KNOWN
+            .iter()
+            .find(|(n, c, _)| *n == s.name && c == cmd)
+            .map(|k| k.2);
+        let text = match s.vantage[i] {
+            Vantage::Blind(why) => format!("cannot see: {why}; said {}", a.cell()),
+            v => {
+                let agrees = names(a, s.pathology, v);
+                let mut t = a.cell();
+                if let (Vantage::Names(why), true) = (v, a.primary.is_none() && agrees) {
+                    if let Some(p) = s.pathology {
+                        t = format!("{p} (info; verdict {})", a.verdict);
+                    }
+                    t.push_str(&format!("; severity not compared: {why}"));
+                } else if let Vantage::Names(why) = v {
+                    t.push_str(&format!("; severity not compared: {why}"));
+                }
+                match (agrees, known) {
+                    (_, Some(bug)) => t.push_str(&format!(" **known disagreement: {bug}**")),
+                    (false, None) => failures.push(format!(
+                        "{} / {}: expected {:?} first, got {} (all: {:?})",
+                        s.name,
+                        cmd.name(),
+                        s.pathology,
+                        a.cell(),
+                        a.all
+                    )),
+                    (true, None) => {
+                        if let (Vantage::Judges, Some(p)) = (v, &a.primary) {
+                            severities.push((*cmd, p.1.clone()));
+                        }
+                    }
+                }
+                t
+            }
+        };
+        cells.push(text);
+    }
+    if let Some((first, sev)) = severities.first() {
+        for (cmd, other) in &severities[1..] {
+            if other != sev {
+                failures.push(format!(
+                    "{}: {} says {sev}, {} says {other} for {:?}",
+                    s.name,
+                    first.name(),
+                    cmd.name(),
+                    s.pathology
+                ));
+            }
+        }
+    }
+    (cells, failures)
+}
+
+fn markdown(rows: &[(String, Vec<String>, String)]) -> String {
+    let mut md = String::new();
+    let host = support::sh("uname -n").trim().to_string();
+    let kernel = support::sh("uname -r").trim().to_string();
+    let cpus = thread::available_parallelism().map_or(0, |n| n.get());
+    let _ = writeln!(
+        md,
+        "# Conformance matrix: what each command tells of each lab scenario\n"
+    );
+    let _ = writeln!(
+        md,
+        "Generated by `crates/cli/tests/conformance.rs` (`cargo test -p tcpdoctor --test conformance`, as root), \
+         here through `bench/conformance/run.sh`, which sets `TDOC_CONFORMANCE_OUT=docs/conformance.md`; \
+         without that variable the test writes the matrix to a temporary file and prints its path. \
+         Machine: {host}, Linux {kernel}, {cpus} CPUs, {}.\n",
+        support::sh("date -u +%Y-%m-%dT%H:%MZ").trim()
+    );
+    let _ = writeln!(
+        md,
+        "Each cell is the command's primary finding: the first above info in its own ranking (causes \
+         before symptoms, then severity), with its severity and source, or its verdict and exit status \
+         when nothing above info was found. \"cannot see\" marks a command that cannot see the \
+         scenario's pathology by construction (with why; what it said is kept). \"severity not \
+         compared\" marks a command that sees the pathology but not its cost. Among the others the \
+         test asserts one pathology and one severity; **known disagreement** marks a disagreement \
+         that is not fixed yet. The lab column is the lab's merged diagnosis (its own detectors, probe's, \
+         analyze's on its capture, the counters of its namespaces); the probe column is the lab's \
+         findings whose source is probe (the lab's churn is probe's engine and spike classifier); \
+         sockets is `--watch 300ms` over the window, the first sample with a finding above info, \
+         else the last.\n"
+    );
+    let _ = write!(md, "| scenario |");
+    for c in COLUMNS {
+        let _ = write!(md, " {} |", c.name());
+    }
+    let _ = writeln!(md);
+    let _ = writeln!(md, "|{}", "---|".repeat(COLUMNS.len() + 1));
+    for (name, cells, _) in rows {
+        let _ = write!(md, "| {name} |");
+        for c in cells {
+            let _ = write!(md, " {} |", c.replace('|', "/"));
+        }
+        let _ = writeln!(md);
+    }
+    let _ = writeln!(md, "\n## How each row was produced\n");
+    for (name, _, how) in rows {
+        let _ = writeln!(
+            md,
+            "- {name}: {how}; then `tcpdoctor analyze` on the capture."
+        );
+    }
+    md
+}
+
+#[test]
+fn commands_that_can_see_a_pathology_agree_on_it_and_a_clean_run_is_healthy_everywhere() {
+    if !support::require_root(
+        "commands_that_can_see_a_pathology_agree_on_it_and_a_clean_run_is_healthy_everywhere",
+    ) {
+        return;
+    }
+    let mut rows = Vec::new();
+    let mut failures = Vec::new();
+
+    let clean = run_clean();
+    let mut cells = vec!["(not a lab scenario)".to_string()];
+    for (i, cmd) in COLUMNS.iter().enumerate().skip(1) {
+        let a = &clean.answers[i];
+        cells.push(a.cell());
+        if a.exit != 0 || a.verdict != "healthy" {
+            failures.push(format!(
+                "clean baseline / {}: expected healthy with exit 0, got {} exit {} ({:?})",
+                cmd.name(),
+                a.verdict,
+                a.exit,
+                a.all
+            ));
+        }
+    }
+    rows.push((clean.scenario.clone(), cells, clean.observed.clone()));
+
+    for s in scenarios() {
+        let row = run_scenario(&s);
+        let (cells, f) = judge(&s, &row);
+        failures.extend(f);
+        rows.push((row.scenario.clone(), cells, row.observed.clone()));
+    }
+
+    let md = markdown(&rows);
+    let out = std::env::var_os("TDOC_CONFORMANCE_OUT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("tdoc-conformance-{}.md", std::process::id()))
+        });
+    std::fs::write(&out, &md).unwrap_or_else(|e| panic!("write {}: {e}", out.display()));
+    eprintln!("conformance matrix written to {}\n{md}", out.display());
+    assert!(
+        failures.is_empty(),
+        "disagreements:\n{}",
+        failures.join("\n")
+    );
+}
