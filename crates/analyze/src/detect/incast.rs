@@ -353,18 +353,18 @@ impl Incast {
         let floor = RTO_MIN_DEFAULT.as_nanos() as u64 * 9 / 10;
         let remedy = if h.max_stall_ns < floor / 2 {
             format!(
-                "the losses were repaired after at most {}, not after the default 200 ms RTO floor: a lowered rto_min (or fast recovery) is in effect; the receiver still heard from no sender while they were pending for",
+                "the losses were repaired after at most {}, not after the default 200 ms RTO floor: a lowered rto_min (or fast recovery) is in effect; they still cost",
                 us(h.max_stall_ns / 1_000)
             )
         } else {
-            "each repair waited for a retransmission timeout; the receiver heard from no sender while they were pending for".to_string()
+            "each repair waited for a retransmission timeout; the rounds lost".to_string()
         };
         let folded: u64 = h.folded.iter().sum();
         let mut f = Finding::new(
             Pathology::Incast,
             Source::Analyze,
             format!(
-                "{} synchronized loss episode(s) into {addr}: up to {} flows lost segments within {} ms of each other (fan-in {}){}; {remedy} {} in all ({:.1}% of the receiver's {}), longest {}",
+                "{} synchronized loss episode(s) into {addr}: up to {} flows lost segments within {} ms of each other (fan-in {}){}; {remedy} {} in all, in which the receiver heard from no sender ({:.1}% of the receiver's {}), longest {}",
                 h.episodes,
                 h.max_flows,
                 cfg.incast_window.as_millis(),
