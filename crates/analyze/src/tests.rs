@@ -1107,6 +1107,12 @@ fn short_timer_rounds(dsack: bool) -> Analysis {
 /// [`short_timer_rounds`]; with `busy`, the fifth sender (which lost nothing) keeps sending
 /// into the receiver every 500 us while the four others wait for their repairs.
 fn timer_rounds(dsack: bool, busy: bool) -> Analysis {
+    timer_rounds_repaired_after(dsack, busy, [6_000; 3])
+}
+
+/// [`timer_rounds`] with each round's repairs sent `repair_us[round]` after the round began
+/// (only the last may exceed the 100 ms between rounds).
+fn timer_rounds_repaired_after(dsack: bool, busy: bool, repair_us: [u64; 3]) -> Analysis {
     let mut c = Cap::new();
     let mss = 1448;
     let tps: Vec<Tuple> = (0..5u16)
@@ -1153,9 +1159,10 @@ fn timer_rounds(dsack: bool, busy: bool) -> Analysis {
         }
         for (i, tp) in tps.iter().enumerate().take(4) {
             let last = next[i] + 3 * mss;
-            c.pkt(t0 + 6_000 + i as u64, *tp, true, A, last, 1001, mss, 502);
+            let r = repair_us[round as usize];
+            c.pkt(t0 + r + i as u64, *tp, true, A, last, 1001, mss, 502);
             c.pkt(
-                t0 + 6_100 + i as u64,
+                t0 + r + 100 + i as u64,
                 *tp,
                 false,
                 A,
@@ -1201,6 +1208,23 @@ fn synchronized_losses_repaired_by_short_timers_are_incast_with_their_retransmis
         "{:#?}",
         f.evidence
     );
+}
+
+/// Short timers stretched by a loaded machine (late timers, RTO backoff) in one episode of
+/// three: the lowered rto_min is still said to be in effect, from the episodes it shaped.
+#[test]
+fn one_backed_off_repair_does_not_hide_a_lowered_rto_min() {
+    let a = timer_rounds_repaired_after(false, false, [6_000, 6_000, 120_000]);
+    let f = only(&a, Pathology::Incast);
+    assert!(
+        f.summary.contains("in effect") && f.summary.contains("in 2 of 3 episodes"),
+        "{}",
+        f.summary
+    );
+    // Most episodes waited as long as the default floor: not in effect.
+    let a = timer_rounds_repaired_after(false, false, [6_000, 95_000, 250_000]);
+    let f = only(&a, Pathology::Incast);
+    assert!(!f.summary.contains("in effect"), "{}", f.summary);
 }
 
 /// What incast costs is the time the receiver heard from no sender while repairs were
