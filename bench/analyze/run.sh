@@ -11,7 +11,8 @@
 # Timings: interleaved rounds (bench/analyze/rounds.py); peak memory from /usr/bin/time. tshark and tcptrace
 # run on the first $PREFIX packets (editcap -r), as does tcpdoctor for the same-input ratio;
 # tcpdoctor, capinfos and cat also run on the whole file. Results go to $OUT/result.md and
-# replace the "analyze" section of BENCHMARKS.md.
+# replace the "analyze" section of BENCHMARKS.md, followed by the peak memory on a 1 M-distinct-
+# client capture and a 1 M-unanswered-SYN capture (bench/analyze/memory.sh).
 #
 # Usage (root): bench/analyze/run.sh        env: PKTS ROUNDS PREFIX OUT KEEP=1 (keep capture)
 set -euo pipefail
@@ -161,11 +162,16 @@ lines.append("Agreement on the prefix: tcpdoctor counts $ours retransmissions, \
 open(sys.argv[1], "w").write("\n".join(lines) + "\n")
 PY
 
+# Peak memory on the two adversarial captures (bench/analyze/memory.sh, same binary).
+TD="$TD" OUT="$OUT" bash "$ROOT/bench/analyze/memory.sh" >/dev/null
+
 machine="$(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), Linux $(uname -r), load average at start $(cut -d' ' -f1 /proc/loadavg)"
 {
   echo "Measured $(date -u +%Y-%m-%d) by \`bench/analyze/run.sh\` (PKTS=$PKTS PREFIX=$PREFIX ROUNDS=$ROUNDS) on $machine."
   echo
   cat "$OUT/result.md"
+  echo
+  cat "$OUT/memory.md"
 } > "$OUT/section.md"
 python3 - "$ROOT/BENCHMARKS.md" "$OUT/section.md" <<'PY'
 import re, sys
