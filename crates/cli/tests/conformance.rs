@@ -665,6 +665,18 @@ fn judge(s: &Scenario, row: &Row) -> (Vec<String>, Vec<String>) {
     let mut cells = Vec::new();
     let mut failures = Vec::new();
     let mut severities: Vec<(Cmd, String)> = Vec::new();
+    let is_known = |cmd: &Cmd| KNOWN.iter().any(|(n, c, _)| *n == s.name && c == cmd);
+    // The severity of the first judging command that agrees and is not a known disagreement:
+    // a known judging cell agrees only when it names the pathology with this severity.
+    let reference = COLUMNS.iter().enumerate().find_map(|(i, cmd)| {
+        let a = &row.answers[i];
+        match (s.vantage[i], &a.primary) {
+            (Vantage::Judges, Some(p)) if !is_known(cmd) && names(a, s.pathology, s.vantage[i]) => {
+                Some(p.1.clone())
+            }
+            _ => None,
+        }
+    });
     for (i, cmd) in COLUMNS.iter().enumerate() {
         let a = &row.answers[i];
         let known = KNOWN
@@ -675,6 +687,10 @@ fn judge(s: &Scenario, row: &Row) -> (Vec<String>, Vec<String>) {
             Vantage::Blind(why) => format!("cannot see: {why}; said {}", a.cell()),
             v => {
                 let agrees = names(a, s.pathology, v);
+                let same_severity = match (v, &a.primary, &reference) {
+                    (Vantage::Judges, Some(p), Some(r)) => &p.1 == r,
+                    _ => true,
+                };
                 let mut t = a.cell();
                 if let (Vantage::Names(why), true) = (v, a.primary.is_none() && agrees) {
                     if let Some(p) = s.pathology {
@@ -685,10 +701,10 @@ fn judge(s: &Scenario, row: &Row) -> (Vec<String>, Vec<String>) {
                     t.push_str(&format!("; severity not compared: {why}"));
                 }
                 match (agrees, known) {
-                    (true, Some(bug)) => t.push_str(&format!(
+                    (true, Some(bug)) if same_severity => t.push_str(&format!(
                         " (agreed in this run; **known to disagree at times: {bug}**)"
                     )),
-                    (false, Some(bug)) => t.push_str(&format!(" **known disagreement: {bug}**")),
+                    (_, Some(bug)) => t.push_str(&format!(" **known disagreement: {bug}**")),
                     (false, None) => failures.push(format!(
                         "{} / {}: expected {:?} first, got {} (all: {:?})",
                         s.name,
