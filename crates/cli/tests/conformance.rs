@@ -216,14 +216,6 @@ fn scenarios() -> Vec<Scenario> {
 /// Their cells are recorded, not asserted.
 const KNOWN: &[(&str, Cmd, &str)] = &[
     (
-        "slow-reader",
-        Cmd::Sockets,
-        "its samples often see the reader's socket with 13-21 KB unread and a 7 KB window \
-         advertised, the queue draining at a few KB/s with nothing arriving (the writer blocked): \
-         the census rule wants a zero window or a growing Recv-Q, and misses a stalled queue that \
-         a slow reader drains",
-    ),
-    (
         "incast",
         Cmd::Analyze,
         "on the receiver's capture a sender whose whole reply was dropped at the bottleneck \

@@ -116,6 +116,10 @@ pub enum SlowSign {
     PeerZeroWindow,
     /// Recv-Q grew since the previous sample.
     ReceiveQueueGrowing,
+    /// Data queued at the previous sample is still unread (the application read less over
+    /// the interval than was waiting at its start) although Recv-Q did not grow: a reader
+    /// that drains a stalled queue slowly while the sender waits for window.
+    DataLeftUnread,
     /// The socket is in retransmission-timeout backoff.
     RetransmitBackoff,
     /// A connect (SYN_SENT) whose SYN was retransmitted.
@@ -381,7 +385,7 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
             // A zero window seen in both censuses, or data that stayed unread from one to
             // the next: stalled for at least their interval.
             let persisted = match sign {
-                SlowSign::ReceiveQueueGrowing => true,
+                SlowSign::ReceiveQueueGrowing | SlowSign::DataLeftUnread => true,
                 _ => earlier.is_some_and(|b| zero_window_sign(b).is_some()),
             };
             if persisted {
@@ -491,20 +495,27 @@ fn slow_sign(s: &Socket, earlier: Option<&Socket>) -> Option<SlowSign> {
         return Some(sign);
     }
     let b = earlier?;
-    if s.recv_q <= b.recv_q || b.recv_q == 0 {
+    if b.recv_q == 0 {
         return None;
     }
     let received = |x: &Socket| x.info.as_ref().and_then(|i| i.bytes_received);
     match (received(b), received(s)) {
+        // A counter that went back: another connection on the same 4-tuple.
+        (Some(rb), Some(rs)) if rs < rb => None,
         // Bytes the application consumed between the censuses: what was received minus
-        // what is still queued, at each end.
+        // what is still queued, at each end. Less than was queued at the earlier census:
+        // some of that data waited the whole interval, whether Recv-Q grew or not.
         (Some(rb), Some(rs)) => {
             let read = (rs.saturating_sub(u64::from(s.recv_q)))
                 .saturating_sub(rb.saturating_sub(u64::from(b.recv_q)));
-            (read < u64::from(b.recv_q)).then_some(SlowSign::ReceiveQueueGrowing)
+            (read < u64::from(b.recv_q)).then_some(if s.recv_q > b.recv_q {
+                SlowSign::ReceiveQueueGrowing
+            } else {
+                SlowSign::DataLeftUnread
+            })
         }
         // Without tcpi_bytes_received (before 4.1): queued at both censuses and growing.
-        _ => Some(SlowSign::ReceiveQueueGrowing),
+        _ => (s.recv_q > b.recv_q).then_some(SlowSign::ReceiveQueueGrowing),
     }
 }
 
@@ -712,7 +723,12 @@ fn findings(sum: &Summary) -> Vec<Finding> {
         let n = flagged.len() as u64;
         let zero = flagged
             .iter()
-            .filter(|f| f.sign != SlowSign::ReceiveQueueGrowing)
+            .filter(|f| {
+                !matches!(
+                    f.sign,
+                    SlowSign::ReceiveQueueGrowing | SlowSign::DataLeftUnread
+                )
+            })
             .count() as u64;
         let queued: u64 = flagged.iter().map(|f| u64::from(f.recv_q_bytes)).sum();
         let stall = worst_stall(&flagged);
@@ -1168,6 +1184,46 @@ mod tests {
         assert_eq!(an.summary.slow_readers.len(), 1);
         assert_eq!(an.findings[0].severity, Severity::Critical);
         assert_eq!(an.findings[0].severity_rule, Rule::LongStall);
+    }
+
+    /// A reader that drains a stalled queue slowly (the writer blocked, nothing arriving,
+    /// the window open a little at each sample): the queue shrinks but the data waiting at
+    /// the earlier sample is still there. Seen in the conformance matrix's slow-reader run:
+    /// 20,912 then 19,109 bytes unread 300 ms apart with a 7 KB window advertised.
+    #[test]
+    fn a_stalled_queue_drained_slowly_is_a_slow_reader() {
+        let gap = Duration::from_millis(300);
+        let (a, b) = pair(
+            vec![server_socket(20_912, 900_000)],
+            vec![server_socket(19_109, 900_000)],
+            gap,
+        );
+        let an = analyze(&b, Some(&a));
+        assert_eq!(an.summary.slow_readers.len(), 1, "{:?}", an.summary);
+        assert_eq!(an.summary.slow_readers[0].sign, SlowSign::DataLeftUnread);
+        assert_eq!(
+            an.summary.slow_readers[0].stalled_at_least_us,
+            Some(gap.as_micros() as u64)
+        );
+        assert!(an
+            .findings
+            .iter()
+            .any(|f| f.pathology == Pathology::SlowReader));
+        // The same shrinking queue with 50 kB read in between (the reader keeps up, the
+        // sender refills): not a slow reader.
+        let (a, b) = pair(
+            vec![server_socket(20_912, 900_000)],
+            vec![server_socket(19_109, 950_000)],
+            gap,
+        );
+        assert!(analyze(&b, Some(&a)).summary.slow_readers.is_empty());
+        // A counter that went back is another connection: not compared.
+        let (a, b) = pair(
+            vec![server_socket(20_912, 900_000)],
+            vec![server_socket(19_109, 30_000)],
+            gap,
+        );
+        assert!(analyze(&b, Some(&a)).summary.slow_readers.is_empty());
     }
 
     #[test]
