@@ -214,11 +214,10 @@ fn scenarios() -> Vec<Scenario> {
 
 /// Disagreements seen on this machine and not fixed yet: (scenario, command, what is wrong).
 /// Their cells are recorded, not asserted.
-const KNOWN: &[(&str, Cmd, &str)] = &[
-    (
-        "incast",
-        Cmd::Analyze,
-        "on the receiver's capture a sender whose whole reply was dropped at the bottleneck \
+const KNOWN: &[(&str, Cmd, &str)] = &[(
+    "incast",
+    Cmd::Analyze,
+    "on the receiver's capture a sender whose whole reply was dropped at the bottleneck \
          leaves no trace but silence: the round stalls about 200 ms until that sender's timeout, \
          and what the capture shows is the receiver's own request resent after its timeout and \
          D-SACKed by the sender; analyze counts that resend as spurious (right: the request was \
@@ -226,8 +225,7 @@ const KNOWN: &[(&str, Cmd, &str)] = &[
          repairs only (a run of 8 senders: 20 of 30 rounds stalled about 208 ms, 56% of the \
          time lost, critical in the lab; analyze 4.5%, warning, beside 23 spurious timeout \
          resends of requests)",
-    ),
-];
+)];
 
 /// One command's answer.
 #[derive(Clone, Debug)]
