@@ -55,8 +55,9 @@ Listens on 127.0.0.1 unless --listen names another address.
 
 Overhead: per interval two sock_diag dumps and their analysis, a scan of
 /proc for the processes holding sockets, a few sysctl reads and one
-`ip route` per family (BENCHMARKS.md gives the CPU at 50,000 TIME_WAIT
-sockets); per scrape three /proc reads and the rendering. No traffic is
+`ip route` per family: about 75 ms of CPU at 50,000 TIME_WAIT sockets, three
+quarters of it the kernel's dump. Per scrape three /proc reads and the
+rendering: about 1.3 ms of CPU, under 2 ms to answer. No traffic is
 generated (doctor's loopback self-probe is not run: its connections would
 load the host and show in the census). Tracing adds the trace command's cost
 under load.
@@ -64,8 +65,21 @@ under load.
 Stops on Ctrl-C or SIGTERM (exit 0). Errors at start (address in use, no
 such namespace) exit 2.
 
-Example: tcpdoctor exporter
-         sudo tcpdoctor exporter --netns blue --listen 127.0.0.1:9978"#;
+Examples:
+  tcpdoctor exporter
+      this host on 127.0.0.1:9977, a new diagnosis every 15s
+  curl -s 127.0.0.1:9977/metrics | grep '^tcpdoctor_findings{.*} 1$'
+      the findings active now
+  tcpdoctor exporter --listen 10.0.0.5:9977 --interval 30s
+      for a Prometheus server on another host (no authentication: firewall it)
+  sudo tcpdoctor exporter --netns blue --listen 127.0.0.1:9978
+      one network namespace; the listener stays in the host's
+
+Prometheus (scrape every --interval; `instance` tells hosts apart):
+  scrape_configs:
+    - job_name: tcpdoctor
+      scrape_interval: 15s
+      static_configs: [{targets: ['web-1:9977', 'web-2:9977']}]"#;
 
 /// Serve TCP health as Prometheus metrics: counters, census gauges, budgets, findings.
 #[derive(clap::Args, Debug)]

@@ -346,8 +346,18 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
         (Some(a), Some(b)) => Some(b.saturating_duration_since(a)),
         _ => None,
     };
+    // The earlier census's connections, by 4-tuple. A TIME_WAIT socket is no longer a
+    // connection (no queues, no windows): a socket on its 4-tuple now is a new connection, not
+    // its continuation. Leaving them out also keeps the map small where they are the bulk of
+    // the census (50,000 TIME_WAIT: BENCHMARKS.md, exporter).
     let before: HashMap<Key, &Socket> = previous
-        .map(|p| p.sockets.iter().map(|s| (key(s), s)).collect())
+        .map(|p| {
+            p.sockets
+                .iter()
+                .filter(|s| !matches!(s.state, TcpState::TimeWait | TcpState::Listen))
+                .map(|s| (key(s), s))
+                .collect()
+        })
         .unwrap_or_default();
     let mut slow_readers = Vec::new();
     let mut retransmitting = Vec::new();
@@ -1224,6 +1234,26 @@ mod tests {
             gap,
         );
         assert!(analyze(&b, Some(&a)).summary.slow_readers.is_empty());
+    }
+
+    #[test]
+    fn a_connection_on_the_4_tuple_of_an_earlier_time_wait_is_not_its_continuation() {
+        // The earlier census held this 4-tuple in TIME_WAIT; now a new connection on it has a
+        // zero window. Its queue did not grow from the TIME_WAIT socket's, and its stall is
+        // not known to have lasted the interval.
+        let tw = sock(TcpState::TimeWait, "127.0.0.1:5000", "127.0.0.1:40001");
+        let mut rx = sock(TcpState::Established, "127.0.0.1:5000", "127.0.0.1:40001");
+        rx.recv_q = 4096;
+        rx.info = Some(Box::new(TcpInfo {
+            rcv_wnd_bytes: Some(0),
+            ..info()
+        }));
+        let (a, b) = pair(vec![tw], vec![rx], Duration::from_secs(2));
+        let an = analyze(&b, Some(&a));
+        let f = &an.summary.slow_readers[0];
+        assert_eq!(f.sign, SlowSign::ZeroReceiveWindow);
+        assert_eq!(f.recv_q_growth_bytes, None);
+        assert_eq!(f.stalled_at_least_us, None);
     }
 
     #[test]
