@@ -33,6 +33,9 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 /* Set by the loader before load: 1 = only sockets/packets of namespaces in netns_filter. */
 volatile const __u32 filter_netns = 0;
+/* The one traced namespace when there is exactly one (the usual --netns case): compared
+ * directly, without a hash map lookup per event. 0: use netns_filter. */
+volatile const __u32 filter_netns_one = 0;
 
 /* TCP states (include/net/tcp_states.h). */
 #define TCP_ESTABLISHED 1
@@ -239,6 +242,19 @@ struct {
 /* Sequence-word protocol shared by the owner and history slots: odd while a writer holds
  * the slot; a second writer gives up; a reader that sees the word odd or moving treats the
  * slot as empty, so a torn entry is never read. */
+/* A reader's load of a sequence word. The JIT emits plain loads in program order, and x86-64
+ * does not reorder loads with other loads (TSO), so no locked instruction is needed; the
+ * compiler barriers keep the slot's loads between the two reads of the word. Other
+ * architectures would need an acquire load here. */
+#define READ_SEQ(p)                                             \
+	({                                                      \
+		__u64 __v;                                      \
+		asm volatile("" ::: "memory");                  \
+		__v = *(volatile __u64 *)(p);                   \
+		asm volatile("" ::: "memory");                  \
+		__v;                                            \
+	})
+
 static __always_inline bool slot_lock(__u64 *seq)
 {
 	__u64 v = *seq;
@@ -285,12 +301,12 @@ static __always_inline struct owner *owner_get(const struct sock *sk, struct own
 	struct owner_slot *s = id ? owner_slot_of(id) : 0;
 	if (!s)
 		return 0;
-	__u64 v = __sync_fetch_and_add(&s->seq, 0);
+	__u64 v = READ_SEQ(&s->seq);
 	if (v & 1)
 		return 0;
 	__u64 who = s->sk;
 	*out = s->o;
-	if (__sync_fetch_and_add(&s->seq, 0) != v || who != id)
+	if (READ_SEQ(&s->seq) != v || who != id)
 		return 0;
 	return out;
 }
@@ -365,6 +381,8 @@ static __always_inline bool netns_ok(__u32 ns)
 {
 	if (!filter_netns)
 		return true;
+	if (filter_netns_one)
+		return ns == filter_netns_one;
 	return bpf_map_lookup_elem(&netns_filter, &ns) != 0;
 }
 
@@ -542,12 +560,12 @@ static __always_inline bool hist_get(const struct tuple *t, struct hist *out)
 	struct hist_slot *s = bpf_map_lookup_elem(&history, &idx);
 	if (!s)
 		return false;
-	__u64 v = __sync_fetch_and_add(&s->seq, 0);
+	__u64 v = READ_SEQ(&s->seq);
 	if (v & 1)
 		return false;
 	struct tuple seen = s->t;
 	*out = s->h;
-	if (__sync_fetch_and_add(&s->seq, 0) != v)
+	if (READ_SEQ(&s->seq) != v)
 		return false;
 	return tuple_eq(&seen, t);
 }

@@ -90,9 +90,14 @@ impl Probe {
         let btf =
             Btf::from_sys_fs().map_err(|e| Error::Load(format!("reading kernel BTF: {e}")))?;
         let filter: u32 = u32::from(netns.is_some());
+        let one: u32 = match netns {
+            Some([ino]) => *ino,
+            _ => 0,
+        };
         let mut ebpf = EbpfLoader::new()
             .btf(Some(&btf))
             .override_global("filter_netns", &filter, true)
+            .override_global("filter_netns_one", &one, true)
             .load(OBJECT)
             .map_err(|e| {
                 if is_permission(&e) {
