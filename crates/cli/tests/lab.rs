@@ -642,6 +642,26 @@ fn timewait_collision_is_named_and_timestamps_fix_it() {
             > 0
     );
     assert_remedies_follow_measurement(code, &v, &[&v["after"]]);
+    if require_trace("timewait_collision_is_named_and_timestamps_fix_it", &v) {
+        // Every SYN the client resent is one the trace attributed to the collision with the
+        // server's TIME_WAIT socket; the remedied run's own trace saw none.
+        let t = trace_run(&v, v["before"]["label"].as_str().unwrap());
+        assert_eq!(
+            t["syn_resends"]["time_wait_collision"],
+            v["before"]["client_counters"]["TcpExtTCPSynRetrans"],
+            "{t:#}"
+        );
+        let after = trace_run(&v, v["after"]["label"].as_str().unwrap());
+        assert_eq!(after["syn_resends_attributed"], 0, "{after:#}");
+        assert!(
+            v["fix_results"][0]["trace"]
+                .as_str()
+                .unwrap()
+                .starts_with("trace saw 0 SYNs resent"),
+            "{:#}",
+            v["fix_results"][0]
+        );
+    }
 }
 
 #[test]
@@ -1169,4 +1189,189 @@ fn incast_remedies_table_follows_the_measurement() {
             .any(|n| n.as_str().unwrap().starts_with("tbf accuracy here")),
         "{notes:?}"
     );
+}
+
+/// The run of `v`'s trace labelled `label` (each run has its own trace window).
+fn trace_run<'a>(v: &'a Value, label: &str) -> &'a Value {
+    v["trace"]["runs"]
+        .as_array()
+        .expect("trace.runs")
+        .iter()
+        .find(|r| r["run"] == label)
+        .unwrap_or_else(|| panic!("no trace of run {label}: {:#}", v["trace"]))
+}
+
+/// True when the lab traced its runs. As root on a kernel without BTF the test skips with
+/// the lab's own reason; with CI=true that is a failure.
+fn require_trace(test: &str, v: &Value) -> bool {
+    if v["trace"]["used"] == true {
+        return true;
+    }
+    let why = v["trace"]["missing"].as_str().unwrap_or("no reason given");
+    if std::env::var("CI").map(|v| v == "true").unwrap_or(false) {
+        panic!("{test}: the lab could not trace ({why}), and CI=true forbids skipping");
+    }
+    eprintln!("SKIP {test}: the lab could not trace: {why}");
+    false
+}
+
+/// Requests of a probe run that failed with `errno`.
+fn errno_count(run: &Value, errno: &str) -> u64 {
+    run["summary"]["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["errno"] == errno)
+        .map(|e| e["count"].as_u64().unwrap())
+        .sum()
+}
+
+/// A client-namespace counter delta of a probe run.
+fn client_counter(run: &Value, name: &str) -> i64 {
+    run["summary"]["counters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .and_then(|c| c["delta"].as_i64())
+        .unwrap_or(0)
+}
+
+#[test]
+fn lab_trace_counts_each_eaddrnotavail_and_each_fixed_run_has_its_own_window() {
+    let test = "lab_trace_counts_each_eaddrnotavail_and_each_fixed_run_has_its_own_window";
+    if !support::require_root(test) {
+        return;
+    }
+    let (_, v) = lab(&[
+        "port-exhaustion",
+        "--ports",
+        "40000-40099",
+        "--duration",
+        "2s",
+        "--fix",
+    ]);
+    if !require_trace(test, &v) {
+        return;
+    }
+    let runs = [&v["before"], &v["after"][0], &v["after"][1]];
+    let mut seen_namespaces: Vec<String> = Vec::new();
+    for run in runs {
+        let label = run["label"].as_str().unwrap();
+        let t = trace_run(&v, label);
+        assert_eq!(t["used"], true, "{t:#}");
+        // Every connect that failed for lack of a local port, as the probe counted it, is an
+        // EADDRNOTAVAIL the trace saw in this run's own window.
+        let failed = errno_count(run, "EADDRNOTAVAIL");
+        assert_eq!(t["eaddrnotavail"], failed, "{label}: {t:#}");
+        assert_eq!(t["lost_events"], 0, "{t:#}");
+        if failed > 0 {
+            let per = t["no_local_port"].as_array().unwrap();
+            assert!(
+                per.iter()
+                    .all(|p| p["destination"].as_str().unwrap().ends_with(":5001")),
+                "{per:?}"
+            );
+        }
+        // Its own namespaces: no run's trace covers another run's.
+        for ns in t["namespaces"].as_array().unwrap() {
+            let ns = ns.as_str().unwrap().to_string();
+            assert!(!seen_namespaces.contains(&ns), "{ns} traced twice");
+            seen_namespaces.push(ns);
+        }
+    }
+    let before = errno_count(&v["before"], "EADDRNOTAVAIL");
+    assert!(before > 0, "{:#}", v["before"]["summary"]["errors"]);
+    // Keep-alive: the trace of the remedied run saw none, and the verdict says so.
+    assert_eq!(
+        trace_run(&v, v["after"][0]["label"].as_str().unwrap())["eaddrnotavail"],
+        0
+    );
+    let keepalive = &v["fix_results"][0];
+    assert_eq!(keepalive["effect"], "worked", "{keepalive:#}");
+    // "trace saw 0 connects failed with EADDRNOTAVAIL (was 4,839)": the baseline's own count.
+    let saw = keepalive["trace"].as_str().expect("fix_results[0].trace");
+    let was = saw
+        .strip_prefix("trace saw 0 connects failed with EADDRNOTAVAIL (was ")
+        .and_then(|r| r.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{saw}"));
+    assert_eq!(was.replace(',', ""), before.to_string(), "{saw}");
+    // The lab's port-exhaustion finding cites the trace's count.
+    let pe = v["before"]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["pathology"] == "port_exhaustion")
+        .expect("port_exhaustion finding");
+    assert!(
+        pe["summary"].as_str().unwrap().contains(&format!(
+            "trace: connect() failed with EADDRNOTAVAIL {before} time(s)"
+        )),
+        "{pe:#}"
+    );
+}
+
+#[test]
+fn lab_trace_attributes_every_syn_resend_of_dropped_syns() {
+    let test = "lab_trace_attributes_every_syn_resend_of_dropped_syns";
+    if !support::require_root(test) {
+        return;
+    }
+    let (_, v) = lab(&["syn-drop", "--drop-percent", "30", "--duration", "3s"]);
+    if !require_trace(test, &v) {
+        return;
+    }
+    let t = trace_run(&v, v["before"]["label"].as_str().unwrap());
+    let client = t["namespaces"][0].as_str().unwrap();
+    let counted = client_counter(&v["before"], "TcpExtTCPSynRetrans");
+    assert!(counted > 0, "{:#}", v["before"]["summary"]["counters"]);
+    // Each SYN resend the client's kernel counted is one the trace attributed, in the lab's
+    // own counter window and in the trace's.
+    assert_eq!(t["syn_resends_attributed"], counted, "{t:#}");
+    assert_eq!(
+        t["kernel_counters"][client]["TcpExtTCPSynRetrans"], counted,
+        "{t:#}"
+    );
+    assert_eq!(t["syn_retrans_counted"], counted, "{t:#}");
+    // ... to the drop nftables made, seen by the trace in the server namespace.
+    assert!(
+        t["drops_by_reason"]["NETFILTER_DROP"].as_u64().unwrap_or(0) > 0,
+        "{t:#}"
+    );
+    let syn = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["pathology"] == "syn_retransmit")
+        .expect("syn_retransmit finding");
+    assert!(
+        syn["summary"]
+            .as_str()
+            .unwrap()
+            .contains("trace: SYN resent"),
+        "{syn:#}"
+    );
+}
+
+#[test]
+fn lab_without_trace_says_what_is_missing_in_one_line() {
+    if !support::require_root("lab_without_trace_says_what_is_missing_in_one_line") {
+        return;
+    }
+    let (code, out, err) = support::run(&[
+        "lab",
+        "port-exhaustion",
+        "--ports",
+        "40000-40099",
+        "--duration",
+        "1s",
+        "--no-trace",
+    ]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    let lines: Vec<&str> = out.lines().filter(|l| l.contains("Trace (eBPF)")).collect();
+    assert_eq!(lines.len(), 1, "{out}");
+    assert!(lines[0].contains("not used: --no-trace"), "{out}");
+    // The diagnosis is the lab's own, as without the trace.
+    assert!(out.contains("Ephemeral ports exhausted"), "{out}");
+    assert!(!out.contains("trace: connect()"), "{out}");
 }

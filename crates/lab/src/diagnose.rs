@@ -292,6 +292,26 @@ pub fn merge(findings: &mut Vec<Finding>, more: Vec<Finding>) {
     tcpdoctor_model::finding::rank(findings);
 }
 
+/// Merges the eBPF trace's findings of a run into the run's own: a pathology the lab already
+/// named keeps its finding and gains the trace's summary and evidence, the two impacts merged
+/// and judged by the policy (as doctor merges its sources); a pathology only the trace saw
+/// is added as the trace's finding. Ranks the result.
+pub fn merge_trace(findings: &mut Vec<Finding>, traced: Vec<Finding>) {
+    for t in traced {
+        match findings.iter_mut().find(|g| g.pathology == t.pathology) {
+            Some(g) => {
+                let impact = g.impact.merge(&t.impact);
+                let mut merged = g.clone().with_impact(impact);
+                merged.summary = format!("{}; trace: {}", g.summary, t.summary);
+                merged.evidence.extend(t.evidence);
+                *g = merged;
+            }
+            None => findings.push(t),
+        }
+    }
+    tcpdoctor_model::finding::rank(findings);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,8 @@
 //! nftables tables, per-namespace sysctls and routes, all named with the [`naming::PREFIX`]),
 //! guaranteed teardown (a Drop guard, also on error and panic; [`cleanup`] for leftovers of a
 //! killed run), traffic threads that enter a namespace ([`netns`]), and the scenarios
-//! ([`scenario`]).
+//! ([`scenario`]), each run traced with eBPF over its own namespaces when the host allows it
+//! ([`trace`]).
 //!
 //! What it must not do: touch anything outside the namespaces it created. No traffic leaves
 //! them: every address comes from the lab's own private block ([`subnet::LabSubnet`]), and the
@@ -25,6 +26,7 @@ pub mod render;
 pub mod scenario;
 pub mod subnet;
 pub mod topo;
+pub mod trace;
 pub mod traffic;
 
 use std::path::PathBuf;

@@ -40,6 +40,17 @@ pub fn run_of(ns: &str) -> Option<u32> {
         .ok()
 }
 
+/// The role part of a lab namespace name (`tdoc-lab-123-cl` -> `cl`); other names as they are.
+pub fn role_of(ns: &str) -> &str {
+    match ns
+        .strip_prefix(LAB_NS_PREFIX)
+        .and_then(|r| r.split_once('-'))
+    {
+        Some((_, role)) if !role.is_empty() => role,
+        _ => ns,
+    }
+}
+
 /// A file of run `pid` in the temp directory: `$TMPDIR/tdoc-lab-<pid>-<name>` (`name` of
 /// ASCII letters, digits, `-`, `_` and `.`), found by `tcpdoctor lab cleanup` if the run is
 /// killed before it removes the file.

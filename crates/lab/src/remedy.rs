@@ -134,6 +134,40 @@ pub struct Check {
     pub remaining: Vec<Pathology>,
     /// One line: `remedy worked: 0 connects failed with EADDRNOTAVAIL`.
     pub line: String,
+    /// What the eBPF trace counted of the harm in the remedied run (its own trace window)
+    /// and in the baseline, when both were traced: `trace saw 0 SYNs resent after a stale
+    /// ACK (was 37)`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
+}
+
+impl Check {
+    /// Adds the trace's count of the harm: the baseline's (`before`) and the remedied run's
+    /// (`after`), each from its own trace window. A remedy the measurement calls worked is
+    /// insufficient when the trace still saw the harm after it: the trace sees every event,
+    /// the scenario's own measure may not.
+    pub fn with_trace(mut self, before: Option<Harm>, after: Option<Harm>) -> Check {
+        let (Some(before), Some(after)) = (before, after) else {
+            return self;
+        };
+        let saw = format!(
+            "trace saw {} {} (was {})",
+            after.shown(),
+            after.what,
+            before.shown()
+        );
+        if self.effect == Effect::Worked && !after.is_zero() {
+            self.effect = Effect::Insufficient;
+            self.pathology_gone = false;
+            self.line = format!(
+                "{}: {}, but the {saw}",
+                Effect::Insufficient.name(),
+                self.after
+            );
+        }
+        self.trace = Some(saw);
+        self
+    }
 }
 
 fn serious(findings: &[Finding]) -> impl Iterator<Item = &Finding> {
@@ -213,6 +247,7 @@ pub fn judge(
         after,
         remaining,
         line,
+        trace: None,
     }
 }
 
@@ -669,6 +704,7 @@ mod tests {
             pathology_gone: effect == Effect::Worked,
             remaining: vec![],
             line: format!("{}: 4 x remain", effect.name()),
+            trace: None,
         }
     }
 

@@ -428,6 +428,7 @@ pub fn incast(w: &mut dyn Write, r: &Report<incast::Report>) -> io::Result<()> {
         writeln!(w, "RTO expiries: TcpExtTCPTimeouts plus the recovery-state variants (TcpExtTCPSackRecoveryFail, TcpExtTCPSackFailures, TcpExtTCPLossFailures) that tcp_retransmit_timer counts instead.")?;
     }
     writeln!(w)?;
+    trace_lines(w, &b.header.trace)?;
     let diagnosis = b
         .before
         .as_ref()
@@ -603,10 +604,16 @@ fn tail<B>(
     diagnosis: &[tcpdoctor_model::Finding],
     checks: &[Check],
 ) -> io::Result<()> {
+    trace_lines(w, &h.trace)?;
     writeln!(
         w,
-        "Diagnosis of the first run (by {}):",
-        h.diagnosed_by.join("; ")
+        "Diagnosis of the first run (by {}{}):",
+        h.diagnosed_by.join("; "),
+        if h.trace.used {
+            "; the eBPF trace's attribution of each event"
+        } else {
+            ""
+        }
     )?;
     writeln!(w)?;
     findings::write(w, diagnosis)?;
@@ -857,6 +864,7 @@ pub fn remedies<C, R>(
     if let Some(l) = &b.syn_ladder {
         ladder_table(w, l)?;
     }
+    trace_lines(w, &b.header.trace)?;
     capture_line(w, &b.header.capture)?;
     if let Some(i) = crate::remedy::followed_row(&b.remedies) {
         writeln!(
@@ -924,7 +932,39 @@ fn remedy_lines(w: &mut dyn Write, checks: &[Check]) -> io::Result<()> {
         "Did the remedy work? (judged from the measurement of each remedied run)"
     )?;
     for c in checks {
-        writeln!(w, "  {}: {}", c.run, c.line)?;
+        match &c.trace {
+            Some(t) if !c.line.contains(t.as_str()) => {
+                writeln!(w, "  {}: {} ({t})", c.run, c.line)?
+            }
+            _ => writeln!(w, "  {}: {}", c.run, c.line)?,
+        }
+    }
+    writeln!(w)
+}
+
+/// What the eBPF trace attributed in each run (its own namespaces and window), beside the
+/// kernel counters; or, in one line, what is missing to trace.
+fn trace_lines(w: &mut dyn Write, t: &crate::trace::LabTrace) -> io::Result<()> {
+    if !t.used {
+        writeln!(
+            w,
+            "Trace (eBPF): not used: {}; the diagnosis rests on the lab's own measurements.",
+            t.missing.as_deref().unwrap_or("no run was traced")
+        )?;
+        return writeln!(w);
+    }
+    writeln!(
+        w,
+        "Trace (eBPF, each run's own namespaces and window; attributed events per cause):"
+    )?;
+    for r in &t.runs {
+        if r.run.is_empty() && !r.used && r.missing.is_none() {
+            continue;
+        }
+        writeln!(w, "  {}: {}", r.run, r.line())?;
+        for l in r.netns_lines() {
+            writeln!(w, "    {l}")?;
+        }
     }
     writeln!(w)
 }

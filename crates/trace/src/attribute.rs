@@ -1085,12 +1085,12 @@ impl Engine {
                         format!("connect() failed with EADDRNOTAVAIL {} time(s): no free local port toward the destination", t.failed),
                     )
                 }
+                // Connects the application itself abandoned (closed while SYN-SENT, errno
+                // 0) are not failures the kernel reported: no finding for them alone.
+                Pathology::ConnectFailure if t.failed == 0 => continue,
                 Pathology::ConnectFailure => (
-                    Impact::failures(t.failed.max(1), observed),
-                    format!(
-                        "{} connect(s) failed (refused or given up)",
-                        t.failed.max(t.events)
-                    ),
+                    Impact::failures(t.failed, observed),
+                    format!("{} connect(s) failed (refused or given up)", t.failed),
                 ),
                 Pathology::RetransmitTimeout => (
                     Impact::stalls(flows, None, worst),

@@ -120,6 +120,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
                 subnet: common.subnet.to_string(),
                 namespaces,
                 capture,
+                trace: churn::traces(std::iter::once(&before).chain(after.iter())),
                 diagnosed_by: vec![
                     "probe: spike classifier (client namespace counters)".into(),
                     "model::counters findings (server namespace: TcpExtListenOverflows, TcpExtListenDrops)".into(),
@@ -267,6 +268,12 @@ pub fn remedies(
             &base.findings,
             harm(&run),
             &run.findings,
+        )
+        .with_trace(
+            base.trace
+                .harm(tcpdoctor_model::Pathology::AcceptQueueOverflow),
+            run.trace
+                .harm(tcpdoctor_model::Pathology::AcceptQueueOverflow),
         );
         rows.push(remedy::row(remedy::Outcome {
             remedy: name.clone(),
@@ -303,6 +310,9 @@ pub fn remedies(
             subnet: common.subnet.to_string(),
             namespaces,
             capture,
+            trace: churn::traces(
+                std::iter::once(&base).chain(rows.iter().filter_map(|r| r.run.as_ref())),
+            ),
             diagnosed_by: vec![
                 "probe: spike classifier (client namespace counters)".into(),
                 "model::counters findings (server namespace: TcpExtListenOverflows, TcpExtListenDrops)".into(),

@@ -30,6 +30,8 @@ pub struct Pair {
     pub client_if: String,
     pub server_if: String,
     client_ip: std::net::Ipv4Addr,
+    /// Whether runs in this pair are traced ([`Pair::trace`]).
+    pub trace_mode: crate::trace::Mode,
 }
 
 impl Pair {
@@ -50,7 +52,14 @@ impl Pair {
             client_if,
             server_if,
             client_ip: common.subnet.host(1),
+            trace_mode: common.trace.clone(),
         })
+    }
+
+    /// Attaches the eBPF trace to this pair's namespaces for run `label` (its own window:
+    /// call [`crate::trace::Tracer::finish`] when the run's traffic has ended).
+    pub fn trace(&self, label: &str) -> crate::trace::Tracer {
+        crate::trace::Tracer::start(&self.trace_mode, label, self.lab.namespaces())
     }
 
     /// The client's address.
@@ -100,9 +109,12 @@ pub struct ProbeRun {
     pub summary: tcpdoctor_probe::Summary,
     /// Counters of the server namespace that moved during the run.
     pub server_counters: BTreeMap<String, i64>,
-    /// Findings of this run (probe's classifier + server counter findings).
+    /// Findings of this run (probe's classifier + server counter findings + the trace's).
     pub findings: Vec<Finding>,
     pub interrupted: bool,
+    /// What the eBPF trace saw in this run (in the scenario header's `trace.runs`).
+    #[serde(skip)]
+    pub trace: crate::trace::RunTrace,
 }
 
 impl ProbeRun {
@@ -155,6 +167,7 @@ pub fn judge_runs(
                 harm(r),
                 &r.findings,
             )
+            .with_trace(before.trace.harm(pathology), r.trace.harm(pathology))
         })
         .collect();
     let findings: Vec<&[Finding]> = after.iter().map(|r| r.findings.as_slice()).collect();
@@ -175,14 +188,18 @@ pub fn probe(
 }
 
 /// Runs several probes at once from inside the client namespace (one per destination, for
-/// example), each with its own configuration. The server namespace's counter findings go to
-/// the first run (the counters cannot be split by destination).
+/// example), each with its own configuration. The server namespace's counter findings and
+/// the eBPF trace of the pair's namespaces over this run go to the first run (neither can be
+/// split by destination).
 pub fn probe_many(
     pair: &Pair,
     label: &str,
     cfgs: Vec<tcpdoctor_probe::Config>,
     stop: &AtomicBool,
 ) -> Result<Vec<ProbeRun>> {
+    // Attached before the first counter snapshot, detached after the last: every event the
+    // counters count in the run happened while the trace was attached.
+    let tracer = pair.trace(label);
     let server_before = netns::counters(&pair.server)?;
     let inner = Arc::new(AtomicBool::new(false));
     let mut workers = Vec::new();
@@ -207,10 +224,16 @@ pub fn probe_many(
         .collect::<Result<_>>()?;
     let server_delta = netns::counters(&pair.server)?.delta_since(&server_before);
     let server_moved = server_delta.tcp();
+    let mut trace = Some(tracer.finish());
     let floor = netns::rto_floor(&pair.server, pair.client_addr())?;
     let mut out = Vec::new();
     for (i, result) in results.into_iter().enumerate() {
         let mut findings = result.findings;
+        let run_trace = if i == 0 {
+            trace.take().unwrap_or_default()
+        } else {
+            crate::trace::RunTrace::default()
+        };
         if i == 0 {
             // What only the server sees (ListenOverflows, ListenDrops, ...), through the
             // shared counter meanings; pathologies probe already named keep probe's evidence.
@@ -227,6 +250,7 @@ pub fn probe_many(
                     findings.push(Finding { summary, ..f });
                 }
             }
+            crate::diagnose::merge_trace(&mut findings, run_trace.findings.clone());
         }
         tcpdoctor_model::finding::rank(&mut findings);
         out.push(ProbeRun {
@@ -239,6 +263,7 @@ pub fn probe_many(
             },
             findings,
             interrupted: result.interrupted,
+            trace: run_trace,
         });
     }
     Ok(out)
@@ -367,4 +392,9 @@ pub fn ladder_cost(run: &ProbeRun, drop_share: Option<f64>) -> LadderCost {
         measured_delay_per_connect_us: measured,
         tolerance_us: tolerance,
     }
+}
+
+/// The traces of `runs`, in order, for the scenario header.
+pub fn traces<'a>(runs: impl IntoIterator<Item = &'a ProbeRun>) -> crate::trace::LabTrace {
+    crate::trace::LabTrace::of(runs.into_iter().map(|r| r.trace.clone()).collect())
 }

@@ -191,8 +191,11 @@ pub struct Run {
     /// sum(max(0, round - reference round)) / sum(round): the share of the run spent waiting
     /// beyond a typical round ([`FanIn::time_lost_share`]).
     pub time_lost_share: f64,
-    /// Findings of the lab's fan-in detector on this run.
+    /// Findings of the lab's fan-in detector on this run, with the trace's merged in.
     pub findings: Vec<Finding>,
+    /// What the eBPF trace saw in this run (in the scenario header's `trace.runs`).
+    #[serde(skip)]
+    pub trace: crate::trace::RunTrace,
     /// How long the round takes at the bottleneck's line rate.
     pub line_round_us: Option<u64>,
     /// The senders' congestion control.
@@ -292,6 +295,7 @@ struct Topology {
     receiver: String,
     rx_addr: Ipv4Addr,
     subnet: crate::subnet::LabSubnet,
+    trace_mode: crate::trace::Mode,
 }
 
 fn build(common: &Common, cfg: &Config, max_senders: u32, setup: &Setup) -> Result<Topology> {
@@ -354,6 +358,7 @@ fn build(common: &Common, cfg: &Config, max_senders: u32, setup: &Setup) -> Resu
         receiver,
         rx_addr,
         subnet,
+        trace_mode: common.trace.clone(),
     })
 }
 
@@ -476,6 +481,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
             let fan = fan_in_of(&r);
             r.time_lost_share = fan.time_lost_share();
             r.findings = diagnose::fan_in(&fan);
+            diagnose::merge_trace(&mut r.findings, r.trace.findings.clone());
             interrupted |= r.interrupted;
             runs.push(r);
         }
@@ -505,6 +511,10 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
             &b.findings,
             harm(a),
             &a.findings,
+        )
+        .with_trace(
+            b.trace.harm(tcpdoctor_model::Pathology::Incast),
+            a.trace.harm(tcpdoctor_model::Pathology::Incast),
         )],
         _ => Vec::new(),
     };
@@ -531,6 +541,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
         namespaces: topo.lab.namespaces().to_vec(),
         capture,
         diagnosed_by,
+        trace: crate::trace::LabTrace::of(runs.iter().map(|r| r.trace.clone()).collect()),
     };
     drop(topo);
     Ok(Outcome {
@@ -575,6 +586,10 @@ fn measure(
     pace: Option<f64>,
     stop: &AtomicBool,
 ) -> Result<Run> {
+    let label = format!("{n} senders, rto_min {} ms", rto_min_us / 1000);
+    // Its own trace window: attached before the first counter snapshot, detached after the
+    // last, over every namespace of the topology.
+    let tracer = crate::trace::Tracer::start(&t.trace_mode, &label, t.lab.namespaces());
     let before: Vec<_> = t.senders[..n as usize]
         .iter()
         .map(|ns| netns::counters(ns))
@@ -658,6 +673,7 @@ fn measure(
         .iter()
         .map(|ns| netns::counters(ns))
         .collect::<Result<_>>()?;
+    let trace = tracer.finish();
     let per_sender: Vec<SenderStats> = before
         .iter()
         .zip(&after)
@@ -697,7 +713,7 @@ fn measure(
     let slow_threshold_us = diagnose::reference_round_us(&round_us, line_round_us).unwrap_or(0)
         + SLOW_ROUND.as_micros() as u64;
     Ok(Run {
-        label: format!("{n} senders, rto_min {} ms", rto_min_us / 1000),
+        label,
         senders: n,
         rto_min_us,
         rounds: round_us.len() as u32,
@@ -726,6 +742,7 @@ fn measure(
         interrupted: ext_stop.load(Ordering::Relaxed),
         time_lost_share: 0.0,
         findings: Vec::new(),
+        trace,
         line_round_us,
         congestion_control: String::new(),
         bottleneck_limit_bytes: cfg.limit_bytes,
@@ -898,6 +915,7 @@ fn run_setup(
         let fan = fan_in_of(&r);
         r.time_lost_share = fan.time_lost_share();
         r.findings = diagnose::fan_in(&fan);
+        diagnose::merge_trace(&mut r.findings, r.trace.findings.clone());
         r.congestion_control = setup
             .congestion_control
             .clone()
@@ -1288,6 +1306,10 @@ pub fn remedies(
                 &base.findings,
                 harm(&run),
                 &run.findings,
+            )
+            .with_trace(
+                base.trace.harm(tcpdoctor_model::Pathology::Incast),
+                run.trace.harm(tcpdoctor_model::Pathology::Incast),
             );
             let disagreement_reason = match name.as_str() {
                 "fewer-senders" => Some("a sender's chance of a timer wait is not independent of the fan-in: fewer flows overflow the same buffer less often".to_string()),
@@ -1349,6 +1371,13 @@ pub fn remedies(
             subnet: common.subnet.to_string(),
             namespaces,
             capture: None,
+            trace: crate::trace::LabTrace::of(
+                base_runs
+                    .iter()
+                    .chain(rows.iter().filter_map(|r| r.run.as_ref()))
+                    .map(|r| r.trace.clone())
+                    .collect(),
+            ),
             diagnosed_by: vec![
                 "lab fan-in detector over per-sender retransmission-timer counters and round times"
                     .into(),

@@ -29,6 +29,8 @@ pub struct Common {
     pub pcap: Option<PathBuf>,
     /// Measure again after applying the remedy.
     pub fix: bool,
+    /// Whether each run is traced with eBPF ([`crate::trace`]).
+    pub trace: crate::trace::Mode,
 }
 
 /// What a scenario returns: the findings tcpdoctor's detectors produced from the measurement
@@ -69,6 +71,9 @@ pub struct Header {
     pub capture: Option<CaptureSummary>,
     /// Which detectors produced the findings.
     pub diagnosed_by: Vec<String>,
+    /// What the eBPF trace attributed in each run (its own window and counts), or what is
+    /// missing to trace.
+    pub trace: crate::trace::LabTrace,
 }
 
 /// `--remedies`: the baseline and each selected remedy, measured in fresh namespaces, each

@@ -257,6 +257,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
                 subnet: common.subnet.to_string(),
                 namespaces,
                 capture,
+                trace: churn::traces(std::iter::once(&before).chain(after.iter())),
                 diagnosed_by: vec![
                     "probe: errors by errno and spike classifier (client namespace counters)"
                         .into(),
@@ -355,6 +356,13 @@ impl PortRun {
 
     fn harm(&self) -> Harm {
         Harm::count(self.eaddrnotavail, "connects failed with EADDRNOTAVAIL")
+    }
+
+    /// The harm as the trace of this run counted it (the trace is the first probe's).
+    fn trace_harm(&self) -> Option<Harm> {
+        self.probes
+            .first()
+            .and_then(|p| p.trace.harm(tcpdoctor_model::Pathology::PortExhaustion))
     }
 
     fn measured(&self, value: f64) -> crate::remedy::Measured {
@@ -593,7 +601,8 @@ pub fn remedies(
             &base.findings,
             run.harm(),
             &run.findings,
-        );
+        )
+        .with_trace(base.trace_harm(), run.trace_harm());
         let value = match name.as_str() {
             "keep-alive" | "server-closes-first" | "wider-range" => run.eaddrnotavail as f64,
             "tw-reuse" => run.connects_ok_per_s,
@@ -682,6 +691,11 @@ pub fn remedies(
             subnet: common.subnet.to_string(),
             namespaces,
             capture,
+            trace: churn::traces(
+                std::iter::once(&base)
+                    .chain(rows.iter().filter_map(|r| r.run.as_ref()))
+                    .flat_map(|r| r.probes.first()),
+            ),
             diagnosed_by: vec![
                 "probe: errors by errno and spike classifier (client namespace counters)".into(),
                 "model::counters findings (server namespace counters)".into(),

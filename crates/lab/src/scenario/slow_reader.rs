@@ -64,7 +64,11 @@ pub struct Run {
     pub zero_window_advertisements: i64,
     pub reader_counters: BTreeMap<String, i64>,
     pub writer_counters: BTreeMap<String, i64>,
+    /// Findings of this run (analyze on the capture, counter findings, the trace's).
     pub findings: Vec<Finding>,
+    /// What the eBPF trace saw in this run (in the scenario header's `trace.runs`).
+    #[serde(skip)]
+    pub trace: crate::trace::RunTrace,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -255,6 +259,10 @@ pub fn remedies(
             &base.findings,
             harm(&run),
             &run.findings,
+        )
+        .with_trace(
+            base.trace.harm(tcpdoctor_model::Pathology::SlowReader),
+            run.trace.harm(tcpdoctor_model::Pathology::SlowReader),
         );
         let value = match name.as_str() {
             "writer-backpressure" => run.bytes_dropped_by_writer as f64 / (1u64 << 20) as f64,
@@ -306,6 +314,12 @@ pub fn remedies(
             subnet: common.subnet.to_string(),
             namespaces,
             capture,
+            trace: crate::trace::LabTrace::of(
+                std::iter::once(&base)
+                    .chain(rows.iter().filter_map(|r| r.run.as_ref()))
+                    .map(|r| r.trace.clone())
+                    .collect(),
+            ),
             diagnosed_by: vec![
                 "analyze: detectors on a capture of the writer's interface".into(),
                 "model::counters findings (reader namespace counters)".into(),
@@ -542,6 +556,7 @@ fn one(
         .nth(2)
         .and_then(|v| v.parse().ok())
         .unwrap_or(4 << 20);
+    let tracer = pair.trace(label);
     let r_before = netns::counters(&pair.server)?;
     let w_before = netns::counters(&pair.client)?;
     let dur = Duration::from_millis(cfg.duration_ms);
@@ -570,6 +585,7 @@ fn one(
     let saved = saved?;
     let reader_counters = netns::counters(&pair.server)?.delta_since(&r_before).tcp();
     let writer_counters = netns::counters(&pair.client)?.delta_since(&w_before).tcp();
+    let trace = tracer.finish();
     let (mut findings, _) = diagnose::capture(saved.path())?;
     diagnose::merge(
         &mut findings,
@@ -581,6 +597,7 @@ fn one(
             },
         ),
     );
+    diagnose::merge_trace(&mut findings, trace.findings.clone());
     let run = Run {
         label: label.to_string(),
         reader_rcvbuf_bytes: v.rcvbuf_bytes,
@@ -600,6 +617,7 @@ fn one(
         reader_counters,
         writer_counters,
         findings,
+        trace,
     };
     Ok((run, pair.lab.namespaces().to_vec(), saved.kept()))
 }
@@ -639,6 +657,10 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
                 harm(a),
                 &a.findings,
             )
+            .with_trace(
+                before.trace.harm(tcpdoctor_model::Pathology::SlowReader),
+                a.trace.harm(tcpdoctor_model::Pathology::SlowReader),
+            )
         })
         .collect();
     let remedied = super::remedied(
@@ -658,6 +680,12 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
                 subnet: common.subnet.to_string(),
                 namespaces,
                 capture,
+                trace: crate::trace::LabTrace::of(
+                    std::iter::once(&before)
+                        .chain(after.iter())
+                        .map(|r| r.trace.clone())
+                        .collect(),
+                ),
                 diagnosed_by: vec![
                     "analyze: detectors on a capture of the writer's interface".into(),
                     "model::counters findings (reader namespace counters)".into(),

@@ -263,6 +263,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
                 subnet: common.subnet.to_string(),
                 namespaces,
                 capture,
+                trace: churn::traces(std::iter::once(&loop_run).chain(after.iter())),
                 diagnosed_by: vec![
                     "probe: spike classifier (client namespace counters)".into(),
                     "forced check: client TcpExtTCPSynRetrans and connect time".into(),
@@ -372,6 +373,10 @@ pub fn remedies(
             &base.findings,
             harm(&run),
             &run.findings,
+        )
+        .with_trace(
+            base.trace.harm(tcpdoctor_model::Pathology::StaleAckRace),
+            run.trace.harm(tcpdoctor_model::Pathology::StaleAckRace),
         );
         let override_verdict = (check.effect == remedy::Effect::NothingToFix).then(|| {
             (
@@ -412,6 +417,9 @@ pub fn remedies(
             subnet: common.subnet.to_string(),
             namespaces,
             capture,
+            trace: churn::traces(
+                std::iter::once(&base).chain(rows.iter().filter_map(|r| r.run.as_ref())),
+            ),
             diagnosed_by: vec![
                 "probe: spike classifier (client namespace counters)".into(),
                 "forced check: client TcpExtTCPSynRetrans and connect time".into(),

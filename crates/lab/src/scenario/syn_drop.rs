@@ -111,6 +111,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
                 subnet: common.subnet.to_string(),
                 namespaces: pair.lab.namespaces().to_vec(),
                 capture,
+                trace: churn::traces(std::iter::once(&before).chain(after.iter())),
                 diagnosed_by: vec![
                     "probe: spike classifier (SYN ladder from the client namespace's sysctls, TcpExtTCPSynRetrans)".into(),
                     "model::counters findings (server namespace counters)".into(),
@@ -320,6 +321,10 @@ pub fn remedies(
             &base.findings,
             harm(&run),
             &run.findings,
+        )
+        .with_trace(
+            base.trace.harm(tcpdoctor_model::Pathology::SynRetransmit),
+            run.trace.harm(tcpdoctor_model::Pathology::SynRetransmit),
         );
         // SYN retransmission counts depend on how many connects a run made: judge the
         // per-connect rate against the baseline's, within the same noise.
@@ -371,6 +376,9 @@ pub fn remedies(
             subnet: common.subnet.to_string(),
             namespaces,
             capture,
+            trace: churn::traces(
+                std::iter::once(&base).chain(rows.iter().filter_map(|r| r.run.as_ref())),
+            ),
             diagnosed_by: vec![
                 "probe: spike classifier (SYN ladder from the client namespace's sysctls, TcpExtTCPSynRetrans)".into(),
                 "model::counters findings (server namespace counters)".into(),

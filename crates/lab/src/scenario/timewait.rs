@@ -134,8 +134,11 @@ pub struct Run {
     pub client_counters: BTreeMap<String, i64>,
     /// Counters of the server namespace that moved.
     pub server_counters: BTreeMap<String, i64>,
-    /// Findings of this run (analyze on the capture, then counter findings).
+    /// Findings of this run (analyze on the capture, counter findings, the trace's).
     pub findings: Vec<Finding>,
+    /// What the eBPF trace saw in this run (in the scenario header's `trace.runs`).
+    #[serde(skip)]
+    pub trace: crate::trace::RunTrace,
 }
 
 /// A connect slower than this waited for a timer, not for the path: the lab's veth round trip
@@ -280,6 +283,7 @@ fn one(
     let name = if v.tag.is_empty() { "timewait" } else { v.tag };
     let cap = capture::Capture::start(&pair.client, &pair.client_if, name, dest, "tcp")?;
     let label = v.label.clone();
+    let tracer = pair.trace(&v.label);
     let started = Instant::now();
     let c_before = netns::counters(&pair.client)?;
     let s_before = netns::counters(&pair.server)?;
@@ -306,6 +310,7 @@ fn one(
     let saved = saved?;
     let client_counters = netns::counters(&pair.client)?.delta_since(&c_before).tcp();
     let server_counters = netns::counters(&pair.server)?.delta_since(&s_before).tcp();
+    let trace = tracer.finish();
     let (mut findings, _) = diagnose::capture(saved.path())?;
     let window = tcpdoctor_model::counters::Window {
         length: Some(started.elapsed()),
@@ -315,6 +320,7 @@ fn one(
         &mut findings,
         tcpdoctor_model::counters::findings(&client_counters, window),
     );
+    diagnose::merge_trace(&mut findings, trace.findings.clone());
     let slow = records
         .iter()
         .filter(|r| r.connect_us > SLOW_CONNECT.as_micros() as u64)
@@ -327,6 +333,7 @@ fn one(
         client_counters,
         server_counters,
         findings,
+        trace,
     };
     Ok((run, pair.lab.namespaces().to_vec(), saved.kept()))
 }
@@ -374,6 +381,12 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
                 harm(a),
                 &a.findings,
             )
+            .with_trace(
+                before
+                    .trace
+                    .harm(tcpdoctor_model::Pathology::TimeWaitCollision),
+                a.trace.harm(tcpdoctor_model::Pathology::TimeWaitCollision),
+            )
         })
         .collect();
     let remedied = super::remedied(
@@ -393,6 +406,12 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
                 subnet: common.subnet.to_string(),
                 namespaces,
                 capture,
+                trace: crate::trace::LabTrace::of(
+                    std::iter::once(&before)
+                        .chain(after.iter())
+                        .map(|r| r.trace.clone())
+                        .collect(),
+                ),
                 diagnosed_by: vec![
                     "analyze: detectors on a capture of the client's interface".into(),
                     "model::counters findings (client namespace counters)".into(),
@@ -613,6 +632,12 @@ pub fn remedies(
             &base.findings,
             harm(&run),
             &run.findings,
+        )
+        .with_trace(
+            base.trace
+                .harm(tcpdoctor_model::Pathology::TimeWaitCollision),
+            run.trace
+                .harm(tcpdoctor_model::Pathology::TimeWaitCollision),
         );
         let contrast = name == "rfc1337-off" && !cfg.rfc1337;
         let value = if contrast {
@@ -679,6 +704,12 @@ pub fn remedies(
             subnet: common.subnet.to_string(),
             namespaces,
             capture,
+            trace: crate::trace::LabTrace::of(
+                std::iter::once(&base)
+                    .chain(rows.iter().filter_map(|r| r.run.as_ref()))
+                    .map(|r| r.trace.clone())
+                    .collect(),
+            ),
             diagnosed_by: vec![
                 "analyze: detectors on a capture of the client's interface".into(),
                 "model::counters findings (client namespace counters)".into(),

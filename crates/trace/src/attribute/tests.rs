@@ -364,3 +364,42 @@ fn queue_drops_are_packet_drops_with_their_interface_and_others_only_counted() {
     assert_eq!(f.len(), 1);
     assert_eq!(f[0].pathology, Pathology::PacketDrop);
 }
+
+#[test]
+fn a_connect_the_application_abandoned_is_no_connect_failure_a_refused_one_is() {
+    let failed = |errno: u32| Detail::ConnectFailed {
+        flags: 0,
+        after_us: 2_000,
+        errno,
+    };
+    let mut e = engine();
+    // The application closed its connecting socket (errno 0), as a load tool does at its end.
+    let l = e
+        .push(
+            ev(1, 1, TcpState::SynSent, C, S, failed(0)),
+            &mut FullListener,
+        )
+        .unwrap();
+    assert_eq!(l.cause, Cause::ConnectFailed);
+    let f = e.findings(100, &mut FullListener);
+    assert!(
+        f.iter().all(|f| f.pathology != Pathology::ConnectFailure),
+        "{f:?}"
+    );
+    // ECONNREFUSED: a failure the kernel reported.
+    e.push(
+        ev(2, 2, TcpState::SynSent, C, S, failed(111)),
+        &mut FullListener,
+    );
+    let f = e.findings(100, &mut FullListener);
+    let cf = f
+        .iter()
+        .find(|f| f.pathology == Pathology::ConnectFailure)
+        .expect("connect failure");
+    assert_eq!(cf.impact.failed, 1);
+    assert!(
+        cf.summary.starts_with("1 connect(s) failed"),
+        "{}",
+        cf.summary
+    );
+}

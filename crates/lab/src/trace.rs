@@ -1,0 +1,495 @@
+//! The eBPF trace (`tcpdoctor-trace`) over one scenario run: attached to the run's own
+//! namespaces once its topology is built and before its traffic starts, drained on a thread
+//! every [`POLL`] while the traffic runs, detached when the traffic ends. Each run (the
+//! baseline, each remedied run) has its own trace window and its own counts, so a remedy is
+//! judged on what the trace saw after it, never on the baseline's events.
+//!
+//! What it must not do: trace outside the run's namespaces, or stop a scenario when tracing
+//! is not possible here (no root or CAP_BPF, no kernel BTF): the run's [`RunTrace`] then
+//! says what is missing and the scenario runs as without it.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde::Serialize;
+use tcpdoctor_model::{Finding, Pathology};
+use tcpdoctor_trace::attribute::{Cause, IncastEpisode, PortFailure};
+use tcpdoctor_trace::loader::Unavailable;
+use tcpdoctor_trace::session::{Options, Outcome, Scope, Session};
+
+use crate::remedy::Harm;
+
+/// How often the trace's ring buffer is drained: the session's documented cadence ("every
+/// few tens of milliseconds"), as doctor drains it.
+pub const POLL: Duration = Duration::from_millis(50);
+
+/// The kernel counter every SYN and SYN-ACK resend increments (`tcp_retransmit_skb` on a
+/// SYN, net/ipv4/tcp_output.c): what the trace's attributed SYN resends are checked against.
+pub const SYN_RETRANS: &str = "TcpExtTCPSynRetrans";
+
+/// The kernel's drop reason for a packet a full accept queue refused
+/// (`SKB_DROP_REASON_TCP_LISTEN_OVERFLOW`, include/net/dropreason-core.h), as the trace names it.
+pub const LISTEN_OVERFLOW: &str = "TCP_LISTEN_OVERFLOW";
+
+/// Whether the lab's runs are traced.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// Trace when this host allows it; else record what is missing and run untraced.
+    #[default]
+    Auto,
+    /// Do not trace, with the reason recorded (e.g. `--no-trace`).
+    Off(String),
+}
+
+/// What the trace saw in one run, or why it did not run.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RunTrace {
+    /// The run's label (`before: ...`, `after: ...`, a remedy's name).
+    pub run: String,
+    pub used: bool,
+    /// What is missing (privileges, BTF) or why tracing was off, when not used.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub missing: Option<String>,
+    /// The namespaces traced: this run's only.
+    pub namespaces: Vec<String>,
+    pub duration_ms: u64,
+    /// Records the ring buffer had no room for: their events are counted in the kernel
+    /// (`counts`) but not attributed.
+    pub lost_events: u64,
+    /// Events attributed to a cause, all namespaces.
+    pub attributed_events: u64,
+    /// Attributed events per namespace and cause.
+    pub causes_by_netns: BTreeMap<String, BTreeMap<Cause, u64>>,
+    /// SYN and SYN-ACK resends per pathology they were attributed to.
+    pub syn_resends: BTreeMap<Pathology, u64>,
+    /// Their sum: the events `TcpExtTCPSynRetrans` counts.
+    pub syn_resends_attributed: u64,
+    /// `TcpExtTCPSynRetrans` summed over the traced namespaces, over the trace's window.
+    pub syn_retrans_counted: i64,
+    /// connect() calls that failed with EADDRNOTAVAIL, all processes and destinations.
+    pub eaddrnotavail: u64,
+    /// The same per process and destination.
+    pub no_local_port: Vec<PortFailure>,
+    /// Several flows' retransmission timeouts into one receiver within a window.
+    pub incast_episodes: Vec<IncastEpisode>,
+    /// TCP drops per kernel drop-reason name, counted in the kernel.
+    pub drops_by_reason: BTreeMap<String, u64>,
+    /// Kernel-side event counts (exact, also for events whose records were lost).
+    pub counts: BTreeMap<&'static str, u64>,
+    /// Kernel counters (nstat names) that moved in each traced namespace over the window.
+    pub kernel_counters: BTreeMap<String, BTreeMap<String, i64>>,
+    /// Hooks this kernel could not attach: the evidence they give is missing.
+    pub unavailable: Vec<Unavailable>,
+    /// The trace's findings (merged into the run's diagnosis, [`crate::diagnose::merge_trace`]).
+    #[serde(skip)]
+    pub findings: Vec<Finding>,
+}
+
+impl RunTrace {
+    fn missing(run: &str, namespaces: &[String], why: String) -> RunTrace {
+        RunTrace {
+            run: run.to_string(),
+            missing: Some(why),
+            namespaces: namespaces.to_vec(),
+            ..RunTrace::default()
+        }
+    }
+
+    fn of(
+        run: &str,
+        namespaces: &[String],
+        o: Outcome,
+        causes_by_netns: BTreeMap<String, BTreeMap<Cause, u64>>,
+    ) -> RunTrace {
+        let syn_resends_attributed = o.summary.syn_resends.values().sum();
+        let syn_retrans_counted = o
+            .kernel_counters
+            .values()
+            .filter_map(|c| c.get(SYN_RETRANS))
+            .sum();
+        RunTrace {
+            run: run.to_string(),
+            used: true,
+            missing: None,
+            namespaces: namespaces.to_vec(),
+            duration_ms: o.duration_ms,
+            lost_events: o.lost_events,
+            attributed_events: o.summary.causes.values().sum(),
+            causes_by_netns,
+            syn_resends: o.summary.syn_resends.clone(),
+            syn_resends_attributed,
+            syn_retrans_counted,
+            eaddrnotavail: o.summary.no_local_port.iter().map(|p| p.failures).sum(),
+            no_local_port: o.summary.no_local_port,
+            incast_episodes: o.summary.incast_episodes,
+            drops_by_reason: o.drops_by_reason,
+            counts: o.counts,
+            kernel_counters: o.kernel_counters,
+            unavailable: o.unavailable,
+            findings: o.findings,
+        }
+    }
+
+    /// Attributed events of `cause`, all namespaces.
+    pub fn cause(&self, cause: Cause) -> u64 {
+        self.causes_by_netns
+            .values()
+            .filter_map(|m| m.get(&cause))
+            .sum()
+    }
+
+    /// The harm of `pathology` as the trace counts it, when the trace ran and counts it:
+    /// what a remedy verdict cites beside the scenario's own measurement.
+    pub fn harm(&self, pathology: Pathology) -> Option<Harm> {
+        if !self.used {
+            return None;
+        }
+        let syn = |p: Pathology| self.syn_resends.get(&p).copied().unwrap_or(0);
+        Some(match pathology {
+            Pathology::PortExhaustion => {
+                Harm::count(self.eaddrnotavail, "connects failed with EADDRNOTAVAIL")
+            }
+            Pathology::StaleAckRace => Harm::count(
+                syn(Pathology::StaleAckRace),
+                "SYNs resent after a stale ACK",
+            ),
+            Pathology::TimeWaitCollision => Harm::count(
+                syn(Pathology::TimeWaitCollision),
+                "SYNs resent after an ACK of the peer's TIME_WAIT connection",
+            ),
+            // What the kernel dropped for a full accept queue, counted per drop reason in the
+            // kernel (SYN resends are attributed to the queue only when the listener is seen
+            // full at the resend).
+            Pathology::AcceptQueueOverflow => Harm::count(
+                self.drops_by_reason
+                    .get(LISTEN_OVERFLOW)
+                    .copied()
+                    .unwrap_or(0)
+                    .max(syn(Pathology::AcceptQueueOverflow)),
+                "packets dropped by a full accept queue (drop reason TCP_LISTEN_OVERFLOW)",
+            ),
+            Pathology::SynRetransmit => Harm::count(self.syn_resends_attributed, "SYNs resent"),
+            Pathology::SlowReader => Harm::count(
+                self.cause(Cause::ZeroWindow) + self.cause(Cause::NotReading),
+                "zero-window advertisements and probes of a reader not reading",
+            ),
+            Pathology::Incast | Pathology::RetransmitTimeout => {
+                Harm::count(self.cause(Cause::Timeout), "retransmission timeouts")
+            }
+            _ => return None,
+        })
+    }
+
+    /// One line: what the trace attributed in this run, beside the kernel counters.
+    pub fn line(&self) -> String {
+        if !self.used {
+            return format!(
+                "not traced: {}",
+                self.missing.as_deref().unwrap_or("unknown reason")
+            );
+        }
+        let mut parts = vec![format!(
+            "{} event(s) attributed, {} lost",
+            self.attributed_events, self.lost_events
+        )];
+        if self.syn_resends_attributed > 0 || self.syn_retrans_counted != 0 {
+            let by: Vec<String> = self
+                .syn_resends
+                .iter()
+                .filter(|(_, &n)| n > 0)
+                .map(|(p, n)| format!("{p} {n}"))
+                .collect();
+            parts.push(format!(
+                "{} SYN resend(s) attributed ({}) of {SYN_RETRANS} +{}",
+                self.syn_resends_attributed,
+                by.join(", "),
+                self.syn_retrans_counted
+            ));
+        }
+        if self.eaddrnotavail > 0 {
+            let who: Vec<String> = self
+                .no_local_port
+                .iter()
+                .map(|p| {
+                    let proc_ = p
+                        .process
+                        .as_ref()
+                        .map(|p| format!("{} (pid {})", p.comm, p.pid))
+                        .unwrap_or_else(|| "unknown process".into());
+                    format!("{proc_} -> {} x{}", p.destination, p.failures)
+                })
+                .collect();
+            parts.push(format!(
+                "{} EADDRNOTAVAIL ({})",
+                self.eaddrnotavail,
+                who.join(", ")
+            ));
+        }
+        if !self.incast_episodes.is_empty() {
+            parts.push(format!(
+                "{} incast episode(s) (timeouts of several flows into one receiver, up to {} flows)",
+                self.incast_episodes.len(),
+                self.incast_episodes
+                    .iter()
+                    .map(|e| e.flows)
+                    .max()
+                    .unwrap_or(0)
+            ));
+        }
+        // A closing socket freeing its own queues (QUEUE_PURGE) is not a drop on the path.
+        let drops: Vec<String> = self
+            .drops_by_reason
+            .iter()
+            .filter(|(r, _)| r.as_str() != "QUEUE_PURGE")
+            .map(|(r, n)| format!("{r} {n}"))
+            .collect();
+        if !drops.is_empty() {
+            parts.push(format!("drops: {}", drops.join(", ")));
+        }
+        parts.join("; ")
+    }
+
+    /// Per namespace: `ns: cause=n, ...` (namespace names shortened to their role).
+    pub fn netns_lines(&self) -> Vec<String> {
+        self.causes_by_netns
+            .iter()
+            .map(|(ns, m)| {
+                let c: Vec<String> = m.iter().map(|(c, n)| format!("{}={n}", c.name())).collect();
+                format!("{}: {}", crate::naming::role_of(ns), c.join(", "))
+            })
+            .collect()
+    }
+}
+
+/// The trace of a whole scenario: one entry per run, in run order.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LabTrace {
+    /// At least one run was traced.
+    pub used: bool,
+    /// What is missing when no run was traced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub missing: Option<String>,
+    pub runs: Vec<RunTrace>,
+}
+
+impl LabTrace {
+    pub fn of(runs: Vec<RunTrace>) -> LabTrace {
+        let used = runs.iter().any(|r| r.used);
+        let missing = if used {
+            None
+        } else {
+            runs.iter().find_map(|r| r.missing.clone())
+        };
+        LabTrace {
+            used,
+            missing,
+            runs,
+        }
+    }
+}
+
+/// A trace running over one run's namespaces.
+pub struct Tracer {
+    run: String,
+    namespaces: Vec<String>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Option<Collected>>>,
+    missing: Option<String>,
+}
+
+type Collected = (Outcome, BTreeMap<String, BTreeMap<Cause, u64>>);
+
+impl Tracer {
+    /// Attaches the trace to `namespaces` (returns once attached, or once it is known that
+    /// it cannot be) and drains it on a thread until [`Tracer::finish`].
+    pub fn start(mode: &Mode, run: &str, namespaces: &[String]) -> Tracer {
+        let mut t = Tracer {
+            run: run.to_string(),
+            namespaces: namespaces.to_vec(),
+            stop: Arc::new(AtomicBool::new(false)),
+            thread: None,
+            missing: None,
+        };
+        if let Mode::Off(why) = mode {
+            t.missing = Some(why.clone());
+            return t;
+        }
+        let (tx, rx) = mpsc::channel::<Result<(), String>>();
+        let stop = Arc::clone(&t.stop);
+        let scope = Scope::Named(namespaces.to_vec());
+        let spawned = std::thread::Builder::new().name("tdoc-trace".into()).spawn(
+            move || -> Option<Collected> {
+                let mut s = match Session::start(Options {
+                    scope,
+                    ..Options::default()
+                }) {
+                    Ok(s) => {
+                        let _ = tx.send(Ok(()));
+                        s
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Err(e.to_string()));
+                        return None;
+                    }
+                };
+                let mut by: BTreeMap<String, BTreeMap<Cause, u64>> = BTreeMap::new();
+                loop {
+                    let last = stop.load(Ordering::SeqCst);
+                    for l in s.poll() {
+                        let ns = l.netns_name.unwrap_or_else(|| l.netns.to_string());
+                        *by.entry(ns).or_default().entry(l.cause).or_default() += 1;
+                    }
+                    if last {
+                        break;
+                    }
+                    std::thread::sleep(POLL);
+                }
+                Some((s.finish(), by))
+            },
+        );
+        let handle = match spawned {
+            Ok(h) => h,
+            Err(e) => {
+                t.missing = Some(format!("cannot start the trace thread: {e}"));
+                return t;
+            }
+        };
+        match rx.recv() {
+            Ok(Ok(())) => t.thread = Some(handle),
+            Ok(Err(why)) => {
+                let _ = handle.join();
+                t.missing = Some(why);
+            }
+            Err(_) => {
+                let _ = handle.join();
+                t.missing = Some("the trace thread ended before attaching".into());
+            }
+        }
+        t
+    }
+
+    /// Drains what is left, detaches, and reports this run's trace.
+    pub fn finish(mut self) -> RunTrace {
+        self.stop.store(true, Ordering::SeqCst);
+        match self.thread.take().map(|h| h.join()) {
+            Some(Ok(Some((o, by)))) => RunTrace::of(&self.run, &self.namespaces, o, by),
+            Some(_) => RunTrace::missing(
+                &self.run,
+                &self.namespaces,
+                "the trace thread failed".into(),
+            ),
+            None => RunTrace::missing(
+                &self.run,
+                &self.namespaces,
+                self.missing.take().unwrap_or_default(),
+            ),
+        }
+    }
+}
+
+impl Drop for Tracer {
+    fn drop(&mut self) {
+        // An error path that never called finish: stop the thread (it detaches on drop).
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::remedy::{judge, Effect};
+    use tcpdoctor_model::{Impact, Source};
+
+    fn traced(eaddrnotavail: u64) -> RunTrace {
+        let mut causes = BTreeMap::new();
+        causes.insert(Cause::NoLocalPort, eaddrnotavail);
+        let mut by = BTreeMap::new();
+        by.insert("tdoc-lab-7-cl".to_string(), causes);
+        RunTrace {
+            run: "r".into(),
+            used: true,
+            eaddrnotavail,
+            causes_by_netns: by,
+            ..RunTrace::default()
+        }
+    }
+
+    #[test]
+    fn an_untraced_run_has_no_trace_harm_and_says_why() {
+        let t = RunTrace::missing("before", &[], "the kernel has no BTF".into());
+        assert_eq!(t.harm(Pathology::PortExhaustion), None);
+        assert_eq!(t.line(), "not traced: the kernel has no BTF");
+        let all = LabTrace::of(vec![t]);
+        assert!(!all.used);
+        assert_eq!(all.missing.as_deref(), Some("the kernel has no BTF"));
+    }
+
+    #[test]
+    fn a_remedy_is_not_worked_while_its_own_trace_still_saw_the_harm() {
+        let p = Pathology::PortExhaustion;
+        let before = Harm::count(40, "connects failed with EADDRNOTAVAIL");
+        let none = Harm::count(0, "connects failed with EADDRNOTAVAIL");
+        // The measurement saw none, the remedied run's trace saw 3: insufficient.
+        let c = judge("after", p, before.clone(), &[], none.clone(), &[])
+            .with_trace(traced(40).harm(p), traced(3).harm(p));
+        assert_eq!(c.effect, Effect::Insufficient);
+        assert_eq!(
+            c.trace.as_deref(),
+            Some("trace saw 3 connects failed with EADDRNOTAVAIL (was 40)")
+        );
+        // Its trace saw none: worked, and the line cites the trace's counts.
+        let c = judge("after", p, before.clone(), &[], none.clone(), &[])
+            .with_trace(traced(40).harm(p), traced(0).harm(p));
+        assert_eq!(c.effect, Effect::Worked);
+        assert_eq!(
+            c.trace.as_deref(),
+            Some("trace saw 0 connects failed with EADDRNOTAVAIL (was 40)")
+        );
+        // Untraced: the verdict is the measurement's alone.
+        let c = judge("after", p, before, &[], none, &[]).with_trace(traced(40).harm(p), None);
+        assert_eq!((c.effect, c.trace), (Effect::Worked, None));
+    }
+
+    #[test]
+    fn trace_findings_merge_into_the_labs_and_cite_the_trace() {
+        let lab = Finding::new(
+            Pathology::PortExhaustion,
+            Source::Probe,
+            "4839 connects failed",
+            Impact::failures(4839, Some(5039)),
+        );
+        let t = Finding::new(
+            Pathology::PortExhaustion,
+            Source::Trace,
+            "connect() failed with EADDRNOTAVAIL 4839 time(s)",
+            Impact::failures(4839, Some(5039)),
+        )
+        .counter("x", 1);
+        let only_trace = Finding::new(
+            Pathology::SlowReader,
+            Source::Trace,
+            "zero windows",
+            Impact::stalls(1, None, None),
+        );
+        let mut f = vec![lab];
+        crate::diagnose::merge_trace(&mut f, vec![t, only_trace]);
+        assert_eq!(f.len(), 2);
+        assert_eq!(f[0].pathology, Pathology::PortExhaustion);
+        assert_eq!(f[0].source, Source::Probe);
+        assert!(f[0]
+            .summary
+            .ends_with("; trace: connect() failed with EADDRNOTAVAIL 4839 time(s)"));
+        assert_eq!(f[0].evidence.len(), 1);
+        assert_eq!(f[1].source, Source::Trace);
+    }
+
+    #[test]
+    fn per_namespace_lines_name_the_role() {
+        assert_eq!(traced(5).netns_lines(), vec!["cl: no_local_port=5"]);
+        assert_eq!(crate::naming::role_of("tdoc-lab-12-svfx"), "svfx");
+        assert_eq!(crate::naming::role_of("other"), "other");
+    }
+}
