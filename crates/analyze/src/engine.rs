@@ -98,6 +98,71 @@ struct Slot {
     incarnations: u32,
 }
 
+/// One connection in the [`HalfOpenQueue`].
+#[derive(Clone, Copy)]
+struct HalfOpen {
+    deadline: u64,
+    slot: u32,
+    id: u64,
+    /// Cleared once the connection was seen answered: the entry is then passed over without
+    /// a look at its slot (a connection never becomes half-open again, so the look would
+    /// pass it over too).
+    live: bool,
+}
+
+/// The connections that have sent only SYNs, in the order they were queued. Each entry has
+/// a position counted since the start (its connection keeps it, [`Conn::half_open_at`]), so
+/// the engine can mark an entry as answered while the connection is in the caches, instead
+/// of visiting the connection again when the entry's deadline comes (for most connections,
+/// seconds later and out of every cache).
+#[derive(Default)]
+struct HalfOpenQueue {
+    items: VecDeque<HalfOpen>,
+    /// Position of `items[0]`.
+    base: u64,
+}
+
+impl HalfOpenQueue {
+    /// Queues a connection; returns its position + 1 (for [`settle`](Self::settle)).
+    fn push_back(&mut self, deadline: u64, slot: u32, id: u64) -> u64 {
+        self.items.push_back(HalfOpen {
+            deadline,
+            slot,
+            id,
+            live: true,
+        });
+        self.base + self.items.len() as u64
+    }
+
+    fn front(&self) -> Option<&HalfOpen> {
+        self.items.front()
+    }
+
+    fn pop_front(&mut self) -> Option<HalfOpen> {
+        let e = self.items.pop_front()?;
+        self.base += 1;
+        Some(e)
+    }
+
+    /// Entries, answered ones included (the bound [`HALF_OPEN_MAX`] counts them all).
+    fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Marks the entry at `at` (position + 1) as answered, if it is still queued and is the
+    /// connection `id` in `slot`.
+    fn settle(&mut self, at: u64, slot: u32, id: u64) {
+        let Some(i) = at.checked_sub(1 + self.base) else {
+            return;
+        };
+        if let Some(e) = self.items.get_mut(i as usize) {
+            if e.slot == slot && e.id == id {
+                e.live = false;
+            }
+        }
+    }
+}
+
 /// Counts over the whole capture.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct Totals {
@@ -153,9 +218,9 @@ pub struct Analyzer {
     next_scan: u64,
     /// Connections that closed, in the order they did: (capture time queued, slot, id).
     closing: VecDeque<(u64, u32, u64)>,
-    /// Connections that have sent only SYNs, in the order they opened: (deadline, slot,
-    /// id). The deadline is when the ladder says the client gave up, unless it resent since.
-    half_open: VecDeque<(u64, u32, u64)>,
+    /// Connections that have sent only SYNs, in the order they opened. The deadline is when
+    /// the ladder says the client gave up, unless it resent since.
+    half_open: HalfOpenQueue,
     /// Tombstones in the order they were left: (slot, the tombstone's last_ts).
     tombs: VecDeque<(u32, u64)>,
     ladders: Ladders,
@@ -238,7 +303,7 @@ impl Analyzer {
             next_sweep: 0,
             next_scan: 0,
             closing: VecDeque::new(),
-            half_open: VecDeque::new(),
+            half_open: HalfOpenQueue::default(),
             tombs: VecDeque::new(),
             ladders: Ladders::default(),
             next_id: 0,
@@ -324,7 +389,7 @@ impl Analyzer {
         }
         // Half-open connections end when their ladder runs out, to the segment: their
         // number is what a SYN flood makes grow.
-        if self.half_open.front().is_some_and(|f| f.0 < ts) {
+        if self.half_open.front().is_some_and(|f| f.deadline < ts) {
             self.sweep_half_open(ts);
         }
         let pure_syn = s.flags.syn() && !s.flags.ack();
@@ -446,10 +511,15 @@ impl Analyzer {
             self.closing.push_back((ts, idx, conn.id));
             self.done.detectors.closed(conn);
         }
+        if conn.half_open_at != 0 && !conn.half_open() {
+            // Answered (or closed): its entry in the queue needs no look at the slot later.
+            self.half_open.settle(conn.half_open_at, idx, conn.id);
+            conn.half_open_at = 0;
+        }
         if new_incarnation && pure_syn && conn.half_open() {
             // Opened by a SYN: half-open until answered, or until its ladder runs out.
             let deadline = self.ladders.deadline_ns(conn);
-            self.half_open.push_back((deadline, idx, conn.id));
+            conn.half_open_at = self.half_open.push_back(deadline, idx, conn.id);
         }
         if let Some(k) = kind.filter(|_| self.cfg.keep_retransmissions) {
             self.retransmitted.push((s.frame, k));
@@ -465,11 +535,22 @@ impl Analyzer {
     fn drop_half_open(&mut self, now: u64, taking: u32) {
         let origin = self.first_ts.unwrap_or(now);
         while self.half_open.len() > HALF_OPEN_MAX {
-            let Some((_, i, id)) = self.half_open.pop_front() else {
+            let Some(HalfOpen {
+                slot: i, id, live, ..
+            }) = self.half_open.pop_front()
+            else {
                 break;
             };
+            if !live {
+                continue;
+            }
             if i == taking {
-                self.half_open.push_back((0, i, id));
+                let at = self.half_open.push_back(0, i, id);
+                if let Some(c) = self.slots[i as usize].conn.as_deref_mut() {
+                    if c.id == id {
+                        c.half_open_at = at;
+                    }
+                }
                 continue;
             }
             let slot = &mut self.slots[i as usize];
@@ -501,19 +582,32 @@ impl Analyzer {
     /// Summarises half-open connections whose ladder has run out.
     fn sweep_half_open(&mut self, now: u64) {
         let origin = self.first_ts.unwrap_or(now);
-        while let Some(&(deadline, i, id)) = self.half_open.front() {
+        while let Some(&HalfOpen {
+            deadline,
+            slot: i,
+            id,
+            live,
+        }) = self.half_open.front()
+        {
             if deadline >= now {
                 break;
             }
             self.half_open.pop_front();
+            if !live {
+                continue;
+            }
             let slot = &mut self.slots[i as usize];
-            let Some(c) = slot.conn.as_deref().filter(|c| c.id == id && c.half_open()) else {
+            let Some(c) = slot
+                .conn
+                .as_deref_mut()
+                .filter(|c| c.id == id && c.half_open())
+            else {
                 continue;
             };
             let due = self.ladders.deadline_ns(c);
             if due >= now {
                 // Resent since: look again at the new deadline.
-                self.half_open.push_back((due, i, id));
+                c.half_open_at = self.half_open.push_back(due, i, id);
                 continue;
             }
             self.done

@@ -666,6 +666,9 @@ pub struct Conn {
     /// Timeline marks (timeouts, zero windows, quick retransmissions) for the worst-connection
     /// charts; empty (no allocation) for a connection that never stalled.
     pub marks: crate::timeline::Marks,
+    /// Where the engine's queue of half-open connections holds this one (position + 1; 0:
+    /// not queued, or known answered).
+    pub half_open_at: u64,
 }
 
 impl Conn {
@@ -718,6 +721,7 @@ impl Conn {
             zero_frames: Frames::default(),
             probe_frames: Frames::default(),
             marks: crate::timeline::Marks::default(),
+            half_open_at: 0,
         }
     }
 
