@@ -601,6 +601,17 @@ fn accept_overflow_is_named_from_the_server_counters() {
             .unwrap()
             > 0
     );
+    if require_trace("accept_overflow_is_named_from_the_server_counters", &v) {
+        // The client's SYN resends and the listener's SYN-ACK resends, as both namespaces'
+        // TcpExtTCPSynRetrans counted them over the run, are each one the trace attributed.
+        let t = trace_run(&v, v["before"]["label"].as_str().unwrap());
+        let counted = client_counter(&v["before"], "TcpExtTCPSynRetrans")
+            + v["before"]["server_counters"]["TcpExtTCPSynRetrans"]
+                .as_i64()
+                .unwrap_or(0);
+        assert!(counted > 0, "{:#}", v["before"]);
+        assert_eq!(t["syn_resends_attributed"], counted, "{t:#}");
+    }
 }
 
 #[test]

@@ -501,6 +501,12 @@ impl Engine {
                     lookup,
                 );
                 self.tally(Pathology::SynRetransmit, &l);
+                // tcp_rtx_synack counts it in TcpExtTCPSynRetrans (net/ipv4/tcp_output.c).
+                *self
+                    .summary
+                    .syn_resends
+                    .entry(Pathology::SynRetransmit)
+                    .or_default() += 1;
                 Some(l)
             }
             Detail::ResetSent {

@@ -403,3 +403,27 @@ fn a_connect_the_application_abandoned_is_no_connect_failure_a_refused_one_is() 
         cf.summary
     );
 }
+
+#[test]
+fn a_listeners_syn_ack_resend_is_one_of_the_syn_resends_the_counter_counts() {
+    let mut e = engine();
+    let l = e
+        .push(
+            ev(
+                1,
+                1,
+                TcpState::SynRecv,
+                S,
+                C,
+                Detail::SynAckRetransmit { attempt: 1 },
+            ),
+            &mut FullListener,
+        )
+        .unwrap();
+    assert_eq!(l.cause, Cause::SynAckResend);
+    // TcpExtTCPSynRetrans counts SYN-ACK resends too (tcp_rtx_synack).
+    assert_eq!(
+        e.summary().syn_resends.get(&Pathology::SynRetransmit),
+        Some(&1)
+    );
+}
