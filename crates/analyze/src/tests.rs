@@ -1351,3 +1351,220 @@ fn the_worst_connections_keep_their_syn_ladder_timeouts_and_zero_windows_in_orde
     // Off by default.
     assert!(c.run(Config::default()).worst_connections.is_empty());
 }
+
+/// One segment of [`whole_answer_lost_rounds`], before sorting by time.
+struct Planned {
+    t_us: u64,
+    tp: Tuple,
+    c2s: bool,
+    flags: u8,
+    seq: u32,
+    ack: u32,
+    len: u32,
+    sack: Option<(u32, u32)>,
+}
+
+/// The incast lab's pattern on the receiver's capture: a receiver (10.0.0.100) asks five
+/// senders for 20 segments each, three rounds 300 ms apart, through a bottleneck that drops
+/// at the start of each round. Four senders lose their second segment together and repair it
+/// by fast retransmit within ~1 ms, then keep sending for ~95 ms. The fifth loses its whole
+/// answer: the capture sees nothing of it until the receiver, its request unanswered, resends
+/// the request after its 205 ms timeout; with `dsack`, the sender answers the resend with a
+/// D-SACK (the request had arrived) and a sequence number past all it had sent, and resends
+/// its answer after its own timeout 12 ms later. Without, the request itself was lost: the
+/// sender acknowledges it now and answers for the first time.
+fn whole_answer_lost_rounds(dsack: bool) -> Analysis {
+    let mss = 1448;
+    let segs = 20u32;
+    let tps: Vec<Tuple> = (0..5u16)
+        .map(|i| tuple("10.0.0.100", 40000 + i, &format!("10.0.1.{}", i + 1), 5001))
+        .collect();
+    let mut c = Cap::new();
+    for (i, tp) in tps.iter().enumerate() {
+        c.handshake(i as u64 * 10, *tp, 0, 0);
+    }
+    let mut req = [1u32; 5];
+    let mut ans = [1u32; 5];
+    let mut plan = Vec::new();
+    let mut seg = |t_us, tp, c2s, flags, seq, ack, len, sack| {
+        plan.push(Planned {
+            t_us,
+            tp,
+            c2s,
+            flags,
+            seq,
+            ack,
+            len,
+            sack,
+        })
+    };
+    for round in 0..3u64 {
+        let t0 = 1_000 + round * 300_000;
+        for (i, tp) in tps.iter().enumerate() {
+            seg(t0 + i as u64, *tp, true, A | P, req[i], ans[i], 8, None);
+        }
+        for (i, tp) in tps.iter().enumerate().take(4) {
+            let at = |k: u32| t0 + 100 + u64::from(k) * 5_000 + i as u64 * 10;
+            let (a0, r_end) = (ans[i], req[i] + 8);
+            for k in 0..segs {
+                let s = a0 + k * mss;
+                if k != 1 {
+                    seg(at(k), *tp, false, A, s, r_end, mss, None);
+                }
+                // The receiver acknowledges up to the hole while segment 1 is missing.
+                if k == 0 || k > 2 {
+                    seg(at(k) + 10, *tp, true, A, r_end, s + mss, 0, None);
+                } else if k == 2 {
+                    let hole = a0 + mss;
+                    seg(at(k) + 10, *tp, true, A, r_end, hole, 0, Some((s, s + mss)));
+                    seg(at(k) + 1_000, *tp, false, A, hole, r_end, mss, None);
+                    seg(at(k) + 1_010, *tp, true, A, r_end, s + mss, 0, None);
+                }
+            }
+        }
+        // The fifth sender: silence until the receiver's timer resends its request.
+        let (tp, r0, a0) = (tps[4], req[4], ans[4]);
+        seg(t0 + 205_000, tp, true, A | P, r0, a0, 8, None);
+        let resent_at = if dsack {
+            seg(
+                t0 + 205_100,
+                tp,
+                false,
+                A,
+                a0 + segs * mss,
+                r0 + 8,
+                0,
+                Some((r0, r0 + 8)),
+            );
+            t0 + 217_000
+        } else {
+            seg(t0 + 205_100, tp, false, A, a0, r0 + 8, 0, None);
+            t0 + 205_200
+        };
+        for k in 0..segs {
+            let s = a0 + k * mss;
+            let t = resent_at + u64::from(k) * 100;
+            seg(t, tp, false, A, s, r0 + 8, mss, None);
+            seg(t + 10, tp, true, A, r0 + 8, s + mss, 0, None);
+        }
+        for i in 0..5 {
+            req[i] += 8;
+            ans[i] += segs * mss;
+        }
+    }
+    plan.sort_by_key(|p| p.t_us);
+    for p in plan {
+        c.pkt(p.t_us, p.tp, p.c2s, p.flags, p.seq, p.ack, p.len, 502);
+        if let Some(b) = p.sack {
+            c.with_sack(&[b]);
+        }
+    }
+    c.run(Config::default())
+}
+
+/// Issue "Verdicts you can trust", incast: a sender whose whole answer the round's burst
+/// took leaves only silence at the receiver; the round waits until the receiver's request is
+/// resent after its timeout and D-SACKed. That resend is spurious (reported so, not as loss),
+/// but the wait is the round's stall: the incast finding counts the silence it ended, and its
+/// cost and severity follow from it as the lab's do (here ~120 ms of each 300 ms round).
+#[test]
+fn a_round_waiting_for_a_whole_lost_answer_counts_its_timeout_stall_as_incast() {
+    let a = whole_answer_lost_rounds(true);
+    let f = only(&a, Pathology::Incast);
+    let share = f.impact.time_lost_share.expect("time lost share");
+    // Each round: silent from ~95 ms (the last of the four) to 217 ms (the resent answer).
+    assert!(
+        (0.35..0.55).contains(&share),
+        "{share}\n{f:#?}\n{:#?}",
+        a.details.incast
+    );
+    assert_eq!(f.severity, tcpdoctor_model::Severity::Critical, "{f:#?}");
+    assert!(f.summary.contains("D-SACK"), "{}", f.summary);
+    let waits: Vec<_> = a.details.incast.iter().filter(|e| e.joined_round).collect();
+    assert_eq!(waits.len(), 3, "{:#?}", a.details.incast);
+    for e in waits {
+        assert_eq!((e.request_timeouts, e.flows_lost), (1, 1), "{e:#?}");
+        assert!((200_000..210_000).contains(&e.stall_us), "{e:#?}");
+        assert!((115_000..130_000).contains(&e.silent_us), "{e:#?}");
+    }
+    // The resent requests are spurious, not loss.
+    assert_eq!(a.totals.retransmissions_spurious, 3, "{:#?}", a.totals);
+    let sp = only(&a, Pathology::SpuriousRetransmission);
+    assert!(sp.summary.contains("3 after a timeout"), "{}", sp.summary);
+    assert!(
+        !a.findings.iter().any(|f| matches!(
+            f.pathology,
+            Pathology::Retransmission | Pathology::RetransmitTimeout
+        )),
+        "{:#?}",
+        a.findings
+    );
+}
+
+/// The same rounds, but the request itself was lost (no D-SACK: the sender acknowledges it
+/// only when resent, and answers then): the wait is not a loss of the receiver's fan-in.
+#[test]
+fn a_resent_request_without_a_dsack_is_not_an_incast_stall() {
+    let a = whole_answer_lost_rounds(false);
+    assert!(
+        a.details
+            .incast
+            .iter()
+            .all(|e| e.request_timeouts == 0 && !e.joined_round),
+        "{:#?}",
+        a.details.incast
+    );
+    let share = only(&a, Pathology::Incast)
+        .impact
+        .time_lost_share
+        .expect("time lost share");
+    assert!(share < 0.05, "{share}");
+}
+
+/// Issue "Verdicts you can trust", accept-overflow: five clients complete their handshakes
+/// with one server and send their requests, which the server never acknowledges (it sends
+/// nothing after its SYN-ACK: a full accept queue drops the final ACK and the data after it).
+/// The clients resend together after their timeouts. No bottleneck lost anything that the
+/// capture can show: no incast, and the timeouts say what the capture cannot tell.
+#[test]
+fn first_data_resent_to_a_server_that_never_took_the_handshake_is_not_incast() {
+    let mut c = Cap::new();
+    let tps: Vec<Tuple> = (0..5u16)
+        .map(|i| tuple(&format!("10.0.0.{}", i + 1), 50000 + i, "10.0.0.100", 5001))
+        .collect();
+    for (i, tp) in tps.iter().enumerate() {
+        c.handshake(i as u64 * 10, *tp, 0, 0);
+    }
+    for round in 0..2u64 {
+        for (i, tp) in tps.iter().enumerate() {
+            c.pkt(
+                1_000 + round * 204_000 + i as u64,
+                *tp,
+                true,
+                A | P,
+                1,
+                1,
+                64,
+                502,
+            );
+        }
+    }
+    // The server takes the connections at last and answers.
+    for (i, tp) in tps.iter().enumerate() {
+        let t = 600_000 + i as u64 * 100;
+        c.pkt(t, *tp, false, A | P, 1, 65, 64, 1000);
+        c.pkt(t + 10, *tp, true, A, 65, 65, 0, 502);
+    }
+    let a = c.run(Config::default());
+    assert_eq!(a.totals.retransmissions_rto, 5, "{:#?}", a.totals);
+    assert!(a.details.incast.is_empty(), "{:#?}", a.details.incast);
+    let p: Vec<Pathology> = a.findings.iter().map(|f| f.pathology).collect();
+    assert!(!p.contains(&Pathology::Incast), "{p:?}");
+    let f = only(&a, Pathology::RetransmitTimeout);
+    assert!(
+        f.summary.contains("5 of the flows resent their first data")
+            && f.summary.contains("TcpExtListenOverflows"),
+        "{}",
+        f.summary
+    );
+}

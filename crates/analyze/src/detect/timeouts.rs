@@ -1,14 +1,25 @@
 //! Retransmission timeouts: data resent after an idle gap of at least the RTO floor, that
 //! repaired a loss (spurious ones are [`super::spurious`]'s; those of flows caught in an
 //! incast episode are the incast finding's evidence).
+//!
+//! A client's first data resent to a server that had acknowledged none of it and sent nothing
+//! since its SYN-ACK ([`super::incast::handshake_maybe_not_taken`]) is counted apart: the
+//! server may not have taken the handshake (a full accept queue drops the final ACK and the
+//! data after it), or the data was lost on the way; the capture cannot tell which, so the
+//! finding says so and names the counter that would.
 
 use std::time::Duration;
 
 use serde::Serialize;
 use tcpdoctor_model::{Evidence, Finding, Impact, Pathology, Source};
 
-use super::{us, Conclusion, Context, Detector, Example, EXAMPLES};
-use crate::flow::Conn;
+use super::incast::handshake_maybe_not_taken;
+use super::{us, Conclusion, Context, Detector, Example, Retransmission, EXAMPLES};
+use crate::flow::{Conn, FastMap, RetransKind};
+
+/// Connections remembered, until summarised, as having resent first data the server never
+/// acknowledged.
+const UNTAKEN_MAX: usize = 1 << 16;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct RtoDetails {
@@ -17,21 +28,37 @@ pub struct RtoDetails {
     pub max_gap_us: u64,
     /// Sum of the idle gaps the timeouts ended.
     pub total_gap_us: u64,
+    /// Of the flows, those that resent their first data to a server that had acknowledged
+    /// none of it and sent nothing since its SYN-ACK (the handshake may not have been taken).
+    pub first_data_unacknowledged_flows: u64,
     pub examples: Vec<Example>,
 }
 
 #[derive(Default)]
 pub(crate) struct Timeouts {
     d: RtoDetails,
+    /// Connections that resent first data the server never acknowledged (until summarised).
+    untaken: FastMap<u64, ()>,
 }
 
 impl Detector for Timeouts {
+    fn retransmitted(&mut self, x: &Retransmission) {
+        if x.kind == RetransKind::Rto
+            && self.untaken.len() < UNTAKEN_MAX
+            && handshake_maybe_not_taken(x.conn, x.dir)
+        {
+            self.untaken.insert(x.conn.id, ());
+        }
+    }
+
     fn finished(&mut self, c: &Conn) {
+        let untaken = self.untaken.remove(&c.id).is_some();
         if c.rto.is_empty() || c.in_incast {
             return;
         }
         let d = &mut self.d;
         d.flows += 1;
+        d.first_data_unacknowledged_flows += u64::from(untaken);
         d.count += u64::from(c.rto.total);
         d.max_gap_us = d.max_gap_us.max(c.rto_max_gap_ns / 1_000);
         d.total_gap_us += c.rto_gap_total_ns / 1_000;
@@ -69,13 +96,19 @@ impl Detector for Timeouts {
                 Pathology::RetransmitTimeout,
                 Source::Analyze,
                 format!(
-                    "{} retransmission timeout(s) in {} of {} flow(s): idle gaps up to {} ended by a retransmission, {} in all ({:.1}% of the flows' time)",
+                    "{} retransmission timeout(s) in {} of {} flow(s): idle gaps up to {} ended by a retransmission, {} in all ({:.1}% of the flows' time){}",
                     r.count,
                     r.flows,
                     flows,
                     us(r.max_gap_us),
                     us(r.total_gap_us),
-                    100.0 * share
+                    100.0 * share,
+                    match r.first_data_unacknowledged_flows {
+                        0 => String::new(),
+                        n => format!(
+                            "; {n} of the flows resent their first data to a server that had acknowledged none of it and sent nothing since its SYN-ACK: the server may not have taken the handshake (a full accept queue drops the final ACK and the data after it) or the data was lost on the way; unexplained by the capture: the server's counters (TcpExtListenOverflows) would tell"
+                        ),
+                    }
                 ),
                 impact,
             )
