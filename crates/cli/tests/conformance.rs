@@ -25,8 +25,8 @@
 //! against probe's embedded server) must be healthy in every command: exit 0, verdict healthy.
 //!
 //! The matrix is written as Markdown to `$TDOC_CONFORMANCE_OUT` when set
-//! (`bench/conformance/run.sh` sets it to docs/conformance.md), else to a temporary file whose
-//! path is printed. Root only; outside CI the test skips with a reason, with CI=true a skip fails.
+//! (`bench/conformance/run.sh` sets it to docs/conformance.md), else only printed in the test's
+//! output. Root only; outside CI the test skips with a reason, with CI=true a skip fails.
 
 mod support;
 
@@ -97,6 +97,9 @@ struct Scenario {
     window_ms: u64,
     /// Vantage of lab, analyze, counters, sockets, probe, doctor.
     vantage: [Vantage; 6],
+    /// Causes the scenario's evidence does not show: no command may name one above info,
+    /// whatever its vantage (a command blind to the pathology may name its symptoms).
+    false_causes: &'static [&'static str],
 }
 
 const NO_PROBE: &str = "the scenario's traffic is not probe's (its own sender and reader)";
@@ -118,6 +121,7 @@ fn scenarios() -> Vec<Scenario> {
                 Judges,
                 Judges,
             ],
+            false_causes: &[],
         },
         Scenario {
             name: "timewait-collision",
@@ -133,6 +137,7 @@ fn scenarios() -> Vec<Scenario> {
                 Blind("the collision is answered within milliseconds here: no connect is slow enough for the spike classifier"),
                 Names("its settings audit names the exposure (timestamps off); its counter window sees the resent SYNs, not their cause or cost"),
             ],
+            false_causes: &[],
         },
         Scenario {
             name: "stale-ack-race",
@@ -148,6 +153,7 @@ fn scenarios() -> Vec<Scenario> {
                 Blind("probe times each connect on a busy machine: its unexplained delays measure the load, which the other commands cannot see"),
                 Judges,
             ],
+            false_causes: &[],
         },
         Scenario {
             name: "slow-reader",
@@ -163,6 +169,7 @@ fn scenarios() -> Vec<Scenario> {
                 Blind(NO_PROBE),
                 Names("its counter window counts zero windows (TcpExtTCPToZeroWindowAdv); its two censuses see one only when they catch it; neither sees the writer's wait"),
             ],
+            false_causes: &[],
         },
         Scenario {
             name: "syn-drop",
@@ -178,6 +185,7 @@ fn scenarios() -> Vec<Scenario> {
                 Judges,
                 Names("its counter window sees the resent SYNs, not how long each connect waited"),
             ],
+            false_causes: &[],
         },
         Scenario {
             name: "accept-overflow",
@@ -193,6 +201,9 @@ fn scenarios() -> Vec<Scenario> {
                 Blind("the accept queue is inside the server: probe sees its effect (SYN retransmissions)"),
                 Judges,
             ],
+            // The client's ports are not what failed, nor did a bottleneck drop the clients'
+            // resent requests: the server did not take them.
+            false_causes: &["port_exhaustion", "incast"],
         },
         Scenario {
             name: "incast",
@@ -208,24 +219,39 @@ fn scenarios() -> Vec<Scenario> {
                 Blind(NO_PROBE),
                 Blind("one sender's counters and sockets cannot show that the senders' losses are synchronized"),
             ],
+            false_causes: &[],
         },
     ]
 }
 
 /// Disagreements seen on this machine and not fixed yet: (scenario, command, what is wrong).
-/// Their cells are recorded, not asserted.
-const KNOWN: &[(&str, Cmd, &str)] = &[(
-    "incast",
-    Cmd::Analyze,
-    "on the receiver's capture a sender whose whole reply was dropped at the bottleneck \
-         leaves no trace but silence: the round stalls about 200 ms until that sender's timeout, \
-         and what the capture shows is the receiver's own request resent after its timeout and \
-         D-SACKed by the sender; analyze counts that resend as spurious (right: the request was \
-         not lost) and leaves the stall out of the incast cost, so it judges from the quick \
-         repairs only (a run of 8 senders: 20 of 30 rounds stalled about 208 ms, 56% of the \
-         time lost, critical in the lab; analyze 4.5%, warning, beside 23 spurious timeout \
-         resends of requests)",
-)];
+/// Their cells are recorded, not asserted. None at present.
+const KNOWN: &[(&str, Cmd, &str)] = &[];
+
+/// False causes seen on this machine and not fixed yet: (scenario, command, pathology, what
+/// is wrong). Recorded in the matrix, not asserted.
+const KNOWN_FALSE: &[(&str, Cmd, &str, &str)] = &[
+    (
+        "accept-overflow",
+        Cmd::Analyze,
+        "port_exhaustion",
+        "analyze's rate rule (client-first closes faster than the range / 60 s TIME_WAIT are port \
+         exhaustion, critical: issue 9 defect 7) fires on the lab client's real churn (a run: \
+         6,615 connections closed by the client first in 3.943 s = 1,677/s, 3.6x the 471/s the \
+         default range sustains) although no connect failed and 23% of the range was held when \
+         the run ended; requiring ports actually running short would demote defect 7's 200 \
+         connections in 21 ms (0.7% of the range) too: a policy decision, pending",
+    ),
+    (
+        "accept-overflow",
+        Cmd::Lab,
+        "incast",
+        "from the eBPF trace the lab now merges: its incast rule (retransmission timeouts of \
+         several flows into one receiver within 20 ms) fires on clients whose first requests \
+         the full accept queue dropped (a run: 9 flows, 3 episodes); unlike analyze it does \
+         not yet leave out flows whose handshake the server never took",
+    ),
+];
 
 /// One command's answer.
 #[derive(Clone, Debug)]
@@ -712,6 +738,26 @@ fn judge(s: &Scenario, row: &Row) -> (Vec<String>, Vec<String>) {
                 t
             }
         };
+        let mut text = text;
+        for (p, sev) in &a.all {
+            if sev == "info" || !s.false_causes.contains(&p.as_str()) {
+                continue;
+            }
+            let known = KNOWN_FALSE
+                .iter()
+                .find(|(n, c, kp, _)| *n == s.name && c == cmd && kp == p);
+            match known {
+                Some((.., bug)) => text.push_str(&format!(
+                    " **known false cause: names {p} ({sev}): {bug}**"
+                )),
+                None => failures.push(format!(
+                    "{} / {}: names {p} ({sev}), a cause the scenario's evidence does not show (all: {:?})",
+                    s.name,
+                    cmd.name(),
+                    a.all
+                )),
+            }
+        }
         cells.push(text);
     }
     if let Some((first, sev)) = severities.first() {
@@ -743,7 +789,7 @@ fn markdown(rows: &[(String, Vec<String>, String)]) -> String {
         md,
         "Generated by `crates/cli/tests/conformance.rs` (`cargo test -p tcpdoctor --test conformance`, as root), \
          here through `bench/conformance/run.sh`, which sets `TDOC_CONFORMANCE_OUT=docs/conformance.md`; \
-         without that variable the test writes the matrix to a temporary file and prints its path. \
+         without that variable the test only prints the matrix in its output. \
          Machine: {host}, Linux {kernel}, {cpus} CPUs, {}.\n",
         support::sh("date -u +%Y-%m-%dT%H:%MZ").trim()
     );
@@ -819,13 +865,14 @@ fn commands_that_can_see_a_pathology_agree_on_it_and_a_clean_run_is_healthy_ever
     }
 
     let md = markdown(&rows);
-    let out = std::env::var_os("TDOC_CONFORMANCE_OUT")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            std::env::temp_dir().join(format!("tdoc-conformance-{}.md", std::process::id()))
-        });
-    std::fs::write(&out, &md).unwrap_or_else(|e| panic!("write {}: {e}", out.display()));
-    eprintln!("conformance matrix written to {}\n{md}", out.display());
+    // Without a destination the matrix goes to the test's output only: nothing is left behind.
+    match std::env::var_os("TDOC_CONFORMANCE_OUT").map(PathBuf::from) {
+        Some(out) => {
+            std::fs::write(&out, &md).unwrap_or_else(|e| panic!("write {}: {e}", out.display()));
+            eprintln!("conformance matrix written to {}\n{md}", out.display());
+        }
+        None => eprintln!("conformance matrix (TDOC_CONFORMANCE_OUT not set):\n{md}"),
+    }
     assert!(
         failures.is_empty(),
         "disagreements:\n{}",
