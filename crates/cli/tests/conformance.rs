@@ -21,7 +21,9 @@
 //!
 //! Disagreements that are known and not fixed yet are listed in [`KNOWN`] with what is wrong;
 //! their cells are recorded as such and not asserted (a fix does not fail the test). Any other
-//! disagreement fails it. The clean baseline (crr churn at a modest rate, through a veth,
+//! disagreement fails it. Each scenario also lists causes its evidence does not show
+//! (`false_causes`): no command may name one above info, whatever its vantage; those still
+//! named are listed in [`KNOWN_FALSE`] and recorded, not asserted. The clean baseline (crr churn at a modest rate, through a veth,
 //! against probe's embedded server) must be healthy in every command: exit 0, verdict healthy.
 //!
 //! The matrix is written as Markdown to `$TDOC_CONFORMANCE_OUT` when set
@@ -801,7 +803,9 @@ fn markdown(rows: &[(String, Vec<String>, String)]) -> String {
          scenario's pathology by construction (with why; what it said is kept). \"severity not \
          compared\" marks a command that sees the pathology but not its cost. Among the others the \
          test asserts one pathology and one severity; **known disagreement** marks a disagreement \
-         that is not fixed yet. The lab column is the lab's merged diagnosis (its own detectors, probe's, \
+         that is not fixed yet. Each scenario also lists causes its evidence does not show (accept-overflow: \
+         port_exhaustion, incast), which no command may name above info, whatever it can see; \
+         **known false cause** marks one still named, with why. The lab column is the lab's merged diagnosis (its own detectors, probe's, \
          analyze's on its capture, the counters of its namespaces); the probe column is the lab's \
          findings whose source is probe (the lab's churn is probe's engine and spike classifier); \
          sockets is `--watch 300ms` over the window, the first sample with a finding above info, \
