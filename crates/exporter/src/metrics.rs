@@ -598,6 +598,7 @@ mod tests {
                     sndbuf_bytes: None,
                     info: None,
                     owners: Vec::new(),
+                    last_owner: None,
                 });
                 port += 1;
             }
@@ -611,6 +612,7 @@ mod tests {
             syn_ladder: None,
             taken_at: None,
             attribution: None,
+            last_owners: None,
         };
         tcpdoctor_host::sockets::analyze(&c, None).summary
     }

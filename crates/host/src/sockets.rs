@@ -45,8 +45,8 @@ use serde::Serialize;
 use tcpdoctor_model::{PortRange, SynLadder};
 
 pub use analysis::{
-    analyze, who, Analysis, Destination, FlaggedSocket, Listener, ProcessSockets, SlowSign,
-    Summary, HEADROOM_CRITICAL, HEADROOM_WARNING,
+    analyze, closed_by_line, time_wait_for, who, Analysis, ClosedBy, Destination, FlaggedSocket,
+    Listener, ProcessSockets, SlowSign, Summary, HEADROOM_CRITICAL, HEADROOM_WARNING,
 };
 pub use owners::{attribute, Attribution, Owner};
 pub use reuse::TwReuse;
@@ -206,6 +206,49 @@ pub struct Socket {
     /// without a file (TIME_WAIT, NEW_SYN_RECV) and those no readable process holds.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub owners: Vec<Owner>,
+    /// For a TIME_WAIT socket: the process that owned it until it closed, when a trace
+    /// watched the close (the kernel keeps no owner for a socket without a file).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_owner: Option<LastOwner>,
+}
+
+/// The process that called connect() on a connection that is now in TIME_WAIT, as the eBPF
+/// trace recorded it when the connection closed (`tcpdoctor_trace::history`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct LastOwner {
+    pub pid: u32,
+    /// The name of the thread that called connect(), recorded by the trace at that moment
+    /// (at most 15 bytes, `TASK_COMM_LEN`): known also after the process exited.
+    pub comm: String,
+    /// The process no longer runs (no `/proc/<pid>`, or the pid now names a process started
+    /// after the close).
+    pub exited: bool,
+}
+
+/// Whether the last owners of TIME_WAIT sockets were looked up, and what the lookup found.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum LastOwners {
+    /// No trace watched the closes: TIME_WAIT sockets have no known owner.
+    Untraced {
+        /// Why (a one-shot census, --no-trace, not root, no BTF, ...).
+        reason: String,
+    },
+    /// A trace has recorded every close in the namespace since `traced_for_ms` before the
+    /// census.
+    Traced {
+        /// From the trace's attachment to the end of the census.
+        traced_for_ms: u64,
+        /// TIME_WAIT sockets of the census looked up in the trace's history.
+        time_wait_sockets: u64,
+        /// Of those, the ones whose close the history holds (last owner known).
+        found: u64,
+        /// Of the rest, those in TIME_WAIT since before the trace started (from their
+        /// TIME_WAIT timer): their close was not watched.
+        before_trace: u64,
+        /// Time spent reading the history, microseconds.
+        lookup_duration_us: u64,
+    },
 }
 
 /// What to include. Empty lists mean "all". States are filtered by the kernel; ports and
@@ -272,6 +315,9 @@ pub struct Census {
     pub taken_at: Option<Instant>,
     /// What the process scan covered, once [`attribute`] ran.
     pub attribution: Option<Attribution>,
+    /// Whether a trace named the last owners of TIME_WAIT sockets (`None`: not asked).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_owners: Option<LastOwners>,
 }
 
 /// Takes the census of the caller's network namespace.
@@ -295,6 +341,7 @@ pub fn census(filter: &Filter) -> Result<Census, Error> {
         ),
         taken_at: Some(Instant::now()),
         attribution: None,
+        last_owners: None,
     })
 }
 
@@ -389,6 +436,7 @@ mod tests {
             sndbuf_bytes: None,
             info: None,
             owners: Vec::new(),
+            last_owner: None,
         };
         assert!(f.matches(&s));
         let by_port = Filter {

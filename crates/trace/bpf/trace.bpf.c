@@ -17,7 +17,9 @@
  *            it since (retransmitted SYN, stale ACK reset); cleared when the socket closes.
  *   history: (netns, 4-tuple) -> how the last active-open connection on that 4-tuple ended
  *            (reset, passive close leaving TIME_WAIT at the peer, ...), so that a SYN answered
- *            by an old ACK can be told apart: a race with a reset vs a TIME_WAIT collision.
+ *            by an old ACK can be told apart: a race with a reset vs a TIME_WAIT collision;
+ *            and who owned it, so user space can name the process behind a TIME_WAIT socket
+ *            (read by src/history.rs, which computes tuple_slot() the same way).
  *
  * Both are direct-mapped arrays of slots, not hash maps: a connect and a close each cost one
  * slot write. Measured under loopback churn (bench/trace): hash map updates and deletes were
@@ -180,10 +182,14 @@ struct tuple {
 	__u8 daddr[16];
 };
 
+/* The last connection on a 4-tuple: when and how it closed, and the process that had
+ * called connect() on it (user space reads tgid and comm for TIME_WAIT sockets: `sockets
+ * --watch` names the process that closed them, also after it exited). */
 struct hist {
 	__u64 close_ns;
 	__u32 how;
 	__u32 tgid;
+	char comm[16];
 };
 
 struct {
@@ -357,6 +363,7 @@ struct hist_slot {
 	struct tuple t;
 	struct hist h;
 };
+_Static_assert(sizeof(struct hist_slot) == 88, "struct hist_slot is mirrored by src/history.rs");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -521,6 +528,9 @@ static __always_inline bool tuple_eq(const struct tuple *a, const struct tuple *
 #pragma unroll
 	for (int i = 0; i < (int)(sizeof(*a) / 8); i++)
 		d |= x[i] ^ y[i];
+	/* The last 4 bytes (44 = 5 * 8 + 4): the end of an IPv6 destination address. */
+	_Static_assert(sizeof(*a) == 44, "struct tuple is mirrored by src/history.rs");
+	d |= ((const __u32 *)a)[10] ^ ((const __u32 *)b)[10];
 	return d == 0;
 }
 
@@ -858,6 +868,7 @@ int inet_sock_set_state(__u64 *ctx)
 	struct hist h = {};
 	h.close_ns = bpf_ktime_get_ns();
 	h.tgid = o->tgid;
+	__builtin_memcpy(h.comm, o->comm, 16);
 	if (o->flags & O_RESET_SENT)
 		h.how = H_RESET;
 	else if (oldstate == TCP_LAST_ACK)

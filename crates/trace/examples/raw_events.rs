@@ -1,7 +1,9 @@
 //! Prints the raw decoded records of every namespace for N seconds, then the kernel-side
 //! counters: `cargo run -p tcpdoctor-trace --example raw_events -- 5` (root).
 fn main() {
-    let mut p = tcpdoctor_trace::loader::Probe::load(None, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let mut p =
+        tcpdoctor_trace::loader::Probe::load(None, &[], tcpdoctor_trace::loader::Hooks::All)
+            .unwrap_or_else(|e| panic!("{e}"));
     println!("unavailable: {:?}", p.unavailable());
     let secs: u64 = std::env::args()
         .nth(1)

@@ -8,6 +8,7 @@
 pub mod attribute;
 pub mod btf;
 mod error;
+pub mod history;
 pub mod loader;
 pub mod raw;
 pub mod render;

@@ -10,10 +10,11 @@
 
 use std::collections::BTreeMap;
 
-use aya::maps::{MapData, PerCpuArray, RingBuf};
+use aya::maps::{Array, MapData, PerCpuArray, RingBuf};
 use aya::programs::BtfTracePoint;
 use aya::{Btf, Ebpf, EbpfLoader};
 
+use crate::history::SLOT_BYTES;
 use crate::raw::{Counter, Event, Undecodable};
 use crate::Error;
 
@@ -30,6 +31,27 @@ const PROGRAMS: &[(&str, &str, bool)] = &[
     ("kfree_skb", "kfree_skb", true),
     ("tcp_probe", "tcp_probe", false),
 ];
+
+/// Which programs to attach.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Hooks {
+    /// Every program: the full trace.
+    #[default]
+    All,
+    /// Only the state-change program, which records connect() owners and each close in the
+    /// history table: what naming the last owners of TIME_WAIT sockets needs, at a fraction
+    /// of the full trace's cost per connection.
+    CloseHistory,
+}
+
+impl Hooks {
+    fn wants(self, program: &str) -> bool {
+        match self {
+            Hooks::All => true,
+            Hooks::CloseHistory => program == "inet_sock_set_state",
+        }
+    }
+}
 
 /// A piece of evidence this kernel cannot give, and why.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -85,7 +107,11 @@ fn chain(e: &dyn std::error::Error) -> String {
 impl Probe {
     /// Loads and attaches. `netns`: trace only these namespace inodes (`None`: every
     /// namespace).
-    pub fn load(netns: Option<&[u32]>, quiet_reasons: &[u32]) -> Result<Probe, Error> {
+    pub fn load(
+        netns: Option<&[u32]>,
+        quiet_reasons: &[u32],
+        hooks: Hooks,
+    ) -> Result<Probe, Error> {
         check_support()?;
         let btf =
             Btf::from_sys_fs().map_err(|e| Error::Load(format!("reading kernel BTF: {e}")))?;
@@ -129,7 +155,7 @@ impl Probe {
             }
         }
         let mut unavailable = Vec::new();
-        for &(name, target, required) in PROGRAMS {
+        for &(name, target, required) in PROGRAMS.iter().filter(|p| hooks.wants(p.0)) {
             let r = attach(&mut ebpf, &btf, name, target);
             if let Err(e) = r {
                 if is_permission(e.as_ref()) {
@@ -189,6 +215,18 @@ impl Probe {
             out.insert(c, v.iter().sum());
         }
         Ok(out)
+    }
+
+    /// The raw bytes of slot `idx` of the history table (`struct hist_slot`), one map
+    /// lookup (see [`crate::history`]).
+    pub fn history_slot(&self, idx: u32) -> Result<[u8; SLOT_BYTES], Error> {
+        let map = self
+            .ebpf
+            .map("history")
+            .ok_or_else(|| Error::Load("map history missing".into()))?;
+        let arr: Array<&MapData, [u8; SLOT_BYTES]> =
+            Array::try_from(map).map_err(|e| Error::Read(chain(&e)))?;
+        arr.get(&idx, 0).map_err(|e| Error::Read(chain(&e)))
     }
 
     /// TCP packets dropped, per kernel drop-reason value, summed over CPUs.

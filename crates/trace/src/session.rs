@@ -27,6 +27,7 @@ use tcpdoctor_model::{Finding, SynLadder};
 
 use crate::attribute::{Config, Engine, Line, Listener, Lookup, PortBudget, Summary};
 use crate::btf::Reasons;
+pub use crate::loader::Hooks;
 use crate::loader::{Probe, Unavailable};
 use crate::raw::{Counter, Process, ProcessSource};
 use crate::Error;
@@ -123,6 +124,13 @@ impl Session {
     /// Loads and attaches the programs for `opts.scope`. Errors name what is missing (BTF,
     /// privileges, a namespace).
     pub fn start(opts: Options) -> Result<Session, Error> {
+        Session::start_with(opts, Hooks::All)
+    }
+
+    /// [`Session::start`] attaching only some programs: with [`Hooks::CloseHistory`] the
+    /// session records connect() owners and closes (for
+    /// [`Session::attribute_time_wait`]) and little else.
+    pub fn start_with(opts: Options, hooks: Hooks) -> Result<Session, Error> {
         let current = inode_of("/proc/self/ns/net").map_err(|source| Error::Netns {
             name: "current".into(),
             source,
@@ -179,7 +187,7 @@ impl Session {
             .iter()
             .filter_map(|n| reasons.drop.value(n))
             .collect();
-        let probe = Probe::load(filter.as_deref(), &quiet)?;
+        let probe = Probe::load(filter.as_deref(), &quiet, hooks)?;
         let mut all_names = names;
         for n in &netns {
             if let Some(name) = &n.name {
@@ -222,6 +230,32 @@ impl Session {
             }
         }
         out
+    }
+
+    /// Throws away the records waiting in the ring buffer without attributing them (for a
+    /// caller that only reads the tables, such as `sockets --watch`); returns how many.
+    pub fn discard_records(&mut self) -> usize {
+        self.probe.drain(|_| {})
+    }
+
+    /// Names the last owner of each TIME_WAIT socket of `census` whose close this session
+    /// recorded, and sets `census.last_owners` ([`crate::history`]). The census must be of
+    /// the namespace this session traces (the first, when it traces several); `taken_at`
+    /// of the census (else now) ends the traced time.
+    pub fn attribute_time_wait(
+        &self,
+        census: &mut tcpdoctor_host::sockets::Census,
+    ) -> Result<(), Error> {
+        let netns = match self.netns.first() {
+            Some(n) => n.inode,
+            None => inode_of("/proc/self/ns/net").map_err(|source| Error::Netns {
+                name: "current".into(),
+                source,
+            })?,
+        };
+        let end = census.taken_at.unwrap_or_else(Instant::now);
+        let traced_for_ms = end.saturating_duration_since(self.started).as_millis() as u64;
+        crate::history::attribute(&self.probe, netns, traced_for_ms, census)
     }
 
     /// Kernel-side counts so far.

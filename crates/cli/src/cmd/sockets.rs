@@ -5,8 +5,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use tcpdoctor_host::render::sockets::{self as render, Body};
-use tcpdoctor_host::sockets::{self, Census, Filter, TcpState};
+use tcpdoctor_host::sockets::{self, Census, Filter, LastOwners, TcpState};
 use tcpdoctor_model::{Measured, Report};
+use tcpdoctor_trace::session::{Hooks, Options as TraceOptions, Scope, Session};
 
 use crate::output;
 
@@ -22,27 +23,42 @@ also a Recv-Q that grew while data queued at the previous sample stayed unread);
 retransmission backoff (tcpi_retransmits, tcpi_backoff, RTO). Each socket with a file is
 attributed to the processes holding it (pid, comm, fd: as `ss -p`, from /proc/PID/fd), so
 findings name the listener that is not accepting, the reader that is not reading and the
-processes with live sockets toward a destination short of ports (TIME_WAIT sockets have no
-owner left: naming it needs `tcpdoctor trace`); --no-processes skips the scan.
+processes with live sockets toward a destination short of ports; --no-processes skips the scan.
+TIME_WAIT sockets have no file and no owner left: only a tracer that watched the close knows
+who it was. With --watch (the mode that keeps running) and when tracing is allowed (root or
+CAP_BPF + CAP_PERFMON, kernel BTF), sockets attaches one eBPF program (the trace's state-change
+hook) for the watched namespace before the first census; it records the process that called
+connect() (pid, comm) at each close, and each TIME_WAIT socket whose close it saw is
+attributed to that process: per destination, `closed by: comm[pid] N, ...; M unknown` (unknown:
+closed before the watch started, said as such, or its record replaced by a later close in the
+trace's direct-mapped history table). Connections this host accepted have no connect() owner.
+A one-shot census, --no-trace, or no privileges: one line says the last owners are not known
+and why, and everything else works as without it.
 
 Needs: Linux with sock_diag (3.3+; tcp_info windows need 5.4/6.2+). No root, except --netns
 (CAP_SYS_ADMIN to enter /run/netns/NAME); without root, other users' processes cannot be
 inspected and their sockets show no owner (counted). Overhead: one read-only netlink dump;
 about 0.5 us of CPU per socket (50 k TIME_WAIT sockets: ~30 ms); the process scan costs one
-readlink per open file descriptor on the host (as ss -p).
+readlink per open file descriptor on the host (as ss -p). The close trace of --watch costs
+the traced connections about 2.4 us of kernel time each (BENCHMARKS.md, trace), and each
+census two BPF map reads per TIME_WAIT socket.
 
 Output fields (JSON; units in names): by_state; port_range, ephemeral_ports,
 sustainable_connect_rate_per_s (= ports / 60 s TIME_WAIT, per destination); tw_reuse
 {tcp_tw_reuse, tcp_timestamps, tcp_tw_reuse_delay_ms}; interval_ms (between samples);
 data_sockets; destinations[] {remote, sockets, time_wait, tw_reuse, time_wait_reusable,
 ephemeral_ports_in_use, ports_unavailable, headroom_ports, used_percent,
-time_wait_rate_per_s, sustainable_connect_rate_per_s}; listeners[] {local, listening,
+time_wait_rate_per_s, sustainable_connect_rate_per_s, with a trace: closed_by[] {pid, comm,
+exited, time_wait_sockets}, closed_by_unknown, closed_by_unknown_before_trace};
+last_owners {status: traced | untraced, reason, traced_for_ms, time_wait_sockets, found,
+before_trace, lookup_duration_us}; listeners[] {local, listening,
 accept_queue, backlog, full, connections}; slow_readers[] and retransmitting[] {local,
 remote, state, sign, recv_q_bytes, send_q_bytes, recv_q_growth_bytes, rcvbuf_bytes,
 rcv_wnd_bytes, snd_wnd_bytes, rto_us, backoff, retransmits, stalled_at_least_us, owners}; owners[] {pid, comm, fd} on
 listeners and sockets, processes[] {pid, comm, sockets} on destinations; attribution
 {processes_scanned, processes_unreadable, descriptors_scanned, sockets_attributed,
-sockets_unattributed, duration_us}; census_duration_us; with --list, sockets[] with tcp_info.
+sockets_unattributed, duration_us}; census_duration_us; with --list, sockets[] with tcp_info
+(and last_owner {pid, comm, exited} on TIME_WAIT sockets whose close was traced).
 
 Findings (severity from the shared policy): port_exhaustion (half of the range unavailable
 toward one destination or more; the share is the budget used), accept_queue_overflow
@@ -56,6 +72,7 @@ Examples:
   tcpdoctor sockets
   tcpdoctor sockets --state time-wait --port 443 --json
   tcpdoctor sockets --netns blue --watch 1s --count 10
+  sudo tcpdoctor sockets --watch 2s    # TIME_WAIT per destination: closed by which process
 ";
 
 /// Census of TCP sockets through NETLINK_SOCK_DIAG.
@@ -92,9 +109,80 @@ pub struct Args {
     /// Also list every socket (with tcp_info) in the output.
     #[arg(long)]
     list: bool,
-    /// Do not attribute sockets to processes (skips the scan of /proc/*/fd).
+    /// Do not attribute sockets to processes (skips the scan of /proc/*/fd, and the trace
+    /// of closes with --watch).
     #[arg(long)]
     no_processes: bool,
+    /// With --watch: do not trace closes (the last owners of TIME_WAIT sockets stay unknown).
+    #[arg(long)]
+    no_trace: bool,
+}
+
+/// The trace of closes that names the last owners of TIME_WAIT sockets, or why there is
+/// none. Only a watch keeps running long enough for closes to happen under the trace: a
+/// one-shot census sees only sockets that closed before it started.
+enum CloseTrace {
+    /// No trace, and why.
+    Off(String),
+    /// Loading and attaching on a helper thread (about 0.2 s, most of it the verifier and
+    /// reading the kernel's BTF): the first census does not wait for it.
+    Attaching(std::thread::JoinHandle<Result<Session, String>>),
+    On(Box<Session>),
+}
+
+impl CloseTrace {
+    fn start(args: &Args) -> CloseTrace {
+        if args.watch.is_none() {
+            return CloseTrace::Off("a one-shot census".into());
+        }
+        if args.count == Some(1) {
+            return CloseTrace::Off("a watch of one sample".into());
+        }
+        if args.no_trace {
+            return CloseTrace::Off("--no-trace".into());
+        }
+        let scope = match &args.netns {
+            Some(ns) => Scope::Named(vec![ns.clone()]),
+            None => Scope::Current,
+        };
+        CloseTrace::Attaching(std::thread::spawn(move || {
+            Session::start_with(
+                TraceOptions {
+                    scope,
+                    ..TraceOptions::default()
+                },
+                Hooks::CloseHistory,
+            )
+            .map_err(|e| e.to_string())
+        }))
+    }
+
+    /// Names the last owners of the census's TIME_WAIT sockets, or says why it cannot.
+    fn attribute(&mut self, census: &mut Census) {
+        if matches!(self, CloseTrace::Attaching(h) if h.is_finished()) {
+            let CloseTrace::Attaching(h) = std::mem::replace(self, CloseTrace::Off(String::new()))
+            else {
+                unreachable!("matched above")
+            };
+            *self = match h.join() {
+                Ok(Ok(session)) => CloseTrace::On(Box::new(session)),
+                Ok(Err(why)) => CloseTrace::Off(why),
+                Err(_) => CloseTrace::Off("the trace's loader thread panicked".into()),
+            };
+        }
+        let reason = match self {
+            CloseTrace::On(session) => {
+                session.discard_records();
+                match session.attribute_time_wait(census) {
+                    Ok(()) => return,
+                    Err(e) => format!("the trace's history could not be read: {e}"),
+                }
+            }
+            CloseTrace::Attaching(_) => "the trace of closes is still attaching".into(),
+            CloseTrace::Off(why) => why.clone(),
+        };
+        census.last_owners = Some(LastOwners::Untraced { reason });
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
@@ -103,22 +191,28 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         ports: args.port.clone(),
         addresses: args.address.clone(),
     };
-    let take = |filter: &Filter| -> anyhow::Result<(Census, Duration)> {
-        let t0 = Instant::now();
-        let mut c = match &args.netns {
-            Some(ns) => sockets::census_in_netns(ns, filter),
-            None => sockets::census(filter),
-        }
-        .context("socket census")?;
-        let took = t0.elapsed();
-        if !args.no_processes {
-            sockets::attribute(&mut c);
-        }
-        Ok((c, took))
-    };
+    // Started before the first census: every close from the attachment on is recorded.
+    let mut tracer = (!args.no_processes).then(|| CloseTrace::start(&args));
+    let take =
+        |filter: &Filter, tracer: &mut Option<CloseTrace>| -> anyhow::Result<(Census, Duration)> {
+            let t0 = Instant::now();
+            let mut c = match &args.netns {
+                Some(ns) => sockets::census_in_netns(ns, filter),
+                None => sockets::census(filter),
+            }
+            .context("socket census")?;
+            let took = t0.elapsed();
+            if !args.no_processes {
+                sockets::attribute(&mut c);
+            }
+            if let Some(t) = tracer.as_mut() {
+                t.attribute(&mut c);
+            }
+            Ok((c, took))
+        };
 
     let Some(interval) = args.watch else {
-        let (census, took) = take(&filter)?;
+        let (census, took) = take(&filter, &mut tracer)?;
         let analysis = sockets::analyze(&census, None);
         let body = Body {
             summary: &analysis.summary,
@@ -142,7 +236,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let mut n = 0u64;
     loop {
         n += 1;
-        let (census, took) = take(&filter)?;
+        let (census, took) = take(&filter, &mut tracer)?;
         let analysis = sockets::analyze(&census, previous.as_ref());
         let body = Body {
             summary: &analysis.summary,

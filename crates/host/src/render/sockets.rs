@@ -6,7 +6,7 @@ use serde::Serialize;
 use tcpdoctor_model::Report;
 use tcpdoctor_report::{findings, fmt, table};
 
-use crate::sockets::{Socket, Summary};
+use crate::sockets::{LastOwners, Socket, Summary};
 
 /// The JSON body: the summary, flattened, plus timing and (with --list) every socket.
 #[derive(Serialize)]
@@ -88,6 +88,27 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>, top: usize) -> io::Result<()> {
         )?;
     }
 
+    match &s.last_owners {
+        Some(LastOwners::Untraced { reason }) => writeln!(
+            w,
+            "  TIME_WAIT last owners: not known ({reason}); a TIME_WAIT socket has no owner left, only a trace watching the close records it (`--watch` as root)"
+        )?,
+        Some(LastOwners::Traced {
+            traced_for_ms,
+            time_wait_sockets,
+            found,
+            before_trace,
+            lookup_duration_us,
+        }) => writeln!(
+            w,
+            "  TIME_WAIT last owners (trace of closes, {} so far): {found} of {time_wait_sockets} named; of the {} unknown, {before_trace} in TIME_WAIT since before the trace started (lookup {})",
+            fmt::micros(traced_for_ms * 1000),
+            time_wait_sockets - found,
+            fmt::micros(*lookup_duration_us)
+        )?,
+        None => {}
+    }
+
     if !s.destinations.is_empty() {
         writeln!(w, "\nDestinations (outgoing, by remote ip:port)")?;
         let mut t = table::new([
@@ -121,6 +142,21 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>, top: usize) -> io::Result<()> {
         table::align_right(&mut t, &[1, 2, 3, 4, 5, 6, 7]);
         writeln!(w, "{t}")?;
         more(w, s.destinations.len(), top)?;
+        // With a trace: who left each destination's TIME_WAIT sockets (last owner at close).
+        for d in s
+            .destinations
+            .iter()
+            .take(top)
+            .filter(|d| d.time_wait > 0 && d.closed_by.is_some())
+        {
+            writeln!(
+                w,
+                "  {} TIME_WAIT toward {}: {}",
+                d.time_wait,
+                d.remote,
+                crate::sockets::closed_by_line(d)
+            )?;
+        }
     }
     if !s.listeners.is_empty() {
         writeln!(w, "\nListeners (local ip:port; accept queue vs backlog)")?;

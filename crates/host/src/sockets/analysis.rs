@@ -27,7 +27,9 @@ use tcpdoctor_model::policy::{BUDGET_CRITICAL, BUDGET_WARNING};
 use tcpdoctor_model::timers::SYN_INITIAL_RTO;
 use tcpdoctor_model::{Evidence, Finding, Impact, Pathology, PortRange, Source};
 
-use super::{canonical, Attribution, Census, Owner, Socket, TcpState, Timer, TwReuse};
+use super::{
+    canonical, Attribution, Census, LastOwner, LastOwners, Owner, Socket, TcpState, Timer, TwReuse,
+};
 use crate::sysctl::TIME_WAIT;
 
 /// Share of the ephemeral range held toward one destination from which `port_exhaustion`
@@ -74,6 +76,29 @@ pub struct Destination {
     /// attribution). TIME_WAIT sockets have no owner any more.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub processes: Vec<ProcessSockets>,
+    /// With a trace (`sockets --watch` as root): the processes whose connections left the
+    /// TIME_WAIT sockets toward it, from the trace's record of each close, most first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub closed_by: Option<Vec<ClosedBy>>,
+    /// With a trace: TIME_WAIT sockets toward it whose last owner is not known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub closed_by_unknown: Option<u64>,
+    /// Of those, the ones in TIME_WAIT since before the trace started (their close was not
+    /// watched); the others' record was replaced in the trace's history by a later close
+    /// (a direct-mapped table) or not written (two closes on one slot at once).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub closed_by_unknown_before_trace: Option<u64>,
+}
+
+/// A process and the TIME_WAIT sockets toward a destination it left (it called connect(),
+/// and its end closed first).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ClosedBy {
+    pub pid: u32,
+    pub comm: String,
+    /// The process no longer runs.
+    pub exited: bool,
+    pub time_wait_sockets: u64,
 }
 
 /// A process and how many sockets of a group it holds.
@@ -179,6 +204,9 @@ pub struct Summary {
     /// What the process scan covered; `None` without process attribution.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub attribution: Option<Attribution>,
+    /// Whether a trace named the last owners of TIME_WAIT sockets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_owners: Option<LastOwners>,
 }
 
 /// A summary and the findings it supports.
@@ -233,6 +261,14 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
     let mut orphan_idx: HashMap<SocketAddr, usize> = HashMap::new();
     let mut dests: HashMap<SocketAddr, Destination> = HashMap::new();
     let mut dest_owners: HashMap<SocketAddr, BTreeMap<(u32, String), u64>> = HashMap::new();
+    // With a trace: how long it has watched the closes, and who closed what.
+    let traced_for = match &census.last_owners {
+        Some(LastOwners::Traced { traced_for_ms, .. }) => {
+            Some(Duration::from_millis(*traced_for_ms))
+        }
+        _ => None,
+    };
+    let mut closers: HashMap<SocketAddr, BTreeMap<LastOwner, u64>> = HashMap::new();
     for s in census
         .sockets
         .iter()
@@ -282,6 +318,9 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
             time_wait_rate_per_s: 0.0,
             sustainable_connect_rate_per_s: sustainable,
             processes: Vec::new(),
+            closed_by: traced_for.map(|_| Vec::new()),
+            closed_by_unknown: traced_for.map(|_| 0),
+            closed_by_unknown_before_trace: traced_for.map(|_| 0),
         });
         d.sockets += 1;
         for o in dedup_pids(&s.owners) {
@@ -296,6 +335,23 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
             d.time_wait += 1;
             if reuse.applies(s.local.ip(), s.remote.ip()) {
                 d.tw_reuse = true;
+            }
+            if let Some(traced) = traced_for {
+                match &s.last_owner {
+                    Some(o) => {
+                        *closers
+                            .entry(s.remote)
+                            .or_default()
+                            .entry(o.clone())
+                            .or_default() += 1
+                    }
+                    None => {
+                        *d.closed_by_unknown.get_or_insert(0) += 1;
+                        if time_wait_for(s).is_some_and(|t| t > traced) {
+                            *d.closed_by_unknown_before_trace.get_or_insert(0) += 1;
+                        }
+                    }
+                }
             }
         }
         if range.contains(lport) {
@@ -322,6 +378,22 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
                     .collect();
                 d.processes
                     .sort_by(|a, b| b.sockets.cmp(&a.sockets).then(a.pid.cmp(&b.pid)));
+            }
+            if let (Some(list), Some(m)) = (d.closed_by.as_mut(), closers.remove(&d.remote)) {
+                *list = m
+                    .into_iter()
+                    .map(|(o, n)| ClosedBy {
+                        pid: o.pid,
+                        comm: o.comm,
+                        exited: o.exited,
+                        time_wait_sockets: n,
+                    })
+                    .collect();
+                list.sort_by(|a, b| {
+                    b.time_wait_sockets
+                        .cmp(&a.time_wait_sockets)
+                        .then(a.pid.cmp(&b.pid))
+                });
             }
             d
         })
@@ -432,9 +504,18 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
         retransmitting,
         undecoded_messages: census.undecoded_messages,
         attribution: census.attribution.clone(),
+        last_owners: census.last_owners.clone(),
     };
     let findings = findings(&summary);
     Analysis { summary, findings }
+}
+
+/// How long a TIME_WAIT socket has been in TIME_WAIT: its timer is armed for
+/// `TCP_TIMEWAIT_LEN` (60 s, include/net/tcp.h) when it enters the state
+/// (`inet_twsk_schedule`), and sock_diag reports the time left. `None` for other sockets.
+pub fn time_wait_for(s: &Socket) -> Option<Duration> {
+    (s.state == TcpState::TimeWait && s.timer == Timer::TimeWait)
+        .then(|| TIME_WAIT.saturating_sub(Duration::from_millis(u64::from(s.timer_expires_ms))))
 }
 
 fn micros(d: Duration) -> u64 {
@@ -564,6 +645,38 @@ fn dedup_pids(owners: &[Owner]) -> Vec<&Owner> {
     out
 }
 
+/// `closed by: curl[812] 40, wget[90] 3 (exited); 12 unknown`: who left a destination's
+/// TIME_WAIT sockets (the three busiest), or "" without a trace.
+pub fn closed_by_line(d: &Destination) -> String {
+    let Some(list) = &d.closed_by else {
+        return String::new();
+    };
+    let mut parts: Vec<String> = list
+        .iter()
+        .take(3)
+        .map(|c| {
+            format!(
+                "{}[{}] {}{}",
+                c.comm,
+                c.pid,
+                c.time_wait_sockets,
+                if c.exited { " (exited)" } else { "" }
+            )
+        })
+        .collect();
+    if list.len() > 3 {
+        let rest: u64 = list[3..].iter().map(|c| c.time_wait_sockets).sum();
+        parts.push(format!("{} more processes {rest}", list.len() - 3));
+    }
+    let unknown = d.closed_by_unknown.unwrap_or(0);
+    let list = if parts.is_empty() {
+        "no traced close".to_string()
+    } else {
+        parts.join(", ")
+    };
+    format!("closed by: {list}; {unknown} unknown")
+}
+
 /// `nginx pid 812` or `nginx pid 812, nginx pid 813`; empty without owners.
 pub fn who(owners: &[Owner]) -> String {
     dedup_pids(owners)
@@ -663,6 +776,39 @@ fn findings(sum: &Summary) -> Vec<Finding> {
                 d.time_wait_rate_per_s,
             ),
         );
+        if let Some(closed) = &d.closed_by {
+            let f = out.last_mut().expect("just pushed");
+            let unknown = d.closed_by_unknown.unwrap_or(0);
+            let before = d.closed_by_unknown_before_trace.unwrap_or(0);
+            let mut items: Vec<String> = closed
+                .iter()
+                .take(EXAMPLES)
+                .map(|c| {
+                    format!(
+                        "{} pid {}{}: {} TIME_WAIT",
+                        c.comm,
+                        c.pid,
+                        if c.exited { " (exited)" } else { "" },
+                        c.time_wait_sockets
+                    )
+                })
+                .collect();
+            if closed.len() > EXAMPLES {
+                items.push(format!("{} more processes", closed.len() - EXAMPLES));
+            }
+            items.push(format!(
+                "last owner unknown: {unknown} TIME_WAIT ({before} in TIME_WAIT since before the trace started, {} not in the trace's history)",
+                unknown - before
+            ));
+            f.evidence.push(Evidence::Examples {
+                what: format!(
+                    "processes that closed the {} TIME_WAIT sockets toward {} (the last owner of each, recorded by the trace at the close)",
+                    d.time_wait, d.remote
+                ),
+                items,
+            });
+            f.summary.push_str(&format!("; {}", closed_by_line(d)));
+        }
         if sum.attribution.is_some() {
             let f = out.last_mut().expect("just pushed");
             let mut items: Vec<String> = d
@@ -675,10 +821,14 @@ fn findings(sum: &Summary) -> Vec<Finding> {
                 items.push("none: no live socket toward it".into());
             }
             f.evidence.push(Evidence::Examples {
-                what: format!(
-                    "processes with live sockets toward {} (the {} TIME_WAIT sockets have no owner: the kernel forgets the process at close; naming their last owner needs `tcpdoctor trace`, which watches connections as they happen)",
-                    d.remote, d.time_wait
-                ),
+                what: if d.closed_by.is_some() {
+                    format!("processes with live sockets toward {}", d.remote)
+                } else {
+                    format!(
+                        "processes with live sockets toward {} (the {} TIME_WAIT sockets have no owner: the kernel forgets the process at close; naming their last owner needs a trace watching the close: `tcpdoctor sockets --watch` as root)",
+                        d.remote, d.time_wait
+                    )
+                },
                 items,
             });
             if let Some(p) = d.processes.first() {
@@ -922,6 +1072,7 @@ mod tests {
             sndbuf_bytes: None,
             info: None,
             owners: Vec::new(),
+            last_owner: None,
         }
     }
 
@@ -939,6 +1090,7 @@ mod tests {
             syn_ladder: None,
             taken_at: None,
             attribution: None,
+            last_owners: None,
         }
     }
 

@@ -244,6 +244,7 @@ pub(super) fn parse_inet_diag(m: &[u8]) -> Option<Socket> {
         sndbuf_bytes: None,
         info: None,
         owners: Vec::new(),
+        last_owner: None,
     };
     // Attributes: struct nlattr { u16 len; u16 type; } + value, 4-byte aligned.
     let mut off = INET_DIAG_MSG_LEN;

@@ -137,6 +137,7 @@ mod tests {
             sndbuf_bytes: None,
             info: None,
             owners: Vec::new(),
+            last_owner: None,
         }
     }
 
