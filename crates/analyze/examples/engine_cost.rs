@@ -48,14 +48,13 @@ fn main() {
         let mut prep = tcpdoctor_analyze::Prepare::default();
         let (mut keys, mut released) = (Vec::new(), Vec::new());
         let mut engine_s = 0.0;
-        for chunk in segs.chunks(4096) {
+        // Batches of the pipeline's size, taken by `push_batch` as the pipeline does.
+        for chunk in segs.chunks(1024) {
             prep.release(&released);
             released.clear();
             prep.keys(chunk, &mut keys);
             let t0 = Instant::now();
-            for (s, k) in chunk.iter().zip(&keys) {
-                a.push_keyed(s, k);
-            }
+            a.push_batch(chunk, &keys);
             a.released(&mut released);
             engine_s += t0.elapsed().as_secs_f64();
         }

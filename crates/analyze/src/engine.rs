@@ -88,7 +88,7 @@ const FORGET_AFTER_TIME_WAIT_NS: u64 = 5_000_000_000;
 pub const TOMBSTONES_MAX: usize = 1 << 18;
 /// At most this many connections that have sent only SYNs are held; past it the oldest is
 /// summarised as unanswered before its ladder ended (counted in
-/// [`Totals::half_open_summarised_early`]): a SYN flood. About 80 MiB.
+/// [`Totals::half_open_summarised_early`]): a SYN flood. About 85 MiB (1344 bytes a `Conn`).
 pub const HALF_OPEN_MAX: usize = 1 << 16;
 
 #[derive(Default)]
@@ -350,18 +350,26 @@ impl Analyzer {
                 .and_then(|n| self.slots.get(n.slot as usize))
                 .and_then(|slot| slot.conn.as_deref())
             {
-                prefetch(&c.client);
-                prefetch(&c.half.c2s);
-                prefetch(&c.half.s2c);
+                if segs
+                    .get(i + CONN_AHEAD)
+                    .is_some_and(|n| n.flags.syn() && !n.flags.ack())
+                {
+                    // A SYN on a 4-tuple that holds a connection: mostly a reuse, which
+                    // summarises the old incarnation (every detector reads some of it).
+                    prefetch_lines(c, CONN_LINES);
+                } else {
+                    // The hot lines (see `Conn`, `Half`): the first two of the connection
+                    // and of each direction.
+                    prefetch_lines(c, 2);
+                    prefetch_lines(&c.half.c2s, 2);
+                    prefetch_lines(&c.half.s2c, 2);
+                }
             }
             // A SYN ahead will take the pool's top box: its old contents are read (to be
             // dropped) and overwritten, and it was last touched seconds ago.
             if segs.get(i + CONN_AHEAD).is_some_and(|n| n.flags.syn()) {
                 if let Some(b) = self.done.pool.last() {
-                    let p = (&**b as *const Conn).cast::<u8>();
-                    for off in (0..std::mem::size_of::<Conn>()).step_by(64) {
-                        prefetch_addr(p.wrapping_add(off));
-                    }
+                    prefetch_lines(&**b, CONN_LINES);
                 }
             }
             self.take(s, *k);
@@ -626,6 +634,13 @@ impl Analyzer {
             if !old && self.tombs.len() <= TOMBSTONES_MAX {
                 break;
             }
+            if let Some(slot) = self
+                .tombs
+                .get(SWEEP_SLOT_AHEAD)
+                .and_then(|&(j, _)| self.slots.get(j as usize))
+            {
+                prefetch(slot);
+            }
             self.tombs.pop_front();
             let slot = &mut self.slots[i as usize];
             // Still this tombstone (not a later one), and no connection on the 4-tuple now.
@@ -647,6 +662,21 @@ impl Analyzer {
         while let Some(&(queued, i, id)) = self.closing.front() {
             if now.saturating_sub(queued) <= CLOSE_LINGER_NS {
                 break;
+            }
+            // The connections a few places on were closed seconds ago and are summarised
+            // in turn (every detector reads some of them): fetch their slots, then them.
+            if let Some(&(_, j, _)) = self.closing.get(SWEEP_SLOT_AHEAD) {
+                if let Some(slot) = self.slots.get(j as usize) {
+                    prefetch(slot);
+                }
+            }
+            if let Some(c) = self
+                .closing
+                .get(SWEEP_CONN_AHEAD)
+                .and_then(|&(_, j, _)| self.slots.get(j as usize))
+                .and_then(|slot| slot.conn.as_deref())
+            {
+                prefetch_lines(c, CONN_LINES);
             }
             self.closing.pop_front();
             let slot = &mut self.slots[i as usize];
@@ -798,6 +828,22 @@ fn finish_conn(
 #[inline(always)]
 fn prefetch<T>(r: &T) {
     prefetch_addr((r as *const T).cast());
+}
+
+/// Cache lines of a [`Conn`].
+const CONN_LINES: usize = std::mem::size_of::<Conn>().div_ceil(64);
+/// How far ahead the sweeps fetch the slots of the entries they will visit, and then the
+/// connections in them.
+const SWEEP_SLOT_AHEAD: usize = 8;
+const SWEEP_CONN_AHEAD: usize = 4;
+
+/// [`prefetch`] of the first `lines` cache lines at `r`.
+#[inline(always)]
+fn prefetch_lines<T>(r: &T, lines: usize) {
+    let p = (r as *const T).cast::<u8>();
+    for i in 0..lines {
+        prefetch_addr(p.wrapping_add(64 * i));
+    }
 }
 
 /// [`prefetch`] of an address (any address: a prefetch never faults).

@@ -524,48 +524,56 @@ impl Halves {
 }
 
 /// One direction of a connection.
+///
+/// Laid out by hand (`repr(C)`): the fields most segments read or write come first and fill
+/// the first two cache lines, so the engine touches (and prefetches, `Analyzer::push_batch`)
+/// two lines of each direction per segment instead of all four; the counters read when a
+/// connection is summarised follow. Aligned to a cache line, so the two lines are whole.
 #[derive(Clone, Copy, Debug, Default)]
+#[repr(C, align(64))]
 pub struct Half {
-    pub isn: Option<SeqNumber>,
+    // Hot: most segments (sequence, ACK, window, data and fan-in bookkeeping).
     /// Highest sequence number sent + 1 (SYN and FIN count one).
     pub next_seq: Option<SeqNumber>,
-    pub next_seq_ts: u64,
     /// Last cumulative ACK this side sent (acknowledging the other direction).
     pub last_ack: Option<SeqNumber>,
-    pub dup_acks: u32,
     /// Highest SACK right edge in this side's most recent ACK.
     pub sack_hi: Option<SeqNumber>,
-    pub wscale: Option<u8>,
-    pub win_raw: u16,
+    pub next_seq_ts: u64,
     pub win_bytes: u64,
-    pub win_known: bool,
     pub packets: u64,
     pub data_packets: u64,
     pub bytes: u64,
-    pub retrans: u32,
+    pub last_data_ts: u64,
+    pub fanin_reported_ts: u64,
+    pub zero_since: Option<(u64, u64)>,
+    pub dup_acks: u32,
+    /// The receiver of this direction's data in the detectors' list (index + 1; 0 = not
+    /// looked up yet), valid while the list's epoch is `receiver_epoch`.
+    pub receiver_idx: u32,
+    pub receiver_epoch: u32,
+    pub win_raw: u16,
+    pub wscale: Option<u8>,
+    pub win_known: bool,
+    pub fin: bool,
+    pub rst: bool,
+    pub window_full: u32,
+    // Cold: set once, or counted rarely; read when the connection is summarised.
+    pub isn: Option<SeqNumber>,
+    /// Where the receiver's fan-in list holds this direction (position + 1; 0 = nowhere).
+    pub fanin_pos: u64,
     pub retrans_bytes: u64,
+    pub zero_total_ns: u64,
+    pub zero_max_ns: u64,
+    pub retrans: u32,
     pub by_kind: [u32; 5],
     /// Of `by_kind`, the retransmissions found spurious: data the receiver already had
     /// (acknowledged before the copy was sent, or reported back by a D-SACK).
     pub spurious_by_kind: [u32; 5],
     pub out_of_order: u32,
     pub zero_window_ads: u32,
-    pub zero_since: Option<(u64, u64)>,
-    pub zero_total_ns: u64,
-    pub zero_max_ns: u64,
     /// Zero-window probes received (sent by the other side while this window was zero).
     pub probes: u32,
-    pub window_full: u32,
-    pub fin: bool,
-    pub rst: bool,
-    pub last_data_ts: u64,
-    pub fanin_reported_ts: u64,
-    /// Where the receiver's fan-in list holds this direction (position + 1; 0 = nowhere).
-    pub fanin_pos: u64,
-    /// The receiver of this direction's data in the detectors' list (index + 1; 0 = not
-    /// looked up yet), valid while the list's epoch is `receiver_epoch`.
-    pub receiver_idx: u32,
-    pub receiver_epoch: u32,
 }
 
 /// What a new SYN found on its 4-tuple: the previous incarnation.
@@ -604,48 +612,61 @@ pub struct RecentRetrans {
 }
 
 /// One connection incarnation.
+///
+/// Laid out by hand (`repr(C)`): what the engine reads for every segment (the connection's
+/// identity and handshake state, its latest time) fills the first two cache lines, then the
+/// two directions ([`Half`], hot lines first), then what is read when it is summarised.
+/// Aligned to a cache line, so the hot lines are whole.
 #[derive(Clone, Debug)]
+#[repr(C, align(64))]
 pub struct Conn {
+    // Hot: every segment.
     pub id: u64,
-    pub incarnation: u32,
-    pub client: Endpoint,
-    pub server: Endpoint,
+    pub last_ts: u64,
+    pub last_frame: u64,
+    /// Where the engine's queue of half-open connections holds this one (position + 1; 0:
+    /// not queued, or known answered).
+    pub half_open_at: u64,
+    pub synack: Option<(u64, u64)>,
+    pub syn_count: u32,
+    pub close: CloseKind,
     /// Whether the client is the low end of the flow key (see `PackedKey::directed`).
     pub client_lo: bool,
+    pub awaiting_answer: bool,
+    pub rtt_ns: Option<u64>,
+    pub established_ts: Option<u64>,
+    pub first_ts: u64,
+    pub wscale_ok: bool,
+    /// Who sent the first FIN.
+    pub fin_first: Option<Dir>,
+    /// Set when the incast detector took this incarnation's retransmissions as its evidence.
+    pub in_incast: bool,
     /// Whether the client/server roles come from a SYN (true) or a port-number guess.
     pub roles_known: bool,
-    pub first_ts: u64,
-    pub last_ts: u64,
-    pub first_frame: u64,
-    pub last_frame: u64,
+    pub syn_ts_option: bool,
+    /// Some reset answer acknowledged the SYN (ACK bit and ack = ISN + 1): the client
+    /// accepts it and connect() fails (RFC 9293 section 3.10.7.3). A reset without that
+    /// acknowledgement is ignored by the client, which resends the SYN.
+    pub rst_answer_acks_syn: bool,
     pub half: Halves,
-    pub wscale_ok: bool,
+    // Cold: new incarnations, evidence, the summary.
+    pub client: Endpoint,
+    pub server: Endpoint,
+    pub incarnation: u32,
+    pub first_frame: u64,
     /// Client SYN transmissions (timestamp, frame), first 8.
     pub syns: [(u64, u64); 8],
-    pub syn_count: u32,
-    pub syn_ts_option: bool,
-    pub synack: Option<(u64, u64)>,
-    pub awaiting_answer: bool,
-    pub established_ts: Option<u64>,
-    pub rtt_ns: Option<u64>,
     /// Server answers to a SYN that were plain ACKs (of an older connection).
     pub stale: Frames<4>,
     pub stale_first_ts: u64,
     /// Server answers to a SYN that were resets.
     pub rst_answer: Frames<4>,
-    /// Some reset answer acknowledged the SYN (ACK bit and ack = ISN + 1): the client
-    /// accepts it and connect() fails (RFC 9293 section 3.10.7.3). A reset without that
-    /// acknowledgement is ignored by the client, which resends the SYN.
-    pub rst_answer_acks_syn: bool,
     /// When the first answer other than a SYN-ACK (a stale ACK or a reset) came.
     pub first_answer_ts: u64,
     /// Client resets of a stale answer.
     pub client_rst: Frames<4>,
     pub client_rst_ts: u64,
     pub reuse: Option<Reuse>,
-    pub close: CloseKind,
-    /// Who sent the first FIN.
-    pub fin_first: Option<Dir>,
     pub rto: Frames<16>,
     pub rto_max_gap_ns: u64,
     /// Sum of the idle gaps the timeouts (not spurious) ended.
@@ -659,16 +680,11 @@ pub struct Conn {
     /// Longest idle gap before a retransmission found spurious (a timeout that fired too
     /// soon stalled the sender this long for nothing).
     pub spurious_max_gap_ns: u64,
-    /// Set when the incast detector took this incarnation's retransmissions as its evidence.
-    pub in_incast: bool,
     pub zero_frames: Frames<8>,
     pub probe_frames: Frames<8>,
     /// Timeline marks (timeouts, zero windows, quick retransmissions) for the worst-connection
     /// charts; empty (no allocation) for a connection that never stalled.
     pub marks: crate::timeline::Marks,
-    /// Where the engine's queue of half-open connections holds this one (position + 1; 0:
-    /// not queued, or known answered).
-    pub half_open_at: u64,
 }
 
 impl Conn {
