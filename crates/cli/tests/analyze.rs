@@ -1155,13 +1155,17 @@ fn linger_zero_churn_with_stale_acks_is_a_stale_ack_race_not_port_exhaustion() {
     assert!(dest["reset_closes"].as_u64().unwrap() >= 1000, "{dest:#}");
 }
 
-/// Issue 9 defect 7: a client that opens connections toward one destination much faster
-/// than the default port budget (28,232 ports / 60 s = 471/s) and closes them first is
-/// port exhaustion without --port-range: the rate is taken over the real span.
+/// Issue 9 defect 7: the rate of a client that opens connections toward one destination and
+/// closes them first is taken over the real span, without --port-range. Issue "Verdicts you
+/// can trust": a rate over the default budget (28,232 ports / 60 s = 471/s) is port
+/// exhaustion only with evidence that the ports ran short; 300 connections on ports the
+/// kernel hands out from one parity of the default range show none: context (info), as probe
+/// says of a rate over the budget at which no connect failed. (The lab's port-exhaustion
+/// capture, 200 connections filling its 200-port range, both parities, stays critical.)
 #[test]
-fn a_client_faster_than_the_default_port_budget_is_port_exhaustion_without_a_port_range() {
+fn a_client_faster_than_the_default_port_budget_without_ports_running_short_is_context() {
     if !support::require_root(
-        "a_client_faster_than_the_default_port_budget_is_port_exhaustion_without_a_port_range",
+        "a_client_faster_than_the_default_port_budget_without_ports_running_short_is_context",
     ) {
         return;
     }
@@ -1191,10 +1195,10 @@ fn a_client_faster_than_the_default_port_budget_is_port_exhaustion_without_a_por
     .unwrap();
     server.join().unwrap();
     dump.stop();
-    let (code, v) = analyze(&file, &[]);
-    assert_eq!(code, 1);
+    let (_, v) = analyze(&file, &[]);
     let d = &v["details"]["destinations"][0];
     assert_eq!(d["client_closed_first"], 300, "{d:#}");
+    assert_eq!(d["ran_short"], false, "{d:#}");
     assert_eq!(d["port_range_source"], "linux_default");
     // 300 connections in `took`: the capture's rate agrees with the loop's.
     let rate = d["client_closed_first_per_s"].as_f64().unwrap();
@@ -1202,8 +1206,15 @@ fn a_client_faster_than_the_default_port_budget_is_port_exhaustion_without_a_por
     assert!(rate >= loop_rate * 0.8, "{rate} vs {loop_rate}: {d:#}");
     if loop_rate > 600.0 {
         let f = finding(&v, "port_exhaustion");
-        assert_eq!(f["severity"], "critical", "{f:#}");
-        assert_eq!(f["severity_rule"], "budget_exhausted");
+        assert_eq!(f["severity"], "info", "{f:#}");
+        assert_eq!(f["severity_rule"], "context");
+        assert!(
+            f["summary"]
+                .as_str()
+                .unwrap()
+                .contains("no sign in the capture that the ports ran short"),
+            "{f:#}"
+        );
     } else {
         eprintln!("the machine managed only {loop_rate:.0} connections/s: not above the budget");
     }

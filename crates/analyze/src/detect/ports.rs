@@ -8,6 +8,17 @@
 //! second, and only connections the client closed first count against it, at their rate over
 //! the real span they were opened in.
 //!
+//! A rate over the budget is a prediction: the range runs out if the rate lasts. It is judged
+//! as exhaustion (the policy's rate rule) only with evidence in the capture that the ports
+//! ran short: most of the range ([`BUDGET_CRITICAL`]) held at once, a port reused while the
+//! client's own TIME_WAIT on it was running, or the source ports filling a contiguous block
+//! completely (both parities: Linux hands out ports of one parity first,
+//! `__inet_hash_connect`, net/ipv4/inet_hashtables.c, so it takes the other only once the
+//! range ran short). Without it, the share of the range held is judged as `sockets` judges
+//! it (the budget rules: half the range is pressure), and a rate over the budget alone is
+//! context (info), as probe reports a rate over the budget at which no connect failed: a
+//! capture cannot see the connects that failed, nor their absence.
+//!
 //! The range: `--port-range` when given. A capture does not carry the client's
 //! `net.ipv4.ip_local_port_range`, so otherwise Linux's default (32768-60999, 28,232 ports),
 //! unless the source ports toward a destination fill a contiguous block completely and the
@@ -20,6 +31,7 @@
 use std::net::IpAddr;
 
 use serde::Serialize;
+use tcpdoctor_model::policy::BUDGET_CRITICAL;
 use tcpdoctor_model::{Evidence, Finding, Impact, Pathology, PortRange, Source};
 
 use super::{Conclusion, Context, Detector};
@@ -89,6 +101,11 @@ pub struct DestinationDetails {
     /// Reuses of a port while the client's own TIME_WAIT on it was still running.
     pub reuses_within_time_wait: u64,
     pub min_reuse_interval_us: Option<u64>,
+    /// The source ports filled a contiguous block of at least 8 completely (both parities).
+    pub filled_block: bool,
+    /// Evidence that the ports ran short: 90% of the range held at once, a port reused within
+    /// the client's TIME_WAIT, or a filled block. Without it a rate over the budget is context.
+    pub ran_short: bool,
 }
 
 struct Dest {
@@ -204,14 +221,12 @@ impl Ports {
             .dests
             .iter()
             .map(|((client, server), d)| {
+                let block = u32::from(d.high) - u32::from(d.low) + 1;
+                let filled = d.distinct >= MIN_BLOCK && d.distinct == block;
                 let (range, source) = match cfg.port_range {
                     Some(r) => (r, RangeSource::Given),
                     None => {
-                        let block = u32::from(d.high) - u32::from(d.low) + 1;
-                        if d.distinct >= MIN_BLOCK
-                            && d.distinct == block
-                            && d.conns > u64::from(d.distinct)
-                        {
+                        if filled && d.conns > u64::from(d.distinct) {
                             (
                                 PortRange {
                                     low: d.low,
@@ -269,6 +284,8 @@ impl Ports {
                     port_reuses: d.reuses,
                     reuses_within_time_wait: d.reuses_tw,
                     min_reuse_interval_us: d.min_reuse_ns.map(|v| v / 1_000),
+                    filled_block: filled,
+                    ran_short: (in_use / len) >= BUDGET_CRITICAL || d.reuses_tw > 0 || filled,
                 }
             })
             .collect();
@@ -368,8 +385,9 @@ impl Detector for Ports {
 }
 
 /// A destination runs out of ports when the client closes connections first faster than
-/// the budget (rate_vs_budget >= 1), or holds most of the range at once. A rate under the
-/// budget with few ports in use is no finding.
+/// the budget (rate_vs_budget >= 1) and the ports ran short, or holds most of the range at
+/// once. A rate over the budget with no sign of shortage is judged by the share of the range
+/// held (module docs). A rate under the budget with few ports in use is no finding.
 fn findings(dests: &[DestinationDetails], cfg: &Config) -> Vec<Finding> {
     let mut out = Vec::new();
     for d in dests {
@@ -388,11 +406,26 @@ fn findings(dests: &[DestinationDetails], cfg: &Config) -> Vec<Finding> {
             ),
         };
         let range_len = (d.time_wait_budget_per_s * cfg.time_wait.as_secs_f64()).round();
+        // A rate over the budget with no sign of the ports running short: a prediction.
+        let (impact, outlook) = if d.ran_short {
+            (
+                Impact::rate(d.rate_vs_budget).with_budget(d.ports_in_use_share),
+                String::new(),
+            )
+        } else {
+            (
+                Impact::none().with_budget(d.ports_in_use_share),
+                format!(
+                    "; no sign in the capture that the ports ran short (under 90% of the range held at once, no port reused within its TIME_WAIT, no block of ports filled completely): at this rate the range would be used up after {:.1} s",
+                    range_len / d.client_closed_first_per_s.max(1e-9)
+                ),
+            )
+        };
         let mut f = Finding::new(
             Pathology::PortExhaustion,
             Source::Analyze,
             format!(
-                "{} -> {}: {} connection(s) closed by the client first, each holding its port in TIME_WAIT for {} s, opened at {:.0}/s ({:.1}x the budget of {:.0}/s); {:.0}% of the range's ports held at once; range {range_words}",
+                "{} -> {}: {} connection(s) closed by the client first, each holding its port in TIME_WAIT for {} s, opened at {:.0}/s ({:.1}x the budget of {:.0}/s); {:.0}% of the range's ports held at once; range {range_words}{outlook}",
                 d.client,
                 d.server,
                 d.client_closed_first,
@@ -402,7 +435,7 @@ fn findings(dests: &[DestinationDetails], cfg: &Config) -> Vec<Finding> {
                 d.time_wait_budget_per_s,
                 100.0 * d.ports_in_use_share,
             ),
-            Impact::rate(d.rate_vs_budget).with_budget(d.ports_in_use_share),
+            impact,
         )
         .arithmetic(
             format!("{range_len:.0} ports / {} s TIME_WAIT", cfg.time_wait.as_secs()),
