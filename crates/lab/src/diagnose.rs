@@ -292,6 +292,38 @@ pub fn merge(findings: &mut Vec<Finding>, more: Vec<Finding>) {
     tcpdoctor_model::finding::rank(findings);
 }
 
+/// Merges a namespace's counter findings and the run's trace findings into the run's own,
+/// the counters first reconciled with the trace ([`tcpdoctor_trace::reconcile`], as doctor
+/// does): SYN resends the trace attributed to a cause (a TIME_WAIT collision, a stale ACK,
+/// a full accept queue) are that cause's evidence, not a second "SYN retransmitted" finding.
+/// The trace counts resends in every namespace of the run, so the counter it is reconciled
+/// with is `TcpExtTCPSynRetrans` summed over the same namespaces.
+pub fn merge_counted_and_traced(
+    findings: &mut Vec<Finding>,
+    counted: Vec<Finding>,
+    counters: &std::collections::BTreeMap<String, i64>,
+    window: tcpdoctor_model::counters::Window,
+    trace: &crate::trace::RunTrace,
+) {
+    let mut traced = trace.findings.clone();
+    let mut delta = counters.clone();
+    if trace.missing.is_none() {
+        delta.insert(
+            "TcpExtTCPSynRetrans".to_string(),
+            trace.syn_retrans_counted.max(0),
+        );
+    }
+    let counted = tcpdoctor_trace::reconcile::reconcile(
+        counted,
+        &mut traced,
+        &trace.syn_resends,
+        &delta,
+        window,
+    );
+    merge(findings, counted);
+    merge_trace(findings, traced);
+}
+
 /// Merges the eBPF trace's findings of a run into the run's own: a pathology the lab already
 /// named keeps its finding and gains the trace's summary and evidence, the two impacts merged
 /// and judged by the policy (as doctor merges its sources); a pathology only the trace saw

@@ -15,6 +15,7 @@
 //! | `timeout_stall` | a stall of [`STALL_WARNING`] (200 ms, Linux's default RTO floor) or more | warning |
 //! | `budget_pressure` | a finite pool [`BUDGET_WARNING`] (50%) used | warning |
 //! | `some_time_lost` | [`LOST_WARNING`] (1%) or more of the observed time lost | warning |
+//! | `negligible` | short stalls whose time was measured: under 1% of the observed time lost | info |
 //! | `common` | short or unknown stalls hurting at least 1% of what was observed | warning |
 //! | `rare` | short or unknown stalls, rarer than 1%, or of unknown share | info |
 //! | `context` | nothing was hurt: a fact worth knowing (a budget, a ladder) | info |
@@ -92,6 +93,7 @@ pub enum Rule {
     TimeoutStall,
     BudgetPressure,
     SomeTimeLost,
+    Negligible,
     Common,
     Rare,
     Context,
@@ -111,6 +113,7 @@ impl Rule {
             Rule::TimeoutStall => "a stall of 200 ms or more",
             Rule::BudgetPressure => "half or more of a finite budget in use",
             Rule::SomeTimeLost => "1% or more of the time lost to stalls",
+            Rule::Negligible => "short stalls that cost under 1% of the measured time",
             Rule::Common => "short stalls hurting 1% or more of what was observed",
             Rule::Rare => "short stalls, rare or of unknown share",
             Rule::Context => "nothing hurt: context",
@@ -264,6 +267,12 @@ impl Impact {
         if self.time_lost_share.is_some_and(|s| s >= LOST_WARNING) {
             return j(Warning, SomeTimeLost);
         }
+        // The stalls' cost was measured (rules above: under 200 ms each, under 1% of the
+        // time): however many operations they touched, they are flow control or scheduling
+        // at work, not harm worth a warning.
+        if self.affected > 0 && self.time_lost_share.is_some() {
+            return j(Info, Negligible);
+        }
         if self.affected > 0 {
             return match self.share(self.affected) {
                 Some(s) if s >= SHARE_COMMON => j(Warning, Common),
@@ -368,6 +377,26 @@ mod tests {
                 rule: Rule::SomeTimeLost
             }
         );
+    }
+
+    #[test]
+    fn short_stalls_measured_to_cost_under_one_percent_of_the_time_are_info() {
+        // 3 of 20 flows met a zero window, the writer waited 59 us at worst, 0.0% of the
+        // flows' time: flow control at work, not a warning, however common.
+        let i = Impact::stalls(3, Some(20), Some(Duration::from_micros(59))).with_time_lost(0.0);
+        assert_eq!(
+            i.judge(),
+            Judgement {
+                severity: Info,
+                rule: Rule::Negligible
+            }
+        );
+        // The same stalls with their time unknown stay judged by their share.
+        let i = Impact::stalls(3, Some(20), Some(Duration::from_micros(59)));
+        assert_eq!(i.judge().rule, Rule::Common);
+        // A measured share of 1% or more is still a warning.
+        let i = Impact::stalls(3, Some(20), ms(5)).with_time_lost(0.01);
+        assert_eq!(i.judge().rule, Rule::SomeTimeLost);
     }
 
     #[test]

@@ -1067,7 +1067,10 @@ impl Engine {
                     };
                     (
                         Impact::stalls(flows, observed, worst).with_failed(t.failed),
-                        format!("{what}: {flows} connection(s), {} SYN(s) resent", t.resends),
+                        format!(
+                            "{what}: {} SYN(s) resent ({flows} distinct 4-tuple(s) as seen by the traced ends)",
+                            t.resends
+                        ),
                     )
                 }
                 Pathology::SynRetransmit => (

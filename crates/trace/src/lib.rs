@@ -11,6 +11,7 @@ mod error;
 pub mod history;
 pub mod loader;
 pub mod raw;
+pub mod reconcile;
 pub mod render;
 pub mod session;
 

@@ -587,17 +587,17 @@ fn one(
     let writer_counters = netns::counters(&pair.client)?.delta_since(&w_before).tcp();
     let trace = tracer.finish();
     let (mut findings, _) = diagnose::capture(saved.path())?;
-    diagnose::merge(
+    let window = tcpdoctor_model::counters::Window {
+        length: Some(std::time::Duration::from_millis(cfg.duration_ms)),
+        rto_floor: Some(netns::rto_floor(&pair.server, pair.client_addr())?),
+    };
+    diagnose::merge_counted_and_traced(
         &mut findings,
-        tcpdoctor_model::counters::findings(
-            &reader_counters,
-            tcpdoctor_model::counters::Window {
-                length: Some(std::time::Duration::from_millis(cfg.duration_ms)),
-                rto_floor: Some(netns::rto_floor(&pair.server, pair.client_addr())?),
-            },
-        ),
+        tcpdoctor_model::counters::findings(&reader_counters, window),
+        &reader_counters,
+        window,
+        &trace,
     );
-    diagnose::merge_trace(&mut findings, trace.findings.clone());
     let run = Run {
         label: label.to_string(),
         reader_rcvbuf_bytes: v.rcvbuf_bytes,

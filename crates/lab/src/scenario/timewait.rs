@@ -316,11 +316,13 @@ fn one(
         length: Some(started.elapsed()),
         rto_floor: Some(netns::rto_floor(&pair.client, *pair.server_addr.ip())?),
     };
-    diagnose::merge(
+    diagnose::merge_counted_and_traced(
         &mut findings,
         tcpdoctor_model::counters::findings(&client_counters, window),
+        &client_counters,
+        window,
+        &trace,
     );
-    diagnose::merge_trace(&mut findings, trace.findings.clone());
     let slow = records
         .iter()
         .filter(|r| r.connect_us > SLOW_CONNECT.as_micros() as u64)

@@ -1,0 +1,134 @@
+//! Kernel counter findings reconciled with what the trace attributed, so that no event is
+//! counted twice: shared by every command that runs a trace beside a counter window (doctor,
+//! the lab). Pure: findings and counts in, findings out.
+
+use std::collections::BTreeMap;
+
+use tcpdoctor_model::{Finding, Pathology};
+
+/// Counter findings reconciled with the trace's, so that no event is counted twice. The
+/// SYN and SYN-ACK resends `TcpExtTCPSynRetrans` counted are the events the trace attributed
+/// one by one (`syn_resends`, per pathology: a stale-ACK race, a TIME_WAIT collision, a full
+/// accept queue, or unexplained): the counter's own "SYN retransmitted" finding gives way
+/// to the trace's findings. When one pathology explains every resend, the counter finding
+/// merges into it (both evidences, the merged impact judged by the policy); when several
+/// share them, each gets its part as evidence. Resends the trace did not attribute (records
+/// lost) stay a counter finding of their own, judged on their number only.
+pub fn reconcile(
+    counted: Vec<Finding>,
+    traced: &mut [Finding],
+    syn_resends: &BTreeMap<Pathology, u64>,
+    delta: &BTreeMap<String, i64>,
+    window: tcpdoctor_model::counters::Window,
+) -> Vec<Finding> {
+    const SYN: &str = "TcpExtTCPSynRetrans";
+    let syn = delta.get(SYN).copied().unwrap_or(0).max(0) as u64;
+    let attributed: u64 = syn_resends.values().sum();
+    let explained = attributed.min(syn);
+    if explained == 0 {
+        return counted;
+    }
+    let (syn_findings, mut out): (Vec<Finding>, Vec<Finding>) = counted
+        .into_iter()
+        .partition(|f| f.pathology == Pathology::SynRetransmit);
+    let causes: Vec<(Pathology, u64)> = syn_resends
+        .iter()
+        .filter(|(_, &n)| n > 0)
+        .map(|(&p, &n)| (p, n))
+        .collect();
+    let sole = (causes.len() == 1 && explained == syn).then(|| causes[0].0);
+    for f in traced.iter_mut() {
+        let Some(&(_, n)) = causes.iter().find(|(p, _)| *p == f.pathology) else {
+            continue;
+        };
+        let mut g = f.clone().arithmetic(
+            format!("{SYN} +{syn} in the window; resends the trace attributed to this cause"),
+            n as f64,
+        );
+        if sole == Some(f.pathology) {
+            for c in &syn_findings {
+                let impact = g.impact.merge(&c.impact);
+                g = g.with_impact(impact);
+                g.evidence.extend(c.evidence.iter().cloned());
+            }
+        }
+        *f = g;
+    }
+    let residual = syn - explained;
+    if residual > 0 {
+        let mut rest = BTreeMap::new();
+        rest.insert(SYN.to_string(), residual as i64);
+        if let Some(&opens) = delta.get("TcpActiveOpens") {
+            rest.insert("TcpActiveOpens".to_string(), opens);
+        }
+        for f in tcpdoctor_model::counters::findings(&rest, window) {
+            if f.pathology == Pathology::SynRetransmit {
+                let mut f = f.arithmetic(
+                    format!("{SYN} +{syn} - {explained} resends the trace attributed to a cause"),
+                    residual as f64,
+                );
+                f.summary = format!("{} (not attributed by the trace)", f.summary);
+                out.push(f);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+    use tcpdoctor_model::{Impact, Source};
+
+    #[test]
+    fn syn_resends_the_trace_attributed_are_not_counted_twice() {
+        let w = tcpdoctor_model::counters::Window {
+            length: Some(Duration::from_secs(2)),
+            rto_floor: None,
+        };
+        let delta: BTreeMap<String, i64> = [
+            ("TcpExtTCPSynRetrans".to_string(), 5),
+            ("TcpActiveOpens".to_string(), 40),
+        ]
+        .into();
+        let counted = || tcpdoctor_model::counters::findings(&delta, w);
+        assert!(counted()
+            .iter()
+            .any(|f| f.pathology == Pathology::SynRetransmit));
+        let race = || {
+            vec![Finding::new(
+                Pathology::StaleAckRace,
+                Source::Trace,
+                "stale ACK",
+                Impact::stalls(5, Some(40), Some(Duration::from_millis(3))),
+            )]
+        };
+        // Every resend attributed to the race: one finding, the trace's, with the counter.
+        let mut traced = race();
+        let all: BTreeMap<Pathology, u64> = [(Pathology::StaleAckRace, 5)].into();
+        let rest = reconcile(counted(), &mut traced, &all, &delta, w);
+        assert!(rest.iter().all(|f| f.pathology != Pathology::SynRetransmit));
+        let ev = format!("{:?}", traced[0].evidence);
+        assert!(ev.contains("TcpExtTCPSynRetrans"), "{ev}");
+        assert_eq!(traced[0].severity, traced[0].impact.severity());
+        // Three of five attributed: the other two stay a counter finding of their own.
+        let mut traced = race();
+        let some: BTreeMap<Pathology, u64> = [(Pathology::StaleAckRace, 3)].into();
+        let rest = reconcile(counted(), &mut traced, &some, &delta, w);
+        let syn: Vec<_> = rest
+            .iter()
+            .filter(|f| f.pathology == Pathology::SynRetransmit)
+            .collect();
+        assert_eq!(syn.len(), 1);
+        assert!(
+            syn[0].summary.contains("not attributed by the trace"),
+            "{}",
+            syn[0].summary
+        );
+        assert_eq!(syn[0].impact.affected, 2, "{:?}", syn[0].impact);
+        // Nothing attributed: the counters' findings as they were.
+        let rest = reconcile(counted(), &mut race(), &BTreeMap::new(), &delta, w);
+        assert_eq!(rest.len(), counted().len());
+    }
+}
