@@ -1575,7 +1575,7 @@ fn first_data_resent_to_a_server_that_never_took_the_handshake_is_not_incast() {
 /// reused: nothing in the capture shows the ports running short, so the rate is context,
 /// not a cause above info (probe reports the same rate at which no connect failed so).
 #[test]
-fn a_rate_over_the_port_budget_without_ports_running_short_is_context_not_port_exhaustion() {
+fn a_rate_over_the_port_budget_without_ports_running_short_is_an_exposure_not_exhaustion() {
     let mut c = Cap::new();
     for i in 0..2_000u32 {
         let port = 32_768 + ((i * 14) % 28_000) as u16;
@@ -1591,7 +1591,9 @@ fn a_rate_over_the_port_budget_without_ports_running_short_is_context_not_port_e
     assert!(d.rate_vs_budget > 3.0 && d.rate_vs_budget < 4.0, "{d:?}");
     assert!(!d.ran_short && !d.filled_block, "{d:?}");
     let f = only(&a, Pathology::PortExhaustion);
-    assert_eq!(f.severity, tcpdoctor_model::Severity::Info, "{f:#?}");
+    // Named, as an exposure: the rate would use the range up, but nothing ran short yet.
+    assert_eq!(f.severity, tcpdoctor_model::Severity::Warning, "{f:#?}");
+    assert!(f.impact.exposure, "{f:#?}");
     assert!(
         f.summary.contains("no sign in the capture"),
         "{}",

@@ -1159,13 +1159,13 @@ fn linger_zero_churn_with_stale_acks_is_a_stale_ack_race_not_port_exhaustion() {
 /// closes them first is taken over the real span, without --port-range. Issue "Verdicts you
 /// can trust": a rate over the default budget (28,232 ports / 60 s = 471/s) is port
 /// exhaustion only with evidence that the ports ran short; 300 connections on ports the
-/// kernel hands out from one parity of the default range show none: context (info), as probe
-/// says of a rate over the budget at which no connect failed. (The lab's port-exhaustion
-/// capture, 200 connections filling its 200-port range, both parities, stays critical.)
+/// kernel hands out from one parity of the default range show none: an exposure (warning),
+/// with the time the range would last at that rate. (The lab's port-exhaustion capture, 200
+/// connections filling its 200-port range, both parities, stays critical.)
 #[test]
-fn a_client_faster_than_the_default_port_budget_without_ports_running_short_is_context() {
+fn a_client_faster_than_the_default_port_budget_without_ports_running_short_is_an_exposure() {
     if !support::require_root(
-        "a_client_faster_than_the_default_port_budget_without_ports_running_short_is_context",
+        "a_client_faster_than_the_default_port_budget_without_ports_running_short_is_an_exposure",
     ) {
         return;
     }
@@ -1206,8 +1206,10 @@ fn a_client_faster_than_the_default_port_budget_without_ports_running_short_is_c
     assert!(rate >= loop_rate * 0.8, "{rate} vs {loop_rate}: {d:#}");
     if loop_rate > 600.0 {
         let f = finding(&v, "port_exhaustion");
-        assert_eq!(f["severity"], "info", "{f:#}");
-        assert_eq!(f["severity_rule"], "context");
+        // Named as an exposure (one level below exhaustion): the rate would use the range up.
+        assert_eq!(f["severity"], "warning", "{f:#}");
+        assert_eq!(f["severity_rule"], "budget_exhausted");
+        assert_eq!(f["impact"]["exposure"], true, "{f:#}");
         assert!(
             f["summary"]
                 .as_str()

@@ -14,10 +14,12 @@
 //! client's own TIME_WAIT on it was running, or the source ports filling a contiguous block
 //! completely (both parities: Linux hands out ports of one parity first,
 //! `__inet_hash_connect`, net/ipv4/inet_hashtables.c, so it takes the other only once the
-//! range ran short). Without it, the share of the range held is judged as `sockets` judges
-//! it (the budget rules: half the range is pressure), and a rate over the budget alone is
-//! context (info), as probe reports a rate over the budget at which no connect failed: a
-//! capture cannot see the connects that failed, nor their absence.
+//! range ran short). Without it, a rate over the budget is an exposure (judged one level
+//! below exhaustion: a warning, with the time the range would last at that rate), and under
+//! the budget the share of the range held is judged as `sockets` judges it (half the range
+//! is pressure). A capture cannot see the connects that failed, nor their absence; probe,
+//! which can, says a rate over the budget at which the whole range cycled without a failure
+//! is context (TIME_WAIT ports were recycled).
 //!
 //! The range: `--port-range` when given. A capture does not carry the client's
 //! `net.ipv4.ip_local_port_range`, so otherwise Linux's default (32768-60999, 28,232 ports),
@@ -386,8 +388,8 @@ impl Detector for Ports {
 
 /// A destination runs out of ports when the client closes connections first faster than
 /// the budget (rate_vs_budget >= 1) and the ports ran short, or holds most of the range at
-/// once. A rate over the budget with no sign of shortage is judged by the share of the range
-/// held (module docs). A rate under the budget with few ports in use is no finding.
+/// once. A rate over the budget with no sign of shortage is an exposure (module docs). A
+/// rate under the budget with few ports in use is no finding.
 fn findings(dests: &[DestinationDetails], cfg: &Config) -> Vec<Finding> {
     let mut out = Vec::new();
     for d in dests {
@@ -412,13 +414,22 @@ fn findings(dests: &[DestinationDetails], cfg: &Config) -> Vec<Finding> {
                 Impact::rate(d.rate_vs_budget).with_budget(d.ports_in_use_share),
                 String::new(),
             )
-        } else {
+        } else if d.rate_vs_budget >= 1.0 {
+            // The rate, sustained, uses the range up: an exposure (one level below
+            // exhaustion, model::policy), named with how long the range would last.
             (
-                Impact::none().with_budget(d.ports_in_use_share),
+                Impact::rate(d.rate_vs_budget)
+                    .with_budget(d.ports_in_use_share)
+                    .exposure(),
                 format!(
                     "; no sign in the capture that the ports ran short (under 90% of the range held at once, no port reused within its TIME_WAIT, no block of ports filled completely): at this rate the range would be used up after {:.1} s",
                     range_len / d.client_closed_first_per_s.max(1e-9)
                 ),
+            )
+        } else {
+            (
+                Impact::none().with_budget(d.ports_in_use_share),
+                "; no sign in the capture that the ports ran short (under 90% of the range held at once, no port reused within its TIME_WAIT, no block of ports filled completely), and the rate is under the budget".to_string(),
             )
         };
         let mut f = Finding::new(
