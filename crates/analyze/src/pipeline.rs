@@ -7,11 +7,14 @@
 //! This module is the one place in the crate that starts a thread, and it is the only
 //! exception to the crate's purity: the thread reads from the [`Source`] the caller opened
 //! (the caller chose the input; nothing here opens files, reads the clock or touches the
-//! network). Waiting between the threads spins a bounded number of times before it blocks.
+//! network). The engine waiting for a batch spins a bounded number of times before it
+//! blocks; the reading thread, a few batches ahead, sleeps when they are all waiting and is
+//! woken once the engine has taken half of them ([`Flow`]).
 //! Results never depend on the thread timing: segments reach the engine in capture order.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError, TrySendError};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError};
+use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
@@ -49,14 +52,17 @@ pub fn run<S: Source + 'static>(
     // Decoding and `Prepare` run on their own thread, a few batches ahead of the flow
     // engine, so the two halves of the work overlap on two cores. Batches come back for
     // reuse, with the flow slots the engine emptied.
-    let (tx, rx) = mpsc::sync_channel::<Batch>(8);
+    let (tx, rx) = mpsc::sync_channel::<Batch>(IN_FLIGHT);
     let (back_tx, back_rx) = mpsc::channel::<Returned>();
     let (prep_tx, prep_rx) = mpsc::channel::<Prepare>();
-    thread::spawn(move || {
-        let prep = read_batches(reader, tx, back_rx);
+    let flow = Arc::new(Flow::default());
+    let reader_flow = Arc::clone(&flow);
+    let reading = thread::spawn(move || {
+        let prep = read_batches(reader, tx, back_rx, &reader_flow);
         let _ = prep_tx.send(prep);
     });
     while let Some(batch) = recv_spinning(&rx) {
+        flow.taken(reading.thread());
         match batch {
             Batch::Segments(segs, keys, st) => {
                 engine.push_batch(&segs, &keys);
@@ -87,6 +93,7 @@ pub fn run<S: Source + 'static>(
     // of the input, at its next batch when interrupted (unless it is stuck on a silent pipe,
     // hence the bounded wait).
     drop(rx);
+    flow.close(reading.thread());
     let prep = prep_rx
         .recv_timeout(Duration::from_secs(1))
         .unwrap_or_default();
@@ -125,6 +132,7 @@ fn read_batches<S: Source>(
     mut reader: S,
     tx: SyncSender<Batch>,
     back: Receiver<Returned>,
+    flow: &Flow,
 ) -> Prepare {
     let mut prep = Prepare::default();
     loop {
@@ -143,12 +151,17 @@ fn read_batches<S: Source>(
         };
         segs.truncate(n);
         prep.keys(&segs, &mut keys);
-        if n > 0 && send_spinning(&tx, Batch::Segments(segs, keys, reader.stats().clone())).is_err()
-        {
-            return prep;
+        if n > 0 {
+            flow.wait_for_room();
+            if flow
+                .send(&tx, Batch::Segments(segs, keys, reader.stats().clone()))
+                .is_err()
+            {
+                return prep;
+            }
         }
         if let Some(err) = end {
-            let _ = tx.send(Batch::End(reader.stats().clone(), err));
+            let _ = flow.send(&tx, Batch::End(reader.stats().clone(), err));
             return prep;
         }
     }
@@ -174,19 +187,62 @@ fn recv_spinning<T>(rx: &Receiver<T>) -> Option<T> {
     rx.recv().ok()
 }
 
-/// `tx.send(v)`, retrying a full channel for a while before sleeping.
-fn send_spinning<T>(tx: &SyncSender<T>, mut v: T) -> Result<(), ()> {
-    for _ in 0..SPIN_ROUNDS {
-        for _ in 0..64 {
-            match tx.try_send(v) {
-                Ok(()) => return Ok(()),
-                Err(TrySendError::Disconnected(_)) => return Err(()),
-                Err(TrySendError::Full(back)) => {
-                    v = back;
-                    std::hint::spin_loop();
-                }
+/// Batches in flight from the reading thread to the engine at most.
+const IN_FLIGHT: usize = 8;
+/// A reading thread that found [`IN_FLIGHT`] batches waiting sleeps until the engine has
+/// taken them down to this many: one wake-up per few batches, not one per batch, and no
+/// CPU spent waiting while the engine (the slower half) works.
+const RESUME_AT: usize = IN_FLIGHT / 2;
+
+/// How the reading thread waits for room in the channel: it counts the batches in flight,
+/// parks itself when there are [`IN_FLIGHT`], and the engine unparks it once they are down
+/// to [`RESUME_AT`] (or the engine stopped taking batches).
+#[derive(Default)]
+struct Flow {
+    in_flight: AtomicUsize,
+    /// The reading thread is parked, or about to park.
+    parked: AtomicBool,
+    /// The engine takes no more batches.
+    closed: AtomicBool,
+}
+
+impl Flow {
+    /// Reading thread: returns once a batch can be sent without blocking (or the engine has
+    /// stopped: the send then fails).
+    fn wait_for_room(&self) {
+        while self.in_flight.load(Ordering::SeqCst) >= IN_FLIGHT {
+            self.parked.store(true, Ordering::SeqCst);
+            // Either the engine's update after this store sees `parked` (and unparks), or
+            // this check sees its update: no wake-up is lost.
+            if self.in_flight.load(Ordering::SeqCst) > RESUME_AT
+                && !self.closed.load(Ordering::SeqCst)
+            {
+                thread::park();
+            }
+            self.parked.store(false, Ordering::SeqCst);
+            if self.closed.load(Ordering::SeqCst) {
+                return;
             }
         }
     }
-    tx.send(v).map_err(|_| ())
+
+    /// Reading thread: sends one batch, counted in flight.
+    fn send<T>(&self, tx: &SyncSender<T>, v: T) -> Result<(), ()> {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        tx.send(v).map_err(|_| ())
+    }
+
+    /// Engine: one batch taken off the channel.
+    fn taken(&self, reading: &thread::Thread) {
+        let left = self.in_flight.fetch_sub(1, Ordering::SeqCst) - 1;
+        if left <= RESUME_AT && self.parked.swap(false, Ordering::SeqCst) {
+            reading.unpark();
+        }
+    }
+
+    /// Engine: takes no more batches; wakes the reading thread if it waits for room.
+    fn close(&self, reading: &thread::Thread) {
+        self.closed.store(true, Ordering::SeqCst);
+        reading.unpark();
+    }
 }
