@@ -157,7 +157,8 @@ struct event {
 	__u32 b;
 	__u32 c;
 	__u8 owner;	/* 1: pid/comm from the connect() owner; 2: from the current task */
-	__u8 pad[3];
+	__u8 silent;	/* retransmission: the peer acknowledged no data and sent none */
+	__u8 pad[2];
 	__u8 saddr[16];
 	__u8 daddr[16];
 	char comm[16];
@@ -649,6 +650,12 @@ int tcp_retransmit_skb(__u64 *ctx)
 		__u64 now_us = e->ts_ns / 1000;
 		if (since && now_us > since)
 			e->c = now_us - since > 0xffffffff ? 0xffffffff : (__u32)(now_us - since);
+		/* The peer never acknowledged data of this connection nor sent any since its
+		 * SYN-ACK: it may never have taken the connection (a full accept queue drops the
+		 * handshake's last ACK), which is not a loss among flows into a busy receiver.
+		 * bytes_acked counts the SYN of an active open (1 after the handshake, measured
+		 * with ss -ti), none for a passive one. */
+		e->silent = tp->bytes_acked <= 1 && tp->bytes_received == 0;
 	}
 	submit(e);
 	return 0;

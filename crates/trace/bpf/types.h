@@ -149,6 +149,8 @@ struct tcp_sock {
 	u32 segs_out;
 	u32 snd_una;
 	u64 delivered_mstamp;
+	u64 bytes_received;	/* payload bytes received (RFC 4898 tcpEStatsAppHCThruOctetsReceived) */
+	u64 bytes_acked;	/* payload bytes the peer acknowledged (RFC 4898 tcpEStatsAppHCThruOctetsAcked) */
 	struct tcp_options_received rx_opt;
 };
 

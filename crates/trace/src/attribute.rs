@@ -491,7 +491,8 @@ impl Engine {
                 class,
                 attempt,
                 waited_us,
-            } => self.retransmit(&ev, class, attempt, waited_us, lookup),
+                peer_silent,
+            } => self.retransmit(&ev, class, attempt, waited_us, peer_silent, lookup),
             Detail::SynAckRetransmit { attempt } => {
                 let l = self.line(
                     &ev,
@@ -697,6 +698,7 @@ impl Engine {
         class: RetransmitClass,
         attempt: u32,
         waited_us: Option<u32>,
+        peer_silent: bool,
         lookup: &mut dyn Lookup,
     ) -> Option<Line> {
         match class {
@@ -816,9 +818,12 @@ impl Engine {
             }
             RetransmitClass::Timeout => {
                 let waited = waited_us.map(u64::from);
-                let text = waited
+                let mut text = waited
                     .map(|w| format!(" after {} without an ACK of new data", ms(w)))
                     .unwrap_or_default();
+                if peer_silent {
+                    text.push_str("; the peer has acknowledged none of this connection's data and sent none: it may never have taken the connection (a full accept queue drops the handshake's last ACK)");
+                }
                 let l = self.line(
                     ev,
                     Cause::Timeout,
@@ -830,7 +835,12 @@ impl Engine {
                 if let Some(w) = waited {
                     t.worst_us = t.worst_us.max(w);
                 }
-                self.incast(ev, waited.unwrap_or(0));
+                // A peer that never took the connection is not a receiver whose buffer the
+                // senders overflowed together (the capture analyzer leaves such flows out of
+                // incast too).
+                if !peer_silent {
+                    self.incast(ev, waited.unwrap_or(0));
+                }
                 Some(l)
             }
             RetransmitClass::TailLossProbe => {

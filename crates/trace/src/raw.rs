@@ -250,6 +250,10 @@ pub enum Detail {
         attempt: u32,
         /// For timeouts: how long since an ACK last delivered data, microseconds.
         waited_us: Option<u32>,
+        /// For timeouts: the peer acknowledged none of this connection's data and sent none
+        /// (`tcp_sock.bytes_acked` and `bytes_received` both 0): it may never have taken the
+        /// connection.
+        peer_silent: bool,
     },
     SynAckRetransmit {
         attempt: u32,
@@ -391,6 +395,7 @@ impl Event {
                 class: RetransmitClass::from_raw(a),
                 attempt: bb,
                 waited_us: (c != 0).then_some(c),
+                peer_silent: b[49] != 0,
             },
             2 => Detail::SynAckRetransmit { attempt: a },
             3 => Detail::ResetSent {
@@ -482,7 +487,8 @@ mod tests {
             Detail::Retransmit {
                 class: RetransmitClass::Syn,
                 attempt: 2,
-                waited_us: None
+                waited_us: None,
+                peer_silent: false
             }
         );
     }

@@ -28,6 +28,7 @@ fn syn(attempt: u32) -> Detail {
         class: RetransmitClass::Syn,
         attempt,
         waited_us: None,
+        peer_silent: false,
     }
 }
 
@@ -270,6 +271,7 @@ fn timeouts_of_three_flows_into_one_receiver_within_the_window_are_incast() {
         class: RetransmitClass::Timeout,
         attempt: 1,
         waited_us: Some(w),
+        peer_silent: false,
     };
     for (i, src) in ["10.0.0.2:5001", "10.0.0.3:5001", "10.0.0.4:5001"]
         .iter()
@@ -426,4 +428,41 @@ fn a_listeners_syn_ack_resend_is_one_of_the_syn_resends_the_counter_counts() {
         e.summary().syn_resends.get(&Pathology::SynRetransmit),
         Some(&1)
     );
+}
+
+#[test]
+fn timeouts_of_first_data_to_a_server_that_never_took_the_connection_are_not_incast() {
+    // Accept-queue overflow: several clients' first requests resent together into one server
+    // that acknowledged none of them and sent nothing since its SYN-ACK.
+    let mut e = engine();
+    let rto = Detail::Retransmit {
+        class: RetransmitClass::Timeout,
+        attempt: 1,
+        waited_us: Some(210_000),
+        peer_silent: true,
+    };
+    for (i, src) in ["10.0.0.1:40001", "10.0.0.1:40002", "10.0.0.1:40003"]
+        .iter()
+        .enumerate()
+    {
+        e.push(
+            ev(
+                100 + i as u64 * 5,
+                i as u64,
+                TcpState::Established,
+                src,
+                "10.0.0.2:8080",
+                rto.clone(),
+            ),
+            &mut NoLookup,
+        );
+    }
+    assert!(e.summary().incast_episodes.is_empty());
+    let f = e.findings(0, &mut NoLookup);
+    assert!(f.iter().all(|f| f.pathology != Pathology::Incast), "{f:#?}");
+    let t = f
+        .iter()
+        .find(|f| f.pathology == Pathology::RetransmitTimeout)
+        .expect("the timeouts stay timeouts");
+    assert_eq!(t.impact.affected, 3);
 }
