@@ -231,20 +231,22 @@ fn scenarios() -> Vec<Scenario> {
 }
 
 /// Disagreements seen on this machine and not fixed yet: (scenario, command, what is wrong).
-/// Their cells are recorded, not asserted. None at present.
-const KNOWN: &[(&str, Cmd, &str)] = &[];
+/// Their cells are recorded, not asserted.
+const KNOWN: &[(&str, Cmd, &str)] = &[(
+    "slow-reader",
+    Cmd::Sockets,
+    "the reader drains its queue every tick at 1 MiB/s, far more than the ~20 KB queued, so \
+     no data waits a whole census interval and a census sees the slow reader only when it \
+     lands on a zero window; in about a third of the runs (3 of 8 on 2026-11-26) none of its \
+     5 samples does. A sign that would catch it (a queue holding a large share of the \
+     receive buffer at every census) is not built yet",
+)];
 
 /// False causes seen on this machine and not fixed yet: (scenario, command, pathology, what
-/// is wrong). Recorded in the matrix, not asserted.
-const KNOWN_FALSE: &[(&str, Cmd, &str, &str)] = &[(
-    "accept-overflow",
-    Cmd::Lab,
-    "incast",
-    "from the eBPF trace the lab now merges: its incast rule (retransmission timeouts of \
-         several flows into one receiver within 20 ms) fires on clients whose first requests \
-         the full accept queue dropped (a run: 9 flows, 3 episodes); unlike analyze it does \
-         not yet leave out flows whose handshake the server never took",
-)];
+/// is wrong). Recorded in the matrix, not asserted. None at present (the trace naming incast
+/// on accept-overflow was fixed in fe5a364: timeouts toward a peer that never took the
+/// connection are left out of incast).
+const KNOWN_FALSE: &[(&str, Cmd, &str, &str)] = &[];
 
 /// One command's answer.
 #[derive(Clone, Debug)]
