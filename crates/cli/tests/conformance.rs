@@ -235,11 +235,11 @@ fn scenarios() -> Vec<Scenario> {
 const KNOWN: &[(&str, Cmd, &str)] = &[(
     "slow-reader",
     Cmd::Sockets,
-    "the reader drains its queue every tick at 1 MiB/s, far more than the ~20 KB queued, so \
-     no data waits a whole census interval and a census sees the slow reader only when it \
-     lands on a zero window; in about a third of the runs (3 of 8 on 2026-11-26) none of its \
-     5 samples does. A sign that would catch it (a queue holding a large share of the \
-     receive buffer at every census) is not built yet",
+    "the scenario is bimodal in the census window: in some runs every sample sees the \
+     reader's zero window (Recv-Q 25 KB falling by 1.8 KB per 300 ms), in others no sample \
+     sees any sign on the one data socket (2 of 5 runs of lab slow-reader --duration 4s \
+     with sockets --watch 300ms --count 5 --no-trace on 2026-11-26); why the scenario's \
+     phase differs between runs is not established",
 )];
 
 /// False causes seen on this machine and not fixed yet: (scenario, command, pathology, what
