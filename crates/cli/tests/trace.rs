@@ -721,11 +721,23 @@ fn incast_through_a_shallow_bottleneck_names_qdisc_drops_timeouts_and_incast() {
         "rx timeouts {rx_timeouts}, traced in rx: {}",
         causes(&events, "timeout").len() - traced_timeouts.len()
     );
-    assert_eq!(
-        traced_timeouts.len() as i64,
-        timeouts,
-        "timeouts equal TcpExtTCPTimeouts"
+    // The kernel counts a timeout (TcpExtTCPTimeouts) also when its retransmission cannot
+    // leave the host (the sender's own queue full: TcpExtTCPRetransFail), and
+    // tcp:tcp_retransmit_skb fires only for a retransmission sent: measured here, 1 of 78
+    // and 1 of 88 timeouts untraced in runs with thousands of local failures, none without.
+    // So: every traced timeout was counted, and the untraced ones are among the failures.
+    let retrans_fail = tcpext(&tx, "TCPRetransFail");
+    let traced = traced_timeouts.len() as i64;
+    let untraced = timeouts - traced;
+    assert!(
+        untraced >= 0 && untraced <= retrans_fail && untraced * 20 <= timeouts,
+        "traced timeouts {traced} vs TcpExtTCPTimeouts {timeouts} (TcpExtTCPRetransFail {retrans_fail}, lost records {}, kernel-side counts {})",
+        report["lost_events"],
+        report["counts"]
     );
+    if retrans_fail == 0 {
+        assert_eq!(traced, timeouts, "timeouts equal TcpExtTCPTimeouts");
+    }
     assert!(timeouts > 0, "the bottleneck caused no timeout: {report:#}");
     let qdisc: Vec<_> = events
         .iter()
