@@ -30,7 +30,14 @@ pub fn write_with<W: Write + ?Sized>(
         let tag = layout.paint(style::severity(f.severity), tag(f.severity));
         let number = format!("{}. ", i + 1);
         let hang = " ".repeat(number.len());
-        let head = format!("[{tag}] {}: {}", f.pathology.entry().title, f.summary);
+        // An exposure (a setting or a rate that would cause the harm) is not the harm seen:
+        // a title such as "Ephemeral ports exhausted" says so before the summary does.
+        let risk = if f.impact.exposure {
+            " (a risk, not seen happening)"
+        } else {
+            ""
+        };
+        let head = format!("[{tag}] {}{risk}: {}", f.pathology.entry().title, f.summary);
         writeln!(w, "{}", wrap::fill(&head, width, &number, &hang))?;
         for e in &f.evidence {
             let line = evidence(e);
@@ -174,6 +181,22 @@ mod tests {
         );
         assert!(s.contains("counter TcpExtTCPSynRetrans +3"), "{s}");
         assert!(s.contains("what to do: 1."), "{s}");
+    }
+
+    #[test]
+    fn an_exposure_is_titled_as_a_risk_not_as_harm_seen() {
+        let mut f = finding();
+        f.impact = f.impact.clone().exposure();
+        let mut out = Vec::new();
+        write_with(&mut out, &[f], &Layout::default()).unwrap();
+        let s = String::from_utf8(out).unwrap();
+        assert!(
+            s.contains("SYN retransmitted (a risk, not seen happening): "),
+            "{s}"
+        );
+        let mut out = Vec::new();
+        write_with(&mut out, &[finding()], &Layout::default()).unwrap();
+        assert!(!String::from_utf8(out).unwrap().contains("a risk"));
     }
 
     #[test]
