@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Overhead of `tcpdoctor trace` beside bcc's tcpretrans + tcpdrop, side by side in one run.
 
-Connection churn at full speed on loopback inside a network namespace this script creates
-(tdoc-bench-trace-PID, deleted on exit): `tcpdoctor probe --mode crr` against a
-`tcpdoctor probe --serve` responder. Each round runs three conditions back to back, in an
-order that rotates every round: untraced; traced by `tcpdoctor trace --netns NS`; traced by
-bcc's tcpretrans and tcpdrop together. Reported: the median connections/s per condition and
+Connection churn at full speed on loopback inside a network namespace: `tcpdoctor probe
+--mode crr` against a `tcpdoctor probe --serve` responder. Every run gets a namespace of its
+own (tdoc-bench-trace-PID-N, created before the run and deleted after it), so no run inherits
+the TIME_WAIT sockets of the runs before it: with one namespace for all runs, each run left
+~100 k TIME_WAIT sockets for 60 s and the next run's rate depended on how many were left
+(the untraced rate alone varied by 20-40% between rounds). Each round runs three conditions
+back to back, in an order that rotates every round: untraced; traced by `tcpdoctor trace
+--netns NS`; traced by bcc's tcpretrans and tcpdrop together. Reported: the median connections/s per condition and
 the median of the per-round ratios to the untraced run, the tracers' own CPU during the load
 window (utime + stime from /proc/PID/stat, all threads), and tcpdoctor's lost records.
 
@@ -16,9 +19,10 @@ the 6.1 headers may be off for 6.18, which changes what tcpdrop prints, not what
 This kernel has no kprobes, so tcpdrop is run with its kprobe branch disabled (it then uses
 the skb:kfree_skb tracepoint, as it does on kernels without tcp_drop).
 
-usage: sudo bench/trace/run.py [ROUNDS] [DURATION_S] [CONCURRENCY]
+usage: sudo [TDOC_BIN=path] bench/trace/run.py [ROUNDS] [DURATION_S] [CONCURRENCY]
 """
 
+import contextlib
 import os
 import re
 import signal
@@ -32,8 +36,11 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
 DUR = int(sys.argv[2]) if len(sys.argv) > 2 else 5
 CONC = int(sys.argv[3]) if len(sys.argv) > 3 else 2
-NS = f"tdoc-bench-trace-{os.getpid()}"
-BIN = os.path.join(ROOT, "target", "release", "tcpdoctor")
+NS_PREFIX = f"tdoc-bench-trace-{os.getpid()}"
+NS = None  # the current run's namespace (fresh_namespace)
+RUN = 0
+# TDOC_BIN: a tcpdoctor binary to measure instead of building this tree's release binary.
+BIN = os.environ.get("TDOC_BIN") or os.path.join(ROOT, "target", "release", "tcpdoctor")
 HZ = os.sysconf("SC_CLK_TCK")
 HEADERS = "linux-headers-6.1.0-47"
 
@@ -184,11 +191,49 @@ def bcc(wrap):
     return rate, cpu, None
 
 
+@contextlib.contextmanager
+def fresh_namespace():
+    """A namespace for one run, with the responder listening; deleted (and every process in
+    it killed) afterwards, also when the run fails."""
+    global NS, RUN
+    RUN += 1
+    NS = f"{NS_PREFIX}-{RUN}"
+    sh("ip", "netns", "add", NS)
+    server = None
+    try:
+        sh("ip", "netns", "exec", NS, "ip", "link", "set", "lo", "up")
+        # One run's churn must not run out of ports: the widest range (loopback reuses
+        # TIME_WAIT ports by default, net.ipv4.tcp_tw_reuse=2).
+        sh("ip", "netns", "exec", NS, "sysctl", "-qw", "net.ipv4.ip_local_port_range=1024 65535")
+        server = subprocess.Popen(["ip", "netns", "exec", NS, BIN, "probe", "--serve",
+                                   "127.0.0.1:5001", "--serve-threads", "4"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            ss = subprocess.run(["ip", "netns", "exec", NS, "ss", "-Htln", "sport", "= :5001"],
+                                capture_output=True, text=True)
+            if ss.stdout.strip():
+                break
+            time.sleep(0.05)
+        else:
+            raise RuntimeError(f"responder not listening in {NS} within 10 s")
+        yield
+    finally:
+        if server:
+            server.terminate()
+            server.wait()
+        out = subprocess.run(["ip", "netns", "pids", NS], capture_output=True, text=True)
+        for pid in out.stdout.split():
+            os.kill(int(pid), signal.SIGKILL)
+        subprocess.run(["ip", "netns", "del", NS])
+
+
 def main():
     if os.geteuid() != 0:
         sys.exit("run as root")
     ensure_packages()
-    sh("cargo", "build", "--release", "-q", "-p", "tcpdoctor", cwd=ROOT)
+    if not os.environ.get("TDOC_BIN"):
+        sh("cargo", "build", "--release", "-q", "-p", "tcpdoctor", cwd=ROOT)
     work = tempfile.mkdtemp(prefix="tdoc-bench-trace.")
     wrap = os.path.join(work, "bcc.sh")
     with open(wrap, "w") as f:
@@ -199,50 +244,34 @@ def main():
     src = src.replace('if b.get_kprobe_functions(b"tcp_drop"):', "if False:  # no kprobes here")
     with open(wrap + ".tcpdrop", "w") as f:
         f.write(src)
-    sh("ip", "netns", "add", NS)
-    server = None
+    load_before = open("/proc/loadavg").read().split()[:3]
+    conds = [("untraced", untraced), ("tcpdoctor trace", tcpdoctor),
+             ("bcc tcpretrans + tcpdrop", lambda: bcc(wrap))]
+    results = {name: [] for name, _ in conds}
+    stats = {}
     try:
-        sh("ip", "netns", "exec", NS, "ip", "link", "set", "lo", "up")
-        # Every round leaves the client's TIME_WAIT sockets behind for 60 s: the widest port
-        # range keeps churn from running out of ports (loopback reuses TIME_WAIT ports by
-        # default, net.ipv4.tcp_tw_reuse=2).
-        sh("ip", "netns", "exec", NS, "sysctl", "-qw", "net.ipv4.ip_local_port_range=1024 65535")
-        server = subprocess.Popen(["ip", "netns", "exec", NS, BIN, "probe", "--serve",
-                                   "127.0.0.1:5001", "--serve-threads", "4"],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(0.5)
-        load_before = open("/proc/loadavg").read().split()[:3]
-        conds = [("untraced", untraced), ("tcpdoctor trace", tcpdoctor),
-                 ("bcc tcpretrans + tcpdrop", lambda: bcc(wrap))]
-        results = {name: [] for name, _ in conds}
         for r in range(ROUNDS):
             order = conds[r % 3:] + conds[:r % 3]
             for name, fn in order:
-                rate, cpu, lost = fn()
+                with fresh_namespace():
+                    rate, cpu, lost = fn()
                 results[name].append((rate, cpu, lost))
                 print(f"round {r + 1}: {name}: {rate:.0f} conn/s, tracer cpu {cpu}, lost {lost}",
                       file=sys.stderr)
         load_after = open("/proc/loadavg").read().split()[:3]
         # The programs' own run time is charged to the traced tasks, not to the tracer: one
         # more traced run with kernel.bpf_stats_enabled measures it (the statistics add
-        # their own clock reads, so this overstates it somewhat).
-        stats = {}
+        # their own clock reads, about 70 ns per program run here, so this overstates it).
         old_stats = open("/proc/sys/kernel/bpf_stats_enabled").read().strip()
         with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
             f.write("1")
         try:
-            tcpdoctor(stats)
+            with fresh_namespace():
+                tcpdoctor(stats)
         finally:
             with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
                 f.write(old_stats)
     finally:
-        if server:
-            server.terminate()
-            server.wait()
-        out = subprocess.run(["ip", "netns", "pids", NS], capture_output=True, text=True)
-        for pid in out.stdout.split():
-            os.kill(int(pid), signal.SIGKILL)
-        subprocess.run(["ip", "netns", "del", NS])
         subprocess.run(["rm", "-rf", work])
 
     base = [x[0] for x in results["untraced"]]

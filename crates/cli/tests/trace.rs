@@ -650,6 +650,36 @@ fn the_process_printed_is_the_child_that_connected() {
     }
 }
 
+/// A process is named as ps and ss -p name it (its thread-group leader's comm), not by the
+/// name of the thread that happened to call connect().
+#[test]
+fn a_process_is_named_by_its_leader_not_by_the_connecting_thread() {
+    if !support::require_root("a_process_is_named_by_its_leader_not_by_the_connecting_thread") {
+        return;
+    }
+    let ns = Netns::new("trlead");
+    ns.exec("nft add table inet tdoc && nft add chain inet tdoc in { type filter hook input priority 0 \\; } && nft add rule inet tdoc in tcp dport 5109 tcp flags syn drop");
+    let trace = Trace::start(&[&ns], &[]);
+    in_netns(&ns, || {
+        let name = std::ffi::CString::new("tdoc-wkr").unwrap();
+        assert_eq!(unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) }, 0);
+        let thread_comm = std::fs::read_to_string("/proc/thread-self/comm").unwrap();
+        assert_eq!(thread_comm.trim(), "tdoc-wkr");
+        let to: SocketAddr = "127.0.0.1:5109".parse().unwrap();
+        // The first SYN and its first resend (1 s) are dropped; give up after 1.5 s.
+        let _ = TcpStream::connect_timeout(&to, Duration::from_millis(1_500));
+    });
+    let (events, _, _) = trace.stop();
+    let leader = std::fs::read_to_string("/proc/self/comm").unwrap();
+    assert_ne!(leader.trim(), "tdoc-wkr");
+    let syn = causes(&events, "syn_dropped");
+    assert!(!syn.is_empty(), "{events:#?}");
+    for e in &syn {
+        assert_eq!(e["process"]["pid"], std::process::id(), "{e}");
+        assert_eq!(e["process"]["comm"], leader.trim(), "{e}");
+    }
+}
+
 #[test]
 fn incast_through_a_shallow_bottleneck_names_qdisc_drops_timeouts_and_incast() {
     if !support::require_root(

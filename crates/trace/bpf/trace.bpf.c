@@ -480,6 +480,22 @@ static __always_inline void submit(struct event *e)
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 
+/* The current process: its id (tgid) and name. The name is the thread-group leader's comm,
+ * as ps and ss -p show it: bpf_get_current_comm would give the calling thread's own name,
+ * and a process whose threads are named differently (workers, runtimes) would appear under
+ * several names with one pid. Two direct loads through the task's BTF pointer, no copy
+ * helper. */
+static __always_inline __u32 current_process(char comm[16])
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct task_struct *leader = t->group_leader;
+	__u64 *dst = (__u64 *)comm;
+	const __u64 *src = (const __u64 *)leader->comm;
+	dst[0] = src[0];
+	dst[1] = src[1];
+	return bpf_get_current_pid_tgid() >> 32;
+}
+
 /* Owner of the socket: the connect() caller when known, else the current task. */
 static __always_inline void fill_owner(struct event *e, const struct sock *sk, bool current_ok)
 {
@@ -490,8 +506,7 @@ static __always_inline void fill_owner(struct event *e, const struct sock *sk, b
 		__builtin_memcpy(e->comm, o->comm, 16);
 		e->owner = 1;
 	} else if (current_ok) {
-		e->pid = bpf_get_current_pid_tgid() >> 32;
-		bpf_get_current_comm(e->comm, 16);
+		e->pid = current_process(e->comm);
 		e->owner = 2;
 	}
 }
@@ -840,8 +855,7 @@ int inet_sock_set_state(__u64 *ctx)
 		/* connect(): process context, the caller owns the socket. */
 		struct owner o = {};
 		o.start_ns = bpf_ktime_get_ns();
-		o.tgid = bpf_get_current_pid_tgid() >> 32;
-		bpf_get_current_comm(o.comm, 16);
+		o.tgid = current_process(o.comm);
 		owner_put(sk, &o);
 		count(C_CONNECT);
 		return 0;

@@ -96,6 +96,13 @@ struct inode {
 	unsigned long i_ino;
 };
 
+/* The process a thread belongs to is named by its thread-group leader's comm (what ps and
+ * ss -p show); a thread's own comm may be a worker's name. */
+struct task_struct {
+	struct task_struct *group_leader;
+	char comm[16];
+};
+
 struct file {
 	struct inode *f_inode;
 };
