@@ -611,6 +611,21 @@ fn accept_overflow_is_named_from_the_server_counters() {
                 .unwrap_or(0);
         assert!(counted > 0, "{:#}", v["before"]);
         assert_eq!(t["syn_resends_attributed"], counted, "{t:#}");
+        // All of them the full queue's: the client's SYNs it refused (no drop record: by
+        // the listener namespace's TcpExtListenOverflows) and the listener's SYN-ACKs resent
+        // after it refused their handshake ACK (TCP_LISTEN_OVERFLOW). None is "lost", and
+        // the probe's "connects waited for SYN retransmissions" is that cause's cost, folded
+        // into its finding.
+        assert_eq!(t["syn_resends"]["accept_queue_overflow"], counted, "{t:#}");
+        let before = run_pathologies(&v["before"]);
+        assert_eq!(
+            before.first().map(String::as_str),
+            Some("accept_queue_overflow")
+        );
+        assert!(
+            !before.contains(&"syn_retransmit".to_string()),
+            "{before:?}"
+        );
     }
 }
 

@@ -314,6 +314,63 @@ fn full_accept_queue_names_the_listener_and_its_process() {
     );
 }
 
+/// A listener that drains its accept queue, slowly: the queue is full when SYNs arrive and
+/// may not be when their resends do, and the SYNs it refused leave no drop record (the
+/// kernel frees them with consume_skb). Every SYN resend is still put down to the full
+/// queue, none to "lost", and the count matches the kernel's.
+#[test]
+fn syns_refused_by_a_draining_accept_queue_are_not_called_lost() {
+    if !support::require_root("syns_refused_by_a_draining_accept_queue_are_not_called_lost") {
+        return;
+    }
+    let ns = Netns::new("trdrain");
+    let l = in_netns(&ns, || listener("127.0.0.1:5110".parse().unwrap(), 1, None));
+    let before = tcpext(&ns, "TCPSynRetrans");
+    let overflows_before = tcpext(&ns, "ListenOverflows");
+    let trace = Trace::start(&[&ns], &[]);
+    let acceptor = spawn_in_netns(&ns, move || {
+        let until = Instant::now() + Duration::from_millis(2_600);
+        l.set_nonblocking(true).unwrap();
+        let mut accepted = 0;
+        // Empty the queue every 40 ms: full when a burst of SYNs lands, empty soon after.
+        while Instant::now() < until {
+            while let Ok((c, _)) = l.accept() {
+                accepted += 1;
+                drop(c);
+            }
+            std::thread::sleep(Duration::from_millis(40));
+        }
+        accepted
+    });
+    let conns = in_netns(&ns, || {
+        (0..30)
+            .map(|_| support::connect_nonblocking("127.0.0.1:5110".parse().unwrap()))
+            .collect::<Vec<_>>()
+    });
+    let accepted = acceptor.join().unwrap();
+    let (events, report, _) = trace.stop();
+    drop(conns);
+    let resent = tcpext(&ns, "TCPSynRetrans") - before;
+    let overflows = tcpext(&ns, "ListenOverflows") - overflows_before;
+    assert!(accepted > 0 && overflows > 0, "{accepted} {overflows}");
+    let full = causes(&events, "accept_queue_full");
+    let lost = causes(&events, "syn_lost");
+    let synack = causes(&events, "synack_resend");
+    assert!(lost.is_empty(), "{lost:#?}");
+    assert!(!full.is_empty(), "{events:#?}");
+    assert_eq!((full.len() + synack.len()) as i64, resent, "{events:#?}");
+    assert!(
+        full.len() as i64 <= overflows,
+        "{} > {overflows}",
+        full.len()
+    );
+    assert_eq!(
+        pathologies(&report).first().map(String::as_str),
+        Some("accept_queue_overflow"),
+        "{report:#}"
+    );
+}
+
 #[test]
 fn eaddrnotavail_counts_equal_the_clients_failed_connects() {
     if !support::require_root("eaddrnotavail_counts_equal_the_clients_failed_connects") {

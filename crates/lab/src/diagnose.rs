@@ -321,7 +321,55 @@ pub fn merge_counted_and_traced(
         window,
     );
     merge(findings, counted);
+    merge_trace_folding_syn_cost(findings, traced, trace);
+}
+
+/// [`merge_trace`], and the run's own "connects waited for SYN retransmissions" finding
+/// folded into the cause the trace put every SYN resend down to ([`syn_cost_explained`]).
+pub fn merge_trace_folding_syn_cost(
+    findings: &mut Vec<Finding>,
+    traced: Vec<Finding>,
+    trace: &crate::trace::RunTrace,
+) {
+    let symptom = syn_cost_explained(findings, trace);
     merge_trace(findings, traced);
+    if let Some((s, cause)) = symptom {
+        if let Some(g) = findings.iter_mut().find(|g| g.pathology == cause) {
+            let impact = g.impact.merge(&s.impact);
+            let mut merged = g.clone().with_impact(impact);
+            merged.summary = format!("{}; what the resent SYNs cost: {}", g.summary, s.summary);
+            merged.evidence.extend(s.evidence);
+            *g = merged;
+        } else {
+            findings.push(s);
+        }
+        tcpdoctor_model::finding::rank(findings);
+    }
+}
+
+/// The run's own "connects waited for SYN retransmissions" finding (the probe's latency
+/// classification) taken out when the trace put every SYN resend the kernel counted down to
+/// one cause: that waiting is the cause's cost, folded into its finding (cause before
+/// symptom). With resends unexplained, lost records or several causes it stays.
+fn syn_cost_explained(
+    findings: &mut Vec<Finding>,
+    trace: &crate::trace::RunTrace,
+) -> Option<(Finding, Pathology)> {
+    if trace.missing.is_some() || trace.syn_retrans_counted <= 0 {
+        return None;
+    }
+    let mut causes = trace.syn_resends.iter().filter(|(_, &n)| n > 0);
+    let (&cause, &n) = causes.next()?;
+    if causes.next().is_some()
+        || cause == Pathology::SynRetransmit
+        || (n as i64) < trace.syn_retrans_counted
+    {
+        return None;
+    }
+    let i = findings
+        .iter()
+        .position(|f| f.pathology == Pathology::SynRetransmit)?;
+    Some((findings.remove(i), cause))
 }
 
 /// Merges the eBPF trace's findings of a run into the run's own: a pathology the lab already

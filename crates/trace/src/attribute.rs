@@ -22,7 +22,7 @@
 //! - every TCP drop with the kernel's reason name, per reason and per flow; queue drops
 //!   (qdisc, backlog, memory) with their interface.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
@@ -90,6 +90,9 @@ pub struct Listener {
     /// Its listen() backlog (capped by net.core.somaxconn).
     pub backlog: u32,
     pub process: Option<Process>,
+    /// The namespace it listens in (inode).
+    #[serde(skip)]
+    pub netns: u32,
 }
 
 impl Listener {
@@ -122,6 +125,10 @@ pub trait Lookup {
     fn port_budget(&mut self, netns: u32, dest: SocketAddr) -> Option<PortBudget>;
     /// A name for namespace `netns` (as `ip netns` names it).
     fn netns_name(&self, netns: u32) -> Option<String>;
+    /// How much `TcpExtListenOverflows` of namespace `netns` rose since tracing started.
+    fn listen_overflows(&mut self, _netns: u32) -> Option<u64> {
+        None
+    }
 }
 
 /// A lookup that knows nothing (tests, or when nothing may be asked).
@@ -261,6 +268,17 @@ struct SynDrop {
     ifname: Option<String>,
 }
 
+/// A namespace's accept-queue refusals as far as the trace can account for them. The
+/// kernel counts one TcpExtListenOverflows per refusal. A refused handshake ACK is freed with
+/// the drop reason TCP_LISTEN_OVERFLOW (traced); a refused SYN (tcp_conn_request) is freed
+/// with consume_skb, not kfree_skb, so no drop record exists for it: the counter's rise not
+/// traced as ACKs is the SYNs refused unseen, and each such SYN is resent at most once.
+#[derive(Clone, Copy, Debug, Default)]
+struct ListenOverflow {
+    acks_traced: u64,
+    syn_resends_attributed: u64,
+}
+
 /// What one pathology cost so far.
 #[derive(Clone, Debug, Default)]
 struct Tally {
@@ -363,6 +381,12 @@ pub struct Engine {
     reasons: Reasons,
     handshakes: HashMap<u64, Handshake>,
     syn_drops: HashMap<(SocketAddr, SocketAddr), SynDrop>,
+    /// Per namespace: handshake ACKs a full accept queue refused, traced
+    /// (TCP_LISTEN_OVERFLOW drops), and SYN resends attributed to SYNs it refused unseen.
+    listen_overflow: HashMap<u32, ListenOverflow>,
+    /// Handshake ACKs a full accept queue refused, by (client, listener): the SYN-ACK
+    /// resend that follows is the queue's doing. Bounded; taken by the resend.
+    listen_acks_refused: HashSet<(SocketAddr, SocketAddr)>,
     tw_refused: HashMap<(SocketAddr, SocketAddr), u64>,
     rtos: HashMap<IpAddr, VecDeque<Rto>>,
     tallies: BTreeMap<Pathology, Tally>,
@@ -410,6 +434,8 @@ impl Engine {
             reasons,
             handshakes: HashMap::new(),
             syn_drops: HashMap::new(),
+            listen_overflow: HashMap::new(),
+            listen_acks_refused: HashSet::new(),
             tw_refused: HashMap::new(),
             rtos: HashMap::new(),
             tallies: BTreeMap::new(),
@@ -494,20 +520,26 @@ impl Engine {
                 peer_silent,
             } => self.retransmit(&ev, class, attempt, waited_us, peer_silent, lookup),
             Detail::SynAckRetransmit { attempt } => {
-                let l = self.line(
-                    &ev,
-                    Cause::SynAckResend,
-                    Some(Pathology::SynRetransmit),
-                    format!("SYN-ACK resent (attempt {attempt}): the handshake's final ACK did not arrive or did not fit the accept queue"),
-                    lookup,
-                );
-                self.tally(Pathology::SynRetransmit, &l);
+                // The handshake's ACK, refused by a full accept queue (tcp_check_req keeps
+                // the request and its timer resends the SYN-ACK: tcp_abort_on_overflow=0).
+                let refused = self.listen_acks_refused.remove(&(ev.remote, ev.local));
+                let (cause, pathology, evidence) = if refused {
+                    (
+                        Cause::AcceptQueueFull,
+                        Pathology::AcceptQueueOverflow,
+                        format!("SYN-ACK resent (attempt {attempt}): the handshake's final ACK was refused by the listener's full accept queue (TCP_LISTEN_OVERFLOW)"),
+                    )
+                } else {
+                    (
+                        Cause::SynAckResend,
+                        Pathology::SynRetransmit,
+                        format!("SYN-ACK resent (attempt {attempt}): the handshake's final ACK did not arrive or did not fit the accept queue"),
+                    )
+                };
+                let l = self.line(&ev, cause, Some(pathology), evidence, lookup);
+                self.tally(pathology, &l);
                 // tcp_rtx_synack counts it in TcpExtTCPSynRetrans (net/ipv4/tcp_output.c).
-                *self
-                    .summary
-                    .syn_resends
-                    .entry(Pathology::SynRetransmit)
-                    .or_default() += 1;
+                *self.summary.syn_resends.entry(pathology).or_default() += 1;
                 Some(l)
             }
             Detail::ResetSent {
@@ -743,24 +775,30 @@ impl Engine {
                                     d.reason
                                 ),
                             )
-                        } else if let Some(li) = lookup.listener(ev.remote).filter(|l| l.full()) {
+                        } else if let Some((li, counted)) = self.refusing_listener(ev, lookup) {
                             let who = li
                                 .process
                                 .as_ref()
                                 .map(|p| format!(", held by {} (pid {})", p.comm, p.pid))
                                 .unwrap_or_default();
-                            let text = format!(
-                                "listener {} accept queue full ({} queued, backlog {}){who}",
-                                li.local, li.queued, li.backlog
-                            );
+                            let evidence = match counted {
+                                None => format!(
+                                    "SYN resent: the listener {} accept queue full ({} queued, backlog {}){who}, so the kernel drops SYNs{rung}",
+                                    li.local, li.queued, li.backlog
+                                ),
+                                Some((rise, acks)) => format!(
+                                    "SYN resent: listener {} refused SYNs for a full accept queue (backlog {}){who}: TcpExtListenOverflows +{rise} in its namespace, {acks} of them handshake ACKs traced as TCP_LISTEN_OVERFLOW; a refused SYN leaves no drop record{rung}",
+                                    li.local, li.backlog
+                                ),
+                            };
                             self.tallies
                                 .entry(Pathology::AcceptQueueOverflow)
                                 .or_default()
-                                .detail(text.clone());
-                            (
-                                Cause::AcceptQueueFull,
-                                format!("SYN resent: the {text}, so the kernel drops SYNs{rung}"),
-                            )
+                                .detail(format!(
+                                    "listener {} backlog {}{who}",
+                                    li.local, li.backlog
+                                ));
+                            (Cause::AcceptQueueFull, evidence)
                         } else {
                             (
                                 Cause::SynLost,
@@ -973,6 +1011,31 @@ impl Engine {
         l
     }
 
+    /// The listener of `ev.remote` (in a traced namespace) when it is refusing SYNs: its
+    /// accept queue full now, or its namespace's TcpExtListenOverflows risen by more than
+    /// the refused handshake ACKs traced and the SYN resends already put down to it (then
+    /// with that rise and those ACKs). Either way the listener refused SYNs in the window;
+    /// with the counter, which SYN it refused is inferred by count, not seen.
+    fn refusing_listener(
+        &mut self,
+        ev: &Event,
+        lookup: &mut dyn Lookup,
+    ) -> Option<(Listener, Option<(u64, u64)>)> {
+        let li = lookup.listener(ev.remote)?;
+        if li.full() {
+            return Some((li, None));
+        }
+        let rise = lookup.listen_overflows(li.netns)?;
+        let o = self.listen_overflow.entry(li.netns).or_default();
+        let unseen = rise.saturating_sub(o.acks_traced);
+        if unseen <= o.syn_resends_attributed {
+            return None;
+        }
+        o.syn_resends_attributed += 1;
+        let acks = o.acks_traced;
+        Some((li, Some((rise, acks))))
+    }
+
     fn drop(
         &mut self,
         ev: &Event,
@@ -986,6 +1049,15 @@ impl Engine {
         let key = (ev.local, ev.remote, name.clone(), ifname.clone());
         if self.drop_flows.len() < 10_000 || self.drop_flows.contains_key(&key) {
             *self.drop_flows.entry(key).or_default() += 1;
+        }
+        if name == "TCP_LISTEN_OVERFLOW" {
+            self.listen_overflow
+                .entry(ev.netns)
+                .or_default()
+                .acks_traced += 1;
+            if self.listen_acks_refused.len() < 100_000 {
+                self.listen_acks_refused.insert((ev.local, ev.remote));
+            }
         }
         let syn = tcp_flags & 0x12 == 0x02;
         if syn {

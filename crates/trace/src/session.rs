@@ -180,6 +180,16 @@ impl Session {
                 counters_before.insert(n.label(), s);
             }
         }
+        let overflows_at_start: HashMap<u32, u64> = netns
+            .iter()
+            .filter_map(|n| {
+                let v = counters_before
+                    .get(&n.label())?
+                    .values
+                    .get(LISTEN_OVERFLOWS)?;
+                Some((n.inode, *v))
+            })
+            .collect();
         let start_ns = monotonic_ns();
         // A closing socket freeing its own queues is not a drop on the path: counted per
         // reason, never sent as a record.
@@ -197,7 +207,7 @@ impl Session {
         Ok(Session {
             probe,
             engine: Engine::new(opts.config, start_ns, reasons),
-            lookup: Live::new(current, all_names),
+            lookup: Live::new(current, all_names, overflows_at_start),
             started: Instant::now(),
             netns,
             counters_before,
@@ -334,6 +344,9 @@ fn counters_in(n: &Netns) -> Result<tcpdoctor_host::counters::Snapshot, String> 
     }
 }
 
+/// The kernel counter of accept-queue refusals (SYNs and handshake ACKs).
+const LISTEN_OVERFLOWS: &str = "TcpExtListenOverflows";
+
 /// Answers the engine's questions from the live system.
 struct Live {
     current: u32,
@@ -343,10 +356,18 @@ struct Live {
     owners_at: Option<Instant>,
     ladders: HashMap<u32, Option<SynLadder>>,
     listeners: Option<(Instant, Vec<(u32, sockets::Socket)>)>,
+    /// TcpExtListenOverflows per traced namespace when tracing started, and the latest
+    /// reading (re-read at most every 100 ms).
+    overflows_at_start: HashMap<u32, u64>,
+    overflows_now: HashMap<u32, (Instant, u64)>,
 }
 
 impl Live {
-    fn new(current: u32, names: HashMap<u32, String>) -> Live {
+    fn new(
+        current: u32,
+        names: HashMap<u32, String>,
+        overflows_at_start: HashMap<u32, u64>,
+    ) -> Live {
         Live {
             current,
             names,
@@ -354,6 +375,8 @@ impl Live {
             owners_at: None,
             ladders: HashMap::new(),
             listeners: None,
+            overflows_at_start,
+            overflows_now: HashMap::new(),
         }
     }
 
@@ -469,12 +492,38 @@ impl Lookup for Live {
         })?;
         let (ino, local, queued, backlog) =
             (found.1.inode, found.1.local, found.1.recv_q, found.1.send_q);
+        let netns = found.0;
         Some(Listener {
             local,
             queued,
             backlog,
             process: self.process_of(ino),
+            netns,
         })
+    }
+
+    fn listen_overflows(&mut self, netns: u32) -> Option<u64> {
+        let start = *self.overflows_at_start.get(&netns)?;
+        let fresh = self
+            .overflows_now
+            .get(&netns)
+            .filter(|(t, _)| t.elapsed() < Duration::from_millis(100))
+            .map(|&(_, v)| v);
+        let now = match fresh {
+            Some(v) => v,
+            None => {
+                let v = self
+                    .in_ns(netns, || {
+                        tcpdoctor_host::counters::snapshot()
+                            .ok()
+                            .and_then(|s| s.values.get(LISTEN_OVERFLOWS).copied())
+                    })
+                    .flatten()?;
+                self.overflows_now.insert(netns, (Instant::now(), v));
+                v
+            }
+        };
+        Some(now.saturating_sub(start))
     }
 
     fn syn_ladder(&mut self, netns: u32) -> Option<SynLadder> {

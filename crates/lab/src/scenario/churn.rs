@@ -250,7 +250,11 @@ pub fn probe_many(
                     findings.push(Finding { summary, ..f });
                 }
             }
-            crate::diagnose::merge_trace(&mut findings, run_trace.findings.clone());
+            crate::diagnose::merge_trace_folding_syn_cost(
+                &mut findings,
+                run_trace.findings.clone(),
+                &run_trace,
+            );
         }
         tcpdoctor_model::finding::rank(&mut findings);
         out.push(ProbeRun {

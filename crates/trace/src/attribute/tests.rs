@@ -170,6 +170,7 @@ impl Lookup for FullListener {
                 comm: "server".into(),
                 source: ProcessSource::FileDescriptor,
             }),
+            netns: 0,
         })
     }
     fn syn_ladder(&mut self, _: u32) -> Option<SynLadder> {
@@ -465,4 +466,152 @@ fn timeouts_of_first_data_to_a_server_that_never_took_the_connection_are_not_inc
         .find(|f| f.pathology == Pathology::RetransmitTimeout)
         .expect("the timeouts stay timeouts");
     assert_eq!(t.impact.affected, 3);
+}
+
+/// A listener whose queue is not full when asked, in a namespace whose
+/// TcpExtListenOverflows rose by `overflows` since tracing started.
+struct DrainedListener {
+    overflows: u64,
+}
+
+impl Lookup for DrainedListener {
+    fn process_of(&mut self, _: u32) -> Option<Process> {
+        None
+    }
+    fn listener(&mut self, dest: SocketAddr) -> Option<Listener> {
+        Some(Listener {
+            local: dest,
+            queued: 0,
+            backlog: 1,
+            process: None,
+            netns: 9,
+        })
+    }
+    fn syn_ladder(&mut self, _: u32) -> Option<SynLadder> {
+        None
+    }
+    fn port_budget(&mut self, _: u32, _: SocketAddr) -> Option<PortBudget> {
+        None
+    }
+    fn netns_name(&self, _: u32) -> Option<String> {
+        None
+    }
+    fn listen_overflows(&mut self, netns: u32) -> Option<u64> {
+        (netns == 9).then_some(self.overflows)
+    }
+}
+
+#[test]
+fn syn_resends_up_to_the_refusals_counted_and_not_traced_are_a_full_accept_queue() {
+    let reasons = Reasons {
+        drop: crate::btf::EnumNames::from_pairs(&[(70, "TCP_LISTEN_OVERFLOW")]),
+        ..Reasons::default()
+    };
+    let mut e = Engine::new(Config::default(), 0, reasons);
+    // 3 refusals counted in the listener's namespace; one was a handshake ACK, traced.
+    let mut ack = ev(
+        0,
+        0,
+        TcpState::Listen,
+        "10.0.0.3:20003",
+        S,
+        Detail::Drop {
+            reason: 70,
+            ifindex: 1,
+            ifname: None,
+            tcp_flags: 0x10,
+        },
+    );
+    ack.netns = 9;
+    ack.process = None;
+    e.push(ack, &mut DrainedListener { overflows: 3 });
+    let mut look = DrainedListener { overflows: 3 };
+    let causes: Vec<Cause> = (0..3)
+        .map(|i| {
+            let c = format!("10.0.0.1:2000{i}");
+            e.push(
+                ev(1000, 10 + i, TcpState::SynSent, &c, S, syn(1)),
+                &mut look,
+            )
+            .unwrap()
+            .cause
+        })
+        .collect();
+    // Two SYNs refused unseen: two resends put down to the queue, the third is lost.
+    assert_eq!(
+        causes,
+        [
+            Cause::AcceptQueueFull,
+            Cause::AcceptQueueFull,
+            Cause::SynLost
+        ]
+    );
+    let l = e
+        .push(
+            ev(1000, 20, TcpState::SynSent, C, S, syn(1)),
+            &mut DrainedListener { overflows: 4 },
+        )
+        .unwrap();
+    assert_eq!(l.cause, Cause::AcceptQueueFull);
+    assert!(
+        l.evidence.contains("TcpExtListenOverflows +4")
+            && l.evidence.contains("1 of them handshake ACKs"),
+        "{}",
+        l.evidence
+    );
+    // Without the counter (no namespace to read it in), nothing is inferred.
+    let mut e = engine();
+    let l = e
+        .push(ev(1000, 1, TcpState::SynSent, C, S, syn(1)), &mut NoLookup)
+        .unwrap();
+    assert_eq!(l.cause, Cause::SynLost);
+}
+
+#[test]
+fn a_syn_ack_resent_after_its_handshake_ack_was_refused_by_the_queue_is_the_queues_doing() {
+    let reasons = Reasons {
+        drop: crate::btf::EnumNames::from_pairs(&[(70, "TCP_LISTEN_OVERFLOW")]),
+        ..Reasons::default()
+    };
+    let mut e = Engine::new(Config::default(), 0, reasons);
+    // The client's handshake ACK (client -> listener) refused by the full queue...
+    let mut ack = ev(
+        0,
+        0,
+        TcpState::Listen,
+        C,
+        S,
+        Detail::Drop {
+            reason: 70,
+            ifindex: 1,
+            ifname: None,
+            tcp_flags: 0x10,
+        },
+    );
+    ack.process = None;
+    e.push(ack, &mut NoLookup);
+    // ...then the listener resends its SYN-ACK (listener -> client).
+    let resend = |e: &mut Engine| {
+        e.push(
+            ev(
+                1000,
+                5,
+                TcpState::SynRecv,
+                S,
+                C,
+                Detail::SynAckRetransmit { attempt: 1 },
+            ),
+            &mut NoLookup,
+        )
+        .unwrap()
+    };
+    let l = resend(&mut e);
+    assert_eq!(l.cause, Cause::AcceptQueueFull);
+    assert_eq!(l.pathology, Some(Pathology::AcceptQueueOverflow));
+    assert!(l.evidence.contains("TCP_LISTEN_OVERFLOW"), "{}", l.evidence);
+    // A second resend with no second refusal: the ACK did not arrive.
+    assert_eq!(resend(&mut e).cause, Cause::SynAckResend);
+    let s = e.summary();
+    assert_eq!(s.syn_resends[&Pathology::AcceptQueueOverflow], 1);
+    assert_eq!(s.syn_resends[&Pathology::SynRetransmit], 1);
 }
