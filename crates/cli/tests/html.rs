@@ -300,9 +300,20 @@ fn lab_html_report_shows_the_harm_before_and_after_each_remedy() {
             &format!("EADDRNOTAVAIL x{failed}"),
             "Diagnosis of the baseline",
             "Ephemeral ports exhausted",
+            "Trace (eBPF)",
+            &trace_eaddrnotavail(&v),
         ],
         1,
     );
+}
+
+/// The trace's EADDRNOTAVAIL count of the baseline run as the page prints it.
+fn trace_eaddrnotavail(v: &serde_json::Value) -> String {
+    let n = v["trace"]["runs"][0]["eaddrnotavail"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no traced baseline: {:#}", v["trace"]));
+    assert!(n > 0, "{:#}", v["trace"]);
+    format!("{n} EADDRNOTAVAIL")
 }
 
 #[test]

@@ -118,6 +118,7 @@ pub fn run_page<B>(
         );
     }
     capture(&mut p, header);
+    trace(&mut p, header);
     p.section(&format!(
         "Diagnosis of the baseline (by {})",
         header.diagnosed_by.join("; ")
@@ -209,6 +210,7 @@ pub fn remedies_page<C, R>(report: &Report<scenario::RemedyReport<C, R>>) -> Str
         );
     }
     capture(&mut p, &b.header);
+    trace(&mut p, &b.header);
     p.section(&format!(
         "Diagnosis of the baseline (by {})",
         b.header.diagnosed_by.join("; ")
@@ -248,6 +250,35 @@ fn remedy_row<R>(row: &Row<R>) -> Vec<String> {
         },
         row.why.clone(),
     ]
+}
+
+/// What the eBPF trace attributed in each run (the text report's "Trace" lines), or why it
+/// was not used.
+fn trace(p: &mut Page, h: &scenario::Header) {
+    p.section("Trace (eBPF)");
+    let t = &h.trace;
+    if !t.used {
+        p.paragraph(&format!(
+            "Not used: {}; the diagnosis rests on the lab's own measurements.",
+            t.missing.as_deref().unwrap_or("no run was traced")
+        ));
+        return;
+    }
+    let rows: Vec<Vec<String>> = t
+        .runs
+        .iter()
+        .filter(|r| !(r.run.is_empty() && !r.used && r.missing.is_none()))
+        .map(|r| vec![r.run.clone(), r.line(), r.netns_lines().join("; ")])
+        .collect();
+    p.table(
+        &[
+            "run",
+            "attributed in its own namespaces and window",
+            "per namespace: cause=events",
+        ],
+        &rows,
+        &[],
+    );
 }
 
 fn capture(p: &mut Page, h: &scenario::Header) {
