@@ -736,12 +736,16 @@ fn stale_ack_race_reports_the_observed_kernel_behaviour() {
         "{:#}",
         v["forced"]
     );
-    assert!(
-        v["forced"]["client_counters"]["TcpExtTCPSynRetrans"]
-            .as_i64()
-            .unwrap()
-            > 0
-    );
+    let resent = v["forced"]["client_counters"]["TcpExtTCPSynRetrans"]
+        .as_i64()
+        .unwrap();
+    assert!(resent > 0, "{:#}", v["forced"]);
+    // The forced check is traced too: each SYN it resent is named a stale-ACK race.
+    if require_trace("stale_ack_race_reports_the_observed_kernel_behaviour", &v) {
+        let t = trace_run(&v, "forced check: a SYN meets a stale ACK");
+        assert_eq!(t["syn_resends"]["stale_ack_race"], resent, "{t:#}");
+        assert_eq!(t["syn_retrans_counted"], resent, "{t:#}");
+    }
 }
 
 #[test]

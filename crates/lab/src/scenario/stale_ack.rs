@@ -25,6 +25,8 @@ use crate::{naming, netns, traffic, Error, Result};
 
 /// Source port of the forced check: below `ip_local_port_range`.
 pub const FORCED_PORT: u16 = 20002;
+/// The forced check's name in the trace's runs.
+pub const FORCED_RUN: &str = "forced check: a SYN meets a stale ACK";
 /// Server port of the forced check.
 pub const FORCED_SERVER_PORT: u16 = 5002;
 
@@ -84,7 +86,7 @@ pub struct Report {
     pub remedies: Vec<Check>,
 }
 
-fn forced_check(common: &Common) -> Result<(Forced, Vec<String>)> {
+fn forced_check(common: &Common) -> Result<(Forced, Vec<String>, crate::trace::RunTrace)> {
     let pair = Pair::build(common, "fc")?;
     let srv = SocketAddrV4::new(common.subnet.host(2), FORCED_SERVER_PORT);
     let bind = SocketAddrV4::new(common.subnet.host(1), FORCED_PORT);
@@ -115,6 +117,8 @@ fn forced_check(common: &Common) -> Result<(Forced, Vec<String>)> {
         ..Default::default()
     };
     let o2 = opts.clone();
+    // Traced like every run: the trace names the stale ACK's reset and the SYN resend.
+    let tracer = pair.trace(FORCED_RUN);
     netns::run_in(&pair.client, move || {
         let (s, _) = traffic::connect(srv, &o2);
         let s = s.map_err(|e| Error::io("forced check: first connect", e))?;
@@ -129,6 +133,7 @@ fn forced_check(common: &Common) -> Result<(Forced, Vec<String>)> {
         Ok((s.is_ok(), t))
     })?;
     let delta = netns::counters(&pair.client)?.delta_since(&before);
+    let trace = tracer.finish();
     stop.store(true, Ordering::Relaxed);
     let _ = holder.join();
     let resent = delta.get("TcpExtTCPSynRetrans") > 0;
@@ -147,7 +152,18 @@ fn forced_check(common: &Common) -> Result<(Forced, Vec<String>)> {
             client_counters,
         },
         pair.lab.namespaces().to_vec(),
+        trace,
     ))
+}
+
+/// The scenario's trace: its loop runs', then the forced check's.
+fn with_forced(
+    loops: crate::trace::LabTrace,
+    forced: crate::trace::RunTrace,
+) -> crate::trace::LabTrace {
+    let mut runs = loops.runs;
+    runs.push(forced);
+    crate::trace::LabTrace::of(runs)
 }
 
 /// The harm: SYNs resent per million connections of the loop (`TcpExtTCPSynRetrans`).
@@ -225,7 +241,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
         namespaces.extend(ns);
         after.push(r);
     }
-    let (forced, ns) = forced_check(common)?;
+    let (forced, ns, forced_trace) = forced_check(common)?;
     namespaces.extend(ns);
     let resends = loop_run
         .summary
@@ -263,7 +279,10 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
                 subnet: common.subnet.to_string(),
                 namespaces,
                 capture,
-                trace: churn::traces(std::iter::once(&loop_run).chain(after.iter())),
+                trace: with_forced(
+                    churn::traces(std::iter::once(&loop_run).chain(after.iter())),
+                    forced_trace,
+                ),
                 diagnosed_by: vec![
                     "probe: spike classifier (client namespace counters)".into(),
                     "forced check: client TcpExtTCPSynRetrans and connect time".into(),
@@ -316,7 +335,7 @@ pub fn remedies(
         true,
         stop,
     )?;
-    let (forced, ns) = forced_check(common)?;
+    let (forced, ns, forced_trace) = forced_check(common)?;
     namespaces.extend(ns);
     let behaviour = match forced.behaviour {
         ResendBehaviour::QuickResend => format!(
@@ -417,8 +436,11 @@ pub fn remedies(
             subnet: common.subnet.to_string(),
             namespaces,
             capture,
-            trace: churn::traces(
-                std::iter::once(&base).chain(rows.iter().filter_map(|r| r.run.as_ref())),
+            trace: with_forced(
+                churn::traces(
+                    std::iter::once(&base).chain(rows.iter().filter_map(|r| r.run.as_ref())),
+                ),
+                forced_trace,
             ),
             diagnosed_by: vec![
                 "probe: spike classifier (client namespace counters)".into(),
