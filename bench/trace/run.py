@@ -19,7 +19,7 @@ the 6.1 headers may be off for 6.18, which changes what tcpdrop prints, not what
 This kernel has no kprobes, so tcpdrop is run with its kprobe branch disabled (it then uses
 the skb:kfree_skb tracepoint, as it does on kernels without tcp_drop).
 
-usage: sudo [TDOC_BIN=path] bench/trace/run.py [ROUNDS] [DURATION_S] [CONCURRENCY]
+usage: sudo [TDOC_BIN=path] [BCC_EVERY=N] bench/trace/run.py [ROUNDS] [DURATION_S] [CONCURRENCY]
 """
 
 import contextlib
@@ -36,6 +36,10 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
 DUR = int(sys.argv[2]) if len(sys.argv) > 2 else 5
 CONC = int(sys.argv[3]) if len(sys.argv) > 3 else 2
+# bcc's tools take ~20 s to compile at each start: BCC_EVERY=N runs them in every Nth round
+# only (untraced and tcpdoctor run in every round).
+BCC_EVERY = max(1, int(os.environ.get("BCC_EVERY", "1")))
+BCC = "bcc tcpretrans + tcpdrop"
 NS_PREFIX = f"tdoc-bench-trace-{os.getpid()}"
 NS = None  # the current run's namespace (fresh_namespace)
 RUN = 0
@@ -246,16 +250,17 @@ def main():
         f.write(src)
     load_before = open("/proc/loadavg").read().split()[:3]
     conds = [("untraced", untraced), ("tcpdoctor trace", tcpdoctor),
-             ("bcc tcpretrans + tcpdrop", lambda: bcc(wrap))]
+             (BCC, lambda: bcc(wrap))]
     results = {name: [] for name, _ in conds}
     stats = {}
     try:
         for r in range(ROUNDS):
-            order = conds[r % 3:] + conds[:r % 3]
-            for name, fn in order:
+            present = [c for c in conds if c[0] != BCC or r % BCC_EVERY == 0]
+            k = r % len(present)
+            for name, fn in present[k:] + present[:k]:
                 with fresh_namespace():
                     rate, cpu, lost = fn()
-                results[name].append((rate, cpu, lost))
+                results[name].append((r, rate, cpu, lost))
                 print(f"round {r + 1}: {name}: {rate:.0f} conn/s, tracer cpu {cpu}, lost {lost}",
                       file=sys.stderr)
         load_after = open("/proc/loadavg").read().split()[:3]
@@ -274,24 +279,29 @@ def main():
     finally:
         subprocess.run(["rm", "-rf", work])
 
-    base = [x[0] for x in results["untraced"]]
+    base = {x[0]: x[1] for x in results["untraced"]}
     print(f"Machine: {os.cpu_count()} CPUs, kernel {os.uname().release}; load average "
           f"{' '.join(load_before)} before, {' '.join(load_after)} after (other work shares "
           "the machine).")
-    print(f"Command: sudo bench/trace/run.py {ROUNDS} {DUR} {CONC} "
-          f"(probe --mode crr -c {CONC}, {DUR} s per run, {ROUNDS} interleaved rounds)\n")
-    print("| condition | conn/s (median) | vs untraced (median of per-round ratios, range) "
-          "| tracer CPU during the run (median) | lost records |")
-    print("|---|---|---|---|---|")
+    print(f"Command: sudo BCC_EVERY={BCC_EVERY} bench/trace/run.py {ROUNDS} {DUR} {CONC} "
+          f"(probe --mode crr -c {CONC}, {DUR} s per run, {ROUNDS} interleaved rounds, bcc in "
+          f"every {BCC_EVERY}. round; every run in a fresh namespace)\n")
+    print("| condition | runs | conn/s (median) | vs untraced: median of per-round ratios "
+          "(range) | mean ratio, 95% interval | tracer CPU during the run (median) "
+          "| lost records |")
+    print("|---|---:|---:|---|---|---|---|")
     for name, rows in results.items():
-        rates = [x[0] for x in rows]
-        ratios = [a / b for a, b in zip(rates, base)]
-        cpu = [x[1] for x in rows if x[1] is not None]
-        lost = [x[2] for x in rows if x[2] is not None]
+        rates = [x[1] for x in rows]
+        ratios = [x[1] / base[x[0]] for x in rows if x[0] in base]
+        cpu = [x[2] for x in rows if x[2] is not None]
+        lost = [x[3] for x in rows if x[3] is not None]
         cpu_s = f"{statistics.median(cpu):.2f} s of {DUR} s ({100 * statistics.median(cpu) / DUR:.1f}% of a core)" if cpu else "-"
         lost_s = f"{max(lost)} (max of {len(lost)})" if lost else "not counted"
-        print(f"| {name} | {statistics.median(rates):.0f} | {statistics.median(ratios):.3f} "
-              f"({min(ratios):.3f}-{max(ratios):.3f}) | {cpu_s} | {lost_s} |")
+        mean = statistics.fmean(ratios)
+        half = 1.96 * statistics.stdev(ratios) / len(ratios) ** 0.5 if len(ratios) > 1 else 0.0
+        print(f"| {name} | {len(rows)} | {statistics.median(rates):.0f} | "
+              f"{statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f}) | "
+              f"{mean:.3f} ({mean - half:.3f}-{mean + half:.3f}) | {cpu_s} | {lost_s} |")
     if stats.get("runs"):
         print(f"\ntcpdoctor's BPF programs in the kernel (one extra traced run with "
               f"kernel.bpf_stats_enabled=1): {stats['runs']} runs, "
