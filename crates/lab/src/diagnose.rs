@@ -372,6 +372,33 @@ fn syn_cost_explained(
     Some((findings.remove(i), cause))
 }
 
+/// [`merge_trace`] for an incast run: when the run's own measurement named incast, the
+/// trace's retransmission timeouts and other loss repairs are the incast's (every flow of the
+/// scenario is a sender's flow into the one receiver, through the shared bottleneck), so they
+/// fold into the incast finding as its evidence instead of standing as symptoms of their own
+/// (as analyze folds them).
+pub fn merge_trace_into_incast(findings: &mut Vec<Finding>, traced: Vec<Finding>) {
+    const REPAIRS: [Pathology; 2] = [Pathology::RetransmitTimeout, Pathology::Retransmission];
+    let Some(i) = findings
+        .iter()
+        .position(|f| f.pathology == Pathology::Incast)
+    else {
+        return merge_trace(findings, traced);
+    };
+    let (repairs, rest): (Vec<Finding>, Vec<Finding>) = traced
+        .into_iter()
+        .partition(|t| REPAIRS.contains(&t.pathology));
+    let incast = &mut findings[i];
+    for t in repairs {
+        incast.summary = format!(
+            "{}; trace, the incast's loss repairs: {}",
+            incast.summary, t.summary
+        );
+        incast.evidence.extend(t.evidence);
+    }
+    merge_trace(findings, rest);
+}
+
 /// Merges the eBPF trace's findings of a run into the run's own: a pathology the lab already
 /// named keeps its finding and gains the trace's summary and evidence, the two impacts merged
 /// and judged by the policy (as doctor merges its sources); a pathology only the trace saw
@@ -515,5 +542,36 @@ mod tests {
         let f = fan_in(&o);
         assert_eq!(f[0].pathology, Pathology::Retransmission);
         assert_eq!(f[0].severity, Severity::Info);
+    }
+
+    #[test]
+    fn the_traces_timeouts_fold_into_the_incast_the_run_measured() {
+        let traced = || {
+            vec![
+                Finding::new(
+                    Pathology::RetransmitTimeout,
+                    Source::Trace,
+                    "retransmission timeouts on 8 flow(s), 35 timeout(s)",
+                    Impact::stalls(35, Some(8), Some(Duration::from_millis(204))),
+                ),
+                Finding::new(
+                    Pathology::PacketDrop,
+                    Source::Trace,
+                    "3687 TCP packet(s) dropped for lack of room",
+                    Impact::default(),
+                ),
+            ]
+        };
+        let mut f = fan_in(&obs(vec![2, 0, 1, 3, 0, 0, 1, 0], 6));
+        merge_trace_into_incast(&mut f, traced());
+        let names: Vec<Pathology> = f.iter().map(|f| f.pathology).collect();
+        assert_eq!(names, [Pathology::Incast, Pathology::PacketDrop]);
+        assert!(f[0].summary.contains("35 timeout(s)"), "{}", f[0].summary);
+        // Without incast measured, the timeouts stand as a finding of their own.
+        let mut f = Vec::new();
+        merge_trace_into_incast(&mut f, traced());
+        assert!(f
+            .iter()
+            .any(|f| f.pathology == Pathology::RetransmitTimeout));
     }
 }

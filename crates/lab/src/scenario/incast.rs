@@ -481,7 +481,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
             let fan = fan_in_of(&r);
             r.time_lost_share = fan.time_lost_share();
             r.findings = diagnose::fan_in(&fan);
-            diagnose::merge_trace(&mut r.findings, r.trace.findings.clone());
+            diagnose::merge_trace_into_incast(&mut r.findings, r.trace.findings.clone());
             interrupted |= r.interrupted;
             runs.push(r);
         }
@@ -915,7 +915,7 @@ fn run_setup(
         let fan = fan_in_of(&r);
         r.time_lost_share = fan.time_lost_share();
         r.findings = diagnose::fan_in(&fan);
-        diagnose::merge_trace(&mut r.findings, r.trace.findings.clone());
+        diagnose::merge_trace_into_incast(&mut r.findings, r.trace.findings.clone());
         r.congestion_control = setup
             .congestion_control
             .clone()
