@@ -371,6 +371,54 @@ fn syns_refused_by_a_draining_accept_queue_are_not_called_lost() {
     );
 }
 
+/// Another namespace's listener on the same port (another lab, another container) is not
+/// this connection's server: a SYN lost on its way is not put down to that listener's full
+/// accept queue. The traced namespace sends its SYNs to a peer namespace (not traced) that
+/// does not own the destination address and drops them unseen.
+#[test]
+fn a_full_listener_in_an_untraced_namespace_is_not_the_cause() {
+    if !support::require_root("a_full_listener_in_an_untraced_namespace_is_not_the_cause") {
+        return;
+    }
+    let client = Netns::new("trlc");
+    let sink = Netns::new("trls");
+    let other = Netns::new("trlo");
+    let (_, sink_if) = support::veth(&client, "10.9.7.1/24", &sink, "10.9.7.3/24");
+    let mac = sink.exec(&format!("cat /sys/class/net/{sink_if}/address"));
+    let client_if = client.exec("ls /sys/class/net | grep '^tdoc'");
+    client.exec(&format!(
+        "ip neigh replace 10.9.7.2 lladdr {} dev {} nud permanent",
+        mac.trim(),
+        client_if.trim()
+    ));
+    // In the other namespace: a listener on the same port, its accept queue full.
+    let l = in_netns(&other, || {
+        listener("0.0.0.0:5112".parse().unwrap(), 1, None)
+    });
+    let held = in_netns(&other, || {
+        (0..4)
+            .map(|_| support::connect_nonblocking("127.0.0.1:5112".parse().unwrap()))
+            .collect::<Vec<_>>()
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let trace = Trace::start(&[&client], &[]);
+    let before = tcpext(&client, "TCPSynRetrans");
+    let conn = in_netns(&client, || {
+        support::connect_nonblocking("10.9.7.2:5112".parse().unwrap())
+    });
+    std::thread::sleep(Duration::from_millis(2_300));
+    let (events, _, _) = trace.stop();
+    let resent = tcpext(&client, "TCPSynRetrans") - before;
+    drop((conn, held, l));
+    assert!(resent >= 2, "{resent}");
+    let lost = causes(&events, "syn_lost");
+    assert_eq!(lost.len() as i64, resent, "{events:#?}");
+    assert!(
+        causes(&events, "accept_queue_full").is_empty(),
+        "{events:#?}"
+    );
+}
+
 #[test]
 fn eaddrnotavail_counts_equal_the_clients_failed_connects() {
     if !support::require_root("eaddrnotavail_counts_equal_the_clients_failed_connects") {

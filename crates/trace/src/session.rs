@@ -207,7 +207,7 @@ impl Session {
         Ok(Session {
             probe,
             engine: Engine::new(opts.config, start_ns, reasons),
-            lookup: Live::new(current, all_names, overflows_at_start),
+            lookup: Live::new(current, all_names, overflows_at_start, filter),
             started: Instant::now(),
             netns,
             counters_before,
@@ -360,6 +360,8 @@ struct Live {
     /// reading (re-read at most every 100 ms).
     overflows_at_start: HashMap<u32, u64>,
     overflows_now: HashMap<u32, (Instant, u64)>,
+    /// The traced namespaces (inodes); `None` when every namespace is traced.
+    traced: Option<Vec<u32>>,
 }
 
 impl Live {
@@ -367,6 +369,7 @@ impl Live {
         current: u32,
         names: HashMap<u32, String>,
         overflows_at_start: HashMap<u32, u64>,
+        traced: Option<Vec<u32>>,
     ) -> Live {
         Live {
             current,
@@ -377,6 +380,7 @@ impl Live {
             listeners: None,
             overflows_at_start,
             overflows_now: HashMap::new(),
+            traced,
         }
     }
 
@@ -471,8 +475,16 @@ impl Lookup for Live {
             .is_some_and(|(t, _)| t.elapsed() < Duration::from_millis(100));
         if !fresh {
             let mut all = Vec::new();
-            let mut spaces: Vec<u32> = self.names.keys().copied().collect();
-            spaces.push(self.current);
+            // Only where the trace looks: another namespace may hold a listener on the same
+            // address (two labs, two containers) and is not this connection's server.
+            let mut spaces: Vec<u32> = match &self.traced {
+                Some(list) => list.clone(),
+                None => {
+                    let mut all: Vec<u32> = self.names.keys().copied().collect();
+                    all.push(self.current);
+                    all
+                }
+            };
             spaces.sort_unstable();
             spaces.dedup();
             for ns in spaces {
