@@ -179,6 +179,25 @@ fn incast_at_8_senders_stalls_more_with_200ms_rto_min_and_is_named() {
     );
     assert_eq!(incast["severity"], "critical", "{incast:#}");
     assert!(incast["impact"]["time_lost_share"].as_f64().is_some());
+    // The trace's timeouts on the senders' flows are the incast's: folded into its finding,
+    // not a retransmit_timeout finding of their own.
+    if require_trace(
+        "incast_at_8_senders_stalls_more_with_200ms_rto_min_and_is_named",
+        &v,
+    ) {
+        let t = trace_run(&v, "8 senders, rto_min 200 ms");
+        assert!(
+            t["counts"]["retransmit_timeout"].as_u64().unwrap() > 0,
+            "{t:#}"
+        );
+        let summary = incast["summary"].as_str().unwrap();
+        assert!(summary.contains("the incast's loss repairs"), "{summary}");
+        assert!(
+            !run_pathologies(before).contains(&"retransmit_timeout".to_string()),
+            "{:?}",
+            run_pathologies(before)
+        );
+    }
     // rto_min 5 ms is the remedy run: judged from what it measured.
     assert_remedies_follow_measurement(code, &v, &[after]);
 }
