@@ -26,6 +26,8 @@ import sys
 import threading
 import time
 
+import churn_ns
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 20
 DUR = int(sys.argv[2]) if len(sys.argv) > 2 else 4
@@ -39,34 +41,6 @@ PREFIX = f"tdoc-bench-pair-{os.getpid()}"
 
 def sh(*cmd):
     subprocess.run(cmd, check=True)
-
-
-def namespace(name):
-    """Creates namespace `name` with the responder listening; returns the responder."""
-    sh("ip", "netns", "add", name)
-    sh("ip", "netns", "exec", name, "ip", "link", "set", "lo", "up")
-    sh("ip", "netns", "exec", name, "sysctl", "-qw", "net.ipv4.ip_local_port_range=1024 65535")
-    server = subprocess.Popen(["ip", "netns", "exec", name, BIN, "probe", "--serve",
-                               "127.0.0.1:5001", "--serve-threads", "4"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        out = subprocess.run(["ip", "netns", "exec", name, "ss", "-Htln", "sport", "= :5001"],
-                             capture_output=True, text=True)
-        if out.stdout.strip():
-            return server
-        time.sleep(0.05)
-    raise RuntimeError(f"responder not listening in {name} within 10 s")
-
-
-def remove(name, server):
-    if server:
-        server.terminate()
-        server.wait()
-    out = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True)
-    for pid in out.stdout.split():
-        os.kill(int(pid), signal.SIGKILL)
-    subprocess.run(["ip", "netns", "del", name])
 
 
 def probe(name, out, key):
@@ -104,8 +78,8 @@ def one_round(r, stats=False):
     a, b = f"{PREFIX}-{r}-a", f"{PREFIX}-{r}-b"
     servers = {}
     try:
-        servers[a] = namespace(a)
-        servers[b] = namespace(b)
+        servers[a] = churn_ns.create(a, BIN)
+        servers[b] = churn_ns.create(b, BIN)
         traced = a if r % 2 == 0 else b
         watched = traced
         if stats:
@@ -131,7 +105,7 @@ def one_round(r, stats=False):
         return result
     finally:
         for n, s in servers.items():
-            remove(n, s)
+            churn_ns.remove(n, s)
 
 
 TRACE_PROGS = {"tcp_retransmit_skb", "tcp_retransmit_synack", "tcp_send_reset",

@@ -32,6 +32,8 @@ import sys
 import tempfile
 import time
 
+import churn_ns
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
 DUR = int(sys.argv[2]) if len(sys.argv) > 2 else 5
@@ -197,39 +199,12 @@ def bcc(wrap):
 
 @contextlib.contextmanager
 def fresh_namespace():
-    """A namespace for one run, with the responder listening; deleted (and every process in
-    it killed) afterwards, also when the run fails."""
+    """A namespace for one run, with the responder listening (churn_ns)."""
     global NS, RUN
     RUN += 1
     NS = f"{NS_PREFIX}-{RUN}"
-    sh("ip", "netns", "add", NS)
-    server = None
-    try:
-        sh("ip", "netns", "exec", NS, "ip", "link", "set", "lo", "up")
-        # One run's churn must not run out of ports: the widest range (loopback reuses
-        # TIME_WAIT ports by default, net.ipv4.tcp_tw_reuse=2).
-        sh("ip", "netns", "exec", NS, "sysctl", "-qw", "net.ipv4.ip_local_port_range=1024 65535")
-        server = subprocess.Popen(["ip", "netns", "exec", NS, BIN, "probe", "--serve",
-                                   "127.0.0.1:5001", "--serve-threads", "4"],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            ss = subprocess.run(["ip", "netns", "exec", NS, "ss", "-Htln", "sport", "= :5001"],
-                                capture_output=True, text=True)
-            if ss.stdout.strip():
-                break
-            time.sleep(0.05)
-        else:
-            raise RuntimeError(f"responder not listening in {NS} within 10 s")
+    with churn_ns.namespace(NS, BIN):
         yield
-    finally:
-        if server:
-            server.terminate()
-            server.wait()
-        out = subprocess.run(["ip", "netns", "pids", NS], capture_output=True, text=True)
-        for pid in out.stdout.split():
-            os.kill(int(pid), signal.SIGKILL)
-        subprocess.run(["ip", "netns", "del", NS])
 
 
 def main():

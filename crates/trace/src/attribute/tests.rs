@@ -501,19 +501,22 @@ impl Lookup for DrainedListener {
     }
 }
 
-#[test]
-fn syn_resends_up_to_the_refusals_counted_and_not_traced_are_a_full_accept_queue() {
+/// An engine that knows the drop reason TCP_LISTEN_OVERFLOW (70), and a handshake ACK from
+/// `client` that a full accept queue refused, in namespace `netns`.
+fn overflow_engine() -> Engine {
     let reasons = Reasons {
         drop: crate::btf::EnumNames::from_pairs(&[(70, "TCP_LISTEN_OVERFLOW")]),
         ..Reasons::default()
     };
-    let mut e = Engine::new(Config::default(), 0, reasons);
-    // 3 refusals counted in the listener's namespace; one was a handshake ACK, traced.
+    Engine::new(Config::default(), 0, reasons)
+}
+
+fn refused_ack(client: &str, netns: u32) -> Event {
     let mut ack = ev(
         0,
         0,
         TcpState::Listen,
-        "10.0.0.3:20003",
+        client,
         S,
         Detail::Drop {
             reason: 70,
@@ -522,9 +525,19 @@ fn syn_resends_up_to_the_refusals_counted_and_not_traced_are_a_full_accept_queue
             tcp_flags: 0x10,
         },
     );
-    ack.netns = 9;
+    ack.netns = netns;
     ack.process = None;
-    e.push(ack, &mut DrainedListener { overflows: 3 });
+    ack
+}
+
+#[test]
+fn syn_resends_up_to_the_refusals_counted_and_not_traced_are_a_full_accept_queue() {
+    let mut e = overflow_engine();
+    // 3 refusals counted in the listener's namespace; one was a handshake ACK, traced.
+    e.push(
+        refused_ack("10.0.0.3:20003", 9),
+        &mut DrainedListener { overflows: 3 },
+    );
     let mut look = DrainedListener { overflows: 3 };
     let causes: Vec<Cause> = (0..3)
         .map(|i| {
@@ -569,27 +582,9 @@ fn syn_resends_up_to_the_refusals_counted_and_not_traced_are_a_full_accept_queue
 
 #[test]
 fn a_syn_ack_resent_after_its_handshake_ack_was_refused_by_the_queue_is_the_queues_doing() {
-    let reasons = Reasons {
-        drop: crate::btf::EnumNames::from_pairs(&[(70, "TCP_LISTEN_OVERFLOW")]),
-        ..Reasons::default()
-    };
-    let mut e = Engine::new(Config::default(), 0, reasons);
+    let mut e = overflow_engine();
     // The client's handshake ACK (client -> listener) refused by the full queue...
-    let mut ack = ev(
-        0,
-        0,
-        TcpState::Listen,
-        C,
-        S,
-        Detail::Drop {
-            reason: 70,
-            ifindex: 1,
-            ifname: None,
-            tcp_flags: 0x10,
-        },
-    );
-    ack.process = None;
-    e.push(ack, &mut NoLookup);
+    e.push(refused_ack(C, 7), &mut NoLookup);
     // ...then the listener resends its SYN-ACK (listener -> client).
     let resend = |e: &mut Engine| {
         e.push(
