@@ -348,9 +348,11 @@ fn syns_refused_by_a_draining_accept_queue_are_not_called_lost() {
             .collect::<Vec<_>>()
     });
     let accepted = acceptor.join().unwrap();
-    let (events, report, _) = trace.stop();
-    drop(conns);
+    // The kernel's count just before and just after the stop: a resend may fall between.
     let resent = tcpext(&ns, "TCPSynRetrans") - before;
+    let (events, report, _) = trace.stop();
+    let resent_after = tcpext(&ns, "TCPSynRetrans") - before;
+    drop(conns);
     let overflows = tcpext(&ns, "ListenOverflows") - overflows_before;
     assert!(accepted > 0 && overflows > 0, "{accepted} {overflows}");
     let full = causes(&events, "accept_queue_full");
@@ -358,7 +360,11 @@ fn syns_refused_by_a_draining_accept_queue_are_not_called_lost() {
     let synack = causes(&events, "synack_resend");
     assert!(lost.is_empty(), "{lost:#?}");
     assert!(!full.is_empty(), "{events:#?}");
-    assert_eq!((full.len() + synack.len()) as i64, resent, "{events:#?}");
+    let traced = (full.len() + synack.len()) as i64;
+    assert!(
+        (resent..=resent_after).contains(&traced),
+        "{traced} traced, {resent}..{resent_after} counted: {events:#?}"
+    );
     assert!(
         full.len() as i64 <= overflows,
         "{} > {overflows}",
@@ -407,12 +413,17 @@ fn a_full_listener_in_an_untraced_namespace_is_not_the_cause() {
         support::connect_nonblocking("10.9.7.2:5112".parse().unwrap())
     });
     std::thread::sleep(Duration::from_millis(2_300));
-    let (events, _, _) = trace.stop();
+    // The kernel's count just before and just after the stop: a resend may fall between.
     let resent = tcpext(&client, "TCPSynRetrans") - before;
+    let (events, _, _) = trace.stop();
+    let resent_after = tcpext(&client, "TCPSynRetrans") - before;
     drop((conn, held, l));
     assert!(resent >= 2, "{resent}");
-    let lost = causes(&events, "syn_lost");
-    assert_eq!(lost.len() as i64, resent, "{events:#?}");
+    let lost = causes(&events, "syn_lost").len() as i64;
+    assert!(
+        (resent..=resent_after).contains(&lost),
+        "{lost} traced, {resent}..{resent_after} counted: {events:#?}"
+    );
     assert!(
         causes(&events, "accept_queue_full").is_empty(),
         "{events:#?}"
@@ -755,7 +766,9 @@ fn the_process_printed_is_the_child_that_connected() {
         .spawn()
         .expect("spawn bash");
     let pid = child.id();
-    std::thread::sleep(Duration::from_millis(2_300));
+    // SYN resends at 1, 2, 3 s after bash connects; bash itself may take a few hundred ms to
+    // start on a loaded machine (2.3 s once saw fewer than two).
+    std::thread::sleep(Duration::from_millis(3_300));
     let _ = child.kill();
     let _ = child.wait();
     let (events, _, _) = trace.stop();

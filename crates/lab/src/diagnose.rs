@@ -334,17 +334,33 @@ pub fn merge_trace_folding_syn_cost(
     let symptom = syn_cost_explained(findings, trace);
     merge_trace(findings, traced);
     if let Some((s, cause)) = symptom {
-        if let Some(g) = findings.iter_mut().find(|g| g.pathology == cause) {
-            let impact = g.impact.merge(&s.impact);
-            let mut merged = g.clone().with_impact(impact);
-            merged.summary = format!("{}; what the resent SYNs cost: {}", g.summary, s.summary);
-            merged.evidence.extend(s.evidence);
-            *g = merged;
-        } else {
-            findings.push(s);
+        // The cause's own finding (from counters or the trace) may carry no time measure:
+        // the waits are its cost, judged with it.
+        match findings.iter_mut().find(|g| g.pathology == cause) {
+            Some(g) => absorb(g, "what the resent SYNs cost", vec![s], true),
+            None => findings.push(s),
         }
         tcpdoctor_model::finding::rank(findings);
     }
+}
+
+/// Folds `others` into `g`: their summaries after `label`, their evidence appended, and
+/// with `judge` their impacts merged into `g`'s and the severity judged again by the policy.
+fn absorb(g: &mut Finding, label: &str, others: Vec<Finding>, judge: bool) {
+    if others.is_empty() {
+        return;
+    }
+    let summaries: Vec<&str> = others.iter().map(|o| o.summary.as_str()).collect();
+    let mut merged = g.clone();
+    merged.summary = format!("{}; {label}: {}", g.summary, summaries.join("; "));
+    for o in others {
+        if judge {
+            let impact = merged.impact.merge(&o.impact);
+            merged = merged.with_impact(impact);
+        }
+        merged.evidence.extend(o.evidence);
+    }
+    *g = merged;
 }
 
 /// The run's own "connects waited for SYN retransmissions" finding (the probe's latency
@@ -375,27 +391,22 @@ fn syn_cost_explained(
 /// [`merge_trace`] for an incast run: when the run's own measurement named incast, the
 /// trace's retransmission timeouts and other loss repairs are the incast's (every flow of the
 /// scenario is a sender's flow into the one receiver, through the shared bottleneck), so they
-/// fold into the incast finding as its evidence instead of standing as symptoms of their own
-/// (as analyze folds them).
+/// fold into the incast finding as its evidence instead of standing as symptoms of their own.
+/// As analyze folds them: evidence only, the incast's severity staying the one its measured
+/// time lost gives (which already holds the timeouts' stalls), so that the same run is judged
+/// alike by the lab and by analyze on its capture.
 pub fn merge_trace_into_incast(findings: &mut Vec<Finding>, traced: Vec<Finding>) {
     const REPAIRS: [Pathology; 2] = [Pathology::RetransmitTimeout, Pathology::Retransmission];
-    let Some(i) = findings
-        .iter()
-        .position(|f| f.pathology == Pathology::Incast)
+    let Some(incast) = findings
+        .iter_mut()
+        .find(|f| f.pathology == Pathology::Incast)
     else {
         return merge_trace(findings, traced);
     };
     let (repairs, rest): (Vec<Finding>, Vec<Finding>) = traced
         .into_iter()
         .partition(|t| REPAIRS.contains(&t.pathology));
-    let incast = &mut findings[i];
-    for t in repairs {
-        incast.summary = format!(
-            "{}; trace, the incast's loss repairs: {}",
-            incast.summary, t.summary
-        );
-        incast.evidence.extend(t.evidence);
-    }
+    absorb(incast, "trace, the incast's loss repairs", repairs, false);
     merge_trace(findings, rest);
 }
 
@@ -406,13 +417,7 @@ pub fn merge_trace_into_incast(findings: &mut Vec<Finding>, traced: Vec<Finding>
 pub fn merge_trace(findings: &mut Vec<Finding>, traced: Vec<Finding>) {
     for t in traced {
         match findings.iter_mut().find(|g| g.pathology == t.pathology) {
-            Some(g) => {
-                let impact = g.impact.merge(&t.impact);
-                let mut merged = g.clone().with_impact(impact);
-                merged.summary = format!("{}; trace: {}", g.summary, t.summary);
-                merged.evidence.extend(t.evidence);
-                *g = merged;
-            }
+            Some(g) => absorb(g, "trace", vec![t], true),
             None => findings.push(t),
         }
     }

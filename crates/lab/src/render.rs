@@ -957,10 +957,7 @@ fn trace_lines(w: &mut dyn Write, t: &crate::trace::LabTrace) -> io::Result<()> 
         w,
         "Trace (eBPF, each run's own namespaces and window; attributed events per cause):"
     )?;
-    for r in &t.runs {
-        if r.run.is_empty() && !r.used && r.missing.is_none() {
-            continue;
-        }
+    for r in t.listed_runs() {
         writeln!(w, "  {}: {}", r.run, r.line())?;
         for l in r.netns_lines() {
             writeln!(w, "    {l}")?;

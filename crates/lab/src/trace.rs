@@ -289,6 +289,14 @@ impl LabTrace {
             runs,
         }
     }
+
+    /// The runs a report lists: all but placeholders (a run with no label that was neither
+    /// traced nor refused a trace).
+    pub fn listed_runs(&self) -> impl Iterator<Item = &RunTrace> {
+        self.runs
+            .iter()
+            .filter(|r| !(r.run.is_empty() && !r.used && r.missing.is_none()))
+    }
 }
 
 /// A trace running over one run's namespaces.

@@ -13,6 +13,18 @@ pub fn write<W: Write + ?Sized>(w: &mut W, findings: &[Finding]) -> io::Result<(
     write_with(w, findings, &style::current())
 }
 
+/// A finding's title as every printer shows it. An exposure (a setting or a rate that
+/// would cause the harm) is not the harm seen: a title such as "Ephemeral ports exhausted"
+/// says so before the summary does.
+pub fn title(f: &Finding) -> String {
+    let t = f.pathology.entry().title;
+    if f.impact.exposure {
+        format!("{t} (a risk, not seen happening)")
+    } else {
+        t.to_string()
+    }
+}
+
 /// [`write`] with an explicit layout. Continuation lines hang under the text they continue.
 pub fn write_with<W: Write + ?Sized>(
     w: &mut W,
@@ -30,14 +42,7 @@ pub fn write_with<W: Write + ?Sized>(
         let tag = layout.paint(style::severity(f.severity), tag(f.severity));
         let number = format!("{}. ", i + 1);
         let hang = " ".repeat(number.len());
-        // An exposure (a setting or a rate that would cause the harm) is not the harm seen:
-        // a title such as "Ephemeral ports exhausted" says so before the summary does.
-        let risk = if f.impact.exposure {
-            " (a risk, not seen happening)"
-        } else {
-            ""
-        };
-        let head = format!("[{tag}] {}{risk}: {}", f.pathology.entry().title, f.summary);
+        let head = format!("[{tag}] {}: {}", title(f), f.summary);
         writeln!(w, "{}", wrap::fill(&head, width, &number, &hang))?;
         for e in &f.evidence {
             let line = evidence(e);

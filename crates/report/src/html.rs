@@ -199,7 +199,7 @@ impl Page {
                 "<div class=\"finding {class}\"><h3><span class=\"badge {class}\">{}</span>{}</h3>\
                  <p>{}</p>",
                 escape(&f.severity.to_string().to_uppercase()),
-                escape(f.pathology.entry().title),
+                escape(&crate::findings::title(f)),
                 escape(&f.summary)
             );
             if !f.evidence.is_empty() {
@@ -294,6 +294,24 @@ mod tests {
         assert!(
             html.contains("1.000s") || html.contains("1.0s"),
             "tick labels"
+        );
+    }
+
+    #[test]
+    fn an_exposure_is_titled_as_a_risk_in_the_page_too() {
+        let harm = Impact::stalls(0, None, Some(std::time::Duration::from_secs(3)));
+        let risk = Finding::new(
+            Pathology::SynRetransmit,
+            Source::Check,
+            "ladder",
+            harm.exposure(),
+        );
+        let mut p = Page::new("t");
+        p.findings(&[risk]);
+        let html = p.finish();
+        assert!(
+            html.contains("SYN retransmitted (a risk, not seen happening)"),
+            "{html}"
         );
     }
 }

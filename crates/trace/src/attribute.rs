@@ -113,18 +113,30 @@ pub struct PortBudget {
     pub range: PortRange,
 }
 
-/// What the engine may ask about the live system. Every answer is optional.
+/// What the engine may ask about the live system. Every answer is optional: a lookup that
+/// cannot tell answers `None` (the default of each method), and the engine then says what it
+/// could not establish instead of guessing.
 pub trait Lookup {
     /// The process holding socket inode `ino` open.
-    fn process_of(&mut self, ino: u32) -> Option<Process>;
+    fn process_of(&mut self, _ino: u32) -> Option<Process> {
+        None
+    }
     /// A traced listener accepting connections for `dest`.
-    fn listener(&mut self, dest: SocketAddr) -> Option<Listener>;
+    fn listener(&mut self, _dest: SocketAddr) -> Option<Listener> {
+        None
+    }
     /// The SYN ladder of namespace `netns`.
-    fn syn_ladder(&mut self, netns: u32) -> Option<SynLadder>;
+    fn syn_ladder(&mut self, _netns: u32) -> Option<SynLadder> {
+        None
+    }
     /// TIME_WAIT toward `dest` and the port range, in namespace `netns`.
-    fn port_budget(&mut self, netns: u32, dest: SocketAddr) -> Option<PortBudget>;
+    fn port_budget(&mut self, _netns: u32, _dest: SocketAddr) -> Option<PortBudget> {
+        None
+    }
     /// A name for namespace `netns` (as `ip netns` names it).
-    fn netns_name(&self, netns: u32) -> Option<String>;
+    fn netns_name(&self, _netns: u32) -> Option<String> {
+        None
+    }
     /// How much `TcpExtListenOverflows` of namespace `netns` rose since tracing started.
     fn listen_overflows(&mut self, _netns: u32) -> Option<u64> {
         None
@@ -134,23 +146,7 @@ pub trait Lookup {
 /// A lookup that knows nothing (tests, or when nothing may be asked).
 pub struct NoLookup;
 
-impl Lookup for NoLookup {
-    fn process_of(&mut self, _: u32) -> Option<Process> {
-        None
-    }
-    fn listener(&mut self, _: SocketAddr) -> Option<Listener> {
-        None
-    }
-    fn syn_ladder(&mut self, _: u32) -> Option<SynLadder> {
-        None
-    }
-    fn port_budget(&mut self, _: u32, _: SocketAddr) -> Option<PortBudget> {
-        None
-    }
-    fn netns_name(&self, _: u32) -> Option<String> {
-        None
-    }
-}
+impl Lookup for NoLookup {}
 
 /// The cause an event is attributed to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]

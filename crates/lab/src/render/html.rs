@@ -265,9 +265,7 @@ fn trace(p: &mut Page, h: &scenario::Header) {
         return;
     }
     let rows: Vec<Vec<String>> = t
-        .runs
-        .iter()
-        .filter(|r| !(r.run.is_empty() && !r.used && r.missing.is_none()))
+        .listed_runs()
         .map(|r| vec![r.run.clone(), r.line(), r.netns_lines().join("; ")])
         .collect();
     p.table(

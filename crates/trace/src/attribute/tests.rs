@@ -157,9 +157,6 @@ fn the_servers_time_wait_refusal_decides_when_the_clients_history_is_unknown() {
 struct FullListener;
 
 impl Lookup for FullListener {
-    fn process_of(&mut self, _: u32) -> Option<Process> {
-        None
-    }
     fn listener(&mut self, dest: SocketAddr) -> Option<Listener> {
         Some(Listener {
             local: dest,
@@ -265,31 +262,42 @@ fn eaddrnotavail_is_counted_per_process_and_destination_with_the_port_budget() {
     assert_eq!(f[0].impact.budget_used, Some(0.75));
 }
 
-#[test]
-fn timeouts_of_three_flows_into_one_receiver_within_the_window_are_incast() {
-    let mut e = engine();
-    let rto = |w| Detail::Retransmit {
+/// A retransmission timeout after `waited_us` without an ACK of new data.
+fn timeout(waited_us: u32, peer_silent: bool) -> Detail {
+    Detail::Retransmit {
         class: RetransmitClass::Timeout,
         attempt: 1,
-        waited_us: Some(w),
-        peer_silent: false,
-    };
-    for (i, src) in ["10.0.0.2:5001", "10.0.0.3:5001", "10.0.0.4:5001"]
-        .iter()
-        .enumerate()
-    {
+        waited_us: Some(waited_us),
+        peer_silent,
+    }
+}
+
+/// Timeouts of one flow from each of `srcs` to `dst`, 5 ms apart from t = 100 ms.
+fn timeouts_into(e: &mut Engine, srcs: &[&str], dst: &str, rto: Detail) {
+    for (i, src) in srcs.iter().enumerate() {
         e.push(
             ev(
                 100 + i as u64 * 5,
                 i as u64,
                 TcpState::Established,
                 src,
-                "10.0.0.1:40000",
-                rto(210_000),
+                dst,
+                rto.clone(),
             ),
             &mut NoLookup,
         );
     }
+}
+
+#[test]
+fn timeouts_of_three_flows_into_one_receiver_within_the_window_are_incast() {
+    let mut e = engine();
+    timeouts_into(
+        &mut e,
+        &["10.0.0.2:5001", "10.0.0.3:5001", "10.0.0.4:5001"],
+        "10.0.0.1:40000",
+        timeout(210_000, false),
+    );
     // A lone timeout much later is not incast.
     e.push(
         ev(
@@ -298,7 +306,7 @@ fn timeouts_of_three_flows_into_one_receiver_within_the_window_are_incast() {
             TcpState::Established,
             "10.0.0.5:5001",
             "10.0.0.1:40000",
-            rto(205_000),
+            timeout(205_000, false),
         ),
         &mut NoLookup,
     );
@@ -436,28 +444,12 @@ fn timeouts_of_first_data_to_a_server_that_never_took_the_connection_are_not_inc
     // Accept-queue overflow: several clients' first requests resent together into one server
     // that acknowledged none of them and sent nothing since its SYN-ACK.
     let mut e = engine();
-    let rto = Detail::Retransmit {
-        class: RetransmitClass::Timeout,
-        attempt: 1,
-        waited_us: Some(210_000),
-        peer_silent: true,
-    };
-    for (i, src) in ["10.0.0.1:40001", "10.0.0.1:40002", "10.0.0.1:40003"]
-        .iter()
-        .enumerate()
-    {
-        e.push(
-            ev(
-                100 + i as u64 * 5,
-                i as u64,
-                TcpState::Established,
-                src,
-                "10.0.0.2:8080",
-                rto.clone(),
-            ),
-            &mut NoLookup,
-        );
-    }
+    timeouts_into(
+        &mut e,
+        &["10.0.0.1:40001", "10.0.0.1:40002", "10.0.0.1:40003"],
+        "10.0.0.2:8080",
+        timeout(210_000, true),
+    );
     assert!(e.summary().incast_episodes.is_empty());
     let f = e.findings(0, &mut NoLookup);
     assert!(f.iter().all(|f| f.pathology != Pathology::Incast), "{f:#?}");
@@ -475,9 +467,6 @@ struct DrainedListener {
 }
 
 impl Lookup for DrainedListener {
-    fn process_of(&mut self, _: u32) -> Option<Process> {
-        None
-    }
     fn listener(&mut self, dest: SocketAddr) -> Option<Listener> {
         Some(Listener {
             local: dest,
@@ -486,15 +475,6 @@ impl Lookup for DrainedListener {
             process: None,
             netns: 9,
         })
-    }
-    fn syn_ladder(&mut self, _: u32) -> Option<SynLadder> {
-        None
-    }
-    fn port_budget(&mut self, _: u32, _: SocketAddr) -> Option<PortBudget> {
-        None
-    }
-    fn netns_name(&self, _: u32) -> Option<String> {
-        None
     }
     fn listen_overflows(&mut self, netns: u32) -> Option<u64> {
         (netns == 9).then_some(self.overflows)
