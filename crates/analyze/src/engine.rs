@@ -730,7 +730,17 @@ impl Analyzer {
     pub fn finish(mut self) -> Analysis {
         let origin = self.first_ts.unwrap_or(0);
         self.done.detectors.flush();
-        for slot in self.slots.iter_mut() {
+        for i in 0..self.slots.len() {
+            // The connections a few slots on are summarised in turn, each last touched
+            // up to seconds ago: fetch them while this one is summarised.
+            if let Some(c) = self
+                .slots
+                .get(i + SWEEP_CONN_AHEAD)
+                .and_then(|s| s.conn.as_deref())
+            {
+                prefetch_lines(c, CONN_LINES);
+            }
+            let slot = &mut self.slots[i];
             // A connection still sending only SYNs whose ladder has not run out was still
             // waiting when the capture ended: open, not unanswered.
             let how = slot.conn.as_deref().and_then(|c| {
