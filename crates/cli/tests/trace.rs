@@ -727,9 +727,19 @@ fn a_reader_that_stops_reading_is_named_by_its_process() {
         "{traced} traced, {probes}..{probes_after} counted: {events:#?}"
     );
     let traced = causes(&events, "zero_window").len() as i64;
+    // Rarely (about once in six full-suite runs, never alone) the trace saw no zero-window
+    // advertisement where the receiver counted one; the counters that could tell why (the
+    // window reopening, ACKs merged in the sender's backlog) go into the message.
     assert!(
         (zero..=zero_after).contains(&traced),
-        "{traced} traced, {zero}..{zero_after} counted: {events:#?}"
+        "{traced} traced, {zero}..{zero_after} counted; TCPFromZeroWindowAdv {}, \
+         TCPWantZeroWindowAdv {}, TCPBacklogCoalesce {}, TCPRcvCollapsed {}, TCPRcvQDrop {}: \
+         {events:#?}",
+        tcpext(&ns, "TCPFromZeroWindowAdv"),
+        tcpext(&ns, "TCPWantZeroWindowAdv"),
+        tcpext(&ns, "TCPBacklogCoalesce"),
+        tcpext(&ns, "TCPRcvCollapsed"),
+        tcpext(&ns, "TCPRcvQDrop"),
     );
     let me = std::process::id();
     for e in &not_reading {
