@@ -152,6 +152,59 @@ fn default_run_measures_every_phase() {
         .is_empty());
 }
 
+/// The run reports how long some task on the host waited for a CPU meanwhile (PSI): with
+/// three threads of this test spinning on the machine's CPUs beside the probe and its server,
+/// some task is waiting most of the time.
+#[test]
+fn the_run_reports_the_cpu_contention_it_ran_under() {
+    if !std::path::Path::new("/proc/pressure/cpu").exists() {
+        assert!(
+            std::env::var("CI").is_err(),
+            "no /proc/pressure/cpu (PSI) on this kernel"
+        );
+        eprintln!("skipped: no /proc/pressure/cpu on this kernel");
+        return;
+    }
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let spinners: Vec<_> = (0..3)
+        .map(|_| {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let until = Instant::now() + Duration::from_secs(10);
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) && Instant::now() < until {
+                    std::hint::spin_loop();
+                }
+            })
+        })
+        .collect();
+    let run = probe_embedded(
+        "the_run_reports_the_cpu_contention_it_ran_under",
+        "cpuw",
+        &["-d", "2s", "-c", "1", "--json"],
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for t in spinners {
+        t.join().unwrap();
+    }
+    let Some((code, v, _)) = run else {
+        return;
+    };
+    assert!(code == 0 || code == 1, "exit {code}");
+    let elapsed = v["elapsed_us"].as_u64().unwrap();
+    let wait = v["cpu_wait"]["some_us"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{v}"));
+    assert!(
+        wait * 2 >= elapsed && wait <= elapsed + 100_000,
+        "{wait} us waiting in a {elapsed} us run"
+    );
+    let share = v["cpu_wait"]["share"].as_f64().unwrap();
+    assert!(
+        (share - (wait as f64 / elapsed as f64).min(1.0)).abs() < 1e-6,
+        "{share}"
+    );
+}
+
 #[test]
 fn refused_target_is_measured_not_a_crash() {
     if !support::require_root("refused_target_is_measured_not_a_crash") {

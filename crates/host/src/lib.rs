@@ -7,6 +7,7 @@ pub mod burst;
 pub mod check;
 pub mod counters;
 pub mod netdev;
+pub mod pressure;
 pub mod render;
 pub mod route;
 pub mod saved;

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, Socket, Type};
 use tcpdoctor_host::sysctl::{self, TcpSettings};
-use tcpdoctor_host::{counters, route, sockets};
+use tcpdoctor_host::{counters, pressure, route, sockets};
 use tcpdoctor_model::{timers, PortRange, SynLadder};
 
 use crate::classify::{self, Signatures};
@@ -145,7 +145,10 @@ pub fn run(
 
     let counters = counter_source();
     let before = counters.snapshot()?;
+    // Host CPU contention over the same span (a reading error only loses this context).
+    let cpu_before = pressure::cpu_some_total_us().ok().flatten();
     let (records, elapsed) = drive(cfg, target, request, tls, stop, on_progress)?;
+    let cpu_after = pressure::cpu_some_total_us().ok().flatten();
     let after = counters.snapshot()?;
     let ports_toward_target = records
         .iter()
@@ -188,6 +191,7 @@ pub fn run(
         route_rto_min,
         threshold,
         ports_toward_target,
+        cpu_wait_us: cpu_before.zip(cpu_after).map(|(b, a)| a.saturating_sub(b)),
     };
     let summary = stats::summarize(&ctx, &records, &spikes, &delta, &sig);
     let findings = findings::build(&ctx, &summary, &spikes, &delta);

@@ -112,7 +112,11 @@ pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec
                     Impact::stalls(g.count, Some(started(s)), worst).with_time_lost(lost),
                 ),
                 delta,
-                &["TcpExtListenOverflows", "TcpExtListenDrops", "TcpExtTCPSynRetrans"],
+                &[
+                    "TcpExtListenOverflows",
+                    "TcpExtListenDrops",
+                    "TcpExtTCPSynRetrans",
+                ],
             ),
             SpikeCause::StaleAckResend => counter_evidence(
                 Finding::new(
@@ -171,23 +175,29 @@ pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec
                 &["TcpExtDelayedACKs"],
             )
             .setting("TCP_NODELAY", ctx.cfg.nodelay),
-            SpikeCause::Unexplained => Finding::new(
-                Pathology::UnexplainedDelay,
-                Source::Probe,
-                format!(
-                    "{} of {} requests were slower than {} (typical slow phase {}, worst {}) with no TCP timer signature{}",
-                    g.count,
-                    s.requests_ok,
-                    dur(s.spikes.threshold_us),
-                    dur(g.typical_phase_us),
-                    dur(g.max_phase_us),
-                    lost_text(lost)
-                ),
-                // Not judged by the time lost: an unexplained stall includes the scheduling of
-                // the probe's own threads, which share the CPUs with what they measure. The
-                // share of requests hurt and the longest stall decide; the text gives the time.
-                Impact::stalls(g.count, Some(s.requests_ok), worst),
-            ),
+            SpikeCause::Unexplained => {
+                let f = Finding::new(
+                    Pathology::UnexplainedDelay,
+                    Source::Probe,
+                    format!(
+                        "{} of {} requests were slower than {} (typical slow phase {}, worst {}) with no TCP timer signature{}",
+                        g.count,
+                        s.requests_ok,
+                        dur(s.spikes.threshold_us),
+                        dur(g.typical_phase_us),
+                        dur(g.max_phase_us),
+                        lost_text(lost)
+                    ),
+                    // Not judged by the time lost: an unexplained stall includes the scheduling of
+                    // the probe's own threads, which share the CPUs with what they measure. The
+                    // share of requests hurt and the longest stall decide; the text gives the time.
+                    Impact::stalls(g.count, Some(s.requests_ok), worst),
+                );
+                match cpu_wait_evidence(s) {
+                    Some(e) => f.with_evidence(e),
+                    None => f,
+                }
+            }
         };
         out.push(
             f.with_evidence(Evidence::Timing {
@@ -200,6 +210,21 @@ pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec
     }
     syn_retransmits(s, spikes, delta, &mut out);
     out
+}
+
+/// How contended the host's CPUs were during the run: context for a delay no TCP timer
+/// explains (a probe, its server and everything else share the CPUs), not a cause named.
+fn cpu_wait_evidence(s: &Summary) -> Option<Evidence> {
+    let w = s.cpu_wait?;
+    Some(Evidence::Arithmetic {
+        formula: format!(
+            "{} ms with some task on this host waiting for a CPU (/proc/pressure/cpu) / {} ms \
+             run x 100 = % of the run",
+            w.some_us / 1_000,
+            s.elapsed_us / 1_000
+        ),
+        result: (w.share * 1000.0).round() / 10.0,
+    })
 }
 
 fn is_exhaustion(kind: ErrorKind) -> bool {
@@ -789,6 +814,17 @@ mod tests {
         delta: &Delta,
         ports_toward_target: Option<crate::stats::PortsInUse>,
     ) -> Vec<Finding> {
+        findings_in(cfg, records, delta, ports_toward_target, None)
+    }
+
+    /// As [`findings_with`], with the host's CPU wait during the run (PSI) given.
+    fn findings_in(
+        cfg: &Config,
+        records: &[Record],
+        delta: &Delta,
+        ports_toward_target: Option<crate::stats::PortsInUse>,
+        cpu_wait_us: Option<u64>,
+    ) -> Vec<Finding> {
         let st = settings();
         let sig = Signatures {
             ladder: SynLadder::new(6, Some(4), Duration::from_secs(1)),
@@ -808,6 +844,7 @@ mod tests {
             route_rto_min: None,
             threshold,
             ports_toward_target,
+            cpu_wait_us,
         };
         let s = summarize(&ctx, records, &spikes, delta, &sig);
         build(&ctx, &s, &spikes, delta)
@@ -831,6 +868,36 @@ mod tests {
         assert!(f[0].evidence.iter().any(|e| matches!(e,
             Evidence::Arithmetic { result, .. } if (*result - 200.0 / 60.0).abs() < 1e-9)));
         assert!(f[0].remedies[0].action.starts_with("Reuse connections"));
+    }
+
+    #[test]
+    fn an_unexplained_delay_shows_how_contended_the_hosts_cpus_were() {
+        // 5 connects of 50 ms among 100 of 0 ms: no SYN ladder, no counter.
+        let rs: Vec<Record> = (0..105)
+            .map(|i| rec(i, if i % 21 == 20 { 50 } else { 0 }, Outcome::Ok))
+            .collect();
+        let cfg = Config::default();
+        let run_us = cfg.duration.as_micros() as u64;
+        let f = findings_in(&cfg, &rs, &Delta::default(), None, Some(run_us / 4));
+        let u = f
+            .iter()
+            .find(|f| f.pathology == Pathology::UnexplainedDelay)
+            .unwrap_or_else(|| panic!("{f:#?}"));
+        let pressure = u.evidence.iter().find_map(|e| match e {
+            Evidence::Arithmetic { formula, result } if formula.contains("/proc/pressure/cpu") => {
+                Some(*result)
+            }
+            _ => None,
+        });
+        assert_eq!(pressure, Some(25.0), "{u:#?}");
+        // Context, not a cause: without PSI the finding is the same, minus the line.
+        let without = findings_in(&cfg, &rs, &Delta::default(), None, None);
+        let w = without
+            .iter()
+            .find(|f| f.pathology == Pathology::UnexplainedDelay)
+            .expect("same finding");
+        assert_eq!(w.severity, u.severity);
+        assert_eq!(w.evidence.len() + 1, u.evidence.len());
     }
 
     #[test]

@@ -191,6 +191,15 @@ pub fn text(w: &mut dyn Write, r: &Report<Summary>) -> io::Result<()> {
         table::align_right(&mut t, &[1, 2, 3, 4]);
         writeln!(w, "{t}")?;
     }
+    if let Some(c) = s.cpu_wait {
+        writeln!(
+            w,
+            "CPU contention: some task on this host waited for a CPU during {:.0}% of the run \
+             ({}, /proc/pressure/cpu)",
+            c.share * 100.0,
+            fmt::micros(c.some_us)
+        )?;
+    }
     writeln!(w)?;
     if !s.counters.is_empty() {
         writeln!(w, "Kernel counters that moved (this network namespace):")?;

@@ -28,6 +28,9 @@ pub struct Context<'a> {
     /// After connects failed for want of a local port: this namespace's sockets toward the
     /// target using a port of the range (`None`: not needed, or no census).
     pub ports_toward_target: Option<PortsInUse>,
+    /// Microseconds of the run during which some task on the host waited for a CPU
+    /// (`/proc/pressure/cpu`; `None` without PSI).
+    pub cpu_wait_us: Option<u64>,
 }
 
 /// Sockets toward the target whose local port lies in the range connects draw from.
@@ -89,7 +92,20 @@ pub struct Summary {
     pub spikes: SpikeSummary,
     /// Relevant kernel counters that moved, this network namespace, whole run.
     pub counters: Vec<CounterMove>,
+    /// How long, during the run, some task on this host waited for a CPU (PSI); null when
+    /// the kernel has no pressure accounting.
+    pub cpu_wait: Option<CpuWait>,
     pub settings: SettingsUsed,
+}
+
+/// CPU contention on the host during a run, from the kernel's pressure stall information.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct CpuWait {
+    /// Time during which at least one runnable task waited for a CPU (the probe's own
+    /// threads, its server's, or any other).
+    pub some_us: u64,
+    /// `some_us` as a share of the run's elapsed time, 0 to 1.
+    pub share: f64,
 }
 
 /// Which part of a request a latency covers. JSON values: `connect`, `tls`, `first_byte`,
@@ -427,6 +443,10 @@ pub fn summarize(
         per_second: per_second(records),
         spikes: spike_summary(spikes, ctx.threshold),
         counters: counter_moves(delta),
+        cpu_wait: ctx.cpu_wait_us.map(|some_us| CpuWait {
+            some_us,
+            share: (some_us as f64 / ctx.elapsed.as_micros().max(1) as f64).min(1.0),
+        }),
         settings: SettingsUsed {
             ip_local_port_range: range.to_string(),
             ports_available: cfg.local_ports.map_or(range.connect_ports(), |r| r.len()),
