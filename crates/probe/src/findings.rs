@@ -218,8 +218,8 @@ fn cpu_wait_evidence(s: &Summary) -> Option<Evidence> {
     let w = s.cpu_wait?;
     Some(Evidence::Arithmetic {
         formula: format!(
-            "{} ms with some task on this host waiting for a CPU (/proc/pressure/cpu) / {} ms \
-             run x 100 = % of the run",
+            "% of the run with some task on this host waiting for a CPU \
+             (/proc/pressure/cpu): {} ms / {} ms x 100",
             w.some_us / 1_000,
             s.elapsed_us / 1_000
         ),
