@@ -153,8 +153,8 @@ fn default_run_measures_every_phase() {
 }
 
 /// The run reports how long some task on the host waited for a CPU meanwhile (PSI): with
-/// three threads of this test spinning on the machine's CPUs beside the probe and its server,
-/// some task is waiting most of the time.
+/// one more thread of this test spinning than the machine has CPUs, beside the probe and its
+/// server, some task is waiting most of the time.
 #[test]
 fn the_run_reports_the_cpu_contention_it_ran_under() {
     if !std::path::Path::new("/proc/pressure/cpu").exists() {
@@ -166,7 +166,8 @@ fn the_run_reports_the_cpu_contention_it_ran_under() {
         return;
     }
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let spinners: Vec<_> = (0..3)
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let spinners: Vec<_> = (0..=cpus)
         .map(|_| {
             let stop = Arc::clone(&stop);
             std::thread::spawn(move || {
