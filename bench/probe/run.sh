@@ -123,7 +123,7 @@ def row(name, cmd, mine, peer, peer_name, peer_cmd):
     return (f"| {name} | `{cmd}` | {m(mine):,.0f} | `{peer_cmd}` | {m(peer):,.0f} | **{m(mine)/m(peer):.2f}x** |\n")
 out = f"""Run by `bench/probe/run.sh {runs} {dur} {conc}`: loopback inside a fresh network namespace,
 {runs} rounds of {dur} s runs, each pair back to back in alternating order, medians. Machine: {ncpu} CPUs ({cpu}), Linux {kernel};
-load average before/after: {lb} / {la} (other builds were running on the machine).
+load average before/after: {lb} / {la} (the 1-minute figure includes this benchmark's own load).
 Every tcpdoctor run recorded every connection/request (per-phase HDR histograms, per-second
 series, spike classification; the script checks that the total histogram counts every request).
 
