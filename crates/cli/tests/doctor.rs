@@ -406,6 +406,9 @@ fn doctor_names_the_stale_ack_race_the_trace_attributes_not_just_syn_retransmitt
                 match l.accept() {
                     Ok((mut c, _)) => {
                         c.set_nonblocking(false).unwrap();
+                        // A client that gave up on its connect resets it, and the rule above
+                        // drops that reset: the read must not wait for a ping forever.
+                        c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
                         let mut b = [0u8; 4];
                         if c.read_exact(&mut b).is_ok() {
                             let _ = c.write_all(b"pong");
@@ -445,6 +448,7 @@ fn doctor_names_the_stale_ack_race_the_trace_attributes_not_just_syn_retransmitt
                 {
                     let mut s: TcpStream = s.into();
                     s.set_nodelay(true).unwrap();
+                    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
                     let _ = s.write_all(b"ping");
                     let mut b = [0u8; 4];
                     let _ = s.read_exact(&mut b);

@@ -141,20 +141,21 @@ fn probe_html_report_renders_in_chromium() {
     assert!(matches!(code, 0 | 1), "exit {code}: {err}");
     let v = support::json(&out, &err);
     let ok = v["requests_ok"].as_u64().unwrap();
-    check_page(
-        &page,
-        &dir.0,
-        &[
-            "tcpdoctor probe",
-            "Verdict",
-            "Latency over time",
-            "Latency histogram",
-            "Total latency of successful requests",
-            &ok.to_string(),
-            "Findings",
-        ],
-        2,
-    );
+    let ok = ok.to_string();
+    let mut texts = vec![
+        "tcpdoctor probe",
+        "Verdict",
+        "Latency over time",
+        "Latency histogram",
+        "Total latency of successful requests",
+        &ok,
+        "Findings",
+    ];
+    // The host's CPU contention during the run, where the kernel has PSI (as the JSON says).
+    if !v["cpu_wait"].is_null() {
+        texts.push("CPU contention");
+    }
+    check_page(&page, &dir.0, &texts, 2);
 }
 
 #[test]

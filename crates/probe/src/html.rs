@@ -57,7 +57,7 @@ pub fn page(report: &Report<Summary>, records: &[Record], spikes: &[Spike]) -> S
             fmt::micros(s.elapsed_us)
         ),
     );
-    p.facts(&[
+    let mut facts = vec![
         (
             "requests ok",
             format!("{} ({}/s)", s.requests_ok, fmt::count(s.requests_ok_per_s)),
@@ -81,7 +81,19 @@ pub fn page(report: &Report<Summary>, records: &[Record], spikes: &[Spike]) -> S
                 fmt::micros(s.spikes.threshold_us)
             ),
         ),
-    ]);
+    ];
+    if let Some(c) = s.cpu_wait {
+        facts.push((
+            "CPU contention",
+            format!(
+                "some task on this host waited for a CPU during {:.0}% of the run ({}, \
+                 /proc/pressure/cpu)",
+                c.share * 100.0,
+                fmt::micros(c.some_us)
+            ),
+        ));
+    }
+    p.facts(&facts);
 
     p.section("Latency over time");
     let (over_time, dropped) = latency_over_time(s, records, spikes);

@@ -137,9 +137,14 @@ pub trait Lookup {
     fn netns_name(&self, _netns: u32) -> Option<String> {
         None
     }
-    /// How much `TcpExtListenOverflows` of namespace `netns` rose since tracing started.
+    /// How much `TcpExtListenOverflows` of namespace `netns` rose since tracing started
+    /// (from a reading that may be a little old).
     fn listen_overflows(&mut self, _netns: u32) -> Option<u64> {
         None
+    }
+    /// [`listen_overflows`](Lookup::listen_overflows), read now.
+    fn listen_overflows_now(&mut self, netns: u32) -> Option<u64> {
+        self.listen_overflows(netns)
     }
 }
 
@@ -1021,8 +1026,13 @@ impl Engine {
         if li.full() {
             return Some((li, None));
         }
-        let rise = lookup.listen_overflows(li.netns)?;
+        let mut rise = lookup.listen_overflows(li.netns)?;
         let o = self.listen_overflow.entry(li.netns).or_default();
+        if rise.saturating_sub(o.acks_traced) <= o.syn_resends_attributed {
+            // The refused handshake ACKs are counted as traced, the counter as last read:
+            // ACKs refused since that reading would hide as many refused SYNs. Read it now.
+            rise = lookup.listen_overflows_now(li.netns)?;
+        }
         let unseen = rise.saturating_sub(o.acks_traced);
         if unseen <= o.syn_resends_attributed {
             return None;

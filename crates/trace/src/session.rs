@@ -538,6 +538,11 @@ impl Lookup for Live {
         Some(now.saturating_sub(start))
     }
 
+    fn listen_overflows_now(&mut self, netns: u32) -> Option<u64> {
+        self.overflows_now.remove(&netns);
+        self.listen_overflows(netns)
+    }
+
     fn syn_ladder(&mut self, netns: u32) -> Option<SynLadder> {
         if let Some(l) = self.ladders.get(&netns) {
             return l.clone();

@@ -560,6 +560,46 @@ fn syn_resends_up_to_the_refusals_counted_and_not_traced_are_a_full_accept_queue
     assert_eq!(l.cause, Cause::SynLost);
 }
 
+/// A drained listener whose namespace's TcpExtListenOverflows was last read at `read`, and
+/// stands at `now`.
+struct StaleCount {
+    read: u64,
+    now: u64,
+}
+
+impl Lookup for StaleCount {
+    fn listener(&mut self, dest: SocketAddr) -> Option<Listener> {
+        DrainedListener { overflows: 0 }.listener(dest)
+    }
+    fn listen_overflows(&mut self, netns: u32) -> Option<u64> {
+        (netns == 9).then_some(self.read)
+    }
+    fn listen_overflows_now(&mut self, netns: u32) -> Option<u64> {
+        (netns == 9).then_some(self.now)
+    }
+}
+
+#[test]
+fn a_handshake_ack_refused_after_the_counter_was_read_does_not_hide_a_refused_syn() {
+    let mut e = overflow_engine();
+    // A SYN refused (counted: the reading says 1), then a handshake ACK refused (traced; the
+    // counter stands at 2 but was read before it), then the SYN's resend.
+    let mut look = StaleCount { read: 1, now: 2 };
+    e.push(refused_ack("10.0.0.3:20003", 9), &mut look);
+    let l = e
+        .push(ev(1000, 10, TcpState::SynSent, C, S, syn(1)), &mut look)
+        .unwrap();
+    assert_eq!(l.cause, Cause::AcceptQueueFull, "{}", l.evidence);
+    // With nothing more refused, a further resend is not the queue's.
+    let l = e
+        .push(
+            ev(1000, 11, TcpState::SynSent, "10.0.0.1:20009", S, syn(1)),
+            &mut look,
+        )
+        .unwrap();
+    assert_eq!(l.cause, Cause::SynLost);
+}
+
 #[test]
 fn a_syn_ack_resent_after_its_handshake_ack_was_refused_by_the_queue_is_the_queues_doing() {
     let mut e = overflow_engine();
