@@ -15,7 +15,7 @@ mod usage;
 
 /// mimalloc rather than the C library's allocator: it serves allocations from arenas backed
 /// by transparent huge pages, so the flow engine's random walks over connection state miss
-/// the TLB far less (`analyze` about 11% faster at twice the peak RSS, which stays within the
+/// the TLB far less (`analyze` in 0.86-0.98x the time, at twice the peak RSS, within the
 /// memory goal; BENCHMARKS.md, analyze). The C libraries linked in keep their own malloc.
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
