@@ -362,6 +362,12 @@ pub struct Frames<const N: usize> {
 }
 
 impl<const N: usize> Frames<N> {
+    /// No frame.
+    pub const EMPTY: Frames<N> = Frames {
+        items: Vec::new(),
+        total: 0,
+    };
+
     pub fn push(&mut self, frame: u64) {
         if self.items.len() < N {
             if self.items.capacity() == 0 {
@@ -611,6 +617,19 @@ pub struct RecentRetrans {
     pub spurious: bool,
 }
 
+impl RecentRetrans {
+    /// No retransmission.
+    pub const EMPTY: RecentRetrans = RecentRetrans {
+        start: SeqNumber(0),
+        end: SeqNumber(0),
+        frame: 0,
+        gap_ns: 0,
+        kind: None,
+        dir: None,
+        spurious: false,
+    };
+}
+
 /// One connection incarnation.
 ///
 /// Laid out by hand (`repr(C)`): what the engine reads for every segment (the connection's
@@ -656,6 +675,19 @@ pub struct Conn {
     pub first_frame: u64,
     /// Client SYN transmissions (timestamp, frame), first 8.
     pub syns: [(u64, u64); 8],
+    pub reuse: Option<Reuse>,
+    /// What only a troubled connection records (odd answers to its SYN, retransmissions,
+    /// zero windows), allocated when it first does: most connections never need it, and
+    /// every byte of a `Conn` is written when it opens and read when it is summarised.
+    pub(crate) rare: Option<Box<Rare>>,
+    /// Timeline marks (timeouts, zero windows, quick retransmissions) for the worst-connection
+    /// charts; empty (no allocation) for a connection that never stalled.
+    pub marks: crate::timeline::Marks,
+}
+
+/// The part of a [`Conn`] that most connections never fill ([`Conn::rare`]).
+#[derive(Clone, Debug, Default)]
+pub struct Rare {
     /// Server answers to a SYN that were plain ACKs (of an older connection).
     pub stale: Frames<4>,
     pub stale_first_ts: u64,
@@ -666,7 +698,6 @@ pub struct Conn {
     /// Client resets of a stale answer.
     pub client_rst: Frames<4>,
     pub client_rst_ts: u64,
-    pub reuse: Option<Reuse>,
     pub rto: Frames<16>,
     pub rto_max_gap_ns: u64,
     /// Sum of the idle gaps the timeouts (not spurious) ended.
@@ -682,10 +713,35 @@ pub struct Conn {
     pub spurious_max_gap_ns: u64,
     pub zero_frames: Frames<8>,
     pub probe_frames: Frames<8>,
-    /// Timeline marks (timeouts, zero windows, quick retransmissions) for the worst-connection
-    /// charts; empty (no allocation) for a connection that never stalled.
-    pub marks: crate::timeline::Marks,
 }
+
+impl Rare {
+    /// The record in `slot` (a connection's), allocated on the first call: for callers that
+    /// hold other parts of the connection borrowed.
+    #[inline]
+    pub(crate) fn of(slot: &mut Option<Box<Rare>>) -> &mut Rare {
+        slot.get_or_insert_with(Box::default)
+    }
+}
+
+/// What [`Conn::rare`] reads for a connection that recorded nothing rare.
+static NO_RARE: Rare = Rare {
+    stale: Frames::EMPTY,
+    stale_first_ts: 0,
+    rst_answer: Frames::EMPTY,
+    first_answer_ts: 0,
+    client_rst: Frames::EMPTY,
+    client_rst_ts: 0,
+    rto: Frames::EMPTY,
+    rto_max_gap_ns: 0,
+    rto_gap_total_ns: 0,
+    quick_frames: Frames::EMPTY,
+    spurious_frames: Frames::EMPTY,
+    recent_retrans: [RecentRetrans::EMPTY; 4],
+    spurious_max_gap_ns: 0,
+    zero_frames: Frames::EMPTY,
+    probe_frames: Frames::EMPTY,
+};
 
 impl Conn {
     pub fn new(
@@ -716,26 +772,12 @@ impl Conn {
             awaiting_answer: false,
             established_ts: None,
             rtt_ns: None,
-            stale: Frames::default(),
-            stale_first_ts: 0,
-            rst_answer: Frames::default(),
             rst_answer_acks_syn: false,
-            first_answer_ts: 0,
-            client_rst: Frames::default(),
-            client_rst_ts: 0,
             reuse: None,
             close: CloseKind::Open,
             fin_first: None,
-            rto: Frames::default(),
-            rto_max_gap_ns: 0,
-            rto_gap_total_ns: 0,
-            quick_frames: Frames::default(),
-            spurious_frames: Frames::default(),
-            recent_retrans: [RecentRetrans::default(); 4],
-            spurious_max_gap_ns: 0,
             in_incast: false,
-            zero_frames: Frames::default(),
-            probe_frames: Frames::default(),
+            rare: None,
             marks: crate::timeline::Marks::default(),
             half_open_at: 0,
         }
@@ -748,6 +790,19 @@ impl Conn {
         } else {
             format!("{} > {}", self.client, self.server)
         }
+    }
+
+    /// What this connection recorded of odd SYN answers, retransmissions and zero windows
+    /// (all empty when it recorded none).
+    #[inline]
+    pub fn rare(&self) -> &Rare {
+        self.rare.as_deref().unwrap_or(&NO_RARE)
+    }
+
+    /// [`rare`](Self::rare), to record into (allocated on the first record).
+    #[inline]
+    pub fn rare_mut(&mut self) -> &mut Rare {
+        Rare::of(&mut self.rare)
     }
 
     /// Client SYN transmissions so far (the first 8).
@@ -779,8 +834,8 @@ impl Conn {
     pub fn half_open(&self) -> bool {
         self.syn_count > 0
             && self.synack.is_none()
-            && self.rst_answer.is_empty()
-            && self.stale.is_empty()
+            && self.rare().rst_answer.is_empty()
+            && self.rare().stale.is_empty()
             && self.half.s2c.packets == 0
             && self.half.c2s.packets == self.syn_count as u64
             && self.close == CloseKind::Open

@@ -131,7 +131,7 @@ pub fn stalled_ns(c: &Conn) -> u64 {
     } else {
         0
     };
-    connect + c.rto_gap_total_ns + c.half.c2s.zero_total_ns + c.half.s2c.zero_total_ns
+    connect + c.rare().rto_gap_total_ns + c.half.c2s.zero_total_ns + c.half.s2c.zero_total_ns
 }
 
 /// The connections that waited longest, at most `keep` of them.

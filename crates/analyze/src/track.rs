@@ -10,7 +10,7 @@ use tcpdoctor_capture::Segment;
 
 use crate::detect::{Detectors, Retransmission};
 use crate::engine::{Config, Totals};
-use crate::flow::{CloseKind, Conn, Dir, Half, RecentRetrans, RetransKind};
+use crate::flow::{CloseKind, Conn, Dir, Half, Rare, RecentRetrans, RetransKind};
 use crate::seq::SeqNumber;
 use crate::timeline::{Mark, MarkKind};
 
@@ -49,7 +49,7 @@ pub(crate) fn segment(
     window_full(h, other, s);
     h.packets += 1;
     if seen.probe {
-        c.probe_frames.push(s.frame);
+        Rare::of(&mut c.rare).probe_frames.push(s.frame);
         other.probes += 1;
     }
     if s.payload_len > 0 {
@@ -105,8 +105,9 @@ fn retransmitted(
         return;
     }
     let seq = SeqNumber(s.seq);
-    c.recent_retrans.rotate_right(1);
-    c.recent_retrans[0] = RecentRetrans {
+    let r = c.rare_mut();
+    r.recent_retrans.rotate_right(1);
+    r.recent_retrans[0] = RecentRetrans {
         start: seq,
         end: seq.wrapping_add(s.payload_len),
         frame: s.frame,
@@ -118,9 +119,10 @@ fn retransmitted(
     if spurious {
         found_spurious(c, d, kind, s.frame, gap, false, totals);
     } else if kind == RetransKind::Rto {
-        c.rto.push(s.frame);
-        c.rto_max_gap_ns = c.rto_max_gap_ns.max(gap);
-        c.rto_gap_total_ns += gap;
+        let r = c.rare_mut();
+        r.rto.push(s.frame);
+        r.rto_max_gap_ns = r.rto_max_gap_ns.max(gap);
+        r.rto_gap_total_ns += gap;
         c.marks.push(Mark {
             kind: MarkKind::TimeoutGap,
             start_ns: s.ts_ns.saturating_sub(gap),
@@ -128,7 +130,7 @@ fn retransmitted(
             frame: s.frame,
         });
     } else {
-        c.quick_frames.push(s.frame);
+        c.rare_mut().quick_frames.push(s.frame);
         c.marks.push(Mark {
             kind: MarkKind::QuickRetransmission,
             start_ns: s.ts_ns,
@@ -156,19 +158,21 @@ fn found_spurious(
     if listed {
         match kind {
             RetransKind::Rto => {
-                c.rto.remove(frame);
-                c.rto_gap_total_ns = c.rto_gap_total_ns.saturating_sub(gap);
+                let r = c.rare_mut();
+                r.rto.remove(frame);
+                r.rto_gap_total_ns = r.rto_gap_total_ns.saturating_sub(gap);
                 c.marks.remove(MarkKind::TimeoutGap, frame);
             }
             RetransKind::Syn => {}
             _ => {
-                c.quick_frames.remove(frame);
+                c.rare_mut().quick_frames.remove(frame);
                 c.marks.remove(MarkKind::QuickRetransmission, frame);
             }
         }
     }
-    c.spurious_frames.push(frame);
-    c.spurious_max_gap_ns = c.spurious_max_gap_ns.max(gap);
+    let r = c.rare_mut();
+    r.spurious_frames.push(frame);
+    r.spurious_max_gap_ns = r.spurious_max_gap_ns.max(gap);
 }
 
 /// A D-SACK (RFC 2883 section 4): the first SACK block of an ACK from `d` reports data of
@@ -193,12 +197,14 @@ fn dsack(c: &mut Conn, s: &Segment, d: Dir, totals: &mut Totals) -> Option<u64> 
     }
     let sender = d.rev();
     let hit = c
+        .rare()
         .recent_retrans
         .iter()
         .position(|e| e.dir == Some(sender) && !e.spurious && e.start < r && l < e.end);
     let i = hit?;
-    c.recent_retrans[i].spurious = true;
-    let e = c.recent_retrans[i];
+    let rare = c.rare_mut();
+    rare.recent_retrans[i].spurious = true;
+    let e = rare.recent_retrans[i];
     found_spurious(c, sender, e.kind?, e.frame, e.gap_ns, true, totals);
     Some(e.frame)
 }
@@ -230,25 +236,27 @@ fn handshake(c: &mut Conn, s: &Segment, d: Dir, totals: &mut Totals) {
         }
         c.awaiting_answer = false;
     } else if d == Dir::S2c && c.awaiting_answer && c.synack.is_none() {
-        if c.first_answer_ts == 0 {
-            c.first_answer_ts = ts;
+        let r = Rare::of(&mut c.rare);
+        if r.first_answer_ts == 0 {
+            r.first_answer_ts = ts;
         }
         if f.rst() {
-            c.rst_answer.push(frame);
+            r.rst_answer.push(frame);
             let syn_acked = c.half.c2s.isn.map(|i| i.wrapping_add(1)) == Some(SeqNumber(s.ack));
             c.rst_answer_acks_syn |= f.ack() && syn_acked;
         } else if f.ack() {
-            if c.stale.is_empty() {
-                c.stale_first_ts = ts;
+            if r.stale.is_empty() {
+                r.stale_first_ts = ts;
             }
-            c.stale.push(frame);
+            r.stale.push(frame);
         }
         c.awaiting_answer = false;
-    } else if d == Dir::C2s && f.rst() && c.synack.is_none() && !c.stale.is_empty() {
-        if c.client_rst.is_empty() {
-            c.client_rst_ts = ts;
+    } else if d == Dir::C2s && f.rst() && c.synack.is_none() && !c.rare().stale.is_empty() {
+        let r = c.rare_mut();
+        if r.client_rst.is_empty() {
+            r.client_rst_ts = ts;
         }
-        c.client_rst.push(frame);
+        r.client_rst.push(frame);
     } else if d == Dir::C2s
         && f.ack()
         && c.established_ts.is_none()
@@ -453,7 +461,7 @@ fn advertised(c: &mut Conn, s: &Segment, d: Dir, totals: &mut Totals) {
         totals.zero_window_ads += 1;
         if h.zero_since.is_none() {
             h.zero_since = Some((s.ts_ns, s.frame));
-            c.zero_frames.push(s.frame);
+            Rare::of(&mut c.rare).zero_frames.push(s.frame);
         }
     } else if s.window > 0 {
         if let Some((t0, _)) = h.zero_since.take() {

@@ -64,7 +64,7 @@ impl Detector for Collisions {
         let (t0, f0) = syns[0];
         let d = &mut self.d;
         d.count += 1;
-        if c.stale.is_empty() {
+        if c.rare().stale.is_empty() {
             d.answered_by_reset += 1;
         } else {
             d.answered_by_stale_ack += 1;
@@ -73,7 +73,7 @@ impl Detector for Collisions {
             d.failed += 1;
         }
         // The old state answered again after the client's reset: the reset did not clear it.
-        if c.stale.total >= 2 {
+        if c.rare().stale.total >= 2 {
             d.stalls += 1;
         }
         if !c.syn_ts_option {
@@ -92,10 +92,10 @@ impl Detector for Collisions {
         }
         // Resend delay: from the client's reset of a stale answer (or the first answer, a
         // reset the client ignored) to the next SYN.
-        let mark = if c.client_rst.is_empty() {
-            c.first_answer_ts
+        let mark = if c.rare().client_rst.is_empty() {
+            c.rare().first_answer_ts
         } else {
-            c.client_rst_ts
+            c.rare().client_rst_ts
         };
         let resend_ns = syns
             .iter()
@@ -114,9 +114,9 @@ impl Detector for Collisions {
                 frames.push(r.prev_last_frame);
             }
             frames.push(f0);
-            frames.extend_from_slice(c.stale.as_slice());
-            frames.extend_from_slice(c.rst_answer.as_slice());
-            frames.extend_from_slice(c.client_rst.as_slice());
+            frames.extend_from_slice(c.rare().stale.as_slice());
+            frames.extend_from_slice(c.rare().rst_answer.as_slice());
+            frames.extend_from_slice(c.rare().client_rst.as_slice());
             frames.extend(syns[1..].iter().map(|s| s.1));
             if let Some((_, f)) = c.synack {
                 frames.push(f);
@@ -132,7 +132,7 @@ impl Detector for Collisions {
                     )
                 })
                 .unwrap_or_else(|| "previous connection not in the capture".into());
-            let answer = if c.stale.is_empty() {
+            let answer = if c.rare().stale.is_empty() {
                 "answered by a reset that did not acknowledge it; the client ignored the reset"
             } else {
                 "answered by an ACK of the old connection; the client reset it"

@@ -38,15 +38,15 @@ pub(crate) fn outcome(c: &Conn, time_wait_ns: u64) -> Option<Outcome> {
     if c.syn_list().is_empty() {
         return None;
     }
-    if !c.stale.is_empty() {
+    if !c.rare().stale.is_empty() {
         return Some(Outcome::Collision(collision_kind(c)));
     }
-    if !c.rst_answer.is_empty() {
+    if !c.rare().rst_answer.is_empty() {
         if c.rst_answer_acks_syn {
             return Some(Outcome::Refused);
         }
         let recent = c.reuse.is_some_and(|r| r.interval_ns < time_wait_ns);
-        let resent = c.syn_list().iter().any(|s| s.0 > c.first_answer_ts)
+        let resent = c.syn_list().iter().any(|s| s.0 > c.rare().first_answer_ts)
             || c.syn_count as usize > c.syns.len();
         return Some(if recent || resent {
             Outcome::Collision(collision_kind(c))
@@ -65,8 +65,10 @@ fn collision_kind(c: &Conn) -> Collision {
     let race = matches!(
         c.reuse.map(|r| r.prev_close),
         Some(CloseKind::Rst { by_client: true })
-    ) || (c.reuse.is_none() && !c.client_rst.is_empty() && {
-        let resend = syns.get(1).map(|s| s.0.saturating_sub(c.client_rst_ts));
+    ) || (c.reuse.is_none() && !c.rare().client_rst.is_empty() && {
+        let resend = syns
+            .get(1)
+            .map(|s| s.0.saturating_sub(c.rare().client_rst_ts));
         resend.is_some_and(|d| d < 200_000_000)
     });
     if race {

@@ -37,7 +37,7 @@ impl Detector for Refused {
         self.d.count += 1;
         if self.d.examples.len() < EXAMPLES {
             let mut frames = vec![c.syn_list()[0].1];
-            frames.extend_from_slice(c.rst_answer.as_slice());
+            frames.extend_from_slice(c.rare().rst_answer.as_slice());
             self.d.examples.push(Example {
                 flow: c.label(),
                 frames,

@@ -43,7 +43,7 @@ impl Detector for Retransmissions {
         if d.examples.len() < EXAMPLES {
             d.examples.push(Example {
                 flow: c.label(),
-                frames: c.quick_frames.as_slice().to_vec(),
+                frames: c.rare().quick_frames.as_slice().to_vec(),
                 description: format!(
                     "{} fast, {} TLP, {} other retransmission(s) of {} data segments",
                     k(RetransKind::Fast),

@@ -49,8 +49,8 @@ impl Detector for SlowReaders {
             } else {
                 c.client
             };
-            let mut frames = c.zero_frames.as_slice().to_vec();
-            frames.extend_from_slice(c.probe_frames.as_slice());
+            let mut frames = c.rare().zero_frames.as_slice().to_vec();
+            frames.extend_from_slice(c.rare().probe_frames.as_slice());
             frames.sort_unstable();
             s.examples.push(Example {
                 flow: c.label(),

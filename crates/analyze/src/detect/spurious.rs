@@ -48,12 +48,12 @@ impl Detector for Spurious {
         d.other += k(RetransKind::Other);
         d.flows += 1;
         if k(RetransKind::Rto) > 0 {
-            d.max_gap_us = d.max_gap_us.max(c.spurious_max_gap_ns / 1_000);
+            d.max_gap_us = d.max_gap_us.max(c.rare().spurious_max_gap_ns / 1_000);
         }
         if d.examples.len() < EXAMPLES {
             d.examples.push(Example {
                 flow: c.label(),
-                frames: c.spurious_frames.as_slice().to_vec(),
+                frames: c.rare().spurious_frames.as_slice().to_vec(),
                 description: format!(
                     "{n} segment(s) sent again that the receiver already had ({} after a timeout, {} fast, {} TLP, {} other)",
                     k(RetransKind::Rto),

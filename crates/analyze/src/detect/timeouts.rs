@@ -53,23 +53,23 @@ impl Detector for Timeouts {
 
     fn finished(&mut self, c: &Conn) {
         let untaken = self.untaken.remove(&c.id).is_some();
-        if c.rto.is_empty() || c.in_incast {
+        if c.rare().rto.is_empty() || c.in_incast {
             return;
         }
         let d = &mut self.d;
         d.flows += 1;
         d.first_data_unacknowledged_flows += u64::from(untaken);
-        d.count += u64::from(c.rto.total);
-        d.max_gap_us = d.max_gap_us.max(c.rto_max_gap_ns / 1_000);
-        d.total_gap_us += c.rto_gap_total_ns / 1_000;
+        d.count += u64::from(c.rare().rto.total);
+        d.max_gap_us = d.max_gap_us.max(c.rare().rto_max_gap_ns / 1_000);
+        d.total_gap_us += c.rare().rto_gap_total_ns / 1_000;
         if d.examples.len() < EXAMPLES {
             d.examples.push(Example {
                 flow: c.label(),
-                frames: c.rto.as_slice().to_vec(),
+                frames: c.rare().rto.as_slice().to_vec(),
                 description: format!(
                     "{} retransmission(s) after idle gaps up to {}",
-                    c.rto.total,
-                    us(c.rto_max_gap_ns / 1_000)
+                    c.rare().rto.total,
+                    us(c.rare().rto_max_gap_ns / 1_000)
                 ),
             });
         }
