@@ -780,9 +780,10 @@ fn finish_conn(
     cfg: &Config,
     origin: u64,
 ) -> Tomb {
-    for h in [&mut c.half.c2s, &mut c.half.s2c] {
-        if let Some((t0, frame)) = h.zero_since.take() {
+    for d in [Dir::C2s, Dir::S2c] {
+        if let Some((t0, frame)) = c.half[d].zero_since.take() {
             let stall = c.last_ts.saturating_sub(t0);
+            let h = c.rare_mut().dir_mut(d);
             h.zero_total_ns += stall;
             h.zero_max_ns = h.zero_max_ns.max(stall);
             c.marks.push(Mark {
@@ -810,15 +811,15 @@ fn finish_conn(
             packets_s2c: c.half.s2c.packets,
             bytes_c2s: c.half.c2s.bytes,
             bytes_s2c: c.half.s2c.bytes,
-            retrans_c2s: c.half.c2s.retrans,
-            retrans_s2c: c.half.s2c.retrans,
+            retrans_c2s: c.rare().c2s.retrans,
+            retrans_s2c: c.rare().s2c.retrans,
             rto: k(RetransKind::Rto),
             fast_retrans: k(RetransKind::Fast),
             tlp: k(RetransKind::Tlp),
             syn_retrans: k(RetransKind::Syn),
-            out_of_order: c.half.sum(|h| h.out_of_order),
-            zero_window_ads: c.half.sum(|h| h.zero_window_ads),
-            zero_window_max_us: c.half.c2s.zero_max_ns.max(c.half.s2c.zero_max_ns) / 1_000,
+            out_of_order: c.rare().sum(|h| h.out_of_order),
+            zero_window_ads: c.rare().sum(|h| h.zero_window_ads),
+            zero_window_max_us: c.rare().c2s.zero_max_ns.max(c.rare().s2c.zero_max_ns) / 1_000,
             handshake_rtt_us: c.rtt_ns.map(|v| v / 1_000),
             close,
             reuse_interval_us: c.reuse.map(|r| r.interval_ns / 1_000),

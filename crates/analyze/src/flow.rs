@@ -564,10 +564,17 @@ pub struct Half {
     pub fin: bool,
     pub rst: bool,
     pub window_full: u32,
-    // Cold: set once, or counted rarely; read when the connection is summarised.
+    // Cold: set once; read when the connection is summarised (what is counted rarely is
+    // in the connection's `Rare` record, `HalfRare`).
     pub isn: Option<SeqNumber>,
     /// Where the receiver's fan-in list holds this direction (position + 1; 0 = nowhere).
     pub fanin_pos: u64,
+}
+
+/// The counts of one direction that most connections leave at zero (retransmissions,
+/// reordering, zero windows): kept in the connection's [`Rare`] record, per [`Dir`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HalfRare {
     pub retrans_bytes: u64,
     pub zero_total_ns: u64,
     pub zero_max_ns: u64,
@@ -580,6 +587,21 @@ pub struct Half {
     pub zero_window_ads: u32,
     /// Zero-window probes received (sent by the other side while this window was zero).
     pub probes: u32,
+}
+
+impl HalfRare {
+    /// All counts zero.
+    pub const EMPTY: HalfRare = HalfRare {
+        retrans_bytes: 0,
+        zero_total_ns: 0,
+        zero_max_ns: 0,
+        retrans: 0,
+        by_kind: [0; 5],
+        spurious_by_kind: [0; 5],
+        out_of_order: 0,
+        zero_window_ads: 0,
+        probes: 0,
+    };
 }
 
 /// What a new SYN found on its 4-tuple: the previous incarnation.
@@ -713,9 +735,36 @@ pub struct Rare {
     pub spurious_max_gap_ns: u64,
     pub zero_frames: Frames<8>,
     pub probe_frames: Frames<8>,
+    /// What each direction counted (see [`HalfRare`]).
+    pub c2s: HalfRare,
+    pub s2c: HalfRare,
 }
 
 impl Rare {
+    /// The counts of direction `d`.
+    #[inline]
+    pub fn dir(&self, d: Dir) -> &HalfRare {
+        match d {
+            Dir::C2s => &self.c2s,
+            Dir::S2c => &self.s2c,
+        }
+    }
+
+    /// [`dir`](Self::dir), to count into.
+    #[inline]
+    pub fn dir_mut(&mut self, d: Dir) -> &mut HalfRare {
+        match d {
+            Dir::C2s => &mut self.c2s,
+            Dir::S2c => &mut self.s2c,
+        }
+    }
+
+    /// `f` of both directions' counts, added.
+    #[inline]
+    pub fn sum<T: std::ops::Add<Output = T>>(&self, f: impl Fn(&HalfRare) -> T) -> T {
+        f(&self.c2s) + f(&self.s2c)
+    }
+
     /// The record in `slot` (a connection's), allocated on the first call: for callers that
     /// hold other parts of the connection borrowed.
     #[inline]
@@ -741,6 +790,8 @@ static NO_RARE: Rare = Rare {
     spurious_max_gap_ns: 0,
     zero_frames: Frames::EMPTY,
     probe_frames: Frames::EMPTY,
+    c2s: HalfRare::EMPTY,
+    s2c: HalfRare::EMPTY,
 };
 
 impl Conn {
@@ -811,23 +862,23 @@ impl Conn {
     }
 
     pub fn retrans_total(&self) -> u32 {
-        self.half.sum(|h| h.retrans)
+        self.rare().sum(|h| h.retrans)
     }
 
     /// Retransmissions of `kind`, both directions.
     pub fn retrans_of(&self, kind: RetransKind) -> u32 {
-        self.half.sum(|h| h.by_kind[kind.index()])
+        self.rare().sum(|h| h.by_kind[kind.index()])
     }
 
     /// Retransmissions of `kind` that repaired a loss (not spurious), both directions.
     pub fn lost_of(&self, kind: RetransKind) -> u32 {
-        self.half
+        self.rare()
             .sum(|h| h.by_kind[kind.index()] - h.spurious_by_kind[kind.index()])
     }
 
     /// Spurious retransmissions of `kind`, both directions.
     pub fn spurious_of(&self, kind: RetransKind) -> u32 {
-        self.half.sum(|h| h.spurious_by_kind[kind.index()])
+        self.rare().sum(|h| h.spurious_by_kind[kind.index()])
     }
 
     /// Only SYNs so far: no answer of any kind, no data, no close.

@@ -131,7 +131,8 @@ pub fn stalled_ns(c: &Conn) -> u64 {
     } else {
         0
     };
-    connect + c.rare().rto_gap_total_ns + c.half.c2s.zero_total_ns + c.half.s2c.zero_total_ns
+    let r = c.rare();
+    connect + r.rto_gap_total_ns + r.c2s.zero_total_ns + r.s2c.zero_total_ns
 }
 
 /// The connections that waited longest, at most `keep` of them.

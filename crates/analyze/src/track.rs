@@ -49,8 +49,9 @@ pub(crate) fn segment(
     window_full(h, other, s);
     h.packets += 1;
     if seen.probe {
-        Rare::of(&mut c.rare).probe_frames.push(s.frame);
-        other.probes += 1;
+        let r = Rare::of(&mut c.rare);
+        r.probe_frames.push(s.frame);
+        r.dir_mut(d.rev()).probes += 1;
     }
     if s.payload_len > 0 {
         h.data_packets += 1;
@@ -153,7 +154,7 @@ fn found_spurious(
     listed: bool,
     totals: &mut Totals,
 ) {
-    c.half[d].spurious_by_kind[kind.index()] += 1;
+    c.rare_mut().dir_mut(d).spurious_by_kind[kind.index()] += 1;
     totals.retransmissions_spurious += 1;
     if listed {
         match kind {
@@ -342,7 +343,7 @@ fn sequence(
                             && ts - h.next_seq_ts < ooo_ns
                             && nxt != end;
                         if ooo {
-                            h.out_of_order += 1;
+                            Rare::of(&mut c.rare).dir_mut(d).out_of_order += 1;
                             totals.out_of_order += 1;
                         } else {
                             already_acked = spurious;
@@ -372,9 +373,10 @@ fn sequence(
         }
     }
     if let Some(kind) = retrans {
-        h.retrans += 1;
-        h.retrans_bytes += u64::from(len);
-        h.by_kind[kind.index()] += 1;
+        let r = Rare::of(&mut c.rare).dir_mut(d);
+        r.retrans += 1;
+        r.retrans_bytes += u64::from(len);
+        r.by_kind[kind.index()] += 1;
         totals.retransmissions += 1;
         totals.retransmitted_bytes += u64::from(len);
         match kind {
@@ -457,7 +459,7 @@ fn advertised(c: &mut Conn, s: &Segment, d: Dir, totals: &mut Totals) {
         u64::from(s.window)
     };
     if s.window == 0 && !f.syn() && !f.fin() {
-        h.zero_window_ads += 1;
+        Rare::of(&mut c.rare).dir_mut(d).zero_window_ads += 1;
         totals.zero_window_ads += 1;
         if h.zero_since.is_none() {
             h.zero_since = Some((s.ts_ns, s.frame));
@@ -466,8 +468,9 @@ fn advertised(c: &mut Conn, s: &Segment, d: Dir, totals: &mut Totals) {
     } else if s.window > 0 {
         if let Some((t0, _)) = h.zero_since.take() {
             let stall = s.ts_ns.saturating_sub(t0);
-            h.zero_total_ns += stall;
-            h.zero_max_ns = h.zero_max_ns.max(stall);
+            let z = Rare::of(&mut c.rare).dir_mut(d);
+            z.zero_total_ns += stall;
+            z.zero_max_ns = z.zero_max_ns.max(stall);
             c.marks.push(Mark {
                 kind: MarkKind::ZeroWindow,
                 start_ns: t0,

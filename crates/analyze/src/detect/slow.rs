@@ -28,13 +28,13 @@ pub(crate) struct SlowReaders {
 impl Detector for SlowReaders {
     fn finished(&mut self, c: &Conn) {
         // Either side advertised a zero window.
-        let ads = u64::from(c.half.sum(|h| h.zero_window_ads));
+        let ads = u64::from(c.rare().sum(|h| h.zero_window_ads));
         if ads == 0 {
             return;
         }
-        let probes = u64::from(c.half.sum(|h| h.probes));
-        let total = c.half.sum(|h| h.zero_total_ns);
-        let max = c.half.c2s.zero_max_ns.max(c.half.s2c.zero_max_ns);
+        let probes = u64::from(c.rare().sum(|h| h.probes));
+        let total = c.rare().sum(|h| h.zero_total_ns);
+        let max = c.rare().c2s.zero_max_ns.max(c.rare().s2c.zero_max_ns);
         let s = &mut self.d;
         s.flows += 1;
         s.zero_window_ads += ads;
@@ -44,7 +44,7 @@ impl Detector for SlowReaders {
         s.window_full += u64::from(c.half.sum(|h| h.window_full));
         if s.examples.len() < EXAMPLES {
             // s2c holds what the server sent: its zero windows make it the reader.
-            let reader = if c.half.s2c.zero_window_ads >= c.half.c2s.zero_window_ads {
+            let reader = if c.rare().s2c.zero_window_ads >= c.rare().c2s.zero_window_ads {
                 c.server
             } else {
                 c.client
