@@ -533,8 +533,9 @@ impl Halves {
 ///
 /// Laid out by hand (`repr(C)`): the fields most segments read or write come first and fill
 /// the first two cache lines, so the engine touches (and prefetches, `Analyzer::push_batch`)
-/// two lines of each direction per segment instead of all four; the counters read when a
-/// connection is summarised follow. Aligned to a cache line, so the two lines are whole.
+/// two lines of each direction per segment instead of all three; what is set once and read
+/// when the connection is summarised follows (what is counted rarely lives in
+/// [`HalfRare`]). Aligned to a cache line, so the two lines are whole.
 #[derive(Clone, Copy, Debug, Default)]
 #[repr(C, align(64))]
 pub struct Half {
