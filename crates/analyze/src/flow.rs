@@ -709,7 +709,7 @@ pub struct Conn {
 }
 
 /// The part of a [`Conn`] that most connections never fill ([`Conn::rare`]).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Rare {
     /// Server answers to a SYN that were plain ACKs (of an older connection).
     pub stale: Frames<4>,
@@ -741,7 +741,35 @@ pub struct Rare {
     pub s2c: HalfRare,
 }
 
+impl Default for Rare {
+    fn default() -> Rare {
+        Rare::EMPTY
+    }
+}
+
 impl Rare {
+    /// Nothing recorded: what a connection reads before its first record, and what that
+    /// record starts from.
+    pub const EMPTY: Rare = Rare {
+        stale: Frames::EMPTY,
+        stale_first_ts: 0,
+        rst_answer: Frames::EMPTY,
+        first_answer_ts: 0,
+        client_rst: Frames::EMPTY,
+        client_rst_ts: 0,
+        rto: Frames::EMPTY,
+        rto_max_gap_ns: 0,
+        rto_gap_total_ns: 0,
+        quick_frames: Frames::EMPTY,
+        spurious_frames: Frames::EMPTY,
+        recent_retrans: [RecentRetrans::EMPTY; 4],
+        spurious_max_gap_ns: 0,
+        zero_frames: Frames::EMPTY,
+        probe_frames: Frames::EMPTY,
+        c2s: HalfRare::EMPTY,
+        s2c: HalfRare::EMPTY,
+    };
+
     /// The counts of direction `d`.
     #[inline]
     pub fn dir(&self, d: Dir) -> &HalfRare {
@@ -775,25 +803,7 @@ impl Rare {
 }
 
 /// What [`Conn::rare`] reads for a connection that recorded nothing rare.
-static NO_RARE: Rare = Rare {
-    stale: Frames::EMPTY,
-    stale_first_ts: 0,
-    rst_answer: Frames::EMPTY,
-    first_answer_ts: 0,
-    client_rst: Frames::EMPTY,
-    client_rst_ts: 0,
-    rto: Frames::EMPTY,
-    rto_max_gap_ns: 0,
-    rto_gap_total_ns: 0,
-    quick_frames: Frames::EMPTY,
-    spurious_frames: Frames::EMPTY,
-    recent_retrans: [RecentRetrans::EMPTY; 4],
-    spurious_max_gap_ns: 0,
-    zero_frames: Frames::EMPTY,
-    probe_frames: Frames::EMPTY,
-    c2s: HalfRare::EMPTY,
-    s2c: HalfRare::EMPTY,
-};
+static NO_RARE: Rare = Rare::EMPTY;
 
 impl Conn {
     pub fn new(

@@ -83,15 +83,7 @@ pub fn page(report: &Report<Summary>, records: &[Record], spikes: &[Spike]) -> S
         ),
     ];
     if let Some(c) = s.cpu_wait {
-        facts.push((
-            "CPU contention",
-            format!(
-                "some task on this host waited for a CPU during {:.0}% of the run ({}, \
-                 /proc/pressure/cpu)",
-                c.share * 100.0,
-                fmt::micros(c.some_us)
-            ),
-        ));
+        facts.push(("CPU contention", crate::render::cpu_wait_text(&c)));
     }
     p.facts(&facts);
 

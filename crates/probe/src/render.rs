@@ -6,7 +6,7 @@ use std::io::{self, Write};
 use tcpdoctor_model::Report;
 use tcpdoctor_report::{findings, fmt, table};
 
-use crate::stats::{Stage, Summary};
+use crate::stats::{CpuWait, Stage, Summary};
 use crate::CloseFirst;
 
 /// The human text of a run: what ran, the counts, latency per phase, errors, unanswered
@@ -192,13 +192,7 @@ pub fn text(w: &mut dyn Write, r: &Report<Summary>) -> io::Result<()> {
         writeln!(w, "{t}")?;
     }
     if let Some(c) = s.cpu_wait {
-        writeln!(
-            w,
-            "CPU contention: some task on this host waited for a CPU during {:.0}% of the run \
-             ({}, /proc/pressure/cpu)",
-            c.share * 100.0,
-            fmt::micros(c.some_us)
-        )?;
+        writeln!(w, "CPU contention: {}", cpu_wait_text(&c))?;
     }
     writeln!(w)?;
     if !s.counters.is_empty() {
@@ -238,4 +232,14 @@ pub fn text(w: &mut dyn Write, r: &Report<Summary>) -> io::Result<()> {
 
 fn join_ports(p: &[u16]) -> String {
     p.iter().map(u16::to_string).collect::<Vec<_>>().join(" ")
+}
+
+/// The host's CPU contention during a run, as both reports state it.
+pub(crate) fn cpu_wait_text(c: &CpuWait) -> String {
+    format!(
+        "some task on this host waited for a CPU during {:.0}% of the run ({}, \
+         /proc/pressure/cpu)",
+        c.share * 100.0,
+        fmt::micros(c.some_us)
+    )
 }

@@ -92,8 +92,8 @@ pub struct Summary {
     pub spikes: SpikeSummary,
     /// Relevant kernel counters that moved, this network namespace, whole run.
     pub counters: Vec<CounterMove>,
-    /// How long, during the run, some task on this host waited for a CPU (PSI); null when
-    /// the kernel has no pressure accounting.
+    /// How long, during the run, some task on this host waited for a CPU (PSI); null when it
+    /// could not be read (a kernel without pressure accounting).
     pub cpu_wait: Option<CpuWait>,
     pub settings: SettingsUsed,
 }
