@@ -629,22 +629,41 @@ fn accept_overflow_is_named_from_the_server_counters() {
                 .as_i64()
                 .unwrap_or(0);
         assert!(counted > 0, "{:#}", v["before"]);
-        assert_eq!(t["syn_resends_attributed"], counted, "{t:#}");
+        // Equal, unless the kernel skipped the retransmission hook (it was already running
+        // on that CPU): those resends are in the counter and not in the trace, and the
+        // trace's report says how many there were.
+        let skipped = support::skipped(t, "tcp_retransmit_skb");
+        let attributed = t["syn_resends_attributed"].as_i64().unwrap();
+        support::assert_traced_count(
+            attributed,
+            counted,
+            skipped,
+            &format!("SYN resends attributed vs TcpExtTCPSynRetrans: {t:#}"),
+        );
         // All of them the full queue's: the client's SYNs it refused (no drop record: by
         // the listener namespace's TcpExtListenOverflows) and the listener's SYN-ACKs resent
         // after it refused their handshake ACK (TCP_LISTEN_OVERFLOW). None is "lost", and
         // the probe's "connects waited for SYN retransmissions" is that cause's cost, folded
         // into its finding.
-        assert_eq!(t["syn_resends"]["accept_queue_overflow"], counted, "{t:#}");
+        assert_eq!(
+            t["syn_resends"]["accept_queue_overflow"], attributed,
+            "{t:#}"
+        );
         let before = run_pathologies(&v["before"]);
         assert_eq!(
             before.first().map(String::as_str),
             Some("accept_queue_overflow")
         );
-        assert!(
-            !before.contains(&"syn_retransmit".to_string()),
-            "{before:?}"
-        );
+        if attributed == counted {
+            assert!(
+                !before.contains(&"syn_retransmit".to_string()),
+                "{before:?}"
+            );
+        } else {
+            // The resends the trace could not see stay a finding that says so.
+            let text = v["before"]["findings"].to_string();
+            assert!(text.contains("did not trace"), "{text}");
+        }
     }
 }
 
@@ -1375,8 +1394,14 @@ fn lab_trace_attributes_every_syn_resend_of_dropped_syns() {
     let counted = client_counter(&v["before"], "TcpExtTCPSynRetrans");
     assert!(counted > 0, "{:#}", v["before"]["summary"]["counters"]);
     // Each SYN resend the client's kernel counted is one the trace attributed, in the lab's
-    // own counter window and in the trace's.
-    assert_eq!(t["syn_resends_attributed"], counted, "{t:#}");
+    // own counter window and in the trace's (less those the kernel skipped tracing, which
+    // the run reports).
+    support::assert_traced_count(
+        t["syn_resends_attributed"].as_i64().unwrap(),
+        counted,
+        support::skipped(t, "tcp_retransmit_skb"),
+        &format!("SYN resends attributed vs TcpExtTCPSynRetrans: {t:#}"),
+    );
     assert_eq!(
         t["kernel_counters"][client]["TcpExtTCPSynRetrans"], counted,
         "{t:#}"

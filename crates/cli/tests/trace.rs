@@ -206,7 +206,13 @@ fn stale_ack_race_is_named_and_its_syn_resends_equal_tcpsynretrans() {
         resent >= (N - 1) as i64,
         "each reconnect met the stale ACK: {resent}"
     );
-    assert_eq!(all_resends, resent, "{events:#?}");
+    let skipped = support::skipped(&report, "tcp_retransmit_skb");
+    support::assert_traced_count(
+        all_resends,
+        resent,
+        skipped,
+        &format!("SYN resends traced vs TcpExtTCPSynRetrans: {events:#?}"),
+    );
     assert!(race_resends >= N - 1, "{events:#?}");
     assert!(
         races.len() - race_resends >= N - 1,
@@ -219,7 +225,12 @@ fn stale_ack_race_is_named_and_its_syn_resends_equal_tcpsynretrans() {
     );
     assert_eq!(code, 1);
     assert_eq!(report["lost_events"], 0);
-    assert_eq!(report["counts"]["retransmit_syn"], resent);
+    support::assert_traced_count(
+        report["counts"]["retransmit_syn"].as_i64().unwrap(),
+        resent,
+        skipped,
+        "retransmit_syn vs TcpExtTCPSynRetrans",
+    );
 }
 
 #[test]
@@ -577,7 +588,12 @@ fn plain_churn_gives_no_finding() {
             "{e:#}"
         );
     }
-    assert_eq!(report["counts"]["connects"], 300);
+    support::assert_traced_count(
+        report["counts"]["connects"].as_i64().unwrap(),
+        300,
+        support::skipped(&report, "inet_sock_set_state"),
+        "connects traced",
+    );
     assert_eq!(report["verdict"], "healthy");
     assert_eq!(code, 0);
 }
@@ -721,18 +737,21 @@ fn a_reader_that_stops_reading_is_named_by_its_process() {
     drop((client, accepted));
     let not_reading = causes(&events, "not_reading");
     assert!(probes >= 2, "{probes}");
+    // Both are seen by the program on tcp:tcp_probe, which runs for every segment any
+    // namespace receives: while other tests' traffic runs, the kernel can skip it for a
+    // segment of this test (already running on that CPU), and the report counts the skips.
+    // Rarely (about once in six full-suite runs, never alone) the trace saw no zero-window
+    // advertisement where the receiver counted one: such a skip.
+    let skipped = support::skipped(&report, "tcp_probe") as i64;
     let traced = not_reading.len() as i64;
     assert!(
-        (probes..=probes_after).contains(&traced),
-        "{traced} traced, {probes}..{probes_after} counted: {events:#?}"
+        (probes - skipped..=probes_after).contains(&traced),
+        "{traced} traced, {probes}..{probes_after} counted, {skipped} skipped: {events:#?}"
     );
     let traced = causes(&events, "zero_window").len() as i64;
-    // Rarely (about once in six full-suite runs, never alone) the trace saw no zero-window
-    // advertisement where the receiver counted one; the counters that could tell why (the
-    // window reopening, ACKs merged in the sender's backlog) go into the message.
     assert!(
-        (zero..=zero_after).contains(&traced),
-        "{traced} traced, {zero}..{zero_after} counted; TCPFromZeroWindowAdv {}, \
+        (zero - skipped..=zero_after).contains(&traced),
+        "{traced} traced, {zero}..{zero_after} counted, {skipped} skipped; TCPFromZeroWindowAdv {}, \
          TCPWantZeroWindowAdv {}, TCPBacklogCoalesce {}, TCPRcvCollapsed {}, TCPRcvQDrop {}: \
          {events:#?}",
         tcpext(&ns, "TCPFromZeroWindowAdv"),
@@ -897,17 +916,25 @@ fn incast_through_a_shallow_bottleneck_names_qdisc_drops_timeouts_and_incast() {
     // tcp:tcp_retransmit_skb fires only for a retransmission sent: measured here, 1 of 78
     // and 1 of 88 timeouts untraced in runs with thousands of local failures, none without.
     // So: every traced timeout was counted, and the untraced ones are among the failures.
+    // Also a retransmission whose hook the kernel skipped (the program already running on
+    // that CPU) is untraced, and the report counts those.
     let retrans_fail = tcpext(&tx, "TCPRetransFail");
+    let skipped = support::skipped(&report, "tcp_retransmit_skb") as i64;
     let traced = traced_timeouts.len() as i64;
     let untraced = timeouts - traced;
     assert!(
-        untraced >= 0 && untraced <= retrans_fail && untraced * 20 <= timeouts,
-        "traced timeouts {traced} vs TcpExtTCPTimeouts {timeouts} (TcpExtTCPRetransFail {retrans_fail}, lost records {}, kernel-side counts {})",
+        untraced >= 0 && untraced <= retrans_fail + skipped && untraced * 20 <= timeouts,
+        "traced timeouts {traced} vs TcpExtTCPTimeouts {timeouts} (TcpExtTCPRetransFail {retrans_fail}, skipped {skipped}, lost records {}, kernel-side counts {})",
         report["lost_events"],
         report["counts"]
     );
     if retrans_fail == 0 {
-        assert_eq!(traced, timeouts, "timeouts equal TcpExtTCPTimeouts");
+        support::assert_traced_count(
+            traced,
+            timeouts,
+            skipped as u64,
+            "timeouts traced vs TcpExtTCPTimeouts",
+        );
     }
     assert!(timeouts > 0, "the bottleneck caused no timeout: {report:#}");
     let qdisc: Vec<_> = events
@@ -993,4 +1020,115 @@ fn port_filter_and_human_output_with_rolling_summaries() {
     assert!(out.contains("SYN retransmitted"), "the finding:\n{out}");
     assert!(out.contains("Verdict:"), "{out}");
     assert_eq!(status.code(), Some(1), "{out}");
+}
+
+/// `recursion_misses` of each BPF program the process `pid` holds, by the tracepoint its
+/// link attaches it to, from /proc/<pid>/fdinfo (the kernel's own report, read apart from
+/// the bpf() call tcpdoctor makes).
+fn skipped_by_tracepoint(pid: u32) -> std::collections::BTreeMap<String, u64> {
+    let mut misses = std::collections::HashMap::new();
+    let mut links = Vec::new();
+    for e in std::fs::read_dir(format!("/proc/{pid}/fdinfo"))
+        .unwrap()
+        .flatten()
+    {
+        let Ok(text) = std::fs::read_to_string(e.path()) else {
+            continue;
+        };
+        let field = |k: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(k).map(|v| v.trim().to_string()))
+        };
+        match (
+            field("prog_id:"),
+            field("tp_name:"),
+            field("recursion_misses:"),
+        ) {
+            (Some(id), Some(tp), _) => links.push((id, tp)),
+            (Some(id), None, Some(n)) => {
+                misses.insert(id, n.parse::<u64>().unwrap());
+            }
+            _ => {}
+        }
+    }
+    assert!(!links.is_empty(), "no BPF links held by pid {pid}");
+    links
+        .into_iter()
+        .filter_map(|(id, tp)| Some((tp, *misses.get(&id)?)))
+        .filter(|(_, n)| *n > 0)
+        .collect()
+}
+
+#[test]
+fn events_the_kernel_skipped_are_reported_per_hook_as_the_kernel_counts_them() {
+    if !support::require_root(
+        "events_the_kernel_skipped_are_reported_per_hook_as_the_kernel_counts_them",
+    ) {
+        return;
+    }
+    // Fast churn: each connection changes state several times in process context (connect,
+    // close), where an interrupt's softirq can hit the same tracepoint while the program runs;
+    // the kernel then skips the nested run and counts it.
+    const CLIENTS: usize = 4;
+    const PER_CLIENT: usize = 6_000;
+    // Through a veth pair: each segment is received in a softirq of its own, which is
+    // what interrupts a program running in process context.
+    let client = Netns::new("trskipc");
+    let server_ns = Netns::new("trskips");
+    support::veth(&client, "10.79.0.1/24", &server_ns, "10.79.0.2/24");
+    let l = in_netns(&server_ns, || {
+        listener("10.79.0.2:5106".parse().unwrap(), 4096, None)
+    });
+    let server = std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut n = 0;
+        while n < CLIENTS * PER_CLIENT && Instant::now() < deadline {
+            if let Ok((c, _)) = l.accept() {
+                drop(c);
+                n += 1;
+            }
+        }
+    });
+    let trace = Trace::start(&[&client, &server_ns], &[]);
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|_| {
+            spawn_in_netns(&client, || {
+                let deadline = Instant::now() + Duration::from_secs(8);
+                let mut made = 0u64;
+                for _ in 0..PER_CLIENT {
+                    if Instant::now() > deadline {
+                        break;
+                    }
+                    let addr: SocketAddr = "10.79.0.2:5106".parse().unwrap();
+                    if let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_secs(2)) {
+                        made += 1;
+                        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+                        let mut b = [0u8; 1];
+                        let _ = s.read(&mut b);
+                    }
+                }
+                made
+            })
+        })
+        .collect();
+    let made: u64 = clients.into_iter().map(|c| c.join().unwrap()).sum();
+    // Unblock the acceptor if a client gave up early.
+    let _ = in_netns(&client, || TcpStream::connect("10.79.0.2:5106").map(|_| ()));
+    let _ = server.join();
+    std::thread::sleep(Duration::from_millis(300));
+    // The traffic is over: what the kernel counts now is what the report must give.
+    let kernel = skipped_by_tracepoint(trace.child.id());
+    let (_, report, _) = trace.stop();
+    let reported: std::collections::BTreeMap<String, u64> =
+        serde_json::from_value(report["missed_events"].clone()).expect("missed_events");
+    eprintln!("{made} connections; skipped by the kernel: {kernel:?}");
+    assert_eq!(reported, kernel, "{report:#}");
+    // A connect whose state change was skipped is not counted, and nothing is counted twice.
+    let connects = report["counts"]["connects"].as_u64().unwrap();
+    let skipped = kernel.get("inet_sock_set_state").copied().unwrap_or(0);
+    assert!(connects <= made + 1, "{connects} > {made} + 1");
+    assert!(
+        connects + skipped >= made,
+        "{connects} + {skipped} < {made}"
+    );
 }

@@ -119,6 +119,9 @@ pub struct TraceWindow {
     pub counts: BTreeMap<&'static str, u64>,
     /// Records the ring buffer had no room for (their events are counted, not attributed).
     pub lost_events: u64,
+    /// Events the kernel skipped per tracepoint (its program already running on that CPU):
+    /// neither counted nor attributed.
+    pub missed_events: BTreeMap<String, u64>,
     /// Attributed events per cause.
     pub causes: BTreeMap<Cause, u64>,
     /// SYN and SYN-ACK resends per pathology they were attributed to.
@@ -346,6 +349,7 @@ pub fn diagnose(
                     &mut o.findings,
                     &o.summary.syn_resends,
                     &d.changed,
+                    &o.missed_events,
                     w,
                 ),
                 Err(_) => counted,
@@ -385,8 +389,9 @@ pub fn diagnose(
                 ran: true,
                 duration_us: o.duration_ms * 1000,
                 detail: format!(
-                    "eBPF trace of this namespace: {attributed} event(s) attributed to a cause, {} lost",
-                    o.lost_events
+                    "eBPF trace of this namespace: {attributed} event(s) attributed to a cause, {} lost, {} skipped by the kernel",
+                    o.lost_events,
+                    o.missed_events.values().sum::<u64>()
                 ),
             });
             measured.push(format!(
@@ -401,6 +406,7 @@ pub fn diagnose(
                     duration_ms: o.duration_ms,
                     counts: o.counts,
                     lost_events: o.lost_events,
+                    missed_events: o.missed_events,
                     causes: o.summary.causes,
                     syn_resends: o.summary.syn_resends,
                     drops_by_reason: o.drops_by_reason,

@@ -44,8 +44,11 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>) -> io::Result<()> {
     match (b.window_source, &b.trace.missing) {
         (WindowSource::TraceAndCounters, _) => writeln!(
             w,
-            "  window observed by the eBPF trace (events attributed to causes) and the counters; {} trace record(s) lost",
-            b.trace.lost_events
+            "  window observed by the eBPF trace (events attributed to causes) and the counters; {} trace record(s) lost{}",
+            b.trace.lost_events,
+            tcpdoctor_trace::render::missed_text(&b.trace.missed_events)
+                .map(|m| format!("\n  {m}"))
+                .unwrap_or_default()
         )?,
         (WindowSource::CountersOnly, why) => writeln!(
             w,

@@ -453,6 +453,8 @@ pub struct Trace {
     pub drops: BTreeMap<String, u64>,
     /// Records lost because the ring buffer was full.
     pub lost: u64,
+    /// Events the kernel skipped per tracepoint (its program already running on that CPU).
+    pub missed: BTreeMap<String, u64>,
 }
 
 pub fn trace(t: &Trace) -> Vec<Family> {
@@ -488,11 +490,19 @@ pub fn trace(t: &Trace) -> Vec<Family> {
     for (r, n) in &t.drops {
         drops.push(vec![("reason", r.clone())], *n);
     }
+    let mut missed = Family::counter(
+        "tcpdoctor_trace_missed_events",
+        "TCP events the kernel did not run the trace for, by tracepoint: its program was already running on that CPU (in no other trace metric)",
+    );
+    for (h, n) in &t.missed {
+        missed.push(vec![("hook", h.clone())], *n);
+    }
     vec![
         avail,
         kernel,
         causes,
         drops,
+        missed,
         Family::counter(
             "tcpdoctor_trace_lost_events",
             "Trace records lost because the ring buffer was full (their events are still in tcpdoctor_trace_kernel_events_total)",
@@ -721,6 +731,20 @@ mod tests {
         );
         let on = trace(&Trace::default());
         assert_eq!(on[0].samples[0].value, Value::U64(1));
-        assert_eq!(on.len(), 5);
+        assert_eq!(on.len(), 6);
+        // The events the kernel skipped tracing, per hook.
+        let skipped = trace(&Trace {
+            missed: [("tcp_probe".to_string(), 3)].into(),
+            ..Trace::default()
+        });
+        let missed = skipped
+            .iter()
+            .find(|f| f.sample_name() == "tcpdoctor_trace_missed_events_total")
+            .expect("missed family");
+        assert_eq!(missed.samples[0].value, Value::U64(3));
+        assert_eq!(
+            missed.samples[0].labels,
+            vec![("hook", "tcp_probe".to_string())]
+        );
     }
 }

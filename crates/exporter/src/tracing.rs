@@ -122,5 +122,6 @@ fn snapshot(session: &Session) -> Trace {
             .collect(),
         drops: summary.drop_reasons.clone(),
         lost: counts.get(&Counter::Lost).copied().unwrap_or(0),
+        missed: session.missed(),
     }
 }

@@ -318,6 +318,7 @@ pub fn merge_counted_and_traced(
         &mut traced,
         &trace.syn_resends,
         &delta,
+        &trace.missed_events,
         window,
     );
     merge(findings, counted);

@@ -59,6 +59,10 @@ pub struct RunTrace {
     /// Records the ring buffer had no room for: their events are counted in the kernel
     /// (`counts`) but not attributed.
     pub lost_events: u64,
+    /// Events the kernel skipped per tracepoint, its program already running on that CPU:
+    /// neither counted nor attributed (a SYN resend skipped this way is in
+    /// `syn_retrans_counted` and not in `syn_resends_attributed`).
+    pub missed_events: BTreeMap<String, u64>,
     /// Events attributed to a cause, all namespaces.
     pub attributed_events: u64,
     /// Attributed events per namespace and cause.
@@ -117,6 +121,7 @@ impl RunTrace {
             namespaces: namespaces.to_vec(),
             duration_ms: o.duration_ms,
             lost_events: o.lost_events,
+            missed_events: o.missed_events,
             attributed_events: o.summary.causes.values().sum(),
             causes_by_netns,
             syn_resends: o.summary.syn_resends.clone(),
@@ -195,6 +200,17 @@ impl RunTrace {
             "{} event(s) attributed, {} lost",
             self.attributed_events, self.lost_events
         )];
+        if !self.missed_events.is_empty() {
+            let by: Vec<String> = self
+                .missed_events
+                .iter()
+                .map(|(h, n)| format!("{h} {n}"))
+                .collect();
+            parts.push(format!(
+                "skipped by the kernel (hook already running on that CPU): {}",
+                by.join(", ")
+            ));
+        }
         if self.syn_resends_attributed > 0 || self.syn_retrans_counted != 0 {
             let by: Vec<String> = self
                 .syn_resends

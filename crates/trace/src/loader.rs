@@ -9,6 +9,7 @@
 //! evidence is then missing and [`Probe::unavailable`] says so.
 
 use std::collections::BTreeMap;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 
 use aya::maps::{Array, MapData, PerCpuArray, RingBuf};
 use aya::programs::BtfTracePoint;
@@ -229,6 +230,27 @@ impl Probe {
         arr.get(&idx, 0).map_err(|e| Error::Read(chain(&e)))
     }
 
+    /// Events the kernel did not run a program for, per tracepoint, when any: the program
+    /// was already running on that CPU (an interrupt's softirq hit the same tracepoint while
+    /// the program ran in process context), and the kernel skips the nested run rather than
+    /// re-enter it (`bpf_prog_info.recursion_misses`, counted per program since it was
+    /// loaded). Such an event is in no count, no record and no kernel-side counter of the
+    /// trace, though the kernel's own counters (nstat) count it. The kernel skips before the
+    /// program can look at the namespace: a skipped event may be of any namespace, so for a
+    /// trace of some namespaces the number is an upper bound of what it missed.
+    pub fn missed(&self) -> BTreeMap<String, u64> {
+        let mut out = BTreeMap::new();
+        for &(name, target, _) in PROGRAMS {
+            let Some(fd) = self.ebpf.program(name).and_then(|p| p.fd().ok()) else {
+                continue;
+            };
+            if let Some(n) = recursion_misses(fd.as_fd()).filter(|&n| n > 0) {
+                out.insert(target.to_string(), n);
+            }
+        }
+        out
+    }
+
     /// TCP packets dropped, per kernel drop-reason value, summed over CPUs.
     pub fn drop_reasons(&self) -> Result<BTreeMap<u32, u64>, Error> {
         let map = self
@@ -247,6 +269,40 @@ impl Probe {
         }
         Ok(out)
     }
+}
+
+/// `recursion_misses` of the program behind `fd` (BPF_OBJ_GET_INFO_BY_FD; kernel 5.12 and
+/// later), or None when the kernel does not say.
+fn recursion_misses(fd: BorrowedFd<'_>) -> Option<u64> {
+    use aya_obj::generated::{bpf_cmd, bpf_prog_info};
+    /// The `info` member of `union bpf_attr`.
+    #[repr(C)]
+    struct InfoByFd {
+        bpf_fd: u32,
+        info_len: u32,
+        info: u64,
+    }
+    // SAFETY: bpf_prog_info is plain data (integers and arrays of them): all zeros is a
+    // valid value.
+    let mut info: bpf_prog_info = unsafe { std::mem::zeroed() };
+    let len = std::mem::offset_of!(bpf_prog_info, recursion_misses) + std::mem::size_of::<u64>();
+    let mut attr = InfoByFd {
+        bpf_fd: fd.as_raw_fd() as u32,
+        info_len: len as u32,
+        info: &mut info as *mut bpf_prog_info as u64,
+    };
+    // SAFETY: the kernel writes at most `info_len` bytes to `info`, which points to a live
+    // bpf_prog_info of at least that size; `attr` outlives the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            bpf_cmd::BPF_OBJ_GET_INFO_BY_FD as libc::c_int,
+            &mut attr as *mut InfoByFd,
+            std::mem::size_of::<InfoByFd>() as u32,
+        )
+    };
+    // A kernel older than the field fills less than asked for and says so in info_len.
+    (r == 0 && attr.info_len as usize >= len).then_some(info.recursion_misses)
 }
 
 fn attach(

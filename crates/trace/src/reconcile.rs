@@ -6,6 +6,9 @@ use std::collections::BTreeMap;
 
 use tcpdoctor_model::{Finding, Pathology};
 
+/// The tracepoint every SYN resend passes (as [`crate::loader`] attaches it).
+const RETRANSMIT_HOOK: &str = "tcp_retransmit_skb";
+
 /// Counter findings reconciled with the trace's, so that no event is counted twice. The
 /// SYN and SYN-ACK resends `TcpExtTCPSynRetrans` counted are the events the trace attributed
 /// one by one (`syn_resends`, per pathology: a stale-ACK race, a TIME_WAIT collision, a full
@@ -13,12 +16,15 @@ use tcpdoctor_model::{Finding, Pathology};
 /// to the trace's findings. When one pathology explains every resend, the counter finding
 /// merges into it (both evidences, the merged impact judged by the policy); when several
 /// share them, each gets its part as evidence. Resends the trace did not attribute (records
-/// lost) stay a counter finding of their own, judged on their number only.
+/// lost, or resends the kernel skipped tracing: `missed`, per tracepoint, as
+/// [`crate::session::Outcome::missed_events`]) stay a counter finding of their own, judged
+/// on their number only, which says how many retransmissions the trace could not see.
 pub fn reconcile(
     counted: Vec<Finding>,
     traced: &mut [Finding],
     syn_resends: &BTreeMap<Pathology, u64>,
     delta: &BTreeMap<String, i64>,
+    missed: &BTreeMap<String, u64>,
     window: tcpdoctor_model::counters::Window,
 ) -> Vec<Finding> {
     const SYN: &str = "TcpExtTCPSynRetrans";
@@ -68,6 +74,15 @@ pub fn reconcile(
                     residual as f64,
                 );
                 f.summary = format!("{} (not attributed by the trace)", f.summary);
+                let skipped = missed.get(RETRANSMIT_HOOK).copied().unwrap_or(0);
+                if skipped > 0 {
+                    f = f.arithmetic(
+                        format!(
+                            "retransmissions of any kind the kernel did not trace ({RETRANSMIT_HOOK} already running on that CPU)"
+                        ),
+                        skipped as f64,
+                    );
+                }
                 out.push(f);
             }
         }
@@ -107,15 +122,17 @@ mod tests {
         // Every resend attributed to the race: one finding, the trace's, with the counter.
         let mut traced = race();
         let all: BTreeMap<Pathology, u64> = [(Pathology::StaleAckRace, 5)].into();
-        let rest = reconcile(counted(), &mut traced, &all, &delta, w);
+        let rest = reconcile(counted(), &mut traced, &all, &delta, &BTreeMap::new(), w);
         assert!(rest.iter().all(|f| f.pathology != Pathology::SynRetransmit));
         let ev = format!("{:?}", traced[0].evidence);
         assert!(ev.contains("TcpExtTCPSynRetrans"), "{ev}");
         assert_eq!(traced[0].severity, traced[0].impact.severity());
-        // Three of five attributed: the other two stay a counter finding of their own.
+        // Three of five attributed, the kernel having skipped two retransmissions: the other
+        // two stay a counter finding of their own, which says what the trace could not see.
         let mut traced = race();
         let some: BTreeMap<Pathology, u64> = [(Pathology::StaleAckRace, 3)].into();
-        let rest = reconcile(counted(), &mut traced, &some, &delta, w);
+        let skipped: BTreeMap<String, u64> = [("tcp_retransmit_skb".to_string(), 2)].into();
+        let rest = reconcile(counted(), &mut traced, &some, &delta, &skipped, w);
         let syn: Vec<_> = rest
             .iter()
             .filter(|f| f.pathology == Pathology::SynRetransmit)
@@ -127,8 +144,21 @@ mod tests {
             syn[0].summary
         );
         assert_eq!(syn[0].impact.affected, 2, "{:?}", syn[0].impact);
+        let ev = format!("{:?}", syn[0].evidence);
+        assert!(ev.contains("did not trace"), "{ev}");
+        // Nothing skipped: no such evidence.
+        let rest = reconcile(counted(), &mut race(), &some, &delta, &BTreeMap::new(), w);
+        let ev = format!("{:?}", rest.iter().map(|f| &f.evidence).collect::<Vec<_>>());
+        assert!(!ev.contains("did not trace"), "{ev}");
         // Nothing attributed: the counters' findings as they were.
-        let rest = reconcile(counted(), &mut race(), &BTreeMap::new(), &delta, w);
+        let rest = reconcile(
+            counted(),
+            &mut race(),
+            &BTreeMap::new(),
+            &delta,
+            &BTreeMap::new(),
+            w,
+        );
         assert_eq!(rest.len(), counted().len());
     }
 }

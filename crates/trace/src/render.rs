@@ -41,6 +41,8 @@ pub struct Body {
     pub netns: Vec<Netns>,
     pub counts: BTreeMap<&'static str, u64>,
     pub lost_events: u64,
+    /// Events the kernel skipped per tracepoint (its program already running on that CPU).
+    pub missed_events: BTreeMap<String, u64>,
     pub drops_by_reason: BTreeMap<String, u64>,
     pub summary: Summary,
     pub kernel_counters: BTreeMap<String, BTreeMap<String, i64>>,
@@ -159,11 +161,14 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>) -> io::Result<()> {
         "Lost events (ring buffer full): {}{}",
         b.lost_events,
         if b.lost_events > 0 {
-            " -- some events were not attributed; the counts above are exact"
+            " -- some events were not attributed; the counts above include them"
         } else {
             ""
         }
     )?;
+    if let Some(line) = missed_text(&b.missed_events) {
+        writeln!(w, "{line}")?;
+    }
     if !b.drops_by_reason.is_empty() {
         let d: Vec<String> = b
             .drops_by_reason
@@ -222,4 +227,17 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>) -> io::Result<()> {
     tcpdoctor_report::findings::write(w, &r.findings)?;
     writeln!(w)?;
     tcpdoctor_report::findings::verdict(w, r)
+}
+
+/// The line that names the events the kernel skipped, when it skipped any: shared by every
+/// command that reports a trace.
+pub fn missed_text(missed: &BTreeMap<String, u64>) -> Option<String> {
+    if missed.is_empty() {
+        return None;
+    }
+    let by: Vec<String> = missed.iter().map(|(h, n)| format!("{h} {n}")).collect();
+    Some(format!(
+        "Events the kernel skipped tracing (the hook's program was already running on that CPU; of any namespace): {} -- neither counted above nor attributed",
+        by.join(", ")
+    ))
 }

@@ -68,10 +68,15 @@ pub struct Netns {
 pub struct Outcome {
     pub duration_ms: u64,
     pub netns: Vec<Netns>,
-    /// Kernel-side counts (exact, also for events whose records were lost).
+    /// Kernel-side counts (also for events whose records were lost; not for the events in
+    /// `missed_events`).
     pub counts: BTreeMap<&'static str, u64>,
     /// Records lost because the ring buffer was full (also in `counts`).
     pub lost_events: u64,
+    /// Events the kernel skipped, per tracepoint: its program was already running on that
+    /// CPU ([`crate::loader::Probe::missed`]). In no count and no record; of any namespace
+    /// (the skip comes before the namespace filter); empty when none.
+    pub missed_events: BTreeMap<String, u64>,
     /// TCP drops per kernel drop-reason name, counted in the kernel.
     pub drops_by_reason: BTreeMap<String, u64>,
     pub summary: Summary,
@@ -268,6 +273,11 @@ impl Session {
         crate::history::attribute(&self.probe, netns, traced_for_ms, census)
     }
 
+    /// Events the kernel skipped so far, per tracepoint ([`Outcome::missed_events`]).
+    pub fn missed(&self) -> BTreeMap<String, u64> {
+        self.probe.missed()
+    }
+
     /// Kernel-side counts so far.
     pub fn counts(&self) -> Result<BTreeMap<Counter, u64>, Error> {
         self.probe.counters()
@@ -299,6 +309,7 @@ impl Session {
     pub fn finish(mut self) -> Outcome {
         let _ = self.poll();
         let counts = self.probe.counters().unwrap_or_default();
+        let missed_events = self.probe.missed();
         let drops = self.probe.drop_reasons().unwrap_or_default();
         let findings = self.findings();
         let reasons = self.engine.reasons();
@@ -318,6 +329,7 @@ impl Session {
             duration_ms: self.started.elapsed().as_millis() as u64,
             netns: self.netns.clone(),
             lost_events: counts.get(&Counter::Lost).copied().unwrap_or(0),
+            missed_events,
             counts: counts.iter().map(|(c, &n)| (c.name(), n)).collect(),
             drops_by_reason,
             summary: self.engine.summary(),

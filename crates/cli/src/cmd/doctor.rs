@@ -39,7 +39,7 @@ Exit status: 0 healthy (something measured, not interrupted, no finding above in
 1 findings, 2 error, 3 inconclusive (interrupted with nothing above info found). JSON
 fields: `steps[]` (`step`, `ran`, `duration_us`, `detail`), `skipped[]` (`step`, `reason`),
 `window_ms` (as watched), `window_requested_ms`, `window_source` (trace_and_counters |
-counters_only), `trace` (`used`, `missing`: why not, `counts`, `lost_events`, `causes`,
+counters_only), `trace` (`used`, `missing`: why not, `counts`, `lost_events`, `missed_events`, `causes`,
 `syn_resends` per pathology, `drops_by_reason`, `unavailable`), `settings` (as `check`), `sockets` (as
 `sockets`), `counters_moved` (nstat name -> delta over the window), `probe` (as `probe`),
 `findings[]`.

@@ -43,7 +43,7 @@ and the lab diagnoses from its own measurements. It costs one BPF load and attac
 (a syn-drop run of 1 s took 1.1 s untraced, 1.4 s traced here) and a thread draining its
 records every 50 ms. --json prints the Report envelope: findings,
 then the scenario body (scenario, run_id, namespaces, trace {used, missing, runs[] {run,
-namespaces, duration_ms, lost_events, attributed_events, causes_by_netns, syn_resends,
+namespaces, duration_ms, lost_events, missed_events, attributed_events, causes_by_netns, syn_resends,
 syn_resends_attributed, syn_retrans_counted, eaddrnotavail, no_local_port, incast_episodes,
 drops_by_reason, kernel_counters}}, config, before, after, fix_results, remedies, ...);
 every numeric field carries its unit (_us, _bytes, _bits_per_s, _per_s). Exit 0 healthy, 1

@@ -49,13 +49,16 @@ Needs: root (or CAP_BPF + CAP_PERFMON) and kernel BTF (/sys/kernel/btf/vmlinux);
 tracefs, kernel headers or compiler. Without them: one line naming what is missing, exit 2.
 Overhead: a few map operations per connection and one record per attributed event; healthy
 connections produce no record. Records the ring buffer had no room for are counted and
-printed as lost events, never dropped silently.
+printed as lost events, never dropped silently. The kernel skips a hook's program when it is
+already running on that CPU (a softirq interrupting it hits the same tracepoint, of this
+or any other namespace): those events are in no count, and the report gives their number
+per hook (missed_events), an upper bound of what this scope missed.
 
 Output fields (--json, JSON Lines): {type: event, t_us, netns, netns_name, process {pid,
 comm, source: connect|current|file_descriptor}, local, remote, state, cause, pathology,
 evidence, drop_reason}; {type: summary, t_ms, connects, causes, drops, lost_events}; and
 last {type: report, schema_version, verdict, findings, duration_ms, netns[], counts,
-lost_events, drops_by_reason, summary {causes, drop_reasons, drop_flows, no_local_port,
+lost_events, missed_events {hook: n}, drops_by_reason, summary {causes, drop_reasons, drop_flows, no_local_port,
 incast_episodes, undecoded, filtered_out}, kernel_counters, unavailable}.
 Exit status 0 healthy, 1 findings, 2 error, 3 nothing measured (no TCP activity seen).
 
@@ -206,6 +209,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         netns: outcome.netns,
         counts: outcome.counts,
         lost_events: outcome.lost_events,
+        missed_events: outcome.missed_events,
         drops_by_reason: outcome.drops_by_reason,
         summary: outcome.summary,
         kernel_counters: outcome.kernel_counters,

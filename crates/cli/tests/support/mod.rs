@@ -308,3 +308,28 @@ fn sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
     };
     (ss, len as libc::socklen_t)
 }
+
+/// Events the trace's program on `hook` was skipped for by the kernel (already running on
+/// that CPU), as a trace report or lab trace run gives them in `missed_events`.
+#[allow(dead_code)]
+pub fn skipped(trace: &serde_json::Value, hook: &str) -> u64 {
+    trace["missed_events"][hook].as_u64().unwrap_or(0)
+}
+
+/// `traced` events of a kind the kernel counted `counted` of: equal, unless the kernel
+/// skipped the kind's hook `skipped` times, when the trace may count that many fewer (never
+/// more). `what` names the comparison in the failure message.
+#[allow(dead_code)]
+pub fn assert_traced_count(traced: i64, counted: i64, skipped: u64, what: &str) {
+    if skipped == 0 {
+        assert_eq!(
+            traced, counted,
+            "{what}: traced {traced}, counted {counted}"
+        );
+    } else {
+        assert!(
+            traced <= counted && traced + skipped as i64 >= counted,
+            "{what}: traced {traced}, counted {counted}, the hook skipped {skipped} time(s)"
+        );
+    }
+}
