@@ -478,6 +478,8 @@ fn eaddrnotavail_counts_equal_the_clients_failed_connects() {
     let (events, report, _) = trace.stop();
     let _ = server.join();
     assert!(failed >= 7, "{failed}");
+    // Exact: connect() fails in process context, where the kernel never skips the program
+    // (it skips a run nested in one already running on that CPU: one in a softirq).
     let no_port = causes(&events, "no_local_port");
     assert_eq!(no_port.len(), failed, "{events:#?}");
     assert_eq!(report["counts"]["connect_eaddrnotavail"], failed as u64);
@@ -521,15 +523,23 @@ fn each_refused_connect_is_counted_once() {
         .iter()
         .find(|f| f["pathology"] == "connect_failure")
         .unwrap_or_else(|| panic!("no connect_failure: {report:#}"));
-    assert_eq!(f["impact"]["failed"], 3, "{f:#}");
+    // Once each (never twice), less any state change the kernel skipped tracing.
+    let skipped = support::skipped(&report, "inet_sock_set_state");
+    let failed = f["impact"]["failed"].as_i64().unwrap();
+    support::assert_traced_count(failed, 3, skipped, &format!("{f:#}"));
     assert!(
         f["summary"]
             .as_str()
             .unwrap()
-            .starts_with("3 connect(s) failed"),
+            .starts_with(&format!("{failed} connect(s) failed")),
         "{f:#}"
     );
-    assert_eq!(causes(&events, "refused").len(), 3, "{events:#?}");
+    support::assert_traced_count(
+        causes(&events, "refused").len() as i64,
+        3,
+        skipped,
+        &format!("{events:#?}"),
+    );
 }
 
 /// A `Tcp:` counter of the namespace (/proc/net/snmp read inside it).
