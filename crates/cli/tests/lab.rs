@@ -781,7 +781,12 @@ fn stale_ack_race_reports_the_observed_kernel_behaviour() {
     // The forced check is traced too: each SYN it resent is named a stale-ACK race.
     if require_trace("stale_ack_race_reports_the_observed_kernel_behaviour", &v) {
         let t = trace_run(&v, "forced check: a SYN meets a stale ACK");
-        assert_eq!(t["syn_resends"]["stale_ack_race"], resent, "{t:#}");
+        support::assert_traced_count(
+            t["syn_resends"]["stale_ack_race"].as_i64().unwrap_or(0),
+            resent,
+            support::skipped(t, "tcp_retransmit_skb"),
+            &format!("{t:#}"),
+        );
         assert_eq!(t["syn_retrans_counted"], resent, "{t:#}");
     }
 }

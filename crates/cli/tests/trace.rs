@@ -258,23 +258,36 @@ fn syn_dropped_by_a_firewall_names_the_drop_reason_and_the_ladder_rung() {
     let resent = tcpext(&ns, "TCPSynRetrans") - before;
     let dropped = causes(&events, "syn_dropped");
     assert!(resent >= 3, "{resent}");
-    assert_eq!(dropped.len() as i64, resent, "{events:#?}");
+    // Each resend, less any the kernel skipped tracing (a timer's resend nested in the
+    // program already running on that CPU: seen here while other tests ran).
+    let skipped = support::skipped(&report, "tcp_retransmit_skb");
+    support::assert_traced_count(
+        dropped.len() as i64,
+        resent,
+        skipped,
+        &format!("{events:#?}\n{report:#}"),
+    );
     for e in &dropped {
         assert!(
             e["evidence"].as_str().unwrap().contains("NETFILTER_DROP"),
             "{e}"
         );
     }
-    assert!(
-        dropped[0]["evidence"].as_str().unwrap().contains("rung 1"),
-        "{}",
-        dropped[0]
-    );
+    if skipped == 0 {
+        assert!(
+            dropped[0]["evidence"].as_str().unwrap().contains("rung 1"),
+            "{}",
+            dropped[0]
+        );
+    }
     // Every SYN (the first and the resends) dropped, counted per reason in the kernel.
-    assert_eq!(
-        report["drops_by_reason"]["NETFILTER_DROP"],
+    support::assert_traced_count(
+        report["drops_by_reason"]["NETFILTER_DROP"]
+            .as_i64()
+            .unwrap(),
         resent + 1,
-        "{report:#}"
+        support::skipped(&report, "kfree_skb"),
+        &format!("{report:#}"),
     );
     assert!(
         pathologies(&report).contains(&"syn_retransmit".to_string()),
@@ -305,7 +318,12 @@ fn full_accept_queue_names_the_listener_and_its_process() {
     assert!(tcpext(&ns, "ListenOverflows") > overflows_before);
     let full = causes(&events, "accept_queue_full");
     assert!(resent >= 3, "{resent}");
-    assert_eq!(full.len() as i64, resent, "{events:#?}");
+    support::assert_traced_count(
+        full.len() as i64,
+        resent,
+        support::skipped(&report, "tcp_retransmit_skb"),
+        &format!("{events:#?}"),
+    );
     let me = std::process::id();
     for e in &full {
         let ev = e["evidence"].as_str().unwrap();
@@ -372,9 +390,11 @@ fn syns_refused_by_a_draining_accept_queue_are_not_called_lost() {
     assert!(lost.is_empty(), "{lost:#?}");
     assert!(!full.is_empty(), "{events:#?}");
     let traced = (full.len() + synack.len()) as i64;
+    let skipped = support::skipped(&report, "tcp_retransmit_skb")
+        + support::skipped(&report, "tcp_retransmit_synack");
     assert!(
-        (resent..=resent_after).contains(&traced),
-        "{traced} traced, {resent}..{resent_after} counted: {events:#?}"
+        (resent - skipped as i64..=resent_after).contains(&traced),
+        "{traced} traced, {resent}..{resent_after} counted, {skipped} skipped: {events:#?}"
     );
     assert!(
         full.len() as i64 <= overflows,
@@ -426,14 +446,15 @@ fn a_full_listener_in_an_untraced_namespace_is_not_the_cause() {
     std::thread::sleep(Duration::from_millis(2_300));
     // The kernel's count just before and just after the stop: a resend may fall between.
     let resent = tcpext(&client, "TCPSynRetrans") - before;
-    let (events, _, _) = trace.stop();
+    let (events, report, _) = trace.stop();
     let resent_after = tcpext(&client, "TCPSynRetrans") - before;
     drop((conn, held, l));
     assert!(resent >= 2, "{resent}");
     let lost = causes(&events, "syn_lost").len() as i64;
+    let skipped = support::skipped(&report, "tcp_retransmit_skb") as i64;
     assert!(
-        (resent..=resent_after).contains(&lost),
-        "{lost} traced, {resent}..{resent_after} counted: {events:#?}"
+        (resent - skipped..=resent_after).contains(&lost),
+        "{lost} traced, {resent}..{resent_after} counted, {skipped} skipped: {events:#?}"
     );
     assert!(
         causes(&events, "accept_queue_full").is_empty(),
@@ -688,7 +709,12 @@ fn time_wait_collision_is_told_apart_from_a_stale_ack_race() {
         resent >= (N - 1) as i64,
         "every reconnect collided: {resent}"
     );
-    assert_eq!(resends.len() as i64, resent, "{events:#?}");
+    support::assert_traced_count(
+        resends.len() as i64,
+        resent,
+        support::skipped(&report, "tcp_retransmit_skb"),
+        &format!("{events:#?}"),
+    );
     assert!(causes(&events, "stale_ack_race").is_empty(), "{events:#?}");
     // The server's view: its TIME_WAIT socket refused each colliding SYN.
     assert!(
