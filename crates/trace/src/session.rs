@@ -63,6 +63,10 @@ pub struct Netns {
     pub name: Option<String>,
 }
 
+/// How long a finishing session keeps tracing after the kernel counters' window closed
+/// ([`Session::finish`]): far longer than the send of one segment, even on a loaded host.
+pub const SETTLE: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// What a finished session measured.
 #[derive(Clone, Debug, Serialize)]
 pub struct Outcome {
@@ -179,6 +183,16 @@ impl Session {
             Scope::All => None,
             _ => Some(netns.iter().map(|n| n.inode).collect()),
         };
+        let start_ns = monotonic_ns();
+        // A closing socket freeing its own queues is not a drop on the path: counted per
+        // reason, never sent as a record.
+        let quiet: Vec<u32> = QUIET_DROPS
+            .iter()
+            .filter_map(|n| reasons.drop.value(n))
+            .collect();
+        let probe = Probe::load(filter.as_deref(), &quiet, hooks)?;
+        // The counters' window opens once the programs are attached: every event it counts
+        // reaches its tracepoint while they are.
         let mut counters_before = BTreeMap::new();
         for n in &netns {
             if let Ok(s) = counters_in(n) {
@@ -195,14 +209,6 @@ impl Session {
                 Some((n.inode, *v))
             })
             .collect();
-        let start_ns = monotonic_ns();
-        // A closing socket freeing its own queues is not a drop on the path: counted per
-        // reason, never sent as a record.
-        let quiet: Vec<u32> = QUIET_DROPS
-            .iter()
-            .filter_map(|n| reasons.drop.value(n))
-            .collect();
-        let probe = Probe::load(filter.as_deref(), &quiet, hooks)?;
         let mut all_names = names;
         for n in &netns {
             if let Some(name) = &n.name {
@@ -306,7 +312,20 @@ impl Session {
 
     /// Drains what is left, detaches, and reports. The returned lines of the last drain
     /// are in `Outcome::summary` counts only: call [`Session::poll`] first to print them.
+    ///
+    /// The kernel counters' window closes first, then the trace's, [`SETTLE`] later: the
+    /// kernel counts a retransmission before it sends it and the tracepoint fires after the
+    /// send (the end of `__tcp_retransmit_skb`), so an event the counters just counted may not
+    /// have reached its tracepoint yet. A caller that reads counters of its own does so before
+    /// calling this, for the same reason.
     pub fn finish(mut self) -> Outcome {
+        let mut counters_after = BTreeMap::new();
+        for n in &self.netns {
+            if let Ok(s) = counters_in(n) {
+                counters_after.insert(n.label(), s);
+            }
+        }
+        std::thread::sleep(SETTLE);
         let _ = self.poll();
         let counts = self.probe.counters().unwrap_or_default();
         let missed_events = self.probe.missed();
@@ -319,9 +338,10 @@ impl Session {
             .collect();
         let mut kernel_counters = BTreeMap::new();
         for n in &self.netns {
-            if let (Some(before), Ok(after)) =
-                (self.counters_before.get(&n.label()), counters_in(n))
-            {
+            if let (Some(before), Some(after)) = (
+                self.counters_before.get(&n.label()),
+                counters_after.get(&n.label()),
+            ) {
                 kernel_counters.insert(n.label(), after.delta_since(before).tcp());
             }
         }
