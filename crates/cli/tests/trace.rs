@@ -1151,14 +1151,26 @@ fn events_the_kernel_skipped_are_reported_per_hook_as_the_kernel_counts_them() {
     // Unblock the acceptor if a client gave up early.
     let _ = in_netns(&client, || TcpStream::connect("10.79.0.2:5106").map(|_| ()));
     let _ = server.join();
+    // The traffic is over. The programs also run for every other namespace's events (they
+    // filter after the kernel's check), so other tests' traffic can still add skips: equal
+    // when the count held still over 300 ms, else at least what the kernel counted.
+    let settled = skipped_by_tracepoint(trace.child.id());
     std::thread::sleep(Duration::from_millis(300));
-    // The traffic is over: what the kernel counts now is what the report must give.
     let kernel = skipped_by_tracepoint(trace.child.id());
     let (_, report, _) = trace.stop();
     let reported: std::collections::BTreeMap<String, u64> =
         serde_json::from_value(report["missed_events"].clone()).expect("missed_events");
-    eprintln!("{made} connections; skipped by the kernel: {kernel:?}");
-    assert_eq!(reported, kernel, "{report:#}");
+    eprintln!("{made} connections; skipped by the kernel: {kernel:?} (300 ms before: {settled:?})");
+    if settled == kernel {
+        assert_eq!(reported, kernel, "{report:#}");
+    } else {
+        for (hook, n) in &kernel {
+            assert!(
+                reported.get(hook).is_some_and(|r| r >= n),
+                "{hook}: the kernel counted {n} skips: {report:#}"
+            );
+        }
+    }
     // A connect whose state change was skipped is not counted, and nothing is counted twice.
     let connects = report["counts"]["connects"].as_u64().unwrap();
     let skipped = kernel.get("inet_sock_set_state").copied().unwrap_or(0);
