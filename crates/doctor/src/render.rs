@@ -57,9 +57,8 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>) -> io::Result<()> {
         )?,
     }
     if let Some(s) = &b.sockets {
-        let states: Vec<String> = s.by_state.iter().map(|(k, v)| format!("{k} {v}")).collect();
-        if !states.is_empty() {
-            writeln!(w, "  sockets by state: {}", states.join(", "))?;
+        if !s.by_state.is_empty() {
+            writeln!(w, "  sockets by state: {}", fmt::tally(&s.by_state))?;
         }
     }
     if r.interrupted {

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use tcpdoctor_model::{Finding, Pathology};
+use tcpdoctor_report::fmt::tally;
 use tcpdoctor_trace::attribute::{Cause, IncastEpisode, PortFailure};
 use tcpdoctor_trace::loader::Unavailable;
 use tcpdoctor_trace::session::{Options, Outcome, Scope, Session};
@@ -201,28 +202,16 @@ impl RunTrace {
             self.attributed_events, self.lost_events
         )];
         if !self.missed_events.is_empty() {
-            let by: Vec<String> = self
-                .missed_events
-                .iter()
-                .map(|(h, n)| format!("{h} {n}"))
-                .collect();
             parts.push(format!(
                 "skipped by the kernel (hook already running on that CPU): {}",
-                by.join(", ")
+                tally(&self.missed_events)
             ));
         }
         if self.syn_resends_attributed > 0 || self.syn_retrans_counted != 0 {
-            let by: Vec<String> = self
-                .syn_resends
-                .iter()
-                .filter(|(_, &n)| n > 0)
-                .map(|(p, n)| format!("{p} {n}"))
-                .collect();
+            let by = tally(self.syn_resends.iter().filter(|(_, &n)| n > 0));
             parts.push(format!(
-                "{} SYN resend(s) attributed ({}) of {SYN_RETRANS} +{}",
-                self.syn_resends_attributed,
-                by.join(", "),
-                self.syn_retrans_counted
+                "{} SYN resend(s) attributed ({by}) of {SYN_RETRANS} +{}",
+                self.syn_resends_attributed, self.syn_retrans_counted
             ));
         }
         if self.eaddrnotavail > 0 {
@@ -256,14 +245,13 @@ impl RunTrace {
             ));
         }
         // A closing socket freeing its own queues (QUEUE_PURGE) is not a drop on the path.
-        let drops: Vec<String> = self
-            .drops_by_reason
-            .iter()
-            .filter(|(r, _)| r.as_str() != "QUEUE_PURGE")
-            .map(|(r, n)| format!("{r} {n}"))
-            .collect();
+        let drops = tally(
+            self.drops_by_reason
+                .iter()
+                .filter(|(r, _)| r.as_str() != "QUEUE_PURGE"),
+        );
         if !drops.is_empty() {
-            parts.push(format!("drops: {}", drops.join(", ")));
+            parts.push(format!("drops: {drops}"));
         }
         parts.join("; ")
     }

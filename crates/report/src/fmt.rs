@@ -1,6 +1,14 @@
 //! Human formatting of durations, rates and sizes. Units always printed.
 
+use std::fmt::Display;
 use std::time::Duration;
+
+/// `NETFILTER_DROP 4, TCP_INVALID_SYN 3`: labelled counts in the order given (per cause,
+/// drop reason, hook, state), as every report lists them; empty for none.
+pub fn tally<K: Display, V: Display>(items: impl IntoIterator<Item = (K, V)>) -> String {
+    let parts: Vec<String> = items.into_iter().map(|(k, v)| format!("{k} {v}")).collect();
+    parts.join(", ")
+}
 
 /// `850us`, `12.3ms`, `1.004s`: three significant digits, unit chosen by magnitude.
 pub fn duration(d: Duration) -> String {
@@ -78,6 +86,13 @@ pub fn bytes(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tallies_keep_their_order_and_are_empty_for_none() {
+        let m: std::collections::BTreeMap<&str, u64> = [("b", 2), ("a", 10)].into();
+        assert_eq!(tally(&m), "a 10, b 2");
+        assert_eq!(tally(Vec::<(&str, u64)>::new()), "");
+    }
 
     #[test]
     fn durations_pick_units() {

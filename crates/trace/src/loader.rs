@@ -238,17 +238,29 @@ impl Probe {
     /// trace, though the kernel's own counters (nstat) count it. The kernel skips before the
     /// program can look at the namespace: a skipped event may be of any namespace, so for a
     /// trace of some namespaces the number is an upper bound of what it missed.
-    pub fn missed(&self) -> BTreeMap<String, u64> {
+    ///
+    /// A hook whose count the kernel does not give (before 5.12) is in the second list: its
+    /// skips are unknown, not zero.
+    pub fn missed(&self) -> (BTreeMap<String, u64>, Vec<Unavailable>) {
         let mut out = BTreeMap::new();
+        let mut unknown = Vec::new();
         for &(name, target, _) in PROGRAMS {
+            // Not attached (optional, or not wanted): nothing to count.
             let Some(fd) = self.ebpf.program(name).and_then(|p| p.fd().ok()) else {
                 continue;
             };
-            if let Some(n) = recursion_misses(fd.as_fd()).filter(|&n| n > 0) {
-                out.insert(target.to_string(), n);
+            match recursion_misses(fd.as_fd()) {
+                Some(0) => {}
+                Some(n) => {
+                    out.insert(target.to_string(), n);
+                }
+                None => unknown.push(Unavailable {
+                    hook: format!("{target} (events skipped)"),
+                    reason: "this kernel does not report bpf_prog_info.recursion_misses: events it skipped are not counted".into(),
+                }),
             }
         }
-        out
+        (out, unknown)
     }
 
     /// TCP packets dropped, per kernel drop-reason value, summed over CPUs.

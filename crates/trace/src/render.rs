@@ -6,6 +6,7 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 use tcpdoctor_model::Report;
+use tcpdoctor_report::fmt::tally;
 
 use crate::attribute::{Line, Summary};
 use crate::loader::Unavailable;
@@ -108,23 +109,15 @@ pub fn write_summary(w: &mut dyn Write, s: &SummaryLine, json: bool) -> io::Resu
     if json {
         return tcpdoctor_report::json_line(w, s);
     }
-    let causes: Vec<String> = s.causes.iter().map(|(c, n)| format!("{c} {n}")).collect();
-    let drops: Vec<String> = s.drops.iter().map(|(c, n)| format!("{c} {n}")).collect();
+    let causes = tally(&s.causes);
+    let drops = tally(&s.drops);
     writeln!(
         w,
         "-- {:.1} s: {} connects; causes: {}; drops: {}; lost events: {}",
         s.t_ms as f64 / 1000.0,
         s.connects,
-        if causes.is_empty() {
-            "none".into()
-        } else {
-            causes.join(", ")
-        },
-        if drops.is_empty() {
-            "none".into()
-        } else {
-            drops.join(", ")
-        },
+        if causes.is_empty() { "none" } else { &causes },
+        if drops.is_empty() { "none" } else { &drops },
         s.lost_events
     )
 }
@@ -170,12 +163,7 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>) -> io::Result<()> {
         writeln!(w, "{line}")?;
     }
     if !b.drops_by_reason.is_empty() {
-        let d: Vec<String> = b
-            .drops_by_reason
-            .iter()
-            .map(|(r, n)| format!("{r} {n}"))
-            .collect();
-        writeln!(w, "Drops by reason: {}", d.join(", "))?;
+        writeln!(w, "Drops by reason: {}", tally(&b.drops_by_reason))?;
         for f in b.summary.drop_flows.iter().take(5) {
             let at = f
                 .ifname
@@ -235,9 +223,8 @@ pub fn missed_text(missed: &BTreeMap<String, u64>) -> Option<String> {
     if missed.is_empty() {
         return None;
     }
-    let by: Vec<String> = missed.iter().map(|(h, n)| format!("{h} {n}")).collect();
     Some(format!(
         "Events the kernel skipped tracing (the hook's program was already running on that CPU; of any namespace): {} -- neither counted above nor attributed",
-        by.join(", ")
+        tally(missed)
     ))
 }

@@ -86,7 +86,8 @@ pub struct Outcome {
     pub summary: Summary,
     /// Kernel counters (nstat names) that moved in each named namespace during the session.
     pub kernel_counters: BTreeMap<String, BTreeMap<String, i64>>,
-    /// Hooks this kernel could not attach: the evidence they give is missing.
+    /// Hooks this kernel could not attach (the evidence they give is missing), and hooks
+    /// whose skipped events it does not count (`missed_events` is then unknown for them).
     pub unavailable: Vec<Unavailable>,
     #[serde(skip)]
     pub findings: Vec<Finding>,
@@ -281,7 +282,7 @@ impl Session {
 
     /// Events the kernel skipped so far, per tracepoint ([`Outcome::missed_events`]).
     pub fn missed(&self) -> BTreeMap<String, u64> {
-        self.probe.missed()
+        self.probe.missed().0
     }
 
     /// Kernel-side counts so far.
@@ -328,7 +329,7 @@ impl Session {
         std::thread::sleep(SETTLE);
         let _ = self.poll();
         let counts = self.probe.counters().unwrap_or_default();
-        let missed_events = self.probe.missed();
+        let (missed_events, skips_unknown) = self.probe.missed();
         let drops = self.probe.drop_reasons().unwrap_or_default();
         let findings = self.findings();
         let reasons = self.engine.reasons();
@@ -354,7 +355,7 @@ impl Session {
             drops_by_reason,
             summary: self.engine.summary(),
             kernel_counters,
-            unavailable: self.probe.unavailable().to_vec(),
+            unavailable: [self.probe.unavailable(), &skips_unknown[..]].concat(),
             findings,
         }
     }

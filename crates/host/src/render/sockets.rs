@@ -36,9 +36,8 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>, top: usize) -> io::Result<()> {
         s.total_sockets,
         fmt::micros(r.body.census_duration_us)
     )?;
-    let states: Vec<String> = s.by_state.iter().map(|(k, v)| format!("{k} {v}")).collect();
-    if !states.is_empty() {
-        writeln!(w, "  by state: {}", states.join(", "))?;
+    if !s.by_state.is_empty() {
+        writeln!(w, "  by state: {}", fmt::tally(&s.by_state))?;
     }
     writeln!(
         w,
@@ -169,11 +168,7 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>, top: usize) -> io::Result<()> {
             "PROCESS",
         ]);
         for l in s.listeners.iter().take(top) {
-            let conns: Vec<String> = l
-                .connections
-                .iter()
-                .map(|(k, v)| format!("{k} {v}"))
-                .collect();
+            let conns = fmt::tally(&l.connections);
             let opt = |v: Option<u32>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
             t.add_row(vec![
                 if l.listening {
@@ -184,7 +179,7 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>, top: usize) -> io::Result<()> {
                 opt(l.accept_queue),
                 opt(l.backlog),
                 if l.full { "FULL".into() } else { String::new() },
-                conns.join(", "),
+                conns,
                 crate::sockets::who(&l.owners),
             ]);
         }
