@@ -484,7 +484,8 @@ fn doctor_names_the_stale_ack_race_the_trace_attributes_not_just_syn_retransmitt
         .map(|n| n.as_i64().unwrap())
         .sum();
     // (Less any resend the kernel skipped tracing, which the report counts.)
-    let skipped = support::skipped(&v["trace"], "tcp_retransmit_skb") as i64;
+    let skipped = (support::skipped(&v["trace"], "tcp_retransmit_skb")
+        + support::not_traced(&v["trace"])) as i64;
     assert!(attributed + skipped >= resent, "{v:#}");
     assert!(
         v["trace"]["syn_resends"]["stale_ack_race"]

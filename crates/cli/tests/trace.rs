@@ -206,14 +206,33 @@ fn stale_ack_race_is_named_and_its_syn_resends_equal_tcpsynretrans() {
         resent >= (N - 1) as i64,
         "each reconnect met the stale ACK: {resent}"
     );
-    let skipped = support::skipped(&report, "tcp_retransmit_skb");
+    // The kernel counted every resend; the trace sees each one, less the runs the kernel
+    // reported skipping and those it reports as not traced (rarely, under CPU load, the
+    // kernel runs no program for a resend and counts no skip: 16 of 2,354 in one stress run).
+    let skipped = support::skipped(&report, "tcp_retransmit_skb")
+        + support::skipped(&report, "tcp_retransmit_synack");
+    let unseen = support::not_traced(&report);
+    let kernel_side = report["counts"]["retransmit_syn"].as_i64().unwrap()
+        + report["counts"]["synack_retransmits"].as_i64().unwrap();
+    assert_eq!(
+        unseen as i64,
+        (resent - kernel_side - skipped as i64).max(0),
+        "not_traced must be what TcpExtTCPSynRetrans counted beyond the traced and skipped: {report:#}"
+    );
+    assert!(
+        unseen * 2 < resent as u64,
+        "most resends are traced: {unseen} of {resent} not seen: {report:#}"
+    );
     support::assert_traced_count(
         all_resends,
         resent,
-        skipped,
-        &format!("SYN resends traced vs TcpExtTCPSynRetrans: {events:#?}"),
+        skipped + unseen,
+        &format!("SYN resends traced vs TcpExtTCPSynRetrans: {events:#?}\n{report:#}"),
     );
-    assert!(race_resends >= N - 1, "{events:#?}");
+    assert!(
+        race_resends + (skipped + unseen) as usize >= N - 1,
+        "{events:#?}"
+    );
     assert!(
         races.len() - race_resends >= N - 1,
         "one stale-ACK reset per reconnect"
@@ -228,7 +247,7 @@ fn stale_ack_race_is_named_and_its_syn_resends_equal_tcpsynretrans() {
     support::assert_traced_count(
         report["counts"]["retransmit_syn"].as_i64().unwrap(),
         resent,
-        skipped,
+        skipped + unseen,
         "retransmit_syn vs TcpExtTCPSynRetrans",
     );
 }
@@ -260,7 +279,7 @@ fn syn_dropped_by_a_firewall_names_the_drop_reason_and_the_ladder_rung() {
     assert!(resent >= 3, "{resent}");
     // Each resend, less any the kernel skipped tracing (a timer's resend nested in the
     // program already running on that CPU: seen here while other tests ran).
-    let skipped = support::skipped(&report, "tcp_retransmit_skb");
+    let skipped = support::skipped(&report, "tcp_retransmit_skb") + support::not_traced(&report);
     support::assert_traced_count(
         dropped.len() as i64,
         resent,
@@ -321,7 +340,7 @@ fn full_accept_queue_names_the_listener_and_its_process() {
     support::assert_traced_count(
         full.len() as i64,
         resent,
-        support::skipped(&report, "tcp_retransmit_skb"),
+        support::skipped(&report, "tcp_retransmit_skb") + support::not_traced(&report),
         &format!("{events:#?}"),
     );
     let me = std::process::id();
@@ -391,7 +410,8 @@ fn syns_refused_by_a_draining_accept_queue_are_not_called_lost() {
     assert!(!full.is_empty(), "{events:#?}");
     let traced = (full.len() + synack.len()) as i64;
     let skipped = support::skipped(&report, "tcp_retransmit_skb")
-        + support::skipped(&report, "tcp_retransmit_synack");
+        + support::skipped(&report, "tcp_retransmit_synack")
+        + support::not_traced(&report);
     assert!(
         (resent - skipped as i64..=resent_after).contains(&traced),
         "{traced} traced, {resent}..{resent_after} counted, {skipped} skipped: {events:#?}"
@@ -451,7 +471,8 @@ fn a_full_listener_in_an_untraced_namespace_is_not_the_cause() {
     drop((conn, held, l));
     assert!(resent >= 2, "{resent}");
     let lost = causes(&events, "syn_lost").len() as i64;
-    let skipped = support::skipped(&report, "tcp_retransmit_skb") as i64;
+    let skipped =
+        (support::skipped(&report, "tcp_retransmit_skb") + support::not_traced(&report)) as i64;
     assert!(
         (resent - skipped..=resent_after).contains(&lost),
         "{lost} traced, {resent}..{resent_after} counted, {skipped} skipped: {events:#?}"
@@ -712,7 +733,7 @@ fn time_wait_collision_is_told_apart_from_a_stale_ack_race() {
     support::assert_traced_count(
         resends.len() as i64,
         resent,
-        support::skipped(&report, "tcp_retransmit_skb"),
+        support::skipped(&report, "tcp_retransmit_skb") + support::not_traced(&report),
         &format!("{events:#?}"),
     );
     assert!(causes(&events, "stale_ack_race").is_empty(), "{events:#?}");

@@ -122,6 +122,8 @@ pub struct TraceWindow {
     /// Events the kernel skipped per tracepoint (its program already running on that CPU):
     /// neither counted nor attributed.
     pub missed_events: BTreeMap<String, u64>,
+    /// Resends TcpExtTCPSynRetrans counted that the trace did not see and no skip explains.
+    pub not_traced: BTreeMap<String, u64>,
     /// Attributed events per cause.
     pub causes: BTreeMap<Cause, u64>,
     /// SYN and SYN-ACK resends per pathology they were attributed to.
@@ -407,6 +409,7 @@ pub fn diagnose(
                     counts: o.counts,
                     lost_events: o.lost_events,
                     missed_events: o.missed_events,
+                    not_traced: o.not_traced,
                     causes: o.summary.causes,
                     syn_resends: o.summary.syn_resends,
                     drops_by_reason: o.drops_by_reason,

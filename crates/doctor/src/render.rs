@@ -46,9 +46,14 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>) -> io::Result<()> {
             w,
             "  window observed by the eBPF trace (events attributed to causes) and the counters; {} trace record(s) lost{}",
             b.trace.lost_events,
-            tcpdoctor_trace::render::missed_text(&b.trace.missed_events)
-                .map(|m| format!("\n  {m}"))
-                .unwrap_or_default()
+            [
+                tcpdoctor_trace::render::missed_text(&b.trace.missed_events),
+                tcpdoctor_trace::render::not_traced_text(&b.trace.not_traced)
+            ]
+            .into_iter()
+            .flatten()
+            .map(|m| format!("\n  {m}"))
+            .collect::<String>()
         )?,
         (WindowSource::CountersOnly, why) => writeln!(
             w,

@@ -64,6 +64,9 @@ pub struct RunTrace {
     /// neither counted nor attributed (a SYN resend skipped this way is in
     /// `syn_retrans_counted` and not in `syn_resends_attributed`).
     pub missed_events: BTreeMap<String, u64>,
+    /// Resends TcpExtTCPSynRetrans counted that the trace did not see and no skip explains
+    /// (`tcpdoctor_trace::session::Outcome::not_traced`).
+    pub not_traced: BTreeMap<String, u64>,
     /// Events attributed to a cause, all namespaces.
     pub attributed_events: u64,
     /// Attributed events per namespace and cause.
@@ -123,6 +126,7 @@ impl RunTrace {
             duration_ms: o.duration_ms,
             lost_events: o.lost_events,
             missed_events: o.missed_events,
+            not_traced: o.not_traced,
             attributed_events: o.summary.causes.values().sum(),
             causes_by_netns,
             syn_resends: o.summary.syn_resends.clone(),
@@ -205,6 +209,12 @@ impl RunTrace {
             parts.push(format!(
                 "skipped by the kernel (hook already running on that CPU): {}",
                 tally(&self.missed_events)
+            ));
+        }
+        if !self.not_traced.is_empty() {
+            parts.push(format!(
+                "counted by the kernel, not seen by the trace (unexplained): {}",
+                tally(&self.not_traced)
             ));
         }
         if self.syn_resends_attributed > 0 || self.syn_retrans_counted != 0 {

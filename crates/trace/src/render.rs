@@ -44,6 +44,8 @@ pub struct Body {
     pub lost_events: u64,
     /// Events the kernel skipped per tracepoint (its program already running on that CPU).
     pub missed_events: BTreeMap<String, u64>,
+    /// Kernel-counted events the trace did not see, not explained by `missed_events`.
+    pub not_traced: BTreeMap<String, u64>,
     pub drops_by_reason: BTreeMap<String, u64>,
     pub summary: Summary,
     pub kernel_counters: BTreeMap<String, BTreeMap<String, i64>>,
@@ -162,6 +164,9 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>) -> io::Result<()> {
     if let Some(line) = missed_text(&b.missed_events) {
         writeln!(w, "{line}")?;
     }
+    if let Some(line) = not_traced_text(&b.not_traced) {
+        writeln!(w, "{line}")?;
+    }
     if !b.drops_by_reason.is_empty() {
         writeln!(w, "Drops by reason: {}", tally(&b.drops_by_reason))?;
         for f in b.summary.drop_flows.iter().take(5) {
@@ -219,6 +224,17 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>) -> io::Result<()> {
 
 /// The line that names the events the kernel skipped, when it skipped any: shared by every
 /// command that reports a trace.
+/// The line for kernel-counted events the trace did not see, or None when there are none.
+pub fn not_traced_text(not_traced: &BTreeMap<String, u64>) -> Option<String> {
+    if not_traced.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "Counted by the kernel, not seen by the trace (no skip reported; unexplained): {} -- those resends are neither counted above nor attributed",
+        tally(not_traced)
+    ))
+}
+
 pub fn missed_text(missed: &BTreeMap<String, u64>) -> Option<String> {
     if missed.is_empty() {
         return None;

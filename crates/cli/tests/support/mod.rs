@@ -316,6 +316,16 @@ pub fn skipped(trace: &serde_json::Value, hook: &str) -> u64 {
     trace["missed_events"][hook].as_u64().unwrap_or(0)
 }
 
+/// SYN and SYN-ACK resends the kernel counted (TcpExtTCPSynRetrans) in the traced
+/// namespaces that the trace did not see and cannot explain by a skip, as a trace report
+/// gives them in `not_traced`.
+#[allow(dead_code)]
+pub fn not_traced(trace: &serde_json::Value) -> u64 {
+    trace["not_traced"]["TcpExtTCPSynRetrans"]
+        .as_u64()
+        .unwrap_or(0)
+}
+
 /// `traced` events of a kind the kernel counted `counted` of: equal, unless the kernel
 /// skipped the kind's hook `skipped` times, when the trace may count that many fewer (never
 /// more). `what` names the comparison in the failure message.
