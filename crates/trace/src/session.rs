@@ -653,3 +653,39 @@ impl Lookup for Live {
         self.names.get(&netns).cloned()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn syn_counted(per_ns: &[i64]) -> BTreeMap<String, BTreeMap<String, i64>> {
+        per_ns
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| {
+                (
+                    format!("ns{i}"),
+                    BTreeMap::from([("TcpExtTCPSynRetrans".to_string(), n)]),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn resends_the_kernel_counted_beyond_the_traced_and_skipped_are_not_traced() {
+        let counts = BTreeMap::from([(Counter::RetransmitSyn, 3), (Counter::SynAckRetransmits, 1)]);
+        // 5 counted over two namespaces, 4 traced, none skipped: 1 unseen.
+        let got = not_traced(&syn_counted(&[3, 2]), &counts, &BTreeMap::new());
+        assert_eq!(
+            got,
+            BTreeMap::from([("TcpExtTCPSynRetrans".to_string(), 1)])
+        );
+        // The same with one skip on the SYN-ACK hook: all explained.
+        let skipped = BTreeMap::from([("tcp_retransmit_synack".to_string(), 1)]);
+        assert!(not_traced(&syn_counted(&[3, 2]), &counts, &skipped).is_empty());
+        // More traced than counted (a resend straddling the window): nothing unseen.
+        assert!(not_traced(&syn_counted(&[2]), &counts, &BTreeMap::new()).is_empty());
+        // Counters not read (--all-netns): unknown, so nothing is claimed.
+        assert!(not_traced(&BTreeMap::new(), &counts, &BTreeMap::new()).is_empty());
+    }
+}
