@@ -224,23 +224,46 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>) -> io::Result<()> {
 
 /// The line that names the events the kernel skipped, when it skipped any: shared by every
 /// command that reports a trace.
-/// The line for kernel-counted events the trace did not see, or None when there are none.
-pub fn not_traced_text(not_traced: &BTreeMap<String, u64>) -> Option<String> {
-    if not_traced.is_empty() {
-        return None;
-    }
-    Some(format!(
-        "Counted by the kernel, not seen by the trace (no skip reported; unexplained): {} -- those resends are neither counted above nor attributed",
-        tally(not_traced)
-    ))
+pub fn missed_text(missed: &BTreeMap<String, u64>) -> Option<String> {
+    gap_line(
+        "Events the kernel skipped tracing (the hook's program was already running on that CPU; of any namespace)",
+        missed,
+    )
 }
 
-pub fn missed_text(missed: &BTreeMap<String, u64>) -> Option<String> {
-    if missed.is_empty() {
-        return None;
+/// The line that names the resends the kernel counted and the trace did not see, when there
+/// were any ([`crate::reconcile::not_traced`]).
+pub fn not_traced_text(not_traced: &BTreeMap<String, u64>) -> Option<String> {
+    gap_line(
+        "Counted by the kernel, not seen by the trace (no skip reported; unexplained)",
+        not_traced,
+    )
+}
+
+fn gap_line(what: &str, counts: &BTreeMap<String, u64>) -> Option<String> {
+    (!counts.is_empty()).then(|| {
+        format!(
+            "{what}: {} -- neither counted above nor attributed",
+            tally(counts)
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gap_lines_name_each_count_and_are_absent_when_there_is_none() {
+        assert_eq!(not_traced_text(&BTreeMap::new()), None);
+        assert_eq!(missed_text(&BTreeMap::new()), None);
+        let unseen = BTreeMap::from([("TcpExtTCPSynRetrans".to_string(), 2)]);
+        let line = not_traced_text(&unseen).unwrap();
+        assert!(
+            line.contains("unexplained") && line.contains("TcpExtTCPSynRetrans 2"),
+            "{line}"
+        );
+        let skipped = BTreeMap::from([("tcp_probe".to_string(), 3)]);
+        assert!(missed_text(&skipped).unwrap().contains("tcp_probe 3"));
     }
-    Some(format!(
-        "Events the kernel skipped tracing (the hook's program was already running on that CPU; of any namespace): {} -- neither counted above nor attributed",
-        tally(missed)
-    ))
 }

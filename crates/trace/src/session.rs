@@ -352,7 +352,12 @@ impl Session {
                 kernel_counters.insert(n.label(), after.delta_since(before).tcp());
             }
         }
-        let not_traced = not_traced(&kernel_counters, &counts, &missed_events);
+        let syn_traced = counts.get(&Counter::RetransmitSyn).copied().unwrap_or(0)
+            + counts
+                .get(&Counter::SynAckRetransmits)
+                .copied()
+                .unwrap_or(0);
+        let not_traced = crate::reconcile::not_traced(&kernel_counters, syn_traced, &missed_events);
         Outcome {
             duration_ms: self.started.elapsed().as_millis() as u64,
             not_traced,
@@ -367,35 +372,6 @@ impl Session {
             findings,
         }
     }
-}
-
-/// Kernel-counted SYN and SYN-ACK resends the trace did not see (see [`Outcome::not_traced`]).
-fn not_traced(
-    kernel_counters: &BTreeMap<String, BTreeMap<String, i64>>,
-    counts: &BTreeMap<Counter, u64>,
-    missed: &BTreeMap<String, u64>,
-) -> BTreeMap<String, u64> {
-    const SYN: &str = "TcpExtTCPSynRetrans";
-    let mut out = BTreeMap::new();
-    if kernel_counters.is_empty() {
-        return out;
-    }
-    let counted: i64 = kernel_counters
-        .values()
-        .map(|c| c.get(SYN).copied().unwrap_or(0).max(0))
-        .sum();
-    let traced = counts.get(&Counter::RetransmitSyn).copied().unwrap_or(0)
-        + counts
-            .get(&Counter::SynAckRetransmits)
-            .copied()
-            .unwrap_or(0);
-    let skipped = missed.get("tcp_retransmit_skb").copied().unwrap_or(0)
-        + missed.get("tcp_retransmit_synack").copied().unwrap_or(0);
-    let gap = (counted as u64).saturating_sub(traced + skipped);
-    if gap > 0 {
-        out.insert(SYN.to_string(), gap);
-    }
-    out
 }
 
 impl Netns {
@@ -651,41 +627,5 @@ impl Lookup for Live {
 
     fn netns_name(&self, netns: u32) -> Option<String> {
         self.names.get(&netns).cloned()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn syn_counted(per_ns: &[i64]) -> BTreeMap<String, BTreeMap<String, i64>> {
-        per_ns
-            .iter()
-            .enumerate()
-            .map(|(i, &n)| {
-                (
-                    format!("ns{i}"),
-                    BTreeMap::from([("TcpExtTCPSynRetrans".to_string(), n)]),
-                )
-            })
-            .collect()
-    }
-
-    #[test]
-    fn resends_the_kernel_counted_beyond_the_traced_and_skipped_are_not_traced() {
-        let counts = BTreeMap::from([(Counter::RetransmitSyn, 3), (Counter::SynAckRetransmits, 1)]);
-        // 5 counted over two namespaces, 4 traced, none skipped: 1 unseen.
-        let got = not_traced(&syn_counted(&[3, 2]), &counts, &BTreeMap::new());
-        assert_eq!(
-            got,
-            BTreeMap::from([("TcpExtTCPSynRetrans".to_string(), 1)])
-        );
-        // The same with one skip on the SYN-ACK hook: all explained.
-        let skipped = BTreeMap::from([("tcp_retransmit_synack".to_string(), 1)]);
-        assert!(not_traced(&syn_counted(&[3, 2]), &counts, &skipped).is_empty());
-        // More traced than counted (a resend straddling the window): nothing unseen.
-        assert!(not_traced(&syn_counted(&[2]), &counts, &BTreeMap::new()).is_empty());
-        // Counters not read (--all-netns): unknown, so nothing is claimed.
-        assert!(not_traced(&BTreeMap::new(), &counts, &BTreeMap::new()).is_empty());
     }
 }
