@@ -3,8 +3,8 @@
 //!
 //! For each scenario the test runs `tcpdoctor lab <scenario> --pcap FILE --json` and, while the
 //! scenario's traffic runs, `counters --netns NS --interval`, `doctor --netns NS --quick
-//! --window` and `sockets --netns NS --watch 300ms` (the first sample with a finding above
-//! info, else the last) inside the lab's namespace where the pathology lives (the client's
+//! --window` and `sockets --netns NS --watch 300ms` (the first sample at the window's worst
+//! severity above info, else the last) inside the lab's namespace where the pathology lives (the client's
 //! for most scenarios, the server's for accept-overflow and slow-reader, a sender's for
 //! incast). After the run it runs `analyze FILE`. probe's classification is the lab's own:
 //! the findings whose source is probe (the lab drives its churn with probe's engine and
@@ -337,19 +337,28 @@ impl Bg {
         (code, support::json(&out, &err))
     }
 
-    /// `--watch --json` output (one report per line): the first report with a finding above
-    /// info, else the last.
+    /// `--watch --json` output (one report per line): the first report whose most severe
+    /// finding is the most severe of the window (what a user watching the samples saw at
+    /// worst: a range filling up is a warning on the way to critical), else the last.
     fn finish_watch(self, limit: Duration) -> (i32, Value) {
         let (code, out, err) = self.finish_raw(limit);
         let reports: Vec<Value> = out.lines().map(|l| support::json(l, &err)).collect();
-        let above = |v: &&Value| {
-            v["findings"]
-                .as_array()
-                .is_some_and(|a| a.iter().any(|f| f["severity"] != "info"))
+        let worst = |v: &Value| {
+            v["findings"].as_array().map_or(0, |a| {
+                a.iter()
+                    .filter_map(|f| match f["severity"].as_str() {
+                        Some("warning") => Some(1),
+                        Some("critical") => Some(2),
+                        _ => None,
+                    })
+                    .max()
+                    .unwrap_or(0)
+            })
         };
+        let top = reports.iter().map(worst).max().unwrap_or(0);
         let pick = reports
             .iter()
-            .find(above)
+            .find(|v| top > 0 && worst(v) == top)
             .or(reports.last())
             .unwrap_or_else(|| panic!("sockets --watch printed nothing\n{err}"));
         (code, pick.clone())
@@ -809,8 +818,8 @@ fn markdown(rows: &[(String, Vec<String>, String)]) -> String {
          **known false cause** marks one still named, with why. The lab column is the lab's merged diagnosis (its own detectors, probe's, \
          analyze's on its capture, the counters of its namespaces); the probe column is the lab's \
          findings whose source is probe (the lab's churn is probe's engine and spike classifier); \
-         sockets is `--watch 300ms` over the window, the first sample with a finding above info, \
-         else the last.\n"
+         sockets is `--watch 300ms` over the window, the first sample at the window's worst severity \
+         above info, else the last.\n"
     );
     let _ = write!(md, "| scenario |");
     for c in COLUMNS {
