@@ -32,6 +32,7 @@ fn doctor_names_accept_queue_overflow() {
     if !support::require_root("doctor_names_accept_queue_overflow") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let ns = Netns::new("draq");
     let addr: SocketAddrV4 = "127.0.0.1:5300".parse().unwrap();
     // A listener with backlog 1 that never accepts.
@@ -108,6 +109,7 @@ fn doctor_names_a_slow_reader() {
     if !support::require_root("doctor_names_a_slow_reader") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let ns = Netns::new("drsr");
     let addr: SocketAddrV4 = "127.0.0.1:5400".parse().unwrap();
     let held = support::in_netns(&ns, move || {
@@ -158,6 +160,7 @@ fn doctor_in_a_fresh_namespace_is_healthy() {
     if !support::require_root("doctor_in_a_fresh_namespace_is_healthy") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let ns = Netns::new("drok");
     let (code, out, err) = support::run_in(&ns, &["doctor", "--json", "--window", "500ms"]);
     let v = support::json(&out, &err);
@@ -212,6 +215,7 @@ fn doctor_runs_without_root() {
     if !support::require_root("doctor_runs_without_root") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let ns = Netns::new("drnr");
     let out = std::process::Command::new("ip")
         .args([
@@ -265,6 +269,7 @@ fn doctor_interrupted_mid_window_is_inconclusive_not_healthy() {
     if !support::require_root("doctor_interrupted_mid_window_is_inconclusive_not_healthy") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     // A fresh namespace has nothing to find: only the interruption decides the verdict.
     let ns = Netns::new("drint");
     for json in [true, false] {
@@ -347,6 +352,7 @@ fn doctor_skips_the_probe_when_loopback_is_down() {
     if !support::require_root("doctor_skips_the_probe_when_loopback_is_down") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let ns = Netns::new("drlo");
     ns.exec("ip link set lo down");
     let (code, out, err) = support::run_in(&ns, &["doctor", "--json", "--window", "200ms"]);
@@ -387,6 +393,7 @@ fn doctor_names_the_stale_ack_race_the_trace_attributes_not_just_syn_retransmitt
     ) {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     use std::io::Read;
     let ns = Netns::new("drst");
     // The client's reset at close (RST+ACK, SO_LINGER 0) is lost, so the server keeps the old
@@ -523,6 +530,7 @@ fn doctor_without_the_trace_says_counters_only_and_why() {
     if !support::require_root("doctor_without_the_trace_says_counters_only_and_why") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     // Turned off by the flag.
     let (code, out, err) = support::run(&["doctor", "--quick", "--window", "200ms", "--no-trace"]);
     assert!(code == 0 || code == 1, "{err}\n{out}");

@@ -137,6 +137,7 @@ fn incast_at_8_senders_stalls_more_with_200ms_rto_min_and_is_named() {
     if !support::require_root("incast_at_8_senders_stalls_more_with_200ms_rto_min_and_is_named") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let (code, v) = lab(&[
         "incast",
         "--senders",
@@ -429,6 +430,7 @@ fn sigkilled_incast_and_its_orphaned_tcpdump_are_removed_by_cleanup() {
     if !support::require_root("sigkilled_incast_and_its_orphaned_tcpdump_are_removed_by_cleanup") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     // tbf qdisc in the switch namespace, tcpdump in the receiver's.
     killed_mid_run_leaves_nothing_after_cleanup(
         &[
@@ -451,6 +453,7 @@ fn sigkilled_syn_drop_is_removed_by_cleanup() {
     if !support::require_root("sigkilled_syn_drop_is_removed_by_cleanup") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     // nftables table in the server namespace, tcpdump in the client's.
     killed_mid_run_leaves_nothing_after_cleanup(
         &["syn-drop", "--duration", "60s", "--json"],
@@ -482,6 +485,7 @@ fn cleanup_removes_leftovers_of_killed_test_runs() {
     if !support::require_root("cleanup_removes_leftovers_of_killed_test_runs") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     // What a killed test leaves: a namespace with a process inside, and a root interface.
     // Same string for both so one --prefix selects them (IFNAMSIZ: at most 15 bytes).
     let tag = format!("tdockt{}", support::unique_id());
@@ -517,6 +521,7 @@ fn port_exhaustion_is_named_with_its_arithmetic_and_keepalive_fixes_it() {
     {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let (code, v) = lab(&[
         "port-exhaustion",
         "--ports",
@@ -569,6 +574,7 @@ fn syn_drop_spikes_are_syn_retransmissions() {
     if !support::require_root("syn_drop_spikes_are_syn_retransmissions") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let (code, v) = lab(&["syn-drop", "--drop-percent", "30", "--duration", "3s"]);
     assert_eq!(code, 1, "{v:#}");
     assert_eq!(v["scenario"], "syn-drop");
@@ -606,6 +612,7 @@ fn accept_overflow_is_named_from_the_server_counters() {
     if !support::require_root("accept_overflow_is_named_from_the_server_counters") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let (code, v) = lab(&["accept-overflow", "--duration", "3s"]);
     assert_eq!(code, 1, "{v:#}");
     assert_eq!(v["scenario"], "accept-overflow");
@@ -672,6 +679,7 @@ fn timewait_collision_is_named_and_timestamps_fix_it() {
     if !support::require_root("timewait_collision_is_named_and_timestamps_fix_it") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let (code, v) = lab(&[
         "timewait-collision",
         "--connections",
@@ -733,6 +741,7 @@ fn slow_reader_is_named_and_the_fix_removes_the_stall() {
     if !support::require_root("slow_reader_is_named_and_the_fix_removes_the_stall") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let (code, v) = lab(&["slow-reader", "--duration", "2s", "--fix"]);
     assert_eq!(v["scenario"], "slow-reader");
     assert!(
@@ -756,6 +765,7 @@ fn stale_ack_race_reports_the_observed_kernel_behaviour() {
     if !support::require_root("stale_ack_race_reports_the_observed_kernel_behaviour") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let (code, v) = lab(&["stale-ack-race", "--duration", "2s"]);
     assert!(code == 0 || code == 1, "{v:#}");
     assert_eq!(v["scenario"], "stale-ack-race");
@@ -796,6 +806,7 @@ fn ctrl_c_reports_what_was_measured_and_tears_down() {
     if !support::require_root("ctrl_c_reports_what_was_measured_and_tears_down") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let child = Command::new(support::bin())
         .args([
             "lab",
@@ -907,6 +918,7 @@ fn port_exhaustion_remedies_table_follows_the_measurement() {
     if !support::require_root("port_exhaustion_remedies_table_follows_the_measurement") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let (code, v) = lab(&[
         "port-exhaustion",
         "--remedies",
@@ -981,6 +993,7 @@ fn timewait_remedies_table_follows_the_measurement() {
     if !support::require_root("timewait_remedies_table_follows_the_measurement") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let (code, v) = lab(&[
         "timewait-collision",
         "--remedies",
@@ -1043,6 +1056,7 @@ fn slow_reader_remedies_table_follows_the_measurement() {
     if !support::require_root("slow_reader_remedies_table_follows_the_measurement") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let (code, v) = lab(&["slow-reader", "--remedies", "--duration", "2s"]);
     let rows = remedy_rows(
         code,
@@ -1087,6 +1101,7 @@ fn syn_drop_remedies_and_the_ladder_cost_follow_the_measurement() {
     if !support::require_root("syn_drop_remedies_and_the_ladder_cost_follow_the_measurement") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let (code, v) = lab(&[
         "syn-drop",
         "--remedies",
@@ -1132,6 +1147,7 @@ fn accept_overflow_remedies_table_follows_the_measurement() {
     if !support::require_root("accept_overflow_remedies_table_follows_the_measurement") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let (code, v) = lab(&["accept-overflow", "--remedies", "--duration", "2s"]);
     let rows = remedy_rows(code, &v, &["larger-backlog", "faster-accept", "both"]);
     assert!(
@@ -1168,6 +1184,7 @@ fn stale_ack_remedy_is_judged_per_million_with_the_kernel_named() {
     if !support::require_root("stale_ack_remedy_is_judged_per_million_with_the_kernel_named") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let (code, v) = lab(&["stale-ack-race", "--remedies", "--duration", "2s"]);
     let rows = remedy_rows(code, &v, &["graceful-close"]);
     let r = rows[0].1;
@@ -1204,6 +1221,7 @@ fn incast_remedies_table_follows_the_measurement() {
     if !support::require_root("incast_remedies_table_follows_the_measurement") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let (code, v) = lab(&["incast", "--remedies", "--senders", "8", "--rounds", "20"]);
     let rows = remedy_rows(
         code,
@@ -1316,6 +1334,7 @@ fn lab_trace_counts_each_eaddrnotavail_and_each_fixed_run_has_its_own_window() {
     if !support::require_root(test) {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let (_, v) = lab(&[
         "port-exhaustion",
         "--ports",
@@ -1390,6 +1409,7 @@ fn lab_trace_attributes_every_syn_resend_of_dropped_syns() {
     if !support::require_root(test) {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let (_, v) = lab(&["syn-drop", "--drop-percent", "30", "--duration", "3s"]);
     if !require_trace(test, &v) {
         return;
@@ -1437,6 +1457,7 @@ fn lab_without_trace_says_what_is_missing_in_one_line() {
     if !support::require_root("lab_without_trace_says_what_is_missing_in_one_line") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let (code, out, err) = support::run(&[
         "lab",
         "port-exhaustion",

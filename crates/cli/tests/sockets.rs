@@ -346,6 +346,8 @@ fn watch_flags_a_growing_receive_queue_and_stops_at_count() {
     if !support::require_root("watch_growing_recv_q") {
         return;
     }
+    // Its watch traces closes (eBPF): see bpf_exclusive.
+    let _bpf = support::bpf_exclusive();
     let ns = Netns::new("skwg");
     let addr: SocketAddr = "127.0.0.1:5300".parse().unwrap();
     let (l, c, s) = in_netns(&ns, move || {
@@ -481,6 +483,8 @@ fn watch_under_wrk_nginx_churn_flags_only_real_slow_readers() {
     if !support::require_root(test) || !have(test, "wrk") || !have(test, "nginx") {
         return;
     }
+    // Its watch traces closes (eBPF): see bpf_exclusive.
+    let _bpf = support::bpf_exclusive();
     let ns = Netns::new("skng");
     let nginx = Nginx::start(&ns, 8080);
     let stuck: SocketAddr = "127.0.0.1:5600".parse().unwrap();
@@ -855,6 +859,8 @@ fn time_wait_sockets_are_attributed_to_the_process_that_closed_them() {
     if !support::require_root("time_wait_sockets_are_attributed_to_the_process_that_closed_them") {
         return;
     }
+    // Its watch traces closes (eBPF): see bpf_exclusive.
+    let _bpf = support::bpf_exclusive();
     let ns = Netns::new("sklast");
     // 200 ports, no reuse: 5 + 100 + 10 TIME_WAIT and 1 live socket hold 116 of them, past
     // half the range (port_exhaustion, which then names the closers) with room to spare.

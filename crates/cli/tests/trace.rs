@@ -155,6 +155,7 @@ fn stale_ack_race_is_named_and_its_syn_resends_equal_tcpsynretrans() {
     if !support::require_root("stale_ack_race_is_named_and_its_syn_resends_equal_tcpsynretrans") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let ns = Netns::new("trst");
     // The client's reset at close (RST+ACK, SO_LINGER 0) is lost, so the server keeps the
     // old connection; the reset a connecting socket sends for a stale ACK is a bare RST and
@@ -258,6 +259,7 @@ fn syn_dropped_by_a_firewall_names_the_drop_reason_and_the_ladder_rung() {
     {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let ns = Netns::new("trsyn");
     ns.exec("nft add table inet tdoc && nft add chain inet tdoc in { type filter hook input priority 0 \\; } && nft add rule inet tdoc in tcp dport 5102 tcp flags syn drop");
     let _l = in_netns(&ns, || {
@@ -319,6 +321,7 @@ fn full_accept_queue_names_the_listener_and_its_process() {
     if !support::require_root("full_accept_queue_names_the_listener_and_its_process") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let ns = Netns::new("tracc");
     let l = in_netns(&ns, || listener("127.0.0.1:5103".parse().unwrap(), 1, None));
     let before = tcpext(&ns, "TCPSynRetrans");
@@ -371,6 +374,7 @@ fn syns_refused_by_a_draining_accept_queue_are_not_called_lost() {
     if !support::require_root("syns_refused_by_a_draining_accept_queue_are_not_called_lost") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let ns = Netns::new("trdrain");
     let l = in_netns(&ns, || listener("127.0.0.1:5110".parse().unwrap(), 1, None));
     let before = tcpext(&ns, "TCPSynRetrans");
@@ -437,6 +441,7 @@ fn a_full_listener_in_an_untraced_namespace_is_not_the_cause() {
     if !support::require_root("a_full_listener_in_an_untraced_namespace_is_not_the_cause") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let client = Netns::new("trlc");
     let sink = Netns::new("trls");
     let other = Netns::new("trlo");
@@ -488,6 +493,7 @@ fn eaddrnotavail_counts_equal_the_clients_failed_connects() {
     if !support::require_root("eaddrnotavail_counts_equal_the_clients_failed_connects") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let ns = Netns::new("trport");
     ns.sysctl("net.ipv4.ip_local_port_range", "40000 40001");
     let server = spawn_in_netns(&ns, || {
@@ -544,6 +550,7 @@ fn each_refused_connect_is_counted_once() {
     if !support::require_root("each_refused_connect_is_counted_once") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let ns = Netns::new("trrefuse");
     let fails_before = ns_snmp(&ns, "AttemptFails");
     let trace = Trace::start(&[&ns], &[]);
@@ -599,6 +606,7 @@ fn plain_churn_gives_no_finding() {
     if !support::require_root("plain_churn_gives_no_finding") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let ns = Netns::new("trchurn");
     let server = spawn_in_netns(&ns, || {
         let l = listener("127.0.0.1:5105".parse().unwrap(), 128, None);
@@ -655,6 +663,7 @@ fn without_privileges_one_line_names_what_is_missing_and_exits_2() {
     if !support::require_root("without_privileges_one_line_names_what_is_missing_and_exits_2") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let out = Command::new("setpriv")
         .args([
             "--reuid=65534",
@@ -677,6 +686,7 @@ fn time_wait_collision_is_told_apart_from_a_stale_ack_race() {
     if !support::require_root("time_wait_collision_is_told_apart_from_a_stale_ack_race") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let ns = Netns::new("trtw");
     // Without timestamps the TIME_WAIT socket can only compare sequence numbers; the upload
     // pushes the old connection's sequence past the next connection's clock-driven ISN
@@ -754,6 +764,7 @@ fn a_reader_that_stops_reading_is_named_by_its_process() {
     if !support::require_root("a_reader_that_stops_reading_is_named_by_its_process") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let ns = Netns::new("trslow");
     let l = in_netns(&ns, || {
         listener("127.0.0.1:5107".parse().unwrap(), 16, Some(4096))
@@ -836,6 +847,7 @@ fn the_process_printed_is_the_child_that_connected() {
     if !support::require_root("the_process_printed_is_the_child_that_connected") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let ns = Netns::new("trproc");
     ns.exec("nft add table inet tdoc && nft add chain inet tdoc in { type filter hook input priority 0 \\; } && nft add rule inet tdoc in tcp dport 5108 tcp flags syn drop");
     let trace = Trace::start(&[&ns], &[]);
@@ -875,6 +887,7 @@ fn a_process_is_named_by_its_leader_not_by_the_connecting_thread() {
     if !support::require_root("a_process_is_named_by_its_leader_not_by_the_connecting_thread") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let ns = Netns::new("trlead");
     ns.exec("nft add table inet tdoc && nft add chain inet tdoc in { type filter hook input priority 0 \\; } && nft add rule inet tdoc in tcp dport 5109 tcp flags syn drop");
     let trace = Trace::start(&[&ns], &[]);
@@ -905,6 +918,7 @@ fn incast_through_a_shallow_bottleneck_names_qdisc_drops_timeouts_and_incast() {
     ) {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     const SENDERS: u16 = 8;
     const BLOCK: usize = 64 << 10;
     const ROUNDS: usize = 10;
@@ -1022,6 +1036,7 @@ fn port_filter_and_human_output_with_rolling_summaries() {
     if !support::require_root("port_filter_and_human_output_with_rolling_summaries") {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     let ns = Netns::new("trfilt");
     ns.exec("nft add table inet tdoc && nft add chain inet tdoc in { type filter hook input priority 0 \\; } && nft add rule inet tdoc in tcp dport { 5111, 5112 } tcp flags syn drop");
     let mut child = Command::new(support::bin())
@@ -1124,6 +1139,7 @@ fn events_the_kernel_skipped_are_reported_per_hook_as_the_kernel_counts_them() {
     ) {
         return;
     }
+    let _bpf = support::bpf_exclusive();
     // Fast churn: each connection changes state several times in process context (connect,
     // close), where an interrupt's softirq can hit the same tracepoint while the program runs;
     // the kernel then skips the nested run and counts it.
