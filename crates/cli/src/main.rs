@@ -91,7 +91,8 @@ enum Command {
 /// The command line's definition, as parsed, completed and documented.
 fn command() -> clap::Command {
     let width = term::terminal_width().min(100);
-    usage::allow_negative_values(Cli::command().term_width(width).max_term_width(width))
+    let cmd = usage::allow_negative_values(Cli::command().term_width(width).max_term_width(width));
+    usage::reflow_long_help(cmd, width)
 }
 
 /// True when `id` is a flag set on the chosen (sub)command.

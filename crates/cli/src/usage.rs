@@ -26,6 +26,109 @@ pub fn allow_negative_values(cmd: clap::Command) -> clap::Command {
     .mut_subcommands(allow_negative_values)
 }
 
+/// Rewraps the prose of every long help text (`after_long_help`) at `width` columns. The
+/// texts are written wrapped at about 92 columns; clap would break each of those lines again
+/// on a narrower terminal, leaving a short line after every long one.
+pub fn reflow_long_help(cmd: clap::Command, width: usize) -> clap::Command {
+    let cmd = match cmd.get_after_long_help().map(|h| h.to_string()) {
+        Some(text) => cmd.after_long_help(reflow(&text, width)),
+        None => cmd,
+    };
+    cmd.mut_subcommands(|c| reflow_long_help(c, width))
+}
+
+/// Joins the lines of each paragraph and wraps it at `width`. A prose line starts with a
+/// non-space character; a paragraph of prose ends at a blank line, before an indented line,
+/// and before a line that starts with a capital letter after a line that ended with '.' or
+/// ':' (a new heading or sentence group: at worst a paragraph is split where it was not,
+/// never two joined). Indented lines are tables of terms: "  term   description", the
+/// description continued on lines indented to its column; each description is rewrapped
+/// under its column. Other indented lines (examples) are kept as written.
+fn reflow(text: &str, width: usize) -> String {
+    let width = width.max(40);
+    let mut out = String::new();
+    // The block being gathered: the text before its first word (prose: none; a table row:
+    // the term padded to the description's column), that column, and its words.
+    let mut block: Option<(String, usize, Vec<&str>)> = None;
+    let mut prose_last: Option<&str> = None;
+    for l in text.lines() {
+        let indent = l.len() - l.trim_start().len();
+        if l.trim().is_empty() {
+            flush(&mut block, width, &mut out);
+            prose_last = None;
+            out.push('\n');
+            continue;
+        }
+        if indent == 0 {
+            let heading = l.starts_with(|c: char| c.is_uppercase())
+                && prose_last.is_some_and(|p| p.trim_end().ends_with(['.', ':']));
+            if heading || !matches!(&block, Some((p, _, _)) if p.is_empty()) {
+                flush(&mut block, width, &mut out);
+                block = Some((String::new(), 0, Vec::new()));
+            }
+            if let Some((_, _, words)) = &mut block {
+                words.extend(l.split_whitespace());
+            }
+            prose_last = Some(l);
+            continue;
+        }
+        prose_last = None;
+        // A continuation of the current row's description.
+        if let Some((_, col, words)) = &mut block {
+            if *col > 0 && indent == *col {
+                words.extend(l.split_whitespace());
+                continue;
+            }
+        }
+        flush(&mut block, width, &mut out);
+        // "  term   description": the description starts after the first gap of 2+ spaces.
+        let gap = l[indent..].find("  ").map(|g| indent + g);
+        let desc = gap.map(|g| g + l[g..].len() - l[g..].trim_start().len());
+        match desc {
+            Some(d) if d + 20 <= width => {
+                block = Some((l[..d].to_string(), d, l[d..].split_whitespace().collect()));
+            }
+            _ if indent >= 8 && indent + 20 <= width => {
+                block = Some((" ".repeat(indent), indent, l.split_whitespace().collect()));
+            }
+            _ => {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+    }
+    flush(&mut block, width, &mut out);
+    if !text.ends_with('\n') {
+        out.pop();
+    }
+    out
+}
+
+/// Writes a gathered block: its first line after its prefix, the others indented to its
+/// column, none past `width` unless one word is longer.
+fn flush(block: &mut Option<(String, usize, Vec<&str>)>, width: usize, out: &mut String) {
+    let Some((prefix, col, words)) = block.take() else {
+        return;
+    };
+    let mut line = prefix;
+    let mut empty = true;
+    for word in words {
+        if !empty && line.chars().count() + 1 + word.chars().count() > width {
+            out.push_str(&line);
+            out.push('\n');
+            line = " ".repeat(col);
+            empty = true;
+        }
+        if !empty {
+            line.push(' ');
+        }
+        line.push_str(word);
+        empty = false;
+    }
+    out.push_str(&line);
+    out.push('\n');
+}
+
 /// Parses `argv` against `cmd`; a usage error is printed as one line and exits 2.
 pub fn matches(cmd: clap::Command, argv: &[OsString]) -> clap::ArgMatches {
     let names: Vec<String> = cmd
@@ -215,6 +318,35 @@ fn shorten_arg_names(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reflow_rewraps_prose_and_tables_and_keeps_examples() {
+        let text = "Scope: one two three four five six seven eight nine ten\n\
+                    eleven twelve.\n\
+                    Needs: root.\n\
+                    \x20 term     alpha beta gamma delta epsilon zeta eta\n\
+                    \x20          theta.\n\
+                    \x20 a/longer/term/alone\n\
+                    \x20          iota kappa lambda mu nu xi omicron pi rho\n\
+                    \n\
+                    Examples:\n\
+                    \x20 sudo tcpdoctor trace --duration 30s --netns a-rather-long-name\n";
+        let got = reflow(text, 40);
+        assert_eq!(
+            got,
+            "Scope: one two three four five six seven\n\
+             eight nine ten eleven twelve.\n\
+             Needs: root.\n\
+             \x20 term     alpha beta gamma delta\n\
+             \x20          epsilon zeta eta theta.\n\
+             \x20 a/longer/term/alone\n\
+             \x20          iota kappa lambda mu nu xi\n\
+             \x20          omicron pi rho\n\
+             \n\
+             Examples:\n\
+             \x20 sudo tcpdoctor trace --duration 30s --netns a-rather-long-name\n"
+        );
+    }
 
     #[test]
     fn argument_names_lose_their_placeholders() {

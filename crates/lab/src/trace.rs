@@ -213,7 +213,7 @@ impl RunTrace {
         }
         if !self.not_traced.is_empty() {
             parts.push(format!(
-                "counted by the kernel, not seen by the trace (unexplained): {}",
+                "counted by the kernel, not seen by the trace (no skip reported): {}",
                 tally(&self.not_traced)
             ));
         }

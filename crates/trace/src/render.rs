@@ -235,7 +235,7 @@ pub fn missed_text(missed: &BTreeMap<String, u64>) -> Option<String> {
 /// were any ([`crate::reconcile::not_traced`]).
 pub fn not_traced_text(not_traced: &BTreeMap<String, u64>) -> Option<String> {
     gap_line(
-        "Counted by the kernel, not seen by the trace (no skip reported; unexplained)",
+        "Counted by the kernel, not seen by the trace (no skip reported; seen here while other eBPF programs attached to or detached from the same tracepoints)",
         not_traced,
     )
 }
@@ -260,7 +260,7 @@ mod tests {
         let unseen = BTreeMap::from([("TcpExtTCPSynRetrans".to_string(), 2)]);
         let line = not_traced_text(&unseen).unwrap();
         assert!(
-            line.contains("unexplained") && line.contains("TcpExtTCPSynRetrans 2"),
+            line.contains("no skip reported") && line.contains("TcpExtTCPSynRetrans 2"),
             "{line}"
         );
         let skipped = BTreeMap::from([("tcp_probe".to_string(), 3)]);
