@@ -17,8 +17,9 @@ const SYN: &str = "TcpExtTCPSynRetrans";
 /// The SYN and SYN-ACK resends `TcpExtTCPSynRetrans` counted over `kernel_counters` (per
 /// namespace) beyond the `traced` ones and those the kernel skipped tracing (`missed`, per
 /// tracepoint): by counter name, empty when there are none or the counters were not read.
-/// Unexplained: under CPU load the kernel sometimes runs no program for a resend and counts
-/// no skip (README, "Not every event the trace misses is a counted skip").
+/// While other eBPF programs attach to or detach from the same tracepoints the kernel
+/// sometimes runs no program for a resend and counts no skip (README, "Not every event the
+/// trace misses is a counted skip").
 pub fn not_traced(
     kernel_counters: &BTreeMap<String, BTreeMap<String, i64>>,
     traced: u64,

@@ -83,8 +83,9 @@ pub struct Outcome {
     pub missed_events: BTreeMap<String, u64>,
     /// Events a kernel counter counted in the traced namespaces that the trace's own count
     /// of them lacks, less the runs the kernel reported skipping on their hooks: by counter
-    /// name ("TcpExtTCPSynRetrans": SYN and SYN-ACK resends). Unexplained: the kernel gives
-    /// no reason (seen under CPU load, about 1 SYN resend in 300; see README). Empty when
+    /// name ("TcpExtTCPSynRetrans": SYN and SYN-ACK resends). The kernel gives no reason (seen
+    /// while other eBPF programs attached to or detached from the same tracepoints; README).
+    /// Empty when
     /// the trace saw all of them, or when the counters were not read (--all-netns).
     pub not_traced: BTreeMap<String, u64>,
     /// TCP drops per kernel drop-reason name, counted in the kernel.
