@@ -843,6 +843,90 @@ fn a_reader_that_stops_reading_is_named_by_its_process() {
 }
 
 #[test]
+fn a_resend_while_the_first_copy_is_still_queued_here_is_counted_as_sending_nothing() {
+    if !support::require_root(
+        "a_resend_while_the_first_copy_is_still_queued_here_is_counted_as_sending_nothing",
+    ) {
+        return;
+    }
+    let _bpf = support::bpf_exclusive();
+    let (a, b) = (Netns::new("trbusya"), Netns::new("trbusyb"));
+    let (ia, _) = support::veth(&a, "10.91.0.1/24", &b, "10.91.0.2/24");
+    // 1,000 bytes/s out of the client: a full segment waits 1.5 s in the qdisc, far longer
+    // than the retransmission timer (20 ms floor on this route), which fires while the first
+    // copy is still queued here: the kernel resends nothing (-EBUSY) and backs off.
+    a.exec(&format!(
+        "tc qdisc add dev {ia} root tbf rate 8kbit burst 1600 limit 100000 && \
+         ip route replace 10.91.0.0/24 dev {ia} rto_min 20ms"
+    ));
+    let l = in_netns(&b, || listener("10.91.0.2:5109".parse().unwrap(), 4, None));
+    let segs_before = ns_snmp(&a, "RetransSegs");
+    let fail_before = tcpext(&a, "TCPRetransFail");
+    let trace = Trace::start(&[&a], &[]);
+    let client = in_netns(&a, || {
+        let mut c =
+            TcpStream::connect_timeout(&"10.91.0.2:5109".parse().unwrap(), Duration::from_secs(5))
+                .unwrap();
+        c.write_all(&[1u8; 20_000]).unwrap();
+        c
+    });
+    let (server, _) = l.accept().unwrap();
+    std::thread::sleep(Duration::from_secs(4));
+    let segs = ns_snmp(&a, "RetransSegs") - segs_before;
+    let fails = tcpext(&a, "TCPRetransFail") - fail_before;
+    let (events, report, _) = trace.stop();
+    drop((client, server));
+    let counts = &report["counts"];
+    let attempts: i64 = [
+        "retransmit_syn",
+        "retransmit_timeout",
+        "retransmit_tail_loss_probe",
+        "retransmit_fast",
+        "retransmit_after_timeout",
+        "retransmit_other",
+        "retransmit_zero_window",
+    ]
+    .iter()
+    .map(|k| counts[k].as_i64().unwrap())
+    .sum();
+    let unsent = counts["retransmit_unsent"].as_i64().unwrap();
+    eprintln!("{attempts} resend attempts, {unsent} sent nothing; RetransSegs +{segs}, TCPRetransFail +{fails}");
+    assert!(
+        unsent >= 1,
+        "no resend was refused while queued: {report:#}"
+    );
+    // EBUSY is not a failure the kernel counts (TcpExtTCPRetransFail), nor a segment it
+    // resent (RetransSegs): the attempts that sent something are exactly RetransSegs.
+    assert_eq!(fails, 0, "{report:#}");
+    support::assert_traced_count(
+        attempts - unsent,
+        segs,
+        support::skipped(&report, "tcp_retransmit_skb"),
+        &format!("resends that sent something vs RetransSegs: {report:#}"),
+    );
+    let busy: Vec<_> = events
+        .iter()
+        .filter(|e| {
+            e["evidence"]
+                .as_str()
+                .is_some_and(|t| t.contains("nothing sent: EBUSY"))
+        })
+        .collect();
+    assert!(
+        !busy.is_empty() && busy.len() as i64 <= unsent,
+        "{} EBUSY lines, {unsent} counted: {events:#?}",
+        busy.len()
+    );
+    for e in &busy {
+        assert_eq!(
+            e["local"].as_str().unwrap().split(':').next(),
+            Some("10.91.0.1"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
 fn the_process_printed_is_the_child_that_connected() {
     if !support::require_root("the_process_printed_is_the_child_that_connected") {
         return;

@@ -126,7 +126,8 @@ enum counter {
 	C_ZERO_WINDOW = 15,
 	C_WINDOW_PROBE = 16,
 	C_TW_ACK = 17,
-	/* 18, 19: unused */
+	C_R_UNSENT = 18,	/* resends of any class that sent nothing (tracepoint's err != 0) */
+	/* 19: unused */
 	C_EVENTS = 20,
 	C_ACCEPTED = 21,
 	C_CLOSED = 22,
@@ -158,7 +159,7 @@ struct event {
 	__u32 c;
 	__u8 owner;	/* 1: pid/comm from the connect() owner; 2: from the current task */
 	__u8 silent;	/* retransmission: the peer acknowledged no data and sent none */
-	__u8 pad[2];
+	__s16 err;	/* retransmission: the kernel's result, -errno when nothing was sent */
 	__u8 saddr[16];
 	__u8 daddr[16];
 	char comm[16];
@@ -670,6 +671,15 @@ int tcp_retransmit_skb(__u64 *ctx)
 			class = R_OTHER;
 	}
 	count(class == R_ZERO_WINDOW ? C_R_ZERO_WINDOW : C_R_SYN + class - R_SYN);
+	/* Where the tracepoint passes the result (a third argument), it also fires for a resend
+	 * that sent nothing (__tcp_retransmit_skb): -EBUSY while the first copy is still in this
+	 * host's qdisc or driver, or a local error. The attempt is counted in its class (the
+	 * timer did fire: TcpExtTCPTimeouts counts it) and here. */
+	int err = 0;
+	if (bpf_core_field_exists(((struct trace_event_raw_tcp_retransmit_skb *)0)->err))
+		err = (int)ctx[2];
+	if (err)
+		count(C_R_UNSENT);
 	if (class == R_SYN) {
 		owner_flag(sk, O_SYN_RETRANS);
 	}
@@ -680,6 +690,7 @@ int tcp_retransmit_skb(__u64 *ctx)
 	fill_owner(e, sk, false);
 	e->a = class;
 	e->b = icsk->icsk_retransmits;
+	e->err = (__s16)err;
 	if (class == R_RTO) {
 		/* How long the flow has waited: since an ACK last delivered data
 		 * (tcp_sock.delivered_mstamp, tcp_clock_us: the same clock as ktime_get_ns). */

@@ -187,6 +187,12 @@ struct sk_buff {
 	unsigned char *head;
 };
 
+/* Only for the existence of the field: the tcp_retransmit_skb tracepoint passes the
+ * resend's result as its third argument when its record has `err` (6.18 here). */
+struct trace_event_raw_tcp_retransmit_skb {
+	int err;
+};
+
 #pragma clang attribute pop
 
 /* Wire formats and socket addresses: fixed by the ABI, read as laid out here. */

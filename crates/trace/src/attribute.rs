@@ -418,6 +418,18 @@ fn flow_text(a: SocketAddr, b: SocketAddr) -> String {
     format!("{a} -> {b}")
 }
 
+/// What the evidence of a resend that sent nothing adds (the tracepoint's result).
+fn unsent_text(errno: u16) -> String {
+    match i32::from(errno) {
+        libc::EBUSY => "; nothing sent: EBUSY, the first copy was still in this host's qdisc or driver (the timer fired before it left)".to_string(),
+        e => {
+            let what = std::io::Error::from_raw_os_error(e).to_string();
+            let what = what.split(" (os error").next().unwrap_or_default();
+            format!("; nothing sent: the kernel's result was -{e} ({what})")
+        }
+    }
+}
+
 fn ms(us: u64) -> String {
     if us >= 10_000 {
         format!("{:.0} ms", us as f64 / 1000.0)
@@ -519,7 +531,18 @@ impl Engine {
                 attempt,
                 waited_us,
                 peer_silent,
-            } => self.retransmit(&ev, class, attempt, waited_us, peer_silent, lookup),
+                unsent_errno,
+            } => {
+                let line = self.retransmit(&ev, class, attempt, waited_us, peer_silent, lookup);
+                // The attempt is what happened (the timer fired, the kernel counted it):
+                // attributed as any other; its line says that nothing went out.
+                line.map(|mut l| {
+                    if let Some(errno) = unsent_errno {
+                        l.evidence.push_str(&unsent_text(errno));
+                    }
+                    l
+                })
+            }
             Detail::SynAckRetransmit { attempt } => {
                 // The handshake's ACK, refused by a full accept queue (tcp_check_req keeps
                 // the request and its timer resends the SYN-ACK: tcp_abort_on_overflow=0).

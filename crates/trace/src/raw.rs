@@ -35,6 +35,9 @@ pub enum Counter {
     ZeroWindows = 15,
     WindowProbes = 16,
     TimeWaitAcks = 17,
+    /// Resends (of any class, each also counted in it) that sent nothing: the tracepoint's
+    /// result was an error (-EBUSY: the first copy still in this host's qdisc or driver).
+    RetransmitUnsent = 18,
     Records = 20,
     Accepted = 21,
     Closed = 22,
@@ -43,7 +46,7 @@ pub enum Counter {
 }
 
 impl Counter {
-    pub const ALL: [Counter; 23] = [
+    pub const ALL: [Counter; 24] = [
         Counter::Lost,
         Counter::Connects,
         Counter::Connected,
@@ -62,6 +65,7 @@ impl Counter {
         Counter::ZeroWindows,
         Counter::WindowProbes,
         Counter::TimeWaitAcks,
+        Counter::RetransmitUnsent,
         Counter::Records,
         Counter::Accepted,
         Counter::Closed,
@@ -90,6 +94,7 @@ impl Counter {
             Counter::ZeroWindows => "zero_windows",
             Counter::WindowProbes => "window_probes",
             Counter::TimeWaitAcks => "time_wait_acks",
+            Counter::RetransmitUnsent => "retransmit_unsent",
             Counter::Records => "records",
             Counter::Accepted => "accepted",
             Counter::Closed => "closed",
@@ -254,6 +259,10 @@ pub enum Detail {
         /// (`tcp_sock.bytes_acked` and `bytes_received` both 0): it may never have taken the
         /// connection.
         peer_silent: bool,
+        /// The kernel sent nothing: its result, an errno (EBUSY: the first copy is still in
+        /// this host's qdisc or driver). `None` when sent, or on kernels whose tracepoint
+        /// does not pass the result.
+        unsent_errno: Option<u16>,
     },
     SynAckRetransmit {
         attempt: u32,
@@ -396,6 +405,10 @@ impl Event {
                 attempt: bb,
                 waited_us: (c != 0).then_some(c),
                 peer_silent: b[49] != 0,
+                unsent_errno: match i16::from_le_bytes([b[50], b[51]]) {
+                    e if e < 0 => Some(e.unsigned_abs()),
+                    _ => None,
+                },
             },
             2 => Detail::SynAckRetransmit { attempt: a },
             3 => Detail::ResetSent {
@@ -488,7 +501,8 @@ mod tests {
                 class: RetransmitClass::Syn,
                 attempt: 2,
                 waited_us: None,
-                peer_silent: false
+                peer_silent: false,
+                unsent_errno: None
             }
         );
     }

@@ -29,6 +29,7 @@ fn syn(attempt: u32) -> Detail {
         attempt,
         waited_us: None,
         peer_silent: false,
+        unsent_errno: None,
     }
 }
 
@@ -269,6 +270,7 @@ fn timeout(waited_us: u32, peer_silent: bool) -> Detail {
         attempt: 1,
         waited_us: Some(waited_us),
         peer_silent,
+        unsent_errno: None,
     }
 }
 
@@ -629,4 +631,54 @@ fn a_syn_ack_resent_after_its_handshake_ack_was_refused_by_the_queue_is_the_queu
     let s = e.summary();
     assert_eq!(s.syn_resends[&Pathology::AcceptQueueOverflow], 1);
     assert_eq!(s.syn_resends[&Pathology::SynRetransmit], 1);
+}
+
+#[test]
+fn a_timeout_that_sent_nothing_is_attributed_and_says_so() {
+    let mut e = engine();
+    let unsent = Detail::Retransmit {
+        class: RetransmitClass::Timeout,
+        attempt: 1,
+        waited_us: Some(210_000),
+        peer_silent: false,
+        unsent_errno: Some(libc::EBUSY as u16),
+    };
+    let busy = e
+        .push(
+            ev(
+                100,
+                1,
+                TcpState::Established,
+                "10.0.0.1:40001",
+                "10.0.0.2:80",
+                unsent,
+            ),
+            &mut NoLookup,
+        )
+        .expect("a timeout is printed");
+    assert_eq!(busy.pathology, Some(Pathology::RetransmitTimeout));
+    assert!(
+        busy.evidence
+            .ends_with("; nothing sent: EBUSY, the first copy was still in this host's qdisc or driver (the timer fired before it left)"),
+        "{}",
+        busy.evidence
+    );
+    let sent = e
+        .push(
+            ev(
+                300,
+                1,
+                TcpState::Established,
+                "10.0.0.1:40001",
+                "10.0.0.2:80",
+                timeout(410_000, false),
+            ),
+            &mut NoLookup,
+        )
+        .expect("a timeout is printed");
+    assert!(!sent.evidence.contains("nothing sent"), "{}", sent.evidence);
+    assert_eq!(
+        unsent_text(12),
+        "; nothing sent: the kernel's result was -12 (Cannot allocate memory)"
+    );
 }
