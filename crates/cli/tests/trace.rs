@@ -267,14 +267,20 @@ fn syn_dropped_by_a_firewall_names_the_drop_reason_and_the_ladder_rung() {
     });
     let before = tcpext(&ns, "TCPSynRetrans");
     let trace = Trace::start(&[&ns], &[]);
-    in_netns(&ns, || {
-        // SYN at 0 s, resends at 1, 2 and 3 s (linear ladder); give up at 3.5 s.
-        let r = TcpStream::connect_timeout(
-            &"127.0.0.1:5102".parse().unwrap(),
-            Duration::from_millis(3_500),
-        );
-        assert!(r.is_err());
+    // SYN at 0 s, resends at 1, 2 and 3 s (linear ladder); give up once the kernel has
+    // resent three (not at a fixed time: a timer once ran 0.5 s late on a busy machine).
+    let connecting = in_netns(&ns, || {
+        support::connect_nonblocking("127.0.0.1:5102".parse().unwrap())
     });
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while tcpext(&ns, "TCPSynRetrans") - before < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "fewer than 3 SYNs resent in 15 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(connecting);
     let (events, report, _) = trace.stop();
     let resent = tcpext(&ns, "TCPSynRetrans") - before;
     let dropped = causes(&events, "syn_dropped");
@@ -974,16 +980,23 @@ fn a_process_is_named_by_its_leader_not_by_the_connecting_thread() {
     let _bpf = support::bpf_exclusive();
     let ns = Netns::new("trlead");
     ns.exec("nft add table inet tdoc && nft add chain inet tdoc in { type filter hook input priority 0 \\; } && nft add rule inet tdoc in tcp dport 5109 tcp flags syn drop");
+    let resent_before = tcpext(&ns, "TCPSynRetrans");
     let trace = Trace::start(&[&ns], &[]);
-    in_netns(&ns, || {
+    let connecting = in_netns(&ns, || {
         let name = std::ffi::CString::new("tdoc-wkr").unwrap();
         assert_eq!(unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) }, 0);
         let thread_comm = std::fs::read_to_string("/proc/thread-self/comm").unwrap();
         assert_eq!(thread_comm.trim(), "tdoc-wkr");
-        let to: SocketAddr = "127.0.0.1:5109".parse().unwrap();
-        // The first SYN and its first resend (1 s) are dropped; give up after 1.5 s.
-        let _ = TcpStream::connect_timeout(&to, Duration::from_millis(1_500));
+        support::connect_nonblocking("127.0.0.1:5109".parse().unwrap())
     });
+    // Every SYN is dropped; give up once the kernel has resent one (its timer, 1 s here, ran
+    // 0.5 s late once on a busy machine: a fixed 1.5 s wait then saw no resend).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tcpext(&ns, "TCPSynRetrans") == resent_before {
+        assert!(Instant::now() < deadline, "no SYN resent in 10 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(connecting);
     let (events, _, _) = trace.stop();
     let leader = std::fs::read_to_string("/proc/self/comm").unwrap();
     assert_ne!(leader.trim(), "tdoc-wkr");
