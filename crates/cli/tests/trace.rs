@@ -268,7 +268,7 @@ fn syn_dropped_by_a_firewall_names_the_drop_reason_and_the_ladder_rung() {
     let before = tcpext(&ns, "TCPSynRetrans");
     let trace = Trace::start(&[&ns], &[]);
     // SYN at 0 s, resends at 1, 2 and 3 s (linear ladder); give up once the kernel has
-    // resent three (not at a fixed time: a timer once ran 0.5 s late on a busy machine).
+    // resent three, not at a fixed time (timers run late on a busy machine).
     let connecting = in_netns(&ns, || {
         support::connect_nonblocking("127.0.0.1:5102".parse().unwrap())
     });
@@ -989,8 +989,8 @@ fn a_process_is_named_by_its_leader_not_by_the_connecting_thread() {
         assert_eq!(thread_comm.trim(), "tdoc-wkr");
         support::connect_nonblocking("127.0.0.1:5109".parse().unwrap())
     });
-    // Every SYN is dropped; give up once the kernel has resent one (its timer, 1 s here, ran
-    // 0.5 s late once on a busy machine: a fixed 1.5 s wait then saw no resend).
+    // Every SYN is dropped; give up once the kernel has resent one (its timer is 1 s here; a
+    // fixed 1.5 s wait once saw no resend in a full-suite loop, the kernel's count unread).
     let deadline = Instant::now() + Duration::from_secs(10);
     while tcpext(&ns, "TCPSynRetrans") == resent_before {
         assert!(Instant::now() < deadline, "no SYN resent in 10 s");
