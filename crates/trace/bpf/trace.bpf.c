@@ -673,8 +673,8 @@ int tcp_retransmit_skb(__u64 *ctx)
 	count(class == R_ZERO_WINDOW ? C_R_ZERO_WINDOW : C_R_SYN + class - R_SYN);
 	/* Where the tracepoint passes the result (a third argument), it also fires for a resend
 	 * that sent nothing (__tcp_retransmit_skb): -EBUSY while the first copy is still in this
-	 * host's qdisc or driver, or a local error. The attempt is counted in its class (the
-	 * timer did fire: TcpExtTCPTimeouts counts it) and here. */
+	 * host's qdisc or driver, or a local error. The attempt is counted in its class (for a
+	 * timeout, the timer did fire: TcpExtTCPTimeouts counts it) and here. */
 	int err = 0;
 	if (bpf_core_field_exists(((struct trace_event_raw_tcp_retransmit_skb *)0)->err))
 		err = (int)ctx[2];

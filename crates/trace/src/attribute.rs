@@ -421,7 +421,10 @@ fn flow_text(a: SocketAddr, b: SocketAddr) -> String {
 /// What the evidence of a resend that sent nothing adds (the tracepoint's result).
 fn unsent_text(errno: u16) -> String {
     match i32::from(errno) {
-        libc::EBUSY => "; nothing sent: EBUSY, the first copy was still in this host's qdisc or driver (the timer fired before it left)".to_string(),
+        libc::EBUSY => {
+            "; nothing sent: EBUSY, the first copy was still in this host's qdisc or driver"
+                .to_string()
+        }
         e => {
             let what = std::io::Error::from_raw_os_error(e).to_string();
             let what = what.split(" (os error").next().unwrap_or_default();

@@ -658,8 +658,9 @@ fn a_timeout_that_sent_nothing_is_attributed_and_says_so() {
         .expect("a timeout is printed");
     assert_eq!(busy.pathology, Some(Pathology::RetransmitTimeout));
     assert!(
-        busy.evidence
-            .ends_with("; nothing sent: EBUSY, the first copy was still in this host's qdisc or driver (the timer fired before it left)"),
+        busy.evidence.ends_with(
+            "; nothing sent: EBUSY, the first copy was still in this host's qdisc or driver"
+        ),
         "{}",
         busy.evidence
     );
