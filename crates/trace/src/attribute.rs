@@ -535,17 +535,15 @@ impl Engine {
                 waited_us,
                 peer_silent,
                 unsent_errno,
-            } => {
-                let line = self.retransmit(&ev, class, attempt, waited_us, peer_silent, lookup);
-                // The attempt is what happened (the timer fired, the kernel counted it):
-                // attributed as any other; its line says that nothing went out.
-                line.map(|mut l| {
-                    if let Some(errno) = unsent_errno {
-                        l.evidence.push_str(&unsent_text(errno));
-                    }
-                    l
-                })
-            }
+            } => self.retransmit(
+                &ev,
+                class,
+                attempt,
+                waited_us,
+                peer_silent,
+                unsent_errno,
+                lookup,
+            ),
             Detail::SynAckRetransmit { attempt } => {
                 // The handshake's ACK, refused by a full accept queue (tcp_check_req keeps
                 // the request and its timer resends the SYN-ACK: tcp_abort_on_overflow=0).
@@ -751,6 +749,8 @@ impl Engine {
         Some(l)
     }
 
+    // The fields of one Detail::Retransmit, as the other handlers take theirs.
+    #[allow(clippy::too_many_arguments)]
     fn retransmit(
         &mut self,
         ev: &Event,
@@ -758,9 +758,11 @@ impl Engine {
         attempt: u32,
         waited_us: Option<u32>,
         peer_silent: bool,
+        unsent_errno: Option<u16>,
         lookup: &mut dyn Lookup,
     ) -> Option<Line> {
-        match class {
+        let unsent = unsent_errno.is_some();
+        let line = match class {
             RetransmitClass::Syn if ev.state == Some(TcpState::SynSent) => {
                 let ladder = lookup.syn_ladder(ev.netns);
                 let rung = ladder
@@ -902,8 +904,8 @@ impl Engine {
                 }
                 // A peer that never took the connection is not a receiver whose buffer the
                 // senders overflowed together (the capture analyzer leaves such flows out of
-                // incast too).
-                if !peer_silent {
+                // incast too); nor is a timeout whose first copy had not left this host.
+                if !peer_silent && !unsent {
                     self.incast(ev, waited.unwrap_or(0));
                 }
                 Some(l)
@@ -953,7 +955,15 @@ impl Engine {
                 self.tally(Pathology::Retransmission, &l);
                 Some(l)
             }
-        }
+        };
+        // A resend that sent nothing is still what happened (a timeout did fire, the kernel
+        // counted it): attributed as any other, its line saying that nothing went out.
+        line.map(|mut l| {
+            if let Some(errno) = unsent_errno {
+                l.evidence.push_str(&unsent_text(errno));
+            }
+            l
+        })
     }
 
     fn incast(&mut self, ev: &Event, waited_us: u64) {

@@ -683,3 +683,35 @@ fn a_timeout_that_sent_nothing_is_attributed_and_says_so() {
         "; nothing sent: the kernel's result was -12 (Cannot allocate memory)"
     );
 }
+
+#[test]
+fn timeouts_whose_first_copies_never_left_this_host_are_not_incast() {
+    // Three flows' timeouts into one receiver within the window, each refused as EBUSY: no
+    // segment was lost on the way, so no buffer was overflowed together.
+    let mut e = engine();
+    let unsent = Detail::Retransmit {
+        class: RetransmitClass::Timeout,
+        attempt: 1,
+        waited_us: Some(210_000),
+        peer_silent: false,
+        unsent_errno: Some(libc::EBUSY as u16),
+    };
+    timeouts_into(
+        &mut e,
+        &["10.0.0.1:40001", "10.0.0.1:40002", "10.0.0.1:40003"],
+        "10.0.0.2:8080",
+        unsent,
+    );
+    assert!(e.summary().incast_episodes.is_empty());
+    let f = e.findings(0, &mut NoLookup);
+    assert!(f.iter().all(|f| f.pathology != Pathology::Incast), "{f:#?}");
+    // The same timeouts, sent: incast.
+    let mut e = engine();
+    timeouts_into(
+        &mut e,
+        &["10.0.0.1:40001", "10.0.0.1:40002", "10.0.0.1:40003"],
+        "10.0.0.2:8080",
+        timeout(210_000, false),
+    );
+    assert_eq!(e.summary().incast_episodes.len(), 1);
+}
