@@ -6,6 +6,7 @@
 
 mod args;
 mod cmd;
+mod help;
 mod html;
 mod netns;
 mod output;
@@ -92,7 +93,7 @@ enum Command {
 fn command() -> clap::Command {
     let width = term::terminal_width().min(100);
     let cmd = usage::allow_negative_values(Cli::command().term_width(width).max_term_width(width));
-    usage::reflow_long_help(cmd, width)
+    help::fit_long_help(cmd, width)
 }
 
 /// True when `id` is a flag set on the chosen (sub)command.
