@@ -629,22 +629,30 @@ fn accept_overflow_is_named_from_the_server_counters() {
     );
     if require_trace("accept_overflow_is_named_from_the_server_counters", &v) {
         // The client's SYN resends and the listener's SYN-ACK resends, as both namespaces'
-        // TcpExtTCPSynRetrans counted them over the run, are each one the trace attributed.
+        // TcpExtTCPSynRetrans counted them over the trace's counter window, are each one the
+        // trace attributed. The run's own counters (the probe's and the server's) are read
+        // inside that window.
         let t = trace_run(&v, v["before"]["label"].as_str().unwrap());
-        let counted = client_counter(&v["before"], "TcpExtTCPSynRetrans")
+        let counted = t["syn_retrans_counted"].as_i64().unwrap();
+        let in_run = client_counter(&v["before"], "TcpExtTCPSynRetrans")
             + v["before"]["server_counters"]["TcpExtTCPSynRetrans"]
                 .as_i64()
                 .unwrap_or(0);
-        assert!(counted > 0, "{:#}", v["before"]);
+        assert!(in_run > 0 && in_run <= counted, "{in_run}: {t:#}");
         // Equal, unless the kernel skipped the retransmission hook (it was already running
-        // on that CPU): those resends are in the counter and not in the trace, and the
-        // trace's report says how many there were.
-        let skipped = support::skipped(t, "tcp_retransmit_skb") + support::not_traced(t);
+        // on that CPU) or ran no program with no skip reported: those resends are in the
+        // counter and not in the trace, and the trace's report says how many there were.
+        // The trace may see more: a listener's SYN-ACK timer firing after the run, at the
+        // trace window's edges (the report says how many).
+        let skipped = support::skipped(t, "tcp_retransmit_skb")
+            + support::skipped(t, "tcp_retransmit_synack")
+            + support::not_traced(t);
         let attributed = t["syn_resends_attributed"].as_i64().unwrap();
-        support::assert_traced_count(
+        support::assert_traced_count_at_edges(
             attributed,
             counted,
             skipped,
+            support::syn_at_edges(t),
             &format!("SYN resends attributed vs TcpExtTCPSynRetrans: {t:#}"),
         );
         // All of them the full queue's: the client's SYNs it refused (no drop record: by
@@ -661,7 +669,7 @@ fn accept_overflow_is_named_from_the_server_counters() {
             before.first().map(String::as_str),
             Some("accept_queue_overflow")
         );
-        if attributed == counted {
+        if attributed >= counted {
             assert!(
                 !before.contains(&"syn_retransmit".to_string()),
                 "{before:?}"

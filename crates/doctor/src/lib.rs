@@ -124,6 +124,9 @@ pub struct TraceWindow {
     pub missed_events: BTreeMap<String, u64>,
     /// Resends TcpExtTCPSynRetrans counted that the trace did not see and no skip explains.
     pub not_traced: BTreeMap<String, u64>,
+    /// SYN and SYN-ACK resends traced at the counters' window's edges (may be outside it).
+    #[serde(skip_serializing_if = "tcpdoctor_trace::session::is_zero")]
+    pub syn_traced_at_edges: u64,
     /// Attributed events per cause.
     pub causes: BTreeMap<Cause, u64>,
     /// SYN and SYN-ACK resends per pathology they were attributed to.
@@ -352,6 +355,7 @@ pub fn diagnose(
                     &o.summary.syn_resends,
                     &d.changed,
                     &o.missed_events,
+                    o.not_traced.values().sum(),
                     w,
                 ),
                 Err(_) => counted,
@@ -410,6 +414,7 @@ pub fn diagnose(
                     lost_events: o.lost_events,
                     missed_events: o.missed_events,
                     not_traced: o.not_traced,
+                    syn_traced_at_edges: o.syn_traced_at_edges,
                     causes: o.summary.causes,
                     syn_resends: o.summary.syn_resends,
                     drops_by_reason: o.drops_by_reason,

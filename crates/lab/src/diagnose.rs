@@ -319,9 +319,23 @@ pub fn merge_counted_and_traced(
         &trace.syn_resends,
         &delta,
         &trace.missed_events,
+        trace.not_traced.values().sum(),
         window,
     );
+    // Once the trace attributed resends, a "SYN retransmitted" counter finding is the
+    // resends it did not (and why): its evidence joins the run's own finding of that name
+    // (the probe's waits) rather than being dropped as a duplicate.
+    let (residual, counted): (Vec<Finding>, Vec<Finding>) = counted.into_iter().partition(|f| {
+        f.pathology == Pathology::SynRetransmit && trace.syn_resends.values().any(|&n| n > 0)
+    });
     merge(findings, counted);
+    match findings
+        .iter_mut()
+        .find(|g| g.pathology == Pathology::SynRetransmit)
+    {
+        Some(g) => absorb(g, "kernel counters", residual, false),
+        None => findings.extend(residual),
+    }
     merge_trace_folding_syn_cost(findings, traced, trace);
 }
 
@@ -579,5 +593,69 @@ mod tests {
         assert!(f
             .iter()
             .any(|f| f.pathology == Pathology::RetransmitTimeout));
+    }
+
+    #[test]
+    fn syn_resends_the_trace_did_not_see_are_said_on_the_runs_own_finding() {
+        // The probe saw connects wait for SYN resends; the kernel counted 24, the trace
+        // attributed 23 to the full accept queue and saw no skip for the 24th.
+        let probe = || {
+            vec![Finding::new(
+                Pathology::SynRetransmit,
+                Source::Probe,
+                "15 of 14594 connects waited for SYN retransmissions",
+                Impact::stalls(15, Some(14594), Some(Duration::from_millis(2040))),
+            )]
+        };
+        let counters: std::collections::BTreeMap<String, i64> = [
+            ("TcpExtTCPSynRetrans".to_string(), 24),
+            ("TcpActiveOpens".to_string(), 14594),
+        ]
+        .into();
+        let w = tcpdoctor_model::counters::Window {
+            length: Some(Duration::from_secs(3)),
+            rto_floor: None,
+        };
+        let trace = |unseen: u64| crate::trace::RunTrace {
+            used: true,
+            syn_resends: [(Pathology::AcceptQueueOverflow, 24 - unseen)].into(),
+            syn_resends_attributed: 24 - unseen,
+            syn_retrans_counted: 24,
+            not_traced: [("TcpExtTCPSynRetrans".to_string(), unseen)]
+                .into_iter()
+                .filter(|(_, n)| *n > 0)
+                .collect(),
+            findings: vec![Finding::new(
+                Pathology::AcceptQueueOverflow,
+                Source::Trace,
+                "SYNs dropped by a full accept queue",
+                Impact::default(),
+            )],
+            ..Default::default()
+        };
+        let counted = || tcpdoctor_model::counters::findings(&counters, w);
+        let mut f = probe();
+        merge_counted_and_traced(&mut f, counted(), &counters, w, &trace(1));
+        let syn: Vec<&Finding> = f
+            .iter()
+            .filter(|f| f.pathology == Pathology::SynRetransmit)
+            .collect();
+        assert_eq!(syn.len(), 1, "{f:#?}");
+        assert_eq!(syn[0].source, Source::Probe);
+        let ev = format!("{:?}", syn[0].evidence);
+        assert!(ev.contains("did not trace, no skip reported"), "{ev}");
+        assert!(
+            syn[0].summary.contains("not attributed by the trace"),
+            "{}",
+            syn[0].summary
+        );
+        // Every resend attributed to the one cause: the waits are its cost, folded into it.
+        let mut f = probe();
+        merge_counted_and_traced(&mut f, counted(), &counters, w, &trace(0));
+        assert!(
+            f.iter().all(|f| f.pathology != Pathology::SynRetransmit),
+            "{f:#?}"
+        );
+        assert!(format!("{f:?}").contains("connects waited"));
     }
 }

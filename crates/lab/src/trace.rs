@@ -67,6 +67,10 @@ pub struct RunTrace {
     /// Resends TcpExtTCPSynRetrans counted that the trace did not see and no skip explains
     /// (`tcpdoctor_trace::session::Outcome::not_traced`).
     pub not_traced: BTreeMap<String, u64>,
+    /// SYN and SYN-ACK resends traced at the counters' window's edges, which may be outside
+    /// `syn_retrans_counted` (`tcpdoctor_trace::session::Outcome::syn_traced_at_edges`).
+    #[serde(skip_serializing_if = "tcpdoctor_trace::session::is_zero")]
+    pub syn_traced_at_edges: u64,
     /// Events attributed to a cause, all namespaces.
     pub attributed_events: u64,
     /// Attributed events per namespace and cause.
@@ -127,6 +131,7 @@ impl RunTrace {
             lost_events: o.lost_events,
             missed_events: o.missed_events,
             not_traced: o.not_traced,
+            syn_traced_at_edges: o.syn_traced_at_edges,
             attributed_events: o.summary.causes.values().sum(),
             causes_by_netns,
             syn_resends: o.summary.syn_resends.clone(),

@@ -47,15 +47,17 @@ pub fn not_traced(
 /// to the trace's findings. When one pathology explains every resend, the counter finding
 /// merges into it (both evidences, the merged impact judged by the policy); when several
 /// share them, each gets its part as evidence. Resends the trace did not attribute (records
-/// lost, or resends the kernel skipped tracing: `missed`, per tracepoint, as
-/// [`crate::session::Outcome::missed_events`]) stay a counter finding of their own, judged
-/// on their number only, which says how many retransmissions the trace could not see.
+/// lost, resends the kernel skipped tracing: `missed`, per tracepoint, as
+/// [`crate::session::Outcome::missed_events`], or resends it ran no program for with no
+/// skip reported: `unseen`, as [`not_traced`] gives them) stay a counter finding of their
+/// own, judged on their number only, which says how many the trace could not see and why.
 pub fn reconcile(
     counted: Vec<Finding>,
     traced: &mut [Finding],
     syn_resends: &BTreeMap<Pathology, u64>,
     delta: &BTreeMap<String, i64>,
     missed: &BTreeMap<String, u64>,
+    unseen: u64,
     window: tcpdoctor_model::counters::Window,
 ) -> Vec<Finding> {
     let syn = delta.get(SYN).copied().unwrap_or(0).max(0) as u64;
@@ -111,6 +113,23 @@ pub fn reconcile(
                             "retransmissions of any kind the kernel did not trace ({RETRANSMIT_HOOK} already running on that CPU)"
                         ),
                         skipped as f64,
+                    );
+                }
+                let synack = missed.get(SYNACK_HOOK).copied().unwrap_or(0);
+                if synack > 0 {
+                    f = f.arithmetic(
+                        format!(
+                            "SYN-ACK resends the kernel did not trace ({SYNACK_HOOK} already running on that CPU)"
+                        ),
+                        synack as f64,
+                    );
+                }
+                if unseen > 0 {
+                    f = f.arithmetic(
+                        format!(
+                            "SYN and SYN-ACK resends {SYN} counted that the kernel did not trace, no skip reported (seen here while other eBPF programs attached to or detached from the same tracepoints)"
+                        ),
+                        unseen as f64,
                     );
                 }
                 out.push(f);
@@ -177,7 +196,7 @@ mod tests {
         // Every resend attributed to the race: one finding, the trace's, with the counter.
         let mut traced = race();
         let all: BTreeMap<Pathology, u64> = [(Pathology::StaleAckRace, 5)].into();
-        let rest = reconcile(counted(), &mut traced, &all, &delta, &BTreeMap::new(), w);
+        let rest = reconcile(counted(), &mut traced, &all, &delta, &BTreeMap::new(), 0, w);
         assert!(rest.iter().all(|f| f.pathology != Pathology::SynRetransmit));
         let ev = format!("{:?}", traced[0].evidence);
         assert!(ev.contains("TcpExtTCPSynRetrans"), "{ev}");
@@ -187,7 +206,7 @@ mod tests {
         let mut traced = race();
         let some: BTreeMap<Pathology, u64> = [(Pathology::StaleAckRace, 3)].into();
         let skipped: BTreeMap<String, u64> = [("tcp_retransmit_skb".to_string(), 2)].into();
-        let rest = reconcile(counted(), &mut traced, &some, &delta, &skipped, w);
+        let rest = reconcile(counted(), &mut traced, &some, &delta, &skipped, 0, w);
         let syn: Vec<_> = rest
             .iter()
             .filter(|f| f.pathology == Pathology::SynRetransmit)
@@ -202,9 +221,29 @@ mod tests {
         let ev = format!("{:?}", syn[0].evidence);
         assert!(ev.contains("did not trace"), "{ev}");
         // Nothing skipped: no such evidence.
-        let rest = reconcile(counted(), &mut race(), &some, &delta, &BTreeMap::new(), w);
+        let rest = reconcile(
+            counted(),
+            &mut race(),
+            &some,
+            &delta,
+            &BTreeMap::new(),
+            0,
+            w,
+        );
         let ev = format!("{:?}", rest.iter().map(|f| &f.evidence).collect::<Vec<_>>());
         assert!(!ev.contains("did not trace"), "{ev}");
+        // Two the kernel ran no program for, no skip reported: the finding says so.
+        let rest = reconcile(
+            counted(),
+            &mut race(),
+            &some,
+            &delta,
+            &BTreeMap::new(),
+            2,
+            w,
+        );
+        let ev = format!("{:?}", rest.iter().map(|f| &f.evidence).collect::<Vec<_>>());
+        assert!(ev.contains("did not trace, no skip reported"), "{ev}");
         // Nothing attributed: the counters' findings as they were.
         let rest = reconcile(
             counted(),
@@ -212,6 +251,7 @@ mod tests {
             &BTreeMap::new(),
             &delta,
             &BTreeMap::new(),
+            0,
             w,
         );
         assert_eq!(rest.len(), counted().len());

@@ -46,6 +46,9 @@ pub struct Body {
     pub missed_events: BTreeMap<String, u64>,
     /// Kernel-counted events the trace did not see, not explained by `missed_events`.
     pub not_traced: BTreeMap<String, u64>,
+    /// SYN and SYN-ACK resends traced at the counters' window's edges (may be outside it).
+    #[serde(skip_serializing_if = "crate::session::is_zero")]
+    pub syn_traced_at_edges: u64,
     pub drops_by_reason: BTreeMap<String, u64>,
     pub summary: Summary,
     pub kernel_counters: BTreeMap<String, BTreeMap<String, i64>>,

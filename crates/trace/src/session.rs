@@ -88,6 +88,13 @@ pub struct Outcome {
     /// Empty when
     /// the trace saw all of them, or when the counters were not read (--all-netns).
     pub not_traced: BTreeMap<String, u64>,
+    /// SYN and SYN-ACK resends traced at the counters' window's edges: after the programs
+    /// attached and before `kernel_counters` opened, or after they closed and before the
+    /// programs detached ([`SETTLE`]). They are in `counts` and may be outside the counters
+    /// (a listener's SYN-ACK timer firing after the workload stopped), so the trace may count
+    /// up to this many more than TcpExtTCPSynRetrans. Not serialized when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub syn_traced_at_edges: u64,
     /// TCP drops per kernel drop-reason name, counted in the kernel.
     pub drops_by_reason: BTreeMap<String, u64>,
     pub summary: Summary,
@@ -98,6 +105,19 @@ pub struct Outcome {
     pub unavailable: Vec<Unavailable>,
     #[serde(skip)]
     pub findings: Vec<Finding>,
+}
+
+/// For `skip_serializing_if`: a count that is zero is left out of the report.
+pub fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// SYN and SYN-ACK resends traced so far (kernel-side counts).
+fn syn_traced(counts: &BTreeMap<Counter, u64>) -> u64 {
+    [Counter::RetransmitSyn, Counter::SynAckRetransmits]
+        .iter()
+        .map(|c| counts.get(c).copied().unwrap_or(0))
+        .sum()
 }
 
 fn monotonic_ns() -> u64 {
@@ -135,6 +155,8 @@ pub struct Session {
     started: Instant,
     netns: Vec<Netns>,
     counters_before: BTreeMap<String, tcpdoctor_host::counters::Snapshot>,
+    /// SYN and SYN-ACK resends traced before the counters' window opened.
+    syn_at_open: u64,
 }
 
 impl Session {
@@ -207,6 +229,7 @@ impl Session {
                 counters_before.insert(n.label(), s);
             }
         }
+        let syn_at_open = syn_traced(&probe.counters().unwrap_or_default());
         let overflows_at_start: HashMap<u32, u64> = netns
             .iter()
             .filter_map(|n| {
@@ -230,6 +253,7 @@ impl Session {
             started: Instant::now(),
             netns,
             counters_before,
+            syn_at_open,
         })
     }
 
@@ -333,6 +357,7 @@ impl Session {
                 counters_after.insert(n.label(), s);
             }
         }
+        let syn_at_close = syn_traced(&self.probe.counters().unwrap_or_default());
         std::thread::sleep(SETTLE);
         let _ = self.poll();
         let counts = self.probe.counters().unwrap_or_default();
@@ -353,15 +378,12 @@ impl Session {
                 kernel_counters.insert(n.label(), after.delta_since(before).tcp());
             }
         }
-        let syn_traced = counts.get(&Counter::RetransmitSyn).copied().unwrap_or(0)
-            + counts
-                .get(&Counter::SynAckRetransmits)
-                .copied()
-                .unwrap_or(0);
+        let syn_traced = syn_traced(&counts);
         let not_traced = crate::reconcile::not_traced(&kernel_counters, syn_traced, &missed_events);
         Outcome {
             duration_ms: self.started.elapsed().as_millis() as u64,
             not_traced,
+            syn_traced_at_edges: self.syn_at_open + syn_traced.saturating_sub(syn_at_close),
             netns: self.netns.clone(),
             lost_events: counts.get(&Counter::Lost).copied().unwrap_or(0),
             missed_events,

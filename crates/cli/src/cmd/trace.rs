@@ -62,7 +62,8 @@ Output fields (--json, JSON Lines): {type: event, t_us, netns, netns_name, proce
 comm, source: connect|current|file_descriptor}, local, remote, state, cause, pathology,
 evidence, drop_reason}; {type: summary, t_ms, connects, causes, drops, lost_events}; and
 last {type: report, schema_version, verdict, findings, duration_ms, netns[], counts,
-lost_events, missed_events {hook: n}, not_traced {counter: n}, drops_by_reason, summary {causes, drop_reasons, drop_flows, no_local_port,
+lost_events, missed_events {hook: n}, not_traced {counter: n}, syn_traced_at_edges,
+drops_by_reason, summary {causes, drop_reasons, drop_flows, no_local_port,
 incast_episodes, undecoded, filtered_out}, kernel_counters, unavailable}.
 Exit status 0 healthy, 1 findings, 2 error, 3 nothing measured (no TCP activity seen).
 
@@ -215,6 +216,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         lost_events: outcome.lost_events,
         missed_events: outcome.missed_events,
         not_traced: outcome.not_traced,
+        syn_traced_at_edges: outcome.syn_traced_at_edges,
         drops_by_reason: outcome.drops_by_reason,
         summary: outcome.summary,
         kernel_counters: outcome.kernel_counters,
