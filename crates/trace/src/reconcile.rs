@@ -17,9 +17,8 @@ const SYN: &str = "TcpExtTCPSynRetrans";
 /// The SYN and SYN-ACK resends `TcpExtTCPSynRetrans` counted over `kernel_counters` (per
 /// namespace) beyond the `traced` ones and those the kernel skipped tracing (`missed`, per
 /// tracepoint): by counter name, empty when there are none or the counters were not read.
-/// While other eBPF programs attach to or detach from the same tracepoints the kernel
-/// sometimes runs no program for a resend and counts no skip (README, "Not every event the
-/// trace misses is a counted skip").
+/// The kernel sometimes runs no program for a resend and counts no skip (README, "Not every
+/// event the trace misses is a counted skip").
 pub fn not_traced(
     kernel_counters: &BTreeMap<String, BTreeMap<String, i64>>,
     traced: u64,
@@ -127,7 +126,7 @@ pub fn reconcile(
                 if unseen > 0 {
                     f = f.arithmetic(
                         format!(
-                            "SYN and SYN-ACK resends {SYN} counted that the kernel did not trace, no skip reported (seen here while other eBPF programs attached to or detached from the same tracepoints)"
+                            "SYN and SYN-ACK resends {SYN} counted that the kernel did not trace, no skip reported (it ran no trace program for them)"
                         ),
                         unseen as f64,
                     );

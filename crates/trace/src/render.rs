@@ -238,7 +238,7 @@ pub fn missed_text(missed: &BTreeMap<String, u64>) -> Option<String> {
 /// were any ([`crate::reconcile::not_traced`]).
 pub fn not_traced_text(not_traced: &BTreeMap<String, u64>) -> Option<String> {
     gap_line(
-        "Counted by the kernel, not seen by the trace (no skip reported; seen here while other eBPF programs attached to or detached from the same tracepoints)",
+        "Counted by the kernel, not seen by the trace (no skip reported: the kernel ran no trace program for them)",
         not_traced,
     )
 }

@@ -83,10 +83,10 @@ pub struct Outcome {
     pub missed_events: BTreeMap<String, u64>,
     /// Events a kernel counter counted in the traced namespaces that the trace's own count
     /// of them lacks, less the runs the kernel reported skipping on their hooks: by counter
-    /// name ("TcpExtTCPSynRetrans": SYN and SYN-ACK resends). The kernel gives no reason (seen
-    /// while other eBPF programs attached to or detached from the same tracepoints; README).
-    /// Empty when
-    /// the trace saw all of them, or when the counters were not read (--all-netns).
+    /// name ("TcpExtTCPSynRetrans": SYN and SYN-ACK resends). The kernel did not run the
+    /// trace's program for them and gives no reason (README, "Not every event the trace misses
+    /// is a counted skip"). Empty when the trace saw all of them, or when the counters were not
+    /// read (--all-netns).
     pub not_traced: BTreeMap<String, u64>,
     /// SYN and SYN-ACK resends traced at the counters' window's edges: after the programs
     /// attached and before `kernel_counters` opened, or after they closed and before the

@@ -52,11 +52,14 @@ connections produce no record. Records the ring buffer had no room for are count
 printed as lost events, never dropped silently. The kernel skips a hook's program when it is
 already running on that CPU (a softirq interrupting it hits the same tracepoint, of this
 or any other namespace): those events are in no count, and the report gives their number
-per hook (missed_events). While other eBPF programs attach to or detach from the same
-tracepoints the kernel also, rarely, runs no program for an event and counts no skip
-(measured: 7 of 1,548 retransmissions with another trace starting and stopping every
-0.3 s, none of 1,762 without): the SYN and SYN-ACK resends TcpExtTCPSynRetrans counted in the traced namespaces beyond
-those traced or skipped are reported as not_traced {counter: n}, never attributed.
+per hook (missed_events). The kernel also, rarely, runs no program for an event and counts
+no skip (measured: 21 of 3,959 SYN resends in 160 accept-overflow lab runs; 7 of 1,548
+retransmissions with another trace starting and stopping every 0.3 s): the SYN and SYN-ACK
+resends TcpExtTCPSynRetrans counted in the traced namespaces beyond those traced or skipped
+are reported as not_traced {counter: n}, never attributed. The trace also sees a little
+past the counters' window (it attaches
+before the counters are first read and detaches 50 ms after they are last read): the resends it saw
+there are syn_traced_at_edges, so it may count that many more than the counter.
 
 Output fields (--json, JSON Lines): {type: event, t_us, netns, netns_name, process {pid,
 comm, source: connect|current|file_descriptor}, local, remote, state, cause, pathology,
