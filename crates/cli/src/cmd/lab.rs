@@ -401,15 +401,56 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
 }
 
-/// Writes the `--remedies` page when `--html` was given.
-fn remedies_html<C, R>(
+/// The remedies `--remedies` names from the scenario's table (`known`), checked before
+/// anything runs; `None` without the flag.
+fn chosen_remedies(args: &CommonArgs, known: &[&str]) -> anyhow::Result<Option<Vec<String>>> {
+    Ok(args
+        .remedies
+        .as_deref()
+        .map(|s| tcpdoctor_lab::remedy::select(s, known))
+        .transpose()?)
+}
+
+/// Runs `work`, scenario `name`'s traffic, as root with a progress line on a terminal.
+fn running<T>(name: &str, work: impl FnOnce() -> tcpdoctor_lab::Result<T>) -> anyhow::Result<T> {
+    tcpdoctor_lab::require_root()?;
+    let bar = output::progress(None, name);
+    let out = work();
+    bar.finish_and_clear();
+    Ok(out?)
+}
+
+/// Prints a `--remedies` table (text or JSON) and writes its page when `--html` was given.
+fn emit_remedies<C, R>(
+    o: scenario::Outcome<scenario::RemedyReport<C, R>>,
+    name: &str,
+    json: bool,
     html: Option<HtmlOut>,
-    report: &Report<scenario::RemedyReport<C, R>>,
-) -> anyhow::Result<()> {
-    match html {
-        Some(out) => out.write(&render::html::remedies_page(report)),
-        None => Ok(()),
+) -> anyhow::Result<i32>
+where
+    scenario::RemedyReport<C, R>: serde::Serialize,
+{
+    let report = report_of(o);
+    if let Some(out) = html {
+        out.write(&render::html::remedies_page(&report))?;
     }
+    output::emit(&report, json, |w, r| render_remedies(w, r, name))
+}
+
+/// Prints a scenario's report (text or JSON) and writes its page (`page`) when `--html` was
+/// given.
+fn emit_run<B: serde::Serialize>(
+    o: scenario::Outcome<B>,
+    json: bool,
+    html: Option<HtmlOut>,
+    page: fn(&Report<B>) -> String,
+    text: fn(&mut dyn std::io::Write, &Report<B>) -> std::io::Result<()>,
+) -> anyhow::Result<i32> {
+    let report = report_of(o);
+    if let Some(out) = html {
+        out.write(&page(&report))?;
+    }
+    output::emit(&report, json, text)
 }
 
 fn run_cleanup(a: CleanupArgs) -> anyhow::Result<i32> {
@@ -494,25 +535,13 @@ fn run_incast(a: IncastArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
             a.cc
         );
     }
-    let selected = a
-        .common
-        .remedies
-        .as_deref()
-        .map(|s| tcpdoctor_lab::remedy::select(s, &incast::REMEDIES))
-        .transpose()?;
-    tcpdoctor_lab::require_root()?;
-    let bar = output::progress(None, "incast");
-    if let Some(selected) = selected {
-        let o = incast::remedies(&common, &cfg, &selected, output::stop_flag())?;
-        bar.finish_and_clear();
-        let report = report_of(o);
-        remedies_html(html, &report)?;
-        return output::emit(&report, a.common.json, |w, r| {
-            render_remedies(w, r, "incast")
-        });
+    if let Some(selected) = chosen_remedies(&a.common, &incast::REMEDIES)? {
+        let o = running("incast", || {
+            incast::remedies(&common, &cfg, &selected, output::stop_flag())
+        })?;
+        return emit_remedies(o, "incast", a.common.json, html);
     }
-    let outcome = incast::run(&common, &cfg, output::stop_flag())?;
-    bar.finish_and_clear();
+    let outcome = running("incast", || incast::run(&common, &cfg, output::stop_flag()))?;
     if a.sweep.is_some() {
         let csv = a.out.with_extension("csv");
         let svg = a.out.with_extension("svg");
@@ -521,11 +550,13 @@ fn run_incast(a: IncastArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
             eprintln!("wrote {} and {}", csv.display(), svg.display());
         }
     }
-    let report = report_of(outcome);
-    if let Some(out) = html {
-        out.write(&render::incast_page(&report))?;
-    }
-    output::emit(&report, a.common.json, render::incast)
+    emit_run(
+        outcome,
+        a.common.json,
+        html,
+        render::incast_page,
+        render::incast,
+    )
 }
 
 /// `--duration` of a scenario run: a duration from 1 s to 10 min.
@@ -572,30 +603,22 @@ fn run_port_exhaustion(a: PortArgs, html: Option<HtmlOut>) -> anyhow::Result<i32
         concurrency: check_concurrency(a.concurrency)?,
         close_first,
     };
-    let selected = a
-        .common
-        .remedies
-        .as_deref()
-        .map(|s| tcpdoctor_lab::remedy::select(s, &port_exhaustion::REMEDIES))
-        .transpose()?;
-    tcpdoctor_lab::require_root()?;
-    let bar = output::progress(None, "port-exhaustion");
-    if let Some(selected) = selected {
-        let o = port_exhaustion::remedies(&common, &cfg, &selected, output::stop_flag())?;
-        bar.finish_and_clear();
-        let report = report_of(o);
-        remedies_html(html, &report)?;
-        return output::emit(&report, a.common.json, |w, r| {
-            render_remedies(w, r, "port-exhaustion")
-        });
+    if let Some(selected) = chosen_remedies(&a.common, &port_exhaustion::REMEDIES)? {
+        let o = running("port-exhaustion", || {
+            port_exhaustion::remedies(&common, &cfg, &selected, output::stop_flag())
+        })?;
+        return emit_remedies(o, "port-exhaustion", a.common.json, html);
     }
-    let o = port_exhaustion::run(&common, &cfg, output::stop_flag())?;
-    bar.finish_and_clear();
-    let report = report_of(o);
-    if let Some(out) = html {
-        out.write(&render::port_exhaustion_page(&report))?;
-    }
-    output::emit(&report, a.common.json, render::port_exhaustion)
+    let o = running("port-exhaustion", || {
+        port_exhaustion::run(&common, &cfg, output::stop_flag())
+    })?;
+    emit_run(
+        o,
+        a.common.json,
+        html,
+        render::port_exhaustion_page,
+        render::port_exhaustion,
+    )
 }
 
 fn run_syn_drop(a: SynDropArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
@@ -608,30 +631,22 @@ fn run_syn_drop(a: SynDropArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
     if !(1..=90).contains(&cfg.drop_percent) {
         anyhow::bail!("--drop-percent {}: must be 1..=90", cfg.drop_percent);
     }
-    let selected = a
-        .common
-        .remedies
-        .as_deref()
-        .map(|s| tcpdoctor_lab::remedy::select(s, &syn_drop::REMEDIES))
-        .transpose()?;
-    tcpdoctor_lab::require_root()?;
-    let bar = output::progress(None, "syn-drop");
-    if let Some(selected) = selected {
-        let o = syn_drop::remedies(&common, &cfg, &selected, output::stop_flag())?;
-        bar.finish_and_clear();
-        let report = report_of(o);
-        remedies_html(html, &report)?;
-        return output::emit(&report, a.common.json, |w, r| {
-            render_remedies(w, r, "syn-drop")
-        });
+    if let Some(selected) = chosen_remedies(&a.common, &syn_drop::REMEDIES)? {
+        let o = running("syn-drop", || {
+            syn_drop::remedies(&common, &cfg, &selected, output::stop_flag())
+        })?;
+        return emit_remedies(o, "syn-drop", a.common.json, html);
     }
-    let o = syn_drop::run(&common, &cfg, output::stop_flag())?;
-    bar.finish_and_clear();
-    let report = report_of(o);
-    if let Some(out) = html {
-        out.write(&render::syn_drop_page(&report))?;
-    }
-    output::emit(&report, a.common.json, render::syn_drop)
+    let o = running("syn-drop", || {
+        syn_drop::run(&common, &cfg, output::stop_flag())
+    })?;
+    emit_run(
+        o,
+        a.common.json,
+        html,
+        render::syn_drop_page,
+        render::syn_drop,
+    )
 }
 
 fn run_accept_overflow(a: AcceptArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
@@ -645,30 +660,22 @@ fn run_accept_overflow(a: AcceptArgs, html: Option<HtmlOut>) -> anyhow::Result<i
         duration_ms: a.duration.as_millis() as u64,
         concurrency: check_concurrency(a.concurrency)?,
     };
-    let selected = a
-        .common
-        .remedies
-        .as_deref()
-        .map(|s| tcpdoctor_lab::remedy::select(s, &accept_overflow::REMEDIES))
-        .transpose()?;
-    tcpdoctor_lab::require_root()?;
-    let bar = output::progress(None, "accept-overflow");
-    if let Some(selected) = selected {
-        let o = accept_overflow::remedies(&common, &cfg, &selected, output::stop_flag())?;
-        bar.finish_and_clear();
-        let report = report_of(o);
-        remedies_html(html, &report)?;
-        return output::emit(&report, a.common.json, |w, r| {
-            render_remedies(w, r, "accept-overflow")
-        });
+    if let Some(selected) = chosen_remedies(&a.common, &accept_overflow::REMEDIES)? {
+        let o = running("accept-overflow", || {
+            accept_overflow::remedies(&common, &cfg, &selected, output::stop_flag())
+        })?;
+        return emit_remedies(o, "accept-overflow", a.common.json, html);
     }
-    let o = accept_overflow::run(&common, &cfg, output::stop_flag())?;
-    bar.finish_and_clear();
-    let report = report_of(o);
-    if let Some(out) = html {
-        out.write(&render::accept_overflow_page(&report))?;
-    }
-    output::emit(&report, a.common.json, render::accept_overflow)
+    let o = running("accept-overflow", || {
+        accept_overflow::run(&common, &cfg, output::stop_flag())
+    })?;
+    emit_run(
+        o,
+        a.common.json,
+        html,
+        render::accept_overflow_page,
+        render::accept_overflow,
+    )
 }
 
 fn run_timewait(a: TimewaitArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
@@ -686,30 +693,22 @@ fn run_timewait(a: TimewaitArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
         rfc1337: a.rfc1337,
         ..timewait::Config::default()
     };
-    let selected = a
-        .common
-        .remedies
-        .as_deref()
-        .map(|s| tcpdoctor_lab::remedy::select(s, &timewait::REMEDIES))
-        .transpose()?;
-    tcpdoctor_lab::require_root()?;
-    let bar = output::progress(None, "timewait-collision");
-    if let Some(selected) = selected {
-        let o = timewait::remedies(&common, &cfg, &selected, output::stop_flag())?;
-        bar.finish_and_clear();
-        let report = report_of(o);
-        remedies_html(html, &report)?;
-        return output::emit(&report, a.common.json, |w, r| {
-            render_remedies(w, r, "timewait-collision")
-        });
+    if let Some(selected) = chosen_remedies(&a.common, &timewait::REMEDIES)? {
+        let o = running("timewait-collision", || {
+            timewait::remedies(&common, &cfg, &selected, output::stop_flag())
+        })?;
+        return emit_remedies(o, "timewait-collision", a.common.json, html);
     }
-    let o = timewait::run(&common, &cfg, output::stop_flag())?;
-    bar.finish_and_clear();
-    let report = report_of(o);
-    if let Some(out) = html {
-        out.write(&render::timewait_page(&report))?;
-    }
-    output::emit(&report, a.common.json, render::timewait)
+    let o = running("timewait-collision", || {
+        timewait::run(&common, &cfg, output::stop_flag())
+    })?;
+    emit_run(
+        o,
+        a.common.json,
+        html,
+        render::timewait_page,
+        render::timewait,
+    )
 }
 
 fn run_slow_reader(a: SlowReaderArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
@@ -723,30 +722,22 @@ fn run_slow_reader(a: SlowReaderArgs, html: Option<HtmlOut>) -> anyhow::Result<i
     if cfg.writer_rate_bytes_per_s > 1 << 30 || cfg.reader_rcvbuf_bytes > 64 << 20 {
         anyhow::bail!("--writer-rate is at most 1gb and --rcvbuf at most 64mb");
     }
-    let selected = a
-        .common
-        .remedies
-        .as_deref()
-        .map(|s| tcpdoctor_lab::remedy::select(s, &slow_reader::REMEDIES))
-        .transpose()?;
-    tcpdoctor_lab::require_root()?;
-    let bar = output::progress(None, "slow-reader");
-    if let Some(selected) = selected {
-        let o = slow_reader::remedies(&common, &cfg, &selected, output::stop_flag())?;
-        bar.finish_and_clear();
-        let report = report_of(o);
-        remedies_html(html, &report)?;
-        return output::emit(&report, a.common.json, |w, r| {
-            render_remedies(w, r, "slow-reader")
-        });
+    if let Some(selected) = chosen_remedies(&a.common, &slow_reader::REMEDIES)? {
+        let o = running("slow-reader", || {
+            slow_reader::remedies(&common, &cfg, &selected, output::stop_flag())
+        })?;
+        return emit_remedies(o, "slow-reader", a.common.json, html);
     }
-    let o = slow_reader::run(&common, &cfg, output::stop_flag())?;
-    bar.finish_and_clear();
-    let report = report_of(o);
-    if let Some(out) = html {
-        out.write(&render::slow_reader_page(&report))?;
-    }
-    output::emit(&report, a.common.json, render::slow_reader)
+    let o = running("slow-reader", || {
+        slow_reader::run(&common, &cfg, output::stop_flag())
+    })?;
+    emit_run(
+        o,
+        a.common.json,
+        html,
+        render::slow_reader_page,
+        render::slow_reader,
+    )
 }
 
 fn run_stale_ack(a: StaleAckArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
@@ -755,30 +746,22 @@ fn run_stale_ack(a: StaleAckArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> 
         duration_ms: a.duration.as_millis() as u64,
         concurrency: check_concurrency(a.concurrency)?,
     };
-    let selected = a
-        .common
-        .remedies
-        .as_deref()
-        .map(|s| tcpdoctor_lab::remedy::select(s, &stale_ack::REMEDIES))
-        .transpose()?;
-    tcpdoctor_lab::require_root()?;
-    let bar = output::progress(None, "stale-ack-race");
-    if let Some(selected) = selected {
-        let o = stale_ack::remedies(&common, &cfg, &selected, output::stop_flag())?;
-        bar.finish_and_clear();
-        let report = report_of(o);
-        remedies_html(html, &report)?;
-        return output::emit(&report, a.common.json, |w, r| {
-            render_remedies(w, r, "stale-ack-race")
-        });
+    if let Some(selected) = chosen_remedies(&a.common, &stale_ack::REMEDIES)? {
+        let o = running("stale-ack-race", || {
+            stale_ack::remedies(&common, &cfg, &selected, output::stop_flag())
+        })?;
+        return emit_remedies(o, "stale-ack-race", a.common.json, html);
     }
-    let o = stale_ack::run(&common, &cfg, output::stop_flag())?;
-    bar.finish_and_clear();
-    let report = report_of(o);
-    if let Some(out) = html {
-        out.write(&render::stale_ack_page(&report))?;
-    }
-    output::emit(&report, a.common.json, render::stale_ack)
+    let o = running("stale-ack-race", || {
+        stale_ack::run(&common, &cfg, output::stop_flag())
+    })?;
+    emit_run(
+        o,
+        a.common.json,
+        html,
+        render::stale_ack_page,
+        render::stale_ack,
+    )
 }
 
 /// A lab scenario that returned measured its own traffic.
