@@ -78,9 +78,11 @@ pub fn require_root(test: &str) -> bool {
 /// tracepoints, the kernel sometimes does not run a program already attached, and counts no
 /// skip (measured with `kernel.bpf_stats_enabled`: the trace's `tcp_retransmit_skb` program
 /// ran 682 times for 688 tracepoint hits counted by `perf stat`, and 859 for 860, while
-/// another trace started and stopped every 0.3 s; 873, 816 and 73 of as many without). These
-/// tests compare what was traced with the kernel's own counters exactly, so no other test of
-/// theirs may attach or detach meanwhile. Test binaries run one after another: a lock per
+/// another trace started and stopped every 0.3 s; 873, 816 and 73 of as many without). It
+/// also misses some with no other tracer (21 of 3,959 SYN resends in 160 accept-overflow lab
+/// runs; README), which the traces report as `not_traced` and the tests allow; the lock
+/// removes the trigger that can be removed. These tests compare what was traced with the
+/// kernel's own counters, so no other test of theirs may attach or detach meanwhile. Test binaries run one after another: a lock per
 /// binary is enough. A test that failed holding it (poisoned) does not matter to the next.
 #[allow(dead_code)]
 pub fn bpf_exclusive() -> std::sync::MutexGuard<'static, ()> {
