@@ -861,8 +861,11 @@ fn a_resend_while_the_first_copy_is_still_queued_here_is_counted_as_sending_noth
     // 1,000 bytes/s out of the client: a full segment waits 1.5 s in the qdisc, far longer
     // than the retransmission timer (20 ms floor on this route), which fires while the first
     // copy is still queued here: the kernel resends nothing (-EBUSY) and backs off.
+    // Offloads off: every resend is one segment, as RetransSegs counts them (with GSO a
+    // resend after a timeout carried two once: 2 sent, RetransSegs +3).
     a.exec(&format!(
-        "tc qdisc add dev {ia} root tbf rate 8kbit burst 1600 limit 100000 && \
+        "ethtool -K {ia} tso off gso off >/dev/null && \
+         tc qdisc add dev {ia} root tbf rate 8kbit burst 1600 limit 100000 && \
          ip route replace 10.91.0.0/24 dev {ia} rto_min 20ms"
     ));
     let l = in_netns(&b, || listener("10.91.0.2:5109".parse().unwrap(), 4, None));
