@@ -307,8 +307,11 @@ fn http_keepalive_uses_one_connection_per_worker() {
     assert_eq!(v["mode"], "http");
     assert_eq!(v["keepalive"], true);
     assert_eq!(v["requests_ok"], 300);
-    assert_eq!(v["connections_opened"], 3);
-    assert_eq!(v["embedded_server"]["connections_accepted"], 3);
+    // One connection per worker that got to run: the 300 requests are shared, and on a busy
+    // machine two workers once sent all of them before the third started (2 connections).
+    let opened = v["connections_opened"].as_u64().unwrap();
+    assert!((1..=3).contains(&opened), "{v:#}");
+    assert_eq!(v["embedded_server"]["connections_accepted"], opened);
     assert_eq!(v["status_codes"]["200"], 300);
 
     let Some((_, v, _)) = probe_embedded(
