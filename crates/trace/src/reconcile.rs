@@ -105,31 +105,26 @@ pub fn reconcile(
                     residual as f64,
                 );
                 f.summary = format!("{} (not attributed by the trace)", f.summary);
-                let skipped = missed.get(RETRANSMIT_HOOK).copied().unwrap_or(0);
-                if skipped > 0 {
-                    f = f.arithmetic(
-                        format!(
-                            "retransmissions of any kind the kernel did not trace ({RETRANSMIT_HOOK} already running on that CPU)"
-                        ),
-                        skipped as f64,
-                    );
-                }
-                let synack = missed.get(SYNACK_HOOK).copied().unwrap_or(0);
-                if synack > 0 {
-                    f = f.arithmetic(
-                        format!(
-                            "SYN-ACK resends the kernel did not trace ({SYNACK_HOOK} already running on that CPU)"
-                        ),
-                        synack as f64,
-                    );
-                }
-                if unseen > 0 {
-                    f = f.arithmetic(
-                        format!(
-                            "SYN and SYN-ACK resends {SYN} counted that the kernel did not trace, no skip reported (it ran no trace program for them)"
-                        ),
-                        unseen as f64,
-                    );
+                // Why the trace did not see them: each kind it can tell, when there were any.
+                let hook = |h: &str| missed.get(h).copied().unwrap_or(0);
+                let gaps = [
+                    (
+                        hook(RETRANSMIT_HOOK),
+                        format!("retransmissions of any kind the kernel did not trace ({RETRANSMIT_HOOK} already running on that CPU)"),
+                    ),
+                    (
+                        hook(SYNACK_HOOK),
+                        format!("SYN-ACK resends the kernel did not trace ({SYNACK_HOOK} already running on that CPU)"),
+                    ),
+                    (
+                        unseen,
+                        format!("SYN and SYN-ACK resends {SYN} counted that the kernel did not trace, no skip reported (it ran no trace program for them)"),
+                    ),
+                ];
+                for (n, why) in gaps {
+                    if n > 0 {
+                        f = f.arithmetic(why, n as f64);
+                    }
                 }
                 out.push(f);
             }
@@ -219,30 +214,27 @@ mod tests {
         assert_eq!(syn[0].impact.affected, 2, "{:?}", syn[0].impact);
         let ev = format!("{:?}", syn[0].evidence);
         assert!(ev.contains("did not trace"), "{ev}");
+        // The evidence of the counter finding left when `unseen` resends had no program run.
+        let evidence = |unseen: u64| {
+            let rest = reconcile(
+                counted(),
+                &mut race(),
+                &some,
+                &delta,
+                &BTreeMap::new(),
+                unseen,
+                w,
+            );
+            format!("{:?}", rest.iter().map(|f| &f.evidence).collect::<Vec<_>>())
+        };
         // Nothing skipped: no such evidence.
-        let rest = reconcile(
-            counted(),
-            &mut race(),
-            &some,
-            &delta,
-            &BTreeMap::new(),
-            0,
-            w,
-        );
-        let ev = format!("{:?}", rest.iter().map(|f| &f.evidence).collect::<Vec<_>>());
-        assert!(!ev.contains("did not trace"), "{ev}");
+        assert!(!evidence(0).contains("did not trace"), "{}", evidence(0));
         // Two the kernel ran no program for, no skip reported: the finding says so.
-        let rest = reconcile(
-            counted(),
-            &mut race(),
-            &some,
-            &delta,
-            &BTreeMap::new(),
-            2,
-            w,
+        assert!(
+            evidence(2).contains("did not trace, no skip reported"),
+            "{}",
+            evidence(2)
         );
-        let ev = format!("{:?}", rest.iter().map(|f| &f.evidence).collect::<Vec<_>>());
-        assert!(ev.contains("did not trace, no skip reported"), "{ev}");
         // Nothing attributed: the counters' findings as they were.
         let rest = reconcile(
             counted(),

@@ -633,16 +633,21 @@ fn a_syn_ack_resent_after_its_handshake_ack_was_refused_by_the_queue_is_the_queu
     assert_eq!(s.syn_resends[&Pathology::SynRetransmit], 1);
 }
 
-#[test]
-fn a_timeout_that_sent_nothing_is_attributed_and_says_so() {
-    let mut e = engine();
-    let unsent = Detail::Retransmit {
+/// A first retransmission timeout the kernel refused (-EBUSY): nothing was sent.
+fn busy_timeout() -> Detail {
+    Detail::Retransmit {
         class: RetransmitClass::Timeout,
         attempt: 1,
         waited_us: Some(210_000),
         peer_silent: false,
         unsent_errno: Some(libc::EBUSY as u16),
-    };
+    }
+}
+
+#[test]
+fn a_timeout_that_sent_nothing_is_attributed_and_says_so() {
+    let mut e = engine();
+    let unsent = busy_timeout();
     let busy = e
         .push(
             ev(
@@ -689,13 +694,7 @@ fn timeouts_whose_first_copies_never_left_this_host_are_not_incast() {
     // Three flows' timeouts into one receiver within the window, each refused as EBUSY: no
     // segment was lost on the way, so no buffer was overflowed together.
     let mut e = engine();
-    let unsent = Detail::Retransmit {
-        class: RetransmitClass::Timeout,
-        attempt: 1,
-        waited_us: Some(210_000),
-        peer_silent: false,
-        unsent_errno: Some(libc::EBUSY as u16),
-    };
+    let unsent = busy_timeout();
     timeouts_into(
         &mut e,
         &["10.0.0.1:40001", "10.0.0.1:40002", "10.0.0.1:40003"],
