@@ -8,6 +8,8 @@
 
 #![allow(dead_code)]
 
+pub mod seeds;
+
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
