@@ -375,6 +375,51 @@ pub static CATALOGUE: &[CatalogueEntry] = &[
         counters: &["TcpExtTCPBacklogDrop", "TcpExtTCPRcvQDrop", "TcpExtTCPOFODrop"],
         sysctls: &["net.core.netdev_max_backlog", "net.ipv4.tcp_rmem"],
     },
+    CatalogueEntry {
+        pathology: Pathology::ServerResponse,
+        role: Role::Cause,
+        name: "server_response",
+        title: "Slow server response",
+        rank: 19,
+        explanation: "The request reached the server and was acknowledged, then nothing came back for a long time: the wait is between the request's last byte and the response's first byte, inside the server application (its handler, its queue of work, or what it waits on: a database, a lock, another service). TCP delivered both ways on time; no retransmission or window explains the wait.",
+        remedies: &[
+            r("Profile the server's handler for this request: its own timing log, traces, or a thread dump while it waits."),
+            r("Check what the handler depends on (databases, downstream services, locks) and their latencies."),
+            r("If every request waits the same, look for a fixed delay in the server (a sleep, a batch interval, Nagle's algorithm with a delayed ACK on a small write)."),
+        ],
+        counters: &[],
+        sysctls: &[],
+    },
+    CatalogueEntry {
+        pathology: Pathology::NetworkLatency,
+        role: Role::Cause,
+        name: "network_latency",
+        title: "Slow network path",
+        rank: 20,
+        explanation: "The round trip itself is long: the SYN-ACK, or the acknowledgement of a request, took a large share of the exchange, and no loss, retransmission or window stall explains it. The time is spent on the path: distance, a congested queue on the way (bufferbloat), a slow middlebox or a relay.",
+        remedies: &[
+            r("Measure the path's round trip at both ends (ping, ss -ti rtt and minrtt) to see whether it is constant (distance) or varies with load (a queue filling)."),
+            r("If it grows under load, find the queue: tc -s qdisc on each hop, and consider shaping below the bottleneck or an AQM such as fq_codel."),
+            r("Reduce round trips per request: reuse connections (keep-alive), and avoid request patterns that wait for one answer before sending the next."),
+        ],
+        counters: &[],
+        sysctls: &[],
+    },
+    CatalogueEntry {
+        pathology: Pathology::ClientDelay,
+        role: Role::Cause,
+        name: "client_delay",
+        title: "Client waited before sending",
+        rank: 21,
+        explanation: "The client held the connection without sending: after the handshake completed its first request came late, or between a response and its next request it stayed silent. Neither the network nor the server was waiting; the time is in the client application (its own work, a pool handing out a connection late, TLS or name resolution done after connecting).",
+        remedies: &[
+            r("Look at the client's code path between connect() and its first write: work done after connecting belongs before it."),
+            r("For pooled connections, check the pool: a connection opened early and used late shows as this delay."),
+            r("If the gap is between requests on one connection, the client is pacing itself or waiting on something else; it is not a network problem."),
+        ],
+        counters: &[],
+        sysctls: &[],
+    },
 ];
 
 #[cfg(test)]

@@ -57,10 +57,19 @@ pub enum Pathology {
     /// The kernel dropped TCP packets for lack of room (a full qdisc, CPU backlog, socket
     /// backlog or receive memory), named by its drop reason.
     PacketDrop,
+    /// The server application took long to answer: the request had arrived (and was
+    /// acknowledged) well before the first byte of the response left. TCP was not the wait.
+    ServerResponse,
+    /// The path itself is slow: round trips (handshake, request to acknowledgement) long
+    /// compared with the exchange, with no loss or timer to explain them.
+    NetworkLatency,
+    /// The client waited: between the handshake and its first request, or between a
+    /// response and its next request. Neither the network nor the server was the wait.
+    ClientDelay,
 }
 
 impl Pathology {
-    pub const ALL: [Pathology; 19] = [
+    pub const ALL: [Pathology; 22] = [
         Pathology::SynRetransmit,
         Pathology::TimeWaitCollision,
         Pathology::StaleAckRace,
@@ -80,6 +89,9 @@ impl Pathology {
         Pathology::HttpError,
         Pathology::SpuriousRetransmission,
         Pathology::PacketDrop,
+        Pathology::ServerResponse,
+        Pathology::NetworkLatency,
+        Pathology::ClientDelay,
     ];
 
     /// The snake_case name used in JSON and on the command line.
