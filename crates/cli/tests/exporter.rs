@@ -20,8 +20,12 @@ fn root_dir() -> PathBuf {
 }
 
 /// A free port outside ip_local_port_range (32768-60999), so that no connect() takes it.
+/// Each call starts its search at another port: tests run on threads of one process, and
+/// two searches from one start raced to the same port (bound, released, taken twice).
 fn free_port() -> u16 {
-    let start = 19_100 + (std::process::id() % 400) as u16 * 2;
+    static CALLS: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let start = 19_100 + ((std::process::id() % 400) as u16 * 2 + n * 13) % 800;
     for p in (start..19_900).chain(19_100..start) {
         if TcpListener::bind(("127.0.0.1", p)).is_ok() {
             return p;
@@ -72,17 +76,40 @@ struct Exporter {
 
 impl Exporter {
     fn start(extra: &[&str]) -> Exporter {
+        Exporter::start_limited(extra, None)
+    }
+
+    /// [`Exporter::start`] with its open-file limit (RLIMIT_NOFILE, soft and hard) set to
+    /// `nofile`, as a service manager would.
+    fn start_limited(extra: &[&str], nofile: Option<u64>) -> Exporter {
         let port = free_port();
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let listen = addr.to_string();
-        let mut args = vec!["exporter", "--listen", &listen];
+        Exporter::start_at(&addr.to_string(), addr, extra, nofile)
+    }
+
+    /// Starts it with `--listen listen`, expected to answer on `addr`.
+    fn start_at(listen: &str, addr: SocketAddr, extra: &[&str], nofile: Option<u64>) -> Exporter {
+        let mut args = vec!["exporter", "--listen", listen];
         args.extend_from_slice(extra);
-        let child = Command::new(support::bin())
-            .args(&args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn tcpdoctor exporter");
+        let mut cmd = Command::new(support::bin());
+        cmd.args(&args).stdout(Stdio::null()).stderr(Stdio::piped());
+        if let Some(n) = nofile {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: setrlimit is async-signal-safe; it runs in the child before exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let l = libc::rlimit {
+                        rlim_cur: n,
+                        rlim_max: n,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &l) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let child = cmd.spawn().expect("spawn tcpdoctor exporter");
         let mut e = Exporter { child, addr };
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_secs(20) {
@@ -629,4 +656,221 @@ fn prometheus_sees_port_exhaustion_rise_and_clear_in_a_watched_namespace() {
         "tcpdoctor_findings{pathology=\"port_exhaustion\",source=\"settings\",severity=\"warning\"}",
     );
     assert!(sum(&settings) >= 1.0, "{settings:?}");
+}
+
+/// Raises this test process's own open-file limit to its hard limit (the flood tests hold
+/// more than 1,024 sockets).
+fn raise_own_nofile() {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: get/setrlimit on structs we own.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut l);
+        l.rlim_cur = l.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &l);
+    }
+}
+
+/// Issue 24: 1,100 idle connections under the 1,024 descriptors systemd gives by default left
+/// 0 of 4 scrapes answered and the census failing with "Too many open files". The exporter
+/// now holds at most 256 connections, closing the oldest idle one for a newcomer.
+#[test]
+fn an_idle_connection_flood_under_1024_descriptors_leaves_scrapes_and_censuses_working() {
+    raise_own_nofile();
+    let e = Exporter::start_limited(&["--interval", "1s", "--no-trace"], Some(1024));
+    let mut idle = Vec::new();
+    for i in 0..1100 {
+        match TcpStream::connect_timeout(&e.addr, Duration::from_secs(2)) {
+            Ok(s) => idle.push(s),
+            Err(err) => panic!("connect {i}: {err}"),
+        }
+    }
+    let mut answered = 0;
+    for _ in 0..4 {
+        if matches!(get(e.addr, "/metrics", None), Ok((200, _, _))) {
+            answered += 1;
+        }
+    }
+    assert_eq!(
+        answered, 4,
+        "scrapes answered with 1,100 idle connections open"
+    );
+    // Two more diagnosis windows with the flood still open: no census failed.
+    std::thread::sleep(Duration::from_millis(2500));
+    let text = e.metrics();
+    assert_eq!(
+        value(&text, "tcpdoctor_census_errors_total"),
+        Some(0.0),
+        "{text}"
+    );
+    let dropped = value(&text, "tcpdoctor_http_connections_dropped_total").unwrap();
+    assert!(dropped >= 1100.0 - 256.0, "dropped {dropped}");
+    drop(idle);
+}
+
+/// Issue 24: a client sending its request one byte a second held its connection forever.
+/// With --header-timeout 500ms it is closed about then, and so is an idle one.
+#[test]
+fn a_client_that_trickles_its_request_head_or_idles_is_closed_after_the_header_timeout() {
+    let e = Exporter::start(&[
+        "--interval",
+        "1h",
+        "--no-trace",
+        "--header-timeout",
+        "500ms",
+    ]);
+    let mut trickle = TcpStream::connect(e.addr).unwrap();
+    let idle = TcpStream::connect(e.addr).unwrap();
+    let t0 = Instant::now();
+    let mut closed_after = None;
+    for b in b"GET /metrics HTTP/1.1\r\nHost: x\r\n" {
+        if trickle.write_all(&[*b]).is_err() {
+            closed_after = Some(t0.elapsed());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let closed_after = closed_after.unwrap_or_else(|| t0.elapsed());
+    // The server closed it: a read sees the end (or a reset), not a timeout.
+    trickle
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .unwrap();
+    let mut buf = [0u8; 512];
+    let r = trickle.read(&mut buf);
+    assert!(
+        matches!(r, Ok(_) | Err(_))
+            && !matches!(&r, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut),
+        "trickling client still open: {r:?}"
+    );
+    assert!(
+        closed_after < Duration::from_secs(3),
+        "closed after {closed_after:?}"
+    );
+    let mut idle = idle;
+    idle.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let r = idle.read(&mut buf);
+    assert!(
+        !matches!(&r, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut),
+        "idle client still open after 3 s: {r:?}"
+    );
+}
+
+/// Issue 24: 50 clients scraping in a loop took 44 of 50 normal scrapes to 503. Scrapes now
+/// wait their turn (up to 2 s) instead of being refused at once.
+#[test]
+fn a_flood_of_scraping_clients_does_not_refuse_a_normal_scrape() {
+    let e = Exporter::start(&["--interval", "1h", "--no-trace"]);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let addr = e.addr;
+    let flood: Vec<_> = (0..50)
+        .map(|_| {
+            let stop = std::sync::Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut n = 0u32;
+                // Bounded: at most 2,000 scrapes per client, or until told to stop.
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) && n < 2000 {
+                    let _ = get(addr, "/metrics", None);
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut codes = Vec::new();
+    for _ in 0..50 {
+        codes.push(get(addr, "/metrics", None).map(|r| r.0).unwrap_or(0));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let flooded: u32 = flood.into_iter().map(|h| h.join().unwrap()).sum();
+    let refused = codes.iter().filter(|&&c| c != 200).count();
+    assert_eq!(
+        refused, 0,
+        "{refused} of 50 normal scrapes not answered 200 ({codes:?}) beside {flooded} flood scrapes"
+    );
+}
+
+/// Issue 24: started as root the exporter kept uid 0 and every capability while serving
+/// unauthenticated HTTP. Now it loads its eBPF programs, then serves as nobody with none.
+#[test]
+fn started_as_root_it_serves_as_nobody_with_no_capabilities_after_loading_the_trace() {
+    if !require_root(
+        "started_as_root_it_serves_as_nobody_with_no_capabilities_after_loading_the_trace",
+    ) {
+        return;
+    }
+    let _bpf = support::bpf_exclusive();
+    let e = Exporter::start(&["--interval", "1s"]);
+    let status = std::fs::read_to_string(format!("/proc/{}/status", e.child.id())).unwrap();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| v.split_whitespace().collect::<Vec<_>>().join(" "))
+            .unwrap_or_default()
+    };
+    assert_eq!(field("Uid:"), "65534 65534 65534 65534", "{status}");
+    assert_eq!(field("CapEff:"), "0000000000000000", "{status}");
+    assert_eq!(field("CapPrm:"), "0000000000000000", "{status}");
+    // The trace was attached before the switch and keeps counting; the census goes on.
+    std::thread::sleep(Duration::from_millis(2500));
+    let text = e.metrics();
+    assert!(
+        text.contains("tcpdoctor_trace_available{reason=\"\"} 1\n"),
+        "{text}"
+    );
+    assert_eq!(value(&text, "tcpdoctor_census_errors_total"), Some(0.0));
+    assert!(value(&text, "tcpdoctor_censuses_total").unwrap() >= 2.0);
+}
+
+/// Issue 24: `tcpdoctor_trace_drops_total` was absent until the first drop (a dashboard
+/// panel showed no data), and a findings series could read 2. Every documented family has a
+/// sample from the first scrape; findings read 0 or 1.
+#[test]
+fn every_documented_series_exists_from_the_first_scrape_and_findings_read_0_or_1() {
+    if !require_root(
+        "every_documented_series_exists_from_the_first_scrape_and_findings_read_0_or_1",
+    ) {
+        return;
+    }
+    let _bpf = support::bpf_exclusive();
+    let e = Exporter::start(&["--interval", "1s"]);
+    let text = e.metrics();
+    for family in [
+        "tcpdoctor_trace_drops_total",
+        "tcpdoctor_trace_events_total",
+        "tcpdoctor_findings",
+        "tcpdoctor_http_connections_dropped_total",
+    ] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(family) && !l.starts_with('#')),
+            "{family} has no sample on the first scrape:\n{text}"
+        );
+    }
+    for l in text
+        .lines()
+        .filter(|l| l.starts_with("tcpdoctor_findings{"))
+    {
+        let v: f64 = l.rsplit(' ').next().unwrap().parse().unwrap();
+        assert!(v == 0.0 || v == 1.0, "{l}");
+    }
+}
+
+#[test]
+fn listen_takes_a_host_name_and_a_bad_one_is_a_one_line_error() {
+    let port = free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let named = Exporter::start_at(&format!("localhost:{port}"), addr, &["--no-trace"], None);
+    drop(named);
+    let out = Command::new(support::bin())
+        .args(["exporter", "--listen", "no-such-host.invalid:9977"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("no-such-host.invalid:9977"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
 }

@@ -177,7 +177,10 @@ pub fn start(
             })();
             let (counters, c) = match first {
                 Ok((s, Some(c))) => (s, c),
-                Ok((_, None)) => return, // stopped before the first census
+                Ok((_, None)) => {
+                    let _ = tx.send(Err(Error::StoppedAtStart));
+                    return;
+                }
                 Err(e) => {
                     let _ = tx.send(Err(e));
                     return;
@@ -223,10 +226,18 @@ pub fn start(
             Err(e)
         }
         Err(_) => {
-            let _ = handle.join();
-            Err(Error::Thread(std::io::Error::other(
-                "the collector thread ended before its first census",
-            )))
+            // The thread ended without a word: it panicked. Say with what.
+            let why = match handle.join() {
+                Err(payload) => payload
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic without a message".into()),
+                Ok(()) => "no reason given".into(),
+            };
+            Err(Error::Thread(std::io::Error::other(format!(
+                "the collector thread ended before its first census: {why}"
+            ))))
         }
     }
 }

@@ -25,6 +25,7 @@
 
 pub mod collect;
 pub mod metrics;
+pub mod privileges;
 pub mod serve;
 pub mod tracing;
 
@@ -43,8 +44,11 @@ pub struct Config {
     pub netns: Option<String>,
     /// Start eBPF tracing when the host allows it.
     pub trace: bool,
-    /// Scrapes served at the same time; more are answered 503.
+    /// Scrapes rendered at the same time; more wait their turn (up to 2 s), then get 503.
     pub max_scrapes: usize,
+    /// How long a client may take to send a request head, or idle between requests
+    /// ([`serve::HEADER_TIMEOUT`] by default).
+    pub header_timeout: Duration,
     /// tcpdoctor's version and git commit, for `tcpdoctor_exporter_build_info`.
     pub version: String,
     pub commit: String,
@@ -80,6 +84,11 @@ pub enum Error {
     Counters(#[from] tcpdoctor_host::Error),
     #[error("starting the collector thread: {0}")]
     Thread(std::io::Error),
+    /// Ctrl-C or SIGTERM arrived before the first census completed: nothing was served.
+    #[error("stopped before the first census completed: nothing was served")]
+    StoppedAtStart,
+    #[error(transparent)]
+    Privileges(#[from] privileges::Error),
     #[error("HTTP server: {0}")]
     Serve(std::io::Error),
 }

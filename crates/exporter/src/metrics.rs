@@ -261,9 +261,10 @@ fn severity_name(s: Severity) -> &'static str {
 /// included, so that a finding that clears reads 0 rather than disappearing).
 pub fn findings(found: &[Finding]) -> Family {
     let mut n: BTreeMap<(Pathology, Severity, &str), u64> = BTreeMap::new();
+    // 1 while active, however many findings of the class (README): a count would make the
+    // same state read 2 when two detectors each report it.
     for f in found {
-        *n.entry((f.pathology, f.severity, source_class(f.source)))
-            .or_default() += 1;
+        n.insert((f.pathology, f.severity, source_class(f.source)), 1);
     }
     let mut fam = Family::gauge(
         "tcpdoctor_findings",
@@ -386,6 +387,7 @@ pub struct Meta<'a> {
     pub censuses: u64,
     pub census_errors: u64,
     pub scrapes_rejected: u64,
+    pub connections_dropped: u64,
     pub counter_read_errors: u64,
     pub version: &'a str,
     pub commit: &'a str,
@@ -429,9 +431,14 @@ pub fn meta(m: &Meta) -> Vec<Family> {
         .with(m.census_errors),
         Family::counter(
             "tcpdoctor_scrapes_rejected",
-            "Scrapes refused with 503 because the concurrent scrape cap was reached",
+            "Scrapes refused with 503 after waiting 2 s for one of the concurrent render slots",
         )
         .with(m.scrapes_rejected),
+        Family::counter(
+            "tcpdoctor_http_connections_dropped",
+            "HTTP connections closed to stay under the connection cap (the oldest idle one, or the newcomer when none was idle)",
+        )
+        .with(m.connections_dropped),
         Family::counter(
             "tcpdoctor_proc_read_errors",
             "Scrapes whose reading of the kernel counter files failed (those scrapes lack the kernel counters)",

@@ -1,13 +1,24 @@
 //! The HTTP side: `GET /metrics` in the Prometheus text format, or OpenMetrics when the
 //! `Accept` header prefers it; `GET /` says where the metrics are; anything else is 404.
 //!
-//! One tokio runtime on the calling thread accepts connections (HTTP/1.1, axum). Each scrape
-//! is rendered on tokio's blocking pool, which reads the kernel counter files; at most
-//! [`crate::Config::max_scrapes`] render at once and a scrape beyond that is answered 503
-//! with `Retry-After: 1` at once instead of queueing behind the others.
+//! The exporter is a network server without authentication, so it defends its descriptors
+//! and its CPU from clients that never finish (issue 24):
+//! - its own accept loop serves each connection with hyper's HTTP/1.1 (axum's router as the
+//!   service) and a [`HEADER_TIMEOUT`]: a client that does not send a whole request head in
+//!   that time, whether it trickles bytes or idles on a kept-alive connection, is closed;
+//! - at most [`connection_cap`] connections are held, well under the process's descriptor
+//!   limit (the census needs descriptors too); a new connection beyond the cap closes the
+//!   oldest idle one (no request in progress), or is itself closed when none is idle.
+//!   Accepting never stops, so a scrape always gets in;
+//! - at most [`crate::Config::max_scrapes`] scrapes render at once (on tokio's blocking pool,
+//!   which reads the kernel counter files); the others wait their turn in order for up to
+//!   [`SCRAPE_WAIT`], then get 503 with `Retry-After: 1`. A render takes about 2 ms, so a flood
+//!   of clients delays a scrape by a few milliseconds per client ahead of it instead of
+//!   refusing it.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
 use axum::extract::State;
@@ -15,11 +26,48 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tcpdoctor_report::prometheus::{self, Format};
 use tokio::sync::Semaphore;
 
 use crate::metrics::{self, Trace};
 use crate::{collect, tracing, Config, Error};
+
+/// How long a client may take to send a request head, and how long a kept-alive connection
+/// may idle before its next request. Prometheus sends its request at once; a scraper that
+/// keeps its connection between scrapes every 15 s reconnects, which costs a handshake.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a scrape waits for its turn to render before it is answered 503.
+pub const SCRAPE_WAIT: Duration = Duration::from_secs(2);
+
+/// Connections held at most, whatever the descriptor limit.
+pub const MAX_CONNECTIONS: usize = 256;
+
+/// Descriptors kept for everything but HTTP connections: the census's netlink sockets and
+/// /proc reads, the counter files, the eBPF programs and maps, the runtime.
+pub const RESERVED_DESCRIPTORS: usize = 128;
+
+/// The connection cap under the process's open-file limit (`RLIMIT_NOFILE`, soft): half of
+/// what is left after [`RESERVED_DESCRIPTORS`], at most [`MAX_CONNECTIONS`], at least 8.
+/// Under systemd's default of 1,024 descriptors: 256.
+pub fn connection_cap() -> usize {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we own.
+    let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+        usize::try_from(lim.rlim_cur).unwrap_or(usize::MAX)
+    } else {
+        1024
+    };
+    cap_for(soft)
+}
+
+fn cap_for(soft_limit: usize) -> usize {
+    (soft_limit.saturating_sub(RESERVED_DESCRIPTORS) / 2).clamp(8, MAX_CONNECTIONS)
+}
 
 /// Everything a scrape reads.
 pub struct App {
@@ -27,7 +75,13 @@ pub struct App {
     /// `None`: tracing was not asked for (`--no-trace`).
     pub trace: Option<tracing::Shared>,
     pub scrapes: Arc<Semaphore>,
+    /// See [`Config::header_timeout`].
+    pub header_timeout: Duration,
+    /// How long a scrape waits for a render slot ([`SCRAPE_WAIT`]).
+    pub scrape_wait: Duration,
     pub scrapes_rejected: AtomicU64,
+    /// Connections closed to stay under the cap (the oldest idle, or the newcomer).
+    pub connections_dropped: AtomicU64,
     pub counter_read_errors: AtomicU64,
     pub version: String,
     pub commit: String,
@@ -55,6 +109,7 @@ impl App {
             censuses: self.collector.censuses.load(Ordering::Relaxed),
             census_errors: self.collector.census_errors.load(Ordering::Relaxed),
             scrapes_rejected: self.scrapes_rejected.load(Ordering::Relaxed),
+            connections_dropped: self.connections_dropped.load(Ordering::Relaxed),
             counter_read_errors: self.counter_read_errors.load(Ordering::Relaxed),
             version: &self.version,
             commit: &self.commit,
@@ -76,12 +131,13 @@ impl App {
 
 /// `GET /metrics`.
 pub async fn metrics(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
-    let Ok(permit) = Arc::clone(&app.scrapes).try_acquire_owned() else {
+    let wait = tokio::time::timeout(app.scrape_wait, Arc::clone(&app.scrapes).acquire_owned());
+    let Ok(Ok(permit)) = wait.await else {
         app.scrapes_rejected.fetch_add(1, Ordering::Relaxed);
         return (
             StatusCode::SERVICE_UNAVAILABLE,
             [(header::RETRY_AFTER, "1")],
-            "too many scrapes at once\n",
+            "too many scrapes waiting\n",
         )
             .into_response();
     };
@@ -140,7 +196,10 @@ impl Exporter {
                 collector,
                 trace,
                 scrapes: Arc::new(Semaphore::new(config.max_scrapes)),
+                header_timeout: config.header_timeout,
+                scrape_wait: SCRAPE_WAIT,
                 scrapes_rejected: AtomicU64::new(0),
+                connections_dropped: AtomicU64::new(0),
                 counter_read_errors: AtomicU64::new(0),
                 version: config.version.clone(),
                 commit: config.commit.clone(),
@@ -170,19 +229,15 @@ impl Exporter {
             .map_err(Error::Serve)?;
         let stop = self.stop;
         let app = Arc::clone(&self.app);
+        let cap = connection_cap();
         let result = rt.block_on(async move {
             let listener = tokio::net::TcpListener::from_std(self.listener)?;
             let router = Router::new()
                 .route("/metrics", get(metrics))
                 .route("/", get(index))
-                .with_state(app);
-            axum::serve(listener, router)
-                .with_graceful_shutdown(async move {
-                    while !stop.load(Ordering::SeqCst) {
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
-                })
-                .await
+                .with_state(Arc::clone(&app));
+            accept_loop(listener, router, app, cap, stop).await;
+            Ok::<(), std::io::Error>(())
         });
         stop.store(true, Ordering::SeqCst);
         rt.shutdown_timeout(Duration::from_secs(1));
@@ -190,6 +245,120 @@ impl Exporter {
             let _ = t.join();
         }
         result.map_err(Error::Serve)
+    }
+}
+
+/// The connections being served, oldest first (ids grow with each accept).
+#[derive(Default)]
+struct Connections {
+    next: u64,
+    live: BTreeMap<u64, Conn>,
+}
+
+struct Conn {
+    /// A request of this connection is being answered.
+    busy: Arc<AtomicBool>,
+    abort: tokio::task::AbortHandle,
+}
+
+impl Connections {
+    /// Makes room for one more under `cap`: closes the oldest idle connection when full.
+    /// False when full of busy connections (the newcomer is then closed instead).
+    fn make_room(&mut self, cap: usize) -> bool {
+        if self.live.len() < cap {
+            return true;
+        }
+        let oldest_idle = self
+            .live
+            .iter()
+            .find(|(_, c)| !c.busy.load(Ordering::Relaxed))
+            .map(|(id, _)| *id);
+        match oldest_idle.and_then(|id| self.live.remove(&id)) {
+            Some(c) => {
+                c.abort.abort();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+fn lock(c: &Mutex<Connections>) -> std::sync::MutexGuard<'_, Connections> {
+    match c.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+/// Accepts connections until `stop`, each served on its own task under the cap.
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    app: Arc<App>,
+    cap: usize,
+    stop: &'static AtomicBool,
+) {
+    let conns: Arc<Mutex<Connections>> = Arc::default();
+    while !stop.load(Ordering::SeqCst) {
+        let accepted = tokio::time::timeout(Duration::from_millis(100), listener.accept()).await;
+        let stream = match accepted {
+            Err(_) => continue,
+            Ok(Ok((stream, _))) => stream,
+            Ok(Err(_)) => {
+                // Out of descriptors (EMFILE, ENFILE) or a connection reset before accept:
+                // free the oldest idle connection and go on.
+                {
+                    let mut c = lock(&conns);
+                    let n = c.live.len();
+                    if n > 0 && c.make_room(n) {
+                        app.connections_dropped.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let mut c = lock(&conns);
+        let before = c.live.len();
+        if !c.make_room(cap) {
+            app.connections_dropped.fetch_add(1, Ordering::Relaxed);
+            continue; // the newcomer is dropped, and so closed
+        }
+        if c.live.len() < before {
+            app.connections_dropped.fetch_add(1, Ordering::Relaxed);
+        }
+        let id = c.next;
+        c.next += 1;
+        let busy = Arc::new(AtomicBool::new(false));
+        let svc_busy = Arc::clone(&busy);
+        let r = router.clone();
+        let service = hyper::service::service_fn(move |req| {
+            let mut r = r.clone();
+            let busy = Arc::clone(&svc_busy);
+            async move {
+                busy.store(true, Ordering::Relaxed);
+                let resp = tower_service::Service::call(&mut r, req).await;
+                busy.store(false, Ordering::Relaxed);
+                resp
+            }
+        });
+        let mine = Arc::clone(&conns);
+        let header_timeout = app.header_timeout;
+        let task = tokio::spawn(async move {
+            let mut http = hyper::server::conn::http1::Builder::new();
+            http.timer(TokioTimer::new())
+                .header_read_timeout(header_timeout)
+                .keep_alive(true);
+            let _ = http.serve_connection(TokioIo::new(stream), service).await;
+            lock(&mine).live.remove(&id);
+        });
+        c.live.insert(
+            id,
+            Conn {
+                busy,
+                abort: task.abort_handle(),
+            },
+        );
     }
 }
 
@@ -206,6 +375,7 @@ mod tests {
             netns: None,
             trace: false,
             max_scrapes: scrapes,
+            header_timeout: HEADER_TIMEOUT,
             version: "0.1.0".into(),
             commit: "abc".into(),
         };
@@ -214,7 +384,10 @@ mod tests {
             collector,
             trace: None,
             scrapes: Arc::new(Semaphore::new(scrapes)),
+            header_timeout: HEADER_TIMEOUT,
+            scrape_wait: Duration::from_millis(50),
             scrapes_rejected: AtomicU64::new(0),
+            connections_dropped: AtomicU64::new(0),
             counter_read_errors: AtomicU64::new(0),
             version: cfg.version,
             commit: cfg.commit,
@@ -229,7 +402,7 @@ mod tests {
     }
 
     #[test]
-    fn a_scrape_beyond_the_cap_is_refused_at_once_and_counted() {
+    fn a_scrape_that_waits_too_long_for_its_turn_is_refused_and_counted() {
         let a = app(1);
         let held = Arc::clone(&a.scrapes).try_acquire_owned().unwrap();
         let r = rt().block_on(metrics(State(Arc::clone(&a)), HeaderMap::new()));

@@ -21,6 +21,51 @@ const POLL: Duration = Duration::from_millis(50);
 /// How often the counts are published.
 const PUBLISH: Duration = Duration::from_secs(1);
 
+/// Drop reasons exported from the first scrape at 0, where this kernel defines them (read
+/// from its BTF), so that `tcpdoctor_trace_drops_total` exists before the first drop and a
+/// dashboard shows 0 rather than no data: the reasons a TCP packet meets on this host's
+/// receive path and queues. Other reasons appear when first seen.
+const USUAL_DROP_REASONS: &[&str] = &[
+    "NOT_SPECIFIED",
+    "NO_SOCKET",
+    "SOCKET_BACKLOG",
+    "SOCKET_RCVBUFF",
+    "PROTO_MEM",
+    "QDISC_DROP",
+    "CPU_BACKLOG",
+    "TCP_CSUM",
+    "TCP_FLAGS",
+    "TCP_ZEROWINDOW",
+    "TCP_OLD_DATA",
+    "TCP_OVERWINDOW",
+    "TCP_OFO_DROP",
+    "TCP_OFO_QUEUE_PRUNE",
+    "TCP_RFC7323_PAWS",
+    "TCP_INVALID_SEQUENCE",
+    "TCP_INVALID_ACK_SEQUENCE",
+    "TCP_RESET",
+    "TCP_INVALID_SYN",
+    "TCP_CLOSE",
+    "TCP_OLD_ACK",
+    "TCP_TOO_OLD_ACK",
+    "TCP_LISTEN_OVERFLOW",
+];
+
+/// [`USUAL_DROP_REASONS`] this kernel defines (none when its BTF cannot be read).
+fn usual_drop_reasons() -> Vec<String> {
+    let Ok(btf) = std::fs::read("/sys/kernel/btf/vmlinux") else {
+        return Vec::new();
+    };
+    let Ok(r) = tcpdoctor_trace::btf::Reasons::from_btf(&btf) else {
+        return Vec::new();
+    };
+    USUAL_DROP_REASONS
+        .iter()
+        .filter(|n| r.drop.value(n).is_some())
+        .map(|n| n.to_string())
+        .collect()
+}
+
 /// The published trace state.
 pub type Shared = Arc<Mutex<Trace>>;
 
@@ -75,14 +120,15 @@ pub fn start(
                     return;
                 }
             };
-            set(&s, snapshot(&session));
+            let usual = usual_drop_reasons();
+            set(&s, snapshot(&session, &usual));
             let _ = tx.send(());
             let mut published = Instant::now();
             while !stop.load(Ordering::SeqCst) {
                 std::thread::sleep(POLL);
                 let _ = session.poll();
                 if published.elapsed() >= PUBLISH {
-                    set(&s, snapshot(&session));
+                    set(&s, snapshot(&session, &usual));
                     published = Instant::now();
                 }
             }
@@ -105,9 +151,13 @@ pub fn start(
     }
 }
 
-fn snapshot(session: &Session) -> Trace {
+fn snapshot(session: &Session, usual_drops: &[String]) -> Trace {
     let counts = session.counts().unwrap_or_default();
     let summary = session.summary();
+    let mut drops = summary.drop_reasons.clone();
+    for r in usual_drops {
+        drops.entry(r.clone()).or_insert(0);
+    }
     Trace {
         unavailable: None,
         kernel_events: counts
@@ -115,12 +165,18 @@ fn snapshot(session: &Session) -> Trace {
             .filter(|(c, _)| !matches!(c, Counter::Lost | Counter::Records))
             .map(|(c, n)| (c.name().to_string(), *n))
             .collect(),
-        causes: summary
-            .causes
+        // Every cause from the start at 0, so a dashboard shows 0 rather than no data.
+        causes: tcpdoctor_trace::attribute::Cause::ALL
             .iter()
-            .map(|(c, n)| (c.name().to_string(), *n))
+            .map(|c| (c.name().to_string(), 0))
+            .chain(
+                summary
+                    .causes
+                    .iter()
+                    .map(|(c, n)| (c.name().to_string(), *n)),
+            )
             .collect(),
-        drops: summary.drop_reasons.clone(),
+        drops,
         lost: counts.get(&Counter::Lost).copied().unwrap_or(0),
         missed: session.missed(),
     }

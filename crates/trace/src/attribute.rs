@@ -201,6 +201,30 @@ pub enum Cause {
 }
 
 impl Cause {
+    /// Every cause, in declaration order (exporters give each a series from the start).
+    pub const ALL: [Cause; 20] = [
+        Cause::StaleAckRace,
+        Cause::TimeWaitCollision,
+        Cause::OldAck,
+        Cause::SynDropped,
+        Cause::AcceptQueueFull,
+        Cause::SynLost,
+        Cause::SynAckResend,
+        Cause::NoLocalPort,
+        Cause::ConnectFailed,
+        Cause::Refused,
+        Cause::SlowConnect,
+        Cause::Timeout,
+        Cause::TailLossProbe,
+        Cause::FastRetransmit,
+        Cause::AfterTimeout,
+        Cause::Retransmission,
+        Cause::ZeroWindow,
+        Cause::NotReading,
+        Cause::Drop,
+        Cause::TimeWaitRefusedSyn,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             Cause::StaleAckRace => "stale_ack_race",

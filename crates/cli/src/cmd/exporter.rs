@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 
+use tcpdoctor_exporter::privileges;
 use tcpdoctor_exporter::serve::Exporter;
 use tcpdoctor_exporter::{Config, DEFAULT_LISTEN, MAX_SCRAPES};
 use tcpdoctor_model::units::Duration;
@@ -18,7 +19,12 @@ ends of the window, the settings audit, the merge): the findings served are
 what `tcpdoctor doctor --quick --window <interval>` reports. A scrape serves
 the last complete diagnosis (it never waits for one in progress) and reads
 the kernel counters at that moment. At most --max-scrapes scrapes are served
-at once; more are answered 503.
+at once; more wait their turn up to 2 s, then get 503. A client gets
+--header-timeout (10s) to send a request head (also between requests on a
+kept-alive connection), and at most 256 connections are held (fewer under a
+low open-file limit): a new one beyond that closes the oldest idle one.
+Started as root, it serves as --user (nobody) with no capabilities once the
+eBPF programs are loaded.
 
 Metrics (prefix tcpdoctor_, base units, _total on counters; see each HELP):
   tcpdoctor_tcp_*_total, tcpdoctor_tcpext_*_total
@@ -85,8 +91,9 @@ Prometheus (scrape every --interval; `instance` tells hosts apart):
 #[derive(clap::Args, Debug)]
 #[command(after_long_help = ABOUT)]
 pub struct Args {
-    /// Address and port to serve /metrics on.
-    #[arg(long, value_name = "ADDR:PORT", default_value = DEFAULT_LISTEN)]
+    /// Address (or host name) and port to serve /metrics on, e.g. 10.0.0.5:9977,
+    /// [::1]:9977, localhost:9977 (a name takes its first IPv4 address, else its first).
+    #[arg(long, value_name = "HOST:PORT", default_value = DEFAULT_LISTEN, value_parser = listen_addr)]
     pub listen: SocketAddr,
     /// The diagnosis window: findings compare the two ends of it, and a census is served at
     /// most this old, plus its own duration (1s to 1h).
@@ -102,9 +109,44 @@ pub struct Args {
     /// Do not start eBPF tracing even when the host allows it.
     #[arg(long)]
     pub no_trace: bool,
-    /// Scrapes served at the same time; more are answered 503 (1 to 64).
+    /// Scrapes rendered at the same time; more wait their turn up to 2 s, then get 503
+    /// (1 to 64).
     #[arg(long, value_name = "N", default_value_t = MAX_SCRAPES)]
     pub max_scrapes: usize,
+    /// Started as root: once the eBPF programs are loaded and the namespace entered, serve as
+    /// this user with no capabilities (`--user root` keeps root: not advised for a server
+    /// without authentication). Ignored when not started as root.
+    #[arg(long, value_name = "USER", default_value = "nobody")]
+    pub user: String,
+    /// How long a client may take to send a request head, or stay idle between requests on a
+    /// kept-alive connection, before it is closed (100ms to 5m).
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub header_timeout: Duration,
+}
+
+/// `--listen`: an address, or a host name resolved to its first address.
+fn listen_addr(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(a) = s.parse() {
+        return Ok(a);
+    }
+    use std::net::ToSocketAddrs;
+    match s.to_socket_addrs() {
+        Ok(it) => {
+            let all: Vec<SocketAddr> = it.collect();
+            all.iter()
+                .find(|a| a.is_ipv4())
+                .or(all.first())
+                .copied()
+                .ok_or_else(|| format!("'{s}' resolves to no address"))
+        }
+        Err(e)
+            if s.rsplit_once(':')
+                .is_none_or(|(_, p)| p.parse::<u16>().is_err()) =>
+        {
+            Err(format!("'{s}' is not HOST:PORT ({e})"))
+        }
+        Err(e) => Err(format!("cannot resolve '{s}': {e}")),
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
@@ -126,6 +168,15 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             args.max_scrapes
         );
     }
+    let header_timeout = args.header_timeout.get();
+    if header_timeout < std::time::Duration::from_millis(100)
+        || header_timeout > std::time::Duration::from_secs(300)
+    {
+        anyhow::bail!(
+            "--header-timeout {}: must be between 100ms and 5m",
+            args.header_timeout
+        );
+    }
     let config = Config {
         listen: args.listen,
         interval,
@@ -133,11 +184,35 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         netns: args.netns.clone(),
         trace: !args.no_trace,
         max_scrapes: args.max_scrapes,
+        header_timeout,
         version: env!("CARGO_PKG_VERSION").to_string(),
         commit: env!("TCPDOCTOR_GIT_COMMIT").to_string(),
     };
-    let exporter = Exporter::start(&config, output::stop_flag())?;
+    // Look the user up before starting, so that a wrong name fails before anything runs.
+    let root = unsafe { libc::geteuid() } == 0;
+    let run_as = match (root, args.user.as_str()) {
+        (true, "root") => None,
+        (true, u) => Some(privileges::lookup(u)?),
+        (false, _) => None,
+    };
+    let exporter = match Exporter::start(&config, output::stop_flag()) {
+        Ok(e) => e,
+        // Stopped while starting (systemctl stop during the first census): a clean stop.
+        Err(tcpdoctor_exporter::Error::StoppedAtStart) => {
+            eprintln!("tcpdoctor exporter: stopped before the first census completed");
+            return Ok(0);
+        }
+        Err(e) => return Err(e.into()),
+    };
     let addr = exporter.local_addr()?;
+    let who = match &run_as {
+        Some(to) => {
+            privileges::drop_to(to)?;
+            format!("; serving as {} (uid {}), no capabilities", to.user, to.uid)
+        }
+        None if root => "; serving as root (--user root): not advised".to_string(),
+        None => String::new(),
+    };
     let trace = match &exporter.app().trace {
         None => "off (--no-trace)".to_string(),
         Some(t) => match tcpdoctor_exporter::tracing::read(t).unavailable {
@@ -150,7 +225,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         |n| format!("network namespace {n}"),
     );
     eprintln!(
-        "tcpdoctor exporter: serving http://{addr}/metrics for {watched}; diagnosis window {}; trace {trace}",
+        "tcpdoctor exporter: serving http://{addr}/metrics for {watched}; diagnosis window {}; trace {trace}{who}",
         args.interval
     );
     exporter.serve(args.max_scrapes)?;

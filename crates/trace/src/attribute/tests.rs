@@ -714,3 +714,37 @@ fn timeouts_whose_first_copies_never_left_this_host_are_not_incast() {
     );
     assert_eq!(e.summary().incast_episodes.len(), 1);
 }
+
+#[test]
+fn cause_all_lists_every_cause_once() {
+    // A new variant fails this match until it is named here; then ALL must hold it too.
+    let declared = |c: Cause| match c {
+        Cause::StaleAckRace
+        | Cause::TimeWaitCollision
+        | Cause::OldAck
+        | Cause::SynDropped
+        | Cause::AcceptQueueFull
+        | Cause::SynLost
+        | Cause::SynAckResend
+        | Cause::NoLocalPort
+        | Cause::ConnectFailed
+        | Cause::Refused
+        | Cause::SlowConnect
+        | Cause::Timeout
+        | Cause::TailLossProbe
+        | Cause::FastRetransmit
+        | Cause::AfterTimeout
+        | Cause::Retransmission
+        | Cause::ZeroWindow
+        | Cause::NotReading
+        | Cause::Drop
+        | Cause::TimeWaitRefusedSyn => 20,
+    };
+    let names: std::collections::BTreeSet<_> = Cause::ALL.iter().map(|c| c.name()).collect();
+    assert_eq!(names.len(), Cause::ALL.len(), "a cause listed twice");
+    assert_eq!(
+        Cause::ALL.len(),
+        declared(Cause::ALL[0]),
+        "a declared cause is missing from ALL"
+    );
+}
