@@ -476,3 +476,46 @@ fn live_delta_reports_the_rto_floor_of_routes() {
     assert_eq!(code, 0, "{err}\n{out}");
     assert_eq!(v["rto_floor_us"], 5_000, "{v}");
 }
+
+/// Issue 24: `counters --from /dev/zero --to x` read without bound (24 GB resident, then the
+/// OOM killer). Saved counter files are kilobytes: more than 4 MiB is refused in one line,
+/// from a file or from standard input, without reading on.
+#[test]
+fn an_endless_saved_file_is_refused_in_one_line_without_reading_it_all() {
+    let t0 = std::time::Instant::now();
+    let (code, _, err) = support::run(&["counters", "--from", "/dev/zero", "--to", "/dev/zero"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("/dev/zero") && err.contains("4194304 bytes"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    // Bounded by the cap, not by the input: well under the time to read gigabytes.
+    assert!(t0.elapsed() < std::time::Duration::from_secs(20));
+    let mut child = std::process::Command::new(support::bin())
+        .args(["counters", "--from", "-", "--to", "/dev/null"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // Writes until the reader stops reading (a broken pipe ends it), at most 64 MiB.
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        let block = vec![b'0'; 1 << 16];
+        for _ in 0..1024 {
+            if stdin.write_all(&block).is_err() {
+                return;
+            }
+        }
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("(standard input)") && err.contains("4194304 bytes"),
+        "{err}"
+    );
+}

@@ -31,4 +31,7 @@ pub enum Error {
         line: usize,
         message: String,
     },
+    /// A saved counter file larger than any real one (`saved::MAX_BYTES`).
+    #[error("{path}: more than {limit_bytes} bytes: not a saved nstat or netstat -s output (those are kilobytes)")]
+    TooLarge { path: PathBuf, limit_bytes: u64 },
 }

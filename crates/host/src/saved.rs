@@ -125,12 +125,37 @@ impl Saved {
     }
 }
 
+/// The most a saved counter file may hold. `netstat -s` and `nstat -a` print 10-40 kB; a file
+/// of many namespaces' outputs stays well under this. Reading stops here, so `--from
+/// /dev/zero` is refused at once instead of filling memory.
+pub const MAX_BYTES: u64 = 4 << 20;
+
 /// Reads and parses a saved file, detecting its format.
 pub fn read(path: &Path) -> Result<Saved, Error> {
-    let bytes = std::fs::read(path).map_err(|source| Error::Read {
+    let file = std::fs::File::open(path).map_err(|source| Error::Read {
         path: path.to_path_buf(),
         source,
     })?;
+    read_from(file, path)
+}
+
+/// Reads at most [`MAX_BYTES`] from `r` (a file, standard input) and parses it; `path` names
+/// it in errors.
+pub fn read_from(r: impl std::io::Read, path: &Path) -> Result<Saved, Error> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    r.take(MAX_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|source| Error::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if bytes.len() as u64 > MAX_BYTES {
+        return Err(Error::TooLarge {
+            path: path.to_path_buf(),
+            limit_bytes: MAX_BYTES,
+        });
+    }
     let text = String::from_utf8_lossy(&bytes);
     parse(&text, path)
 }

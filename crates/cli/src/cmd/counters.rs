@@ -1,7 +1,7 @@
 //! `tcpdoctor counters`: kernel TCP counters live (snapshot, delta, watch) or from saved
 //! `nstat`/`netstat -s` text, each with its meaning and the pathology it signals.
 
-use std::io::{self, Read};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -188,11 +188,7 @@ fn read_saved(path: &Path) -> anyhow::Result<Saved> {
     if path.as_os_str() != "-" {
         return Ok(saved::read(path)?);
     }
-    let mut text = String::new();
-    io::stdin()
-        .read_to_string(&mut text)
-        .context("reading standard input")?;
-    Ok(saved::parse(&text, Path::new(STDIN))?)
+    Ok(saved::read_from(io::stdin().lock(), Path::new(STDIN))?)
 }
 
 /// How standard input is named in errors and in the report.
