@@ -589,7 +589,10 @@ fn unaccepted_sign(s: &Socket) -> bool {
 impl Unaccepted {
     fn add(&mut self, s: &Socket, earlier: Option<&Socket>, interval: Option<Duration>) {
         self.connections += 1;
-        self.unread_bytes += u64::from(s.recv_q);
+        // Recv-Q is rcv_nxt - copied_seq (tcp_diag_get_info), and a FIN takes one sequence
+        // number: a CLOSE_WAIT socket's Recv-Q counts it (19 for an 18-byte request).
+        let fin = u32::from(s.state == TcpState::CloseWait);
+        self.unread_bytes += u64::from(s.recv_q.saturating_sub(fin));
         if s.state == TcpState::CloseWait {
             self.closed_by_client += 1;
         }

@@ -67,7 +67,8 @@ fn never_accepting(resent: u8) -> Vec<Socket> {
         (33998, TcpState::CloseWait),
     ] {
         let mut s = sock(state, "127.0.0.1:5300", &format!("127.0.0.1:{port}"), 0);
-        s.recv_q = 18;
+        // An 18-byte request; the FIN of the CLOSE_WAIT one counts in its Recv-Q too.
+        s.recv_q = 18 + u32::from(state == TcpState::CloseWait);
         s.info.as_mut().unwrap().bytes_received = Some(18);
         s.info.as_mut().unwrap().last_ack_recv_ms = 3_100;
         v.push(s);
