@@ -143,8 +143,20 @@ pub fn verdict<W: Write + ?Sized, B>(w: &mut W, report: &Report<B>) -> io::Resul
         ),
         Verdict::Findings => {
             // The findings that make the verdict: those above info, as a findings block
-            // that leaves the informational ones to a list of their own counts them.
-            let top = &report.findings[0];
+            // that leaves the informational ones to a list of their own counts them. The
+            // worst is the most severe (the first of them in rank order: a cause ranks
+            // before its symptoms, and may be the less severe).
+            let most = report
+                .findings
+                .iter()
+                .map(|f| f.severity)
+                .max()
+                .unwrap_or(Severity::Info);
+            let top = report
+                .findings
+                .iter()
+                .find(|f| f.severity == most)
+                .unwrap_or(&report.findings[0]);
             let critical = report
                 .findings
                 .iter()
@@ -225,6 +237,28 @@ mod tests {
         let s = String::from_utf8(out).unwrap().replace("\n  ", " ");
         assert!(
             s.starts_with("Verdict: 1 finding(s) above info (1 critical, 0 warning); worst: syn_retransmit (critical)"),
+            "{s}"
+        );
+        // A cause ranks before its symptom and may be the less severe: the worst named is
+        // the most severe.
+        let cause = Finding::new(
+            Pathology::StaleAckRace,
+            Source::Probe,
+            "cause",
+            Impact::stalls(2, Some(100), None),
+        );
+        let r = Report::new(
+            "doctor",
+            vec![finding(), cause],
+            (),
+            tcpdoctor_model::Measured::Something("x".into()),
+        );
+        assert_eq!(r.findings[0].pathology, Pathology::StaleAckRace);
+        let mut out = Vec::new();
+        verdict(&mut out, &r).unwrap();
+        let s = String::from_utf8(out).unwrap().replace("\n  ", " ");
+        assert!(
+            s.contains("(1 critical, 1 warning); worst: syn_retransmit (critical)"),
             "{s}"
         );
     }
