@@ -14,10 +14,11 @@
 //!    evidence appended, impacts merged ([`crate::Impact::merge`]) and judged by the policy,
 //!    so the severity is what the combined evidence earns, never a detector's pick.
 //! 3. **A setting behind harm seen is evidence, not a second finding.** A settings finding
-//!    (`Source::Check`: an exposure or a budget) of a pathology that was also seen happening
-//!    folds into the live finding as evidence, without changing its impact: a critical "ports
-//!    exhausted" is not followed by "Risk of ephemeral port exhaustion". Settings findings of
-//!    pathologies not seen stay apart: they describe exposure, not events.
+//!    (`Source::Check`: an exposure or a budget) of a pathology that was also seen happening,
+//!    judged at least as severe, folds into the live finding as evidence, without changing its
+//!    impact: a critical "ports exhausted" is not followed by "Risk of ephemeral port
+//!    exhaustion". Settings findings of pathologies not seen (or seen only more mildly) stay
+//!    apart: they describe exposure, not events.
 //!
 //! Remedies are unioned, each at most once ([`crate::catalogue::same_remedy`]).
 
@@ -100,9 +101,11 @@ pub fn merge(found: Vec<Finding>) -> Vec<Finding> {
     }
     // Rule 3.
     for s in settings {
+        // Only into harm judged at least as severe: a warning exposure is not hidden under an
+        // informational count of the same pathology.
         match out
             .iter_mut()
-            .find(|g| live(g) && g.pathology == s.pathology)
+            .find(|g| live(g) && g.pathology == s.pathology && g.severity >= s.severity)
         {
             Some(g) => attach_setting(g, s),
             None => out.push(s),
@@ -226,6 +229,28 @@ mod tests {
         );
         let merged = merge(vec![budget, reuse]);
         assert_eq!(merged.len(), 2, "{merged:#?}");
+    }
+
+    #[test]
+    fn a_risk_is_not_hidden_under_a_milder_finding_of_its_pathology() {
+        // TcpExtTCPTimeWaitOverflow moved once (info) and the range is narrow (a warning).
+        let counted = f(
+            Pathology::PortExhaustion,
+            Impact::stalls(1, None, None),
+            Source::Counters,
+            "TcpExtTCPTimeWaitOverflow +1",
+        );
+        let risk = f(
+            Pathology::PortExhaustion,
+            Impact::budget(1.0).exposure(),
+            Source::Check,
+            "200 ports",
+        );
+        assert_eq!(counted.severity, Severity::Info);
+        assert_eq!(risk.severity, Severity::Warning);
+        let merged = merge(vec![counted, risk]);
+        assert_eq!(merged.len(), 2, "{merged:#?}");
+        assert!(merged.iter().any(|m| m.severity == Severity::Warning));
     }
 
     #[test]
