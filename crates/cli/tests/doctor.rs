@@ -586,3 +586,114 @@ fn doctor_without_the_trace_says_counters_only_and_why() {
         .iter()
         .any(|s| s["step"] == "counters" && s["ran"] == true));
 }
+
+/// Issue 21, defect 4: a listener with backlog 1 that never accepts, clients connecting. Doctor
+/// printed three CRITICAL findings: accept_queue_overflow (right), syn_retransmit (the SYNs it
+/// dropped) and slow_reader (the connections in its queue, holding a request and a FIN,
+/// which nobody accepted: no reader at all). One cause is one finding: the resent SYNs and
+/// the waiting connections are its evidence, with the trace and without it; "Findings (1)"
+/// and the verdict count the same findings.
+#[test]
+fn doctor_gives_a_listener_that_never_accepts_one_finding_with_its_consequences() {
+    if !support::require_root(
+        "doctor_gives_a_listener_that_never_accepts_one_finding_with_its_consequences",
+    ) {
+        return;
+    }
+    let _bpf = support::bpf_exclusive();
+    let ns = Netns::new("d21a");
+    let addr: SocketAddrV4 = "127.0.0.1:5310".parse().unwrap();
+    // Backlog 1: two connections fill the queue; each sends a request, one also its FIN.
+    let held = support::in_netns(&ns, move || {
+        let l = support::listener(addr.into(), 1, None);
+        let mut a = TcpStream::connect(addr).unwrap();
+        a.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+        a.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut b = TcpStream::connect(addr).unwrap();
+        b.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+        (l, a, b)
+    });
+    // Then a connect every 20 ms (at most 300, at most 20 s): SYNs the full queue drops.
+    let stop = Arc::new(AtomicBool::new(false));
+    let flood = {
+        let stop = stop.clone();
+        support::spawn_in_netns(&ns, move || {
+            let mut held: Vec<OwnedFd> = Vec::new();
+            let t0 = Instant::now();
+            while !stop.load(Ordering::Relaxed)
+                && held.len() < 300
+                && t0.elapsed() < Duration::from_secs(20)
+            {
+                held.push(support::connect_nonblocking(addr.into()));
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            held.len()
+        })
+    };
+    // Long enough for the first connects to resend their SYN (1 s).
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut runs = Vec::new();
+    for extra in [&[][..], &["--no-trace"][..]] {
+        let mut args = vec!["doctor", "--json", "--quick", "--window", "1s"];
+        args.extend_from_slice(extra);
+        let (code, out, err) = support::run_in(&ns, &args);
+        runs.push((extra.to_vec(), code, support::json(&out, &err)));
+    }
+    let (_, text, _) = support::run_in(&ns, &["doctor", "--quick", "--window", "500ms"]);
+    stop.store(true, Ordering::SeqCst);
+    assert!(flood.join().unwrap() > 10);
+    drop(held);
+    for (extra, code, v) in &runs {
+        assert_eq!(*code, 1, "{extra:?}: {v:#}");
+        let p = pathologies(v);
+        let serious: Vec<&(String, String, String)> =
+            p.iter().filter(|(_, s, _)| s != "info").collect();
+        assert_eq!(serious.len(), 1, "{extra:?}: {p:?}");
+        assert_eq!(serious[0].0, "accept_queue_overflow", "{extra:?}: {p:?}");
+        // No finding of any severity for the consequences, from any live source.
+        for gone in ["slow_reader", "syn_retransmit"] {
+            assert!(
+                !p.iter().any(|(n, _, src)| n == gone && src != "check"),
+                "{extra:?}: {gone} is the overflow's consequence: {p:?}"
+            );
+        }
+        let aq = &v["findings"][0];
+        let summary = aq["summary"].as_str().unwrap();
+        assert!(
+            summary
+                .contains("2 never accepted: 36 bytes of requests unread, 1 closed by the client"),
+            "{extra:?}: {summary}"
+        );
+        assert!(
+            summary.contains("consequence: SYN retransmitted"),
+            "{extra:?}: {summary}"
+        );
+        let l = v["sockets"]["listeners"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["local"] == "127.0.0.1:5310")
+            .unwrap();
+        assert_eq!(l["unaccepted"]["connections"], 2, "{l}");
+        assert!(v["sockets"]["slow_readers"].as_array().unwrap().is_empty());
+    }
+    // Without the trace, the counter's resends are the overflow's by the censuses' count.
+    let no_trace = &runs[1].2["findings"][0];
+    assert!(
+        no_trace["evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["kind"] == "arithmetic"
+                && e["formula"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("SYN resends the censuses saw")),
+        "{no_trace:#}"
+    );
+    assert!(text.contains("Findings (1), most damaging first"), "{text}");
+    assert!(
+        text.contains("Verdict: 1 finding(s) above info (1 critical, 0 warning)"),
+        "{text}"
+    );
+}

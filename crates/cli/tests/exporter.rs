@@ -874,3 +874,48 @@ fn listen_takes_a_host_name_and_a_bad_one_is_a_one_line_error() {
     assert!(err.contains("no-such-host.invalid:9977"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
+
+/// Issue 21, defect 4, as a fleet sees it: a listener with backlog 1 that never accepts, in a
+/// namespace the exporter watches. The documented alert
+/// (`tcpdoctor_findings{source="observed",severity="critical"} > 0`) fired three series
+/// (accept_queue_overflow, syn_retransmit, slow_reader) for one cause; it fires one, and no
+/// observed series of the consequences is active at any severity.
+#[test]
+fn the_exporters_alert_fires_one_series_for_a_listener_that_never_accepts() {
+    let test = "the_exporters_alert_fires_one_series_for_a_listener_that_never_accepts";
+    if !require_root(test) {
+        return;
+    }
+    let ns = Netns::new("exp21");
+    let addr: SocketAddr = "127.0.0.1:5320".parse().unwrap();
+    let held = support::in_netns(&ns, move || {
+        let l = support::listener(addr, 1, None);
+        let mut a = TcpStream::connect(addr).unwrap();
+        a.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+        a.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut b = TcpStream::connect(addr).unwrap();
+        b.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+        // 60 connects whose SYNs the full queue drops; they resend on the SYN ladder.
+        let syn: Vec<std::os::fd::OwnedFd> = (0..60)
+            .map(|_| support::connect_nonblocking(addr))
+            .collect();
+        (l, a, b, syn)
+    });
+    let e = Exporter::start(&["--interval", "1s", "--netns", &ns.name]);
+    // Two intervals after the first resends (1 s): every source has seen them.
+    std::thread::sleep(Duration::from_millis(3500));
+    let text = e.metrics();
+    drop(held);
+    let active: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("tcpdoctor_findings{") && l.contains("source=\"observed\""))
+        .filter(|l| !l.ends_with(" 0"))
+        .collect();
+    assert_eq!(
+        active,
+        [
+            "tcpdoctor_findings{pathology=\"accept_queue_overflow\",severity=\"critical\",source=\"observed\"} 1"
+        ],
+        "{text}"
+    );
+}

@@ -1163,3 +1163,165 @@ fn time_wait_sockets_are_attributed_to_the_process_that_closed_them() {
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     server.join().unwrap();
 }
+
+/// The findings of `pathology` in a report (any source).
+fn findings_of<'a>(v: &'a Value, pathology: &str) -> Vec<&'a Value> {
+    v["findings"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no findings in {v}"))
+        .iter()
+        .filter(|f| f["pathology"] == pathology)
+        .collect()
+}
+
+/// Issue 21, defect 5: a writer blocked on a reader that stopped reading was a WARNING in
+/// `sockets` ("one census: how long it lasts is unknown"), CRITICAL in `doctor`, and info in
+/// `trace` ("Verdict: healthy", exit 0, the writer's pid among the processes). The same
+/// stall is now measured by each (sockets: the reader's data unread since it arrived,
+/// tcpi_last_data_recv; doctor: that and its two censuses; trace: from the window closing to
+/// the last probe that found it closed) and judged alike, and the reader is named, the writer
+/// only as the one waiting. The reader is a process of its own (perl), the writer this test.
+#[test]
+fn a_stopped_reader_is_one_long_stall_in_sockets_doctor_and_trace_naming_the_reader() {
+    let test = "a_stopped_reader_is_one_long_stall_in_sockets_doctor_and_trace_naming_the_reader";
+    if !support::require_root(test) {
+        return;
+    }
+    let _bpf = support::bpf_exclusive();
+    let ns = Netns::new("sr21");
+    // Reads 64 KiB, then stops reading for at most 60 s (the namespace's end kills it).
+    let mut reader = ns.spawn(
+        "exec perl -MIO::Socket::INET -e '$l = IO::Socket::INET->new(LocalAddr => \"127.0.0.1:5410\", Listen => 4, ReuseAddr => 1) or die \"listen: $!\"; $c = $l->accept; $n = 0; while ($n < 65536) { $r = sysread($c, $b, 65536); last if !$r; $n += $r } sleep 60'",
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !ns.exec("ss -Hltn sport = :5410").contains("5410") {
+        assert!(Instant::now() < deadline, "the reader did not listen");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The trace watches from before the window closes (it takes about a second to attach).
+    let trace = std::process::Command::new(support::bin())
+        .args(["trace", "--netns", &ns.name, "--duration", "8s", "--json"])
+        .env("COLUMNS", support::COLUMNS)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn trace");
+    std::thread::sleep(Duration::from_secs(2));
+    let writer = in_netns(&ns, || {
+        let mut c = TcpStream::connect("127.0.0.1:5410").unwrap();
+        c.set_nonblocking(true).unwrap();
+        let chunk = vec![0x5au8; 16 * 1024];
+        let t0 = Instant::now();
+        let mut blocked = 0;
+        while t0.elapsed() < Duration::from_secs(3) && blocked < 5 {
+            match c.write(&chunk) {
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    blocked += 1;
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => panic!("write: {e}"),
+            }
+        }
+        c
+    });
+    // The window has been closed about 2.5 s: probes went out at about 0.2, 0.6 and 1.4 s.
+    std::thread::sleep(Duration::from_millis(2500));
+    let (scode, sout, serr) = support::run(&["sockets", "--netns", &ns.name, "--json"]);
+    // Without its own trace: two traces attaching at once can make one miss events.
+    let (dcode, dout, derr) = support::run(&[
+        "doctor",
+        "--netns",
+        &ns.name,
+        "--json",
+        "--quick",
+        "--no-trace",
+        "--window",
+        "500ms",
+    ]);
+    let t = trace.wait_with_output().expect("trace");
+    drop(writer);
+    let stdout = String::from_utf8_lossy(&t.stdout);
+    let report: Value = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["type"] == "report")
+        .unwrap_or_else(|| {
+            panic!(
+                "no trace report:\n{stdout}\n{}",
+                String::from_utf8_lossy(&t.stderr)
+            )
+        });
+    let sockets = support::json(&sout, &serr);
+    let doctor = support::json(&dout, &derr);
+    let reader_pid = reader.id();
+    let me = std::process::id();
+    let mut severities = Vec::new();
+    for (what, code, v) in [
+        ("sockets", scode, &sockets),
+        ("doctor", dcode, &doctor),
+        ("trace", t.status.code().unwrap_or(-1), &report),
+    ] {
+        let f = findings_of(v, "slow_reader");
+        assert_eq!(f.len(), 1, "{what}: {v:#}");
+        let f = f[0];
+        assert_eq!(
+            (&f["severity"], &f["severity_rule"]),
+            (&Value::from("critical"), &Value::from("long_stall")),
+            "{what}: {f:#}"
+        );
+        assert!(
+            f["impact"]["worst_stall_us"].as_u64().unwrap() >= 1_000_000,
+            "{what}: {f:#}"
+        );
+        assert_eq!(code, 1, "{what}: a stall of a second or more is a finding");
+        let summary = f["summary"].as_str().unwrap();
+        assert!(
+            summary.contains(&format!("not reading: perl pid {reader_pid}"))
+                || summary.contains(&format!("not reading: perl (pid {reader_pid})")),
+            "{what}: {summary}"
+        );
+        assert!(
+            !summary.contains(&format!("not reading: {} pid {me}", own_comm())),
+            "{what}: {summary}"
+        );
+        severities.push(f["severity"].clone());
+    }
+    // sockets and doctor name the writer as the one waiting.
+    for v in [&sockets, &doctor] {
+        let summary = findings_of(v, "slow_reader")[0]["summary"]
+            .as_str()
+            .unwrap();
+        assert!(
+            summary.contains(&format!("writer waiting: {} pid {me}", own_comm())),
+            "{summary}"
+        );
+    }
+    // The trace blames only the process its probes reached.
+    let blamed: Vec<String> = findings_of(&report, "slow_reader")[0]["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            e["what"]
+                .as_str()
+                .is_some_and(|w| w.starts_with("processes not reading"))
+        })
+        .flat_map(|e| e["items"].as_array().unwrap().clone())
+        .map(|i| i.as_str().unwrap().to_string())
+        .collect();
+    assert!(!blamed.is_empty(), "{report:#}");
+    assert!(
+        blamed
+            .iter()
+            .all(|b| b.starts_with(&format!("perl (pid {reader_pid})"))),
+        "{blamed:?}"
+    );
+    assert!(
+        severities.windows(2).all(|w| w[0] == w[1]),
+        "{severities:?}"
+    );
+    // The reader, by its pid (the namespace's end would kill it too).
+    let _ = reader.kill();
+    let _ = reader.wait();
+}

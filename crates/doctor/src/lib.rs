@@ -30,7 +30,7 @@ use serde::Serialize;
 use tcpdoctor_host::check::{self, Audit, Inputs};
 use tcpdoctor_host::counters;
 use tcpdoctor_host::sockets::{self, Filter, Summary};
-use tcpdoctor_model::{Finding, Measured, Pathology, Report, Source};
+use tcpdoctor_model::{Finding, Measured, Pathology, Report};
 use tcpdoctor_report::fmt;
 use tcpdoctor_trace::attribute::Cause;
 use tcpdoctor_trace::loader::Unavailable;
@@ -298,13 +298,14 @@ pub fn diagnose(
                     a.summary.total_sockets,
                     a.summary.listeners.iter().filter(|l| l.listening).count(),
                     a.summary.destinations.len(),
-                    fmt::duration(window)
+                    // As measured: the window, and the trace's start and finish around it.
+                    fmt::duration(a.summary.interval_ms.map_or(window, Duration::from_millis))
                 ),
             });
             run.found.extend(a.findings);
             measured.push(format!(
                 "two socket censuses {} apart",
-                fmt::duration(window)
+                fmt::duration(a.summary.interval_ms.map_or(window, Duration::from_millis))
             ));
             sockets_summary = Some(a.summary);
         }
@@ -349,16 +350,32 @@ pub fn diagnose(
             };
             let counted = tcpdoctor_model::counters::findings(&d.changed, w);
             let counted = match &mut traced {
-                Ok(o) => tcpdoctor_trace::reconcile::reconcile(
-                    counted,
-                    &mut o.findings,
-                    &o.summary.syn_resends,
-                    &d.changed,
-                    &o.missed_events,
-                    o.not_traced.values().sum(),
-                    w,
-                ),
-                Err(_) => counted,
+                Ok(o) => {
+                    // The trace's own counter window encloses doctor's: the resends it saw
+                    // outside doctor's are its edges plus what the kernel counted between the
+                    // two windows' ends.
+                    let syn = |m: &BTreeMap<String, i64>| {
+                        m.get("TcpExtTCPSynRetrans").copied().unwrap_or(0).max(0) as u64
+                    };
+                    let in_trace_window: u64 = o.kernel_counters.values().map(syn).sum();
+                    let at_edges =
+                        o.syn_traced_at_edges + in_trace_window.saturating_sub(syn(&d.changed));
+                    tcpdoctor_trace::reconcile::reconcile(
+                        counted,
+                        &mut o.findings,
+                        &o.summary.syn_resends,
+                        &d.changed,
+                        &o.missed_events,
+                        o.not_traced.values().sum(),
+                        at_edges,
+                        w,
+                    )
+                }
+                // Without the trace, the censuses can still show where the resends went.
+                Err(_) => match &sockets_summary {
+                    Some(sum) => syn_resends_in_the_census(counted, &d.changed, sum),
+                    None => counted,
+                },
             };
             // Trace findings first: a pathology both saw keeps the trace's attribution as
             // its summary, the counters' evidence added ([`merge`]).
@@ -496,32 +513,54 @@ pub fn diagnose(
     )
 }
 
-/// One finding per pathology among the live observations (sockets, counters, probe): the
-/// census and the counters often see the same problem from two sides (a full accept queue
-/// and `TcpExtListenOverflows`), and one finding with both kinds of evidence reads better
-/// than two. The impacts merge ([`tcpdoctor_model::Impact::merge`]) and the policy judges
-/// the merged impact, so the severity is what the combined evidence earns, never a
-/// detector's pick. Settings findings (`check`) stay separate: they describe exposure, not
-/// events.
+/// One finding per cause among everything the diagnosis saw: the rules of
+/// [`tcpdoctor_model::merge`] (a consequence proven by a source is evidence of its cause's
+/// finding; one pathology seen by several sources is one finding, its merged impact judged by
+/// the policy; a settings finding of a pathology seen happening is evidence of it). The
+/// exporter serves exactly these findings.
 pub fn merge(found: Vec<Finding>) -> Vec<Finding> {
-    let mut out: Vec<Finding> = Vec::with_capacity(found.len());
-    for f in found {
-        let live = f.source != Source::Check;
-        let twin = out
-            .iter_mut()
-            .find(|g| live && g.source != Source::Check && g.pathology == f.pathology);
-        match twin {
-            Some(g) => {
-                let impact = g.impact.merge(&f.impact);
-                let mut merged = g.clone().with_impact(impact);
-                merged.summary = format!("{}; {}", g.summary, f.summary);
-                merged.evidence.extend(f.evidence);
-                *g = merged;
-            }
-            None => out.push(f),
-        }
+    tcpdoctor_model::merge::merge(found)
+}
+
+/// The counters' "SYN retransmitted" finding, without the trace to attribute each resend:
+/// when the two censuses (which enclose the counters' window) saw at least as many SYN
+/// resends on connects of this namespace toward its own full listeners as
+/// `TcpExtTCPSynRetrans` counted, the resends are the overflow's consequence
+/// ([`tcpdoctor_model::merge`] folds them into its finding); otherwise the finding stays,
+/// with what the censuses did explain as evidence.
+fn syn_resends_in_the_census(
+    mut counted: Vec<Finding>,
+    delta: &BTreeMap<String, i64>,
+    sum: &Summary,
+) -> Vec<Finding> {
+    const SYN: &str = "TcpExtTCPSynRetrans";
+    let counter = delta.get(SYN).copied().unwrap_or(0).max(0) as u64;
+    let seen: u64 = sum
+        .listeners
+        .iter()
+        .filter(|l| l.full)
+        .filter_map(|l| l.syn_resends_between_censuses)
+        .sum();
+    if counter == 0 || seen == 0 {
+        return counted;
     }
-    out
+    for f in counted
+        .iter_mut()
+        .filter(|f| f.pathology == Pathology::SynRetransmit)
+    {
+        let g = f.clone().arithmetic(
+            format!(
+                "SYN resends the censuses saw on connects toward this namespace's full listeners (their tcpi_retransmits growth), beside {SYN} +{counter} in the window they enclose"
+            ),
+            seen as f64,
+        );
+        *f = if seen >= counter {
+            g.consequence_of(Pathology::AcceptQueueOverflow)
+        } else {
+            g
+        };
+    }
+    counted
 }
 
 fn hint(root: bool) -> &'static str {
@@ -599,57 +638,6 @@ fn probe_step(run: &mut Run, settings: Option<&Audit>) -> Option<tcpdoctor_probe
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tcpdoctor_model::{Impact, Pathology, Rule, Severity};
-
-    fn f(p: Pathology, impact: Impact, src: Source, s: &str) -> Finding {
-        Finding::new(p, src, s, impact).counter(s, 1)
-    }
-
-    #[test]
-    fn live_findings_of_one_pathology_merge_settings_stay_apart() {
-        let merged = merge(vec![
-            // One census: 1 of 40 sockets at a zero window, no stall seen yet (warning).
-            f(
-                Pathology::SlowReader,
-                Impact::stalls(1, Some(40), None),
-                Source::Sockets,
-                "zero window",
-            ),
-            f(
-                Pathology::SlowReader,
-                Impact::none(),
-                Source::Check,
-                "rmem_max",
-            ),
-            f(
-                Pathology::SynRetransmit,
-                Impact::stalls(3, Some(1000), None),
-                Source::Counters,
-                "syn",
-            ),
-            // The counters saw zero-window drops for 2 s: the merged impact is judged anew.
-            f(
-                Pathology::SlowReader,
-                Impact::stalls(5, None, Some(Duration::from_secs(2))),
-                Source::Counters,
-                "drops",
-            ),
-        ]);
-        assert_eq!(merged.len(), 3);
-        let sr = &merged[0];
-        assert_eq!(sr.source, Source::Sockets);
-        assert_eq!(sr.severity, Severity::Critical);
-        assert_eq!(sr.severity_rule, Rule::LongStall);
-        assert_eq!(sr.impact.affected, 5);
-        assert_eq!(sr.summary, "zero window; drops");
-        assert_eq!(sr.evidence.len(), 2);
-        assert_eq!(merged[1].source, Source::Check);
-        assert_eq!(merged[1].severity, Severity::Info);
-        // A merge never leaves a severity the policy would not give the merged impact.
-        for m in &merged {
-            assert_eq!(m.severity, m.impact.severity(), "{m:?}");
-        }
-    }
 
     #[test]
     fn a_stop_set_before_the_window_cuts_it_short_and_skips_the_probe() {

@@ -98,7 +98,7 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>) -> io::Result<()> {
             info.len()
         )?;
         for f in &info {
-            writeln!(w, "  - [{}] {}", f.pathology, f.summary)?;
+            writeln!(w, "  - {}: {}", f.title(), f.summary)?;
         }
     }
     writeln!(w)?;

@@ -370,15 +370,17 @@ fn port_budget(t: &TcpSettings, m: &More, out: &mut Vec<Finding>) {
     } else {
         Impact::none()
     };
+    // Titled "Port budget" (context) or "Risk of ephemeral port exhaustion" (a narrow range):
+    // the summary leads with the budget itself.
     let summary = if reuse_covers_remote {
         let delay_ms = m.tcp_tw_reuse_delay_ms.unwrap_or(1000);
         format!(
-            "{ports} ports in {r}: without tw_reuse one client could open {} new connections/s to one destination; tcp_tw_reuse=1 lets it reuse a TIME_WAIT port after {delay_ms} ms",
+            "{} new connections/s per destination ip:port without tw_reuse ({ports} ports in {r}, each held {tw_s} s in TIME_WAIT); tcp_tw_reuse=1 lets connect() reuse a TIME_WAIT port after {delay_ms} ms",
             f1(rate)
         )
     } else {
         format!(
-            "{ports} ports in {r}: one client can open at most {} new connections/s to one destination ip:port before TIME_WAIT (60 s) uses them all",
+            "{} new connections/s per destination ip:port: {ports} ports in {r}, each held {tw_s} s in TIME_WAIT by the side that closes first",
             f1(rate)
         )
     };
@@ -444,7 +446,7 @@ fn tw_reuse(t: &TcpSettings, m: &More, out: &mut Vec<Finding>) {
                 Pathology::PortExhaustion,
                 Source::Check,
                 format!(
-                    "tcp_tw_reuse=2 (the default) reuses TIME_WAIT ports only toward loopback; toward other hosts each destination is capped at {} conn/s",
+                    "{} new connections/s per destination on other hosts: tcp_tw_reuse=2 (the default) lets connect() reuse TIME_WAIT ports only toward loopback",
                     f1(rate)
                 ),
                 Impact::none(),
@@ -632,7 +634,7 @@ fn syn_ladder(t: &TcpSettings, ladder: &SynLadder, out: &mut Vec<Finding>) {
         Pathology::SynRetransmit,
         Source::Check,
         format!(
-            "a lost SYN costs a rung of this ladder: {ladder} (tcp_syn_retries={}, {linear}; the retransmissions stop at a {} s time budget or at their count, whichever comes first, and late timers push the failure to at most {} s); connect spikes at these values are SYN retransmits",
+            "{ladder}: a lost SYN costs one of these rungs (tcp_syn_retries={}, {linear}; the retransmissions stop at a {} s time budget or at their count, whichever comes first, and late timers push the failure to at most {} s); connect spikes at these values are SYN retransmits",
             t.tcp_syn_retries,
             secs(budget),
             ladder.give_up_latest().as_secs_f64().ceil(),
@@ -689,7 +691,7 @@ fn rto(t: &TcpSettings, routes: &[RouteRto], out: &mut Vec<Finding>) {
         Pathology::Incast,
         Source::Check,
         format!(
-            "RTO floor {} ms: a tail loss that fast retransmit cannot repair stalls a flow at least this long; on a 100 us datacenter path that is {} round trips",
+            "{} ms: a tail loss that fast retransmit cannot repair stalls a flow at least this long; on a 100 us datacenter path that is {} round trips",
             floor_us as f64 / 1000.0,
             floor_us / 100
         ),
@@ -781,7 +783,7 @@ fn buffers(m: &More, out: &mut Vec<Finding>) {
                     Pathology::SlowReader,
                     Source::Check,
                     format!(
-                        "net.core.rmem_max={core} B: an application that sets SO_RCVBUF gets at most {core} B (doubled for overhead) and loses autotuning up to {auto} B; {} Mbit/s over {rtt_ms} ms",
+                        "{core} B for an application that sets SO_RCVBUF (net.core.rmem_max, doubled for overhead), which loses autotuning up to {auto} B: {} Mbit/s per flow over {rtt_ms} ms",
                         f1(rate(core) / 1e6)
                     ),
                     // Only applications that set SO_RCVBUF themselves meet this cap.

@@ -320,6 +320,7 @@ pub fn merge_counted_and_traced(
         &delta,
         &trace.missed_events,
         trace.not_traced.values().sum(),
+        trace.syn_traced_at_edges,
         window,
     );
     // Once the trace attributed resends, a "SYN retransmitted" counter finding is the

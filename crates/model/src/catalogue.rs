@@ -23,6 +23,27 @@ impl Remedy {
     }
 }
 
+/// The settings a remedy's action changes or names (`net.ipv4.tcp_tw_reuse`), as sysctl
+/// names: the words that start with `net.` up to `=` or punctuation.
+pub fn settings_named(action: &str) -> Vec<&str> {
+    action
+        .split(|c: char| c.is_whitespace() || matches!(c, '=' | '(' | ')' | ',' | ';' | '"'))
+        .map(|w| w.trim_end_matches(['.', ':']))
+        .filter(|w| w.starts_with("net.") && w.len() > 4)
+        .collect()
+}
+
+/// Whether two remedies say the same thing: the same action, or actions that change a
+/// setting in common (a detector's specific "sysctl -w net.ipv4.tcp_timestamps=1" and the
+/// catalogue's "Keep TCP timestamps on (net.ipv4.tcp_timestamps=1)").
+pub fn same_remedy(a: &Remedy, b: &Remedy) -> bool {
+    if a.action == b.action {
+        return true;
+    }
+    let sa = settings_named(&a.action);
+    settings_named(&b.action).iter().any(|s| sa.contains(s))
+}
+
 /// A remedy as stored in the static catalogue.
 #[derive(Debug)]
 pub struct StaticRemedy {
@@ -88,6 +109,80 @@ pub fn entry(p: Pathology) -> &'static CatalogueEntry {
         .iter()
         .find(|e| e.pathology == p)
         .expect("every pathology has a catalogue entry (checked by a test)")
+}
+
+/// How a finding that describes no harm seen names itself: a setting or a state that would
+/// cause the pathology (an exposure) is a *risk*, and a budget or a timer that only says what
+/// the pathology would cost (context) is a *fact*. "Ephemeral ports exhausted" above a
+/// port budget would claim harm nobody saw (issue 21, defect 7).
+#[derive(Debug)]
+pub struct Titles {
+    pub pathology: Pathology,
+    /// For an exposure: "Risk of ..." (the harm is not seen happening).
+    pub risk: &'static str,
+    /// For context: the budget or timer the finding states ("Port budget").
+    pub fact: &'static str,
+}
+
+/// Titles of findings that are not harm seen, per pathology; a pathology missing here falls
+/// back to its harm title marked as a risk or as context ([`risk_title`], [`fact_title`]).
+pub static TITLES: &[Titles] = &[
+    Titles {
+        pathology: Pathology::PortExhaustion,
+        risk: "Risk of ephemeral port exhaustion",
+        fact: "Port budget",
+    },
+    Titles {
+        pathology: Pathology::TimeWaitCollision,
+        risk: "Risk of SYNs colliding with TIME_WAIT",
+        fact: "TIME_WAIT reuse",
+    },
+    Titles {
+        pathology: Pathology::SynRetransmit,
+        risk: "Risk of SYN retransmissions",
+        fact: "SYN retransmission ladder",
+    },
+    Titles {
+        pathology: Pathology::AcceptQueueOverflow,
+        risk: "Risk of accept queue overflow",
+        fact: "Listen backlog",
+    },
+    Titles {
+        pathology: Pathology::Incast,
+        risk: "Risk of incast stalls",
+        fact: "RTO floor",
+    },
+    Titles {
+        pathology: Pathology::RetransmitTimeout,
+        risk: "Risk of retransmission timeouts",
+        fact: "Retransmission timer",
+    },
+    Titles {
+        pathology: Pathology::SlowReader,
+        risk: "Risk of receive windows closing",
+        fact: "Receive buffer limit",
+    },
+    Titles {
+        pathology: Pathology::RiskySetting,
+        risk: "Risky setting",
+        fact: "Setting",
+    },
+];
+
+/// The title of an exposure to `p`: a risk, not harm seen.
+pub fn risk_title(p: Pathology) -> String {
+    match TITLES.iter().find(|t| t.pathology == p) {
+        Some(t) => t.risk.to_string(),
+        None => format!("Risk: {} (not seen happening)", entry(p).title),
+    }
+}
+
+/// The title of a finding that states a budget or a timer about `p`, nothing hurt.
+pub fn fact_title(p: Pathology) -> String {
+    match TITLES.iter().find(|t| t.pathology == p) {
+        Some(t) => t.fact.to_string(),
+        None => format!("{} (context, nothing hurt)", entry(p).title),
+    }
 }
 
 /// Every entry, in rank order.
@@ -436,5 +531,42 @@ mod tests {
             assert!(!entry(p).remedies.is_empty());
         }
         assert_eq!(CATALOGUE.len(), Pathology::ALL.len());
+    }
+
+    #[test]
+    fn remedies_that_change_the_same_setting_are_the_same_remedy() {
+        let general = Remedy::new("Widen net.ipv4.ip_local_port_range (e.g. 1024 65535), keeping listening ports out of it (ip_local_reserved_ports).");
+        let specific = Remedy::new(
+            "Widen the range: sysctl -w net.ipv4.ip_local_port_range=\"32768 60999\" (or 1024 65535).",
+        );
+        assert_eq!(
+            settings_named(&specific.action),
+            ["net.ipv4.ip_local_port_range"]
+        );
+        assert!(same_remedy(&general, &specific));
+        let other = Remedy::new("Reuse connections (HTTP keep-alive, a connection pool).");
+        assert!(!same_remedy(&general, &other));
+        assert!(same_remedy(&other, &other.clone()));
+    }
+
+    #[test]
+    fn risk_and_fact_titles_never_claim_harm() {
+        for p in Pathology::ALL {
+            let harm = entry(p).title;
+            assert_ne!(risk_title(p), harm, "{p:?}");
+            assert_ne!(fact_title(p), harm, "{p:?}");
+        }
+        assert_eq!(fact_title(Pathology::PortExhaustion), "Port budget");
+        assert_eq!(
+            risk_title(Pathology::PortExhaustion),
+            "Risk of ephemeral port exhaustion"
+        );
+        assert_eq!(
+            TITLES
+                .iter()
+                .filter(|t| t.pathology == Pathology::Incast)
+                .count(),
+            1
+        );
     }
 }

@@ -208,6 +208,12 @@ pub struct Finding {
     pub explanation: String,
     /// What to do, best first.
     pub remedies: Vec<Remedy>,
+    /// Set by a detector that proved this finding a consequence of another pathology (SYNs
+    /// resent toward a listener whose accept queue is full): where findings are combined
+    /// ([`crate::merge`]) it becomes evidence of that cause's finding instead of a finding of
+    /// its own. Kept (and serialized) only while no finding of the cause is beside it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consequence_of: Option<Pathology>,
 }
 
 impl Finding {
@@ -231,7 +237,28 @@ impl Finding {
             evidence: Vec::new(),
             explanation: entry.explanation.to_string(),
             remedies: entry.remedies.iter().map(|r| r.to_owned_remedy()).collect(),
+            consequence_of: None,
         }
+    }
+
+    /// The title every printer shows. Harm seen takes the catalogue's title ("Ephemeral ports
+    /// exhausted"); an exposure is titled as a risk ("Risk of ephemeral port exhaustion") and
+    /// a finding that states a budget or a timer, nothing hurt, as that fact ("Port budget"):
+    /// a title never claims harm the impact does not show.
+    pub fn title(&self) -> String {
+        if self.impact.exposure {
+            catalogue::risk_title(self.pathology)
+        } else if self.severity_rule == Rule::Context {
+            catalogue::fact_title(self.pathology)
+        } else {
+            self.pathology.entry().title.to_string()
+        }
+    }
+
+    /// Marks this finding as a consequence of `cause` (see [`Finding::consequence_of`]).
+    pub fn consequence_of(mut self, cause: Pathology) -> Finding {
+        self.consequence_of = Some(cause);
+        self
     }
 
     /// Replaces the impact and re-derives the severity from it.
@@ -253,10 +280,24 @@ impl Finding {
         self
     }
 
-    /// Puts a remedy first (a detector that knows the best fix for this case).
+    /// Puts a remedy first (a detector that knows the best fix for this case). A remedy it
+    /// makes specific replaces the general one that changes the same setting ("Widen the
+    /// range: sysctl -w net.ipv4.ip_local_port_range=..." replaces "Widen
+    /// net.ipv4.ip_local_port_range"), so that no list says the same thing twice.
     pub fn with_first_remedy(mut self, remedy: Remedy) -> Finding {
+        self.remedies
+            .retain(|r| !catalogue::same_remedy(r, &remedy));
         self.remedies.insert(0, remedy);
         self
+    }
+
+    /// Adds `more` after this finding's remedies, each at most once ([`catalogue::same_remedy`]).
+    pub fn add_remedies(&mut self, more: &[Remedy]) {
+        for r in more {
+            if !self.remedies.iter().any(|m| catalogue::same_remedy(m, r)) {
+                self.remedies.push(r.clone());
+            }
+        }
     }
 
     /// Shorthand for counter evidence.

@@ -8,6 +8,7 @@
 pub mod catalogue;
 pub mod counters;
 pub mod finding;
+pub mod merge;
 pub mod net;
 pub mod policy;
 pub mod report;

@@ -13,16 +13,11 @@ pub fn write<W: Write + ?Sized>(w: &mut W, findings: &[Finding]) -> io::Result<(
     write_with(w, findings, &style::current())
 }
 
-/// A finding's title as every printer shows it. An exposure (a setting or a rate that
-/// would cause the harm) is not the harm seen: a title such as "Ephemeral ports exhausted"
-/// says so before the summary does.
+/// A finding's title as every printer shows it ([`Finding::title`]): harm seen under the
+/// pathology's title, an exposure as a risk ("Risk of ephemeral port exhaustion"), a budget
+/// or a timer as that fact ("Port budget").
 pub fn title(f: &Finding) -> String {
-    let t = f.pathology.entry().title;
-    if f.impact.exposure {
-        format!("{t} (a risk, not seen happening)")
-    } else {
-        t.to_string()
-    }
+    f.title()
 }
 
 /// [`write`] with an explicit layout. Continuation lines hang under the text they continue.
@@ -147,10 +142,34 @@ pub fn verdict<W: Write + ?Sized, B>(w: &mut W, report: &Report<B>) -> io::Resul
             report.verdict_reason
         ),
         Verdict::Findings => {
-            let top = &report.findings[0];
+            // The findings that make the verdict: those above info, as a findings block
+            // that leaves the informational ones to a list of their own counts them. The
+            // worst is the most severe (the first of them in rank order: a cause ranks
+            // before its symptoms, and may be the less severe).
+            let most = report
+                .findings
+                .iter()
+                .map(|f| f.severity)
+                .max()
+                .unwrap_or(Severity::Info);
+            let top = report
+                .findings
+                .iter()
+                .find(|f| f.severity == most)
+                .unwrap_or(&report.findings[0]);
+            let critical = report
+                .findings
+                .iter()
+                .filter(|f| f.severity == Severity::Critical)
+                .count();
+            let warning = report
+                .findings
+                .iter()
+                .filter(|f| f.severity == Severity::Warning)
+                .count();
             format!(
-                "Verdict: {}; worst: {} ({}){interrupted}",
-                word(&format!("{} finding(s)", report.findings.len())),
+                "Verdict: {} ({critical} critical, {warning} warning); worst: {} ({}){interrupted}",
+                word(&format!("{} finding(s) above info", critical + warning)),
                 top.pathology,
                 top.severity
             )
@@ -195,13 +214,72 @@ mod tests {
         let mut out = Vec::new();
         write_with(&mut out, &[f], &Layout::default()).unwrap();
         let s = String::from_utf8(out).unwrap();
-        assert!(
-            s.contains("SYN retransmitted (a risk, not seen happening): "),
-            "{s}"
-        );
+        assert!(s.contains("Risk of SYN retransmissions: "), "{s}");
         let mut out = Vec::new();
         write_with(&mut out, &[finding()], &Layout::default()).unwrap();
-        assert!(!String::from_utf8(out).unwrap().contains("a risk"));
+        assert!(!String::from_utf8(out).unwrap().contains("Risk of"));
+    }
+
+    #[test]
+    fn the_verdict_counts_the_findings_above_info_as_the_findings_block_does() {
+        // Issue 21, defect 8: doctor printed "Findings (3)" (those above info) and then
+        // "Verdict: 6 finding(s)" (every finding, the informational ones included).
+        let info =
+            |s: &str| Finding::new(Pathology::PortExhaustion, Source::Check, s, Impact::none());
+        let r = Report::new(
+            "doctor",
+            vec![finding(), info("budget"), info("reuse")],
+            (),
+            tcpdoctor_model::Measured::Something("x".into()),
+        );
+        let mut out = Vec::new();
+        verdict(&mut out, &r).unwrap();
+        let s = String::from_utf8(out).unwrap().replace("\n  ", " ");
+        assert!(
+            s.starts_with("Verdict: 1 finding(s) above info (1 critical, 0 warning); worst: syn_retransmit (critical)"),
+            "{s}"
+        );
+        // A cause ranks before its symptom and may be the less severe: the worst named is
+        // the most severe.
+        let cause = Finding::new(
+            Pathology::StaleAckRace,
+            Source::Probe,
+            "cause",
+            Impact::stalls(2, Some(100), None),
+        );
+        let r = Report::new(
+            "doctor",
+            vec![finding(), cause],
+            (),
+            tcpdoctor_model::Measured::Something("x".into()),
+        );
+        assert_eq!(r.findings[0].pathology, Pathology::StaleAckRace);
+        let mut out = Vec::new();
+        verdict(&mut out, &r).unwrap();
+        let s = String::from_utf8(out).unwrap().replace("\n  ", " ");
+        assert!(
+            s.contains("(1 critical, 1 warning); worst: syn_retransmit (critical)"),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn a_budget_is_titled_as_a_budget_not_as_ports_exhausted() {
+        // Issue 21, defect 7: the port budget of a stock host is a fact, nothing hurt.
+        let budget = Finding::new(
+            Pathology::PortExhaustion,
+            Source::Check,
+            "471 new connections/s per destination ip:port",
+            Impact::none(),
+        );
+        let mut out = Vec::new();
+        write_with(&mut out, &[budget], &Layout::default()).unwrap();
+        let s = String::from_utf8(out).unwrap();
+        assert!(
+            s.contains("[info] Port budget: 471 new connections/s per destination"),
+            "{s}"
+        );
+        assert!(!s.contains("exhausted"), "{s}");
     }
 
     #[test]

@@ -87,7 +87,17 @@ impl Page {
     pub fn header<B>(&mut self, report: &Report<B>, subtitle: &str) {
         let (class, word) = match report.verdict {
             Verdict::Healthy => ("healthy", "Healthy".to_string()),
-            Verdict::Findings => ("findings", format!("{} finding(s)", report.findings.len())),
+            Verdict::Findings => (
+                "findings",
+                format!(
+                    "{} finding(s) above info",
+                    report
+                        .findings
+                        .iter()
+                        .filter(|f| f.severity > tcpdoctor_model::Severity::Info)
+                        .count()
+                ),
+            ),
             Verdict::Inconclusive => ("inconclusive", "Inconclusive".to_string()),
         };
         let cut = if report.interrupted {
@@ -309,9 +319,6 @@ mod tests {
         let mut p = Page::new("t");
         p.findings(&[risk]);
         let html = p.finish();
-        assert!(
-            html.contains("SYN retransmitted (a risk, not seen happening)"),
-            "{html}"
-        );
+        assert!(html.contains("Risk of SYN retransmissions"), "{html}");
     }
 }

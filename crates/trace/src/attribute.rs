@@ -418,6 +418,8 @@ pub struct Engine {
     summary: Summary,
     drop_flows: HashMap<(SocketAddr, SocketAddr, String, Option<String>), u64>,
     port_failures: BTreeMap<(SocketAddr, Option<u32>), PortFailures>,
+    /// Closed receive windows over time: the stall they prove, the readers and writers.
+    windows: windows::Windows,
 }
 
 /// Drop reasons that mean a queue or memory was full (include/net/dropreason-core.h): the
@@ -482,6 +484,7 @@ impl Engine {
             summary: Summary::default(),
             drop_flows: HashMap::new(),
             port_failures: BTreeMap::new(),
+            windows: windows::Windows::default(),
         }
     }
 
@@ -522,6 +525,23 @@ impl Engine {
         let t = self.tallies.entry(p).or_default();
         t.add(line);
         t
+    }
+
+    /// A slow reader's event seen on the writer's socket: counted, its process named as the
+    /// one waiting, never among the processes the finding blames.
+    fn writer_tally(&mut self, line: &Line) {
+        let who = line
+            .process
+            .as_ref()
+            .map(|p| format!("{} (pid {})", p.comm, p.pid))
+            .unwrap_or_else(|| "its process".into());
+        let mut anonymous = line.clone();
+        anonymous.process = None;
+        let t = self.tally(Pathology::SlowReader, &anonymous);
+        t.detail(format!(
+            "writer waiting: {who} on {}",
+            flow_text(line.local, line.remote)
+        ));
     }
 
     fn pathology_of(cause: Cause) -> Option<Pathology> {
@@ -681,10 +701,11 @@ impl Engine {
                     &ev,
                     Cause::ZeroWindow,
                     Some(Pathology::SlowReader),
-                    "the peer advertised a zero window: its application is not reading".into(),
+                    "the peer advertised a zero window: its application is not reading, this socket's writer waits".into(),
                     lookup,
                 );
-                self.tally(Pathology::SlowReader, &l);
+                self.windows.closed(&ev);
+                self.writer_tally(&l);
                 Some(l)
             }
             Detail::WindowProbe => {
@@ -694,6 +715,7 @@ impl Engine {
                     .map(|p| format!("{} (pid {})", p.comm, p.pid))
                     .unwrap_or_else(|| "its process".into());
                 let l = self.line(&ev, Cause::NotReading, Some(Pathology::SlowReader), format!("zero-window probe received with the receive window at 0: {who} is not reading this socket"), lookup);
+                self.windows.probed(&ev);
                 let t = self.tally(Pathology::SlowReader, &l);
                 t.detail(format!(
                     "not reading: {who} on {}",
@@ -964,8 +986,9 @@ impl Engine {
                 lookup,
             )),
             RetransmitClass::ZeroWindow => {
-                let l = self.line(ev, Cause::ZeroWindow, Some(Pathology::SlowReader), "the retransmission timer fired with the peer's window at zero: its application is not reading".into(), lookup);
-                self.tally(Pathology::SlowReader, &l);
+                let l = self.line(ev, Cause::ZeroWindow, Some(Pathology::SlowReader), "the retransmission timer fired with the peer's window at zero: its application is not reading, this socket's writer waits".into(), lookup);
+                self.windows.resent_into(ev);
+                self.writer_tally(&l);
                 Some(l)
             }
             RetransmitClass::Other => {
@@ -1271,13 +1294,31 @@ impl Engine {
                         t.events
                     ),
                 ),
-                Pathology::SlowReader => (
-                    Impact::stalls(flows, None, None),
-                    format!(
-                        "receivers not reading: {} zero-window event(s) on {flows} flow(s)",
-                        t.events
-                    ),
-                ),
+                Pathology::SlowReader => {
+                    // From the window closing to the last event that proves it still closed
+                    // (windows.rs): the same measure of the same stall as `sockets` takes
+                    // from tcp_info, judged by the same policy.
+                    let closed = self.windows.worst();
+                    let longest = closed.map_or(
+                        "; no closed window seen to last (a window probe or a timer resend into it after it closed)".to_string(),
+                        |(d, (a, b))| format!(
+                            "; the longest closed window lasted {} or more ({a} <-> {b}, from the window closing to the last probe that found it closed)",
+                            tcpdoctor_report::fmt::duration(d)
+                        ),
+                    );
+                    let readers: Vec<&String> = self.windows.readers.keys().collect();
+                    let not_reading = match readers.first() {
+                        Some(r) => format!("; not reading: {r}"),
+                        None => String::new(),
+                    };
+                    (
+                        Impact::stalls(flows, None, closed.map(|(d, _)| d)),
+                        format!(
+                            "receivers not reading: {} zero-window event(s) on {flows} flow(s){longest}{not_reading}",
+                            t.events
+                        ),
+                    )
+                }
                 Pathology::PacketDrop => (
                     Impact::stalls(t.events, None, None),
                     format!("{} TCP packet(s) dropped for lack of room", t.events),
@@ -1302,7 +1343,11 @@ impl Engine {
             }
             if !t.processes.is_empty() {
                 f = f.with_evidence(Evidence::Examples {
-                    what: "processes (events)".into(),
+                    what: if p == Pathology::SlowReader {
+                        "processes not reading (zero-window probes that reached them)".into()
+                    } else {
+                        "processes (events)".into()
+                    },
                     items: t
                         .processes
                         .iter()
@@ -1355,6 +1400,8 @@ impl Engine {
         out
     }
 }
+
+mod windows;
 
 #[cfg(test)]
 mod tests;

@@ -50,6 +50,10 @@ pub fn not_traced(
 /// [`crate::session::Outcome::missed_events`], or resends it ran no program for with no
 /// skip reported: `unseen`, as [`not_traced`] gives them) stay a counter finding of their
 /// own, judged on their number only, which says how many the trace could not see and why.
+/// `at_edges`: SYN resends the trace saw outside the counters' window (before it opened or
+/// after it closed, [`crate::session::Outcome::syn_traced_at_edges`]): the trace's counts
+/// exceed the counter's by up to that many, and the evidence says so.
+#[allow(clippy::too_many_arguments)]
 pub fn reconcile(
     counted: Vec<Finding>,
     traced: &mut [Finding],
@@ -57,6 +61,7 @@ pub fn reconcile(
     delta: &BTreeMap<String, i64>,
     missed: &BTreeMap<String, u64>,
     unseen: u64,
+    at_edges: u64,
     window: tcpdoctor_model::counters::Window,
 ) -> Vec<Finding> {
     let syn = delta.get(SYN).copied().unwrap_or(0).max(0) as u64;
@@ -78,8 +83,19 @@ pub fn reconcile(
         let Some(&(_, n)) = causes.iter().find(|(p, _)| *p == f.pathology) else {
             continue;
         };
+        // Issue 21, defect 8: "16 resend(s)" beside "TcpExtTCPSynRetrans +10" said nothing
+        // of what each counts.
+        let edges = if at_edges > 0 {
+            format!(
+                "; up to {at_edges} SYN resend(s) traced at its edges, after the trace attached and before the counters opened or after they closed"
+            )
+        } else {
+            String::new()
+        };
         let mut g = f.clone().arithmetic(
-            format!("{SYN} +{syn} in the window; resends the trace attributed to this cause"),
+            format!(
+                "resends the trace attributed to this cause over its whole span ({SYN} counted +{syn} in the counters' window inside it{edges})"
+            ),
             n as f64,
         );
         if sole == Some(f.pathology) {
@@ -190,17 +206,44 @@ mod tests {
         // Every resend attributed to the race: one finding, the trace's, with the counter.
         let mut traced = race();
         let all: BTreeMap<Pathology, u64> = [(Pathology::StaleAckRace, 5)].into();
-        let rest = reconcile(counted(), &mut traced, &all, &delta, &BTreeMap::new(), 0, w);
+        let rest = reconcile(
+            counted(),
+            &mut traced,
+            &all,
+            &delta,
+            &BTreeMap::new(),
+            0,
+            0,
+            w,
+        );
         assert!(rest.iter().all(|f| f.pathology != Pathology::SynRetransmit));
         let ev = format!("{:?}", traced[0].evidence);
         assert!(ev.contains("TcpExtTCPSynRetrans"), "{ev}");
         assert_eq!(traced[0].severity, traced[0].impact.severity());
+        // Issue 21, defect 8: more resends traced than counted says where the others were.
+        let mut traced = race();
+        let more: BTreeMap<Pathology, u64> = [(Pathology::StaleAckRace, 7)].into();
+        reconcile(
+            counted(),
+            &mut traced,
+            &more,
+            &delta,
+            &BTreeMap::new(),
+            0,
+            2,
+            w,
+        );
+        let ev = format!("{:?}", traced[0].evidence);
+        assert!(
+            ev.contains("over its whole span (TcpExtTCPSynRetrans counted +5 in the counters' window inside it; up to 2 SYN resend(s) traced at its edges"),
+            "{ev}"
+        );
         // Three of five attributed, the kernel having skipped two retransmissions: the other
         // two stay a counter finding of their own, which says what the trace could not see.
         let mut traced = race();
         let some: BTreeMap<Pathology, u64> = [(Pathology::StaleAckRace, 3)].into();
         let skipped: BTreeMap<String, u64> = [("tcp_retransmit_skb".to_string(), 2)].into();
-        let rest = reconcile(counted(), &mut traced, &some, &delta, &skipped, 0, w);
+        let rest = reconcile(counted(), &mut traced, &some, &delta, &skipped, 0, 0, w);
         let syn: Vec<_> = rest
             .iter()
             .filter(|f| f.pathology == Pathology::SynRetransmit)
@@ -223,6 +266,7 @@ mod tests {
                 &delta,
                 &BTreeMap::new(),
                 unseen,
+                0,
                 w,
             );
             format!("{:?}", rest.iter().map(|f| &f.evidence).collect::<Vec<_>>())
@@ -242,6 +286,7 @@ mod tests {
             &BTreeMap::new(),
             &delta,
             &BTreeMap::new(),
+            0,
             0,
             w,
         );

@@ -149,10 +149,13 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>) -> io::Result<()> {
     let c = |k: &str| b.counts.get(k).copied().unwrap_or(0);
     writeln!(
         w,
-        "Kernel counts: {} connects ({} established, {} failed before the SYN), {} accepted, {} closed; retransmissions: {} SYN, {} timeout, {} after timeout, {} tail-loss probe, {} fast, {} other; {} SYN-ACK resends; resets {} sent, {} received; {} TCP drops; {} zero windows, {} window probes; {} SYNs refused by TIME_WAIT.",
+        // Zero-window events as the `zero_window` cause counts them (issue 21: "0 zero
+        // windows" stood beside "zero_window 2", both of them timer resends into a zero window).
+        "Kernel counts: {} connects ({} established, {} failed before the SYN), {} accepted, {} closed; retransmissions: {} SYN, {} timeout, {} after timeout, {} tail-loss probe, {} fast, {} into a zero window, {} other; {} SYN-ACK resends; resets {} sent, {} received; {} TCP drops; {} zero-window events ({} windows seen closing, {} timer resends into a zero window), {} window probes; {} SYNs refused by TIME_WAIT.",
         c("connects"), c("connected"), c("connect_errors"), c("accepted"), c("closed"),
-        c("retransmit_syn"), c("retransmit_timeout"), c("retransmit_after_timeout"), c("retransmit_tail_loss_probe"), c("retransmit_fast"), c("retransmit_other"),
-        c("synack_retransmits"), c("resets_sent"), c("resets_received"), c("tcp_drops"), c("zero_windows"), c("window_probes"), c("time_wait_acks")
+        c("retransmit_syn"), c("retransmit_timeout"), c("retransmit_after_timeout"), c("retransmit_tail_loss_probe"), c("retransmit_fast"), c("retransmit_zero_window"), c("retransmit_other"),
+        c("synack_retransmits"), c("resets_sent"), c("resets_received"), c("tcp_drops"),
+        c("zero_windows") + c("retransmit_zero_window"), c("zero_windows"), c("retransmit_zero_window"), c("window_probes"), c("time_wait_acks")
     )?;
     writeln!(
         w,

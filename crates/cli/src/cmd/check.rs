@@ -16,7 +16,10 @@ tcp_max_tw_buckets, somaxconn and tcp_max_syn_backlog, the SYN retransmission la
 (tcp_syn_retries, tcp_syn_linear_timeouts, tcp_rto_max_ms: retransmissions stop at their
 count or at the kernel's time budget, whichever comes first), the RTO floor
 (tcp_rto_min_us, per-route rto_min), buffer limits, and settings unsafe on internet-facing
-hosts. Risky settings are judged as exposures: one level below the harm they would cause.
+hosts. Risky settings are judged as exposures: one level below the harm they would cause,
+and titled as risks ("Risk of ephemeral port exhaustion"); budgets and timers that hurt nothing
+are titled as the fact they state ("Port budget", "RTO floor", "SYN retransmission ladder").
+A remedy made specific to a setting replaces the general one for the same setting.
 
 JSON fields: `settings` (every value read, sysctl names with units in the key),
 `syn_ladder_s` (when each SYN retransmission leaves), `syn_give_up_s` (when connect()

@@ -27,6 +27,13 @@ reason...), and a counter that moved for the same events gives way to the trace'
 its delta kept as evidence. Without it (or with --no-trace) the window is observed by the
 counters only, and the report says what was missing.
 
+One cause is one finding: a pathology seen by several steps is one finding judged on the
+merged impact; a consequence a step proved (connects resending their SYN toward a full
+listener of the namespace, or TcpExtTCPSynRetrans when the censuses saw at least as many such
+resends) is evidence of its cause; a connection still in an accept queue is the listener's,
+never a slow reader; a setting behind harm seen is evidence of it. The verdict counts the
+findings above info, as "Findings (N)" does.
+
 Needs: Linux. Root is not required: without it everything runs on this host's network
 namespace (--netns needs root). Steps that cannot run are listed under "skipped" with
 the reason. Overhead: reads /proc and /sys, two netlink dumps, and the short probe.

@@ -18,8 +18,11 @@ NETLINK_SOCK_DIAG, not /proc/net/tcp. Counts by state; outgoing sockets grouped 
 ip:port with TIME_WAIT, ephemeral ports in use and the headroom left in ip_local_port_range
 (TIME_WAIT sockets that connect() may reuse under tcp_tw_reuse count as free: toward
 loopback with the default tcp_tw_reuse=2, once in TIME_WAIT for tcp_tw_reuse_delay, 1 s);
-listeners with accept queue (Recv-Q) vs backlog; slow readers (a zero window; with --watch
-also a Recv-Q that grew while data queued at the previous sample stayed unread); sockets in
+listeners with accept queue (Recv-Q) vs backlog, and the connections still in that queue
+(ESTABLISHED or CLOSE_WAIT without a file: nobody accepted them; the listener's, never a slow
+reader); slow readers (a zero window, with how long one census proves it shut: the reader's data
+unread since tcpi_last_data_recv, the writer's zero-window probes RTO x (2^backoff - 1); with
+--watch also a Recv-Q that grew while data queued at the previous sample stayed unread); sockets in
 retransmission backoff (tcpi_retransmits, tcpi_backoff, RTO). Each socket with a file is
 attributed to the processes holding it (pid, comm, fd: as `ss -p`, from /proc/PID/fd), so
 findings name the listener that is not accepting, the reader that is not reading and the
@@ -52,7 +55,9 @@ time_wait_rate_per_s, sustainable_connect_rate_per_s, with a trace: closed_by[] 
 exited, time_wait_sockets}, closed_by_unknown, closed_by_unknown_before_trace};
 last_owners {status: traced | untraced, reason, traced_for_ms, time_wait_sockets, found,
 before_trace, lookup_duration_us}; listeners[] {local, listening,
-accept_queue, backlog, full, connections}; slow_readers[] and retransmitting[] {local,
+accept_queue, backlog, full, connections, unaccepted {connections, unread_bytes,
+closed_by_client, waited_at_least_us}, syn_resent_toward, syn_resends_between_censuses};
+slow_readers[] and retransmitting[] {local,
 remote, state, sign, recv_q_bytes, send_q_bytes, recv_q_growth_bytes, rcvbuf_bytes,
 rcv_wnd_bytes, snd_wnd_bytes, rto_us, backoff, retransmits, stalled_at_least_us, owners}; owners[] {pid, comm, fd} on
 listeners and sockets, processes[] {pid, comm, sockets} on destinations; attribution
@@ -62,10 +67,12 @@ sockets_unattributed, duration_us}; census_duration_us; with --list, sockets[] w
 
 Findings (severity from the shared policy): port_exhaustion (half of the range unavailable
 toward one destination or more; the share is the budget used), accept_queue_overflow
-(Recv-Q > backlog, the kernel's sk_acceptq_is_full: each dropped SYN waits 1 s),
-slow_reader (the stall is claimed only when it persisted between two samples),
-retransmit_timeout (the wait its RTO backoff implies), syn_retransmit (SYN_SENT sockets that
-resent their SYN: the rung of this host's SYN ladder reached). Exit status 0 healthy,
+(Recv-Q > backlog, the kernel's sk_acceptq_is_full: each dropped SYN waits 1 s; the
+connects of this namespace resending their SYN toward it are its evidence, one cause one
+finding), slow_reader (the stall as one census proves it, or as it persisted between two
+samples; the reader's process named as not reading, the writer's as waiting),
+retransmit_timeout (the wait its RTO backoff implies), syn_retransmit (other SYN_SENT sockets
+that resent their SYN: the rung of this host's SYN ladder reached). Exit status 0 healthy,
 1 findings, 2 error.
 
 Examples:

@@ -34,8 +34,11 @@ process, the network namespace, the 4-tuple, the cause and the kernel's evidence
                         data retransmissions by what sent them; timeouts of 3+ flows into
                         one receiver within 20 ms are reported as incast
   zero_window / not_reading
-                        the peer's window closed (sender's view); a zero-window probe
-                        reached a socket that is not read (its process is named)
+                        the peer's window closed, or the timer resent into it (sender's
+                        view); a zero-window probe reached a socket that is not read (its
+                        process is named: the reader; the writer only waits). The slow
+                        reader's stall runs from the window closing to the last probe that
+                        found it closed, judged as sockets and doctor judge it
   drop                  every TCP packet the kernel dropped, with the reason's name (read
                         from the kernel's BTF); queue drops name their interface
 Every --every DUR a summary line (counts per cause, lost records); at the end (--duration

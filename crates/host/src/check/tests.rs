@@ -300,3 +300,75 @@ fn reads_this_host() {
     let i = Inputs::read().unwrap();
     assert!(!audit(&i).is_empty());
 }
+
+/// Issue 21, defect 7: on a stock host every finding is a fact (a budget, a timer, a cap),
+/// and is titled as one: no "Ephemeral ports exhausted", "Incast: synchronized losses" or
+/// "Slow reader: receive window closed" above a budget nothing used up.
+#[test]
+fn facts_of_a_stock_host_are_titled_as_facts_not_as_harm() {
+    let mut i = defaults();
+    // A stock 6.18 host: net.core.rmem_max 4 MiB below tcp_rmem's 32 MiB autotuning cap.
+    i.more.rmem_max_bytes = Some(4_194_304);
+    i.more.tcp_rmem_bytes = Some([4096, 131_072, 33_554_432]);
+    i.listeners = vec![ListenerBacklog {
+        local: "127.0.0.1:5300".into(),
+        backlog: 1,
+    }];
+    let fs = audit(&i);
+    let titles: Vec<String> = fs.iter().map(|f| f.title()).collect();
+    for f in &fs {
+        let harm = f.pathology.entry().title;
+        assert_ne!(f.title(), harm, "{titles:?}");
+    }
+    for want in [
+        "Port budget",
+        "RTO floor",
+        "SYN retransmission ladder",
+        "Receive buffer limit",
+        "Listen backlog",
+    ] {
+        assert!(titles.iter().any(|t| t == want), "{want}: {titles:?}");
+    }
+    let budget = &with_setting(&fs, RANGE)[0];
+    assert!(
+        budget
+            .summary
+            .starts_with("471 new connections/s per destination ip:port: 28232 ports"),
+        "{}",
+        budget.summary
+    );
+}
+
+/// Issue 21, defect 7: "Widen the range" (the audit's) and "Widen
+/// net.ipv4.ip_local_port_range" (the catalogue's) both appeared in one list.
+#[test]
+fn a_narrow_range_is_a_risk_with_each_remedy_once() {
+    let mut i = defaults();
+    i.tcp.ip_local_port_range = PortRange::new(40000, 40199).unwrap();
+    let fs = audit(&i);
+    let f = &with_setting(&fs, RANGE)[0];
+    assert_eq!(f.title(), "Risk of ephemeral port exhaustion");
+    let widen: Vec<&str> = f
+        .remedies
+        .iter()
+        .map(|r| r.action.as_str())
+        .filter(|a| a.contains("ip_local_port_range"))
+        .collect();
+    assert_eq!(widen.len(), 1, "{:#?}", f.remedies);
+    assert!(
+        widen[0].starts_with("Widen the range: sysctl -w"),
+        "{widen:?}"
+    );
+    for f in &fs {
+        for (n, r) in f.remedies.iter().enumerate() {
+            assert!(
+                !f.remedies[..n]
+                    .iter()
+                    .any(|m| tcpdoctor_model::catalogue::same_remedy(m, r)),
+                "{}: {:#?}",
+                f.summary,
+                f.remedies
+            );
+        }
+    }
+}

@@ -25,7 +25,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tcpdoctor_model::policy::{BUDGET_CRITICAL, BUDGET_WARNING};
 use tcpdoctor_model::timers::SYN_INITIAL_RTO;
-use tcpdoctor_model::{Evidence, Finding, Impact, Pathology, PortRange, Source};
+use tcpdoctor_model::{merge, Evidence, Finding, Impact, Pathology, PortRange, Source};
 
 use super::{
     canonical, Attribution, Census, LastOwner, LastOwners, Owner, Socket, TcpState, Timer, TwReuse,
@@ -127,6 +127,32 @@ pub struct Listener {
     /// The processes holding the listening socket (with process attribution).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub owners: Vec<Owner>,
+    /// Connections the census found still in the accept queue: ESTABLISHED or CLOSE_WAIT
+    /// without a file (accept() creates the file, so its inode is 0 until then). Their
+    /// unread bytes are requests nobody has read, not a slow reader's: the listener's
+    /// problem.
+    pub unaccepted: Unaccepted,
+    /// Connects of this namespace in SYN_SENT toward this listener that resent their SYN.
+    pub syn_resent_toward: u64,
+    /// With an earlier census: the SYN resends of those connects between the two censuses
+    /// (each one's `tcpi_retransmits` growth, all of them for a connect new since).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub syn_resends_between_censuses: Option<u64>,
+}
+
+/// Connections waiting in a listener's accept queue, as the census found them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Unaccepted {
+    pub connections: u64,
+    /// Bytes their clients sent that nobody read (Recv-Q).
+    pub unread_bytes: u64,
+    /// Of them, those whose client already closed (CLOSE_WAIT): it stopped waiting.
+    pub closed_by_client: u64,
+    /// How long the longest-waiting one has waited at least: since the last ACK it received
+    /// (`tcpi_last_ack_recv`, the handshake's ACK at the latest), or the interval between two
+    /// censuses that both found it waiting.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waited_at_least_us: Option<u64>,
 }
 
 /// Why a socket is flagged as a slow reader.
@@ -241,6 +267,23 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
         *by_state.entry(s.state).or_default() += 1;
     }
 
+    let interval = match (previous.and_then(|p| p.taken_at), census.taken_at) {
+        (Some(a), Some(b)) => Some(b.saturating_duration_since(a)),
+        _ => None,
+    };
+    // The earlier census's connections, by 4-tuple. A TIME_WAIT socket is no longer a
+    // connection (no queues, no windows): a socket on its 4-tuple now is a new connection, not
+    // its continuation. Leaving them out also keeps the map small where they are the bulk of
+    // the census (50,000 TIME_WAIT: BENCHMARKS.md, exporter).
+    let before: HashMap<Key, &Socket> = previous
+        .map(|p| {
+            p.sockets
+                .iter()
+                .filter(|s| !matches!(s.state, TcpState::TimeWait | TcpState::Listen))
+                .map(|s| (key(s), s))
+                .collect()
+        })
+        .unwrap_or_default();
     // Listeners first, so accepted sockets can be attributed to them.
     let mut listeners: Vec<Listener> = Vec::new();
     let mut listen_idx: HashMap<u16, Vec<usize>> = HashMap::new();
@@ -261,8 +304,13 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
             full: s.recv_q > s.send_q,
             connections: BTreeMap::new(),
             owners: s.owners.clone(),
+            unaccepted: Unaccepted::default(),
+            syn_resent_toward: 0,
+            syn_resends_between_censuses: None,
         });
     }
+    // Connections in a listener's accept queue: not a reader's (below).
+    let mut unaccepted: std::collections::HashSet<Key> = std::collections::HashSet::new();
     let mut orphan_idx: HashMap<SocketAddr, usize> = HashMap::new();
     let mut dests: HashMap<SocketAddr, Destination> = HashMap::new();
     let mut dest_owners: HashMap<SocketAddr, BTreeMap<(u32, String), u64>> = HashMap::new();
@@ -290,6 +338,13 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
                 })
                 .unwrap_or(idx[0]);
             *listeners[i].connections.entry(s.state).or_default() += 1;
+            if unaccepted_sign(s) {
+                let earlier = before.get(&key(s)).copied();
+                listeners[i]
+                    .unaccepted
+                    .add(s, earlier.filter(|b| unaccepted_sign(b)), interval);
+                unaccepted.insert(key(s));
+            }
             continue;
         }
         if !range.contains(lport) && range.contains(s.remote.port()) {
@@ -303,6 +358,9 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
                     full: false,
                     connections: BTreeMap::new(),
                     owners: Vec::new(),
+                    unaccepted: Unaccepted::default(),
+                    syn_resent_toward: 0,
+                    syn_resends_between_censuses: None,
                 });
                 listeners.len() - 1
             });
@@ -419,35 +477,29 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
             .then(a.local.cmp(&b.local))
     });
 
-    let interval = match (previous.and_then(|p| p.taken_at), census.taken_at) {
-        (Some(a), Some(b)) => Some(b.saturating_duration_since(a)),
-        _ => None,
-    };
-    // The earlier census's connections, by 4-tuple. A TIME_WAIT socket is no longer a
-    // connection (no queues, no windows): a socket on its 4-tuple now is a new connection, not
-    // its continuation. Leaving them out also keeps the map small where they are the bulk of
-    // the census (50,000 TIME_WAIT: BENCHMARKS.md, exporter).
-    let before: HashMap<Key, &Socket> = previous
-        .map(|p| {
-            p.sockets
-                .iter()
-                .filter(|s| !matches!(s.state, TcpState::TimeWait | TcpState::Listen))
-                .map(|s| (key(s), s))
-                .collect()
-        })
-        .unwrap_or_default();
     let mut slow_readers = Vec::new();
     let mut retransmitting = Vec::new();
     let mut data_sockets = 0u64;
     for s in &census.sockets {
         if s.state == TcpState::SynSent {
             // A connect whose SYN went unanswered: the SYN ladder, not a data timeout.
-            let resent = s
-                .info
-                .as_ref()
-                .map_or(0, |i| i.retransmits)
-                .max(s.timer_retransmits);
+            let resent = syn_resends(s);
             if resent > 0 {
+                if let Some(l) = listeners
+                    .iter_mut()
+                    .find(|l| l.full && accepts_for(l, s.remote))
+                {
+                    // Resends since the earlier census: all of them for a connect new since.
+                    let earlier = before
+                        .get(&key(s))
+                        .filter(|b| b.state == TcpState::SynSent)
+                        .map_or(0, |b| syn_resends(b));
+                    l.syn_resent_toward += 1;
+                    if interval.is_some() {
+                        *l.syn_resends_between_censuses.get_or_insert(0) +=
+                            u64::from(resent.saturating_sub(earlier));
+                    }
+                }
                 let mut f = flag(s, SlowSign::SynRetransmit, None);
                 // Retransmission N leaves at rung N of the ladder: the connect has waited
                 // at least that long.
@@ -461,7 +513,7 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
             }
             continue;
         }
-        if !carries_data(s.state) {
+        if !carries_data(s.state) || unaccepted.contains(&key(s)) {
             continue;
         }
         data_sockets += 1;
@@ -478,6 +530,9 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
             if persisted {
                 f.stalled_at_least_us = interval.map(micros);
             }
+            // What this census alone proves: how long the data has waited unread, or how
+            // long the writer has probed a closed window.
+            f.stalled_at_least_us = f.stalled_at_least_us.max(window_closed_for(s).map(micros));
             slow_readers.push(f);
         }
         if let Some(i) = &s.info {
@@ -521,6 +576,85 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
 pub fn time_wait_for(s: &Socket) -> Option<Duration> {
     (s.state == TcpState::TimeWait && s.timer == Timer::TimeWait)
         .then(|| TIME_WAIT.saturating_sub(Duration::from_millis(u64::from(s.timer_expires_ms))))
+}
+
+/// A connection still in a listener's accept queue: established (or already closed by the
+/// client) on the listener's port, and no file yet (accept() creates it: inode 0). Sockets the
+/// application closed (FIN_WAIT*, LAST_ACK, CLOSING) have no file either, but are not
+/// ESTABLISHED or CLOSE_WAIT.
+fn unaccepted_sign(s: &Socket) -> bool {
+    s.inode == 0 && matches!(s.state, TcpState::Established | TcpState::CloseWait)
+}
+
+impl Unaccepted {
+    fn add(&mut self, s: &Socket, earlier: Option<&Socket>, interval: Option<Duration>) {
+        self.connections += 1;
+        // Recv-Q is rcv_nxt - copied_seq (tcp_diag_get_info), and a FIN takes one sequence
+        // number: a CLOSE_WAIT socket's Recv-Q counts it (19 for an 18-byte request).
+        let fin = u32::from(s.state == TcpState::CloseWait);
+        self.unread_bytes += u64::from(s.recv_q.saturating_sub(fin));
+        if s.state == TcpState::CloseWait {
+            self.closed_by_client += 1;
+        }
+        // rcv_tstamp is set when the child socket is created from the handshake and on
+        // every ACK since: the time since the last one is at most its time in the queue.
+        let since_ack = s
+            .info
+            .as_ref()
+            .map(|i| Duration::from_millis(u64::from(i.last_ack_recv_ms)));
+        let persisted = earlier.and(interval);
+        let waited = since_ack.max(persisted).map(micros);
+        self.waited_at_least_us = self.waited_at_least_us.max(waited);
+    }
+}
+
+/// Whether listener `l` takes connections for `dest` (its address, or any address of the
+/// namespace for a wildcard listener).
+fn accepts_for(l: &Listener, dest: SocketAddr) -> bool {
+    l.listening
+        && l.local.port() == dest.port()
+        && (l.local.ip().is_unspecified() || canonical(l.local.ip()) == canonical(dest.ip()))
+}
+
+/// SYN retransmissions of a connect in SYN_SENT (`tcpi_retransmits`, or the timer's count).
+fn syn_resends(s: &Socket) -> u8 {
+    s.info
+        .as_ref()
+        .map_or(0, |i| i.retransmits)
+        .max(s.timer_retransmits)
+}
+
+/// The smallest `net.ipv4.tcp_rto_max_ms` (Linux 6.15+): whatever a namespace sets, no
+/// zero-window probe interval is capped below it, so a sum of intervals capped at it is a
+/// lower bound.
+const PROBE_INTERVAL_CAP_FLOOR: Duration = Duration::from_secs(1);
+
+/// How long one census proves a closed window has lasted on this socket:
+/// - the reader's side (its window at zero with data queued): since the last data arrived
+///   (`tcpi_last_data_recv`); that data is still in Recv-Q, unread all that time.
+/// - the writer's side, probing the peer's zero window (`ICSK_TIME_PROBE0` pending): the
+///   probe timer starts at the RTO (`tcp_probe0_base`) and doubles with each probe sent
+///   (`tcp_send_probe0` bumps `icsk_backoff`, net/ipv4/tcp_output.c), so `backoff` probes
+///   took RTO x (2^backoff - 1), each interval capped ([`PROBE_INTERVAL_CAP_FLOOR`]).
+///   Measured on 6.18: backoff 9 with RTO 204 ms after 120 s of a closed window (104 s).
+fn window_closed_for(s: &Socket) -> Option<Duration> {
+    let i = s.info.as_ref()?;
+    let d = match zero_window_sign(s)? {
+        SlowSign::ZeroReceiveWindow | SlowSign::FullReceiveQueue => {
+            Some(Duration::from_millis(u64::from(i.last_data_recv_ms)))
+        }
+        SlowSign::PeerZeroWindow if s.timer == Timer::ZeroWindowProbe => {
+            let base = Duration::from_micros(u64::from(i.rto_us));
+            let mut sum = Duration::ZERO;
+            for b in 0..u32::from(i.backoff.min(31)) {
+                sum += (base * 2u32.saturating_pow(b)).min(PROBE_INTERVAL_CAP_FLOOR.max(base));
+            }
+            Some(sum)
+        }
+        _ => None,
+    };
+    // 0: the data arrived, or the probing began, just now: nothing proven yet.
+    d.filter(|d| !d.is_zero())
 }
 
 fn micros(d: Duration) -> u64 {
@@ -856,165 +990,25 @@ fn findings(sum: &Summary) -> Vec<Finding> {
         }
     }
     for l in sum.listeners.iter().filter(|l| l.full) {
-        let (q, b) = (l.accept_queue.unwrap_or(0), l.backlog.unwrap_or(0));
-        out.push(
-            Finding::new(
-                Pathology::AcceptQueueOverflow,
-                Source::Sockets,
-                format!(
-                    "listener {}{} has a full accept queue: {q} waiting, backlog {b}; each SYN it drops waits {} for its retransmission",
-                    l.local,
-                    by_whom(&l.owners),
-                    fmt_duration(SYN_INITIAL_RTO)
-                ),
-                // tcp_conn_request (net/ipv4/tcp_input.c) drops a SYN while
-                // sk_acceptq_is_full; the client resends it after TCP_TIMEOUT_INIT.
-                Impact::stalls(1, None, Some(SYN_INITIAL_RTO)),
-            )
-            .with_evidence(Evidence::Sockets {
-                state: TcpState::Listen.name().to_string(),
-                count: 1,
-                local: Some(l.local.to_string()),
-                remote: None,
-                detail: Some(format!(
-                    "Recv-Q {q} > Send-Q (backlog) {b}: sk_acceptq_is_full"
-                )),
-            }),
-        );
-        if !l.owners.is_empty() {
-            let f = out.last_mut().expect("just pushed");
-            f.evidence.push(Evidence::Examples {
-                what: "processes holding the listener (they are not calling accept() fast enough)"
-                    .into(),
-                items: l
-                    .owners
-                    .iter()
-                    .map(|o| format!("{} pid {} fd {}", o.comm, o.pid, o.fd))
-                    .collect(),
-            });
-        }
+        out.push(overflow_finding(sum, l));
     }
     if !sum.slow_readers.is_empty() {
-        let flagged: Vec<&FlaggedSocket> = sum.slow_readers.iter().collect();
-        let n = flagged.len() as u64;
-        let unread = flagged
-            .iter()
-            .filter(|f| {
-                matches!(
-                    f.sign,
-                    SlowSign::ReceiveQueueGrowing | SlowSign::DataLeftUnread
-                )
-            })
-            .count() as u64;
-        let backlogged = flagged
-            .iter()
-            .filter(|f| f.sign == SlowSign::PersistentBacklog)
-            .count() as u64;
-        let zero = n - unread - backlogged;
-        let queued: u64 = flagged.iter().map(|f| u64::from(f.recv_q_bytes)).sum();
-        let stall = worst_stall(&flagged);
-        let persisted = match (stall, sum.interval_ms) {
-            (Some(s), _) => format!(
-                "; stalled for at least {} (seen in two censuses)",
-                fmt_duration(s)
-            ),
-            (None, Some(_)) => "; not yet seen persisting across censuses".to_string(),
-            (None, None) => "; one census: how long it lasts is unknown".to_string(),
-        };
-        let growing = if sum.interval_ms.is_some() {
-            let mut t = format!(", {unread} with data left unread over the census interval");
-            if backlogged > 0 {
-                t.push_str(&format!(
-                    ", {backlogged} with a quarter or more of the receive buffer queued at both censuses"
-                ));
-            }
-            t
-        } else {
-            String::new()
-        };
-        out.push(
-            Finding::new(
-                Pathology::SlowReader,
-                Source::Sockets,
-                format!(
-                    "{n} socket(s) stalled by a slow reader ({zero} at a zero window{growing}, {queued} bytes unread){persisted}"
-                ),
-                Impact::stalls(n, Some(sum.data_sockets.max(n)), stall),
-            )
-            .with_evidence(Evidence::Sockets {
-                state: TcpState::Established.name().to_string(),
-                count: n,
-                local: None,
-                remote: None,
-                detail: Some(format!("{zero} with a zero window, {queued} bytes in Recv-Q")),
-            })
-            .with_evidence(Evidence::Examples {
-                what: "sockets (sign local -> remote Recv-Q/Send-Q)".into(),
-                items: flagged
-                    .iter()
-                    .take(EXAMPLES)
-                    .map(|f| {
-                        format!(
-                            "{:?} {} -> {} {}/{}{}",
-                            f.sign,
-                            f.local,
-                            f.remote,
-                            f.recv_q_bytes,
-                            f.send_q_bytes,
-                            by_whom(&f.owners)
-                        )
-                    })
-                    .collect(),
-            }),
-        );
-        // The process that is not reading: the owner of a socket with data waiting in it.
-        let readers: Vec<&Owner> = flagged
-            .iter()
-            .filter(|f| f.recv_q_bytes > 0)
-            .flat_map(|f| f.owners.iter())
-            .collect();
-        if let Some(o) = readers.first() {
-            let f = out.last_mut().expect("just pushed");
-            f.summary
-                .push_str(&format!("; not reading: {} pid {}", o.comm, o.pid));
-        }
+        out.push(slow_reader_finding(sum));
     }
+    // SYNs resent toward a full listener of this namespace are that listener's doing: they
+    // are evidence of its overflow finding (above), not a finding of their own.
     let syn: Vec<&FlaggedSocket> = sum
         .retransmitting
         .iter()
         .filter(|f| f.sign == SlowSign::SynRetransmit)
+        .filter(|f| {
+            !sum.listeners
+                .iter()
+                .any(|l| l.full && accepts_for(l, f.remote))
+        })
         .collect();
     if !syn.is_empty() {
-        let n = syn.len() as u64;
-        let most = syn.iter().filter_map(|f| f.retransmits).max().unwrap_or(0);
-        let stall = worst_stall(&syn);
-        let connecting = sum.by_state.get(&TcpState::SynSent).copied().unwrap_or(n);
-        out.push(
-            Finding::new(
-                Pathology::SynRetransmit,
-                Source::Sockets,
-                format!(
-                    "{n} connect(s) in SYN_SENT have retransmitted their SYN (up to {most} times: waiting {} or more)",
-                    stall.map_or("?".to_string(), fmt_duration)
-                ),
-                Impact::stalls(n, Some(connecting.max(n)), stall),
-            )
-            .with_evidence(Evidence::Sockets {
-                state: TcpState::SynSent.name().to_string(),
-                count: n,
-                local: None,
-                remote: None,
-                detail: Some("SYN unanswered; the SYN ladder is running".into()),
-            })
-            .with_evidence(Evidence::Examples {
-                what: "connects (local -> remote)".into(),
-                items: syn
-                    .iter()
-                    .take(EXAMPLES)
-                    .map(|f| format!("{} -> {}{}", f.local, f.remote, by_whom(&f.owners)))
-                    .collect(),
-            }),
-        );
+        out.push(syn_finding(sum, &syn, ""));
     }
     let data: Vec<&FlaggedSocket> = sum
         .retransmitting
@@ -1064,6 +1058,233 @@ fn findings(sum: &Summary) -> Vec<Finding> {
     out
 }
 
+/// The slow-reader finding of the flagged sockets: how long the worst one is proven stalled
+/// (one census: data unread since it arrived, or a writer probing a closed window; two
+/// censuses: a zero window or unread data that persisted), the process not reading and the
+/// writer waiting on it.
+fn slow_reader_finding(sum: &Summary) -> Finding {
+    let flagged: Vec<&FlaggedSocket> = sum.slow_readers.iter().collect();
+    let n = flagged.len() as u64;
+    let unread = flagged
+        .iter()
+        .filter(|f| {
+            matches!(
+                f.sign,
+                SlowSign::ReceiveQueueGrowing | SlowSign::DataLeftUnread
+            )
+        })
+        .count() as u64;
+    let backlogged = flagged
+        .iter()
+        .filter(|f| f.sign == SlowSign::PersistentBacklog)
+        .count() as u64;
+    let zero = n - unread - backlogged;
+    let queued: u64 = flagged.iter().map(|f| u64::from(f.recv_q_bytes)).sum();
+    let stall = worst_stall(&flagged);
+    let persisted = match (stall, sum.interval_ms) {
+        (Some(s), _) => format!("; stalled for at least {}", fmt_duration(s)),
+        (None, Some(_)) => "; not yet seen persisting across censuses".to_string(),
+        (None, None) => "; one census: how long it lasts is unknown".to_string(),
+    };
+    let growing = if sum.interval_ms.is_some() {
+        let mut t = format!(", {unread} with data left unread over the census interval");
+        if backlogged > 0 {
+            t.push_str(&format!(
+                ", {backlogged} with a quarter or more of the receive buffer queued at both censuses"
+            ));
+        }
+        t
+    } else {
+        String::new()
+    };
+    let mut f = Finding::new(
+            Pathology::SlowReader,
+            Source::Sockets,
+            format!(
+                "{n} socket(s) stalled by a slow reader ({zero} at a zero window{growing}, {queued} bytes unread){persisted}"
+            ),
+            Impact::stalls(n, Some(sum.data_sockets.max(n)), stall),
+        )
+        .with_evidence(Evidence::Sockets {
+            state: TcpState::Established.name().to_string(),
+            count: n,
+            local: None,
+            remote: None,
+            detail: Some(format!("{zero} with a zero window, {queued} bytes in Recv-Q")),
+        })
+        .with_evidence(Evidence::Examples {
+            what: "sockets (sign local -> remote Recv-Q/Send-Q)".into(),
+            items: flagged
+                .iter()
+                .take(EXAMPLES)
+                .map(|f| {
+                    format!(
+                        "{:?} {} -> {} {}/{}{}{}",
+                        f.sign,
+                        f.local,
+                        f.remote,
+                        f.recv_q_bytes,
+                        f.send_q_bytes,
+                        f.stalled_at_least_us.map_or(String::new(), |us| format!(
+                            " stalled {} or more",
+                            fmt_duration(Duration::from_micros(us))
+                        )),
+                        by_whom(&f.owners)
+                    )
+                })
+                .collect(),
+        });
+    // The process that is not reading: the owner of a socket with data waiting in it.
+    let readers: Vec<&Owner> = flagged
+        .iter()
+        .filter(|f| f.recv_q_bytes > 0)
+        .flat_map(|f| f.owners.iter())
+        .collect();
+    if let Some(o) = readers.first() {
+        f.summary
+            .push_str(&format!("; not reading: {} pid {}", o.comm, o.pid));
+    }
+    // The process waiting to write: the victim, named apart from the culprit.
+    let writers: Vec<&Owner> = flagged
+        .iter()
+        .filter(|f| f.sign == SlowSign::PeerZeroWindow)
+        .flat_map(|f| f.owners.iter())
+        .collect();
+    if let Some(o) = writers.first() {
+        f.summary
+            .push_str(&format!("; writer waiting: {} pid {}", o.comm, o.pid));
+    }
+    f
+}
+
+/// A full listener's finding: the overflow, the connections it never accepted, and the
+/// connects of this namespace whose SYNs it dropped, folded in as its consequence
+/// ([`merge::fold`]): their waits are its cost.
+fn overflow_finding(sum: &Summary, l: &Listener) -> Finding {
+    let (q, b) = (l.accept_queue.unwrap_or(0), l.backlog.unwrap_or(0));
+    let u = &l.unaccepted;
+    let waited = u.waited_at_least_us.map(Duration::from_micros);
+    let queued = if u.connections > 0 {
+        format!(
+            " ({} never accepted: {} bytes of requests unread, {} closed by the client{})",
+            u.connections,
+            u.unread_bytes,
+            u.closed_by_client,
+            waited.map_or(String::new(), |w| format!(
+                ", the oldest waiting {} or more",
+                fmt_duration(w)
+            ))
+        )
+    } else {
+        String::new()
+    };
+    let mut f = Finding::new(
+        Pathology::AcceptQueueOverflow,
+        Source::Sockets,
+        format!(
+            "listener {}{} has a full accept queue: {q} waiting{queued}, backlog {b}; each SYN it drops waits {} for its retransmission",
+            l.local,
+            by_whom(&l.owners),
+            fmt_duration(SYN_INITIAL_RTO)
+        ),
+        // tcp_conn_request (net/ipv4/tcp_input.c) drops a SYN while sk_acceptq_is_full; the
+        // client resends it after TCP_TIMEOUT_INIT. A connection waiting in the queue waits
+        // for its reply as long.
+        Impact::stalls(
+            1 + u.connections,
+            None,
+            Some(waited.map_or(SYN_INITIAL_RTO, |w| w.max(SYN_INITIAL_RTO))),
+        ),
+    )
+    .with_evidence(Evidence::Sockets {
+        state: TcpState::Listen.name().to_string(),
+        count: 1,
+        local: Some(l.local.to_string()),
+        remote: None,
+        detail: Some(format!(
+            "Recv-Q {q} > Send-Q (backlog) {b}: sk_acceptq_is_full"
+        )),
+    });
+    if u.connections > 0 {
+        f.evidence.push(Evidence::Sockets {
+            state: "ESTABLISHED or CLOSE_WAIT, no file".into(),
+            count: u.connections,
+            local: Some(l.local.to_string()),
+            remote: None,
+            detail: Some(format!(
+                "in the accept queue, never accepted (inode 0): {} bytes in Recv-Q, {} closed by the client{}",
+                u.unread_bytes,
+                u.closed_by_client,
+                waited.map_or(String::new(), |w| format!(", waiting {} or more", fmt_duration(w)))
+            )),
+        });
+    }
+    if !l.owners.is_empty() {
+        f.evidence.push(Evidence::Examples {
+            what: "processes holding the listener (they are not calling accept() fast enough)"
+                .into(),
+            items: l
+                .owners
+                .iter()
+                .map(|o| format!("{} pid {} fd {}", o.comm, o.pid, o.fd))
+                .collect(),
+        });
+    }
+    let dropped: Vec<&FlaggedSocket> = sum
+        .retransmitting
+        .iter()
+        .filter(|s| s.sign == SlowSign::SynRetransmit && accepts_for(l, s.remote))
+        .collect();
+    if !dropped.is_empty() {
+        let between = match (l.syn_resends_between_censuses, sum.interval_ms) {
+            (Some(n), Some(ms)) => format!(
+                "; {n} SYN resend(s) toward it in the {} between the two censuses",
+                fmt_duration(Duration::from_millis(ms))
+            ),
+            _ => String::new(),
+        };
+        let c =
+            syn_finding(sum, &dropped, " toward it").consequence_of(Pathology::AcceptQueueOverflow);
+        let mut c = c;
+        c.summary.push_str(&between);
+        merge::fold(&mut f, c);
+    }
+    f
+}
+
+/// Connects in SYN_SENT that resent their SYN (`toward`: how the summary names their
+/// destination).
+fn syn_finding(sum: &Summary, syn: &[&FlaggedSocket], toward: &str) -> Finding {
+    let n = syn.len() as u64;
+    let most = syn.iter().filter_map(|f| f.retransmits).max().unwrap_or(0);
+    let stall = worst_stall(syn);
+    let connecting = sum.by_state.get(&TcpState::SynSent).copied().unwrap_or(n);
+    Finding::new(
+        Pathology::SynRetransmit,
+        Source::Sockets,
+        format!(
+            "{n} connect(s) in SYN_SENT{toward} have retransmitted their SYN (up to {most} times: waiting {} or more)",
+            stall.map_or("?".to_string(), fmt_duration)
+        ),
+        Impact::stalls(n, Some(connecting.max(n)), stall),
+    )
+    .with_evidence(Evidence::Sockets {
+        state: TcpState::SynSent.name().to_string(),
+        count: n,
+        local: None,
+        remote: None,
+        detail: Some("SYN unanswered; the SYN ladder is running".into()),
+    })
+    .with_evidence(Evidence::Examples {
+        what: "connects (local -> remote)".into(),
+        items: syn
+            .iter()
+            .take(EXAMPLES)
+            .map(|f| format!("{} -> {}{}", f.local, f.remote, by_whom(&f.owners)))
+            .collect(),
+    })
+}
+
 /// `1 s`, `250 ms`, `1.5 s`.
 fn fmt_duration(d: Duration) -> String {
     let ms = d.as_secs_f64() * 1000.0;
@@ -1073,6 +1294,9 @@ fn fmt_duration(d: Duration) -> String {
         format!("{ms:.0} ms")
     }
 }
+
+#[cfg(test)]
+mod one_cause;
 
 #[cfg(test)]
 mod tests {

@@ -748,3 +748,83 @@ fn cause_all_lists_every_cause_once() {
         "a declared cause is missing from ALL"
     );
 }
+
+/// Issue 21, defect 5: a writer blocked for two minutes on a reader that stopped reading
+/// was an info "Verdict: healthy" finding, with the writer's pid among the "processes
+/// (events)". The events of that run on 6.18, both ends traced: the window closes at
+/// 1.173 s, then probes reach the reader at doubling intervals.
+#[test]
+fn a_window_closed_for_two_minutes_is_a_long_stall_of_the_reader_not_the_writer() {
+    const WRITER: &str = "127.0.0.1:47582";
+    const READER: &str = "127.0.0.1:5400";
+    let who = |pid: u32, comm: &str| {
+        Some(Process {
+            pid,
+            comm: comm.into(),
+            source: ProcessSource::FileDescriptor,
+        })
+    };
+    let mut e = engine();
+    let mut closed = ev(
+        1_173,
+        1,
+        TcpState::Established,
+        WRITER,
+        READER,
+        Detail::ZeroWindow,
+    );
+    closed.process = who(6105, "writer");
+    e.push(closed, &mut NoLookup).unwrap();
+    for t in [
+        1_385, 1_805, 2_641, 4_305, 7_661, 14_318, 27_633, 53_997, 106_700,
+    ] {
+        let mut p = ev(
+            t,
+            2,
+            TcpState::Established,
+            READER,
+            WRITER,
+            Detail::WindowProbe,
+        );
+        p.process = who(6082, "reader");
+        e.push(p, &mut NoLookup).unwrap();
+    }
+    let f = e.findings(1, &mut NoLookup);
+    let sr = f
+        .iter()
+        .find(|f| f.pathology == Pathology::SlowReader)
+        .unwrap();
+    assert_eq!(
+        (sr.severity, sr.severity_rule),
+        (
+            tcpdoctor_model::Severity::Critical,
+            tcpdoctor_model::Rule::LongStall
+        ),
+        "{sr:#?}"
+    );
+    assert_eq!(
+        sr.impact.worst_stall(),
+        Some(Duration::from_millis(105_527))
+    );
+    assert!(
+        sr.summary.contains("not reading: reader (pid 6082)"),
+        "{}",
+        sr.summary
+    );
+    let blamed: Vec<&Vec<String>> = sr
+        .evidence
+        .iter()
+        .filter_map(|e| match e {
+            Evidence::Examples { what, items } if what.starts_with("processes not reading") => {
+                Some(items)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(blamed, [&vec!["reader (pid 6082): 9".to_string()]]);
+    let ev_text = format!("{:?}", sr.evidence);
+    assert!(
+        ev_text.contains("writer waiting: writer (pid 6105) on 127.0.0.1:47582 -> 127.0.0.1:5400"),
+        "{ev_text}"
+    );
+}

@@ -1,0 +1,318 @@
+//! One cause, one finding: how findings of several sources (a census, the kernel counters, the
+//! trace, a probe, the settings audit) become the list a command prints. Pure.
+//!
+//! Three rules, applied by [`merge`] in this order:
+//!
+//! 1. **A consequence is evidence of its cause.** A finding a detector proved to be the
+//!    consequence of another pathology ([`Finding::consequence_of`]: SYNs resent toward a
+//!    listener whose accept queue is full) folds into the finding of that cause ([`fold`]):
+//!    its summary after the cause's, its evidence appended, the impacts merged and judged
+//!    again by the policy (the waits it measured are the cause's cost). Without a finding of
+//!    the cause beside it, it stays a finding of its own.
+//! 2. **One pathology seen live is one finding.** Live findings of one pathology (the census
+//!    and the counters see a full accept queue from two sides) merge: summaries joined,
+//!    evidence appended, impacts merged ([`crate::Impact::merge`]) and judged by the policy,
+//!    so the severity is what the combined evidence earns, never a detector's pick.
+//! 3. **A setting behind harm seen is evidence, not a second finding.** A settings finding
+//!    (`Source::Check`: an exposure or a budget) of a pathology that was also seen happening,
+//!    judged at least as severe, folds into the live finding as evidence, without changing its
+//!    impact: a critical "ports exhausted" is not followed by "Risk of ephemeral port
+//!    exhaustion". Settings findings of pathologies not seen (or seen only more mildly) stay
+//!    apart: they describe exposure, not events.
+//!
+//! Remedies are unioned, each at most once ([`crate::catalogue::same_remedy`]).
+
+use crate::finding::{Evidence, Finding, Source};
+
+/// Folds `consequence` into `cause`: the cause's summary gains "consequence: <title>:
+/// <summary>", its evidence gains the consequence's, and its impact is the two merged, judged
+/// again by the policy. The cause's explanation and remedies stay: fixing the cause is the
+/// remedy of its consequences.
+pub fn fold(cause: &mut Finding, consequence: Finding) {
+    let impact = cause.impact.merge(&consequence.impact);
+    let mut merged = cause.clone().with_impact(impact);
+    merged.summary = format!(
+        "{}; consequence: {}: {}",
+        cause.summary,
+        consequence.pathology.entry().title,
+        consequence.summary
+    );
+    merged.evidence.extend(consequence.evidence);
+    *cause = merged;
+}
+
+/// Merges two live findings of one pathology into `g` (rule 2).
+fn join(g: &mut Finding, f: Finding) {
+    let impact = g.impact.merge(&f.impact);
+    let mut merged = g.clone().with_impact(impact);
+    merged.summary = format!("{}; {}", g.summary, f.summary);
+    merged.evidence.extend(f.evidence);
+    merged.add_remedies(&f.remedies);
+    *g = merged;
+}
+
+/// Folds a settings finding into the live finding of its pathology (rule 3): evidence only.
+fn attach_setting(g: &mut Finding, s: Finding) {
+    g.evidence.push(Evidence::Examples {
+        what: format!("{} (settings audit)", s.title()),
+        items: vec![s.summary],
+    });
+    g.evidence.extend(s.evidence);
+    g.add_remedies(&s.remedies);
+}
+
+fn live(f: &Finding) -> bool {
+    f.source != Source::Check
+}
+
+/// The findings of several sources as one list: one finding per cause (module docs).
+/// Unranked: the report ranks them.
+pub fn merge(found: Vec<Finding>) -> Vec<Finding> {
+    // Rule 2 first, over what is not a consequence of a cause that is present, so that each
+    // consequence folds into the one merged finding of its cause.
+    let causes: Vec<_> = found
+        .iter()
+        .filter(|f| live(f) && f.consequence_of.is_none())
+        .map(|f| f.pathology)
+        .collect();
+    let (consequences, rest): (Vec<Finding>, Vec<Finding>) = found
+        .into_iter()
+        .partition(|f| f.consequence_of.is_some_and(|c| causes.contains(&c)));
+    let mut out: Vec<Finding> = Vec::with_capacity(rest.len());
+    let mut settings: Vec<Finding> = Vec::new();
+    for f in rest {
+        if !live(&f) {
+            settings.push(f);
+            continue;
+        }
+        match out.iter_mut().find(|g| g.pathology == f.pathology) {
+            Some(g) => join(g, f),
+            None => out.push(f),
+        }
+    }
+    // Rule 1.
+    for c in consequences {
+        let cause = c.consequence_of.expect("partitioned on it");
+        let g = out
+            .iter_mut()
+            .find(|g| g.pathology == cause)
+            .expect("a cause present among the live findings");
+        fold(g, c);
+    }
+    // Rule 3.
+    for s in settings {
+        // Only into harm judged at least as severe: a warning exposure is not hidden under an
+        // informational count of the same pathology.
+        match out
+            .iter_mut()
+            .find(|g| live(g) && g.pathology == s.pathology && g.severity >= s.severity)
+        {
+            Some(g) => attach_setting(g, s),
+            None => out.push(s),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::finding::{Pathology, Severity};
+    use crate::policy::{Impact, Rule};
+    use std::time::Duration;
+
+    fn f(p: Pathology, impact: Impact, src: Source, s: &str) -> Finding {
+        Finding::new(p, src, s, impact).counter(s, 1)
+    }
+
+    #[test]
+    fn live_findings_of_one_pathology_merge_settings_stay_apart() {
+        let merged = merge(vec![
+            // One census: 1 of 40 sockets at a zero window, no stall seen yet (warning).
+            f(
+                Pathology::SlowReader,
+                Impact::stalls(1, Some(40), None),
+                Source::Sockets,
+                "zero window",
+            ),
+            f(
+                Pathology::RiskySetting,
+                Impact::none(),
+                Source::Check,
+                "rmem_max",
+            ),
+            f(
+                Pathology::SynRetransmit,
+                Impact::stalls(3, Some(1000), None),
+                Source::Counters,
+                "syn",
+            ),
+            // The counters saw zero-window drops for 2 s: the merged impact is judged anew.
+            f(
+                Pathology::SlowReader,
+                Impact::stalls(5, None, Some(Duration::from_secs(2))),
+                Source::Counters,
+                "drops",
+            ),
+        ]);
+        assert_eq!(merged.len(), 3);
+        let sr = &merged[0];
+        assert_eq!(sr.source, Source::Sockets);
+        assert_eq!(sr.severity, Severity::Critical);
+        assert_eq!(sr.severity_rule, Rule::LongStall);
+        assert_eq!(sr.impact.affected, 5);
+        assert_eq!(sr.summary, "zero window; drops");
+        assert_eq!(sr.evidence.len(), 2);
+        assert_eq!(merged[2].source, Source::Check);
+        assert_eq!(merged[2].severity, Severity::Info);
+        // A merge never leaves a severity the policy would not give the merged impact.
+        for m in &merged {
+            assert_eq!(m.severity, m.impact.severity(), "{m:?}");
+        }
+    }
+
+    #[test]
+    fn syn_resends_proven_caused_by_a_full_accept_queue_are_evidence_of_the_overflow() {
+        // Issue 21, defect 4: a listener with backlog 1 that never accepts. The census names
+        // the overflow (1 s per dropped SYN) and the connects in SYN_SENT toward it (waiting
+        // 5 s and more); the counters add ListenOverflows.
+        let overflow = f(
+            Pathology::AcceptQueueOverflow,
+            Impact::stalls(1, None, Some(Duration::from_secs(1))),
+            Source::Sockets,
+            "full accept queue",
+        );
+        let counted = f(
+            Pathology::AcceptQueueOverflow,
+            Impact::stalls(462, None, Some(Duration::from_secs(1))),
+            Source::Counters,
+            "TcpExtListenOverflows +462",
+        );
+        let resent = f(
+            Pathology::SynRetransmit,
+            Impact::stalls(216, Some(216), Some(Duration::from_secs(5))),
+            Source::Sockets,
+            "216 connects in SYN_SENT toward it",
+        )
+        .consequence_of(Pathology::AcceptQueueOverflow);
+        let merged = merge(vec![resent, overflow, counted]);
+        assert_eq!(merged.len(), 1, "{merged:#?}");
+        let m = &merged[0];
+        assert_eq!(m.pathology, Pathology::AcceptQueueOverflow);
+        assert!(
+            m.summary
+                .contains("consequence: SYN retransmitted: 216 connects"),
+            "{}",
+            m.summary
+        );
+        // The connects' 5 s wait is the overflow's cost.
+        assert_eq!(m.impact.worst_stall(), Some(Duration::from_secs(5)));
+        assert_eq!(m.impact.affected, 462);
+        assert_eq!(m.severity, m.impact.severity());
+        assert_eq!(m.evidence.len(), 3);
+        assert_eq!(m.consequence_of, None);
+    }
+
+    #[test]
+    fn settings_findings_of_a_pathology_not_seen_stay_apart() {
+        let budget = f(
+            Pathology::PortExhaustion,
+            Impact::none(),
+            Source::Check,
+            "budget",
+        );
+        let reuse = f(
+            Pathology::PortExhaustion,
+            Impact::none(),
+            Source::Check,
+            "reuse",
+        );
+        let merged = merge(vec![budget, reuse]);
+        assert_eq!(merged.len(), 2, "{merged:#?}");
+    }
+
+    #[test]
+    fn a_risk_is_not_hidden_under_a_milder_finding_of_its_pathology() {
+        // TcpExtTCPTimeWaitOverflow moved once (info) and the range is narrow (a warning).
+        let counted = f(
+            Pathology::PortExhaustion,
+            Impact::stalls(1, None, None),
+            Source::Counters,
+            "TcpExtTCPTimeWaitOverflow +1",
+        );
+        let risk = f(
+            Pathology::PortExhaustion,
+            Impact::budget(1.0).exposure(),
+            Source::Check,
+            "200 ports",
+        );
+        assert_eq!(counted.severity, Severity::Info);
+        assert_eq!(risk.severity, Severity::Warning);
+        let merged = merge(vec![counted, risk]);
+        assert_eq!(merged.len(), 2, "{merged:#?}");
+        assert!(merged.iter().any(|m| m.severity == Severity::Warning));
+    }
+
+    #[test]
+    fn a_consequence_without_its_cause_stays_a_finding() {
+        let resent = f(
+            Pathology::SynRetransmit,
+            Impact::stalls(2, Some(2), Some(Duration::from_secs(1))),
+            Source::Sockets,
+            "syn",
+        )
+        .consequence_of(Pathology::AcceptQueueOverflow);
+        // A settings finding of the cause is not the cause seen.
+        let setting = f(
+            Pathology::AcceptQueueOverflow,
+            Impact::none(),
+            Source::Check,
+            "backlog 1",
+        );
+        let merged = merge(vec![resent, setting]);
+        assert_eq!(merged.len(), 2);
+        assert_eq!(merged[0].pathology, Pathology::SynRetransmit);
+        assert_eq!(
+            merged[0].consequence_of,
+            Some(Pathology::AcceptQueueOverflow)
+        );
+    }
+
+    #[test]
+    fn a_setting_behind_harm_seen_is_evidence_not_a_second_finding() {
+        // Issue 21, defect 7: ports exhausted (critical) and the narrow range that exposes
+        // the host to it (a risk) are one finding; the remedies say each thing once.
+        let seen = Finding::new(
+            Pathology::PortExhaustion,
+            Source::Sockets,
+            "200 of 200 ports toward 10.0.0.1:80 held",
+            Impact::budget(1.0),
+        );
+        let risk = Finding::new(
+            Pathology::PortExhaustion,
+            Source::Check,
+            "200 ports in 40000-40199",
+            Impact::budget(1.0).exposure(),
+        )
+        .setting("net.ipv4.ip_local_port_range", "40000 40199")
+        .with_first_remedy(crate::Remedy::new(
+            "Widen the range: sysctl -w net.ipv4.ip_local_port_range=\"32768 60999\".",
+        ));
+        let merged = merge(vec![risk, seen]);
+        assert_eq!(merged.len(), 1, "{merged:#?}");
+        let m = &merged[0];
+        assert_eq!(m.source, Source::Sockets);
+        assert_eq!(m.severity, Severity::Critical);
+        assert!(!m.impact.exposure);
+        assert!(m.evidence.iter().any(|e| matches!(
+            e,
+            Evidence::Setting { name, .. } if name == "net.ipv4.ip_local_port_range"
+        )));
+        let ranges = m
+            .remedies
+            .iter()
+            .filter(|r| r.action.contains("ip_local_port_range"))
+            .count();
+        assert_eq!(ranges, 1, "{:#?}", m.remedies);
+    }
+}
