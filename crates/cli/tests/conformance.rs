@@ -346,8 +346,13 @@ struct Answer {
     verdict: String,
     /// First finding above info: (pathology, severity, source).
     primary: Option<(String, String, String)>,
-    /// Every finding, in order, for the record.
-    all: Vec<(String, String)>,
+    /// Every finding, in order, for the record: (pathology, severity, source).
+    all: Vec<(String, String, String)>,
+    /// The first finding above info that the settings audit made (source check): an
+    /// exposure, not harm seen.
+    settings_primary: Option<(String, String)>,
+    /// The first finding above info seen in the traffic (any source but check).
+    observed_primary: Option<(String, String)>,
 }
 
 impl Answer {
@@ -370,7 +375,15 @@ impl Answer {
             (Some(src), None) => format!("no {src} finding above info"),
             (None, _) => v["verdict"].as_str().unwrap_or("?").to_string(),
         };
+        let first_where = |settings: bool| {
+            findings
+                .iter()
+                .find(|f| f["severity"] != "info" && (f["source"] == "check") == settings)
+                .map(|f| (s(f, "pathology"), s(f, "severity")))
+        };
         Answer {
+            settings_primary: first_where(true),
+            observed_primary: first_where(false),
             exit: if only_source.is_some() {
                 None
             } else {
@@ -380,7 +393,7 @@ impl Answer {
             primary,
             all: findings
                 .iter()
-                .map(|f| (s(f, "pathology"), s(f, "severity")))
+                .map(|f| (s(f, "pathology"), s(f, "severity"), s(f, "source")))
                 .collect(),
         }
     }
@@ -668,6 +681,8 @@ fn absent(why: &str) -> Answer {
         verdict: why.into(),
         primary: None,
         all: Vec::new(),
+        settings_primary: None,
+        observed_primary: None,
     }
 }
 
@@ -958,7 +973,9 @@ fn run_clean() -> Row {
 fn names(a: &Answer, pathology: Option<&str>, v: Vantage) -> bool {
     let first = a.primary.as_ref().map(|p| p.0.as_str());
     match (pathology, v) {
-        (None, _) => first.is_none(),
+        // No pathology: nothing above info seen in the traffic. The settings audit may still
+        // warn of an exposure (report 004's 1,000-port range): the cell shows it.
+        (None, _) => a.observed_primary.is_none(),
         // Nothing above info: the pathology named at info (a harm too small for more).
         (Some(p), _) if first.is_none() => a.all.iter().any(|f| f.0 == p),
         (Some(p), _) => first == Some(p),
@@ -1015,6 +1032,16 @@ fn judge(s: &Scenario, row: &Row) -> (Vec<String>, Vec<String>) {
                         None => format!("{p} (info)"),
                     };
                 }
+                if let (None, None, Some((p, sev))) =
+                    (s.pathology, &a.observed_primary, &a.settings_primary)
+                {
+                    t = match a.exit {
+                        Some(e) => format!(
+                            "nothing above info in the traffic (exit {e}); settings audit: {p} ({sev}, an exposure)"
+                        ),
+                        None => format!("nothing above info in the traffic; settings audit: {p} ({sev}, an exposure)"),
+                    };
+                }
                 if let Vantage::Names(why) = v {
                     t.push_str(&format!("; severity not compared: {why}"));
                 }
@@ -1046,7 +1073,12 @@ fn judge(s: &Scenario, row: &Row) -> (Vec<String>, Vec<String>) {
                 .iter()
                 .position(|x| *x == sev)
         };
-        for (p, sev) in &a.all {
+        for (p, sev, source) in &a.all {
+            // A settings exposure is not a claim about the traffic (rows with no pathology
+            // show it in their cell).
+            if source == "check" && s.pathology.is_none() {
+                continue;
+            }
             let allowed = s
                 .false_causes
                 .iter()

@@ -690,10 +690,22 @@ fn carries_data(state: TcpState) -> bool {
     )
 }
 
+/// Whether the peer may still send on this socket: not once its FIN has arrived (CLOSE_WAIT,
+/// LAST_ACK, CLOSING). A FIN comes after all the data before it, so then nothing the peer
+/// wrote waits for this socket's window, whatever is left unread: the application may be
+/// late to read its last response (report 004's load test: wrk's sockets in CLOSE_WAIT with
+/// a 156-byte response unread 300 ms apart), but no writer is stalled by it.
+fn peer_may_send(state: TcpState) -> bool {
+    !matches!(
+        state,
+        TcpState::CloseWait | TcpState::LastAck | TcpState::Closing
+    )
+}
+
 /// What one census can prove about a slow reader: a closed window, on either side.
 fn zero_window_sign(s: &Socket) -> Option<SlowSign> {
     let info = s.info.as_ref();
-    if s.recv_q > 0 {
+    if s.recv_q > 0 && peer_may_send(s.state) {
         match info.and_then(|i| i.rcv_wnd_bytes) {
             Some(0) => return Some(SlowSign::ZeroReceiveWindow),
             Some(_) => {}
@@ -725,7 +737,7 @@ fn slow_sign(s: &Socket, earlier: Option<&Socket>) -> Option<SlowSign> {
         return Some(sign);
     }
     let b = earlier?;
-    if b.recv_q == 0 {
+    if b.recv_q == 0 || !peer_may_send(s.state) {
         return None;
     }
     let received = |x: &Socket| x.info.as_ref().and_then(|i| i.bytes_received);
@@ -1594,6 +1606,34 @@ mod tests {
         assert_eq!(an.summary.slow_readers.len(), 1);
         assert_eq!(an.findings[0].severity, Severity::Critical);
         assert_eq!(an.findings[0].severity_rule, Rule::LongStall);
+    }
+
+    /// Report 004's load test through wrk: nginx closes each connection after its response,
+    /// and a census pair 300 ms apart found three of wrk's sockets in CLOSE_WAIT with the
+    /// 156-byte response still unread (a WARNING slow reader). The peer's FIN came after its
+    /// data: no writer waits on this window. Not a slow reader.
+    #[test]
+    fn data_left_unread_after_the_peers_fin_stalls_no_writer() {
+        let gap = Duration::from_millis(300);
+        let closed = |recv_q, received| {
+            let mut s = server_socket(recv_q, received);
+            s.state = TcpState::CloseWait;
+            s
+        };
+        let (a, b) = pair(vec![closed(156, 5_000)], vec![closed(156, 5_000)], gap);
+        let an = analyze(&b, Some(&a));
+        assert!(an.summary.slow_readers.is_empty(), "{:?}", an.summary);
+        assert!(an
+            .findings
+            .iter()
+            .all(|f| f.pathology != Pathology::SlowReader));
+        // The same socket ESTABLISHED: the peer may still be writing behind it.
+        let (a, b) = pair(
+            vec![server_socket(156, 5_000)],
+            vec![server_socket(156, 5_000)],
+            gap,
+        );
+        assert_eq!(analyze(&b, Some(&a)).summary.slow_readers.len(), 1);
     }
 
     /// A reader that drains a stalled queue slowly (the writer blocked, nothing arriving,
