@@ -57,6 +57,16 @@ struct Cli {
         display_order = 900
     )]
     color: term::ColorChoice,
+    /// Fit human text to N columns (20 or more). Default: COLUMNS, else the terminal's
+    /// width; in a pipe or a file, tables and lines are kept whole and findings wrap at 80.
+    #[arg(
+        long,
+        global = true,
+        value_name = "N",
+        value_parser = clap::value_parser!(u16).range(20..),
+        display_order = 901
+    )]
+    width: Option<u16>,
     #[command(subcommand)]
     command: Command,
 }
@@ -116,6 +126,7 @@ fn main() {
     let human = !machine && !matches!(name.as_deref(), Some("completions" | "man"));
     term::configure(
         cli.color,
+        cli.width.map(usize::from),
         term::Run {
             command: name,
             json,

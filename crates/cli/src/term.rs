@@ -5,10 +5,12 @@
 //! - Colour: `--color always` and `never` win; `auto` (the default) colours when stdout is a
 //!   terminal, `NO_COLOR` is unset or empty, and `TERM` is not `dumb`. Colour only marks
 //!   severities and the verdict; the words say the same without it.
-//! - Width: `COLUMNS` when set to a number (as git and ls read it), else the terminal's width
-//!   when stdout is a terminal, else 80. Human text is fitted to it (tables wrap inside their
-//!   columns, findings under their first word, any other line with a hanging indent); JSON and
-//!   CSV are never wrapped.
+//! - Width: `--width N`, else `COLUMNS` when set to a number (as git and ls read it), else the
+//!   terminal's width when stdout is a terminal. Human text is fitted to it (tables wrap
+//!   inside their columns, findings under their first word, any other line with a hanging
+//!   indent). When stdout is a pipe or a file and no width is given, tables and lines are
+//!   kept whole (as `ss` does: an address or a header is never split, `grep` finds rows
+//!   whole) and only findings' prose wraps, at 80 columns. JSON and CSV are never wrapped.
 //! - Errors: one line on stderr, `tcpdoctor: error: ` then the causes joined by `: `, each
 //!   cause printed once (an OS error quoted by the error that wraps it is not repeated). With
 //!   `--json`, the same error also goes to stdout as a JSON document ([`ErrorReport`]) unless
@@ -48,8 +50,9 @@ static RUN: OnceLock<Run> = OnceLock::new();
 static STDOUT_USED: AtomicBool = AtomicBool::new(false);
 static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
 
-/// Decides colour and width and records what stdout carries. Called once, after parsing.
-pub fn configure(color: ColorChoice, run: Run) {
+/// Decides colour and width and records what stdout carries. Called once, after parsing;
+/// `width` is `--width N`.
+pub fn configure(color: ColorChoice, width_flag: Option<usize>, run: Run) {
     let env = |k: &str| std::env::var(k).ok();
     let color = match color {
         ColorChoice::Always => true,
@@ -60,8 +63,17 @@ pub fn configure(color: ColorChoice, run: Run) {
                 && env("TERM").is_none_or(|t| t != "dumb")
         }
     };
+    let (width, prose_max) = match width_flag.or_else(|| columns(env("COLUMNS").as_deref())) {
+        Some(w) => (w, style::PROSE_MAX),
+        None => match terminal() {
+            Some(w) => (w, style::PROSE_MAX),
+            // A pipe or a file: tables and lines whole, prose at the readable default.
+            None => (style::UNBOUNDED, DEFAULT_WIDTH),
+        },
+    };
     style::set(Layout {
-        width: width(env("COLUMNS").as_deref()),
+        width,
+        prose_max,
         color,
     });
     let _ = RUN.set(run);
@@ -73,18 +85,24 @@ pub fn terminal_width() -> usize {
 }
 
 /// `COLUMNS`, else the terminal's width, else 80.
-fn width(columns: Option<&str>) -> usize {
-    if let Some(c) = columns.and_then(|c| c.trim().parse::<usize>().ok()) {
-        if c > 0 {
-            return c;
-        }
+fn width(columns_var: Option<&str>) -> usize {
+    columns(columns_var)
+        .or_else(terminal)
+        .unwrap_or(DEFAULT_WIDTH)
+}
+
+/// `COLUMNS` when set to a positive number (as git and ls read it).
+fn columns(var: Option<&str>) -> Option<usize> {
+    var.and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|&c| c > 0)
+}
+
+/// The terminal's width when stdout is a terminal.
+fn terminal() -> Option<usize> {
+    if !io::stdout().is_terminal() {
+        return None;
     }
-    if io::stdout().is_terminal() {
-        if let Some((terminal_size::Width(w), _)) = terminal_size::terminal_size_of(io::stdout()) {
-            return w as usize;
-        }
-    }
-    DEFAULT_WIDTH
+    terminal_size::terminal_size_of(io::stdout()).map(|(terminal_size::Width(w), _)| w as usize)
 }
 
 pub fn run() -> Run {

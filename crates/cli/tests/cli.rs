@@ -290,8 +290,11 @@ const HUMAN_RUNS: &[&[&str]] = &[
 ];
 
 #[test]
-fn every_command_fits_80_columns_with_colour_off() {
+fn every_command_fits_width_80_with_colour_off() {
     for args in HUMAN_RUNS {
+        let mut args = args.to_vec();
+        args.extend(["--width", "80"]);
+        let args = &args;
         let (code, out, err) = run_env(args, &[]);
         assert!(matches!(code, 0 | 1 | 3), "{args:?} exit {code}: {err}");
         assert!(!out.is_empty(), "{args:?} printed nothing");
@@ -312,6 +315,54 @@ fn every_command_fits_80_columns_with_colour_off() {
             );
         }
     }
+}
+
+/// Issue 24: piped (80 columns then) tables split addresses and headers ("127.0.0.\n1:43981",
+/// "TIME_WAI/T") and `analyze --flows` cut addresses. In a pipe with no width given, tables
+/// and lines are kept whole (as ss does), and only findings' prose wraps, at 80.
+#[test]
+fn piped_output_keeps_table_rows_whole_and_wraps_only_prose() {
+    let (_, out, err) = run_env(
+        &[
+            "analyze",
+            "--flows",
+            "../../tests/data/analyze/stale-ack-race-003.pcap",
+        ],
+        &[],
+    );
+    let rows: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains("127.0.0.1:45150"))
+        .filter(|l| l.contains("rst(client)"))
+        .collect();
+    assert_eq!(rows.len(), 2, "each flow row on one line:\n{out}\n{err}");
+    assert!(
+        rows.iter().all(|r| r.contains("127.0.0.1:4242")),
+        "{rows:?}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.contains("bytes c>s") && l.contains("close")),
+        "header on one line:\n{out}"
+    );
+    // Prose (the findings) still wraps at 80.
+    let findings = out.split("Findings").nth(1).expect("findings block");
+    assert!(
+        findings.lines().all(|l| l.chars().count() <= 80),
+        "{findings}"
+    );
+    // --width wins over the pipe: the table is fitted.
+    let (_, narrow, _) = run_env(
+        &[
+            "analyze",
+            "--flows",
+            "../../tests/data/analyze/stale-ack-race-003.pcap",
+            "--width",
+            "100",
+        ],
+        &[],
+    );
+    assert!(narrow.lines().all(|l| l.chars().count() <= 100), "{narrow}");
 }
 
 #[test]

@@ -175,7 +175,7 @@ pub fn verdict<W: Write + ?Sized, B>(w: &mut W, report: &Report<B>) -> io::Resul
             )
         }
     };
-    writeln!(w, "{}", wrap::fill(&line, layout.width, "", "  "))
+    writeln!(w, "{}", wrap::fill(&line, layout.prose_width(), "", "  "))
 }
 
 #[cfg(test)]
@@ -288,6 +288,7 @@ mod tests {
             let layout = Layout {
                 width,
                 color: false,
+                ..Layout::default()
             };
             let mut out = Vec::new();
             write_with(&mut out, &[finding()], &layout).unwrap();
@@ -315,6 +316,7 @@ mod tests {
         let layout = Layout {
             width: 80,
             color: true,
+            ..Layout::default()
         };
         write_with(&mut coloured, &[finding()], &layout).unwrap();
         let s = String::from_utf8(coloured).unwrap();

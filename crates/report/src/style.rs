@@ -19,11 +19,18 @@ pub const PROSE_MAX: usize = 100;
 /// Narrower than this is not laid out at all (lines are kept whole).
 pub const MIN_WIDTH: usize = 20;
 
+/// A width that wraps nothing: output to a pipe or a file keeps tables and lines whole (as
+/// `ss` does), so a reader or `grep` never meets an address or a header split in two.
+pub const UNBOUNDED: usize = usize::MAX;
+
 /// The layout every printer follows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
-    /// Columns available; lines are wrapped to fit.
+    /// Columns available to tables and lines; [`UNBOUNDED`] keeps them whole.
     pub width: usize,
+    /// Running prose (findings, explanations) wraps at most here: [`PROSE_MAX`] on a
+    /// terminal, [`DEFAULT_WIDTH`] in a pipe (readable in mail and logs).
+    pub prose_max: usize,
     /// Emit ANSI colours.
     pub color: bool,
 }
@@ -32,15 +39,16 @@ impl Default for Layout {
     fn default() -> Layout {
         Layout {
             width: DEFAULT_WIDTH,
+            prose_max: PROSE_MAX,
             color: false,
         }
     }
 }
 
 impl Layout {
-    /// Width for running prose: the layout's width, capped at [`PROSE_MAX`].
+    /// Width for running prose: the layout's width, capped at [`Layout::prose_max`].
     pub fn prose_width(&self) -> usize {
-        self.width.min(PROSE_MAX)
+        self.width.min(self.prose_max)
     }
 
     /// `text` in `style` when colour is on, plain otherwise.
@@ -55,6 +63,7 @@ impl Layout {
 
 static LAYOUT: RwLock<Layout> = RwLock::new(Layout {
     width: DEFAULT_WIDTH,
+    prose_max: PROSE_MAX,
     color: false,
 });
 
