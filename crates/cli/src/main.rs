@@ -1,8 +1,10 @@
 //! The `tcpdoctor` binary: flags, subcommand glue and exit codes. Measurement and analysis
 //! live in the library crates; this crate validates input, calls them, and renders.
 //!
-//! Exit codes: 0 healthy, 1 findings, 2 error (including bad input), 130 interrupted before
-//! anything was measured.
+//! Exit codes (the same for every command, `cmd::install::EXIT_STATUS`): 0 healthy, 1
+//! findings, 2 error (including bad input), 3 inconclusive (nothing measured, or interrupted
+//! before enough was); 130 when a second Ctrl-C, 500 ms or more after the first, ends the run
+//! at once.
 
 mod args;
 mod cmd;
@@ -37,7 +39,9 @@ pub const VERSION: &str = concat!(
 /// (or JSON with --json) that ends in ranked findings: what is wrong, the evidence (counters,
 /// sockets, packets, timings), why it happens, and what to do.
 ///
-/// Exit status: 0 healthy, 1 findings, 2 error.
+/// Exit status: 0 healthy (something measured, nothing above info), 1 findings above info,
+/// 2 error (bad input, a refused flag, a failed system call), 3 inconclusive (nothing
+/// measured, or interrupted before enough was: never healthy).
 #[derive(Parser, Debug)]
 #[command(
     name = "tcpdoctor",

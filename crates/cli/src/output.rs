@@ -76,7 +76,8 @@ where
             INTERRUPTED.store(true, Ordering::SeqCst);
             Ok(())
         }
-        other => other.map_err(anyhow::Error::from),
+        other => other
+            .map_err(|e| anyhow::Error::from(e).context("writing the report to standard output")),
     }
 }
 

@@ -618,3 +618,22 @@ fn one_interrupt_delivered_twice_at_any_instant_still_prints_the_partial_report(
         assert_eq!(v["interrupted"], true, "{what} at {ms} ms: {v}");
     }
 }
+
+/// Issue 24: `analyze f >/dev/full` said "No space left on device" without naming what could
+/// not be written.
+#[test]
+fn a_full_stdout_is_named_in_the_error() {
+    let out = std::process::Command::new(support::bin())
+        .args(["analyze", "../../tests/data/analyze/syn-drop.pcap"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(std::fs::File::create("/dev/full").unwrap())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("standard output") && err.contains("No space left on device"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}

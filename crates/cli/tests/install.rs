@@ -46,8 +46,35 @@ fn man_pages_are_written_for_every_subcommand() {
         let p = dir.join(format!("tcpdoctor-{sub}.1"));
         let len = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
         assert!(len > 200, "{} missing or near empty", p.display());
+        // Issue 24: every page gives all four exit statuses, examples and related pages.
+        let text = std::fs::read_to_string(&p).unwrap();
+        for section in [".SH \"EXIT STATUS\"", ".SH EXAMPLES", ".SH \"SEE ALSO\""] {
+            assert!(text.contains(section), "{}: no {section}", p.display());
+        }
+        for code in ["\\fB0\\fR", "\\fB1\\fR", "\\fB2\\fR", "\\fB3\\fR"] {
+            assert!(
+                text.contains(code),
+                "{}: exit status {code} missing",
+                p.display()
+            );
+        }
+        assert!(
+            text.contains("tcpdoctor(1)"),
+            "{}: SEE ALSO lacks tcpdoctor(1)",
+            p.display()
+        );
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Issue 24: the root --help gave exit statuses 0/1/2 and omitted 3.
+#[test]
+fn help_gives_every_exit_status() {
+    let (code, out, _) = run(&["--help"]);
+    assert_eq!(code, 0);
+    for needle in ["0 healthy", "1 findings", "2 error", "3 inconclusive"] {
+        assert!(out.contains(needle), "--help lacks {needle}:\n{out}");
+    }
 }
 
 #[test]
