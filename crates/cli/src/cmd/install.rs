@@ -48,7 +48,7 @@ pub fn man(args: ManArgs, cmd: clap::Command) -> anyhow::Result<i32> {
         .filter(|s| !s.is_hide_set())
         .map(|s| s.get_name().to_string())
         .collect();
-    let mut pages = vec![(format!("tcpdoctor.1"), page(&cmd, None)?)];
+    let mut pages = vec![("tcpdoctor.1".to_string(), page(&cmd, None)?)];
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         let name = format!("tcpdoctor-{}", sub.get_name());
         let sub = sub
