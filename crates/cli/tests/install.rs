@@ -100,3 +100,55 @@ fn version_names_the_git_commit() {
         assert_eq!(commit, "unknown", "{out}");
     }
 }
+
+/// Completes `words` (the last one being completed) with the bash script tcpdoctor
+/// generates, as bash's programmable completion would; the candidates offered.
+fn bash_complete(words: &[&str]) -> Vec<String> {
+    let (code, script, err) = run(&["completions", "bash"]);
+    assert_eq!(code, 0, "{err}");
+    let path = std::env::temp_dir().join(format!("tdoc-compl-{}.bash", std::process::id()));
+    std::fs::write(&path, script).unwrap();
+    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let cur = words.last().unwrap();
+    let prev = words[words.len() - 2];
+    let line = format!(
+        "source {}; COMP_WORDS=({}); COMP_CWORD={}; _tcpdoctor tcpdoctor '{cur}' '{prev}'; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+        path.display(),
+        quoted.join(" "),
+        words.len() - 1
+    );
+    let out = std::process::Command::new("bash")
+        .args(["-c", &line])
+        .output()
+        .unwrap();
+    std::fs::remove_file(&path).unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Issue 24: bash completion offered file names after `--netns` and options as `burst`'s
+/// interface. It now offers `ip netns list` names and /sys/class/net interfaces.
+#[test]
+fn bash_completes_interfaces_for_burst_and_namespaces_for_netns() {
+    assert_eq!(bash_complete(&["tcpdoctor", "burst", "l"]), ["lo"]);
+    if unsafe { libc::geteuid() } != 0 {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("namespace completion needs root, and CI=true forbids skipping");
+        }
+        eprintln!("SKIP the --netns half: needs root to create a namespace");
+        return;
+    }
+    let name = format!("tdoc-compl-{}", std::process::id());
+    let made = std::process::Command::new("ip")
+        .args(["netns", "add", &name])
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let offered = bash_complete(&["tcpdoctor", "doctor", "--netns", "tdoc-compl-"]);
+    let _ = std::process::Command::new("ip")
+        .args(["netns", "del", &name])
+        .status();
+    assert!(offered.contains(&name), "{offered:?}");
+}

@@ -30,8 +30,40 @@ pub struct ManArgs {
 pub fn completions(args: CompletionsArgs, mut cmd: clap::Command) -> anyhow::Result<i32> {
     let mut script = Vec::new();
     clap_complete::generate(args.shell, &mut cmd, "tcpdoctor", &mut script);
+    if args.shell == Shell::Bash {
+        script = bash_values(&String::from_utf8_lossy(&script)).into_bytes();
+    }
     crate::output::with_stdout(|w| w.write_all(&script))?;
     Ok(0)
+}
+
+/// Values clap's static bash script cannot know, asked of the host when completing: the
+/// namespaces of `ip netns list` after `--netns`, and the interfaces of /sys/class/net as
+/// `burst`'s first argument.
+fn bash_values(script: &str) -> String {
+    let files = "COMPREPLY=($(compgen -f \"${cur}\"))";
+    let netns =
+        "COMPREPLY=($(compgen -W \"$(ip netns list 2>/dev/null | cut -d' ' -f1)\" -- \"${cur}\"))";
+    let mut out = String::with_capacity(script.len() + 512);
+    let mut after_netns = false;
+    for line in script.lines() {
+        if after_netns && line.trim() == files {
+            out.push_str(&line.replace(files, netns));
+        } else {
+            out.push_str(line);
+        }
+        out.push('\n');
+        after_netns = line.trim() == "--netns)";
+        if line.trim() == "tcpdoctor__subcmd__burst)" {
+            out.push_str(
+                "            if [[ ${cur} != -* && ${COMP_CWORD} -eq 2 ]] ; then\n\
+                 \x20               COMPREPLY=( $(compgen -W \"$(ls /sys/class/net 2>/dev/null)\" -- \"${cur}\") )\n\
+                 \x20               return 0\n\
+                 \x20           fi\n",
+            );
+        }
+    }
+    out
 }
 
 pub fn man(args: ManArgs, cmd: clap::Command) -> anyhow::Result<i32> {
