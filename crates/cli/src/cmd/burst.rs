@@ -247,12 +247,29 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         directions: reports,
     };
     let interrupted = samples.interrupted || crate::output::stop_flag().load(Ordering::SeqCst);
-    let measured = match samples.t_ns.len() {
-        0 | 1 => Measured::Nothing("fewer than two samples of the interface counters".into()),
-        n => Measured::Something(format!("{n} samples")),
-    };
+    let measured = measured(&body);
     let report = Report::new("burst", found, body, measured).interrupted(interrupted);
     crate::output::emit(&report, args.json, render::text)
+}
+
+/// What a run measured. No traffic at all is nothing to judge bursts of (issue 24: `burst lo`
+/// said healthy with 0 packets). Missed samples are not counted against it here: the report
+/// says which scales they smooth, and the coarser scales stay true (a 100 us sampler that
+/// missed most slots under CPU load still measured a 10x burst at 1 ms within 5-15x).
+fn measured(body: &Body) -> Measured {
+    let n = body.sampling.samples;
+    if n < 2 {
+        return Measured::Nothing("fewer than two samples of the interface counters".into());
+    }
+    let packets: u64 = body.directions.iter().map(|d| d.total_packets).sum();
+    let secs = body.duration_ns as f64 / 1e9;
+    if packets == 0 {
+        return Measured::Nothing(format!(
+            "no packets on {} in {secs:.3} s: no traffic to measure bursts of",
+            body.iface
+        ));
+    }
+    Measured::Something(format!("{n} samples, {packets} packets"))
 }
 
 #[cfg(test)]
