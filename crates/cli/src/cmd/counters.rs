@@ -334,10 +334,13 @@ fn delta_report(
 ) -> Report<Body> {
     let delta = after.delta_since(before);
     let secs = elapsed.map(|e| e.as_secs_f64()).filter(|s| *s > 0.0);
+    // A level (TcpCurrEstab) has a change but no rate: connections per second "established"
+    // would read as a rate of new connections, which it is not.
+    let gauge = |n: &str| tcpdoctor_model::counters::info(n).is_some_and(|c| c.gauge);
     let mk = |n: &str| Row {
         value: after.get(n),
         delta: Some(delta.get(n)),
-        rate_per_s: secs.map(|s| delta.get(n) as f64 / s),
+        rate_per_s: secs.filter(|_| !gauge(n)).map(|s| delta.get(n) as f64 / s),
         ..row(n)
     };
     let (counters, unchanged): (Vec<Row>, u64) = if args.all {
@@ -380,4 +383,43 @@ fn delta_report(
         },
         measured,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 24: counters gave TcpCurrEstab, a level, a rate per second.
+    #[test]
+    fn a_level_gets_a_change_but_no_rate() {
+        let args = Args {
+            json: true,
+            interval: None,
+            watch: None,
+            count: None,
+            all: true,
+            from: None,
+            to: None,
+            netns: None,
+        };
+        let snap = |estab: u64, opens: u64| Snapshot {
+            values: [
+                ("TcpCurrEstab".to_string(), estab),
+                ("TcpActiveOpens".to_string(), opens),
+            ]
+            .into(),
+        };
+        let r = delta_report(
+            &args,
+            &snap(10, 100),
+            &snap(30, 300),
+            Some(Duration::from_secs(2)),
+            None,
+            Vec::new(),
+        );
+        let row = |n: &str| r.body.counters.iter().find(|c| c.name == n).unwrap();
+        assert_eq!(row("TcpCurrEstab").delta, Some(20));
+        assert_eq!(row("TcpCurrEstab").rate_per_s, None);
+        assert_eq!(row("TcpActiveOpens").rate_per_s, Some(100.0));
+    }
 }
