@@ -16,6 +16,10 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from timing import once, peak_rss_kib  # noqa: E402  (bench/timing.py)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from need import need  # noqa: E402
+
+need("tshark", "tcptrace")
 
 
 def median_run(cmd, n):

@@ -4,6 +4,8 @@
 # queue, scraped directly and through a Prometheus server. Needs root, prometheus, python3.
 # Usage: bench/exporter/example.sh [path/to/tcpdoctor]  (default: target/release/tcpdoctor)
 set -euo pipefail
+. "$(dirname "$0")/../need.sh"
+need prometheus
 cd "$(dirname "$0")/../.."
 bin=${1:-target/release/tcpdoctor}
 ns=tdoc-exex-$$

@@ -5,6 +5,8 @@
 #
 # usage: bench/probe/examples.sh TCPDOCTOR OUTDIR      (root)
 set -euo pipefail
+. "$(dirname "$0")/../need.sh"
+need ethtool nftables iproute2
 B=$(realpath "$1")
 OUT=$2
 mkdir -p "$OUT"

@@ -7,6 +7,11 @@ usage: python3 bench/probe/examples_doc.py OUTDIR [docs/examples/probe.md]
 import json
 import re
 import sys
+import os
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from need import need  # noqa: E402
+
+need("iproute2")
 
 out = sys.argv[1].rstrip("/") + "/"
 doc = sys.argv[2] if len(sys.argv) > 2 else "docs/examples/probe.md"

@@ -11,6 +11,8 @@
 # the microsecond). The /proc scan covers every process of the host, as ss's does.
 # Writes the results into BENCHMARKS.md between the sockets-processes markers. Root needed.
 set -euo pipefail
+. "$(dirname "$0")/../need.sh"
+need iproute2
 cd "$(dirname "$0")/../.."
 P=${P:-20}
 K=${K:-250}

@@ -21,6 +21,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import churn_ns  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from need import need  # noqa: E402
+
+need("iproute2")
 
 
 def program_stats(pid):

@@ -6,6 +6,11 @@ import os
 import signal
 import subprocess
 import time
+import sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from need import need  # noqa: E402
+
+need("iproute2")
 
 PORT = 5001
 

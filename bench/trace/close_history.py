@@ -26,6 +26,10 @@ import subprocess
 import sys
 import threading
 import time
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from need import need  # noqa: E402
+
+need("bpftool", "iproute2")
 
 OLD, NEW = sys.argv[1], sys.argv[2]
 ROUNDS = int(sys.argv[3]) if len(sys.argv) > 3 else 5

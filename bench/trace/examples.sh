@@ -7,6 +7,8 @@
 #   2. a listener with backlog 1 that never accepts;
 #   3. a client with a two-port ip_local_port_range (EADDRNOTAVAIL).
 set -euo pipefail
+. "$(dirname "$0")/../need.sh"
+need nftables iproute2
 BIN=${BIN:-target/release/tcpdoctor}
 A=tdoc-ex-a-$$ B=tdoc-ex-b-$$
 cleanup() { ip netns del "$A" 2>/dev/null || true; ip netns del "$B" 2>/dev/null || true; }

@@ -27,6 +27,10 @@ import threading
 import time
 
 import churn_ns
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from need import need  # noqa: E402
+
+need("bpftool", "iproute2")
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 20
