@@ -194,6 +194,16 @@ fn every_usage_error_is_one_line_and_exit_2() {
             &["burst", "lo", "--mode", "sleep", "--realtime"],
             "--realtime: only busy and hybrid",
         ),
+        // Issue 24: trace took a zero duration, port 0 and a process that does not exist.
+        (
+            &["trace", "--duration", "0s"],
+            "--duration 0s: the duration must be above 0",
+        ),
+        (&["trace", "--port", "0"], "invalid value '0' for --port"),
+        (
+            &["trace", "--pid", "4194304"],
+            "--pid 4194304: no such process",
+        ),
     ];
     for (args, expected) in cases {
         let (code, out, err) = support::run(args);

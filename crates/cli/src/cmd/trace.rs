@@ -98,8 +98,8 @@ pub struct Args {
     /// Only events of processes with this command name (as in /proc/PID/comm).
     #[arg(long, value_name = "NAME")]
     comm: Option<String>,
-    /// Only events with this port at either end.
-    #[arg(long, value_name = "PORT")]
+    /// Only events with this port at either end (1 to 65535).
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
     port: Option<u16>,
     /// Print JSON Lines (events, summaries, the final report).
     #[arg(long)]
@@ -107,6 +107,28 @@ pub struct Args {
     /// How often to print the rolling summary.
     #[arg(long, value_name = "DUR", value_parser = crate::args::duration, default_value = "5s")]
     every: Duration,
+}
+
+/// Flags checked before anything is attached (issue 24: `--duration 0s` traced for 0 s where
+/// other commands refuse 0s; `--pid` of no process was accepted and traced nothing with no
+/// word said; `--port 0` is refused by its parser).
+fn check(args: &Args) -> anyhow::Result<()> {
+    if args.every.is_zero() {
+        anyhow::bail!("--every: the interval must be above 0");
+    }
+    if args.duration.is_some_and(|d| d.is_zero()) {
+        anyhow::bail!(
+            "--duration 0s: the duration must be above 0 (leave it out to trace until Ctrl-C)"
+        );
+    }
+    if let Some(pid) = args.pid {
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            anyhow::bail!(
+                "--pid {pid}: no such process; start it first, or trace it by name with --comm"
+            );
+        }
+    }
+    Ok(())
 }
 
 fn summary_line(session: &Session) -> SummaryLine {
@@ -128,9 +150,7 @@ fn summary_line(session: &Session) -> SummaryLine {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    if args.every.is_zero() {
-        anyhow::bail!("--every: the interval must be above 0");
-    }
+    check(&args)?;
     let scope = if args.all_netns {
         Scope::All
     } else if args.netns.is_empty() {
