@@ -99,6 +99,10 @@ pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec
         let lost = time_lost(s, spikes, |c| c == g.cause);
         let f = match g.cause {
             SpikeCause::SynRetransmit { .. } => continue, // grouped below
+            SpikeCause::ServerResponse | SpikeCause::NetworkLatency => {
+                out.extend(crate::time_findings::slow_part(s, spikes, g.cause));
+                continue;
+            }
             SpikeCause::AcceptQueueOverflow => counter_evidence(
                 Finding::new(
                     Pathology::AcceptQueueOverflow,
@@ -193,6 +197,10 @@ pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec
                     // share of requests hurt and the longest stall decide; the text gives the time.
                     Impact::stalls(g.count, Some(s.requests_ok), worst),
                 );
+                let f = match unexplained_split(s) {
+                    Some(e) => f.with_evidence(e),
+                    None => f,
+                };
                 match cpu_wait_evidence(s) {
                     Some(e) => f.with_evidence(e),
                     None => f,
@@ -209,12 +217,53 @@ pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec
         );
     }
     syn_retransmits(s, spikes, delta, &mut out);
+    match crate::time_findings::transfer_holds(s, delta) {
+        Some(Ok(f)) => out.push(f),
+        Some(Err(e)) => {
+            if let Some(f) = out
+                .iter_mut()
+                .find(|f| f.pathology == Pathology::DelayedAck)
+            {
+                f.evidence.push(e);
+            }
+        }
+        None => {}
+    }
     out
+}
+
+/// For unexplained slow requests: which part of their time was largest, and the CPU waits
+/// that kept the split from naming the server or the path.
+fn unexplained_split(s: &Summary) -> Option<Evidence> {
+    let t = &s.time_split;
+    let part = t.slow_dominant?;
+    let waits = match (t.workers_cpu_wait_us, t.embedded_server_cpu_wait_us) {
+        (Some(w), Some(e)) => format!(
+            "; the workers waited {} and the embedded server's threads {} for a CPU during the run, which could account for it",
+            dur(w),
+            dur(e)
+        ),
+        (Some(w), None) => format!(
+            "; the workers waited {} for a CPU during the run, which could account for it",
+            dur(w)
+        ),
+        _ => "; the workers' CPU waits are unknown (no schedstat)".into(),
+    };
+    Some(Evidence::Examples {
+        what: "time split of the slow requests".into(),
+        items: vec![format!(
+            "{} ({}) was the largest part in {} of {}{waits}",
+            part,
+            part.describe(),
+            t.component(part).map_or(0, |c| c.slow_dominated),
+            t.slow_requests
+        )],
+    })
 }
 
 /// How contended the host's CPUs were during the run: context for a delay no TCP timer
 /// explains (a probe, its server and everything else share the CPUs), not a cause named.
-fn cpu_wait_evidence(s: &Summary) -> Option<Evidence> {
+pub(crate) fn cpu_wait_evidence(s: &Summary) -> Option<Evidence> {
     let w = s.cpu_wait?;
     Some(Evidence::Arithmetic {
         formula: format!(
@@ -801,6 +850,7 @@ mod tests {
             tls_done_ns: None,
             first_byte_ns: (outcome == Outcome::Ok).then_some(s + connect_ms * 1_000_000 + 60_000),
             end_ns: s + connect_ms * 1_000_000 + 80_000,
+            kernel_rtt_us: 0,
         }
     }
 
@@ -825,6 +875,27 @@ mod tests {
         ports_toward_target: Option<crate::stats::PortsInUse>,
         cpu_wait_us: Option<u64>,
     ) -> Vec<Finding> {
+        let waits = crate::split::CpuWaits::default();
+        findings_full(
+            cfg,
+            records,
+            delta,
+            ports_toward_target,
+            cpu_wait_us,
+            &waits,
+        )
+    }
+
+    /// As [`findings_in`], with the CPU waits of the workers and the embedded server given
+    /// (the time split names the server or the path only under their bound).
+    fn findings_full(
+        cfg: &Config,
+        records: &[Record],
+        delta: &Delta,
+        ports_toward_target: Option<crate::stats::PortsInUse>,
+        cpu_wait_us: Option<u64>,
+        waits: &crate::split::CpuWaits,
+    ) -> Vec<Finding> {
         let st = settings();
         let sig = Signatures {
             ladder: SynLadder::new(6, Some(4), Duration::from_secs(1)),
@@ -834,7 +905,10 @@ mod tests {
             nodelay: false,
         };
         let threshold = Duration::from_millis(5);
-        let spikes = classify(records, threshold, &sig, delta);
+        let mut spikes = classify(records, threshold, &sig, delta);
+        let base =
+            crate::split::Baseline::of(records, &spikes, crate::classify::delack_seen(&sig, delta));
+        crate::split::assign(records, &mut spikes, &base, waits);
         let ctx = Context {
             cfg,
             target: "10.77.1.2:5001".parse().unwrap(),
@@ -845,6 +919,8 @@ mod tests {
             threshold,
             ports_toward_target,
             cpu_wait_us,
+            baseline: &base,
+            cpu_waits: waits,
         };
         let s = summarize(&ctx, records, &spikes, delta, &sig);
         build(&ctx, &s, &spikes, delta)
@@ -946,6 +1022,7 @@ mod tests {
             tls_done_ns: None,
             first_byte_ns: (received > 0).then_some(c + 1_000_000),
             end_ns: if connected { c } else { s } + wait_ms * 1_000_000,
+            kernel_rtt_us: 0,
         }
     }
 

@@ -30,7 +30,17 @@ pub struct Record {
     pub first_byte_ns: Option<u64>,
     /// The request finished (reply complete, error, or close done).
     pub end_ns: u64,
+    /// The connection's round trip as the kernel measured it (`tcpi_min_rtt` of TCP_INFO:
+    /// from the handshake and the ACKs, in softirq, free of this process's scheduling), read
+    /// when the handshake or the first-byte wait took [`KERNEL_RTT_AFTER`] or more; 0 when not
+    /// read.
+    pub kernel_rtt_us: u32,
 }
+
+/// Requests whose handshake or first-byte wait took this long read their connection's round
+/// trip from the kernel (one getsockopt): fast loopback requests (~50 us) do not pay for it,
+/// and on a path with a millisecond round trip one system call per request is noise.
+pub const KERNEL_RTT_AFTER: u64 = 1_000_000;
 
 impl Record {
     /// Handshake time (connect() call to return).
@@ -51,6 +61,12 @@ impl Record {
             .or(self.connected_ns)
             .unwrap_or(self.start_ns);
         self.first_byte_ns.map(|f| f.saturating_sub(from))
+    }
+
+    /// From the first byte of the reply to the end of the request (the reply's transfer,
+    /// and closing).
+    pub fn transfer_ns(&self) -> Option<u64> {
+        self.first_byte_ns.map(|f| self.end_ns.saturating_sub(f))
     }
 
     /// Whole request as the user experiences it: from the scheduled start to the end.
@@ -251,6 +267,7 @@ mod tests {
             tls_done_ns: None,
             first_byte_ns: Some(4_500),
             end_ns: 5_000,
+            kernel_rtt_us: 0,
         };
         assert_eq!(r.connect_ns(), Some(1_000));
         assert_eq!(r.first_byte_wait_ns(), Some(3_000));
