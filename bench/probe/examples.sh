@@ -119,6 +119,40 @@ run 6-http404 $L --mode http --path /status/404 -n 200
 run 6-http404-expected $L --mode http --path /status/404 -n 200 --expect-status 2xx,404
 run 6-http404-json $L --mode http --path /status/404 -n 20 --json
 
+# 8. Where the time went: Python's http.server thinking 300 ms per request on the loopback
+#    of $L, as written by default (headers and body in two writes: 8300) and with a buffered
+#    writer (one write: 8301).
+for spec in "8300 0" "8301 65536"; do
+    set -- $spec
+    ip netns exec $L python3 -c '
+import http.server, socketserver, sys, time
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    wbufsize = int(sys.argv[2])
+    def do_GET(self):
+        time.sleep(0.3)
+        self.send_response(200)
+        self.send_header("Content-Length", "3")
+        self.end_headers()
+        self.wfile.write(b"ok\n")
+    def log_message(self, *a):
+        pass
+class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+S(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+' "$1" "$2" &
+    PIDS+=($!)
+done
+# Python starts slowly on a busy host: wait until both listen.
+for _ in $(seq 100); do
+    [ "$(ip netns exec $L ss -Hltn '( sport = :8300 or sport = :8301 )' | wc -l)" -ge 2 ] && break
+    sleep 0.1
+done
+run 8-server $L http://127.0.0.1:8301/ -d 3s
+run 8-server-json $L http://127.0.0.1:8301/ -d 3s --json
+run 8-server-nagle $L http://127.0.0.1:8300/ -d 3s
+
 # 7. A source address that is not on this host.
 run 7-local-addr $L 127.0.0.1:5993 --local-addr 192.0.2.1
 echo "outputs in $OUT"

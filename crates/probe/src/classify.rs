@@ -140,6 +140,10 @@ pub struct Spike {
     /// Where the request's time went (filled by [`crate::split::assign`]).
     #[serde(skip)]
     pub split: crate::split::Breakdown,
+    /// The most CPU waiting that could hide in this request's timings, when the time split
+    /// considered naming its server or path ([`crate::split::CpuWaits::bound_ns`]).
+    #[serde(skip)]
+    pub cpu_wait_bound_ns: Option<u64>,
 }
 
 /// Slack when matching a delay to a SYN ladder rung, beyond the rung's own timer lateness
@@ -381,6 +385,7 @@ fn classify_one(
         cause,
         corroborated,
         split: crate::split::Breakdown::default(),
+        cpu_wait_bound_ns: None,
     }
 }
 
@@ -455,6 +460,7 @@ mod tests {
             first_byte_ns: Some(c + f),
             end_ns: c + f + 20_000,
             kernel_rtt_us: 0,
+            cpu_wait_us: None,
         }
     }
 

@@ -23,7 +23,7 @@ use tcpdoctor_host::{counters, pressure, route, sockets};
 use tcpdoctor_model::{timers, PortRange, SynLadder};
 
 use crate::classify::{self, Signatures};
-use crate::record::{ErrorKind, Outcome, Phase, Record, KERNEL_RTT_AFTER};
+use crate::record::{ErrorKind, Outcome, Phase, Record, DETAIL_AFTER};
 use crate::server::{Protocol, Server, ServerConfig};
 use crate::{
     findings, http, split, stats, tls, CloseFirst, Config, Error, Mode, ProbeResult, Progress,
@@ -559,6 +559,8 @@ struct Worker<'a, 'b> {
     conn: Option<Conn>,
     buf: Vec<u8>,
     records: Vec<Record>,
+    /// This worker's CPU waits (`None` without schedstats).
+    sched: Option<SchedStat>,
 }
 
 /// Nanoseconds the calling thread has spent runnable but waiting for a CPU since it started
@@ -569,10 +571,53 @@ pub(crate) fn thread_run_delay_ns() -> Option<u64> {
     text.split_ascii_whitespace().nth(1)?.parse().ok()
 }
 
+/// The calling thread's schedstat, open for re-reading: `pread` at offset 0 renders it anew.
+struct SchedStat {
+    file: std::fs::File,
+    first_ns: u64,
+    last_ns: u64,
+}
+
+impl SchedStat {
+    /// `None` when the kernel does not keep schedstats for threads (no CONFIG_SCHED_INFO).
+    fn open() -> Option<SchedStat> {
+        let file = std::fs::File::open("/proc/thread-self/schedstat").ok()?;
+        let mut s = SchedStat {
+            file,
+            first_ns: 0,
+            last_ns: 0,
+        };
+        s.first_ns = s.run_delay_ns()?;
+        s.last_ns = s.first_ns;
+        Some(s)
+    }
+
+    fn run_delay_ns(&self) -> Option<u64> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = [0u8; 128];
+        let n = self.file.read_at(&mut buf, 0).ok()?;
+        let text = std::str::from_utf8(&buf[..n]).ok()?;
+        text.split_ascii_whitespace().nth(1)?.parse().ok()
+    }
+
+    /// The wait for a CPU since the previous reading.
+    fn since_last_ns(&mut self) -> Option<u64> {
+        let now = self.run_delay_ns()?;
+        let d = now.saturating_sub(self.last_ns);
+        self.last_ns = now;
+        Some(d)
+    }
+
+    /// The wait for a CPU since it was opened.
+    fn total_ns(&self) -> Option<u64> {
+        self.run_delay_ns()
+            .map(|now| now.saturating_sub(self.first_ns))
+    }
+}
+
 /// One worker's loop: its records, and how long it waited for a CPU meanwhile (a bound on
 /// the scheduling delay its timings can hold).
 fn worker(sh: &Shared, id: usize, reserve: usize) -> (Vec<Record>, Option<u64>) {
-    let waited_before = thread_run_delay_ns();
     let mut w = Worker {
         sh,
         id: id as u16,
@@ -580,6 +625,7 @@ fn worker(sh: &Shared, id: usize, reserve: usize) -> (Vec<Record>, Option<u64>) 
         conn: None,
         buf: vec![0u8; 16 * 1024],
         records: Vec::with_capacity(reserve),
+        sched: SchedStat::open(),
     };
     let rate = sh.cfg.rate_per_s;
     loop {
@@ -617,9 +663,7 @@ fn worker(sh: &Shared, id: usize, reserve: usize) -> (Vec<Record>, Option<u64>) 
         }
     }
     w.close_conn();
-    let waited = waited_before
-        .zip(thread_run_delay_ns())
-        .map(|(b, a)| a.saturating_sub(b));
+    let waited = w.sched.as_ref().and_then(SchedStat::total_ns);
     (w.records, waited)
 }
 
@@ -669,6 +713,7 @@ impl Worker<'_, '_> {
             first_byte_ns: None,
             end_ns: 0,
             kernel_rtt_us: 0,
+            cpu_wait_us: None,
         };
         let result = match &self.sh.cfg.mode {
             Mode::Connect => self.connect_close(&mut rec),
@@ -680,6 +725,13 @@ impl Worker<'_, '_> {
             }
         };
         rec.end_ns = self.now_ns();
+        if rec.end_ns.saturating_sub(rec.start_ns) >= DETAIL_AFTER {
+            rec.cpu_wait_us = self
+                .sched
+                .as_mut()
+                .and_then(SchedStat::since_last_ns)
+                .map(|ns| u32::try_from(ns / 1_000).unwrap_or(u32::MAX));
+        }
         if let Err(f) = result {
             rec.outcome = self.outcome_of(f);
         }
@@ -838,8 +890,8 @@ impl Worker<'_, '_> {
     /// When the request's handshake or first-byte wait was long, its connection's round trip
     /// as the kernel measured it (see [`Record::kernel_rtt_us`]).
     fn read_kernel_rtt(&self, rec: &mut Record) {
-        let slow = rec.connect_ns().unwrap_or(0) >= KERNEL_RTT_AFTER
-            || rec.first_byte_wait_ns().unwrap_or(0) >= KERNEL_RTT_AFTER;
+        let slow = rec.connect_ns().unwrap_or(0) >= DETAIL_AFTER
+            || rec.first_byte_wait_ns().unwrap_or(0) >= DETAIL_AFTER;
         let Some(conn) = self.conn.as_ref().filter(|_| slow) else {
             return;
         };

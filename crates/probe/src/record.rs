@@ -32,15 +32,21 @@ pub struct Record {
     pub end_ns: u64,
     /// The connection's round trip as the kernel measured it (`tcpi_min_rtt` of TCP_INFO:
     /// from the handshake and the ACKs, in softirq, free of this process's scheduling), read
-    /// when the handshake or the first-byte wait took [`KERNEL_RTT_AFTER`] or more; 0 when not
+    /// when the handshake or the first-byte wait took [`DETAIL_AFTER`] or more; 0 when not
     /// read.
     pub kernel_rtt_us: u32,
+    /// How long this request's worker waited for a CPU since its previous reading (schedstat
+    /// `run_delay`, read at the worker's start and at the end of each request that took
+    /// [`DETAIL_AFTER`] or more): at least every wait for a CPU during this request, so a
+    /// bound on what the worker's own scheduling added to its timings. `None` when not read.
+    pub cpu_wait_us: Option<u32>,
 }
 
-/// Requests whose handshake or first-byte wait took this long read their connection's round
-/// trip from the kernel (one getsockopt): fast loopback requests (~50 us) do not pay for it,
-/// and on a path with a millisecond round trip one system call per request is noise.
-pub const KERNEL_RTT_AFTER: u64 = 1_000_000;
+/// Requests that took this long read kernel figures that explain their time (a system call
+/// or two each): their connection's round trip ([`Record::kernel_rtt_us`]) and their
+/// worker's CPU wait ([`Record::cpu_wait_us`]). Fast loopback requests (~50 us) do not pay
+/// for them; with a millisecond round trip the calls are noise.
+pub const DETAIL_AFTER: u64 = 1_000_000;
 
 impl Record {
     /// Handshake time (connect() call to return).
@@ -268,6 +274,7 @@ mod tests {
             first_byte_ns: Some(4_500),
             end_ns: 5_000,
             kernel_rtt_us: 0,
+            cpu_wait_us: None,
         };
         assert_eq!(r.connect_ns(), Some(1_000));
         assert_eq!(r.first_byte_wait_ns(), Some(3_000));

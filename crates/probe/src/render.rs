@@ -243,7 +243,7 @@ fn time_split(w: &mut dyn Write, t: &TimeSplit) -> io::Result<()> {
     }
     writeln!(
         w,
-        "Where the time went ({} completed requests, {} slow; the path's round trip {} is the median handshake):",
+        "Where the time went ({} completed requests, {} slow; the path's round trip {}: the connections' median, as the kernel measured it where read, else the handshake):",
         t.requests,
         t.slow_requests,
         fmt::micros(t.path_rtt_us)

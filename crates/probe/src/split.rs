@@ -28,8 +28,9 @@
 //! CPU. Two bounds, each with [`SCHEDULING_MARGIN`] (at most half of the time named can be
 //! scheduling):
 //! * every named request: the kernel counts each thread's wait for a CPU (schedstat
-//!   `run_delay`); a worker's named parts must add up to twice its own wait over the run
-//!   plus the embedded server's threads'.
+//!   `run_delay`); a slow request's worker reads it when the request ends, so the wait since
+//!   its previous reading ([`Record::cpu_wait_us`]) holds every wait during the request. The
+//!   part named must be twice that, plus the embedded server's threads' waits over the run.
 //! * an outlier (its part more than [`SCHEDULING_MARGIN`] times the run's median of that
 //!   part: a rare stall, not the run's typical request): also twice the time some task on
 //!   the host waited for a CPU while it ran (`/proc/pressure/cpu`, sampled every 20 ms),
@@ -103,7 +104,7 @@ impl Component {
             Component::Server => "first-byte wait less the path's round trip",
             Component::Transfer => "first reply byte to the end",
             Component::TcpTimer => "SYN resend, RTO, delayed ACK, accept queue",
-            Component::Client => "open-loop lateness, closing",
+            Component::Client => "open-loop lateness, waking after the SYN-ACK, closing",
         }
     }
 }
@@ -372,13 +373,19 @@ pub struct CpuWaits {
 }
 
 impl CpuWaits {
-    /// The most CPU waiting that could hide in worker `w`'s timings; `None`: no bound known.
-    pub fn bound_ns(&self, w: u16) -> Option<u64> {
-        let own = self
-            .workers_ns
-            .get(usize::from(w))
-            .copied()
-            .flatten()
+    /// The most CPU waiting that could hide in `r`'s timings: its worker's wait since its
+    /// previous reading (else over the whole run, else the host's "some" time), plus the
+    /// embedded server's threads' over the run. `None`: no bound known.
+    pub fn bound_ns(&self, r: &Record) -> Option<u64> {
+        let own = r
+            .cpu_wait_us
+            .map(|us| u64::from(us) * 1_000)
+            .or_else(|| {
+                self.workers_ns
+                    .get(usize::from(r.worker))
+                    .copied()
+                    .flatten()
+            })
             .or(self.host_some_ns)?;
         Some(own.saturating_add(self.embedded_server_ns.unwrap_or(0)))
     }
@@ -407,9 +414,7 @@ pub fn assign(records: &[Record], spikes: &mut [Spike], base: &Baseline, waits: 
             sp.split = attribute(r, base, Some(sp));
         }
     }
-    // Per worker: the time of the parts that would be named, and which spikes.
-    let mut by_worker: BTreeMap<u16, (u64, Vec<usize>)> = BTreeMap::new();
-    for (i, sp) in spikes.iter().enumerate() {
+    for sp in spikes.iter_mut() {
         let part = sp.split.dominant();
         let typical = match part {
             Component::Server => base.server_ns,
@@ -423,6 +428,13 @@ pub fn assign(records: &[Record], spikes: &mut [Spike], base: &Baseline, waits: 
             continue;
         }
         let part_ns = sp.split.component_ns(part);
+        let Some(bound) = waits.bound_ns(r) else {
+            continue;
+        };
+        sp.cpu_wait_bound_ns = Some(bound);
+        if part_ns < bound.saturating_mul(SCHEDULING_MARGIN) {
+            continue;
+        }
         // A rare stall: the host's CPU waits while it ran must not account for it either.
         if part_ns > typical.saturating_mul(SCHEDULING_MARGIN) {
             match waits.host_some_during_ns(r.start_ns, r.end_ns) {
@@ -430,26 +442,12 @@ pub fn assign(records: &[Record], spikes: &mut [Spike], base: &Baseline, waits: 
                 _ => continue,
             }
         }
-        let e = by_worker.entry(r.worker).or_default();
-        e.0 += part_ns;
-        e.1.push(i);
-    }
-    for (worker, (named_ns, idx)) in by_worker {
-        let Some(bound) = waits.bound_ns(worker) else {
-            continue;
+        sp.cause = match part {
+            Component::Server => SpikeCause::ServerResponse,
+            _ => SpikeCause::NetworkLatency,
         };
-        if named_ns < bound.saturating_mul(SCHEDULING_MARGIN) {
-            continue;
-        }
-        for i in idx {
-            let sp = &mut spikes[i];
-            sp.cause = match sp.split.dominant() {
-                Component::Server => SpikeCause::ServerResponse,
-                _ => SpikeCause::NetworkLatency,
-            };
-            // The CPU-wait bound (schedstat, a kernel count) is what corroborates it.
-            sp.corroborated = true;
-        }
+        // The CPU-wait bound (schedstat, a kernel count) is what corroborates it.
+        sp.corroborated = true;
     }
 }
 
@@ -685,36 +683,31 @@ fn headline(s: &TimeSplit, stalled: u64, unexplained: u64, failed: u64) -> Strin
                 format!("{failed} requests failed or went unanswered (see the findings)")
             }
         };
-    let part = |c: Component| s.component(c).map_or(0, |x| x.p50_us);
-    let of = dur(s.total_p50_us);
-    let took = match s.dominant {
-        Some(Component::Server) => format!(
-            "the server took {} of {of} per request (p50; its first-byte wait less the {} round trip)",
-            dur(part(Component::Server)),
-            dur(s.path_rtt_us)
-        ),
-        Some(Component::Network) => format!(
-            "the path took {} of {of} per request (p50: the handshake and the request's round trip, {} each)",
-            dur(part(Component::Network)),
-            dur(s.path_rtt_us)
-        ),
-        Some(Component::Tls) => format!(
-            "the TLS handshake took {} of {of} per request (p50)",
-            dur(part(Component::Tls))
-        ),
-        Some(Component::Transfer) => format!(
-            "the reply's transfer took {} of {of} per request (p50)",
-            dur(part(Component::Transfer))
-        ),
-        Some(Component::TcpTimer) => format!(
-            "TCP's timers took {} of {of} per request (p50)",
-            dur(part(Component::TcpTimer))
-        ),
-        Some(Component::Client) => format!(
-            "the client's own time took {} of {of} per request (p50)",
-            dur(part(Component::Client))
-        ),
-        None => return tcp,
+    let Some(c) = s.dominant.and_then(|d| s.component(d)) else {
+        return tcp;
+    };
+    let who = match c.component {
+        Component::Network => "the path",
+        Component::Tls => "the TLS handshake",
+        Component::Server => "the server",
+        Component::Transfer => "the reply's transfer",
+        Component::TcpTimer => "TCP's timers",
+        Component::Client => "the client's own time",
+    };
+    let what = c.component.describe();
+    // Per request when the part is most of the typical request; else its share of the time
+    // (a few long stalls: the typical request never met one).
+    let took = if c.p50_us * 2 >= s.total_p50_us && c.p50_us > 0 {
+        format!(
+            "{who} took {} of {} per request (p50; {what})",
+            dur(c.p50_us),
+            dur(s.total_p50_us)
+        )
+    } else {
+        format!(
+            "{who} took {:.0}% of the requests' time ({what})",
+            c.share * 100.0
+        )
     };
     format!("{tcp}; {took}")
 }
@@ -745,6 +738,7 @@ mod tests {
             first_byte_ns: Some(f),
             end_ns: f + ns(transfer_ms),
             kernel_rtt_us: 0,
+            cpu_wait_us: None,
         }
     }
 
@@ -758,6 +752,7 @@ mod tests {
             cause,
             corroborated: false,
             split: Breakdown::default(),
+            cpu_wait_bound_ns: None,
         }
     }
 
@@ -924,7 +919,7 @@ mod tests {
         let base = Baseline::of(&rs, &spikes, None);
         assert_eq!(base.path_rtt_ns, 50_000);
         // Each worker waited 20 ms for a CPU: 5 x 300 ms is far more than scheduling.
-        assert_eq!(waits(&[20, 20]).bound_ns(1), Some(20 * MS));
+        assert_eq!(waits(&[20, 20]).bound_ns(&rs[1]), Some(20 * MS));
         assign(&rs, &mut spikes, &base, &waits(&[20, 20]));
         assert!(spikes
             .iter()
@@ -1034,6 +1029,27 @@ mod tests {
     }
 
     #[test]
+    fn each_requests_own_cpu_wait_bounds_it() {
+        // Worker 0 waited 2.5 s for a CPU over the run (spinning on refused connects before
+        // the server came up), but only 3 ms during each of its slow requests.
+        let (mut rs, mut spikes) = slow_run(10, 0.05, 300.05);
+        for r in rs.iter_mut() {
+            r.cpu_wait_us = Some(3_000);
+        }
+        let base = Baseline::of(&rs, &spikes, None);
+        assign(&rs, &mut spikes, &base, &waits(&[2_500, 2_500]));
+        assert!(spikes.iter().all(|s| s.cause == SpikeCause::ServerResponse));
+        assert_eq!(spikes[0].cpu_wait_bound_ns, Some(3 * MS));
+        // A request whose worker waited 200 ms for a CPU while it ran: its 300 ms may be
+        // that wait, so it is not pinned on the server.
+        let (mut rs, mut spikes) = slow_run(10, 0.05, 300.05);
+        rs[4].cpu_wait_us = Some(200_000);
+        assign(&rs, &mut spikes, &base, &waits(&[20, 20]));
+        assert_eq!(spikes[4].cause, SpikeCause::Unexplained);
+        assert_eq!(spikes[5].cause, SpikeCause::ServerResponse);
+    }
+
+    #[test]
     fn timer_causes_are_never_renamed() {
         let (rs, mut spikes) = slow_run(4, 0.05, 300.05);
         spikes[0].cause = SpikeCause::DataRto;
@@ -1063,7 +1079,8 @@ mod tests {
             s.headline
         );
         assert!(
-            s.headline.contains("the server took 300ms of 300ms"),
+            s.headline
+                .contains("the server took 300ms of 300ms per request (p50; "),
             "{}",
             s.headline
         );

@@ -105,11 +105,11 @@ pub fn slow_part(s: &Summary, spikes: &[Spike], cause: SpikeCause) -> Option<Fin
         value_us: p50,
     })
     .with_evidence(Evidence::Timing {
-        what: "path round trip: median handshake of new connections".into(),
+        what: "path round trip: median of the connections (the kernel's where read, else the handshake)".into(),
         count: s.connections_opened,
         value_us: split.path_rtt_us,
     });
-    if let Some(e) = scheduling_bound(s, named_us, part) {
+    if let Some(e) = scheduling_bound(s, &named, named_us, part) {
         f = f.with_evidence(e);
     }
     if part == Component::Server && target_is_local(s) {
@@ -124,24 +124,31 @@ pub fn slow_part(s: &Summary, spikes: &[Spike], cause: SpikeCause) -> Option<Fin
     }))
 }
 
-/// How much of the time named the client's own CPU waits could hold, as evidence.
-fn scheduling_bound(s: &Summary, named_us: u64, part: Component) -> Option<Evidence> {
-    let split = &s.time_split;
-    let workers = split.workers_cpu_wait_us?;
-    let server = split.embedded_server_cpu_wait_us;
-    let bound = workers + server.unwrap_or(0);
-    let whose = match server {
-        Some(_) => "the workers and the embedded server's threads",
-        None => "the workers",
+/// How much of the time named the CPU waits could hold, as evidence: the workers' waits
+/// during these requests summed, and the embedded server's threads' over the run once.
+fn scheduling_bound(
+    s: &Summary,
+    named: &[&Spike],
+    named_us: u64,
+    part: Component,
+) -> Option<Evidence> {
+    let (workers_us, server_us) = crate::findings::cpu_wait_bounds(s, named)?;
+    let server = match server_us {
+        Some(us) => format!(
+            " + the embedded server's threads' over the run {} ms",
+            us / 1_000
+        ),
+        None => String::new(),
     };
+    let bound_us = workers_us + server_us.unwrap_or(0);
     Some(Evidence::Arithmetic {
         formula: format!(
-            "{} time of these requests {} ms / CPU wait of {whose} over the whole run (schedstat run_delay) {} ms",
+            "{} time of these requests {} ms / the CPU waits that could hide in them: their workers' (schedstat run_delay since each one's previous slow request) {} ms{server}",
             part.name(),
             named_us / 1_000,
-            bound / 1_000
+            workers_us / 1_000
         ),
-        result: (named_us as f64 / bound.max(1) as f64 * 10.0).round() / 10.0,
+        result: (named_us as f64 / bound_us.max(1) as f64 * 10.0).round() / 10.0,
     })
 }
 
