@@ -1379,10 +1379,14 @@ fn a_server_that_thinks_300_ms_is_named_beside_a_healthy_tcp() {
     let ns = Arc::new(Netns::new("think"));
     let _server = thinking_server(&ns, 5981, Duration::from_millis(300));
     let url = "http://127.0.0.1:5981/";
-    // The text report and the JSON one, side by side (2 s each).
+    // The text report (with its HTML page) and the JSON one, side by side (2 s each).
+    let page = std::env::temp_dir().join(format!("tdoc-think-{}.html", std::process::id()));
     let text = {
         let ns = Arc::clone(&ns);
-        std::thread::spawn(move || support::run_in(&ns, &["probe", url, "-d", "2s", "-c", "2"]))
+        let html = page.to_str().unwrap().to_string();
+        std::thread::spawn(move || {
+            support::run_in(&ns, &["probe", url, "-d", "2s", "-c", "2", "--html", &html])
+        })
     };
     let (code, v, err) = probe_in(&ns, &[url, "-d", "2s", "-c", "2", "--json"]);
     assert_eq!(code, 1, "{err}\n{v:#}");
@@ -1442,6 +1446,35 @@ fn a_server_that_thinks_300_ms_is_named_beside_a_healthy_tcp() {
     assert!(line.contains("the server took 3"), "{line}");
     let verdict = out.lines().last().unwrap();
     assert!(verdict.contains("server_response (warning)"), "{verdict}");
+
+    // The page: the headline, a waterfall whose lanes are the server's requests, and the
+    // histogram of the server's time; self-contained (no script, nothing fetched).
+    let html = std::fs::read_to_string(&page).unwrap();
+    let _ = std::fs::remove_file(&page);
+    for fetch in ["<script", "src=", "href="] {
+        assert!(!html.contains(fetch), "{fetch} in the page");
+    }
+    assert!(
+        html.contains("TCP is fine: none of"),
+        "no headline in the page"
+    );
+    assert!(html.contains("slowest requests went"), "no waterfall");
+    assert!(
+        html.contains("time since the request started"),
+        "waterfall axis"
+    );
+    assert!(
+        html.contains(" server 30"),
+        "no lane of a server-bound request"
+    );
+    assert!(
+        html.contains("server (first-byte wait less"),
+        "no server bar kind"
+    );
+    assert!(
+        html.contains("Server time of the completed requests"),
+        "no histogram"
+    );
 }
 
 /// One busy thread of the test per CPU until `until`: the probe's workers and server wait
