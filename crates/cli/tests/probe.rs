@@ -1550,3 +1550,120 @@ fn a_fast_server_is_never_server_response_even_on_a_busy_host() {
     // The contention made requests stall: the test saw what it is about.
     assert!(slow > 0, "no request stalled under contention");
 }
+
+/// A point-to-point TUN device `ifname` in `ns` whose packets this test reads and writes
+/// (it disappears when the returned file is closed, or with the namespace).
+fn tun_in(ns: &Netns, ifname: &str) -> std::fs::File {
+    let ifname = ifname.to_string();
+    support::in_netns(ns, move || {
+        use std::os::fd::AsRawFd;
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/net/tun")
+            .expect("open /dev/net/tun");
+        // struct ifreq: the name, then the flags (a short) at offset 16.
+        let mut ifr = [0u8; 40];
+        ifr[..ifname.len()].copy_from_slice(ifname.as_bytes());
+        let flags = (libc::IFF_TUN | libc::IFF_NO_PI) as i16;
+        ifr[16..18].copy_from_slice(&flags.to_ne_bytes());
+        // SAFETY: a valid fd and an ifreq-sized buffer for TUNSETIFF.
+        let rc = unsafe { libc::ioctl(f.as_raw_fd(), libc::TUNSETIFF as _, ifr.as_mut_ptr()) };
+        assert_eq!(rc, 0, "TUNSETIFF: {}", std::io::Error::last_os_error());
+        f
+    })
+}
+
+/// Carries every packet read from `from` into `to`, `delay` later (a path's one-way delay:
+/// no netem on this kernel), until `until`. Threads of the test.
+fn delay_line(from: std::fs::File, to: std::fs::File, delay: Duration, until: Instant) {
+    use std::io::{Read, Write};
+    use std::os::fd::AsRawFd;
+    let (tx, rx) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
+    std::thread::spawn(move || {
+        let mut to = to;
+        while let Ok((due, packet)) = rx.recv() {
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+            let _ = to.write(&packet);
+        }
+    });
+    std::thread::spawn(move || {
+        let mut from = from;
+        let mut buf = vec![0u8; 65_536];
+        while Instant::now() < until {
+            let mut pfd = libc::pollfd {
+                fd: from.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd.
+            if unsafe { libc::poll(&mut pfd, 1, 100) } <= 0 {
+                continue;
+            }
+            match from.read(&mut buf) {
+                Ok(n) => {
+                    let _ = tx.send((Instant::now() + delay, buf[..n].to_vec()));
+                }
+                Err(_) => return,
+            }
+        }
+    });
+}
+
+/// Issue 22: a slow path. A client and a server namespace joined through TUN devices whose
+/// packets this test delays 60 ms each way: a 120 ms round trip, the embedded server
+/// answering at once. The handshake and the request's round trip make up each request's
+/// time: `network_latency`, TCP fine, the server's part near zero.
+#[test]
+fn a_slow_path_is_network_latency_not_the_server() {
+    if !support::require_root("a_slow_path_is_network_latency_not_the_server") {
+        return;
+    }
+    let cli = Netns::new("pathc");
+    let srv = Netns::new("paths");
+    let (a, b) = (tun_in(&cli, "tdocpath0"), tun_in(&srv, "tdocpath0"));
+    cli.exec("ip addr add 10.77.4.1 peer 10.77.4.2 dev tdocpath0 && ip link set tdocpath0 up");
+    srv.exec("ip addr add 10.77.4.2 peer 10.77.4.1 dev tdocpath0 && ip link set tdocpath0 up");
+    let until = Instant::now() + Duration::from_secs(30);
+    let one_way = Duration::from_millis(60);
+    delay_line(
+        a.try_clone().unwrap(),
+        b.try_clone().unwrap(),
+        one_way,
+        until,
+    );
+    delay_line(b, a, one_way, until);
+    let _served = Served(srv.spawn(&format!(
+        "exec {} probe --serve 10.77.4.2:5001 >/dev/null 2>&1",
+        support::bin().display()
+    )));
+    wait_listening(&srv, 5001);
+    let (code, v, err) = probe_in(&cli, &["10.77.4.2:5001", "-d", "2s", "-c", "2", "--json"]);
+    assert_eq!(code, 1, "{err}\n{v:#}");
+    let ok = v["requests_ok"].as_u64().unwrap();
+    assert!(
+        (8..=18).contains(&ok),
+        "{ok} requests of 240 ms in 2 s on 2 workers"
+    );
+    assert_eq!(pathologies(&v), ["network_latency"], "{:#}", v["findings"]);
+    let f = finding(&v, "network_latency");
+    assert_eq!(f["severity"], "warning", "{f:#}");
+    assert_eq!(f["impact"]["affected"], ok, "{f:#}");
+    let t = &v["time_split"];
+    assert_eq!(t["tcp"], "fine", "{t:#}");
+    assert_eq!(t["dominant"], "network", "{t:#}");
+    // The kernel's round trip is the two delays (plus the relay's thread waking up).
+    let rtt = t["path_rtt_us"].as_u64().unwrap();
+    assert!((120_000..170_000).contains(&rtt), "{t:#}");
+    let network = time_part(&v, "network");
+    let p50 = network["p50_us"].as_u64().unwrap();
+    assert!((240_000..340_000).contains(&p50), "{network:#}");
+    assert_eq!(network["slow_dominated"], ok, "{network:#}");
+    let server = time_part(&v, "server");
+    assert!(server["p50_us"].as_u64().unwrap() < 20_000, "{server:#}");
+    let headline = t["headline"].as_str().unwrap();
+    assert!(headline.starts_with("TCP is fine"), "{headline}");
+    assert!(headline.contains("the path took"), "{headline}");
+}
