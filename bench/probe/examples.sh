@@ -153,6 +153,48 @@ run 8-server $L http://127.0.0.1:8301/ -d 3s
 run 8-server-json $L http://127.0.0.1:8301/ -d 3s --json
 run 8-server-nagle $L http://127.0.0.1:8300/ -d 3s
 
+# 9. A slow path: the client and server namespaces also joined by TUN devices whose packets
+#    a relay here delays 60 ms each way (no netem on this kernel), `probe --serve` on it.
+python3 - "$C" "$S" <<'PY' &
+import ctypes, fcntl, os, queue, select, struct, sys, threading, time
+libc = ctypes.CDLL(None, use_errno=True)
+def tun(ns):
+    fd = os.open("/var/run/netns/" + ns, os.O_RDONLY)
+    assert libc.setns(fd, 0x40000000) == 0  # CLONE_NEWNET, this thread only
+    os.close(fd)
+    t = os.open("/dev/net/tun", os.O_RDWR)
+    fcntl.ioctl(t, 0x400454CA, struct.pack("16sH", b"pdoctun0", 0x0001 | 0x1000))  # TUNSETIFF: TUN, no PI
+    return t
+a, b = tun(sys.argv[1]), tun(sys.argv[2])
+until = time.monotonic() + 120
+def line(src, dst):
+    q = queue.Queue()
+    def reader():
+        while time.monotonic() < until:
+            if select.select([src], [], [], 0.1)[0]:
+                q.put((time.monotonic() + 0.060, os.read(src, 65536)))
+        q.put(None)
+    def writer():
+        while (item := q.get()) is not None:
+            time.sleep(max(0.0, item[0] - time.monotonic()))
+            os.write(dst, item[1])
+    for f in (reader, writer):
+        threading.Thread(target=f).start()
+line(a, b)
+line(b, a)
+PY
+PIDS+=($!)
+for _ in $(seq 100); do
+    ip -n $S link show pdoctun0 >/dev/null 2>&1 && ip -n $C link show pdoctun0 >/dev/null 2>&1 && break
+    sleep 0.1
+done
+ip -n $C addr add 10.77.4.1 peer 10.77.4.2 dev pdoctun0; ip -n $C link set pdoctun0 up
+ip -n $S addr add 10.77.4.2 peer 10.77.4.1 dev pdoctun0; ip -n $S link set pdoctun0 up
+ip netns exec $S "$B" probe --serve 10.77.4.2:5002 >/dev/null 2>&1 &
+PIDS+=($!)
+sleep 0.5
+run 9-path $C 10.77.4.2:5002 -d 3s
+
 # 7. A source address that is not on this host.
 run 7-local-addr $L 127.0.0.1:5993 --local-addr 192.0.2.1
 echo "outputs in $OUT"

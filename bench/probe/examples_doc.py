@@ -38,6 +38,7 @@ BLOCKS = [
     ("7-local-addr", "tcpdoctor probe 127.0.0.1:5993 --local-addr 192.0.2.1"),
     ("8-server", "tcpdoctor probe http://127.0.0.1:8301/ -d 3s"),
     ("8-server-nagle", "tcpdoctor probe http://127.0.0.1:8300/ -d 3s"),
+    ("9-path", "ip netns exec client tcpdoctor probe 10.77.4.2:5002 -d 3s"),
 ]
 for name, cmd in BLOCKS:
     head = "```\n$ " + cmd + "\n"
@@ -98,6 +99,9 @@ sub(r"here busy \d+% of the run", f"here busy {m.group(1)}% of the run")
 nagle = text("8-server-nagle")
 m = re.search(r"(\d+) of (\d+) replies waited ~([\d.]+ms) after\s+their\s+first\s+byte", nagle)
 sub(r"- \d+ of \d+ replies waited ~[\d.]+ms after", f"- {m.group(1)} of {m.group(2)} replies waited ~{m.group(3)} after")
+
+m = re.search(r"path round trip: median of the connections \(the kernel's where\s+read, else the handshake\): \d+ x ~([\d.]+ms)", text("9-path"))
+sub(r"the handshake and the request's, ~[\d.]+ms each as the", f"the handshake and the request's, ~{m.group(1)} each as the")
 
 open(doc, "w").write(md)
 print(f"refreshed {doc}")

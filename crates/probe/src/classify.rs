@@ -460,6 +460,7 @@ mod tests {
             first_byte_ns: Some(c + f),
             end_ns: c + f + 20_000,
             kernel_rtt_us: 0,
+            handshake_rtt_us: 0,
             cpu_wait_us: None,
         }
     }

@@ -563,6 +563,24 @@ struct Worker<'a, 'b> {
     sched: Option<SchedStat>,
 }
 
+/// TCP_INFO of a connection (`None` when the call fails).
+fn tcp_info(conn: &Conn) -> Option<libc::tcp_info> {
+    // SAFETY: an all-zero tcp_info is valid; the kernel fills at most `len` bytes of it.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: valid fd, buffer and length of the documented option.
+    let rc = unsafe {
+        libc::getsockopt(
+            conn.sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0).then_some(info)
+}
+
 /// Nanoseconds the calling thread has spent runnable but waiting for a CPU since it started
 /// (`run_delay`, the second field of `/proc/thread-self/schedstat`; Documentation/scheduler/
 /// sched-stats.rst). `None` when the kernel does not keep it (no CONFIG_SCHED_INFO).
@@ -713,6 +731,7 @@ impl Worker<'_, '_> {
             first_byte_ns: None,
             end_ns: 0,
             kernel_rtt_us: 0,
+            handshake_rtt_us: 0,
             cpu_wait_us: None,
         };
         let result = match &self.sh.cfg.mode {
@@ -830,6 +849,13 @@ impl Worker<'_, '_> {
         conn.local_port = rec.local_port;
         connected.map_err(|e| Fail::Io(e, Phase::Connect))?;
         rec.connected_ns = Some(self.now_ns());
+        if rec.connect_ns().unwrap_or(0) >= DETAIL_AFTER {
+            // Right after the handshake the smoothed RTT is its one sample: the SYN-ACK's
+            // round trip as the kernel measured it (tcp_rtt_estimator's first measurement).
+            if let Some(info) = self.conn.as_ref().and_then(tcp_info) {
+                rec.handshake_rtt_us = info.tcpi_rtt;
+            }
+        }
         if let Some(t) = &self.sh.tls {
             // The connect deadline also bounds the handshake.
             let conn = self.conn.as_mut().expect("just set");
@@ -892,25 +918,11 @@ impl Worker<'_, '_> {
     fn read_kernel_rtt(&self, rec: &mut Record) {
         let slow = rec.connect_ns().unwrap_or(0) >= DETAIL_AFTER
             || rec.first_byte_wait_ns().unwrap_or(0) >= DETAIL_AFTER;
-        let Some(conn) = self.conn.as_ref().filter(|_| slow) else {
-            return;
-        };
-        // SAFETY: an all-zero tcp_info is valid; the kernel fills at most `len` bytes of it.
-        let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-        // SAFETY: valid fd, buffer and length of the documented option.
-        let rc = unsafe {
-            libc::getsockopt(
-                conn.sock.as_raw_fd(),
-                libc::IPPROTO_TCP,
-                libc::TCP_INFO,
-                (&mut info as *mut libc::tcp_info).cast(),
-                &mut len,
-            )
-        };
         // tcpi_min_rtt exists since Linux 4.10; an older kernel fills less and leaves it 0.
-        if rc == 0 && info.tcpi_min_rtt != u32::MAX {
-            rec.kernel_rtt_us = info.tcpi_min_rtt;
+        if let Some(info) = self.conn.as_ref().filter(|_| slow).and_then(tcp_info) {
+            if info.tcpi_min_rtt != u32::MAX {
+                rec.kernel_rtt_us = info.tcpi_min_rtt;
+            }
         }
     }
 

@@ -884,6 +884,7 @@ mod tests {
             first_byte_ns: (outcome == Outcome::Ok).then_some(s + connect_ms * 1_000_000 + 60_000),
             end_ns: s + connect_ms * 1_000_000 + 80_000,
             kernel_rtt_us: 0,
+            handshake_rtt_us: 0,
             cpu_wait_us: None,
         }
     }
@@ -1114,6 +1115,7 @@ mod tests {
             first_byte_ns: (received > 0).then_some(c + 1_000_000),
             end_ns: if connected { c } else { s } + wait_ms * 1_000_000,
             kernel_rtt_us: 0,
+            handshake_rtt_us: 0,
             cpu_wait_us: None,
         }
     }

@@ -35,6 +35,11 @@ pub struct Record {
     /// when the handshake or the first-byte wait took [`DETAIL_AFTER`] or more; 0 when not
     /// read.
     pub kernel_rtt_us: u32,
+    /// The handshake's round trip as the kernel measured it (`tcpi_rtt` read as connect()
+    /// returns, when the connect took [`DETAIL_AFTER`] or more: the SYN-ACK's RTT sample, its
+    /// only one then); 0 when not read. The rest of a longer connect() was the client waking
+    /// up.
+    pub handshake_rtt_us: u32,
     /// How long this request's worker waited for a CPU since its previous reading (schedstat
     /// `run_delay`, read at the worker's start and at the end of each request that took
     /// [`DETAIL_AFTER`] or more): at least every wait for a CPU during this request, so a
@@ -274,6 +279,7 @@ mod tests {
             first_byte_ns: Some(4_500),
             end_ns: 5_000,
             kernel_rtt_us: 0,
+            handshake_rtt_us: 0,
             cpu_wait_us: None,
         };
         assert_eq!(r.connect_ns(), Some(1_000));

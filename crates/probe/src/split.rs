@@ -7,8 +7,12 @@
 //!   round trip. The round trip is the connection's as the kernel measured it when the
 //!   request read it ([`Record::kernel_rtt_us`]: slow requests do), else the request's own
 //!   handshake on a new connection, else the run's typical one ([`Baseline::path_rtt_ns`]).
-//!   A handshake longer than the kernel's round trip without a TCP timer was the client
-//!   waking up late: client. A handshake a TCP timer slowed (SYN retransmission,
+//!   A handshake longer than its round trip as the kernel measured it
+//!   ([`Record::handshake_rtt_us`], else the connection's) without a TCP timer was the
+//!   client waking up late: client. (The request's share uses the connection's smallest
+//!   round trip, `tcpi_min_rtt`, which a server's delayed ACK of the request cannot inflate;
+//!   a path whose delay varies between the request and its reply leaves that variation in
+//!   the server's part, on a reused connection.) A handshake a TCP timer slowed (SYN retransmission,
 //!   accept-queue overflow) counts the round trip as network and the rest as tcp_timer.
 //! * **tls**: connect() returned to the end of the TLS handshake.
 //! * **server**: the first-byte wait (request sent to the first reply byte) less the path's
@@ -302,8 +306,11 @@ pub fn attribute(r: &Record, base: &Baseline, spike: Option<&Spike>) -> Breakdow
     let timer_in = |phase: SlowPhase| timer.is_some_and(|s| s.phase == phase);
     let queued = r.start_ns.saturating_sub(r.scheduled_ns);
     let connect = r.connect_ns().unwrap_or(0);
-    let kernel = (r.kernel_rtt_us > 0).then(|| u64::from(r.kernel_rtt_us) * 1_000);
-    let (connect_ns, connect_wake_ns, connect_timer_ns) = match kernel {
+    let us = |v: u32| (v > 0).then(|| u64::from(v) * 1_000);
+    let kernel = us(r.kernel_rtt_us);
+    // The handshake's own round trip, else the connection's smallest.
+    let handshake = us(r.handshake_rtt_us).or(kernel);
+    let (connect_ns, connect_wake_ns, connect_timer_ns) = match handshake {
         _ if timer_in(SlowPhase::Connect) => {
             let path = connect.min(kernel.unwrap_or(base.path_rtt_ns));
             (path, 0, connect - path)
@@ -738,6 +745,7 @@ mod tests {
             first_byte_ns: Some(f),
             end_ns: f + ns(transfer_ms),
             kernel_rtt_us: 0,
+            handshake_rtt_us: 0,
             cpu_wait_us: None,
         }
     }
@@ -814,6 +822,14 @@ mod tests {
         assert_eq!(b.server_ns, 300 * MS);
         assert_eq!(b.component_ns(Component::Client), 15 * MS - 30_000);
         assert_eq!(b.total_ns(), r.total_ns());
+        // The handshake's own sample: a relay held the SYN-ACK 80 ms longer than the
+        // connection's smallest round trip; that was the path, not the client.
+        let mut slow_synack = r;
+        slow_synack.handshake_rtt_us = 14_990;
+        let b = attribute(&slow_synack, &Baseline::default(), None);
+        assert_eq!(b.connect_ns, 14_990_000);
+        assert_eq!(b.connect_wake_ns, 10_000);
+        assert_eq!(b.request_rtt_ns, 30_000);
         // Without it, the handshake is the path's share: 15 ms less for the server.
         r.kernel_rtt_us = 0;
         assert_eq!(

@@ -748,6 +748,7 @@ mod tests {
             first_byte_ns: Some(s + 2_000),
             end_ns: s + total_ms * 1_000_000,
             kernel_rtt_us: 0,
+            handshake_rtt_us: 0,
             cpu_wait_us: None,
         }
     }
