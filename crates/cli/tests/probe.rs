@@ -595,7 +595,11 @@ fn rr_mode_keeps_one_connection_per_worker() {
         return;
     };
     assert_eq!(v["requests_ok"], 200);
-    assert_eq!(v["connections_opened"], 2);
+    // One connection per worker that got to run: on a busy machine one worker once sent all
+    // 200 requests (10-20 ms on loopback) before the second thread first ran.
+    let opened = v["connections_opened"].as_u64().unwrap();
+    assert!((1..=2).contains(&opened), "{v:#}");
+    assert_eq!(v["embedded_server"]["connections_accepted"], opened);
     assert_eq!(v["embedded_server"]["requests_served"], 200);
 }
 
@@ -1011,8 +1015,11 @@ fn a_run_with_every_request_cut_at_the_end_is_never_healthy() {
         let u = &v["unanswered"][0];
         assert_eq!(u["count"], 2, "port {port}: {u}");
         assert_eq!(u["cut"], 2, "port {port}: {u}");
+        // The workers' first requests start as their threads first run: within 30 ms of the
+        // run's start alone, up to 148 ms late measured with this test's three probes and
+        // other tests sharing the 2 CPUs.
         let waited = u["max_wait_us"].as_u64().unwrap();
-        assert!((1_900_000..2_500_000).contains(&waited), "port {port}: {u}");
+        assert!((1_800_000..2_500_000).contains(&waited), "port {port}: {u}");
         let first = &v["findings"][0];
         let summary = first["summary"].as_str().unwrap();
         // The summary gives the time waited.
@@ -1477,55 +1484,109 @@ fn a_server_that_thinks_300_ms_is_named_beside_a_healthy_tcp() {
     );
 }
 
-/// One busy thread of the test per CPU until `until`: the probe's workers and server wait
-/// for a CPU and some requests stall, the way a loaded host stalls them (measured here: 22
-/// to 121 requests of 3 s of crr stalled past 5 ms, up to 75 ms).
-fn contend_cpus(until: Instant) -> Vec<std::thread::JoinHandle<u64>> {
-    let n = std::thread::available_parallelism().map_or(2, |n| n.get());
-    (0..n)
-        .map(|_| {
-            std::thread::spawn(move || {
-                let mut spins = 0u64;
-                while Instant::now() < until {
-                    spins = std::hint::black_box(spins.wrapping_add(1));
-                }
-                spins
-            })
-        })
-        .collect()
+/// A CPU cgroup of this test that lets its processes run 10 ms in every 100 ms (the CFS
+/// bandwidth limit of a container with a tenth of a CPU): a probe inside stalls up to 90 ms
+/// whenever its quota runs out, and nothing outside it is slowed. cgroup v1's cpu controller
+/// (cpu.cfs_quota_us) or v2's cpu.max; `None` when neither can be used here. Removed on drop.
+struct Throttle(std::path::PathBuf);
+
+impl Throttle {
+    fn new(tag: &str) -> Option<Throttle> {
+        let name = format!("tdoc-{tag}-{}", support::unique_id());
+        let v1 = std::path::Path::new("/sys/fs/cgroup/cpu");
+        if v1.join("cpu.cfs_quota_us").exists() {
+            let dir = v1.join(&name);
+            std::fs::create_dir(&dir).ok()?;
+            let t = Throttle(dir);
+            std::fs::write(t.0.join("cpu.cfs_period_us"), "100000").ok()?;
+            std::fs::write(t.0.join("cpu.cfs_quota_us"), "10000").ok()?;
+            return Some(t);
+        }
+        let v2 = std::path::Path::new("/sys/fs/cgroup");
+        let controllers = std::fs::read_to_string(v2.join("cgroup.subtree_control")).ok()?;
+        if !controllers.split_whitespace().any(|c| c == "cpu") {
+            return None;
+        }
+        let dir = v2.join(&name);
+        std::fs::create_dir(&dir).ok()?;
+        let t = Throttle(dir);
+        std::fs::write(t.0.join("cpu.max"), "10000 100000").ok()?;
+        Some(t)
+    }
+
+    /// `tcpdoctor probe ARGS` inside the cgroup and network namespace `ns`.
+    fn probe_in(&self, ns: &Netns, args: &[&str]) -> (i32, Value, String) {
+        let procs = self.0.join(if self.0.join("tasks").exists() {
+            "tasks"
+        } else {
+            "cgroup.procs"
+        });
+        // The shell joins the cgroup, then becomes `ip netns exec` (which mounts its own
+        // /sys, without the cgroup file system).
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "echo $$ > {} && exec ip netns exec {} \"$0\" probe \"$@\"",
+                procs.display(),
+                ns.name
+            ))
+            .arg(support::bin())
+            .args(args)
+            .env("COLUMNS", support::COLUMNS)
+            .output()
+            .expect("spawn a throttled probe");
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        );
+        let v = json(&stdout, &stderr);
+        (out.status.code().unwrap_or(-1), v, stderr)
+    }
+
+    /// Times the cgroup's processes were held back (cpu.stat `nr_throttled`).
+    fn throttled(&self) -> u64 {
+        std::fs::read_to_string(self.0.join("cpu.stat"))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("nr_throttled "))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0)
+    }
 }
 
-/// Issue 22: a fast server is never `server_response`, even while the host's CPUs are
-/// contended and some requests stall for milliseconds: those stalls may be the probe's or
-/// the server's scheduling, so they stay unexplained (with the CPU waits as evidence), and
+impl Drop for Throttle {
+    fn drop(&mut self) {
+        // Empty once the probes it held have exited.
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// Issue 22: a fast server is never `server_response`, even when the client stalls: the
+/// probe runs with a tenth of a CPU (a container's CPU limit), so its workers and its
+/// embedded server are held back up to 90 ms at a time and many requests are slow. Those
+/// stalls are the client's (schedstat counts them as CPU waits), so they stay unexplained;
 /// the server's part stays at the loopback round trip.
 #[test]
-fn a_fast_server_is_never_server_response_even_on_a_busy_host() {
-    if !support::require_root("a_fast_server_is_never_server_response_even_on_a_busy_host") {
+fn a_fast_server_is_never_server_response_even_when_the_client_stalls() {
+    let test = "a_fast_server_is_never_server_response_even_when_the_client_stalls";
+    if !support::require_root(test) {
         return;
     }
-    let ns = Arc::new(Netns::new("fast"));
-    let _server = thinking_server(&ns, 5982, Duration::ZERO);
-    let busy = contend_cpus(Instant::now() + Duration::from_millis(3_500));
-    // A server of this test (another process, like nginx) over keep-alive, and the embedded
-    // server in crr mode (the conformance matrix's clean baseline), at once.
-    let external = {
-        let ns = Arc::clone(&ns);
-        std::thread::spawn(move || {
-            probe_in(
-                &ns,
-                &["http://127.0.0.1:5982/", "-d", "3s", "-c", "2", "--json"],
-            )
-        })
+    let Some(cpu) = Throttle::new("thr") else {
+        eprintln!("SKIP {test}: no CPU cgroup controller to limit the probe with");
+        return;
     };
-    let (_, embedded, _) = probe_in(&ns, &["--mode", "crr", "-d", "3s", "-c", "2", "--json"]);
-    let (_, external, _) = external.join().unwrap();
-    for h in busy {
-        h.join().unwrap();
-    }
-    let mut slow = 0;
+    let ns = Netns::new("fast");
+    let _server = thinking_server(&ns, 5982, Duration::ZERO);
+    // A server of this test (another process, like nginx) over keep-alive, and the embedded
+    // server in crr mode (the conformance matrix's clean baseline).
+    let http = ["http://127.0.0.1:5982/", "-d", "2s", "-c", "2", "--json"];
+    let (_, external, _) = cpu.probe_in(&ns, &http);
+    let crr = ["--mode", "crr", "-d", "2s", "-c", "2", "--json"];
+    let (_, embedded, _) = cpu.probe_in(&ns, &crr);
+    assert!(cpu.throttled() > 0, "the cgroup never held the probe back");
     for (what, v) in [("external", &external), ("embedded", &embedded)] {
-        assert!(v["requests_ok"].as_u64().unwrap() > 100, "{what}: {v:#}");
+        assert!(v["requests_ok"].as_u64().unwrap() > 50, "{what}: {v:#}");
         let named = pathologies(v);
         assert!(
             !named.contains(&"server_response".to_string())
@@ -1534,21 +1595,26 @@ fn a_fast_server_is_never_server_response_even_on_a_busy_host() {
             v["findings"],
             v["time_split"]
         );
+        let t = &v["time_split"];
         let server = time_part(v, "server");
         assert!(
             server["p50_us"].as_u64().unwrap() < 5_000,
             "{what}: {server:#}"
         );
-        assert_ne!(v["time_split"]["tcp"], "unmeasured", "{what}");
-        // The bound came from the kernel: each worker's wait for a CPU (schedstat).
-        let t = &v["time_split"];
-        assert!(t["workers_cpu_wait_us"].as_u64().is_some(), "{what}: {t:#}");
-        slow += t["slow_requests"].as_u64().unwrap();
+        // The stalls were seen, and left unexplained with the kernel's CPU waits as bound
+        // (or a request cut at the end while held back is unanswered: not fine either).
+        assert!(t["slow_requests"].as_u64().unwrap() > 0, "{what}: {t:#}");
+        assert!(
+            t["tcp"] == "unexplained" || t["tcp"] == "failed",
+            "{what}: {t:#}"
+        );
+        assert!(
+            t["workers_cpu_wait_us"].as_u64().unwrap() > 100_000,
+            "{what}: {t:#}"
+        );
     }
     let t = &embedded["time_split"];
     assert!(t["embedded_server_cpu_wait_us"].as_u64().is_some(), "{t:#}");
-    // The contention made requests stall: the test saw what it is about.
-    assert!(slow > 0, "no request stalled under contention");
 }
 
 /// A point-to-point TUN device `ifname` in `ns` whose packets this test reads and writes

@@ -23,6 +23,7 @@ use tcpdoctor_host::{counters, pressure, route, sockets};
 use tcpdoctor_model::{timers, PortRange, SynLadder};
 
 use crate::classify::{self, Signatures};
+use crate::readings::{tcp_info, SchedStat};
 use crate::record::{ErrorKind, Outcome, Phase, Record, DETAIL_AFTER};
 use crate::server::{Protocol, Server, ServerConfig};
 use crate::{
@@ -563,76 +564,6 @@ struct Worker<'a, 'b> {
     sched: Option<SchedStat>,
 }
 
-/// TCP_INFO of a connection (`None` when the call fails).
-fn tcp_info(conn: &Conn) -> Option<libc::tcp_info> {
-    // SAFETY: an all-zero tcp_info is valid; the kernel fills at most `len` bytes of it.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: valid fd, buffer and length of the documented option.
-    let rc = unsafe {
-        libc::getsockopt(
-            conn.sock.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut len,
-        )
-    };
-    (rc == 0).then_some(info)
-}
-
-/// Nanoseconds the calling thread has spent runnable but waiting for a CPU since it started
-/// (`run_delay`, the second field of `/proc/thread-self/schedstat`; Documentation/scheduler/
-/// sched-stats.rst). `None` when the kernel does not keep it (no CONFIG_SCHED_INFO).
-pub(crate) fn thread_run_delay_ns() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    text.split_ascii_whitespace().nth(1)?.parse().ok()
-}
-
-/// The calling thread's schedstat, open for re-reading: `pread` at offset 0 renders it anew.
-struct SchedStat {
-    file: std::fs::File,
-    first_ns: u64,
-    last_ns: u64,
-}
-
-impl SchedStat {
-    /// `None` when the kernel does not keep schedstats for threads (no CONFIG_SCHED_INFO).
-    fn open() -> Option<SchedStat> {
-        let file = std::fs::File::open("/proc/thread-self/schedstat").ok()?;
-        let mut s = SchedStat {
-            file,
-            first_ns: 0,
-            last_ns: 0,
-        };
-        s.first_ns = s.run_delay_ns()?;
-        s.last_ns = s.first_ns;
-        Some(s)
-    }
-
-    fn run_delay_ns(&self) -> Option<u64> {
-        use std::os::unix::fs::FileExt;
-        let mut buf = [0u8; 128];
-        let n = self.file.read_at(&mut buf, 0).ok()?;
-        let text = std::str::from_utf8(&buf[..n]).ok()?;
-        text.split_ascii_whitespace().nth(1)?.parse().ok()
-    }
-
-    /// The wait for a CPU since the previous reading.
-    fn since_last_ns(&mut self) -> Option<u64> {
-        let now = self.run_delay_ns()?;
-        let d = now.saturating_sub(self.last_ns);
-        self.last_ns = now;
-        Some(d)
-    }
-
-    /// The wait for a CPU since it was opened.
-    fn total_ns(&self) -> Option<u64> {
-        self.run_delay_ns()
-            .map(|now| now.saturating_sub(self.first_ns))
-    }
-}
-
 /// One worker's loop: its records, and how long it waited for a CPU meanwhile (a bound on
 /// the scheduling delay its timings can hold).
 fn worker(sh: &Shared, id: usize, reserve: usize) -> (Vec<Record>, Option<u64>) {
@@ -852,7 +783,7 @@ impl Worker<'_, '_> {
         if rec.connect_ns().unwrap_or(0) >= DETAIL_AFTER {
             // Right after the handshake the smoothed RTT is its one sample: the SYN-ACK's
             // round trip as the kernel measured it (tcp_rtt_estimator's first measurement).
-            if let Some(info) = self.conn.as_ref().and_then(tcp_info) {
+            if let Some(info) = self.conn.as_ref().and_then(|c| tcp_info(&c.sock)) {
                 rec.handshake_rtt_us = info.tcpi_rtt;
             }
         }
@@ -919,7 +850,12 @@ impl Worker<'_, '_> {
         let slow = rec.connect_ns().unwrap_or(0) >= DETAIL_AFTER
             || rec.first_byte_wait_ns().unwrap_or(0) >= DETAIL_AFTER;
         // tcpi_min_rtt exists since Linux 4.10; an older kernel fills less and leaves it 0.
-        if let Some(info) = self.conn.as_ref().filter(|_| slow).and_then(tcp_info) {
+        if let Some(info) = self
+            .conn
+            .as_ref()
+            .filter(|_| slow)
+            .and_then(|c| tcp_info(&c.sock))
+        {
             if info.tcpi_min_rtt != u32::MAX {
                 rec.kernel_rtt_us = info.tcpi_min_rtt;
             }

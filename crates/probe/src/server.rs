@@ -177,10 +177,10 @@ impl Drop for Server {
 }
 
 fn accept_loop(s: &Shared) {
-    let waited_before = crate::engine::thread_run_delay_ns();
+    let waited_before = crate::readings::thread_run_delay_ns();
     serve_until_stopped(s);
     let waited = waited_before
-        .zip(crate::engine::thread_run_delay_ns())
+        .zip(crate::readings::thread_run_delay_ns())
         .map(|(b, a)| a.saturating_sub(b));
     let _ = s
         .run_delay_ns

@@ -132,7 +132,7 @@ fn scheduling_bound(
     named_us: u64,
     part: Component,
 ) -> Option<Evidence> {
-    let (workers_us, server_us) = crate::findings::cpu_wait_bounds(s, named)?;
+    let (workers_us, server_us) = cpu_wait_bounds(s, named)?;
     let server = match server_us {
         Some(us) => format!(
             " + the embedded server's threads' over the run {} ms",
@@ -202,4 +202,135 @@ pub fn transfer_holds(s: &Summary, delta: &Delta) -> Option<Result<Finding, Evid
     } else {
         f
     }))
+}
+
+/// For the unexplained slow requests: which part of their time was largest, and the CPU
+/// waits that kept the time split from naming the server or the path.
+pub(crate) fn unexplained_split(s: &Summary, spikes: &[Spike]) -> Option<Evidence> {
+    let unexplained: Vec<&Spike> = spikes
+        .iter()
+        .filter(|sp| sp.cause == SpikeCause::Unexplained)
+        .collect();
+    let mut by_part: std::collections::BTreeMap<crate::split::Component, u64> =
+        std::collections::BTreeMap::new();
+    for sp in &unexplained {
+        *by_part.entry(sp.split.dominant()).or_default() += 1;
+    }
+    let (part, n) = by_part.into_iter().max_by_key(|&(_, n)| n)?;
+    let t = &s.time_split;
+    let considered: Vec<&Spike> = unexplained
+        .iter()
+        .copied()
+        .filter(|sp| sp.cpu_wait_bound_ns.is_some())
+        .collect();
+    let waits = match (t.workers_cpu_wait_us, t.embedded_server_cpu_wait_us) {
+        _ if !considered.is_empty() => {
+            let (workers_us, server_us) = cpu_wait_bounds(s, &considered).unwrap_or((0, None));
+            format!(
+                "the CPU waits that could hide in the {} whose server or path was largest: their workers' {} (schedstat run_delay since each one's previous slow request){}",
+                considered.len(),
+                dur(workers_us),
+                server_us
+                    .map(|us| format!(", the embedded server's threads' {} over the run", dur(us)))
+                    .unwrap_or_default()
+            )
+        }
+        (Some(w), Some(e)) => format!(
+            "the workers waited {} and the embedded server's threads {} for a CPU during the run",
+            dur(w),
+            dur(e)
+        ),
+        (Some(w), None) => format!("the workers waited {} for a CPU during the run", dur(w)),
+        _ => "the workers' CPU waits are unknown (no schedstat)".into(),
+    };
+    Some(Evidence::Examples {
+        what: "time split of the unexplained requests".into(),
+        items: vec![format!(
+            "{part} ({}) was the largest part in {n} of {}; {waits} (the server or the path is named only where such waits, and the host's while a rare stall ran, cannot account for half of its time)",
+            part.describe(),
+            unexplained.len()
+        )],
+    })
+}
+
+/// The CPU waits that could hide in `spikes` ([`Spike::cpu_wait_bound_ns`]): their workers'
+/// summed, and the embedded server's threads' over the run (counted once, though every
+/// request's bound includes it). `None` when a bound is missing.
+pub(crate) fn cpu_wait_bounds(s: &Summary, spikes: &[&Spike]) -> Option<(u64, Option<u64>)> {
+    let server_us = s.time_split.embedded_server_cpu_wait_us;
+    let server_ns = server_us.unwrap_or(0) * 1_000;
+    let workers_ns: u64 = spikes
+        .iter()
+        .map(|sp| sp.cpu_wait_bound_ns.map(|b| b.saturating_sub(server_ns)))
+        .sum::<Option<u64>>()?;
+    Some((workers_ns / 1_000, server_us))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tcpdoctor_host::counters::Delta;
+    use tcpdoctor_model::{Evidence, Pathology, Severity};
+
+    use crate::findings::tests::{findings_full, rec};
+    use crate::record::{Outcome, Record};
+    use crate::Config;
+
+    #[test]
+    fn a_server_thinking_300_ms_is_server_response_and_nothing_else() {
+        // 100 requests: 0.05 ms handshakes, the first byte 300 ms after the request.
+        let rs: Vec<Record> = (0..100)
+            .map(|i| {
+                let mut r = rec(i, 0, Outcome::Ok);
+                r.first_byte_ns = r.first_byte_ns.map(|f| f + 300_000_000);
+                r.end_ns += 300_000_000;
+                r
+            })
+            .collect();
+        let waits = crate::split::CpuWaits {
+            workers_ns: vec![Some(20_000_000)],
+            ..crate::split::CpuWaits::default()
+        };
+        let cfg = Config {
+            duration: Duration::from_secs(40),
+            ..Config::default()
+        };
+        let f = findings_full(&cfg, &rs, &Delta::default(), None, None, &waits);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].pathology, Pathology::ServerResponse);
+        assert_eq!(f[0].severity, Severity::Warning);
+        assert_eq!(f[0].severity_rule, tcpdoctor_model::Rule::TimeoutStall);
+        assert_eq!(f[0].impact.affected, 100);
+        assert!(
+            f[0].summary
+                .starts_with("100 of 100 requests waited ~300ms for the server"),
+            "{}",
+            f[0].summary
+        );
+        assert!(f[0].summary.contains("TCP is fine"), "{}", f[0].summary);
+        // The workers' CPU waits unknown: nothing bounds the client's own scheduling, so the
+        // same requests are not pinned on the server.
+        let f = findings_full(
+            &cfg,
+            &rs,
+            &Delta::default(),
+            None,
+            None,
+            &crate::split::CpuWaits::default(),
+        );
+        assert_eq!(f[0].pathology, Pathology::UnexplainedDelay, "{f:#?}");
+        let split = f[0]
+            .evidence
+            .iter()
+            .find_map(|e| match e {
+                Evidence::Examples { what, items } if what.contains("time split") => {
+                    Some(items[0].clone())
+                }
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{f:#?}"));
+        assert!(split.starts_with("server ("), "{split}");
+        assert!(split.contains("largest part in 100 of 100"), "{split}");
+    }
 }
