@@ -23,7 +23,7 @@ use tcpdoctor_host::{counters, pressure, route, sockets};
 use tcpdoctor_model::{timers, PortRange, SynLadder};
 
 use crate::classify::{self, Signatures};
-use crate::readings::{tcp_info, SchedStat};
+use crate::readings::{cpu_some_sample, tcp_info, SchedStat};
 use crate::record::{ErrorKind, Outcome, Phase, Record, DETAIL_AFTER};
 use crate::server::{Protocol, Server, ServerConfig};
 use crate::{
@@ -449,7 +449,7 @@ fn drive(
 }
 
 /// Supervises the workers until they end; returns the host's CPU pressure sampled every
-/// tick ([`cpu_some_sample`]).
+/// tick ([`crate::readings::cpu_some_sample`]).
 fn supervise<T>(
     sh: &Shared,
     stop: &AtomicBool,
@@ -459,7 +459,7 @@ fn supervise<T>(
     let mut halt_at: Option<Instant> = None;
     let mut ticks = 0u64;
     let mut cpu_some = Vec::new();
-    cpu_some_sample(sh, &mut cpu_some);
+    cpu_some_sample(sh.t0, &mut cpu_some);
     loop {
         // Wake at the end of the duration exactly, to cut what is in flight then.
         let now = Instant::now();
@@ -470,7 +470,7 @@ fn supervise<T>(
         };
         std::thread::sleep(nap);
         ticks += 1;
-        cpu_some_sample(sh, &mut cpu_some);
+        cpu_some_sample(sh.t0, &mut cpu_some);
         let now = Instant::now();
         if handles.iter().all(|h| h.is_finished()) {
             break;
@@ -516,15 +516,6 @@ fn supervise<T>(
     }
     on_progress(progress(sh, Instant::now()));
     cpu_some
-}
-
-/// Appends (ns since the start, host's "some" CPU pressure total in ns) when
-/// `/proc/pressure/cpu` can be read: how long some task waited for a CPU during any slice of
-/// the run, at the tick's resolution (one small read per tick).
-fn cpu_some_sample(sh: &Shared, out: &mut Vec<(u64, u64)>) {
-    if let Ok(Some(us)) = pressure::cpu_some_total_us() {
-        out.push((sh.ns(Instant::now()), us.saturating_mul(1_000)));
-    }
 }
 
 fn progress(sh: &Shared, now: Instant) -> Progress {

@@ -1,7 +1,7 @@
 //! What the kernel says about the probe's own threads and connections, read where a
 //! request's time needs explaining: each thread's wait for a CPU (schedstat `run_delay`,
-//! Documentation/scheduler/sched-stats.rst) and a connection's TCP_INFO. System calls only;
-//! no interpretation (see [`crate::split`]).
+//! Documentation/scheduler/sched-stats.rst), the host's CPU pressure, and a connection's
+//! TCP_INFO. System calls only; no interpretation (see [`crate::split`]).
 
 use std::os::fd::AsRawFd;
 
@@ -73,4 +73,14 @@ pub(crate) fn tcp_info(sock: &socket2::Socket) -> Option<libc::tcp_info> {
         )
     };
     (rc == 0).then_some(info)
+}
+
+/// Appends (ns since `t0`, the host's "some" CPU pressure total in ns) when
+/// `/proc/pressure/cpu` can be read: how long some task waited for a CPU during any slice of
+/// a run, at the resolution of the calls (one small read each).
+pub(crate) fn cpu_some_sample(t0: std::time::Instant, out: &mut Vec<(u64, u64)>) {
+    if let Ok(Some(us)) = tcpdoctor_host::pressure::cpu_some_total_us() {
+        let at = t0.elapsed().as_nanos() as u64;
+        out.push((at, us.saturating_mul(1_000)));
+    }
 }
