@@ -9,11 +9,11 @@
 //!   handshake on a new connection, else the run's typical one ([`Baseline::path_rtt_ns`]).
 //!   A handshake longer than its round trip as the kernel measured it
 //!   ([`Record::handshake_rtt_us`], else the connection's) without a TCP timer was the
-//!   client waking up late: client. (The request's share uses the connection's smallest
-//!   round trip, `tcpi_min_rtt`, which a server's delayed ACK of the request cannot inflate;
-//!   a path whose delay varies between the request and its reply leaves that variation in
-//!   the server's part, on a reused connection.) A handshake a TCP timer slowed (SYN retransmission,
+//!   client waking up late: client. A handshake a TCP timer slowed (SYN retransmission,
 //!   accept-queue overflow) counts the round trip as network and the rest as tcp_timer.
+//!   The request's share uses the connection's smallest round trip (`tcpi_min_rtt`), which
+//!   a server's delayed ACK of the request cannot inflate; a path whose delay grows between
+//!   the connection's start and a later request leaves that growth in the server's part.
 //! * **tls**: connect() returned to the end of the TLS handshake.
 //! * **server**: the first-byte wait (request sent to the first reply byte) less the path's
 //!   share; when a TCP timer slowed the reply (RTO, delayed ACK), the run's typical server
@@ -54,9 +54,9 @@ use serde::Serialize;
 use crate::classify::{SlowPhase, Spike, SpikeCause, ONE_FLIGHT_BYTES};
 use crate::record::Record;
 
-/// A worker's slow requests are named after the server or the network when their dominant
-/// parts add up to at least this many times the CPU wait that could hide in its timings: the
-/// client's own scheduling then accounts for at most half of the time named.
+/// A slow request is named after its server or its network when that part is at least this
+/// many times the CPU waits that could hide in its timings: scheduling then accounts for at
+/// most half of the time named.
 pub const SCHEDULING_MARGIN: u64 = 2;
 
 /// A part of a request's time. JSON values: `network`, `tls`, `server`, `transfer`,
@@ -74,7 +74,7 @@ pub enum Component {
     Transfer,
     /// TCP's timers: SYN retransmission, RTO, delayed ACK, accept-queue overflow.
     TcpTimer,
-    /// The client's own: open-loop lateness, closing.
+    /// The client's own: open-loop lateness, waking up after the SYN-ACK, closing.
     Client,
 }
 
@@ -221,8 +221,6 @@ pub struct Baseline {
     /// The median network part (handshake + the request's round trip) of the completed
     /// requests.
     pub network_ns: u64,
-    /// The median transfer of the completed requests no TCP timer slowed there.
-    pub transfer_ns: u64,
     /// The delayed-ACK window when the kernel counted delayed ACKs during the run
     /// ([`crate::classify::delack_seen`]).
     pub delack: Option<RangeInclusive<Duration>>,
@@ -267,11 +265,6 @@ impl Baseline {
             ),
             server_ns: 0,
             network_ns: 0,
-            transfer_ns: median(
-                typical(SlowPhase::Transfer)
-                    .filter_map(Record::transfer_ns)
-                    .collect(),
-            ),
             delack,
         };
         base.server_ns = median(
@@ -625,7 +618,6 @@ pub(crate) mod tests {
         let window = Duration::from_millis(38)..=Duration::from_millis(52);
         let base = Baseline {
             path_rtt_ns: 50_000,
-            transfer_ns: 20_000,
             delack: Some(window.clone()),
             ..Baseline::default()
         };
@@ -655,7 +647,6 @@ pub(crate) mod tests {
         assert_eq!(base.path_rtt_ns, 90_000);
         // Median first-byte wait 304 ms less that request's own 0.09 ms handshake.
         assert_eq!(base.server_ns, 304 * MS - 90_000);
-        assert_eq!(base.transfer_ns, 20_000);
     }
 
     pub(crate) fn slow_run(n: usize, connect_ms: f64, wait_ms: f64) -> (Vec<Record>, Vec<Spike>) {

@@ -219,29 +219,29 @@ fn dur(us: u64) -> String {
 }
 
 fn headline(s: &TimeSplit, stalled: u64, unexplained: u64, failed: u64) -> String {
-    let tcp =
-        match s.tcp {
-            TcpState::Unmeasured => return "no request completed: no time to split".into(),
-            TcpState::Fine => format!(
-                "TCP is fine: none of {} requests failed or waited for a TCP timer",
-                s.requests
-            ),
-            TcpState::Stalled => format!(
-                "TCP stalled: {stalled} of {} requests waited for its timers (see the findings)",
-                s.requests
-            ),
-            TcpState::Unexplained => {
-                format!(
-            "no request waited for a TCP timer, but {unexplained} slow {} unexplained: CPU \
-             waits on this host could account for {} (see the findings)",
-            if unexplained == 1 { "request stays" } else { "requests stay" },
-            if unexplained == 1 { "it" } else { "them" }
-        )
-            }
-            TcpState::Failed => {
-                format!("{failed} requests failed or went unanswered (see the findings)")
-            }
-        };
+    let (requests, them) = match unexplained {
+        1 => ("request stays", "it"),
+        _ => ("requests stay", "them"),
+    };
+    let n = s.requests;
+    let tcp = match s.tcp {
+        TcpState::Unmeasured => return "no request completed: no time to split".into(),
+        TcpState::Fine => {
+            format!("TCP is fine: none of {n} requests failed or waited for a TCP timer")
+        }
+        TcpState::Stalled => {
+            format!(
+                "TCP stalled: {stalled} of {n} requests waited for its timers (see the findings)"
+            )
+        }
+        TcpState::Unexplained => format!(
+            "no request waited for a TCP timer, but {unexplained} slow {requests} unexplained: \
+             CPU waits on this host could account for {them} (see the findings)"
+        ),
+        TcpState::Failed => {
+            format!("{failed} requests failed or went unanswered (see the findings)")
+        }
+    };
     let Some(c) = s.dominant.and_then(|d| s.component(d)) else {
         return tcp;
     };
