@@ -121,6 +121,82 @@ run 6-http404 $L --mode http --path /status/404 -n 200
 run 6-http404-expected $L --mode http --path /status/404 -n 200 --expect-status 2xx,404
 run 6-http404-json $L --mode http --path /status/404 -n 20 --json
 
+# 8. Where the time went: Python's http.server thinking 300 ms per request on the loopback
+#    of $L, as written by default (headers and body in two writes: 8300) and with a buffered
+#    writer (one write: 8301).
+for spec in "8300 0" "8301 65536"; do
+    set -- $spec
+    ip netns exec $L python3 -c '
+import http.server, socketserver, sys, time
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    wbufsize = int(sys.argv[2])
+    def do_GET(self):
+        time.sleep(0.3)
+        self.send_response(200)
+        self.send_header("Content-Length", "3")
+        self.end_headers()
+        self.wfile.write(b"ok\n")
+    def log_message(self, *a):
+        pass
+class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+S(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+' "$1" "$2" &
+    PIDS+=($!)
+done
+# Python starts slowly on a busy host: wait until both listen.
+for _ in $(seq 100); do
+    [ "$(ip netns exec $L ss -Hltn '( sport = :8300 or sport = :8301 )' | wc -l)" -ge 2 ] && break
+    sleep 0.1
+done
+run 8-server $L http://127.0.0.1:8301/ -d 3s
+run 8-server-json $L http://127.0.0.1:8301/ -d 3s --json
+run 8-server-nagle $L http://127.0.0.1:8300/ -d 3s
+
+# 9. A slow path: the client and server namespaces also joined by TUN devices whose packets
+#    a relay here delays 60 ms each way (no netem on this kernel), `probe --serve` on it.
+python3 - "$C" "$S" <<'PY' &
+import ctypes, fcntl, os, queue, select, struct, sys, threading, time
+libc = ctypes.CDLL(None, use_errno=True)
+def tun(ns):
+    fd = os.open("/var/run/netns/" + ns, os.O_RDONLY)
+    assert libc.setns(fd, 0x40000000) == 0  # CLONE_NEWNET, this thread only
+    os.close(fd)
+    t = os.open("/dev/net/tun", os.O_RDWR)
+    fcntl.ioctl(t, 0x400454CA, struct.pack("16sH", b"pdoctun0", 0x0001 | 0x1000))  # TUNSETIFF: TUN, no PI
+    return t
+a, b = tun(sys.argv[1]), tun(sys.argv[2])
+until = time.monotonic() + 120
+def line(src, dst):
+    q = queue.Queue()
+    def reader():
+        while time.monotonic() < until:
+            if select.select([src], [], [], 0.1)[0]:
+                q.put((time.monotonic() + 0.060, os.read(src, 65536)))
+        q.put(None)
+    def writer():
+        while (item := q.get()) is not None:
+            time.sleep(max(0.0, item[0] - time.monotonic()))
+            os.write(dst, item[1])
+    for f in (reader, writer):
+        threading.Thread(target=f).start()
+line(a, b)
+line(b, a)
+PY
+PIDS+=($!)
+for _ in $(seq 100); do
+    ip -n $S link show pdoctun0 >/dev/null 2>&1 && ip -n $C link show pdoctun0 >/dev/null 2>&1 && break
+    sleep 0.1
+done
+ip -n $C addr add 10.77.4.1 peer 10.77.4.2 dev pdoctun0; ip -n $C link set pdoctun0 up
+ip -n $S addr add 10.77.4.2 peer 10.77.4.1 dev pdoctun0; ip -n $S link set pdoctun0 up
+ip netns exec $S "$B" probe --serve 10.77.4.2:5002 >/dev/null 2>&1 &
+PIDS+=($!)
+sleep 0.5
+run 9-path $C 10.77.4.2:5002 -d 3s
+
 # 7. A source address that is not on this host.
 run 7-local-addr $L 127.0.0.1:5993 --local-addr 192.0.2.1
 echo "outputs in $OUT"

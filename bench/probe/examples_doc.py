@@ -41,6 +41,9 @@ BLOCKS = [
     ("6-http404", "tcpdoctor probe --mode http --path /status/404 -n 200"),
     ("6-http404-expected", "tcpdoctor probe --mode http --path /status/404 -n 200 --expect-status 2xx,404"),
     ("7-local-addr", "tcpdoctor probe 127.0.0.1:5993 --local-addr 192.0.2.1"),
+    ("8-server", "tcpdoctor probe http://127.0.0.1:8301/ -d 3s"),
+    ("8-server-nagle", "tcpdoctor probe http://127.0.0.1:8300/ -d 3s"),
+    ("9-path", "ip netns exec client tcpdoctor probe 10.77.4.2:5002 -d 3s"),
 ]
 for name, cmd in BLOCKS:
     head = "```\n$ " + cmd + "\n"
@@ -85,6 +88,25 @@ md = md[:i] + "```json\n" + json.dumps(group, indent=2) + "\n" + md[j:]
 # Section 6.
 v = load("6-http404-json")
 sub(r"the finding's impact `[^`]*`", f"the finding's impact `{json.dumps(v['findings'][0]['impact'])}`")
+
+# Section 5 (where the time went).
+v = load("8-server-json")
+t = v["time_split"]
+i = md.index('```json\n{\n  "path_rtt_us"')
+j = md.index("```", i + 7)
+md = md[:i] + "```json\n" + json.dumps(t, indent=2) + "\n" + md[j:]
+server = next(c for c in t["components"] if c["component"] == "server")
+sub(r"server's part: p50 [\d,]+ us", f"server's part: p50 {server['p50_us']:,} us")
+m = re.search(r"server time of these requests (\d+) ms / the CPU waits that could\s+hide in them: their\s+workers'\s+\(schedstat\s+run_delay\s+since\s+each\s+one's\s+previous\s+slow\s+request\)\s+(\d+)\s+ms", text("8-server"))
+sub(r"\d+ ms of server time named, against at most \d+ ms", f"{m.group(1)} ms of server time named, against at most {m.group(2)} ms")
+m = re.search(r"waited for a CPU during (\d+)% of the run", text("8-server"))
+sub(r"here busy \d+% of the run", f"here busy {m.group(1)}% of the run")
+nagle = text("8-server-nagle")
+m = re.search(r"(\d+) of (\d+) replies waited ~([\d.]+ms) after\s+their\s+first\s+byte", nagle)
+sub(r"- \d+ of \d+ replies waited ~[\d.]+ms after", f"- {m.group(1)} of {m.group(2)} replies waited ~{m.group(3)} after")
+
+m = re.search(r"path round trip: median of the connections \(the kernel's where\s+read, else the handshake\): \d+ x ~([\d.]+ms)", text("9-path"))
+sub(r"the handshake and the request's, ~[\d.]+ms each as the", f"the handshake and the request's, ~{m.group(1)} each as the")
 
 open(doc, "w").write(md)
 print(f"refreshed {doc}")

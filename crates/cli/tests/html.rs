@@ -155,7 +155,22 @@ fn probe_html_report_renders_in_chromium() {
     if !v["cpu_wait"].is_null() {
         texts.push("CPU contention");
     }
-    check_page(&page, &dir.0, &texts, 2);
+    // Where the time went: a waterfall when some request was slow, the server-time
+    // histogram when some request left the server any time (as the JSON says).
+    texts.push("Where the time went");
+    let t = &v["time_split"];
+    let slow = t["slow_requests"].as_u64().unwrap() > 0;
+    let server_time = t["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["component"] == "server" && c["max_us"].as_u64().unwrap() > 0);
+    check_page(
+        &page,
+        &dir.0,
+        &texts,
+        2 + usize::from(slow) + usize::from(server_time),
+    );
 }
 
 #[test]

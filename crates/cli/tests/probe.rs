@@ -595,7 +595,11 @@ fn rr_mode_keeps_one_connection_per_worker() {
         return;
     };
     assert_eq!(v["requests_ok"], 200);
-    assert_eq!(v["connections_opened"], 2);
+    // One connection per worker that got to run: on a busy machine one worker once sent all
+    // 200 requests (10-20 ms on loopback) before the second thread first ran.
+    let opened = v["connections_opened"].as_u64().unwrap();
+    assert!((1..=2).contains(&opened), "{v:#}");
+    assert_eq!(v["embedded_server"]["connections_accepted"], opened);
     assert_eq!(v["embedded_server"]["requests_served"], 200);
 }
 
@@ -1011,8 +1015,11 @@ fn a_run_with_every_request_cut_at_the_end_is_never_healthy() {
         let u = &v["unanswered"][0];
         assert_eq!(u["count"], 2, "port {port}: {u}");
         assert_eq!(u["cut"], 2, "port {port}: {u}");
+        // The workers' first requests start as their threads first run: within 30 ms of the
+        // run's start alone, up to 148 ms late measured with this test's three probes and
+        // other tests sharing the 2 CPUs.
         let waited = u["max_wait_us"].as_u64().unwrap();
-        assert!((1_900_000..2_500_000).contains(&waited), "port {port}: {u}");
+        assert!((1_800_000..2_500_000).contains(&waited), "port {port}: {u}");
         let first = &v["findings"][0];
         let summary = first["summary"].as_str().unwrap();
         // The summary gives the time waited.
@@ -1319,4 +1326,414 @@ fn https_with_insecure_measures_a_tls_phase_and_refuses_untrusted_certificates()
     assert_eq!(code, 2, "{out}{err}");
     assert_eq!(err.lines().count(), 1, "one line: {err}");
     assert!(err.contains(&url) && err.contains("certificate"), "{err}");
+}
+
+/// An HTTP/1.1 server inside `ns` on 127.0.0.1:`port` that waits `think` before each answer
+/// and writes the whole answer with one write (so Nagle holds nothing): the server-bound
+/// case. Threads of the test, bounded in connections and requests; they end with the test
+/// process.
+fn thinking_server(ns: &Netns, port: u16, think: Duration) -> TcpListener {
+    let listener = support::in_netns(ns, move || {
+        TcpListener::bind(("127.0.0.1", port)).expect("bind thinking server")
+    });
+    let l = listener.try_clone().unwrap();
+    std::thread::spawn(move || {
+        for conn in l.incoming().take(64) {
+            let Ok(mut c) = conn else { return };
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let _ = c.set_read_timeout(Some(Duration::from_secs(10)));
+                let mut req = Vec::new();
+                let mut buf = [0u8; 4096];
+                for _ in 0..10_000 {
+                    while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match c.read(&mut buf) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => req.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let end = req.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+                    req.drain(..end);
+                    std::thread::sleep(think);
+                    let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n";
+                    if c.write_all(answer).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    listener
+}
+
+fn time_part<'a>(v: &'a Value, part: &str) -> &'a Value {
+    v["time_split"]["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["component"] == part)
+        .unwrap_or_else(|| panic!("no part {part} in {}", v["time_split"]))
+}
+
+/// Issue 22: a server that thinks 300 ms before every answer. TCP carried every request
+/// without a timer; the time split gives the 300 ms to the server (first-byte wait less the
+/// round trip), names `server_response` alone, and says so in the verdict's lines.
+#[test]
+fn a_server_that_thinks_300_ms_is_named_beside_a_healthy_tcp() {
+    if !support::require_root("a_server_that_thinks_300_ms_is_named_beside_a_healthy_tcp") {
+        return;
+    }
+    let ns = Arc::new(Netns::new("think"));
+    let _server = thinking_server(&ns, 5981, Duration::from_millis(300));
+    let url = "http://127.0.0.1:5981/";
+    // The text report (with its HTML page) and the JSON one, side by side (2 s each).
+    let page = std::env::temp_dir().join(format!("tdoc-think-{}.html", std::process::id()));
+    let text = {
+        let ns = Arc::clone(&ns);
+        let html = page.to_str().unwrap().to_string();
+        std::thread::spawn(move || {
+            support::run_in(&ns, &["probe", url, "-d", "2s", "-c", "2", "--html", &html])
+        })
+    };
+    let (code, v, err) = probe_in(&ns, &[url, "-d", "2s", "-c", "2", "--json"]);
+    assert_eq!(code, 1, "{err}\n{v:#}");
+    let ok = v["requests_ok"].as_u64().unwrap();
+    assert!(
+        (6..=14).contains(&ok),
+        "{ok} requests of 300 ms in 2 s on 2 workers"
+    );
+    assert_eq!(pathologies(&v), ["server_response"], "{:#}", v["findings"]);
+    let f = finding(&v, "server_response");
+    // Every request waited ~300 ms: a 200 ms-or-longer stall is a warning (policy).
+    assert_eq!(f["severity"], "warning", "{f:#}");
+    assert_eq!(f["impact"]["affected"], ok, "{f:#}");
+    let summary = f["summary"].as_str().unwrap();
+    assert!(
+        summary.contains(&format!("{ok} of {ok} requests waited ~3")),
+        "{summary}"
+    );
+    assert!(summary.contains("TCP is fine"), "{summary}");
+    let t = &v["time_split"];
+    assert_eq!(t["tcp"], "fine", "{t:#}");
+    assert_eq!(t["dominant"], "server", "{t:#}");
+    assert_eq!(t["slow_dominant"], "server", "{t:#}");
+    assert_eq!(t["slow_requests"], ok, "{t:#}");
+    // The server's part is the think time: 300 ms, plus what a loaded host adds to the
+    // server thread's sleep (measured here: 1 to 3 ms alone, up to 31 ms while this binary's
+    // CPU-contention test ran beside it).
+    let near = 300_000..400_000;
+    let server = time_part(&v, "server");
+    for q in ["p50_us", "p99_us", "slow_p50_us"] {
+        let us = server[q].as_u64().unwrap();
+        assert!(near.contains(&us), "server {q} {us}: {server:#}");
+    }
+    assert_eq!(server["slow_dominated"], ok, "{server:#}");
+    assert!(server["share"].as_f64().unwrap() > 0.95, "{server:#}");
+    // The path's part is the loopback round trip: the handshake and the request's.
+    let network = time_part(&v, "network");
+    assert!(network["p50_us"].as_u64().unwrap() < 20_000, "{network:#}");
+    assert_eq!(time_part(&v, "tcp_timer")["max_us"], 0, "{t:#}");
+    let first_byte = phase(&v, "first_byte")["p50_us"].as_u64().unwrap();
+    assert!(near.contains(&first_byte), "{first_byte}");
+    assert!(
+        t["headline"]
+            .as_str()
+            .unwrap()
+            .starts_with("TCP is fine: none of"),
+        "{t:#}"
+    );
+
+    let (code, out, err) = text.join().unwrap();
+    assert_eq!(code, 1, "{out}{err}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("Where the time went: "))
+        .unwrap_or_else(|| panic!("no time line:\n{out}"));
+    assert!(line.contains("TCP is fine"), "{line}");
+    assert!(line.contains("the server took 3"), "{line}");
+    let verdict = out.lines().last().unwrap();
+    assert!(verdict.contains("server_response (warning)"), "{verdict}");
+
+    // The page: the headline, a waterfall whose lanes are the server's requests, and the
+    // histogram of the server's time; self-contained (no script, nothing fetched).
+    let html = std::fs::read_to_string(&page).unwrap();
+    let _ = std::fs::remove_file(&page);
+    for fetch in ["<script", "src=", "href="] {
+        assert!(!html.contains(fetch), "{fetch} in the page");
+    }
+    assert!(
+        html.contains("TCP is fine: none of"),
+        "no headline in the page"
+    );
+    assert!(html.contains("slowest requests went"), "no waterfall");
+    assert!(
+        html.contains("time since the request started"),
+        "waterfall axis"
+    );
+    assert!(
+        html.contains(" server 30"),
+        "no lane of a server-bound request"
+    );
+    assert!(
+        html.contains("server (first-byte wait less"),
+        "no server bar kind"
+    );
+    assert!(
+        html.contains("Server time of the completed requests"),
+        "no histogram"
+    );
+}
+
+/// A CPU cgroup of this test that lets its processes run 10 ms in every 100 ms (the CFS
+/// bandwidth limit of a container with a tenth of a CPU): a probe inside stalls up to 90 ms
+/// whenever its quota runs out, and nothing outside it is slowed. cgroup v1's cpu controller
+/// (cpu.cfs_quota_us) or v2's cpu.max; `None` when neither can be used here. Removed on drop.
+struct Throttle(std::path::PathBuf);
+
+impl Throttle {
+    fn new(tag: &str) -> Option<Throttle> {
+        let name = format!("tdoc-{tag}-{}", support::unique_id());
+        let v1 = std::path::Path::new("/sys/fs/cgroup/cpu");
+        if v1.join("cpu.cfs_quota_us").exists() {
+            let dir = v1.join(&name);
+            std::fs::create_dir(&dir).ok()?;
+            let t = Throttle(dir);
+            std::fs::write(t.0.join("cpu.cfs_period_us"), "100000").ok()?;
+            std::fs::write(t.0.join("cpu.cfs_quota_us"), "10000").ok()?;
+            return Some(t);
+        }
+        let v2 = std::path::Path::new("/sys/fs/cgroup");
+        let controllers = std::fs::read_to_string(v2.join("cgroup.subtree_control")).ok()?;
+        if !controllers.split_whitespace().any(|c| c == "cpu") {
+            return None;
+        }
+        let dir = v2.join(&name);
+        std::fs::create_dir(&dir).ok()?;
+        let t = Throttle(dir);
+        std::fs::write(t.0.join("cpu.max"), "10000 100000").ok()?;
+        Some(t)
+    }
+
+    /// `tcpdoctor probe ARGS` inside the cgroup and network namespace `ns`.
+    fn probe_in(&self, ns: &Netns, args: &[&str]) -> (i32, Value, String) {
+        let procs = self.0.join(if self.0.join("tasks").exists() {
+            "tasks"
+        } else {
+            "cgroup.procs"
+        });
+        // The shell joins the cgroup, then becomes `ip netns exec` (which mounts its own
+        // /sys, without the cgroup file system).
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "echo $$ > {} && exec ip netns exec {} \"$0\" probe \"$@\"",
+                procs.display(),
+                ns.name
+            ))
+            .arg(support::bin())
+            .args(args)
+            .env("COLUMNS", support::COLUMNS)
+            .output()
+            .expect("spawn a throttled probe");
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        );
+        let v = json(&stdout, &stderr);
+        (out.status.code().unwrap_or(-1), v, stderr)
+    }
+
+    /// Times the cgroup's processes were held back (cpu.stat `nr_throttled`).
+    fn throttled(&self) -> u64 {
+        std::fs::read_to_string(self.0.join("cpu.stat"))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("nr_throttled "))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Throttle {
+    fn drop(&mut self) {
+        // Empty once the probes it held have exited.
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// Issue 22: a fast server is never `server_response`, even when the client stalls: the
+/// probe runs with a tenth of a CPU (a container's CPU limit), so its workers and its
+/// embedded server are held back up to 90 ms at a time and many requests are slow. Those
+/// stalls are the client's (schedstat counts them as CPU waits), so they stay unexplained;
+/// the server's part stays at the loopback round trip.
+#[test]
+fn a_fast_server_is_never_server_response_even_when_the_client_stalls() {
+    let test = "a_fast_server_is_never_server_response_even_when_the_client_stalls";
+    if !support::require_root(test) {
+        return;
+    }
+    let Some(cpu) = Throttle::new("thr") else {
+        eprintln!("SKIP {test}: no CPU cgroup controller to limit the probe with");
+        return;
+    };
+    let ns = Netns::new("fast");
+    let _server = thinking_server(&ns, 5982, Duration::ZERO);
+    // A server of this test (another process, like nginx) over keep-alive, and the embedded
+    // server in crr mode (the conformance matrix's clean baseline).
+    let http = ["http://127.0.0.1:5982/", "-d", "2s", "-c", "2", "--json"];
+    let (_, external, _) = cpu.probe_in(&ns, &http);
+    let crr = ["--mode", "crr", "-d", "2s", "-c", "2", "--json"];
+    let (_, embedded, _) = cpu.probe_in(&ns, &crr);
+    assert!(cpu.throttled() > 0, "the cgroup never held the probe back");
+    for (what, v) in [("external", &external), ("embedded", &embedded)] {
+        assert!(v["requests_ok"].as_u64().unwrap() > 50, "{what}: {v:#}");
+        let named = pathologies(v);
+        assert!(
+            !named.contains(&"server_response".to_string())
+                && !named.contains(&"network_latency".to_string()),
+            "{what}: {:#}\n{:#}",
+            v["findings"],
+            v["time_split"]
+        );
+        let t = &v["time_split"];
+        let server = time_part(v, "server");
+        assert!(
+            server["p50_us"].as_u64().unwrap() < 5_000,
+            "{what}: {server:#}"
+        );
+        // The stalls were seen, and left unexplained with the kernel's CPU waits as bound
+        // (or a request cut at the end while held back is unanswered: not fine either).
+        assert!(t["slow_requests"].as_u64().unwrap() > 0, "{what}: {t:#}");
+        assert!(
+            t["tcp"] == "unexplained" || t["tcp"] == "failed",
+            "{what}: {t:#}"
+        );
+        assert!(
+            t["workers_cpu_wait_us"].as_u64().unwrap() > 100_000,
+            "{what}: {t:#}"
+        );
+    }
+    let t = &embedded["time_split"];
+    assert!(t["embedded_server_cpu_wait_us"].as_u64().is_some(), "{t:#}");
+}
+
+/// A point-to-point TUN device `ifname` in `ns` whose packets this test reads and writes
+/// (it disappears when the returned file is closed, or with the namespace).
+fn tun_in(ns: &Netns, ifname: &str) -> std::fs::File {
+    let ifname = ifname.to_string();
+    support::in_netns(ns, move || {
+        use std::os::fd::AsRawFd;
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/net/tun")
+            .expect("open /dev/net/tun");
+        // struct ifreq: the name, then the flags (a short) at offset 16.
+        let mut ifr = [0u8; 40];
+        ifr[..ifname.len()].copy_from_slice(ifname.as_bytes());
+        let flags = (libc::IFF_TUN | libc::IFF_NO_PI) as i16;
+        ifr[16..18].copy_from_slice(&flags.to_ne_bytes());
+        // SAFETY: a valid fd and an ifreq-sized buffer for TUNSETIFF.
+        let rc = unsafe { libc::ioctl(f.as_raw_fd(), libc::TUNSETIFF as _, ifr.as_mut_ptr()) };
+        assert_eq!(rc, 0, "TUNSETIFF: {}", std::io::Error::last_os_error());
+        f
+    })
+}
+
+/// Carries every packet read from `from` into `to`, `delay` later (a path's one-way delay:
+/// no netem on this kernel), until `until`. Threads of the test.
+fn delay_line(from: std::fs::File, to: std::fs::File, delay: Duration, until: Instant) {
+    use std::io::{Read, Write};
+    use std::os::fd::AsRawFd;
+    let (tx, rx) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
+    std::thread::spawn(move || {
+        let mut to = to;
+        while let Ok((due, packet)) = rx.recv() {
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+            let _ = to.write(&packet);
+        }
+    });
+    std::thread::spawn(move || {
+        let mut from = from;
+        let mut buf = vec![0u8; 65_536];
+        while Instant::now() < until {
+            let mut pfd = libc::pollfd {
+                fd: from.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd.
+            if unsafe { libc::poll(&mut pfd, 1, 100) } <= 0 {
+                continue;
+            }
+            match from.read(&mut buf) {
+                Ok(n) => {
+                    let _ = tx.send((Instant::now() + delay, buf[..n].to_vec()));
+                }
+                Err(_) => return,
+            }
+        }
+    });
+}
+
+/// Issue 22: a slow path. A client and a server namespace joined through TUN devices whose
+/// packets this test delays 60 ms each way: a 120 ms round trip, the embedded server
+/// answering at once. The handshake and the request's round trip make up each request's
+/// time: `network_latency`, TCP fine, the server's part near zero.
+#[test]
+fn a_slow_path_is_network_latency_not_the_server() {
+    if !support::require_root("a_slow_path_is_network_latency_not_the_server") {
+        return;
+    }
+    let cli = Netns::new("pathc");
+    let srv = Netns::new("paths");
+    let (a, b) = (tun_in(&cli, "tdocpath0"), tun_in(&srv, "tdocpath0"));
+    cli.exec("ip addr add 10.77.4.1 peer 10.77.4.2 dev tdocpath0 && ip link set tdocpath0 up");
+    srv.exec("ip addr add 10.77.4.2 peer 10.77.4.1 dev tdocpath0 && ip link set tdocpath0 up");
+    let until = Instant::now() + Duration::from_secs(30);
+    let one_way = Duration::from_millis(60);
+    delay_line(
+        a.try_clone().unwrap(),
+        b.try_clone().unwrap(),
+        one_way,
+        until,
+    );
+    delay_line(b, a, one_way, until);
+    let _served = Served(srv.spawn(&format!(
+        "exec {} probe --serve 10.77.4.2:5001 >/dev/null 2>&1",
+        support::bin().display()
+    )));
+    wait_listening(&srv, 5001);
+    let (code, v, err) = probe_in(&cli, &["10.77.4.2:5001", "-d", "2s", "-c", "2", "--json"]);
+    assert_eq!(code, 1, "{err}\n{v:#}");
+    let ok = v["requests_ok"].as_u64().unwrap();
+    assert!(
+        (8..=18).contains(&ok),
+        "{ok} requests of 240 ms in 2 s on 2 workers"
+    );
+    assert_eq!(pathologies(&v), ["network_latency"], "{:#}", v["findings"]);
+    let f = finding(&v, "network_latency");
+    assert_eq!(f["severity"], "warning", "{f:#}");
+    assert_eq!(f["impact"]["affected"], ok, "{f:#}");
+    let t = &v["time_split"];
+    assert_eq!(t["tcp"], "fine", "{t:#}");
+    assert_eq!(t["dominant"], "network", "{t:#}");
+    // The kernel's round trip is the two delays (plus the relay's thread waking up).
+    let rtt = t["path_rtt_us"].as_u64().unwrap();
+    assert!((120_000..170_000).contains(&rtt), "{t:#}");
+    let network = time_part(&v, "network");
+    let p50 = network["p50_us"].as_u64().unwrap();
+    assert!((240_000..340_000).contains(&p50), "{network:#}");
+    assert_eq!(network["slow_dominated"], ok, "{network:#}");
+    let server = time_part(&v, "server");
+    assert!(server["p50_us"].as_u64().unwrap() < 20_000, "{server:#}");
+    // The handshakes' own round trips (tcpi_rtt as connect() returns) are the path's: the
+    // client's part is only its waking up.
+    let client = time_part(&v, "client");
+    assert!(client["p50_us"].as_u64().unwrap() < 20_000, "{client:#}");
+    let headline = t["headline"].as_str().unwrap();
+    assert!(headline.starts_with("TCP is fine"), "{headline}");
+    assert!(headline.contains("the path took"), "{headline}");
 }

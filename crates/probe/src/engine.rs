@@ -23,9 +23,12 @@ use tcpdoctor_host::{counters, pressure, route, sockets};
 use tcpdoctor_model::{timers, PortRange, SynLadder};
 
 use crate::classify::{self, Signatures};
-use crate::record::{ErrorKind, Outcome, Phase, Record};
+use crate::readings::{cpu_some_sample, tcp_info, SchedStat};
+use crate::record::{ErrorKind, Outcome, Phase, Record, DETAIL_AFTER};
 use crate::server::{Protocol, Server, ServerConfig};
-use crate::{findings, http, stats, tls, CloseFirst, Config, Error, Mode, ProbeResult, Progress};
+use crate::{
+    findings, http, split, stats, tls, CloseFirst, Config, Error, Mode, ProbeResult, Progress,
+};
 
 /// How often the supervisor wakes: timeout precision and progress cadence. It also wakes
 /// at the end of the duration exactly.
@@ -147,7 +150,12 @@ pub fn run(
     let before = counters.snapshot()?;
     // Host CPU contention over the same span (a reading error only loses this context).
     let cpu_before = pressure::cpu_some_total_us().ok().flatten();
-    let (records, elapsed) = drive(cfg, target, request, tls, stop, on_progress)?;
+    let Driven {
+        records,
+        elapsed,
+        run_delay,
+        cpu_some,
+    } = drive(cfg, target, request, tls, stop, on_progress)?;
     let cpu_after = pressure::cpu_some_total_us().ok().flatten();
     let after = counters.snapshot()?;
     let ports_toward_target = records
@@ -181,7 +189,18 @@ pub fn run(
     let threshold = cfg
         .spike_threshold
         .unwrap_or_else(|| classify::default_threshold(&records));
-    let spikes = classify::classify(&records, threshold, &sig, &delta);
+    let mut spikes = classify::classify(&records, threshold, &sig, &delta);
+    let cpu_wait_us = cpu_before.zip(cpu_after).map(|(b, a)| a.saturating_sub(b));
+    let cpu_waits = split::CpuWaits {
+        workers_ns: run_delay,
+        embedded_server_ns: server_stats
+            .and_then(|s| s.run_delay_us)
+            .map(|us| us.saturating_mul(1_000)),
+        host_some_ns: cpu_wait_us.map(|us| us.saturating_mul(1_000)),
+        host_some_series: cpu_some,
+    };
+    let baseline = split::Baseline::of(&records, &spikes, classify::delack_seen(&sig, &delta));
+    split::assign(&records, &mut spikes, &baseline, &cpu_waits);
     let ctx = stats::Context {
         cfg,
         target,
@@ -191,7 +210,9 @@ pub fn run(
         route_rto_min,
         threshold,
         ports_toward_target,
-        cpu_wait_us: cpu_before.zip(cpu_after).map(|(b, a)| a.saturating_sub(b)),
+        cpu_wait_us,
+        baseline: &baseline,
+        cpu_waits: &cpu_waits,
     };
     let summary = stats::summarize(&ctx, &records, &spikes, &delta, &sig);
     let findings = findings::build(&ctx, &summary, &spikes, &delta);
@@ -346,8 +367,19 @@ fn start_embedded(cfg: &Config) -> Result<Server, Error> {
     Server::start(sc)
 }
 
-/// Runs the workers under supervision; returns the records sorted by start, and the time
-/// the run took.
+/// What a run recorded.
+struct Driven {
+    /// Every request, sorted by start.
+    records: Vec<Record>,
+    /// The time the run took.
+    elapsed: Duration,
+    /// How long each worker waited for a CPU (index = worker; `None` without schedstats).
+    run_delay: Vec<Option<u64>>,
+    /// The host's CPU pressure over the run, every tick: (ns since the start, "some" ns).
+    cpu_some: Vec<(u64, u64)>,
+}
+
+/// Runs the workers under supervision.
 fn drive(
     cfg: &Config,
     target: SocketAddr,
@@ -355,7 +387,7 @@ fn drive(
     tls: Option<tls::Tls>,
     stop: &AtomicBool,
     on_progress: &dyn Fn(Progress),
-) -> Result<(Vec<Record>, Duration), Error> {
+) -> Result<Driven, Error> {
     let t0 = Instant::now();
     let sh = Shared {
         cfg,
@@ -377,6 +409,8 @@ fn drive(
     };
     let per_worker = (cfg.count / cfg.concurrency as u64 + 1).min(1 << 16) as usize;
     let mut all = Vec::new();
+    let mut run_delay = vec![None; cfg.concurrency];
+    let mut cpu_some = Vec::new();
     std::thread::scope(|scope| -> Result<(), Error> {
         let mut handles = Vec::with_capacity(cfg.concurrency);
         for id in 0..cfg.concurrency {
@@ -390,10 +424,11 @@ fn drive(
                 })?;
             handles.push(h);
         }
-        supervise(&sh, stop, on_progress, &handles);
-        for h in handles {
-            if let Ok(v) = h.join() {
+        cpu_some = supervise(&sh, stop, on_progress, &handles);
+        for (id, h) in handles.into_iter().enumerate() {
+            if let Ok((v, waited)) = h.join() {
                 all.extend(v);
+                run_delay[id] = waited;
             }
         }
         Ok(())
@@ -405,17 +440,26 @@ fn drive(
         .max()
         .unwrap_or_else(|| t0.elapsed());
     all.sort_unstable_by_key(|r| (r.start_ns, r.worker));
-    Ok((all, elapsed))
+    Ok(Driven {
+        records: all,
+        elapsed,
+        run_delay,
+        cpu_some,
+    })
 }
 
+/// Supervises the workers until they end; returns the host's CPU pressure sampled every
+/// tick ([`crate::readings::cpu_some_sample`]).
 fn supervise<T>(
     sh: &Shared,
     stop: &AtomicBool,
     on_progress: &dyn Fn(Progress),
     handles: &[std::thread::ScopedJoinHandle<'_, T>],
-) {
+) -> Vec<(u64, u64)> {
     let mut halt_at: Option<Instant> = None;
     let mut ticks = 0u64;
+    let mut cpu_some = Vec::new();
+    cpu_some_sample(sh.t0, &mut cpu_some);
     loop {
         // Wake at the end of the duration exactly, to cut what is in flight then.
         let now = Instant::now();
@@ -426,6 +470,7 @@ fn supervise<T>(
         };
         std::thread::sleep(nap);
         ticks += 1;
+        cpu_some_sample(sh.t0, &mut cpu_some);
         let now = Instant::now();
         if handles.iter().all(|h| h.is_finished()) {
             break;
@@ -470,6 +515,7 @@ fn supervise<T>(
         }
     }
     on_progress(progress(sh, Instant::now()));
+    cpu_some
 }
 
 fn progress(sh: &Shared, now: Instant) -> Progress {
@@ -505,9 +551,13 @@ struct Worker<'a, 'b> {
     conn: Option<Conn>,
     buf: Vec<u8>,
     records: Vec<Record>,
+    /// This worker's CPU waits (`None` without schedstats).
+    sched: Option<SchedStat>,
 }
 
-fn worker(sh: &Shared, id: usize, reserve: usize) -> Vec<Record> {
+/// One worker's loop: its records, and how long it waited for a CPU meanwhile (a bound on
+/// the scheduling delay its timings can hold).
+fn worker(sh: &Shared, id: usize, reserve: usize) -> (Vec<Record>, Option<u64>) {
     let mut w = Worker {
         sh,
         id: id as u16,
@@ -515,6 +565,7 @@ fn worker(sh: &Shared, id: usize, reserve: usize) -> Vec<Record> {
         conn: None,
         buf: vec![0u8; 16 * 1024],
         records: Vec::with_capacity(reserve),
+        sched: SchedStat::open(),
     };
     let rate = sh.cfg.rate_per_s;
     loop {
@@ -552,7 +603,8 @@ fn worker(sh: &Shared, id: usize, reserve: usize) -> Vec<Record> {
         }
     }
     w.close_conn();
-    w.records
+    let waited = w.sched.as_ref().and_then(SchedStat::total_ns);
+    (w.records, waited)
 }
 
 /// Sleeps until `due` in short steps; false when the run halts meanwhile.
@@ -600,6 +652,9 @@ impl Worker<'_, '_> {
             tls_done_ns: None,
             first_byte_ns: None,
             end_ns: 0,
+            kernel_rtt_us: 0,
+            handshake_rtt_us: 0,
+            cpu_wait_us: None,
         };
         let result = match &self.sh.cfg.mode {
             Mode::Connect => self.connect_close(&mut rec),
@@ -611,6 +666,13 @@ impl Worker<'_, '_> {
             }
         };
         rec.end_ns = self.now_ns();
+        if rec.end_ns.saturating_sub(rec.start_ns) >= DETAIL_AFTER {
+            rec.cpu_wait_us = self
+                .sched
+                .as_mut()
+                .and_then(SchedStat::since_last_ns)
+                .map(|ns| u32::try_from(ns / 1_000).unwrap_or(u32::MAX));
+        }
         if let Err(f) = result {
             rec.outcome = self.outcome_of(f);
         }
@@ -709,6 +771,13 @@ impl Worker<'_, '_> {
         conn.local_port = rec.local_port;
         connected.map_err(|e| Fail::Io(e, Phase::Connect))?;
         rec.connected_ns = Some(self.now_ns());
+        if rec.connect_ns().unwrap_or(0) >= DETAIL_AFTER {
+            // Right after the handshake the smoothed RTT is its one sample: the SYN-ACK's
+            // round trip as the kernel measured it (tcp_rtt_estimator's first measurement).
+            if let Some(info) = self.conn.as_ref().and_then(|c| tcp_info(&c.sock)) {
+                rec.handshake_rtt_us = info.tcpi_rtt;
+            }
+        }
         if let Some(t) = &self.sh.tls {
             // The connect deadline also bounds the handshake.
             let conn = self.conn.as_mut().expect("just set");
@@ -761,8 +830,27 @@ impl Worker<'_, '_> {
 
     fn connect_close(&mut self, rec: &mut Record) -> Result<(), Fail> {
         self.open(rec)?;
+        self.read_kernel_rtt(rec);
         self.close_conn();
         Ok(())
+    }
+
+    /// When the request's handshake or first-byte wait was long, its connection's round trip
+    /// as the kernel measured it (see [`Record::kernel_rtt_us`]).
+    fn read_kernel_rtt(&self, rec: &mut Record) {
+        let slow = rec.connect_ns().unwrap_or(0) >= DETAIL_AFTER
+            || rec.first_byte_wait_ns().unwrap_or(0) >= DETAIL_AFTER;
+        // tcpi_min_rtt exists since Linux 4.10; an older kernel fills less and leaves it 0.
+        if let Some(info) = self
+            .conn
+            .as_ref()
+            .filter(|_| slow)
+            .and_then(|c| tcp_info(&c.sock))
+        {
+            if info.tcpi_min_rtt != u32::MAX {
+                rec.kernel_rtt_us = info.tcpi_min_rtt;
+            }
+        }
     }
 
     /// Runs `exchange` on the worker's connection, opening one if needed; closes it after
@@ -780,6 +868,7 @@ impl Worker<'_, '_> {
             self.open(rec)?;
         }
         let reusable = exchange(self, rec)?;
+        self.read_kernel_rtt(rec);
         if !(keep && reusable) {
             self.close_conn();
         }

@@ -99,6 +99,10 @@ pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec
         let lost = time_lost(s, spikes, |c| c == g.cause);
         let f = match g.cause {
             SpikeCause::SynRetransmit { .. } => continue, // grouped below
+            SpikeCause::ServerResponse | SpikeCause::NetworkLatency => {
+                out.extend(crate::time_findings::slow_part(s, spikes, g.cause));
+                continue;
+            }
             SpikeCause::AcceptQueueOverflow => counter_evidence(
                 Finding::new(
                     Pathology::AcceptQueueOverflow,
@@ -193,6 +197,10 @@ pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec
                     // share of requests hurt and the longest stall decide; the text gives the time.
                     Impact::stalls(g.count, Some(s.requests_ok), worst),
                 );
+                let f = match crate::time_findings::unexplained_split(s, spikes) {
+                    Some(e) => f.with_evidence(e),
+                    None => f,
+                };
                 match cpu_wait_evidence(s) {
                     Some(e) => f.with_evidence(e),
                     None => f,
@@ -209,12 +217,24 @@ pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec
         );
     }
     syn_retransmits(s, spikes, delta, &mut out);
+    match crate::time_findings::transfer_holds(s, delta) {
+        Some(Ok(f)) => out.push(f),
+        Some(Err(e)) => {
+            if let Some(f) = out
+                .iter_mut()
+                .find(|f| f.pathology == Pathology::DelayedAck)
+            {
+                f.evidence.push(e);
+            }
+        }
+        None => {}
+    }
     out
 }
 
 /// How contended the host's CPUs were during the run: context for a delay no TCP timer
 /// explains (a probe, its server and everything else share the CPUs), not a cause named.
-fn cpu_wait_evidence(s: &Summary) -> Option<Evidence> {
+pub(crate) fn cpu_wait_evidence(s: &Summary) -> Option<Evidence> {
     let w = s.cpu_wait?;
     Some(Evidence::Arithmetic {
         formula: format!(
@@ -754,7 +774,7 @@ fn syn_retransmits(s: &Summary, spikes: &[Spike], delta: &Delta, out: &mut Vec<F
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::classify::{classify, Signatures};
     use crate::record::{Outcome, Record};
@@ -782,7 +802,7 @@ mod tests {
         }
     }
 
-    fn rec(i: u64, connect_ms: u64, outcome: Outcome) -> Record {
+    pub(crate) fn rec(i: u64, connect_ms: u64, outcome: Outcome) -> Record {
         let s = i * 1_000_000;
         Record {
             worker: 0,
@@ -801,6 +821,9 @@ mod tests {
             tls_done_ns: None,
             first_byte_ns: (outcome == Outcome::Ok).then_some(s + connect_ms * 1_000_000 + 60_000),
             end_ns: s + connect_ms * 1_000_000 + 80_000,
+            kernel_rtt_us: 0,
+            handshake_rtt_us: 0,
+            cpu_wait_us: None,
         }
     }
 
@@ -825,6 +848,27 @@ mod tests {
         ports_toward_target: Option<crate::stats::PortsInUse>,
         cpu_wait_us: Option<u64>,
     ) -> Vec<Finding> {
+        let waits = crate::split::CpuWaits::default();
+        findings_full(
+            cfg,
+            records,
+            delta,
+            ports_toward_target,
+            cpu_wait_us,
+            &waits,
+        )
+    }
+
+    /// As [`findings_in`], with the CPU waits of the workers and the embedded server given
+    /// (the time split names the server or the path only under their bound).
+    pub(crate) fn findings_full(
+        cfg: &Config,
+        records: &[Record],
+        delta: &Delta,
+        ports_toward_target: Option<crate::stats::PortsInUse>,
+        cpu_wait_us: Option<u64>,
+        waits: &crate::split::CpuWaits,
+    ) -> Vec<Finding> {
         let st = settings();
         let sig = Signatures {
             ladder: SynLadder::new(6, Some(4), Duration::from_secs(1)),
@@ -834,7 +878,10 @@ mod tests {
             nodelay: false,
         };
         let threshold = Duration::from_millis(5);
-        let spikes = classify(records, threshold, &sig, delta);
+        let mut spikes = classify(records, threshold, &sig, delta);
+        let base =
+            crate::split::Baseline::of(records, &spikes, crate::classify::delack_seen(&sig, delta));
+        crate::split::assign(records, &mut spikes, &base, waits);
         let ctx = Context {
             cfg,
             target: "10.77.1.2:5001".parse().unwrap(),
@@ -845,6 +892,8 @@ mod tests {
             threshold,
             ports_toward_target,
             cpu_wait_us,
+            baseline: &base,
+            cpu_waits: waits,
         };
         let s = summarize(&ctx, records, &spikes, delta, &sig);
         build(&ctx, &s, &spikes, delta)
@@ -946,6 +995,9 @@ mod tests {
             tls_done_ns: None,
             first_byte_ns: (received > 0).then_some(c + 1_000_000),
             end_ns: if connected { c } else { s } + wait_ms * 1_000_000,
+            kernel_rtt_us: 0,
+            handshake_rtt_us: 0,
+            cpu_wait_us: None,
         }
     }
 

@@ -1,16 +1,21 @@
 //! The probe's HTML report: latency over time with every slow request coloured by its cause,
-//! the latency histogram, and the tables and findings of the text report. Built from the
+//! the latency histogram, where the time went (a waterfall of the slowest requests with each
+//! part coloured, TCP's timers by cause, and the histogram of the server's time), and the
+//! tables and findings of the text report. Built from the
 //! records and spikes of a run; pure (no clock, no files).
 
 use std::collections::BTreeMap;
 
 use tcpdoctor_model::Report;
-use tcpdoctor_report::chart::{self, Axis, Bars, Rgb, Series, Style, Unit, Xy};
+use tcpdoctor_report::chart::{
+    self, Axis, Bars, Lane, Mark, Rgb, Series, Style, Timeline, Unit, Xy,
+};
 use tcpdoctor_report::fmt;
 use tcpdoctor_report::html::Page;
 
 use crate::classify::{Spike, SpikeCause};
 use crate::record::{Outcome, Record};
+use crate::split::{self, Component};
 use crate::stats::{Stage, Summary};
 
 /// At most this many time buckets on the latency-over-time chart.
@@ -26,7 +31,21 @@ pub fn cause_color(c: &SpikeCause) -> Rgb {
         SpikeCause::DataRto => Rgb::ORANGE,
         SpikeCause::DelayedAck => Rgb::TEAL,
         SpikeCause::AcceptQueueOverflow => Rgb::BROWN,
+        SpikeCause::ServerResponse => component_color(Component::Server),
+        SpikeCause::NetworkLatency => component_color(Component::Network),
         SpikeCause::Unexplained => Rgb::GREY,
+    }
+}
+
+/// The colour of a part of a request's time (TCP timer parts take their cause's colour).
+pub fn component_color(c: Component) -> Rgb {
+    match c {
+        Component::Network => Rgb(0x5d, 0x9c, 0xd6),
+        Component::Tls => Rgb(0x34, 0x49, 0x5e),
+        Component::Server => Rgb::GREEN,
+        Component::Transfer => Rgb::GOLD,
+        Component::TcpTimer => Rgb::RED,
+        Component::Client => Rgb(0xbd, 0xbd, 0xbd),
     }
 }
 
@@ -122,6 +141,8 @@ pub fn page(report: &Report<Summary>, records: &[Record], spikes: &[Spike]) -> S
              that a handful of slow requests stays visible next to thousands of fast ones.",
         );
     }
+
+    time_split(&mut p, s, records, spikes);
 
     if !s.phases.is_empty() && s.requests_ok > 0 {
         p.section("Latency of successful requests");
@@ -235,6 +256,175 @@ pub fn page(report: &Report<Summary>, records: &[Record], spikes: &[Spike]) -> S
     }
     p.findings(&report.findings);
     p.finish()
+}
+
+/// At most this many slow requests get a lane in the waterfall (the slowest).
+const WATERFALL_LANES: usize = 24;
+
+/// Where the time went: the headline, the parts' table, a waterfall of the slowest requests
+/// (each part coloured, TCP's timer parts by cause) and the histogram of the server's time.
+fn time_split(p: &mut Page, s: &Summary, records: &[Record], spikes: &[Spike]) {
+    let t = &s.time_split;
+    if t.requests == 0 {
+        return;
+    }
+    p.section("Where the time went");
+    p.paragraph(&t.headline);
+    let rows: Vec<Vec<String>> = t
+        .components
+        .iter()
+        .filter(|c| c.max_us > 0 || c.slow_dominated > 0)
+        .map(|c| {
+            vec![
+                c.component.to_string(),
+                c.component.describe().to_string(),
+                fmt::micros(c.p50_us),
+                fmt::micros(c.p99_us),
+                fmt::micros(c.max_us),
+                format!("{:.0}%", c.share * 100.0),
+                c.slow_dominated.to_string(),
+                fmt::micros(c.slow_p50_us),
+                fmt::micros(c.slow_p99_us),
+            ]
+        })
+        .collect();
+    p.table(
+        &[
+            "part",
+            "covers",
+            "p50",
+            "p99",
+            "max",
+            "share of the time",
+            "largest part of slow requests",
+            "slow p50",
+            "slow p99",
+        ],
+        &rows,
+        &[2, 3, 4, 5, 6, 7, 8],
+    );
+    if spikes.is_empty() {
+        p.note(&format!(
+            "No request was slower than {}: no waterfall.",
+            fmt::micros(s.spikes.threshold_us)
+        ));
+    } else {
+        let (tl, shown) = waterfall(spikes);
+        p.chart(
+            tl.draw_along("time since the request started"),
+            &format!(
+                "The {shown} slowest of {} slow requests, each from its own start, slowest on                  top, labelled by local port and cause. Network: the handshake and the                  request's round trip (the kernel's round trip of the connection where it was                  read, else the handshake); server: the first-byte wait less that round trip;                  TCP's timer parts in the colour of their cause. Inside the first-byte wait the                  round trip is drawn before the server's time: a client cannot see their order.",
+                spikes.len()
+            ),
+        );
+    }
+    // The server's part needs only the path's round trip of the baseline (the rest splits
+    // timer parts, which only spikes have).
+    let base = split::Baseline {
+        path_rtt_ns: t.path_rtt_us * 1_000,
+        ..split::Baseline::default()
+    };
+    let spike_of: BTreeMap<usize, &Spike> = spikes.iter().map(|sp| (sp.record, sp)).collect();
+    let server_us: Vec<u64> = records
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.is_ok())
+        .map(|(i, r)| {
+            let b = spike_of
+                .get(&i)
+                .map_or_else(|| split::attribute(r, &base, None), |sp| sp.split);
+            b.server_ns / 1_000
+        })
+        .collect();
+    if server_us.iter().any(|&us| us > 0) {
+        let h = Bars::histogram(
+            "Server time of the completed requests",
+            &chart::log_buckets_us(&server_us),
+            Axis::log("requests", Unit::Count),
+            "server time: first-byte wait less the path's round trip (bucket lower bound)",
+        );
+        p.chart(
+            h.draw(),
+            "Requests per bucket of server time (1-2-5 steps per decade; count on a log scale).",
+        );
+    }
+}
+
+/// The waterfall of the slowest spikes, and how many it shows.
+fn waterfall(spikes: &[Spike]) -> (Timeline, usize) {
+    let mut slowest: Vec<&Spike> = spikes.iter().collect();
+    slowest.sort_by_key(|sp| std::cmp::Reverse(sp.total_us));
+    slowest.truncate(WATERFALL_LANES);
+    // Mark kinds: the parts, then each TCP cause seen.
+    let mut kinds: Vec<(String, Rgb)> = Vec::new();
+    let mut kind_of = |label: String, color: Rgb| -> usize {
+        match kinds.iter().position(|k| k.0 == label) {
+            Some(i) => i,
+            None => {
+                kinds.push((label, color));
+                kinds.len() - 1
+            }
+        }
+    };
+    let mut lanes = Vec::new();
+    for sp in &slowest {
+        let mut at = 0.0;
+        let mut marks = Vec::new();
+        for (part, cause, ns) in sp.split.segments() {
+            let (label, color) = match (part, cause) {
+                (Component::TcpTimer, Some(c)) => {
+                    (format!("TCP: {}", timer_label(&c)), cause_color(&c))
+                }
+                (c, _) => (format!("{c} ({})", c.describe()), component_color(c)),
+            };
+            let d = ns as f64 / 1e9;
+            marks.push(Mark {
+                start_s: at,
+                end_s: Some(at + d),
+                kind: kind_of(label, color),
+            });
+            at += d;
+        }
+        lanes.push(Lane {
+            label: format!(
+                "{} {} {}",
+                sp.local_port,
+                short_cause(&sp.cause),
+                fmt::micros(sp.total_us)
+            ),
+            span_s: (0.0, sp.total_us as f64 / 1e6),
+            marks,
+        });
+    }
+    let shown = lanes.len();
+    let tl = Timeline {
+        title: format!("Where the time of the {shown} slowest requests went"),
+        kinds,
+        lanes,
+    };
+    (tl, shown)
+}
+
+/// A TCP cause without its attempt number (one colour per cause).
+fn timer_label(c: &SpikeCause) -> String {
+    match c {
+        SpikeCause::SynRetransmit { .. } => "SYN retransmission".into(),
+        c => c.label(),
+    }
+}
+
+/// A lane's cause, short enough for the lane label.
+fn short_cause(c: &SpikeCause) -> String {
+    match c {
+        SpikeCause::SynRetransmit { attempt } => format!("SYN #{attempt}"),
+        SpikeCause::StaleAckResend => "stale ACK".into(),
+        SpikeCause::DataRto => "RTO".into(),
+        SpikeCause::DelayedAck => "delayed ACK".into(),
+        SpikeCause::AcceptQueueOverflow => "accept queue".into(),
+        SpikeCause::ServerResponse => "server".into(),
+        SpikeCause::NetworkLatency => "network".into(),
+        SpikeCause::Unexplained => "unexplained".into(),
+    }
 }
 
 /// Width of one time bucket: the run split in at most [`BUCKETS`], at least 10 ms.

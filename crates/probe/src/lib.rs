@@ -45,10 +45,13 @@ mod engine;
 pub mod findings;
 pub mod html;
 pub mod http;
+mod readings;
 pub mod record;
 pub mod render;
 pub mod server;
+pub mod split;
 pub mod stats;
+mod time_findings;
 pub mod tls;
 
 use std::net::{IpAddr, SocketAddr};
@@ -160,7 +163,8 @@ pub struct Config {
     /// connection and records `reply_timeout`.
     pub reply_timeout: Duration,
     /// Connections slower than this are classified (and those whose slow phase matches a
-    /// kernel timer, whatever it is). `None`: 20 x the median total, within 5 ms..=1 s.
+    /// kernel timer, whatever it is). `None`: 20 x the median total, within 5 ms..=200 ms
+    /// ([`classify::default_threshold`]).
     pub spike_threshold: Option<Duration>,
     /// HTTP statuses counted as success (default 2xx); other answers are failures.
     pub expect_status: http::ExpectStatus,

@@ -30,7 +30,28 @@ pub struct Record {
     pub first_byte_ns: Option<u64>,
     /// The request finished (reply complete, error, or close done).
     pub end_ns: u64,
+    /// The connection's round trip as the kernel measured it (`tcpi_min_rtt` of TCP_INFO:
+    /// from the handshake and the ACKs, in softirq, free of this process's scheduling), read
+    /// when the handshake or the first-byte wait took [`DETAIL_AFTER`] or more; 0 when not
+    /// read.
+    pub kernel_rtt_us: u32,
+    /// The handshake's round trip as the kernel measured it (`tcpi_rtt` read as connect()
+    /// returns, when the connect took [`DETAIL_AFTER`] or more: the SYN-ACK's RTT sample, its
+    /// only one then); 0 when not read. The rest of a longer connect() was the client waking
+    /// up.
+    pub handshake_rtt_us: u32,
+    /// How long this request's worker waited for a CPU since its previous reading (schedstat
+    /// `run_delay`, read at the worker's start and at the end of each request that took
+    /// [`DETAIL_AFTER`] or more): at least every wait for a CPU during this request, so a
+    /// bound on what the worker's own scheduling added to its timings. `None` when not read.
+    pub cpu_wait_us: Option<u32>,
 }
+
+/// Requests that took this long read kernel figures that explain their time (a system call
+/// or two each): their connection's round trip ([`Record::kernel_rtt_us`]) and their
+/// worker's CPU wait ([`Record::cpu_wait_us`]). Fast loopback requests (~50 us) do not pay
+/// for them; with a millisecond round trip the calls are noise.
+pub const DETAIL_AFTER: u64 = 1_000_000;
 
 impl Record {
     /// Handshake time (connect() call to return).
@@ -51,6 +72,12 @@ impl Record {
             .or(self.connected_ns)
             .unwrap_or(self.start_ns);
         self.first_byte_ns.map(|f| f.saturating_sub(from))
+    }
+
+    /// From the first byte of the reply to the end of the request (the reply's transfer,
+    /// and closing).
+    pub fn transfer_ns(&self) -> Option<u64> {
+        self.first_byte_ns.map(|f| self.end_ns.saturating_sub(f))
     }
 
     /// Whole request as the user experiences it: from the scheduled start to the end.
@@ -251,6 +278,9 @@ mod tests {
             tls_done_ns: None,
             first_byte_ns: Some(4_500),
             end_ns: 5_000,
+            kernel_rtt_us: 0,
+            handshake_rtt_us: 0,
+            cpu_wait_us: None,
         };
         assert_eq!(r.connect_ns(), Some(1_000));
         assert_eq!(r.first_byte_wait_ns(), Some(3_000));

@@ -6,6 +6,7 @@ use std::io::{self, Write};
 use tcpdoctor_model::Report;
 use tcpdoctor_report::{findings, fmt, table};
 
+use crate::split::TimeSplit;
 use crate::stats::{CpuWait, Stage, Summary};
 use crate::CloseFirst;
 
@@ -195,6 +196,7 @@ pub fn text(w: &mut dyn Write, r: &Report<Summary>) -> io::Result<()> {
         writeln!(w, "CPU contention: {}", cpu_wait_text(&c))?;
     }
     writeln!(w)?;
+    time_split(w, &s.time_split)?;
     if !s.counters.is_empty() {
         writeln!(w, "Kernel counters that moved (this network namespace):")?;
         let mut t = table::new(["counter", "delta", "meaning"]);
@@ -227,7 +229,69 @@ pub fn text(w: &mut dyn Write, r: &Report<Summary>) -> io::Result<()> {
     )?;
     findings::write(w, &r.findings)?;
     writeln!(w)?;
+    if s.time_split.requests > 0 {
+        writeln!(w, "Where the time went: {}", s.time_split.headline)?;
+    }
     findings::verdict(w, r)
+}
+
+/// The time split table: each part's p50/p99/max over the completed requests, its share of
+/// their time, and over the slow requests how often it was the largest part.
+fn time_split(w: &mut dyn Write, t: &TimeSplit) -> io::Result<()> {
+    if t.requests == 0 {
+        return Ok(());
+    }
+    writeln!(
+        w,
+        "Where the time went ({} completed requests, {} slow; the path's round trip {}: the connections' median, as the kernel measured it where read, else the handshake):",
+        t.requests,
+        t.slow_requests,
+        fmt::micros(t.path_rtt_us)
+    )?;
+    let mut tb = table::new([
+        "part",
+        "p50",
+        "p99",
+        "max",
+        "share",
+        "largest in slow",
+        "slow p50",
+        "slow p99",
+    ]);
+    for c in t
+        .components
+        .iter()
+        .filter(|c| c.max_us > 0 || c.slow_dominated > 0)
+    {
+        tb.add_row(vec![
+            c.component.to_string(),
+            fmt::micros(c.p50_us),
+            fmt::micros(c.p99_us),
+            fmt::micros(c.max_us),
+            format!("{:.0}%", c.share * 100.0),
+            c.slow_dominated.to_string(),
+            fmt::micros(c.slow_p50_us),
+            fmt::micros(c.slow_p99_us),
+        ]);
+    }
+    table::align_right(&mut tb, &[1, 2, 3, 4, 5, 6, 7]);
+    writeln!(w, "{tb}")?;
+    let covers: Vec<String> = t
+        .components
+        .iter()
+        .filter(|c| c.max_us > 0 || c.slow_dominated > 0)
+        .map(|c| format!("{}: {}", c.component, c.component.describe()))
+        .collect();
+    writeln!(w, "({})", covers.join("; "))?;
+    if let Some(h) = &t.transfer_holds {
+        writeln!(
+            w,
+            "{} replies were held ~{} after their first byte (a delayed ACK; see the findings).",
+            h.count,
+            fmt::micros(h.p50_us)
+        )?;
+    }
+    writeln!(w)
 }
 
 fn join_ports(p: &[u16]) -> String {

@@ -66,6 +66,9 @@ pub struct ServerStats {
     pub connections_accepted: u64,
     pub requests_served: u64,
     pub accept_errors: u64,
+    /// How long the server's threads waited for a CPU while they ran (schedstat
+    /// `run_delay`, summed over threads); null when the kernel does not keep it.
+    pub run_delay_us: Option<u64>,
 }
 
 struct Shared {
@@ -75,6 +78,9 @@ struct Shared {
     accepted: AtomicU64,
     served: AtomicU64,
     accept_errors: AtomicU64,
+    /// Sum of the threads' CPU waits (ns), added as each thread ends; `u64::MAX` once a
+    /// thread could not read it.
+    run_delay_ns: AtomicU64,
 }
 
 /// A running server; stopped (threads joined) on [`Server::stop`] or drop.
@@ -113,6 +119,7 @@ impl Server {
             accepted: AtomicU64::new(0),
             served: AtomicU64::new(0),
             accept_errors: AtomicU64::new(0),
+            run_delay_ns: AtomicU64::new(0),
         });
         let mut server = Server {
             addr: local,
@@ -140,6 +147,10 @@ impl Server {
             connections_accepted: self.shared.accepted.load(Ordering::Relaxed),
             requests_served: self.shared.served.load(Ordering::Relaxed),
             accept_errors: self.shared.accept_errors.load(Ordering::Relaxed),
+            run_delay_us: match self.shared.run_delay_ns.load(Ordering::Relaxed) {
+                u64::MAX => None,
+                ns => Some(ns / 1_000),
+            },
         }
     }
 
@@ -166,6 +177,22 @@ impl Drop for Server {
 }
 
 fn accept_loop(s: &Shared) {
+    let waited_before = crate::readings::thread_run_delay_ns();
+    serve_until_stopped(s);
+    let waited = waited_before
+        .zip(crate::readings::thread_run_delay_ns())
+        .map(|(b, a)| a.saturating_sub(b));
+    let _ = s
+        .run_delay_ns
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |sum| {
+            Some(match (sum, waited) {
+                (u64::MAX, _) | (_, None) => u64::MAX,
+                (sum, Some(w)) => sum.saturating_add(w).min(u64::MAX - 1),
+            })
+        });
+}
+
+fn serve_until_stopped(s: &Shared) {
     while !s.stop.load(Ordering::Relaxed) {
         match s.listener.accept() {
             Ok((conn, _)) => {

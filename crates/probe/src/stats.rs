@@ -14,6 +14,7 @@ use tcpdoctor_host::sysctl::TcpSettings;
 use crate::classify::{Signatures, Spike, SpikeCause, REPORTED_COUNTERS};
 use crate::record::{ErrorKind, Outcome, Phase, Record};
 use crate::server::ServerStats;
+use crate::split::{self, TimeSplit};
 use crate::{CloseFirst, Config, Mode};
 
 /// What the run was, besides its records.
@@ -31,6 +32,11 @@ pub struct Context<'a> {
     /// Microseconds of the run during which some task on the host waited for a CPU
     /// (`/proc/pressure/cpu`; `None` without PSI).
     pub cpu_wait_us: Option<u64>,
+    /// The run's typical handshake, server time and transfer, against which each request's
+    /// time is split.
+    pub baseline: &'a split::Baseline,
+    /// CPU waits of the workers and of the embedded server's threads.
+    pub cpu_waits: &'a split::CpuWaits,
 }
 
 /// Sockets toward the target whose local port lies in the range connects draw from.
@@ -90,6 +96,9 @@ pub struct Summary {
     pub ports_toward_target: Option<PortsInUse>,
     pub per_second: Vec<SecondStats>,
     pub spikes: SpikeSummary,
+    /// Where the time of the completed requests went: network, TLS, server, transfer, TCP's
+    /// timers, client; and what TCP itself did.
+    pub time_split: TimeSplit,
     /// Relevant kernel counters that moved, this network namespace, whole run.
     pub counters: Vec<CounterMove>,
     /// How long, during the run, some task on this host waited for a CPU (PSI); null when it
@@ -396,6 +405,20 @@ pub fn summarize(
         _ => (None, None),
     };
     let range = ctx.settings.ip_local_port_range;
+    let errors = errors(records);
+    let unanswered = unanswered(ctx, records);
+    // Requests TCP did not carry through: failures other than an unexpected HTTP status
+    // (answered, over a working connection), and requests left without an answer.
+    let not_carried = errors
+        .iter()
+        .filter(|e| !matches!(e.kind, ErrorKind::HttpStatus { .. }))
+        .map(|e| e.count)
+        .sum::<u64>()
+        + unanswered
+            .iter()
+            .map(|u| u.count - u.timed_out)
+            .sum::<u64>();
+    let time_split = split::summarize(records, spikes, ctx.baseline, ctx.cpu_waits, not_carried);
     Summary {
         target: ctx.target.to_string(),
         mode: cfg.mode.name().to_string(),
@@ -434,14 +457,15 @@ pub fn summarize(
         connections_per_s: opened as f64 / secs,
         local_ports_used: ports.len() as u64,
         phases,
-        errors: errors(records),
+        errors,
         status_codes,
         status_classes,
         expect_status: matches!(cfg.mode, Mode::Http { .. }).then(|| cfg.expect_status.to_string()),
-        unanswered: unanswered(ctx, records),
+        unanswered,
         ports_toward_target: ctx.ports_toward_target,
         per_second: per_second(records),
         spikes: spike_summary(spikes, ctx.threshold),
+        time_split,
         counters: counter_moves(delta),
         cpu_wait: ctx.cpu_wait_us.map(|some_us| CpuWait {
             some_us,
@@ -723,6 +747,9 @@ mod tests {
             tls_done_ns: None,
             first_byte_ns: Some(s + 2_000),
             end_ns: s + total_ms * 1_000_000,
+            kernel_rtt_us: 0,
+            handshake_rtt_us: 0,
+            cpu_wait_us: None,
         }
     }
 

@@ -574,6 +574,19 @@ impl Timeline {
     }
 
     pub fn svg(&self) -> Result<String, Error> {
+        self.svg_along("time since the first packet")
+    }
+
+    /// [`Timeline::draw`] with the time axis described as `x_desc` (lanes that start at
+    /// something other than a packet: a request's start).
+    pub fn draw_along(&self, x_desc: &str) -> Result<Drawn, Error> {
+        let mut drawn = self.draw()?;
+        drawn.svg = self.svg_along(x_desc)?;
+        Ok(drawn)
+    }
+
+    /// [`Timeline::svg`] with the time axis described as `x_desc`.
+    pub fn svg_along(&self, x_desc: &str) -> Result<String, Error> {
         let t = self.title.as_str();
         let n = self.lanes.len().max(1);
         let height = (90 + 34 * n as u32).max(200);
@@ -614,7 +627,7 @@ impl Timeline {
                 .disable_y_mesh()
                 .y_labels(n * 2 + 1)
                 .y_label_formatter(&label)
-                .x_desc("time since the first packet")
+                .x_desc(x_desc)
                 .x_label_formatter(&|v| Unit::Seconds.format(*v))
                 .light_line_style(RGBColor(0xee, 0xee, 0xee))
                 .label_style(("sans-serif", 11))

@@ -28,7 +28,13 @@ byte, end, local port, outcome (ok or errno). Connections slower than the spike\
 threshold are classified by their timer signature: SYN retransmission (with the attempt\n\
 number on this host's SYN ladder), quick SYN resend after a stale ACK, data RTO, delayed\n\
 ACK, accept-queue overflow, or unexplained; kernel counters (/proc/net/snmp, netstat)\n\
-read before and after corroborate each cause. EADDRNOTAVAIL is reported as ephemeral\n\
+read before and after corroborate each cause. Every completed request's time is split\n\
+into network (the handshake and the request's round trip: the connection's round trip as\n\
+the kernel measured it, else the handshake), TLS, server (the first-byte wait less that\n\
+round trip), transfer, TCP timers and the client's own; a slow request no timer explains\n\
+is named server_response or network_latency after its largest part, unless the CPU waits\n\
+of the workers (schedstat run_delay), of the embedded server, or for a rare stall of the\n\
+host (/proc/pressure/cpu) could account for it. EADDRNOTAVAIL is reported as ephemeral\n\
 port exhaustion, with the arithmetic (ports / 60 s TIME_WAIT), when at least half the\n\
 ports were in use toward the target (connections before the failure, or sockets counted\n\
 after it); --local-addr must be an address of this host (checked before the run).\n\
@@ -40,7 +46,7 @@ worker, ~80 bytes of memory per recorded connection.\n\
 JSON fields (--json, all times in microseconds): requests (ended: ok or failed),\n\
 requests_ok, requests_failed, requests_cut (in flight when the run ended: cut at the end\n\
 of --duration or at Ctrl-C), connections_opened, connects_attempted, requests_ok_per_s,\n\
-connections_per_s, local_ports_used, phases[] {phase: connect|first_byte|total, count,\n\
+connections_per_s, local_ports_used, phases[] {phase: connect|tls|first_byte|total, count,\n\
 min_us, mean_us, p50_us, p90_us, p99_us, p999_us, p9999_us, max_us}, errors[] {kind,\n\
 errno, phase, count, first_at_us, ok_before_first, example_local_ports},\n\
 unanswered[] {stage: handshake|reply, count, timed_out, etimedout, cut, min_wait_us,\n\
@@ -49,7 +55,12 @@ expected_reply_bytes, example_local_ports}, status_codes {code: count}, status_c
 {class: count}, expect_status, ports_toward_target {time_wait, total}, per_second[]\n\
 {second, ok, failed, p99_total_us, max_total_us}, spikes {threshold_us, count, groups[]\n\
 {cause, attempt, count, corroborated, typical_phase_us, max_phase_us, max_total_us,\n\
-example_local_ports}}, counters[] {name, delta, meaning}, settings {ip_local_port_range,\n\
+example_local_ports}}, time_split {path_rtt_us, requests, slow_requests, total_p50_us,\n\
+components[] {component: network|tls|server|transfer|tcp_timer|client, p50_us, p99_us,\n\
+max_us, share, slow_dominated, slow_p50_us, slow_p99_us}, dominant, slow_dominant,\n\
+tcp: fine|stalled|unexplained|failed|unmeasured, transfer_holds {count, p50_us, max_us,\n\
+example_local_ports}, workers_cpu_wait_us, embedded_server_cpu_wait_us, headline},\n\
+counters[] {name, delta, meaning}, settings {ip_local_port_range,\n\
 ports_available, tcp_tw_reuse, syn_ladder_ms, syn_give_up_ms, rto_min_us,\n\
 rto_min_source: route|sysctl|default, spike_threshold_us}, findings[].\n\
 \n\
@@ -112,7 +123,7 @@ pub struct Args {
     /// Cut the wait for a reply after this long.
     #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = args::positive_duration)]
     timeout: Duration,
-    /// Classify requests slower than this (default: 20 x the median, within 5ms..1s; waits
+    /// Classify requests slower than this (default: 20 x the median, within 5ms..200ms; waits
     /// that match a SYN retransmission or RTO are classified whatever the threshold).
     #[arg(long, value_name = "DURATION", value_parser = args::positive_duration)]
     spike_threshold: Option<Duration>,
@@ -134,7 +145,8 @@ pub struct Args {
     #[arg(long)]
     json: bool,
     /// Also write a self-contained HTML report to FILE: latency over time with slow requests
-    /// coloured by cause, the latency histogram, tables and findings.
+    /// coloured by cause, the latency histogram, where the time went (a waterfall of the
+    /// slowest requests, the histogram of the server's time), tables and findings.
     #[arg(long, value_name = "FILE", conflicts_with = "serve")]
     html: Option<std::path::PathBuf>,
     /// Run only the embedded server on ADDR:PORT (see above).
