@@ -146,6 +146,10 @@ pub trait Lookup {
     fn listen_overflows_now(&mut self, netns: u32) -> Option<u64> {
         self.listen_overflows(netns)
     }
+    /// `net.ipv4.tcp_timestamps` of namespace `netns` is on (non-zero).
+    fn tcp_timestamps(&mut self, _netns: u32) -> Option<bool> {
+        None
+    }
 }
 
 /// A lookup that knows nothing (tests, or when nothing may be asked).
@@ -198,6 +202,10 @@ pub enum Cause {
     Drop,
     /// A traced TIME_WAIT socket refused a SYN (the server's view of a collision).
     TimeWaitRefusedSyn,
+    /// A traced socket orphaned in FIN_WAIT2 (a timewait mini-socket whose substate is
+    /// FIN_WAIT2) answered a SYN with an ACK of its old connection: the server's view of a
+    /// stale-ACK race.
+    FinWait2RefusedSyn,
 }
 
 impl Cause {
@@ -223,6 +231,7 @@ impl Cause {
             Cause::NotReading => "not_reading",
             Cause::Drop => "drop",
             Cause::TimeWaitRefusedSyn => "time_wait_refused_syn",
+            Cause::FinWait2RefusedSyn => "fin_wait2_refused_syn",
         }
     }
 }
@@ -388,7 +397,12 @@ pub struct Engine {
     /// Handshake ACKs a full accept queue refused, by (client, listener): the SYN-ACK
     /// resend that follows is the queue's doing. Bounded; taken by the resend.
     listen_acks_refused: HashSet<(SocketAddr, SocketAddr)>,
-    tw_refused: HashMap<(SocketAddr, SocketAddr), u64>,
+    /// SYNs a traced timewait mini-socket refused, by the client's (local, remote): when,
+    /// and the mini-socket's substate ([`old_ack`]).
+    tw_refused: HashMap<(SocketAddr, SocketAddr), (u64, old_ack::Refusal)>,
+    /// Namespaces where a TIME_WAIT collision was seen (their tcp_timestamps decide the
+    /// remedies).
+    timewait_netns: BTreeSet<u32>,
     rtos: HashMap<IpAddr, VecDeque<Rto>>,
     tallies: BTreeMap<Pathology, Tally>,
     summary: Summary,
@@ -453,6 +467,7 @@ impl Engine {
             listen_overflow: HashMap::new(),
             listen_acks_refused: HashSet::new(),
             tw_refused: HashMap::new(),
+            timewait_netns: BTreeSet::new(),
             rtos: HashMap::new(),
             tallies: BTreeMap::new(),
             summary: Summary::default(),
@@ -502,7 +517,9 @@ impl Engine {
 
     fn pathology_of(cause: Cause) -> Option<Pathology> {
         Some(match cause {
-            Cause::StaleAckRace | Cause::OldAck => Pathology::StaleAckRace,
+            Cause::StaleAckRace | Cause::OldAck | Cause::FinWait2RefusedSyn => {
+                Pathology::StaleAckRace
+            }
             Cause::TimeWaitCollision | Cause::TimeWaitRefusedSyn => Pathology::TimeWaitCollision,
             Cause::AcceptQueueFull => Pathology::AcceptQueueOverflow,
             Cause::SynDropped | Cause::SynLost | Cause::SynAckResend => Pathology::SynRetransmit,
@@ -651,7 +668,8 @@ impl Engine {
                 ifindex: _,
                 ifname,
                 tcp_flags,
-            } => Some(self.drop(&ev, reason, ifname, tcp_flags, lookup)),
+                timewait,
+            } => Some(self.drop(&ev, reason, ifname, tcp_flags, timewait, lookup)),
             Detail::ZeroWindow => {
                 let l = self.line(
                     &ev,
@@ -677,76 +695,14 @@ impl Engine {
                 ));
                 Some(l)
             }
-            Detail::TimeWaitAck { reason } => {
-                // Server view: remember for the client's flow (its local = our remote).
-                self.tw_refused.insert((ev.remote, ev.local), ev.ts_ns);
-                let l = self.line(
-                    &ev,
-                    Cause::TimeWaitRefusedSyn,
-                    Some(Pathology::TimeWaitCollision),
-                    format!("a SYN reached this TIME_WAIT socket and was not taken as a new connection (drop reason {}): the client gets an ACK of the old connection", self.reasons.drop.describe(reason)),
-                    lookup,
-                );
-                self.tally(Pathology::TimeWaitCollision, &l);
-                Some(l)
+            Detail::TimeWaitAck { reason, substate } => {
+                Some(self.time_wait_ack(&ev, reason, substate, lookup))
             }
         };
         if let Some(l) = &line {
             *self.summary.causes.entry(l.cause).or_default() += 1;
         }
         line
-    }
-
-    fn reset_sent(
-        &mut self,
-        ev: &Event,
-        _reason: u32,
-        previous: Option<PreviousClose>,
-        age_ms: Option<u32>,
-        lookup: &mut dyn Lookup,
-    ) -> Option<Line> {
-        if ev.state != Some(TcpState::SynSent) {
-            return None;
-        }
-        let tw_seen = self.tw_refused.remove(&(ev.local, ev.remote)).is_some();
-        let age = age_ms
-            .map(|a| format!(" {a} ms earlier"))
-            .unwrap_or_default();
-        let (cause, evidence) = match previous {
-            Some(PreviousClose::Reset) if !tw_seen => (
-                Cause::StaleAckRace,
-                format!("SYN answered by an ACK of the previous connection on this 4-tuple, which this end closed with a reset{age}: the peer had not processed the reset; the SYN is reset and resent"),
-            ),
-            Some(PreviousClose::PeerClosedFirst) => (
-                Cause::TimeWaitCollision,
-                format!("SYN answered by an ACK of the previous connection on this 4-tuple, which the peer closed first{age}: the peer holds it in TIME_WAIT and took the SYN for an old duplicate"),
-            ),
-            _ if tw_seen => (
-                Cause::TimeWaitCollision,
-                "SYN answered by an ACK of an older connection: the traced peer's TIME_WAIT socket refused the SYN".into(),
-            ),
-            Some(p) => (
-                Cause::OldAck,
-                format!("SYN answered by an ACK of an older connection on this 4-tuple (which ended {}{age}); the SYN is reset and resent", match p {
-                    PreviousClose::ClosedFirst => "with this end closing first",
-                    PreviousClose::Failed => "before it was established",
-                    _ => "otherwise",
-                }),
-            ),
-            None => (
-                Cause::OldAck,
-                "SYN answered by an ACK of an older connection on this 4-tuple; how that connection ended was not traced".into(),
-            ),
-        };
-        let hs = self.handshakes.entry(ev.sk).or_default();
-        hs.cause = Some(cause);
-        hs.last_ts_ns = ev.ts_ns;
-        let p = Self::pathology_of(cause);
-        let l = self.line(ev, cause, p, evidence, lookup);
-        if let Some(p) = p {
-            self.tally(p, &l);
-        }
-        Some(l)
     }
 
     // The fields of one Detail::Retransmit, as the other handlers take theirs.
@@ -791,7 +747,9 @@ impl Engine {
                         )
                     }
                     _ => {
-                        if let Some(d) = self.syn_drops.get(&(ev.local, ev.remote)) {
+                        if let Some(found) = self.refused_by_timewait(ev, &rung) {
+                            found
+                        } else if let Some(d) = self.syn_drops.get(&(ev.local, ev.remote)) {
                             let at = d
                                 .ifname
                                 .as_ref()
@@ -1084,6 +1042,7 @@ impl Engine {
         reason: u32,
         ifname: Option<String>,
         tcp_flags: u8,
+        timewait: Option<TcpState>,
         lookup: &mut dyn Lookup,
     ) -> Line {
         let name = self.reasons.drop.describe(reason);
@@ -1123,12 +1082,26 @@ impl Engine {
             .as_ref()
             .map(|i| format!(" on {i}"))
             .unwrap_or_default();
-        let what = if syn { "SYN" } else { "segment" };
+        let what = if syn {
+            "SYN"
+        } else if tcp_flags & 0x04 != 0 {
+            "RST"
+        } else {
+            "segment"
+        };
+        let socket = match timewait {
+            Some(TcpState::FinWait2) if what == "RST" => {
+                " (at an orphaned FIN_WAIT2 timewait mini-socket, which a reset in its window ends)"
+            }
+            Some(TcpState::FinWait2) => " (at an orphaned FIN_WAIT2 timewait mini-socket)",
+            Some(_) => " (at a TIME_WAIT socket)",
+            None => "",
+        };
         let mut l = self.line(
             ev,
             Cause::Drop,
             pathology,
-            format!("{what} dropped{at}: {name}"),
+            format!("{what} dropped{at}: {name}{socket}"),
             lookup,
         );
         l.drop_reason = Some(name.clone());
@@ -1261,6 +1234,7 @@ impl Engine {
                 _ => continue,
             };
             let mut f = Finding::new(p, Source::Trace, summary, impact);
+            f = self.old_ack_advice(f, lookup);
             let mut examples: Vec<String> = t
                 .flows
                 .iter()
@@ -1331,6 +1305,8 @@ impl Engine {
         out
     }
 }
+
+mod old_ack;
 
 #[cfg(test)]
 mod tests;

@@ -651,4 +651,14 @@ impl Lookup for Live {
     fn netns_name(&self, netns: u32) -> Option<String> {
         self.names.get(&netns).cloned()
     }
+
+    fn tcp_timestamps(&mut self, netns: u32) -> Option<bool> {
+        self.in_ns(netns, || {
+            tcpdoctor_host::sysctl::TcpSettings::read()
+                .ok()
+                .and_then(|s| s.tcp_timestamps)
+        })
+        .flatten()
+        .map(|v| v != 0)
+    }
 }

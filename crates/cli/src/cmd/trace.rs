@@ -22,9 +22,14 @@ tcp_retransmit_synack, tcp_send_reset, tcp_receive_reset, inet_sock_set_state, k
 with its drop reason, tcp_probe) and prints one line per event worth attributing, with the
 process, the network namespace, the 4-tuple, the cause and the kernel's evidence:
   stale_ack_race        a SYN answered by an ACK of the previous connection on its 4-tuple,
-                        which this end had closed with a reset; the SYN is reset and resent
+                        which this end had closed with a reset the peer never processed
+                        (the peer's old socket an orphaned FIN_WAIT2 mini-socket); the SYN
+                        is reset and resent
   time_wait_collision   the same, the peer holding that connection in TIME_WAIT
   old_ack               the same, how the old connection ended not traced
+  fin_wait2_refused_syn / time_wait_refused_syn
+                        the server's view: its timewait mini-socket refused the SYN, in
+                        substate FIN_WAIT2 (a stale-ACK race) or TIME_WAIT (a collision)
   syn_dropped / accept_queue_full / syn_lost
                         a SYN resent: dropped (kernel drop reason), refused by a listener
                         whose accept queue is full, or unanswered (rung n of the SYN ladder)
