@@ -573,10 +573,19 @@ fn doctor_on_seed_003s_programs_names_the_stale_ack_race_not_a_time_wait_collisi
             .is_none(),
         "{v:#}"
     );
-    let f = pathologies(&v);
+    // The trace attributed the resends to the race; the census may have seen an orphaned
+    // FIN_WAIT2 socket waiting for its SYN too: one finding either way (doctor merges them).
     assert!(
-        f.iter()
-            .any(|(p, _, src)| p == "stale_ack_race" && src == "trace"),
+        v["trace"]["syn_resends"]["stale_ack_race"]
+            .as_u64()
+            .unwrap_or(0)
+            >= 1,
+        "{v:#}"
+    );
+    let f = pathologies(&v);
+    assert_eq!(
+        f.iter().filter(|(p, _, _)| p == "stale_ack_race").count(),
+        1,
         "{f:?}"
     );
     assert!(

@@ -1209,8 +1209,9 @@ fn an_orphaned_fin_wait2_socket_whose_peer_is_gone_is_named_and_answers_the_next
     // acknowledges the FIN, then closes with a reset that is lost (dropped here), so the
     // server's orphaned FIN_WAIT2 socket waits for a FIN or reset that never comes.
     ns.exec("nft add table inet tdoc && nft add chain inet tdoc out { type filter hook output priority 0 \\; } && nft add rule inet tdoc out tcp sport 20041 tcp flags \\& \\(rst \\| ack\\) == \\(rst \\| ack\\) drop");
-    let accepted = support::spawn_in_netns(&ns, move || {
-        let l = listener(server, 16, None);
+    // Listening before the first connect (a socket belongs to the namespace it was made in).
+    let l = in_netns(&ns, move || listener(server, 16, None));
+    let accepted = std::thread::spawn(move || {
         for _ in 0..2 {
             let (mut c, _) = l.accept().unwrap();
             let mut b = [0u8; 4];

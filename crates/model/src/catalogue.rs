@@ -113,7 +113,7 @@ pub static CATALOGUE: &[CatalogueEntry] = &[
         pathology: Pathology::TimeWaitCollision,
         role: Role::Cause,
         name: "time_wait_collision",
-        title: "SYN collided with a TIME_WAIT socket",
+        title: "4-tuple collided with a TIME_WAIT socket",
         rank: 1,
         explanation: "A new SYN reused a 4-tuple whose previous connection is still in TIME_WAIT at the peer. If the peer cannot prove the SYN is new (its sequence number is not above the old one, or timestamps are off), it answers with an ACK of the old connection instead of a SYN-ACK; the client resets that and its SYN waits for the retransmission timer (1 s, then the ladder). With net.ipv4.tcp_rfc1337=1 the peer ignores the reset and the connect can stall for many seconds.",
         remedies: &[

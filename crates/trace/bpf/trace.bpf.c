@@ -79,7 +79,8 @@ enum kind {
 	K_RST_RECV = 4,
 	K_CONNECTED = 5,	/* a connect that needed SYN retransmissions completed */
 	K_CONNECT_FAILED = 6,	/* SYN_SENT -> CLOSE: a = owner flags, b = us since connect, c = sk_err */
-	K_CONNECT_ERR = 7,	/* connect() failed before sending a SYN: a = errno */
+	K_CONNECT_ERR = 7,	/* connect() failed before sending a SYN: a = errno; sport is the port
+				 * bound before connect(), 0 when connect() was to choose one */
 	K_DROP = 8,		/* a = skb_drop_reason, b = ifindex, c = tcp flags | tw_substate << 8 */
 	K_ZERO_WINDOW = 9,	/* the peer of this socket advertised a zero window */
 	K_WINDOW_PROBE = 10,	/* this socket, its window zero, received a zero-window probe */
@@ -128,7 +129,7 @@ enum counter {
 	C_WINDOW_PROBE = 16,
 	C_TW_ACK = 17,
 	C_R_UNSENT = 18,	/* resends of any class that sent nothing (tracepoint's err != 0) */
-	/* 19: unused */
+	C_CONNECT_FAILED = 19,	/* SYN_SENT -> CLOSE after the SYN, with an error (refused, timed out) */
 	C_EVENTS = 20,
 	C_ACCEPTED = 21,
 	C_CLOSED = 22,
@@ -916,6 +917,24 @@ int inet_sock_set_state(__u64 *ctx)
 	if (newstate != TCP_CLOSE)
 		return 0;
 	count(C_CLOSED);
+	/* A connect that ended: counted here, before any owner lookup, so that the counts
+	 * are exact whether or not a record can be sent. A connect that never sent its SYN
+	 * failed inside connect() (tcp_v4_connect, tcp_v6_connect: tcp_set_state(TCP_CLOSE)
+	 * on the failure path). Between SYN_SENT and the SYN the only step that fails in
+	 * practice is taking the 4-tuple (inet_hash_connect): EADDRNOTAVAIL, for want of a
+	 * free port, or, for a port bound before connect(), because the 4-tuple is taken.
+	 * Still in the caller's context. */
+	bool unsent = false;
+	if (oldstate == TCP_SYN_SENT) {
+		struct tcp_sock *tp = tcp_sk(sk);
+		unsent = tp && tp->segs_out == 0;
+		if (unsent) {
+			count(C_CONNECT_ERR);
+			count(C_EADDRNOTAVAIL);
+		} else if (sk->sk_err) {
+			count(C_CONNECT_FAILED);
+		}
+	}
 	struct owner *o = owner_get(sk, &copy);
 	if (!o)
 		return 0;
@@ -936,17 +955,7 @@ int inet_sock_set_state(__u64 *ctx)
 	else
 		h.how = H_OTHER;
 	if (oldstate == TCP_SYN_SENT) {
-		/* A connect that never sent its SYN failed inside connect() (tcp_v4_connect,
-		 * tcp_v6_connect: tcp_set_state(TCP_CLOSE) on the failure path). Between
-		 * SYN_SENT and the SYN the only step that fails in practice is choosing the
-		 * source port (inet_hash_connect): EADDRNOTAVAIL. Still in the caller's context. */
-		struct tcp_sock *tp = tcp_sk(sk);
-		bool unsent = tp && tp->segs_out == 0;
 		struct event *e = reserve(unsent ? K_CONNECT_ERR : K_CONNECT_FAILED, ns);
-		if (unsent) {
-			count(C_CONNECT_ERR);
-			count(C_EADDRNOTAVAIL);
-		}
 		if (e) {
 			fill_sock(e, sk);
 			fill_owner(e, sk, unsent);

@@ -146,6 +146,16 @@ pub trait Lookup {
     fn listen_overflows_now(&mut self, netns: u32) -> Option<u64> {
         self.listen_overflows(netns)
     }
+    /// The state of the socket of namespace `netns` holding the 4-tuple `local` -> `remote`
+    /// (`local`'s address unspecified: any address with that port).
+    fn tuple_holder(
+        &mut self,
+        _netns: u32,
+        _local: SocketAddr,
+        _remote: SocketAddr,
+    ) -> Option<TcpState> {
+        None
+    }
     /// `net.ipv4.tcp_timestamps` of namespace `netns` is on (non-zero).
     fn tcp_timestamps(&mut self, _netns: u32) -> Option<bool> {
         None
@@ -206,6 +216,10 @@ pub enum Cause {
     /// FIN_WAIT2) answered a SYN with an ACK of its old connection: the server's view of a
     /// stale-ACK race.
     FinWait2RefusedSyn,
+    /// connect() from a port bound before it failed with EADDRNOTAVAIL: this host holds
+    /// that 4-tuple (its own TIME_WAIT: a `time_wait_collision` refused locally; else a
+    /// `connect_failure`). Not port exhaustion: [`connect`] gives the decision.
+    TupleInUse,
 }
 
 impl Cause {
@@ -232,6 +246,7 @@ impl Cause {
             Cause::Drop => "drop",
             Cause::TimeWaitRefusedSyn => "time_wait_refused_syn",
             Cause::FinWait2RefusedSyn => "fin_wait2_refused_syn",
+            Cause::TupleInUse => "tuple_in_use",
         }
     }
 }
@@ -335,6 +350,9 @@ pub struct Summary {
     pub drop_flows: Vec<DropFlow>,
     /// connect() EADDRNOTAVAIL per process and destination.
     pub no_local_port: Vec<PortFailure>,
+    /// connect() EADDRNOTAVAIL from a port bound before it, whose 4-tuple this host held
+    /// (not port exhaustion: [`connect`]).
+    pub local_tuple_refusals: Vec<TupleRefusal>,
     /// Incast episodes: several flows' timeouts into one receiver within the window.
     pub incast_episodes: Vec<IncastEpisode>,
     /// SYNs and SYN-ACKs resent, per pathology their resend was attributed to (the events
@@ -408,6 +426,10 @@ pub struct Engine {
     summary: Summary,
     drop_flows: HashMap<(SocketAddr, SocketAddr, String, Option<String>), u64>,
     port_failures: BTreeMap<(SocketAddr, Option<u32>), PortFailures>,
+    /// connect() refused for a bound port's 4-tuple, by (bound source, destination, pid).
+    tuple_refusals: BTreeMap<(SocketAddr, SocketAddr, Option<u32>), TupleRefusal>,
+    /// Connects that failed after their SYN with an error, as records reported them.
+    connect_failed_records: u64,
 }
 
 /// Drop reasons that mean a queue or memory was full (include/net/dropreason-core.h): the
@@ -473,6 +495,8 @@ impl Engine {
             summary: Summary::default(),
             drop_flows: HashMap::new(),
             port_failures: BTreeMap::new(),
+            tuple_refusals: BTreeMap::new(),
+            connect_failed_records: 0,
         }
     }
 
@@ -530,7 +554,8 @@ impl Engine {
                 Pathology::Retransmission
             }
             Cause::ZeroWindow | Cause::NotReading => Pathology::SlowReader,
-            Cause::SlowConnect | Cause::Drop => return None,
+            // Its pathology depends on the 4-tuple's holder ([`connect`]).
+            Cause::SlowConnect | Cause::Drop | Cause::TupleInUse => return None,
         })
     }
 
@@ -655,6 +680,9 @@ impl Engine {
                     ),
                     lookup,
                 );
+                if errno != 0 {
+                    self.connect_failed_records += 1;
+                }
                 let t = self.tally(p, &l);
                 if errno != 0 {
                     t.failed += 1;
@@ -965,47 +993,6 @@ impl Engine {
         t.worst_us = t.worst_us.max(worst);
     }
 
-    fn no_port(&mut self, ev: &Event, errno: u32, lookup: &mut dyn Lookup) -> Line {
-        let key = (ev.remote, ev.process.as_ref().map(|p| p.pid));
-        let entry =
-            self.port_failures
-                .entry(key)
-                .or_insert((ev.process.clone(), 0, ev.netns, None));
-        entry.1 += 1;
-        let first = entry.1 == 1;
-        let budget = if first {
-            lookup.port_budget(ev.netns, ev.remote)
-        } else {
-            None
-        };
-        let extra = budget
-            .as_ref()
-            .map(|b| {
-                format!(
-                    ": {} sockets hold a port toward it ({} in TIME_WAIT), port range {} ({} ports)",
-                    b.in_use,
-                    b.time_wait,
-                    b.range,
-                    b.range.len()
-                )
-            })
-            .unwrap_or_default();
-        if budget.is_some() {
-            if let Some(e) = self.port_failures.get_mut(&key) {
-                e.3 = budget;
-            }
-        }
-        let l = self.line(
-            ev,
-            Cause::NoLocalPort,
-            Some(Pathology::PortExhaustion),
-            format!("connect() to {} failed before its SYN: no free local port (errno {errno}, EADDRNOTAVAIL){extra}", ev.remote),
-            lookup,
-        );
-        self.tally(Pathology::PortExhaustion, &l).failed += 1;
-        l
-    }
-
     /// The listener of `ev.remote` (in a traced namespace) when it is refusing SYNs: its
     /// accept queue full now, or its namespace's TcpExtListenOverflows risen by more than
     /// the refused handshake ACKs traced and the SYN resends already put down to it (then
@@ -1139,6 +1126,7 @@ impl Engine {
                 budget: budget.clone(),
             })
             .collect();
+        s.local_tuple_refusals = self.tuple_refusals.values().cloned().collect();
         s
     }
 
@@ -1147,7 +1135,20 @@ impl Engine {
     /// denominator of connect-related shares. `budgets`: per (netns, destination) the port
     /// budget, asked of the caller once at the end.
     pub fn findings(&self, connects: u64, lookup: &mut dyn Lookup) -> Vec<Finding> {
+        let kernel = KernelCounts {
+            connects,
+            ..KernelCounts::default()
+        };
+        self.findings_with(&kernel, lookup)
+    }
+
+    /// [`Engine::findings`] with the kernel's counts: with records lost, counts built from
+    /// records are said to be lower bounds, and the kernel's exact counts are used where it
+    /// has them ([`KernelCounts`]).
+    pub fn findings_with(&self, kernel: &KernelCounts, lookup: &mut dyn Lookup) -> Vec<Finding> {
         let mut out = Vec::new();
+        let connects = kernel.connects;
+        let lost = kernel.lost > 0;
         let observed = (connects > 0).then_some(connects);
         for (&p, t) in &self.tallies {
             if t.events == 0 && t.flows.is_empty() {
@@ -1162,12 +1163,18 @@ impl Engine {
                     } else {
                         "SYN collided with the peer's TIME_WAIT socket of the previous connection"
                     };
+                    let local = self.refused_locally_text(p, lost);
+                    let mut parts = Vec::new();
+                    if local.is_none() || t.resends > 0 || !t.flows.is_empty() {
+                        parts.push(format!(
+                            "{what}: {} SYN(s) resent ({flows} distinct 4-tuple(s) as seen by the traced ends)",
+                            at_least(t.resends, lost)
+                        ));
+                    }
+                    parts.extend(local);
                     (
                         Impact::stalls(flows, observed, worst).with_failed(t.failed),
-                        format!(
-                            "{what}: {} SYN(s) resent ({flows} distinct 4-tuple(s) as seen by the traced ends)",
-                            t.resends
-                        ),
+                        parts.join("; "),
                     )
                 }
                 Pathology::SynRetransmit => (
@@ -1184,20 +1191,13 @@ impl Engine {
                         t.resends
                     ),
                 ),
-                Pathology::PortExhaustion => {
-                    let attempts = connects.max(t.failed);
-                    (
-                        Impact::failures(t.failed, (attempts > 0).then_some(attempts)),
-                        format!("connect() failed with EADDRNOTAVAIL {} time(s): no free local port toward the destination", t.failed),
-                    )
-                }
+                Pathology::PortExhaustion => self.port_exhaustion(t, kernel),
                 // Connects the application itself abandoned (closed while SYN-SENT, errno
                 // 0) are not failures the kernel reported: no finding for them alone.
-                Pathology::ConnectFailure if t.failed == 0 => continue,
-                Pathology::ConnectFailure => (
-                    Impact::failures(t.failed, observed),
-                    format!("{} connect(s) failed (refused or given up)", t.failed),
-                ),
+                Pathology::ConnectFailure => match self.connect_failure(t, kernel, observed) {
+                    Some(x) => x,
+                    None => continue,
+                },
                 Pathology::RetransmitTimeout => (
                     Impact::stalls(flows, None, worst),
                     format!(
@@ -1235,6 +1235,7 @@ impl Engine {
             };
             let mut f = Finding::new(p, Source::Trace, summary, impact);
             f = self.old_ack_advice(f, lookup);
+            f = self.local_refusal_advice(f, lookup);
             let mut examples: Vec<String> = t
                 .flows
                 .iter()
@@ -1273,32 +1274,7 @@ impl Engine {
                 });
             }
             if p == Pathology::PortExhaustion {
-                for ((dest, _), (process, n, netns, seen)) in &self.port_failures {
-                    let who = process
-                        .as_ref()
-                        .map(|p| format!("{} (pid {})", p.comm, p.pid))
-                        .unwrap_or_else(|| "unknown process".into());
-                    let mut items = vec![format!("{who} -> {dest}: {n} EADDRNOTAVAIL")];
-                    if let Some(b) = seen.clone().or_else(|| lookup.port_budget(*netns, *dest)) {
-                        let ports = b.range.len();
-                        items.push(format!(
-                            "at the first failure {} sockets held a port toward {dest} ({} in TIME_WAIT) of {ports} ports in {}: headroom {}",
-                            b.in_use,
-                            b.time_wait,
-                            b.range,
-                            u64::from(ports).saturating_sub(b.in_use)
-                        ));
-                        let used = (b.in_use as f64 / f64::from(ports)).min(1.0);
-                        f = f
-                            .arithmetic(format!("{} ports in use / {ports} ports", b.in_use), used);
-                        let imp = f.impact.clone().with_budget(used);
-                        f = f.with_impact(imp);
-                    }
-                    f = f.with_evidence(Evidence::Examples {
-                        what: "per process and destination".into(),
-                        items,
-                    });
-                }
+                f = self.port_evidence(f, lookup);
             }
             out.push(f);
         }
@@ -1306,7 +1282,11 @@ impl Engine {
     }
 }
 
+mod connect;
 mod old_ack;
+
+use connect::at_least;
+pub use connect::{KernelCounts, TupleRefusal};
 
 #[cfg(test)]
 mod tests;

@@ -38,6 +38,9 @@ pub enum Counter {
     /// Resends (of any class, each also counted in it) that sent nothing: the tracepoint's
     /// result was an error (-EBUSY: the first copy still in this host's qdisc or driver).
     RetransmitUnsent = 18,
+    /// Connects that ended with an error after their SYN (refused, timed out): every one,
+    /// also those whose record was lost or whose owner was not known.
+    ConnectFailed = 19,
     Records = 20,
     Accepted = 21,
     Closed = 22,
@@ -46,7 +49,7 @@ pub enum Counter {
 }
 
 impl Counter {
-    pub const ALL: [Counter; 24] = [
+    pub const ALL: [Counter; 25] = [
         Counter::Lost,
         Counter::Connects,
         Counter::Connected,
@@ -66,6 +69,7 @@ impl Counter {
         Counter::WindowProbes,
         Counter::TimeWaitAcks,
         Counter::RetransmitUnsent,
+        Counter::ConnectFailed,
         Counter::Records,
         Counter::Accepted,
         Counter::Closed,
@@ -95,6 +99,7 @@ impl Counter {
             Counter::WindowProbes => "window_probes",
             Counter::TimeWaitAcks => "time_wait_acks",
             Counter::RetransmitUnsent => "retransmit_unsent",
+            Counter::ConnectFailed => "connect_failed",
             Counter::Records => "records",
             Counter::Accepted => "accepted",
             Counter::Closed => "closed",

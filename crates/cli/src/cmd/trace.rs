@@ -33,8 +33,12 @@ process, the network namespace, the 4-tuple, the cause and the kernel's evidence
   syn_dropped / accept_queue_full / syn_lost
                         a SYN resent: dropped (kernel drop reason), refused by a listener
                         whose accept queue is full, or unanswered (rung n of the SYN ladder)
-  no_local_port         connect() failed with EADDRNOTAVAIL (per process and destination,
-                        with TIME_WAIT toward it and the port range)
+  no_local_port         connect() failed with EADDRNOTAVAIL choosing a port: no free local
+                        port (per process and destination, with TIME_WAIT toward it and the
+                        port range)
+  tuple_in_use          connect() from a port bound before it failed with EADDRNOTAVAIL:
+                        this host holds that 4-tuple (its own TIME_WAIT: a time_wait_collision
+                        refused locally), not port exhaustion
   timeout / tail_loss_probe / fast_retransmit / after_timeout
                         data retransmissions by what sent them; timeouts of 3+ flows into
                         one receiver within 20 ms are reported as incast
@@ -72,7 +76,10 @@ evidence, drop_reason}; {type: summary, t_ms, connects, causes, drops, lost_even
 last {type: report, schema_version, verdict, findings, duration_ms, netns[], counts,
 lost_events, missed_events {hook: n}, not_traced {counter: n}, syn_traced_at_edges,
 drops_by_reason, summary {causes, drop_reasons, drop_flows, no_local_port,
-incast_episodes, undecoded, filtered_out}, kernel_counters, unavailable}.
+local_tuple_refusals, incast_episodes, undecoded, filtered_out}, kernel_counters,
+unavailable}. With records lost, counts built from records are lower bounds (at least N);
+failed connects and EADDRNOTAVAIL use the kernel's exact counts (counts.connect_failed,
+counts.connect_eaddrnotavail).
 Exit status 0 healthy, 1 findings, 2 error, 3 nothing measured (no TCP activity seen).
 
 Examples:
