@@ -983,8 +983,8 @@ fn seed_003s_programs_meet_a_stale_ack_race_not_a_time_wait_collision() {
     // The race fires when the client's reset is processed before its ACK of the server's
     // FIN, leaving the server's old socket an orphaned FIN_WAIT2 mini-socket until the
     // client reuses the port. Measured here on 2 CPUs with the trace attached: 10 to 53
-    // SYN resends per 20 s (0.5 to 2.6 per s); 3 of them come within seconds. 90 s bounds a
-    // machine where it fires ten times more rarely.
+    // SYN resends per 20 s; 3 of them took 2.6 to 12.1 s in 6 runs of this test. 90 s
+    // bounds a machine where it fires several times more rarely.
     let mut trace = None;
     let (mut server, mut client, resent, took) =
         run_seed_003(&seed, &ns, 3, Duration::from_secs(90), || {
