@@ -731,6 +731,19 @@ fn timewait_collision_is_named_and_timestamps_fix_it() {
             v["before"]["client_counters"]["TcpExtTCPSynRetrans"],
             "{t:#}"
         );
+        // The server's view: its TIME_WAIT socket (TIME_WAIT proper, not an orphaned
+        // FIN_WAIT2 one) refused the SYNs; nothing was a stale-ACK race.
+        let causes = |c: &str| -> u64 {
+            t["causes_by_netns"]
+                .as_object()
+                .unwrap()
+                .values()
+                .map(|m| m[c].as_u64().unwrap_or(0))
+                .sum()
+        };
+        assert!(causes("time_wait_refused_syn") > 0, "{t:#}");
+        assert_eq!(causes("fin_wait2_refused_syn"), 0, "{t:#}");
+        assert!(t["syn_resends"].get("stale_ack_race").is_none(), "{t:#}");
         let after = trace_run(&v, v["after"]["label"].as_str().unwrap());
         assert_eq!(after["syn_resends_attributed"], 0, "{after:#}");
         assert!(
@@ -806,6 +819,13 @@ fn stale_ack_race_reports_the_observed_kernel_behaviour() {
             &format!("{t:#}"),
         );
         assert_eq!(t["syn_retrans_counted"], resent, "{t:#}");
+        // No run of this scenario, the loop included, calls a race a TIME_WAIT collision.
+        for run in v["trace"]["runs"].as_array().unwrap() {
+            assert!(
+                run["syn_resends"].get("time_wait_collision").is_none(),
+                "{run:#}"
+            );
+        }
     }
 }
 

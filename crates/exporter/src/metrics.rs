@@ -630,6 +630,7 @@ mod tests {
             taken_at: None,
             attribution: None,
             last_owners: None,
+            fin_timeout: None,
         };
         tcpdoctor_host::sockets::analyze(&c, None).summary
     }

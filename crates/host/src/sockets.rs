@@ -34,12 +34,13 @@ mod analysis;
 mod netlink;
 mod owners;
 mod reuse;
+pub mod stale;
 mod tcp_info;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::str::FromStr;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use tcpdoctor_model::{PortRange, SynLadder};
@@ -318,6 +319,10 @@ pub struct Census {
     /// Whether a trace named the last owners of TIME_WAIT sockets (`None`: not asked).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_owners: Option<LastOwners>,
+    /// `net.ipv4.tcp_fin_timeout` of that namespace: how long an orphaned FIN_WAIT2 socket
+    /// waits for the peer ([`stale`]). `None` when not read.
+    #[serde(skip)]
+    pub fin_timeout: Option<Duration>,
 }
 
 /// Takes the census of the caller's network namespace.
@@ -342,6 +347,7 @@ pub fn census(filter: &Filter) -> Result<Census, Error> {
         taken_at: Some(Instant::now()),
         attribution: None,
         last_owners: None,
+        fin_timeout: settings.tcp_fin_timeout.map(Duration::from_secs),
     })
 }
 

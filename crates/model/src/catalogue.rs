@@ -208,7 +208,7 @@ pub static CATALOGUE: &[CatalogueEntry] = &[
         pathology: Pathology::TimeWaitCollision,
         role: Role::Cause,
         name: "time_wait_collision",
-        title: "SYN collided with a TIME_WAIT socket",
+        title: "4-tuple collided with a TIME_WAIT socket",
         rank: 1,
         explanation: "A new SYN reused a 4-tuple whose previous connection is still in TIME_WAIT at the peer. If the peer cannot prove the SYN is new (its sequence number is not above the old one, or timestamps are off), it answers with an ACK of the old connection instead of a SYN-ACK; the client resets that and its SYN waits for the retransmission timer (1 s, then the ladder). With net.ipv4.tcp_rfc1337=1 the peer ignores the reset and the connect can stall for many seconds.",
         remedies: &[
@@ -306,6 +306,7 @@ pub static CATALOGUE: &[CatalogueEntry] = &[
         explanation: "A client reconnected on a 4-tuple the server still held from the previous connection (closed with SO_LINGER 0 or a lost final ACK). The server answered the SYN with an ACK of the old connection; the client reset it and sent the SYN again. Current Linux resends immediately (a few ms); older kernels waited for the 1 s SYN timer.",
         remedies: &[
             r("Avoid closing with SO_LINGER 0 as a matter of course; let connections close normally."),
+            r("Let the client close first, before the server's FIN: a reset then reaches an established server socket and ends it, and no server socket is left half-closed in FIN_WAIT2 waiting for a reset it may process out of order."),
             r("Reuse connections instead of reconnecting at a high rate on the same destination."),
             r("Run a kernel with the quick SYN resend after a reset (Linux 4.x and later)."),
         ],

@@ -79,11 +79,13 @@ enum kind {
 	K_RST_RECV = 4,
 	K_CONNECTED = 5,	/* a connect that needed SYN retransmissions completed */
 	K_CONNECT_FAILED = 6,	/* SYN_SENT -> CLOSE: a = owner flags, b = us since connect, c = sk_err */
-	K_CONNECT_ERR = 7,	/* connect() failed before sending a SYN: a = errno */
-	K_DROP = 8,		/* a = skb_drop_reason, b = ifindex, c = tcp flags */
+	K_CONNECT_ERR = 7,	/* connect() failed before sending a SYN: a = errno; sport is the port
+				 * bound before connect(), 0 when connect() was to choose one */
+	K_DROP = 8,		/* a = skb_drop_reason, b = ifindex, c = tcp flags | tw_substate << 8 */
 	K_ZERO_WINDOW = 9,	/* the peer of this socket advertised a zero window */
 	K_WINDOW_PROBE = 10,	/* this socket, its window zero, received a zero-window probe */
-	K_TW_ACK = 11,		/* a TIME_WAIT socket did not accept a SYN: a = drop reason */
+	K_TW_ACK = 11,		/* a timewait socket did not accept a SYN: a = drop reason,
+				 * b = its tw_substate (TIME_WAIT, or FIN_WAIT2), c = tcp flags */
 };
 
 /* Retransmission classes (K_RETRANS a). */
@@ -127,7 +129,7 @@ enum counter {
 	C_WINDOW_PROBE = 16,
 	C_TW_ACK = 17,
 	C_R_UNSENT = 18,	/* resends of any class that sent nothing (tracepoint's err != 0) */
-	/* 19: unused */
+	C_CONNECT_FAILED = 19,	/* SYN_SENT -> CLOSE after the SYN, with an error (refused, timed out) */
 	C_EVENTS = 20,
 	C_ACCEPTED = 21,
 	C_CLOSED = 22,
@@ -915,6 +917,24 @@ int inet_sock_set_state(__u64 *ctx)
 	if (newstate != TCP_CLOSE)
 		return 0;
 	count(C_CLOSED);
+	/* A connect that ended: counted here, before any owner lookup, so that the counts
+	 * are exact whether or not a record can be sent. A connect that never sent its SYN
+	 * failed inside connect() (tcp_v4_connect, tcp_v6_connect: tcp_set_state(TCP_CLOSE)
+	 * on the failure path). Between SYN_SENT and the SYN the only step that fails in
+	 * practice is taking the 4-tuple (inet_hash_connect): EADDRNOTAVAIL, for want of a
+	 * free port, or, for a port bound before connect(), because the 4-tuple is taken.
+	 * Still in the caller's context. */
+	bool unsent = false;
+	if (oldstate == TCP_SYN_SENT) {
+		struct tcp_sock *tp = tcp_sk(sk);
+		unsent = tp && tp->segs_out == 0;
+		if (unsent) {
+			count(C_CONNECT_ERR);
+			count(C_EADDRNOTAVAIL);
+		} else if (sk->sk_err) {
+			count(C_CONNECT_FAILED);
+		}
+	}
 	struct owner *o = owner_get(sk, &copy);
 	if (!o)
 		return 0;
@@ -935,17 +955,7 @@ int inet_sock_set_state(__u64 *ctx)
 	else
 		h.how = H_OTHER;
 	if (oldstate == TCP_SYN_SENT) {
-		/* A connect that never sent its SYN failed inside connect() (tcp_v4_connect,
-		 * tcp_v6_connect: tcp_set_state(TCP_CLOSE) on the failure path). Between
-		 * SYN_SENT and the SYN the only step that fails in practice is choosing the
-		 * source port (inet_hash_connect): EADDRNOTAVAIL. Still in the caller's context. */
-		struct tcp_sock *tp = tcp_sk(sk);
-		bool unsent = tp && tp->segs_out == 0;
 		struct event *e = reserve(unsent ? K_CONNECT_ERR : K_CONNECT_FAILED, ns);
-		if (unsent) {
-			count(C_CONNECT_ERR);
-			count(C_EADDRNOTAVAIL);
-		}
 		if (e) {
 			fill_sock(e, sk);
 			fill_owner(e, sk, unsent);
@@ -1007,16 +1017,25 @@ int kfree_skb(__u64 *ctx)
 	if (flags < 0)
 		return 0;
 	__u8 state = sk ? sk->__sk_common.skc_state : 0;
+	/* A timewait mini-socket (sk_state TIME_WAIT) is in TIME_WAIT proper, or is a socket
+	 * orphaned in FIN_WAIT2 (tcp_time_wait(sk, TCP_FIN_WAIT2, ...), net/ipv4/tcp.c):
+	 * tw_substate says which. Read only for packets that reach one. */
+	__u8 substate = 0;
+	if (state == TCP_TIME_WAIT)
+		substate = BPF_CORE_READ((const struct inet_timewait_sock *)sk, tw_substate);
 	if (state == TCP_TIME_WAIT && (flags & 0x12) == 0x02) {
-		/* A SYN that a TIME_WAIT socket did not accept as a new connection
-		 * (tcp_timewait_state_process, net/ipv4/tcp_minisocks.c): it could not be told
-		 * apart from an old duplicate, and the peer got an ACK of the old connection. */
+		/* A SYN that a timewait socket did not accept as a new connection
+		 * (tcp_timewait_state_process, net/ipv4/tcp_minisocks.c). In TIME_WAIT it could
+		 * not be told apart from an old duplicate; in FIN_WAIT2 it lies outside the old
+		 * connection's window. Either way the peer gets an ACK of the old connection
+		 * (unless rate-limited: TcpExtTCPACKSkippedTimeWait, ...FinWait2). */
 		count(C_TW_ACK);
 		struct event *e = reserve(K_TW_ACK, ns);
 		if (e) {
 			fill_common(e, &sk->__sk_common);
 			e->state = TCP_TIME_WAIT;
 			e->a = reason;
+			e->b = substate;
 			e->c = flags;
 			submit(e);
 		}
@@ -1034,7 +1053,7 @@ int kfree_skb(__u64 *ctx)
 	e->sport = tmp.sport;
 	e->dport = tmp.dport;
 	e->a = reason;
-	e->c = flags;
+	e->c = flags | (__u32)substate << 8;
 	if (dev) {
 		e->b = dev->ifindex;
 		bpf_probe_read_kernel_str(e->ifname, 16, dev->name);

@@ -166,8 +166,12 @@ struct request_sock {
 	u8 num_retrans;
 };
 
+/* A socket that closed first lives on as this mini-socket: in TIME_WAIT, or, orphaned in
+ * FIN_WAIT2, waiting for the peer's FIN (tcp_time_wait(sk, TCP_FIN_WAIT2, ...)); its
+ * sk_state reads TIME_WAIT either way, tw_substate tells which (sock_diag reports it). */
 struct inet_timewait_sock {
 	struct sock_common __tw_common;
+	unsigned char tw_substate;
 };
 
 struct net_device {

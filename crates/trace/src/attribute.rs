@@ -146,6 +146,20 @@ pub trait Lookup {
     fn listen_overflows_now(&mut self, netns: u32) -> Option<u64> {
         self.listen_overflows(netns)
     }
+    /// The state of the socket of namespace `netns` holding the 4-tuple `local` -> `remote`
+    /// (`local`'s address unspecified: any address with that port).
+    fn tuple_holder(
+        &mut self,
+        _netns: u32,
+        _local: SocketAddr,
+        _remote: SocketAddr,
+    ) -> Option<TcpState> {
+        None
+    }
+    /// `net.ipv4.tcp_timestamps` of namespace `netns` is on (non-zero).
+    fn tcp_timestamps(&mut self, _netns: u32) -> Option<bool> {
+        None
+    }
 }
 
 /// A lookup that knows nothing (tests, or when nothing may be asked).
@@ -198,11 +212,19 @@ pub enum Cause {
     Drop,
     /// A traced TIME_WAIT socket refused a SYN (the server's view of a collision).
     TimeWaitRefusedSyn,
+    /// A traced socket orphaned in FIN_WAIT2 (a timewait mini-socket whose substate is
+    /// FIN_WAIT2) answered a SYN with an ACK of its old connection: the server's view of a
+    /// stale-ACK race.
+    FinWait2RefusedSyn,
+    /// connect() from a port bound before it failed with EADDRNOTAVAIL: this host holds
+    /// that 4-tuple (its own TIME_WAIT: a `time_wait_collision` refused locally; else a
+    /// `connect_failure`). Not port exhaustion: [`connect`] gives the decision.
+    TupleInUse,
 }
 
 impl Cause {
     /// Every cause, in declaration order (exporters give each a series from the start).
-    pub const ALL: [Cause; 20] = [
+    pub const ALL: [Cause; 22] = [
         Cause::StaleAckRace,
         Cause::TimeWaitCollision,
         Cause::OldAck,
@@ -223,6 +245,8 @@ impl Cause {
         Cause::NotReading,
         Cause::Drop,
         Cause::TimeWaitRefusedSyn,
+        Cause::FinWait2RefusedSyn,
+        Cause::TupleInUse,
     ];
 
     pub fn name(self) -> &'static str {
@@ -247,6 +271,8 @@ impl Cause {
             Cause::NotReading => "not_reading",
             Cause::Drop => "drop",
             Cause::TimeWaitRefusedSyn => "time_wait_refused_syn",
+            Cause::FinWait2RefusedSyn => "fin_wait2_refused_syn",
+            Cause::TupleInUse => "tuple_in_use",
         }
     }
 }
@@ -350,6 +376,9 @@ pub struct Summary {
     pub drop_flows: Vec<DropFlow>,
     /// connect() EADDRNOTAVAIL per process and destination.
     pub no_local_port: Vec<PortFailure>,
+    /// connect() EADDRNOTAVAIL from a port bound before it, whose 4-tuple this host held
+    /// (not port exhaustion: [`connect`]).
+    pub local_tuple_refusals: Vec<TupleRefusal>,
     /// Incast episodes: several flows' timeouts into one receiver within the window.
     pub incast_episodes: Vec<IncastEpisode>,
     /// SYNs and SYN-ACKs resent, per pathology their resend was attributed to (the events
@@ -412,7 +441,12 @@ pub struct Engine {
     /// Handshake ACKs a full accept queue refused, by (client, listener): the SYN-ACK
     /// resend that follows is the queue's doing. Bounded; taken by the resend.
     listen_acks_refused: HashSet<(SocketAddr, SocketAddr)>,
-    tw_refused: HashMap<(SocketAddr, SocketAddr), u64>,
+    /// SYNs a traced timewait mini-socket refused, by the client's (local, remote): when,
+    /// and the mini-socket's substate ([`old_ack`]).
+    tw_refused: HashMap<(SocketAddr, SocketAddr), (u64, old_ack::Refusal)>,
+    /// Namespaces where a TIME_WAIT collision was seen (their tcp_timestamps decide the
+    /// remedies).
+    timewait_netns: BTreeSet<u32>,
     rtos: HashMap<IpAddr, VecDeque<Rto>>,
     tallies: BTreeMap<Pathology, Tally>,
     summary: Summary,
@@ -420,6 +454,10 @@ pub struct Engine {
     port_failures: BTreeMap<(SocketAddr, Option<u32>), PortFailures>,
     /// Closed receive windows over time: the stall they prove, the readers and writers.
     windows: windows::Windows,
+    /// connect() refused for a bound port's 4-tuple, by (bound source, destination, pid).
+    tuple_refusals: BTreeMap<(SocketAddr, SocketAddr, Option<u32>), TupleRefusal>,
+    /// Connects that failed after their SYN with an error, as records reported them.
+    connect_failed_records: u64,
 }
 
 /// Drop reasons that mean a queue or memory was full (include/net/dropreason-core.h): the
@@ -479,12 +517,15 @@ impl Engine {
             listen_overflow: HashMap::new(),
             listen_acks_refused: HashSet::new(),
             tw_refused: HashMap::new(),
+            timewait_netns: BTreeSet::new(),
             rtos: HashMap::new(),
             tallies: BTreeMap::new(),
             summary: Summary::default(),
             drop_flows: HashMap::new(),
             port_failures: BTreeMap::new(),
             windows: windows::Windows::default(),
+            tuple_refusals: BTreeMap::new(),
+            connect_failed_records: 0,
         }
     }
 
@@ -546,7 +587,9 @@ impl Engine {
 
     fn pathology_of(cause: Cause) -> Option<Pathology> {
         Some(match cause {
-            Cause::StaleAckRace | Cause::OldAck => Pathology::StaleAckRace,
+            Cause::StaleAckRace | Cause::OldAck | Cause::FinWait2RefusedSyn => {
+                Pathology::StaleAckRace
+            }
             Cause::TimeWaitCollision | Cause::TimeWaitRefusedSyn => Pathology::TimeWaitCollision,
             Cause::AcceptQueueFull => Pathology::AcceptQueueOverflow,
             Cause::SynDropped | Cause::SynLost | Cause::SynAckResend => Pathology::SynRetransmit,
@@ -557,7 +600,8 @@ impl Engine {
                 Pathology::Retransmission
             }
             Cause::ZeroWindow | Cause::NotReading => Pathology::SlowReader,
-            Cause::SlowConnect | Cause::Drop => return None,
+            // Its pathology depends on the 4-tuple's holder ([`connect`]).
+            Cause::SlowConnect | Cause::Drop | Cause::TupleInUse => return None,
         })
     }
 
@@ -682,6 +726,9 @@ impl Engine {
                     ),
                     lookup,
                 );
+                if errno != 0 {
+                    self.connect_failed_records += 1;
+                }
                 let t = self.tally(p, &l);
                 if errno != 0 {
                     t.failed += 1;
@@ -695,7 +742,8 @@ impl Engine {
                 ifindex: _,
                 ifname,
                 tcp_flags,
-            } => Some(self.drop(&ev, reason, ifname, tcp_flags, lookup)),
+                timewait,
+            } => Some(self.drop(&ev, reason, ifname, tcp_flags, timewait, lookup)),
             Detail::ZeroWindow => {
                 let l = self.line(
                     &ev,
@@ -723,76 +771,14 @@ impl Engine {
                 ));
                 Some(l)
             }
-            Detail::TimeWaitAck { reason } => {
-                // Server view: remember for the client's flow (its local = our remote).
-                self.tw_refused.insert((ev.remote, ev.local), ev.ts_ns);
-                let l = self.line(
-                    &ev,
-                    Cause::TimeWaitRefusedSyn,
-                    Some(Pathology::TimeWaitCollision),
-                    format!("a SYN reached this TIME_WAIT socket and was not taken as a new connection (drop reason {}): the client gets an ACK of the old connection", self.reasons.drop.describe(reason)),
-                    lookup,
-                );
-                self.tally(Pathology::TimeWaitCollision, &l);
-                Some(l)
+            Detail::TimeWaitAck { reason, substate } => {
+                Some(self.time_wait_ack(&ev, reason, substate, lookup))
             }
         };
         if let Some(l) = &line {
             *self.summary.causes.entry(l.cause).or_default() += 1;
         }
         line
-    }
-
-    fn reset_sent(
-        &mut self,
-        ev: &Event,
-        _reason: u32,
-        previous: Option<PreviousClose>,
-        age_ms: Option<u32>,
-        lookup: &mut dyn Lookup,
-    ) -> Option<Line> {
-        if ev.state != Some(TcpState::SynSent) {
-            return None;
-        }
-        let tw_seen = self.tw_refused.remove(&(ev.local, ev.remote)).is_some();
-        let age = age_ms
-            .map(|a| format!(" {a} ms earlier"))
-            .unwrap_or_default();
-        let (cause, evidence) = match previous {
-            Some(PreviousClose::Reset) if !tw_seen => (
-                Cause::StaleAckRace,
-                format!("SYN answered by an ACK of the previous connection on this 4-tuple, which this end closed with a reset{age}: the peer had not processed the reset; the SYN is reset and resent"),
-            ),
-            Some(PreviousClose::PeerClosedFirst) => (
-                Cause::TimeWaitCollision,
-                format!("SYN answered by an ACK of the previous connection on this 4-tuple, which the peer closed first{age}: the peer holds it in TIME_WAIT and took the SYN for an old duplicate"),
-            ),
-            _ if tw_seen => (
-                Cause::TimeWaitCollision,
-                "SYN answered by an ACK of an older connection: the traced peer's TIME_WAIT socket refused the SYN".into(),
-            ),
-            Some(p) => (
-                Cause::OldAck,
-                format!("SYN answered by an ACK of an older connection on this 4-tuple (which ended {}{age}); the SYN is reset and resent", match p {
-                    PreviousClose::ClosedFirst => "with this end closing first",
-                    PreviousClose::Failed => "before it was established",
-                    _ => "otherwise",
-                }),
-            ),
-            None => (
-                Cause::OldAck,
-                "SYN answered by an ACK of an older connection on this 4-tuple; how that connection ended was not traced".into(),
-            ),
-        };
-        let hs = self.handshakes.entry(ev.sk).or_default();
-        hs.cause = Some(cause);
-        hs.last_ts_ns = ev.ts_ns;
-        let p = Self::pathology_of(cause);
-        let l = self.line(ev, cause, p, evidence, lookup);
-        if let Some(p) = p {
-            self.tally(p, &l);
-        }
-        Some(l)
     }
 
     // The fields of one Detail::Retransmit, as the other handlers take theirs.
@@ -837,7 +823,9 @@ impl Engine {
                         )
                     }
                     _ => {
-                        if let Some(d) = self.syn_drops.get(&(ev.local, ev.remote)) {
+                        if let Some(found) = self.refused_by_timewait(ev, &rung) {
+                            found
+                        } else if let Some(d) = self.syn_drops.get(&(ev.local, ev.remote)) {
                             let at = d
                                 .ifname
                                 .as_ref()
@@ -1054,47 +1042,6 @@ impl Engine {
         t.worst_us = t.worst_us.max(worst);
     }
 
-    fn no_port(&mut self, ev: &Event, errno: u32, lookup: &mut dyn Lookup) -> Line {
-        let key = (ev.remote, ev.process.as_ref().map(|p| p.pid));
-        let entry =
-            self.port_failures
-                .entry(key)
-                .or_insert((ev.process.clone(), 0, ev.netns, None));
-        entry.1 += 1;
-        let first = entry.1 == 1;
-        let budget = if first {
-            lookup.port_budget(ev.netns, ev.remote)
-        } else {
-            None
-        };
-        let extra = budget
-            .as_ref()
-            .map(|b| {
-                format!(
-                    ": {} sockets hold a port toward it ({} in TIME_WAIT), port range {} ({} ports)",
-                    b.in_use,
-                    b.time_wait,
-                    b.range,
-                    b.range.len()
-                )
-            })
-            .unwrap_or_default();
-        if budget.is_some() {
-            if let Some(e) = self.port_failures.get_mut(&key) {
-                e.3 = budget;
-            }
-        }
-        let l = self.line(
-            ev,
-            Cause::NoLocalPort,
-            Some(Pathology::PortExhaustion),
-            format!("connect() to {} failed before its SYN: no free local port (errno {errno}, EADDRNOTAVAIL){extra}", ev.remote),
-            lookup,
-        );
-        self.tally(Pathology::PortExhaustion, &l).failed += 1;
-        l
-    }
-
     /// The listener of `ev.remote` (in a traced namespace) when it is refusing SYNs: its
     /// accept queue full now, or its namespace's TcpExtListenOverflows risen by more than
     /// the refused handshake ACKs traced and the SYN resends already put down to it (then
@@ -1131,6 +1078,7 @@ impl Engine {
         reason: u32,
         ifname: Option<String>,
         tcp_flags: u8,
+        timewait: Option<TcpState>,
         lookup: &mut dyn Lookup,
     ) -> Line {
         let name = self.reasons.drop.describe(reason);
@@ -1170,12 +1118,26 @@ impl Engine {
             .as_ref()
             .map(|i| format!(" on {i}"))
             .unwrap_or_default();
-        let what = if syn { "SYN" } else { "segment" };
+        let what = if syn {
+            "SYN"
+        } else if tcp_flags & 0x04 != 0 {
+            "RST"
+        } else {
+            "segment"
+        };
+        let socket = match timewait {
+            Some(TcpState::FinWait2) if what == "RST" => {
+                " (at an orphaned FIN_WAIT2 timewait mini-socket, which a reset in its window ends)"
+            }
+            Some(TcpState::FinWait2) => " (at an orphaned FIN_WAIT2 timewait mini-socket)",
+            Some(_) => " (at a TIME_WAIT socket)",
+            None => "",
+        };
         let mut l = self.line(
             ev,
             Cause::Drop,
             pathology,
-            format!("{what} dropped{at}: {name}"),
+            format!("{what} dropped{at}: {name}{socket}"),
             lookup,
         );
         l.drop_reason = Some(name.clone());
@@ -1213,6 +1175,7 @@ impl Engine {
                 budget: budget.clone(),
             })
             .collect();
+        s.local_tuple_refusals = self.tuple_refusals.values().cloned().collect();
         s
     }
 
@@ -1221,7 +1184,20 @@ impl Engine {
     /// denominator of connect-related shares. `budgets`: per (netns, destination) the port
     /// budget, asked of the caller once at the end.
     pub fn findings(&self, connects: u64, lookup: &mut dyn Lookup) -> Vec<Finding> {
+        let kernel = KernelCounts {
+            connects,
+            ..KernelCounts::default()
+        };
+        self.findings_with(&kernel, lookup)
+    }
+
+    /// [`Engine::findings`] with the kernel's counts: with records lost, counts built from
+    /// records are said to be lower bounds, and the kernel's exact counts are used where it
+    /// has them ([`KernelCounts`]).
+    pub fn findings_with(&self, kernel: &KernelCounts, lookup: &mut dyn Lookup) -> Vec<Finding> {
         let mut out = Vec::new();
+        let connects = kernel.connects;
+        let lost = kernel.lost > 0;
         let observed = (connects > 0).then_some(connects);
         for (&p, t) in &self.tallies {
             if t.events == 0 && t.flows.is_empty() {
@@ -1236,12 +1212,18 @@ impl Engine {
                     } else {
                         "SYN collided with the peer's TIME_WAIT socket of the previous connection"
                     };
+                    let local = self.refused_locally_text(p, lost);
+                    let mut parts = Vec::new();
+                    if local.is_none() || t.resends > 0 || !t.flows.is_empty() {
+                        parts.push(format!(
+                            "{what}: {} SYN(s) resent ({flows} distinct 4-tuple(s) as seen by the traced ends)",
+                            at_least(t.resends, lost)
+                        ));
+                    }
+                    parts.extend(local);
                     (
                         Impact::stalls(flows, observed, worst).with_failed(t.failed),
-                        format!(
-                            "{what}: {} SYN(s) resent ({flows} distinct 4-tuple(s) as seen by the traced ends)",
-                            t.resends
-                        ),
+                        parts.join("; "),
                     )
                 }
                 Pathology::SynRetransmit => (
@@ -1258,20 +1240,13 @@ impl Engine {
                         t.resends
                     ),
                 ),
-                Pathology::PortExhaustion => {
-                    let attempts = connects.max(t.failed);
-                    (
-                        Impact::failures(t.failed, (attempts > 0).then_some(attempts)),
-                        format!("connect() failed with EADDRNOTAVAIL {} time(s): no free local port toward the destination", t.failed),
-                    )
-                }
+                Pathology::PortExhaustion => self.port_exhaustion(t, kernel),
                 // Connects the application itself abandoned (closed while SYN-SENT, errno
                 // 0) are not failures the kernel reported: no finding for them alone.
-                Pathology::ConnectFailure if t.failed == 0 => continue,
-                Pathology::ConnectFailure => (
-                    Impact::failures(t.failed, observed),
-                    format!("{} connect(s) failed (refused or given up)", t.failed),
-                ),
+                Pathology::ConnectFailure => match self.connect_failure(t, kernel, observed) {
+                    Some(x) => x,
+                    None => continue,
+                },
                 Pathology::RetransmitTimeout => (
                     Impact::stalls(flows, None, worst),
                     format!(
@@ -1326,6 +1301,8 @@ impl Engine {
                 _ => continue,
             };
             let mut f = Finding::new(p, Source::Trace, summary, impact);
+            f = self.old_ack_advice(f, lookup);
+            f = self.local_refusal_advice(f, lookup);
             let mut examples: Vec<String> = t
                 .flows
                 .iter()
@@ -1368,32 +1345,7 @@ impl Engine {
                 });
             }
             if p == Pathology::PortExhaustion {
-                for ((dest, _), (process, n, netns, seen)) in &self.port_failures {
-                    let who = process
-                        .as_ref()
-                        .map(|p| format!("{} (pid {})", p.comm, p.pid))
-                        .unwrap_or_else(|| "unknown process".into());
-                    let mut items = vec![format!("{who} -> {dest}: {n} EADDRNOTAVAIL")];
-                    if let Some(b) = seen.clone().or_else(|| lookup.port_budget(*netns, *dest)) {
-                        let ports = b.range.len();
-                        items.push(format!(
-                            "at the first failure {} sockets held a port toward {dest} ({} in TIME_WAIT) of {ports} ports in {}: headroom {}",
-                            b.in_use,
-                            b.time_wait,
-                            b.range,
-                            u64::from(ports).saturating_sub(b.in_use)
-                        ));
-                        let used = (b.in_use as f64 / f64::from(ports)).min(1.0);
-                        f = f
-                            .arithmetic(format!("{} ports in use / {ports} ports", b.in_use), used);
-                        let imp = f.impact.clone().with_budget(used);
-                        f = f.with_impact(imp);
-                    }
-                    f = f.with_evidence(Evidence::Examples {
-                        what: "per process and destination".into(),
-                        items,
-                    });
-                }
+                f = self.port_evidence(f, lookup);
             }
             out.push(f);
         }
@@ -1401,7 +1353,12 @@ impl Engine {
     }
 }
 
+mod connect;
+mod old_ack;
 mod windows;
+
+use connect::at_least;
+pub use connect::{KernelCounts, TupleRefusal};
 
 #[cfg(test)]
 mod tests;

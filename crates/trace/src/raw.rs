@@ -38,6 +38,9 @@ pub enum Counter {
     /// Resends (of any class, each also counted in it) that sent nothing: the tracepoint's
     /// result was an error (-EBUSY: the first copy still in this host's qdisc or driver).
     RetransmitUnsent = 18,
+    /// Connects that ended with an error after their SYN (refused, timed out): every one,
+    /// also those whose record was lost or whose owner was not known.
+    ConnectFailed = 19,
     Records = 20,
     Accepted = 21,
     Closed = 22,
@@ -46,7 +49,7 @@ pub enum Counter {
 }
 
 impl Counter {
-    pub const ALL: [Counter; 24] = [
+    pub const ALL: [Counter; 25] = [
         Counter::Lost,
         Counter::Connects,
         Counter::Connected,
@@ -66,6 +69,7 @@ impl Counter {
         Counter::WindowProbes,
         Counter::TimeWaitAcks,
         Counter::RetransmitUnsent,
+        Counter::ConnectFailed,
         Counter::Records,
         Counter::Accepted,
         Counter::Closed,
@@ -95,6 +99,7 @@ impl Counter {
             Counter::WindowProbes => "window_probes",
             Counter::TimeWaitAcks => "time_wait_acks",
             Counter::RetransmitUnsent => "retransmit_unsent",
+            Counter::ConnectFailed => "connect_failed",
             Counter::Records => "records",
             Counter::Accepted => "accepted",
             Counter::Closed => "closed",
@@ -299,16 +304,23 @@ pub enum Detail {
         ifindex: u32,
         ifname: Option<String>,
         tcp_flags: u8,
+        /// The packet reached a timewait mini-socket: its substate (TIME_WAIT, or
+        /// FIN_WAIT2 for a socket orphaned in FIN_WAIT2). `None` for any other socket.
+        timewait: Option<TcpState>,
     },
     /// The peer of this socket advertised a zero window (this socket is the sender).
     ZeroWindow,
     /// This socket, its own receive window zero, received a zero-window probe: its
     /// process is not reading.
     WindowProbe,
-    /// A TIME_WAIT socket did not accept a SYN as a new connection; `reason` is the drop
-    /// reason of that SYN.
+    /// A timewait mini-socket did not accept a SYN as a new connection; `reason` is the
+    /// drop reason of that SYN.
     TimeWaitAck {
         reason: u32,
+        /// What the mini-socket stands for (`tw_substate`): TIME_WAIT proper, or a socket
+        /// orphaned in FIN_WAIT2 that still waits for the peer's FIN. `None` when the
+        /// kernel's value was not one of these.
+        substate: Option<TcpState>,
     },
 }
 
@@ -323,6 +335,8 @@ pub struct Event {
     pub process: Option<Process>,
     /// Socket inode (0 when unknown): finds the process holding it.
     pub ino: u32,
+    /// The socket's state; for a timewait mini-socket its substate, as sock_diag and `ss`
+    /// report it (TIME_WAIT, or FIN_WAIT2 for a socket orphaned in FIN_WAIT2).
     pub state: Option<TcpState>,
     /// Local end (this host's view; for drops of received packets, the destination).
     pub local: SocketAddr,
@@ -399,6 +413,21 @@ impl Event {
             _ => None,
         }
         .map(|source| Process { pid, comm, source });
+        // A timewait mini-socket's substate (K_TW_ACK b; K_DROP c bits 8-15): only
+        // TIME_WAIT and FIN_WAIT2 are substates the kernel gives one.
+        let substate = |v: u32| {
+            TcpState::from_kernel(v as u8)
+                .filter(|s| matches!(s, TcpState::TimeWait | TcpState::FinWait2))
+        };
+        let timewait = match kind {
+            8 if state == Some(TcpState::TimeWait) => Some(substate(c >> 8)),
+            11 => Some(substate(bb)),
+            _ => None,
+        };
+        let state = match timewait {
+            Some(Some(sub)) => Some(sub),
+            _ => state,
+        };
         let detail = match kind {
             1 => Detail::Retransmit {
                 class: RetransmitClass::from_raw(a),
@@ -433,10 +462,14 @@ impl Event {
                 ifindex: bb,
                 ifname: (!ifname.is_empty()).then_some(ifname),
                 tcp_flags: c as u8,
+                timewait: timewait.flatten(),
             },
             9 => Detail::ZeroWindow,
             10 => Detail::WindowProbe,
-            11 => Detail::TimeWaitAck { reason: a },
+            11 => Detail::TimeWaitAck {
+                reason: a,
+                substate: timewait.flatten(),
+            },
             k => return Err(Undecodable::Kind(k)),
         };
         Ok(Event {
@@ -505,6 +538,53 @@ mod tests {
                 unsent_errno: None
             }
         );
+    }
+
+    #[test]
+    fn a_timewait_mini_socket_reads_as_its_substate() {
+        // K_TW_ACK: sk_state TIME_WAIT, tw_substate FIN_WAIT2 in b.
+        let b = encode(11, |b| {
+            b[30] = 2;
+            b[31] = 6;
+            b[36..40].copy_from_slice(&2u32.to_le_bytes());
+            b[40..44].copy_from_slice(&5u32.to_le_bytes());
+            b[44..48].copy_from_slice(&0x02u32.to_le_bytes());
+        });
+        let e = Event::decode(&b).unwrap();
+        assert_eq!(e.state, Some(TcpState::FinWait2));
+        assert_eq!(
+            e.detail,
+            Detail::TimeWaitAck {
+                reason: 2,
+                substate: Some(TcpState::FinWait2)
+            }
+        );
+        // K_DROP at a TIME_WAIT mini-socket: the substate in c's second byte, the flags in
+        // its first.
+        let b = encode(8, |b| {
+            b[30] = 2;
+            b[31] = 6;
+            b[44..48].copy_from_slice(&(0x10u32 | 6 << 8).to_le_bytes());
+        });
+        let e = Event::decode(&b).unwrap();
+        assert_eq!(e.state, Some(TcpState::TimeWait));
+        match e.detail {
+            Detail::Drop {
+                tcp_flags,
+                timewait,
+                ..
+            } => assert_eq!((tcp_flags, timewait), (0x10, Some(TcpState::TimeWait))),
+            d => panic!("{d:?}"),
+        }
+        // A drop at a full socket has no substate, whatever c's second byte holds.
+        let b = encode(8, |b| {
+            b[31] = 1;
+            b[44..48].copy_from_slice(&(0x10u32 | 5 << 8).to_le_bytes());
+        });
+        match Event::decode(&b).unwrap().detail {
+            Detail::Drop { timewait, .. } => assert_eq!(timewait, None),
+            d => panic!("{d:?}"),
+        }
     }
 
     #[test]

@@ -197,6 +197,8 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>) -> io::Result<()> {
             .collect();
         writeln!(w, "Attributed events by cause: {}", d.join(", "))?;
     }
+    // Counts from records: lower bounds when records were lost.
+    let at_least = if b.lost_events > 0 { "at least " } else { "" };
     for p in &b.summary.no_local_port {
         let who = p
             .process
@@ -205,8 +207,24 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>) -> io::Result<()> {
             .unwrap_or_else(|| "-".into());
         writeln!(
             w,
-            "EADDRNOTAVAIL: {who} -> {}: {} connect(s) failed",
+            "EADDRNOTAVAIL: {who} -> {}: {at_least}{} connect(s) failed (no free local port)",
             p.destination, p.failures
+        )?;
+    }
+    for r in &b.summary.local_tuple_refusals {
+        let who = r
+            .process
+            .as_ref()
+            .map(|p| format!("{}[{}]", p.comm, p.pid))
+            .unwrap_or_else(|| "-".into());
+        let holder = r
+            .holder
+            .map(|s| format!("held in {}", s.name()))
+            .unwrap_or_else(|| "held by a socket gone since".into());
+        writeln!(
+            w,
+            "EADDRNOTAVAIL: {who} {} -> {}: {at_least}{} connect(s) refused, source port bound before connect() and its 4-tuple {holder} (not port exhaustion)",
+            r.local, r.destination, r.failures
         )?;
     }
     for e in &b.summary.incast_episodes {

@@ -25,7 +25,7 @@ use serde::Serialize;
 use tcpdoctor_host::sockets::{self, Filter, TcpState as HostState};
 use tcpdoctor_model::{Finding, SynLadder};
 
-use crate::attribute::{Config, Engine, Line, Listener, Lookup, PortBudget, Summary};
+use crate::attribute::{Config, Engine, KernelCounts, Line, Listener, Lookup, PortBudget, Summary};
 use crate::btf::Reasons;
 pub use crate::loader::Hooks;
 use crate::loader::{Probe, Unavailable};
@@ -333,13 +333,8 @@ impl Session {
 
     /// Findings from what was attributed so far.
     pub fn findings(&mut self) -> Vec<Finding> {
-        let connects = self
-            .probe
-            .counters()
-            .ok()
-            .and_then(|c| c.get(&Counter::Connects).copied())
-            .unwrap_or(0);
-        self.engine.findings(connects, &mut self.lookup)
+        let kernel = KernelCounts::from_counters(&self.probe.counters().unwrap_or_default());
+        self.engine.findings_with(&kernel, &mut self.lookup)
     }
 
     /// Drains what is left, detaches, and reports. The returned lines of the last drain
@@ -650,5 +645,31 @@ impl Lookup for Live {
 
     fn netns_name(&self, netns: u32) -> Option<String> {
         self.names.get(&netns).cloned()
+    }
+
+    fn tuple_holder(
+        &mut self,
+        netns: u32,
+        local: SocketAddr,
+        remote: SocketAddr,
+    ) -> Option<crate::raw::TcpState> {
+        self.census(netns, Filter::default())
+            .iter()
+            .find(|s| {
+                s.remote == remote
+                    && s.local.port() == local.port()
+                    && (local.ip().is_unspecified() || s.local.ip() == local.ip())
+            })
+            .and_then(|s| crate::raw::TcpState::from_kernel(s.state as u8))
+    }
+
+    fn tcp_timestamps(&mut self, netns: u32) -> Option<bool> {
+        self.in_ns(netns, || {
+            tcpdoctor_host::sysctl::TcpSettings::read()
+                .ok()
+                .and_then(|s| s.tcp_timestamps)
+        })
+        .flatten()
+        .map(|v| v != 0)
     }
 }

@@ -22,14 +22,23 @@ tcp_retransmit_synack, tcp_send_reset, tcp_receive_reset, inet_sock_set_state, k
 with its drop reason, tcp_probe) and prints one line per event worth attributing, with the
 process, the network namespace, the 4-tuple, the cause and the kernel's evidence:
   stale_ack_race        a SYN answered by an ACK of the previous connection on its 4-tuple,
-                        which this end had closed with a reset; the SYN is reset and resent
+                        which this end had closed with a reset the peer never processed
+                        (the peer's old socket an orphaned FIN_WAIT2 mini-socket); the SYN
+                        is reset and resent
   time_wait_collision   the same, the peer holding that connection in TIME_WAIT
   old_ack               the same, how the old connection ended not traced
+  fin_wait2_refused_syn / time_wait_refused_syn
+                        the server's view: its timewait mini-socket refused the SYN, in
+                        substate FIN_WAIT2 (a stale-ACK race) or TIME_WAIT (a collision)
   syn_dropped / accept_queue_full / syn_lost
                         a SYN resent: dropped (kernel drop reason), refused by a listener
                         whose accept queue is full, or unanswered (rung n of the SYN ladder)
-  no_local_port         connect() failed with EADDRNOTAVAIL (per process and destination,
-                        with TIME_WAIT toward it and the port range)
+  no_local_port         connect() failed with EADDRNOTAVAIL choosing a port: no free local
+                        port (per process and destination, with TIME_WAIT toward it and the
+                        port range)
+  tuple_in_use          connect() from a port bound before it failed with EADDRNOTAVAIL:
+                        this host holds that 4-tuple (its own TIME_WAIT: a time_wait_collision
+                        refused locally), not port exhaustion
   timeout / tail_loss_probe / fast_retransmit / after_timeout
                         data retransmissions by what sent them; timeouts of 3+ flows into
                         one receiver within 20 ms are reported as incast
@@ -70,7 +79,10 @@ evidence, drop_reason}; {type: summary, t_ms, connects, causes, drops, lost_even
 last {type: report, schema_version, verdict, findings, duration_ms, netns[], counts,
 lost_events, missed_events {hook: n}, not_traced {counter: n}, syn_traced_at_edges,
 drops_by_reason, summary {causes, drop_reasons, drop_flows, no_local_port,
-incast_episodes, undecoded, filtered_out}, kernel_counters, unavailable}.
+local_tuple_refusals, incast_episodes, undecoded, filtered_out}, kernel_counters,
+unavailable}. With records lost, counts built from records are lower bounds (at least N);
+failed connects and EADDRNOTAVAIL use the kernel's exact counts (counts.connect_failed,
+counts.connect_eaddrnotavail).
 Exit status 0 healthy, 1 findings, 2 error, 3 nothing measured (no TCP activity seen).
 
 Examples:

@@ -238,6 +238,9 @@ pub struct Summary {
     /// Whether a trace named the last owners of TIME_WAIT sockets.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_owners: Option<LastOwners>,
+    /// Orphaned FIN_WAIT2 mini-sockets whose peer on this host is gone: each answers the
+    /// next SYN on its 4-tuple with a stale ACK ([`super::stale`]).
+    pub stale_fin_wait2: Vec<super::stale::StaleFinWait2>,
 }
 
 /// A summary and the findings it supports.
@@ -565,8 +568,13 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
         undecoded_messages: census.undecoded_messages,
         attribution: census.attribution.clone(),
         last_owners: census.last_owners.clone(),
+        stale_fin_wait2: super::stale::find(census),
     };
-    let findings = findings(&summary);
+    let mut findings = findings(&summary);
+    findings.extend(super::stale::finding(
+        &summary.stale_fin_wait2,
+        census.fin_timeout,
+    ));
     Analysis { summary, findings }
 }
 
@@ -1351,6 +1359,7 @@ mod tests {
             taken_at: None,
             attribution: None,
             last_owners: None,
+            fin_timeout: None,
         }
     }
 

@@ -131,7 +131,10 @@ fn the_servers_time_wait_refusal_decides_when_the_clients_history_is_unknown() {
                 TcpState::TimeWait,
                 S,
                 C,
-                Detail::TimeWaitAck { reason: 2 },
+                Detail::TimeWaitAck {
+                    reason: 2,
+                    substate: Some(TcpState::TimeWait),
+                },
             ),
             &mut NoLookup,
         )
@@ -153,6 +156,146 @@ fn the_servers_time_wait_refusal_decides_when_the_clients_history_is_unknown() {
         )
         .unwrap();
     assert_eq!(l.cause, Cause::OldAck);
+}
+
+/// The server's timewait mini-socket refusing the client's SYN, in its substate.
+fn refused_by(substate: TcpState) -> Event {
+    let mut e = ev(
+        9,
+        2,
+        substate,
+        S,
+        C,
+        Detail::TimeWaitAck {
+            reason: 2,
+            substate: Some(substate),
+        },
+    );
+    e.process = None;
+    e
+}
+
+/// Answers only tcp_timestamps.
+struct Timestamps(bool);
+
+impl Lookup for Timestamps {
+    fn tcp_timestamps(&mut self, _: u32) -> Option<bool> {
+        Some(self.0)
+    }
+}
+
+#[test]
+fn an_orphaned_fin_wait2_socket_answering_the_syn_is_a_stale_ack_race_not_a_time_wait_collision() {
+    // Report 003 as traced on both ends: the server's old socket is an orphaned FIN_WAIT2
+    // mini-socket (its sk_state reads TIME_WAIT), the client closed with a reset.
+    let mut e = engine();
+    let l = e
+        .push(refused_by(TcpState::FinWait2), &mut Timestamps(true))
+        .unwrap();
+    assert_eq!(l.cause, Cause::FinWait2RefusedSyn);
+    assert_eq!(l.pathology, Some(Pathology::StaleAckRace));
+    assert_eq!(l.state, Some(TcpState::FinWait2));
+    assert!(
+        l.evidence.contains("orphaned FIN_WAIT2") && !l.evidence.contains("TIME_WAIT socket"),
+        "{}",
+        l.evidence
+    );
+    let l = e
+        .push(
+            ev(
+                10,
+                1,
+                TcpState::SynSent,
+                C,
+                S,
+                stale(Some(PreviousClose::Reset)),
+            ),
+            &mut Timestamps(true),
+        )
+        .unwrap();
+    assert_eq!(l.cause, Cause::StaleAckRace);
+    assert!(
+        l.evidence.contains("orphaned FIN_WAIT2") && l.evidence.contains("with a reset"),
+        "{}",
+        l.evidence
+    );
+    let l = e
+        .push(ev(20, 1, TcpState::SynSent, C, S, syn(1)), &mut NoLookup)
+        .unwrap();
+    assert_eq!(l.cause, Cause::StaleAckRace);
+    let f = e.findings(1000, &mut Timestamps(true));
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(f[0].pathology, Pathology::StaleAckRace);
+    // One 4-tuple, seen from both ends, is one 4-tuple.
+    assert!(
+        f[0].summary.contains("1 distinct 4-tuple"),
+        "{}",
+        f[0].summary
+    );
+    assert!(
+        f[0].explanation.contains("FIN_WAIT2"),
+        "{}",
+        f[0].explanation
+    );
+    assert!(
+        f[0].remedies
+            .iter()
+            .all(|r| !r.action.contains("timestamps")),
+        "{:#?}",
+        f[0].remedies
+    );
+}
+
+#[test]
+fn a_time_wait_collision_advises_timestamps_only_where_they_are_off() {
+    let collide = |lookup: &mut dyn Lookup| {
+        let mut e = engine();
+        let l = e.push(refused_by(TcpState::TimeWait), lookup).unwrap();
+        assert_eq!(l.cause, Cause::TimeWaitRefusedSyn);
+        // Even after a reset close here, the peer's TIME_WAIT socket decides.
+        let l = e
+            .push(
+                ev(
+                    10,
+                    1,
+                    TcpState::SynSent,
+                    C,
+                    S,
+                    stale(Some(PreviousClose::Reset)),
+                ),
+                lookup,
+            )
+            .unwrap();
+        assert_eq!(l.cause, Cause::TimeWaitCollision);
+        let f = e.findings(10, lookup);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].pathology, Pathology::TimeWaitCollision);
+        f[0].clone()
+    };
+    let mentions = |f: &Finding| {
+        f.remedies
+            .iter()
+            .any(|r| r.action.contains("tcp_timestamps"))
+    };
+    let off = collide(&mut Timestamps(false));
+    assert!(mentions(&off), "{:#?}", off.remedies);
+    assert!(format!("{:?}", off.evidence).contains("tcp_timestamps"));
+    assert!(!mentions(&collide(&mut Timestamps(true))));
+    // Unknown: the catalogue's remedies as they are.
+    assert!(mentions(&collide(&mut NoLookup)));
+}
+
+#[test]
+fn a_syn_the_peers_fin_wait2_socket_refused_without_an_ack_is_not_called_lost() {
+    // The mini-socket's ACK was rate-limited (TcpExtTCPACKSkippedFinWait2): no stale ACK
+    // reached the client, its SYN waited for the timer.
+    let mut e = engine();
+    e.push(refused_by(TcpState::FinWait2), &mut NoLookup);
+    let l = e
+        .push(ev(1009, 1, TcpState::SynSent, C, S, syn(1)), &mut NoLookup)
+        .unwrap();
+    assert_eq!(l.cause, Cause::StaleAckRace, "{}", l.evidence);
+    assert!(l.evidence.contains("rate-limited"), "{}", l.evidence);
 }
 
 struct FullListener;
@@ -217,6 +360,7 @@ fn syn_resends_are_dropped_full_queue_or_lost_with_their_rung() {
             ifindex: 1,
             ifname: Some("veth0".into()),
             tcp_flags: 0x02,
+            timewait: None,
         },
     );
     drop.process = None;
@@ -360,6 +504,7 @@ fn queue_drops_are_packet_drops_with_their_interface_and_others_only_counted() {
         ifindex: 3,
         ifname: Some("tdoc1".into()),
         tcp_flags: 0x10,
+        timewait: None,
     };
     let l = e
         .push(ev(1, 0, TcpState::Established, C, S, d(64)), &mut NoLookup)
@@ -505,6 +650,7 @@ fn refused_ack(client: &str, netns: u32) -> Event {
             ifindex: 1,
             ifname: None,
             tcp_flags: 0x10,
+            timewait: None,
         },
     );
     ack.netns = netns;
@@ -738,7 +884,9 @@ fn cause_all_lists_every_cause_once() {
         | Cause::ZeroWindow
         | Cause::NotReading
         | Cause::Drop
-        | Cause::TimeWaitRefusedSyn => 20,
+        | Cause::TimeWaitRefusedSyn
+        | Cause::FinWait2RefusedSyn
+        | Cause::TupleInUse => 22,
     };
     let names: std::collections::BTreeSet<_> = Cause::ALL.iter().map(|c| c.name()).collect();
     assert_eq!(names.len(), Cause::ALL.len(), "a cause listed twice");

@@ -43,6 +43,7 @@ fn census(sockets: Vec<Socket>, at: Option<Instant>) -> Census {
         taken_at: at,
         attribution: None,
         last_owners: None,
+        fin_timeout: None,
     }
 }
 
