@@ -51,7 +51,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            duration_ms: 3000,
+            duration_ms: 10_000,
             concurrency: 1,
         }
     }
