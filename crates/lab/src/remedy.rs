@@ -168,6 +168,24 @@ impl Check {
         self.trace = Some(saw);
         self
     }
+
+    /// A remedy the measurement calls worked is insufficient while the remedied run still
+    /// reproduced the pathology (`after`, [`crate::reproduce`]): less harm, or harm below
+    /// the measure's noise, is not the pathology gone.
+    pub fn with_reproduction(mut self, after: &crate::reproduce::Reproduction) -> Check {
+        if self.effect == Effect::Worked && after.reproduced {
+            self.effect = Effect::Insufficient;
+            self.pathology_gone = false;
+            self.line = format!(
+                "{}: {}, but {} is still reproduced: {}",
+                Effect::Insufficient.name(),
+                self.after,
+                after.pathology,
+                after.evidence()
+            );
+        }
+        self
+    }
 }
 
 fn serious(findings: &[Finding]) -> impl Iterator<Item = &Finding> {

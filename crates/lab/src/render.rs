@@ -284,7 +284,18 @@ pub fn slow_reader_page(report: &Report<slow_reader::Report>) -> String {
 /// of the first run, the remedy lines, the capture and the verdict.
 pub fn stale_ack(w: &mut dyn Write, r: &Report<stale_ack::Report>) -> io::Result<()> {
     let b = &r.body;
-    writeln!(w, "lab stale-ack-race (run {})", b.header.run_id)?;
+    writeln!(
+        w,
+        "lab stale-ack-race: report 003's loop for {} s, {} loop(s), on Linux {}{} (run {})",
+        b.config.duration_ms as f64 / 1000.0,
+        b.config.concurrency,
+        b.kernel_release,
+        match b.loop_cpus {
+            Some([server, client]) => format!(", server on CPU {server}, client on CPU {client}"),
+            None => ", one CPU: the server and client share it".to_string(),
+        },
+        b.header.run_id
+    )?;
     let mut runs = vec![&b.loop_run];
     runs.extend(b.after.iter());
     runs_table(w, &runs, &b.remedies)?;
@@ -484,6 +495,7 @@ pub fn incast(w: &mut dyn Write, r: &Report<incast::Report>) -> io::Result<()> {
         remedy_lines(w, &b.remedies)?;
     }
     capture_line(w, &b.header.capture)?;
+    reproduction_lines(w, &b.header.reproduction)?;
     verdict(w, r, &b.remedies)
 }
 
@@ -620,7 +632,31 @@ fn tail<B>(
     writeln!(w)?;
     remedy_lines(w, checks)?;
     capture_line(w, &h.capture)?;
+    reproduction_lines(w, &h.reproduction)?;
     verdict(w, r, checks)
+}
+
+/// Whether each run reproduced the scenario's pathology, with the counts of its signature,
+/// what was tried and what it cost ([`crate::reproduce`]).
+fn reproduction_lines(w: &mut dyn Write, r: &crate::reproduce::Reproductions) -> io::Result<()> {
+    let Some(first) = r.baseline() else {
+        return Ok(());
+    };
+    let layout = tcpdoctor_report::style::current();
+    writeln!(
+        w,
+        "Reproduced? ({}: its own signature, counted in each run)",
+        first.pathology
+    )?;
+    for run in &r.reproduction {
+        let line = format!("{}: {}", run.run, run.line);
+        writeln!(
+            w,
+            "{}",
+            tcpdoctor_report::wrap::fill(&line, layout.width, "  ", "    ")
+        )?;
+    }
+    writeln!(w)
 }
 
 /// The verdict line; with `--fix`, first which remedied run it follows.
@@ -641,7 +677,29 @@ fn verdict<B>(w: &mut dyn Write, r: &Report<B>, checks: &[Check]) -> io::Result<
             }
         )?;
     }
-    findings::verdict(w, r)
+    verdict_line(w, r)
+}
+
+/// The closing verdict line, with its reason: "reproduced" when the run the verdict follows
+/// reproduced the pathology, even when no finding is above info (the harm on this kernel was
+/// small); "inconclusive" when it was not reproduced and nothing else was found
+/// ([`crate::reproduce::verdict`]).
+fn verdict_line<B>(w: &mut dyn Write, r: &Report<B>) -> io::Result<()> {
+    use tcpdoctor_report::{style, wrap};
+    let above_info = r
+        .findings
+        .iter()
+        .filter(|f| f.severity > tcpdoctor_model::Severity::Info)
+        .count();
+    let layout = style::current();
+    let word = crate::reproduce::verdict_word(r.verdict, &r.verdict_reason, above_info);
+    let painted = layout.paint(style::verdict(r.verdict), &word);
+    // "reproduced stale_ack_race: ..." reads as the verdict itself.
+    let line = match r.verdict_reason.strip_prefix("reproduced ") {
+        Some(rest) if word == "reproduced" => format!("Verdict: {painted} {rest}"),
+        _ => format!("Verdict: {painted} ({})", r.verdict_reason),
+    };
+    writeln!(w, "{}", wrap::fill(&line, layout.width, "", "  "))
 }
 
 /// The timewait runs side by side.
@@ -866,6 +924,7 @@ pub fn remedies<C, R>(
     }
     trace_lines(w, &b.header.trace)?;
     capture_line(w, &b.header.capture)?;
+    reproduction_lines(w, &b.header.reproduction)?;
     if let Some(i) = crate::remedy::followed_row(&b.remedies) {
         writeln!(
             w,
@@ -873,7 +932,7 @@ pub fn remedies<C, R>(
             b.remedies[i].remedy
         )?;
     }
-    findings::verdict(w, r)
+    verdict_line(w, r)
 }
 
 /// What the SYN ladder cost the baseline: connects per rung, predicted and measured.

@@ -249,15 +249,7 @@ impl RunTrace {
             ));
         }
         if !self.incast_episodes.is_empty() {
-            parts.push(format!(
-                "{} incast episode(s) (timeouts of several flows into one receiver, up to {} flows)",
-                self.incast_episodes.len(),
-                self.incast_episodes
-                    .iter()
-                    .map(|e| e.flows)
-                    .max()
-                    .unwrap_or(0)
-            ));
+            parts.push(incast_part(&self.incast_episodes));
         }
         // A closing socket freeing its own queues (QUEUE_PURGE) is not a drop on the path.
         let drops = tally(
@@ -281,6 +273,24 @@ impl RunTrace {
             })
             .collect()
     }
+}
+
+/// The trace line's part on incast episodes: how many, and how many flows each counted (one
+/// episode: the retransmission timeouts of several flows into one receiver within the
+/// trace's window). The flows of all episodes together, as the trace's incast finding counts
+/// them, can be more than any one episode's.
+fn incast_part(episodes: &[IncastEpisode]) -> String {
+    let flows = episodes.iter().map(|e| e.flows);
+    let (least, most) = (flows.clone().min().unwrap_or(0), flows.max().unwrap_or(0));
+    let each = if least == most {
+        format!("{most} flows each")
+    } else {
+        format!("{least}-{most} flows each")
+    };
+    format!(
+        "{} incast episode(s), {each} (an episode: timeouts of several flows into one receiver within the trace's window)",
+        episodes.len()
+    )
 }
 
 /// The trace of a whole scenario: one entry per run, in run order.
@@ -442,6 +452,33 @@ mod tests {
             causes_by_netns: by,
             ..RunTrace::default()
         }
+    }
+
+    #[test]
+    fn incast_episodes_say_how_many_flows_each_counted_not_up_to() {
+        let ep = |flows| IncastEpisode {
+            receiver: "10.77.0.1".parse().unwrap(),
+            start_us: 0,
+            flows,
+            worst_wait_us: 200_000,
+        };
+        let t = RunTrace {
+            used: true,
+            incast_episodes: vec![ep(2), ep(3), ep(3)],
+            ..RunTrace::default()
+        };
+        let line = t.line();
+        assert!(
+            line.contains("3 incast episode(s), 2-3 flows each (an episode: timeouts of several flows into one receiver within the trace's window)"),
+            "{line}"
+        );
+        assert!(!line.contains("up to"), "{line}");
+        let one = RunTrace {
+            used: true,
+            incast_episodes: vec![ep(4)],
+            ..RunTrace::default()
+        };
+        assert!(one.line().contains("1 incast episode(s), 4 flows each"));
     }
 
     #[test]

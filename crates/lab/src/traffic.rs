@@ -191,6 +191,36 @@ pub fn accept_one(l: &TcpListener, stop: &AtomicBool, deadline: Instant) -> io::
     }
 }
 
+/// Two distinct CPUs this process may run on (the first two of its affinity mask), or `None`
+/// when it may run on one only.
+pub fn two_cpus() -> Option<(usize, usize)> {
+    // SAFETY: cpu_set_t is plain old data; sched_getaffinity fills it for this process.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    if unsafe { libc::sched_getaffinity(0, size, &mut set) } != 0 {
+        return None;
+    }
+    let mut allowed =
+        (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) });
+    Some((allowed.next()?, allowed.next()?))
+}
+
+/// Pins the calling thread to `cpu`; threads it starts afterwards inherit the placement.
+pub fn pin_thread(cpu: usize) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain old data; CPU_SET writes within it for cpu < CPU_SETSIZE,
+    // checked first; pid 0 is the calling thread.
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    if unsafe { libc::sched_setaffinity(0, size, &set) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Percentile `p` (0..=100) of `sorted` by nearest rank; 0 when empty.
 pub fn percentile(sorted: &[u64], p: f64) -> u64 {
     if sorted.is_empty() {
@@ -212,6 +242,22 @@ mod tests {
         assert_eq!(percentile(&v, 100.0), 100);
         assert_eq!(percentile(&[7], 99.0), 7);
         assert_eq!(percentile(&[], 99.0), 0);
+    }
+
+    #[test]
+    fn a_thread_pinned_to_a_cpu_runs_there() {
+        let Some((_, cpu)) = two_cpus() else {
+            return; // one CPU: nothing to choose
+        };
+        let on = std::thread::spawn(move || {
+            pin_thread(cpu).unwrap();
+            // SAFETY: sched_getcpu has no preconditions.
+            unsafe { libc::sched_getcpu() }
+        })
+        .join()
+        .unwrap();
+        assert_eq!(on, cpu as i32);
+        assert!(pin_thread(libc::CPU_SETSIZE as usize).is_err());
     }
 
     #[test]

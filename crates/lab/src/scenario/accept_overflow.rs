@@ -13,6 +13,7 @@ use tcpdoctor_probe::server::{Protocol, ServerConfig};
 use super::churn::{self, Pair, ProbeRun};
 use super::{Common, Header, Outcome};
 use crate::remedy::{Check, Harm};
+use crate::reproduce::{Event, Reproduction, Reproductions};
 use crate::Result;
 
 #[derive(Clone, Debug, Serialize)]
@@ -52,6 +53,31 @@ pub fn harm(run: &ProbeRun) -> Harm {
     Harm::count(
         run.server_counter("TcpExtListenOverflows").max(0) as u64,
         "accept-queue overflows (TcpExtListenOverflows)",
+    )
+}
+
+/// Whether a run reproduced the overflow: connection requests the full accept queue turned
+/// away, as the listener's namespace counted them (`TcpExtListenOverflows`) and as the eBPF
+/// trace saw the kernel drop them; the cost is the connects that waited on the SYN ladder.
+pub fn reproduction(run: &ProbeRun) -> Reproduction {
+    let mut signature = vec![Event::new(
+        run.server_counter("TcpExtListenOverflows").max(0) as u64,
+        "connection requests turned away by the full accept queue",
+        "server TcpExtListenOverflows",
+    )];
+    if let Some(h) = run
+        .trace
+        .harm(tcpdoctor_model::Pathology::AcceptQueueOverflow)
+    {
+        signature.push(Event::new(h.amount as u64, h.what, "eBPF trace"));
+    }
+    Reproduction::of(
+        &run.label,
+        tcpdoctor_model::Pathology::AcceptQueueOverflow,
+        signature,
+        run.tried(),
+        || super::syn_drop::ladder_wait(run),
+        None,
     )
 }
 
@@ -109,9 +135,12 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
         &before,
         after.as_slice(),
         harm,
+        reproduction,
     );
+    let reproductions = Reproductions::of(reproduction(&before), after.iter().map(reproduction));
     Ok(Outcome {
         remedied,
+        reproduction: reproductions.baseline().cloned(),
         findings: before.findings.clone(),
         body: Report {
             header: Header {
@@ -125,6 +154,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
                     "probe: spike classifier (client namespace counters)".into(),
                     "model::counters findings (server namespace: TcpExtListenOverflows, TcpExtListenDrops)".into(),
                 ],
+                reproduction: reproductions,
             },
             config: cfg.clone(),
             before,
@@ -274,7 +304,8 @@ pub fn remedies(
                 .harm(tcpdoctor_model::Pathology::AcceptQueueOverflow),
             run.trace
                 .harm(tcpdoctor_model::Pathology::AcceptQueueOverflow),
-        );
+        )
+        .with_reproduction(&reproduction(&run));
         rows.push(remedy::row(remedy::Outcome {
             remedy: name.clone(),
             changes,
@@ -317,6 +348,7 @@ pub fn remedies(
                 "probe: spike classifier (client namespace counters)".into(),
                 "model::counters findings (server namespace: TcpExtListenOverflows, TcpExtListenDrops)".into(),
             ],
+            reproduction: super::remedy_reproductions(&base, &rows, reproduction),
         },
         config: cfg.clone(),
         baseline_label: format!(
@@ -333,8 +365,12 @@ pub fn remedies(
         notes,
         syn_ladder: Some(ladder),
     };
-    let remedied = report.remedied(|r| r.findings.clone());
+    let remedied = report.remedied(
+        |r| r.findings.clone(),
+        |row| super::row_reproduction(row, reproduction),
+    );
     Ok(Outcome {
+        reproduction: report.header.reproduction.baseline().cloned(),
         findings: report.baseline.findings.clone(),
         interrupted: stop.load(std::sync::atomic::Ordering::Relaxed),
         remedied,

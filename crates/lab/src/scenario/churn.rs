@@ -32,6 +32,9 @@ pub struct Pair {
     client_ip: std::net::Ipv4Addr,
     /// Whether runs in this pair are traced ([`Pair::trace`]).
     pub trace_mode: crate::trace::Mode,
+    /// The CPU the probe's threads run on, when a scenario places them
+    /// ([`crate::traffic::pin_thread`]); `None`: wherever the scheduler puts them.
+    pub client_cpu: Option<usize>,
 }
 
 impl Pair {
@@ -53,6 +56,7 @@ impl Pair {
             server_if,
             client_ip: common.subnet.host(1),
             trace_mode: common.trace.clone(),
+            client_cpu: None,
         })
     }
 
@@ -138,6 +142,41 @@ impl ProbeRun {
         self.server_counters.get(name).copied().unwrap_or(0)
     }
 
+    /// What the run tried: its connects (and requests, when it made more requests than
+    /// connects), over its duration.
+    pub fn tried(&self) -> crate::reproduce::Tried {
+        let s = &self.summary;
+        let what = if s.requests > s.connects_attempted {
+            format!(
+                "connects ({} requests)",
+                crate::remedy::thousands(s.requests)
+            )
+        } else {
+            "connects".to_string()
+        };
+        crate::reproduce::Tried::new(s.connects_attempted, what, s.elapsed_us / 1000)
+    }
+
+    /// Slow connects probe's classifier put down to `cause`: (count, median and longest
+    /// slow phase in microseconds).
+    pub fn spikes(&self, cause: impl Fn(&tcpdoctor_probe::SpikeCause) -> bool) -> (u64, u64, u64) {
+        let groups: Vec<_> = self
+            .summary
+            .spikes
+            .groups
+            .iter()
+            .filter(|g| cause(&g.cause))
+            .collect();
+        let count = groups.iter().map(|g| g.count).sum();
+        let typical = groups
+            .iter()
+            .max_by_key(|g| g.count)
+            .map(|g| g.typical_phase_us)
+            .unwrap_or(0);
+        let longest = groups.iter().map(|g| g.max_phase_us).max().unwrap_or(0);
+        (count, typical, longest)
+    }
+
     /// Requests that failed with `errno` (`EADDRNOTAVAIL`).
     pub fn errors(&self, errno: &str) -> u64 {
         self.summary
@@ -149,16 +188,20 @@ impl ProbeRun {
     }
 }
 
-/// Judges each remedied run against `before` on `harm` for `pathology`.
+/// Judges each remedied run against `before` on `harm` for `pathology`; a run that still
+/// reproduced the pathology (`reproduction`) did not make the remedy work.
 pub fn judge_runs(
     pathology: Pathology,
     before: &ProbeRun,
     after: &[ProbeRun],
     harm: impl Fn(&ProbeRun) -> crate::remedy::Harm,
+    reproduction: impl Fn(&ProbeRun) -> crate::reproduce::Reproduction,
 ) -> (Vec<crate::remedy::Check>, Option<super::Remedied>) {
+    let reproductions: Vec<_> = after.iter().map(&reproduction).collect();
     let checks: Vec<_> = after
         .iter()
-        .map(|r| {
+        .zip(&reproductions)
+        .map(|(r, rep)| {
             crate::remedy::judge(
                 &r.label,
                 pathology,
@@ -168,10 +211,11 @@ pub fn judge_runs(
                 &r.findings,
             )
             .with_trace(before.trace.harm(pathology), r.trace.harm(pathology))
+            .with_reproduction(rep)
         })
         .collect();
     let findings: Vec<&[Finding]> = after.iter().map(|r| r.findings.as_slice()).collect();
-    let remedied = super::remedied(&checks, &findings);
+    let remedied = super::remedied(&checks, &findings, &reproductions);
     (checks, remedied)
 }
 
@@ -197,19 +241,50 @@ pub fn probe_many(
     cfgs: Vec<tcpdoctor_probe::Config>,
     stop: &AtomicBool,
 ) -> Result<Vec<ProbeRun>> {
+    let engines = cfgs
+        .into_iter()
+        .map(|cfg| -> Engine {
+            Box::new(move |flag: &AtomicBool| {
+                tcpdoctor_probe::run(&cfg, flag, &|_| {}).map_err(|e| Error::Thread {
+                    step: "probe".into(),
+                    detail: e.to_string(),
+                })
+            })
+        })
+        .collect();
+    run_engines(pair, label, engines, stop)
+}
+
+/// A load engine run on a thread inside the client namespace: probe's, or a scenario's own
+/// loop that records probe's [`tcpdoctor_probe::Record`]s ([`result_of`]). It stops early
+/// when its flag is set (Ctrl-C).
+pub type Engine =
+    Box<dyn FnOnce(&AtomicBool) -> Result<tcpdoctor_probe::ProbeResult> + Send + 'static>;
+
+/// [`probe_many`] with any engines: each on its own thread in the client namespace (on the
+/// pair's client CPU when one is set), the server's counter findings and the trace going to
+/// the first run.
+pub fn run_engines(
+    pair: &Pair,
+    label: &str,
+    engines: Vec<Engine>,
+    stop: &AtomicBool,
+) -> Result<Vec<ProbeRun>> {
     // Attached before the first counter snapshot, detached after the last: every event the
     // counters count in the run happened while the trace was attached.
     let tracer = pair.trace(label);
     let server_before = netns::counters(&pair.server)?;
     let inner = Arc::new(AtomicBool::new(false));
     let mut workers = Vec::new();
-    for cfg in cfgs {
+    for engine in engines {
         let flag = Arc::clone(&inner);
+        let cpu = pair.client_cpu;
         workers.push(netns::spawn(&pair.client, "tdoc-probe", move || {
-            tcpdoctor_probe::run(&cfg, &flag, &|_| {}).map_err(|e| Error::Thread {
-                step: "probe".into(),
-                detail: e.to_string(),
-            })
+            if let Some(cpu) = cpu {
+                crate::traffic::pin_thread(cpu)
+                    .map_err(|e| Error::io(format!("pin the client to CPU {cpu}"), e))?;
+            }
+            engine(&flag)
         })?);
     }
     while !workers.iter().all(|w| w.is_finished()) {
@@ -271,6 +346,78 @@ pub fn probe_many(
         });
     }
     Ok(out)
+}
+
+/// Probe's statistics, spike classifier and findings over `records` that a scenario's own
+/// loop made in the calling thread's namespace (what [`tcpdoctor_probe::run`] does after its
+/// own loop): `cfg` describes the loop, `delta` is the namespace's counter delta over it.
+/// This namespace's SYN ladder and RTO floor are read here, as probe reads them.
+pub fn result_of(
+    cfg: &tcpdoctor_probe::Config,
+    records: Vec<tcpdoctor_probe::Record>,
+    delta: &tcpdoctor_host::counters::Delta,
+    elapsed: Duration,
+    cpu_wait_us: Option<u64>,
+    interrupted: bool,
+) -> Result<tcpdoctor_probe::ProbeResult> {
+    use tcpdoctor_host::sysctl;
+    use tcpdoctor_model::{timers, SynLadder};
+    use tcpdoctor_probe::{classify, findings, stats};
+    let host = |step: &str| {
+        let step = step.to_string();
+        move |source| Error::Host { step, source }
+    };
+    let target = cfg
+        .target
+        .ok_or_else(|| Error::invalid("loop", "no target"))?;
+    let settings = sysctl::TcpSettings::read().map_err(host("read TCP settings"))?;
+    let rto_max = sysctl::read_u64("net.ipv4.tcp_rto_max_ms")
+        .ok()
+        .flatten()
+        .map_or(timers::RTO_MAX, Duration::from_millis);
+    let route_rto_min = tcpdoctor_host::route::rto_min_for(target.ip())
+        .ok()
+        .flatten();
+    let sig = classify::Signatures {
+        ladder: SynLadder::with_rto_max(
+            settings.tcp_syn_retries as u32,
+            settings.tcp_syn_linear_timeouts.map(|v| v as u32),
+            timers::SYN_INITIAL_RTO,
+            rto_max,
+        ),
+        synack_ladder: SynLadder::new(
+            settings.tcp_synack_retries.unwrap_or(5) as u32,
+            None,
+            timers::SYN_INITIAL_RTO,
+        ),
+        rto_min: route_rto_min.unwrap_or_else(|| settings.rto_min()),
+        delack_min: timers::DELACK_MIN,
+        nodelay: cfg.nodelay,
+    };
+    let threshold = cfg
+        .spike_threshold
+        .unwrap_or_else(|| classify::default_threshold(&records));
+    let spikes = classify::classify(&records, threshold, &sig, delta);
+    let ctx = stats::Context {
+        cfg,
+        target,
+        embedded_server: None,
+        elapsed,
+        settings: &settings,
+        route_rto_min,
+        threshold,
+        ports_toward_target: None,
+        cpu_wait_us,
+    };
+    let summary = stats::summarize(&ctx, &records, &spikes, delta, &sig);
+    let findings = findings::build(&ctx, &summary, &spikes, delta);
+    Ok(tcpdoctor_probe::ProbeResult {
+        summary,
+        findings,
+        interrupted,
+        records,
+        spikes,
+    })
 }
 
 /// A probe configuration toward `target` with the lab's defaults.

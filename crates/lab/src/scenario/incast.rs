@@ -24,6 +24,7 @@ use super::{Common, Header, Outcome};
 use crate::diagnose::{self, FanIn};
 use crate::netns;
 use crate::remedy::{self, Check, Harm};
+use crate::reproduce::{Event, Reproduction, Reproductions};
 use crate::topo::Lab;
 use crate::traffic::{self, SERVER_PORT};
 use crate::{capture, exec, naming, Error, Result};
@@ -232,6 +233,58 @@ pub const TIME_LOST_NOISE: f64 = 0.05;
 /// The harm: the share of the time rounds spent beyond a typical round.
 pub fn harm(run: &Run) -> Harm {
     Harm::share(run.time_lost_share, "of the time lost to stalled rounds").within(TIME_LOST_NOISE)
+}
+
+/// Whether a run reproduced incast: the timer waits (retransmission timer expiries and tail
+/// loss probes, [`SenderStats::timer_events`]) of its senders when losses at the shared
+/// bottleneck were spread over the fan-in (at least two senders, and at least half of them,
+/// lost segments, and the bottleneck dropped packets: the lab's fan-in detector's condition,
+/// [`crate::diagnose::fan_in`]), and the eBPF trace's incast episodes (timeouts of several
+/// flows into one receiver within its window). The cost is the rounds the waits stalled.
+pub fn reproduction(run: &Run) -> Reproduction {
+    let lossy = run.per_sender.iter().filter(|s| s.retrans_segs > 0).count() as u32;
+    let shared = run.senders >= 2
+        && lossy >= 2
+        && 2 * lossy >= run.senders
+        && run.bottleneck_drops != Some(0);
+    let waits: i64 = run.per_sender.iter().map(|s| s.timer_events).sum();
+    let mut signature = vec![Event::new(
+        if shared { waits.max(0) as u64 } else { 0 },
+        format!(
+            "timer waits (RTO expiries, tail loss probes) with losses at the shared bottleneck on {lossy} of {} senders",
+            run.senders
+        ),
+        "senders' counters",
+    )];
+    if run.trace.used {
+        signature.push(Event::new(
+            run.trace.incast_episodes.len() as u64,
+            "incast episodes (timeouts of several flows into one receiver within the trace's window)",
+            "eBPF trace",
+        ));
+    }
+    Reproduction::of(
+        &run.label,
+        tcpdoctor_model::Pathology::Incast,
+        signature,
+        crate::reproduce::Tried::new(
+            u64::from(run.rounds),
+            "rounds",
+            run.round_us.iter().sum::<u64>() / 1000,
+        ),
+        || {
+            Some(format!(
+                "{} of {} rounds stalled beyond {}, {:.0}% of the time lost, longest round {}; goodput {}",
+                run.slow_rounds,
+                run.rounds,
+                tcpdoctor_report::fmt::micros(run.slow_round_threshold_us),
+                run.time_lost_share * 100.0,
+                tcpdoctor_report::fmt::micros(run.round_max_us),
+                tcpdoctor_report::fmt::bitrate(run.goodput_bits_per_s)
+            ))
+        },
+        None,
+    )
 }
 
 /// The incast record.
@@ -515,7 +568,8 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
         .with_trace(
             b.trace.harm(tcpdoctor_model::Pathology::Incast),
             a.trace.harm(tcpdoctor_model::Pathology::Incast),
-        )],
+        )
+        .with_reproduction(&reproduction(a))],
         _ => Vec::new(),
     };
     let remedied = super::remedied(
@@ -524,7 +578,18 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
             .iter()
             .map(|a| a.findings.as_slice())
             .collect::<Vec<_>>(),
+        &after.iter().map(reproduction).collect::<Vec<_>>(),
     );
+    // The baseline first, then every other run (sweep points, other RTO floors).
+    let reproductions = match &before {
+        Some(b) => Reproductions::of(
+            reproduction(b),
+            runs.iter()
+                .filter(|r| !(r.senders == b.senders && r.rto_min_us == b.rto_min_us))
+                .map(reproduction),
+        ),
+        None => Reproductions::default(),
+    };
     let mut diagnosed_by = vec![
         "lab fan-in detector over per-sender retransmission-timer counters and round times".into(),
     ];
@@ -542,10 +607,12 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
         capture,
         diagnosed_by,
         trace: crate::trace::LabTrace::of(runs.iter().map(|r| r.trace.clone()).collect()),
+        reproduction: reproductions,
     };
     drop(topo);
     Ok(Outcome {
         remedied,
+        reproduction: header.reproduction.baseline().cloned(),
         findings,
         body: Report {
             header,
@@ -1310,7 +1377,8 @@ pub fn remedies(
             .with_trace(
                 base.trace.harm(tcpdoctor_model::Pathology::Incast),
                 run.trace.harm(tcpdoctor_model::Pathology::Incast),
-            );
+            )
+            .with_reproduction(&reproduction(&run));
             let disagreement_reason = match name.as_str() {
                 "fewer-senders" => Some("a sender's chance of a timer wait is not independent of the fan-in: fewer flows overflow the same buffer less often".to_string()),
                 "rto-min-5ms" => Some("a lower floor also changes how often timers fire (repeated and spurious timeouts) and the slow start after each".to_string()),
@@ -1382,6 +1450,7 @@ pub fn remedies(
                 "lab fan-in detector over per-sender retransmission-timer counters and round times"
                     .into(),
             ],
+            reproduction: super::remedy_reproductions(&baseline, &rows, reproduction),
         },
         config: cfg.clone(),
         baseline_label: format!(
@@ -1401,8 +1470,12 @@ pub fn remedies(
         notes,
         syn_ladder: None,
     };
-    let remedied = report.remedied(|r| r.findings.clone());
+    let remedied = report.remedied(
+        |r| r.findings.clone(),
+        |row| super::row_reproduction(row, reproduction),
+    );
     Ok(Outcome {
+        reproduction: report.header.reproduction.baseline().cloned(),
         findings: report.baseline.findings.clone(),
         interrupted: stop.load(Ordering::Relaxed),
         remedied,

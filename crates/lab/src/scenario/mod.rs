@@ -15,10 +15,11 @@ pub mod timewait;
 use std::path::PathBuf;
 
 use serde::Serialize;
-use tcpdoctor_model::Finding;
+use tcpdoctor_model::{Finding, Measured, Report};
 
 use crate::capture::CaptureSummary;
 use crate::remedy;
+use crate::reproduce::{self, Reproduction, Reproductions};
 use crate::subnet::LabSubnet;
 
 /// Options every scenario takes.
@@ -42,22 +43,81 @@ pub struct Outcome<B> {
     pub interrupted: bool,
     /// With `fix`: the remedied run the verdict follows ([`crate::remedy::followed`]).
     pub remedied: Option<Remedied>,
+    /// Whether the baseline reproduced the scenario's pathology (also in the body's header).
+    pub reproduction: Option<Reproduction>,
 }
 
-/// The remedied run a `--fix` verdict and exit status follow, with its findings.
+/// The remedied run a `--fix` verdict and exit status follow, with its findings and whether
+/// it still reproduced the pathology (`None`: the remedy was not measured).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Remedied {
     pub run: String,
     pub findings: Vec<Finding>,
+    pub reproduction: Option<Reproduction>,
 }
 
-/// The run the verdict follows among remedied runs (`checks[i]` judges `findings[i]`).
-pub fn remedied(checks: &[remedy::Check], findings: &[&[Finding]]) -> Option<Remedied> {
+/// The run the verdict follows among remedied runs (`checks[i]` judges `findings[i]`, and
+/// `reproductions[i]` says whether that run still reproduced the pathology).
+pub fn remedied(
+    checks: &[remedy::Check],
+    findings: &[&[Finding]],
+    reproductions: &[Reproduction],
+) -> Option<Remedied> {
     let i = remedy::followed(checks)?;
     Some(Remedied {
         run: checks[i].run.clone(),
         findings: findings.get(i).map(|f| f.to_vec()).unwrap_or_default(),
+        reproduction: reproductions.get(i).cloned(),
     })
+}
+
+/// Whether a remedy row's run reproduced the pathology (`of` a run), marked with the remedy's
+/// name; `None` when the remedy could not be built.
+pub fn row_reproduction<R>(
+    row: &remedy::Row<R>,
+    of: impl Fn(&R) -> Reproduction,
+) -> Option<Reproduction> {
+    row.run.as_ref().map(|r| of(r).remedy(&row.remedy))
+}
+
+/// `--remedies`: the baseline's record (`of` the baseline run), then each measured row's.
+pub fn remedy_reproductions<R>(
+    baseline: &R,
+    rows: &[remedy::Row<R>],
+    of: impl Fn(&R) -> Reproduction,
+) -> Reproductions {
+    Reproductions::of(
+        of(baseline),
+        rows.iter().filter_map(|r| row_reproduction(r, &of)),
+    )
+}
+
+/// The report of a scenario: the findings (with `--fix` or `--remedies`, those of the
+/// remedied run the verdict follows; the baseline's diagnosis stays in the body), and the
+/// verdict of [`crate::reproduce::verdict`]: whether the pathology was reproduced (and, with
+/// a remedy, whether it is gone) decides it beside the findings' severities.
+pub fn report<B>(o: Outcome<B>) -> Report<B> {
+    let (findings, remedied) = match o.remedied {
+        Some(r) => (r.findings, Some((r.run, r.reproduction))),
+        None => (o.findings, None),
+    };
+    let mut report = Report::new(
+        "lab",
+        findings,
+        o.body,
+        Measured::Something("the scenario's traffic".into()),
+    )
+    .interrupted(o.interrupted);
+    if let Some((verdict, reason)) = reproduce::verdict(
+        o.reproduction.as_ref(),
+        remedied.as_ref().map(|(run, r)| (run.as_str(), r.as_ref())),
+        &report.findings,
+        o.interrupted,
+    ) {
+        report.verdict = verdict;
+        report.verdict_reason = reason;
+    }
+    report
 }
 
 /// Fields common to every scenario's JSON body.
@@ -74,6 +134,10 @@ pub struct Header {
     /// What the eBPF trace attributed in each run (its own window and counts), or what is
     /// missing to trace.
     pub trace: crate::trace::LabTrace,
+    /// Whether each run reproduced the scenario's pathology, with the counts of its
+    /// signature (`reproduced`: the baseline; `reproduction[]`: every run).
+    #[serde(flatten)]
+    pub reproduction: Reproductions,
 }
 
 /// `--remedies`: the baseline and each selected remedy, measured in fresh namespaces, each
@@ -101,13 +165,19 @@ pub struct RemedyReport<C, R> {
 }
 
 impl<C, R> RemedyReport<C, R> {
-    /// The remedied run the verdict follows, with its findings (`findings` of a run).
-    pub fn remedied(&self, findings: impl Fn(&R) -> Vec<Finding>) -> Option<Remedied> {
+    /// The remedied run the verdict follows, with its findings (`findings` of a run) and
+    /// whether it still reproduced the pathology (`reproduction` of a row).
+    pub fn remedied(
+        &self,
+        findings: impl Fn(&R) -> Vec<Finding>,
+        reproduction: impl Fn(&remedy::Row<R>) -> Option<Reproduction>,
+    ) -> Option<Remedied> {
         let i = remedy::followed_row(&self.remedies)?;
         let row = &self.remedies[i];
         Some(Remedied {
             run: row.remedy.clone(),
             findings: row.run.as_ref().map(findings).unwrap_or_default(),
+            reproduction: reproduction(row),
         })
     }
 }

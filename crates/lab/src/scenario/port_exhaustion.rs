@@ -17,6 +17,7 @@ use tcpdoctor_probe::{CloseFirst, Mode};
 use super::churn::{self, Pair, ProbeRun};
 use super::{Common, Header, Outcome};
 use crate::remedy::{Check, Harm};
+use crate::reproduce::{Event, Reproduction, Reproductions};
 use crate::{netns, Result};
 
 #[derive(Clone, Debug, Serialize)]
@@ -66,6 +67,46 @@ pub fn harm(run: &ProbeRun) -> Harm {
     Harm::count(
         run.errors("EADDRNOTAVAIL"),
         "connects failed with EADDRNOTAVAIL",
+    )
+}
+
+/// Whether a run reproduced port exhaustion: connects that failed with EADDRNOTAVAIL, as
+/// probe counted them and as the eBPF trace saw them; the cost is when the range ran out.
+pub fn reproduction(run: &ProbeRun) -> Reproduction {
+    let mut signature = vec![Event::new(
+        run.errors("EADDRNOTAVAIL"),
+        "connects failed with EADDRNOTAVAIL",
+        "probe",
+    )];
+    if run.trace.used {
+        signature.push(Event::new(
+            run.trace.eaddrnotavail,
+            "connect() calls failed with EADDRNOTAVAIL",
+            "eBPF trace",
+        ));
+    }
+    let cost = || {
+        let first = run
+            .summary
+            .errors
+            .iter()
+            .filter(|e| e.errno == "EADDRNOTAVAIL")
+            .min_by_key(|e| e.first_at_us)?;
+        Some(format!(
+            "the range ran out after {} connects, {:.1} s into the run; {} of {} connects failed",
+            crate::remedy::thousands(first.ok_before_first),
+            first.first_at_us as f64 / 1e6,
+            crate::remedy::thousands(run.errors("EADDRNOTAVAIL")),
+            crate::remedy::thousands(run.summary.connects_attempted)
+        ))
+    };
+    Reproduction::of(
+        &run.label,
+        tcpdoctor_model::Pathology::PortExhaustion,
+        signature,
+        run.tried(),
+        cost,
+        None,
     )
 }
 
@@ -246,9 +287,12 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
         &before,
         &after,
         harm,
+        reproduction,
     );
+    let reproductions = Reproductions::of(reproduction(&before), after.iter().map(reproduction));
     Ok(Outcome {
         remedied,
+        reproduction: reproductions.baseline().cloned(),
         findings: before.findings.clone(),
         body: Report {
             header: Header {
@@ -263,6 +307,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
                         .into(),
                     "model::counters findings (server namespace counters)".into(),
                 ],
+                reproduction: reproductions,
             },
             config: cfg.clone(),
             computed_sustainable_per_s: computed,
@@ -363,6 +408,42 @@ impl PortRun {
         self.probes
             .first()
             .and_then(|p| p.trace.harm(tcpdoctor_model::Pathology::PortExhaustion))
+    }
+
+    /// Whether this run reproduced port exhaustion: [`reproduction`] over its probes (the
+    /// trace is the first probe's).
+    fn reproduction(&self) -> Reproduction {
+        let mut signature = vec![Event::new(
+            self.eaddrnotavail,
+            "connects failed with EADDRNOTAVAIL",
+            "probe",
+        )];
+        if let Some(t) = self.probes.first().map(|p| &p.trace).filter(|t| t.used) {
+            signature.push(Event::new(
+                t.eaddrnotavail,
+                "connect() calls failed with EADDRNOTAVAIL",
+                "eBPF trace",
+            ));
+        }
+        let attempts = self
+            .probes
+            .iter()
+            .map(|p| p.summary.connects_attempted)
+            .sum();
+        Reproduction::of(
+            &self.label,
+            tcpdoctor_model::Pathology::PortExhaustion,
+            signature,
+            crate::reproduce::Tried::new(attempts, "connects", self.elapsed_us / 1000),
+            || {
+                Some(format!(
+                    "{} of {} connects failed",
+                    crate::remedy::thousands(self.eaddrnotavail),
+                    crate::remedy::thousands(attempts)
+                ))
+            },
+            None,
+        )
     }
 
     fn measured(&self, value: f64) -> crate::remedy::Measured {
@@ -602,7 +683,8 @@ pub fn remedies(
             run.harm(),
             &run.findings,
         )
-        .with_trace(base.trace_harm(), run.trace_harm());
+        .with_trace(base.trace_harm(), run.trace_harm())
+        .with_reproduction(&run.reproduction());
         let value = match name.as_str() {
             "keep-alive" | "server-closes-first" | "wider-range" => run.eaddrnotavail as f64,
             "tw-reuse" => run.connects_ok_per_s,
@@ -700,6 +782,7 @@ pub fn remedies(
                 "probe: errors by errno and spike classifier (client namespace counters)".into(),
                 "model::counters findings (server namespace counters)".into(),
             ],
+            reproduction: super::remedy_reproductions(&base, &rows, PortRun::reproduction),
         },
         config: cfg.clone(),
         baseline_label: format!(
@@ -713,9 +796,13 @@ pub fn remedies(
         notes,
         syn_ladder: None,
     };
-    let remedied = report.remedied(|r| r.findings.clone());
+    let remedied = report.remedied(
+        |r| r.findings.clone(),
+        |row| super::row_reproduction(row, PortRun::reproduction),
+    );
     let interrupted = stop.load(std::sync::atomic::Ordering::Relaxed);
     Ok(Outcome {
+        reproduction: report.header.reproduction.baseline().cloned(),
         findings: report.baseline.findings.clone(),
         body: report,
         interrupted,

@@ -20,6 +20,7 @@ use tcpdoctor_model::Finding;
 use super::churn::Pair;
 use super::{Common, Header, Outcome};
 use crate::remedy::{self, Check, Harm};
+use crate::reproduce::{Event, Reproduction, Reproductions};
 use crate::{capture, diagnose, netns, traffic, Error, Result};
 
 #[derive(Clone, Debug, Serialize)]
@@ -87,6 +88,42 @@ pub struct Report {
 /// reader (the window it closed: `TcpExtTCPToZeroWindowAdv` counts how often).
 pub fn harm(run: &Run) -> Harm {
     Harm::share(run.writer_stall_share, "of the run the writer was blocked")
+}
+
+/// Whether a run reproduced the slow reader: the reader's kernel advertised a zero window
+/// (`TcpExtTCPToZeroWindowAdv`; also as the eBPF trace saw it); the cost is the time the
+/// writer spent blocked. `duration_ms`: the run's length.
+pub fn reproduction(run: &Run, duration_ms: u64) -> Reproduction {
+    let mut signature = vec![Event::new(
+        run.zero_window_advertisements.max(0) as u64,
+        "zero-window advertisements",
+        "reader TcpExtTCPToZeroWindowAdv",
+    )];
+    if let Some(h) = run.trace.harm(tcpdoctor_model::Pathology::SlowReader) {
+        signature.push(Event::new(h.amount as u64, h.what, "eBPF trace"));
+    }
+    Reproduction::of(
+        &run.label,
+        tcpdoctor_model::Pathology::SlowReader,
+        signature,
+        crate::reproduce::Tried::new(run.bytes_written, "bytes written", duration_ms),
+        || {
+            Some(format!(
+                "the writer was blocked {} ({:.0}% of the run){}",
+                tcpdoctor_report::fmt::micros(run.writer_stall_us),
+                run.writer_stall_share * 100.0,
+                if run.bytes_dropped_by_writer > 0 {
+                    format!(
+                        " and dropped {} at its bound",
+                        tcpdoctor_report::fmt::bytes(run.bytes_dropped_by_writer)
+                    )
+                } else {
+                    String::new()
+                }
+            ))
+        },
+        None,
+    )
 }
 
 impl Run {
@@ -263,7 +300,8 @@ pub fn remedies(
         .with_trace(
             base.trace.harm(tcpdoctor_model::Pathology::SlowReader),
             run.trace.harm(tcpdoctor_model::Pathology::SlowReader),
-        );
+        )
+        .with_reproduction(&reproduction(&run, cfg.duration_ms));
         let value = match name.as_str() {
             "writer-backpressure" => run.bytes_dropped_by_writer as f64 / (1u64 << 20) as f64,
             _ => run.writer_stall_share * 100.0,
@@ -324,6 +362,9 @@ pub fn remedies(
                 "analyze: detectors on a capture of the writer's interface".into(),
                 "model::counters findings (reader namespace counters)".into(),
             ],
+            reproduction: super::remedy_reproductions(&base, &rows, |r| {
+                reproduction(r, cfg.duration_ms)
+            }),
         },
         config: cfg.clone(),
         baseline_label: format!(
@@ -340,8 +381,12 @@ pub fn remedies(
         notes,
         syn_ladder: None,
     };
-    let remedied = report.remedied(|r| r.findings.clone());
+    let remedied = report.remedied(
+        |r| r.findings.clone(),
+        |row| super::row_reproduction(row, |r| reproduction(r, cfg.duration_ms)),
+    );
     Ok(Outcome {
+        reproduction: report.header.reproduction.baseline().cloned(),
         findings: report.baseline.findings.clone(),
         interrupted: stop.load(Ordering::Relaxed),
         remedied,
@@ -661,17 +706,24 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
                 before.trace.harm(tcpdoctor_model::Pathology::SlowReader),
                 a.trace.harm(tcpdoctor_model::Pathology::SlowReader),
             )
+            .with_reproduction(&reproduction(a, cfg.duration_ms))
         })
         .collect();
+    let reproductions = Reproductions::of(
+        reproduction(&before, cfg.duration_ms),
+        after.iter().map(|a| reproduction(a, cfg.duration_ms)),
+    );
     let remedied = super::remedied(
         &remedies,
         &after
             .iter()
             .map(|a| a.findings.as_slice())
             .collect::<Vec<_>>(),
+        &reproductions.reproduction[1..],
     );
     Ok(Outcome {
         remedied,
+        reproduction: reproductions.baseline().cloned(),
         findings: before.findings.clone(),
         body: Report {
             header: Header {
@@ -690,6 +742,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
                     "analyze: detectors on a capture of the writer's interface".into(),
                     "model::counters findings (reader namespace counters)".into(),
                 ],
+                reproduction: reproductions,
             },
             config: cfg.clone(),
             before,

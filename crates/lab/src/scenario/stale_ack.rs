@@ -1,6 +1,17 @@
-//! `stale-ack-race`: file 003's loop (connect, send 4 bytes, read, close with SO_LINGER 0 and
-//! TCP_NODELAY; the server closes first) run by probe's engine, reporting how often a SYN was
-//! resent (`TcpExtTCPSynRetrans`) and what probe's classifier made of slow connects; then a
+//! `stale-ack-race`: file 003's loop (connect, send 4 bytes, read to the server's FIN, close
+//! with SO_LINGER 0 and TCP_NODELAY; the server reads the 4 bytes and closes first), run by
+//! the lab's own client and server of 003's shape ([`client_003`], [`serve_003`]), each
+//! connection recorded and classified by probe, reporting how often a SYN was resent
+//! (`TcpExtTCPSynRetrans`) and whether the race was reproduced ([`reproduction`]).
+//!
+//! The race needs the server's close and the client's reset handled at the same moment on
+//! two CPUs, so the client runs on one CPU and the server on another
+//! ([`crate::traffic::pin_thread`]). Measured here (Linux 6.18, 2 CPUs, veth between two
+//! namespaces, 003's C client and server): 10-63 races per 10 s pinned apart, 0-20
+//! unpinned. How often it fires still depends on what else the CPUs run: 0 in some runs of
+//! 4 s, up to 14 per second in others.
+//!
+//! Then a
 //! forced check of the kernel's behaviour: the client's reset is dropped (nftables) so the
 //! server keeps the old connection, the client reconnects from the same port, meets the stale
 //! ACK, resets it, and the time to its SYN resend is measured. It reports what it observed:
@@ -15,12 +26,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use tcpdoctor_probe::server::{Protocol, ServerConfig};
-use tcpdoctor_probe::{CloseFirst, Mode};
+use tcpdoctor_probe::record::{ErrorKind, Outcome as ProbeOutcome, Phase};
+use tcpdoctor_probe::{CloseFirst, Mode, ProbeResult, Record};
 
 use super::churn::{self, Pair, ProbeRun};
 use super::{Common, Header, Outcome};
 use crate::remedy::{Check, Harm};
+use crate::reproduce::{Event, Reproduction, Reproductions};
 use crate::{naming, netns, traffic, Error, Result};
 
 /// Source port of the forced check: below `ip_local_port_range`.
@@ -39,7 +51,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            duration_ms: 3000,
+            duration_ms: 10_000,
             concurrency: 1,
         }
     }
@@ -79,6 +91,11 @@ pub struct Report {
     /// Connects probe classified as SYN retransmissions (timer).
     pub syn_timer_resends: u64,
     pub forced: Forced,
+    /// The CPUs the loop's server and client ran on (`[server, client]`), when this host
+    /// has two to keep them apart.
+    pub loop_cpus: Option<[usize; 2]>,
+    /// The kernel the race was measured on (`/proc/sys/kernel/osrelease`).
+    pub kernel_release: String,
     /// The same loop with a graceful close (with --fix).
     pub after: Vec<ProbeRun>,
     /// `after` judged against the loop (with --fix).
@@ -176,8 +193,12 @@ pub fn harm(run: &ProbeRun) -> Harm {
     )
 }
 
-/// File 003's loop in a fresh pair of namespaces: SO_LINGER 0 (`linger0`) or a graceful
-/// close. Returns the run, its namespaces and the capture summary.
+/// File 003's loop in a fresh pair of namespaces: [`client_003`] (SO_LINGER 0 when
+/// `linger0`, else a graceful close) on one CPU against [`serve_003`] on another (`cpus`:
+/// server, client), its records summarized and classified by probe. Returns the run, the
+/// server sockets the race left in FIN_WAIT2 ([`fin_wait2_left`]), its namespaces and the
+/// capture summary.
+#[allow(clippy::too_many_arguments)]
 fn loop_run(
     common: &Common,
     cfg: &Config,
@@ -185,60 +206,388 @@ fn loop_run(
     label: &str,
     linger0: bool,
     capture: bool,
+    cpus: Option<(usize, usize)>,
     stop: &AtomicBool,
 ) -> Result<(
     ProbeRun,
+    u64,
     Vec<String>,
     Option<crate::capture::CaptureSummary>,
 )> {
-    let pair = Pair::build(common, tag)?;
-    let mut scfg = ServerConfig::new(
-        pair.server_addr.into(),
-        Protocol::Tcp {
-            request_bytes: 4,
-            reply_bytes: 4,
-        },
-    );
-    scfg.close_first = CloseFirst::Server;
-    let server = pair.serve(scfg)?;
+    let mut pair = Pair::build(common, tag)?;
+    pair.client_cpu = cpus.map(|(_, client)| client);
+    pair.lab.sysctl(
+        &pair.client,
+        "net.ipv4.ip_local_port_range",
+        &format!("{} {}", LOOP_PORTS.low, LOOP_PORTS.high),
+    )?;
+    let halt = Arc::new(AtomicBool::new(false));
+    let server = serve_003(&pair, cpus.map(|(server, _)| server), Arc::clone(&halt))?;
     let mut p = churn::probe_config(pair.server_addr, Duration::from_millis(cfg.duration_ms));
     p.mode = Mode::Crr;
     p.linger0 = linger0;
     p.nodelay = true;
     p.close_first = CloseFirst::Server;
-    p.request_bytes = 4;
-    p.reply_bytes = 4;
+    p.request_bytes = REQUEST_BYTES;
+    p.reply_bytes = 0;
     p.concurrency = cfg.concurrency;
     let cap = if capture { pair.capture(common)? } else { None };
-    let run = churn::probe(&pair, label, p, stop);
+    let engine: churn::Engine = Box::new(move |flag: &AtomicBool| client_003(&p, flag));
+    let run = churn::run_engines(&pair, label, vec![engine], stop).map(|mut r| r.remove(0));
+    // Every connection of the loop has ended (each closes before the next starts): a server
+    // socket still in FIN_WAIT2 lost its client's reset.
+    std::thread::sleep(Duration::from_millis(50));
+    let left = fin_wait2_left(&pair);
     let summary = churn::stop_capture(cap);
-    server.stop();
-    Ok((run?, pair.lab.namespaces().to_vec(), summary?))
+    halt.store(true, Ordering::Relaxed);
+    server.join()?;
+    Ok((run?, left?, pair.lab.namespaces().to_vec(), summary?))
+}
+
+/// The client's ports in the loop: 2,000 instead of the default 28,232. A race leaves the
+/// server a FIN_WAIT2 socket for the 4-tuple (for net.ipv4.tcp_fin_timeout, 60 s), which
+/// shows as a stale ACK only when a later connect takes the same port again: with 28,232
+/// ports one connect in ~14,000 (connect() steps through the range two at a time), with
+/// 2,000 one in ~1,000. Measured with 003's C client and server in fresh namespaces, 3 runs
+/// of 4 s: default range 5-12 SYNs resent, 14-18 races left unseen in FIN_WAIT2; 2,000
+/// ports 21-30 resent, 0-1 left. SO_LINGER 0 leaves the client no TIME_WAIT, so the
+/// narrower range does not run out.
+pub const LOOP_PORTS: tcpdoctor_model::PortRange = tcpdoctor_model::PortRange {
+    low: 40000,
+    high: 41999,
+};
+
+/// Server sockets of the loop's pair in FIN_WAIT2 toward the client (the timewait sockets
+/// the race leaves, substate FIN_WAIT2, as sock_diag reports them).
+fn fin_wait2_left(pair: &Pair) -> Result<u64> {
+    use tcpdoctor_host::sockets::{census_in_netns, Filter, TcpState};
+    let filter = Filter {
+        states: vec![TcpState::FinWait2],
+        ports: vec![pair.server_addr.port()],
+        addresses: Vec::new(),
+    };
+    census_in_netns(&pair.server, &filter)
+        .map(|c| c.sockets.len() as u64)
+        .map_err(|e| {
+            Error::io(
+                format!("count FIN_WAIT2 sockets in {}", pair.server),
+                std::io::Error::other(e.to_string()),
+            )
+        })
+}
+
+/// Bytes of 003's request (an `int`).
+const REQUEST_BYTES: usize = 4;
+
+/// A connect or a read of [`client_003`] gives up after this long (SO_SNDTIMEO bounds a
+/// blocking connect, SO_RCVTIMEO a read): a server gone silent cannot hold the loop past its
+/// bounds. Nothing in the loop's path drops packets; a resent SYN waits at most the ladder's
+/// first rung (1 s).
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Report 003's client, `cfg.concurrency` loops in the calling thread's namespace, until
+/// `cfg.duration` or `halt`: a socket with SO_LINGER 0 (`cfg.linger0`) and TCP_NODELAY,
+/// connect, send 4 bytes, read until the server's FIN (it sends nothing), read again, close
+/// (a reset with SO_LINGER 0). Each connection is recorded as probe records its own, then
+/// summarized and classified by probe ([`churn::result_of`]).
+///
+/// It is 003's loop and nothing more: the lab's earlier loop (probe's engine, with its
+/// bookkeeping around each connection, against a one-thread server answering 4 bytes) made 0
+/// races in 42,000 connects here in the same minutes as 003's C client and server, pinned
+/// apart, made 129 in 35,000 (6 interleaved runs of 4 s, Linux 6.18, 2 CPUs busy with other
+/// work); against the same answering server, probe's engine made 20 in 4 runs where the C
+/// client made 40.
+fn client_003(cfg: &tcpdoctor_probe::Config, halt: &AtomicBool) -> Result<ProbeResult> {
+    let Some(std::net::SocketAddr::V4(target)) = cfg.target else {
+        return Err(Error::invalid(
+            "report 003's client",
+            "needs an IPv4 target",
+        ));
+    };
+    let counters = tcpdoctor_host::counters::Source {
+        dir: std::path::PathBuf::from(netns::THREAD_PROC_NET),
+    };
+    let host = |source| Error::Host {
+        step: "read the client namespace's counters".into(),
+        source,
+    };
+    let before = counters.snapshot().map_err(host)?;
+    let cpu_before = tcpdoctor_host::pressure::cpu_some_total_us().ok().flatten();
+    let t0 = Instant::now();
+    let end = t0 + cfg.duration;
+    let linger0 = cfg.linger0;
+    let mut records: Vec<Record> = std::thread::scope(|sc| {
+        let loops: Vec<_> = (0..cfg.concurrency.max(1))
+            .map(|w| sc.spawn(move || loop_003(w as u16, target, t0, end, linger0, halt)))
+            .collect();
+        loops
+            .into_iter()
+            .flat_map(|l| l.join().unwrap_or_default())
+            .collect()
+    });
+    let elapsed = t0.elapsed();
+    let cpu_after = tcpdoctor_host::pressure::cpu_some_total_us().ok().flatten();
+    let delta = counters.snapshot().map_err(host)?.delta_since(&before);
+    records.sort_by_key(|r| r.start_ns);
+    churn::result_of(
+        cfg,
+        records,
+        &delta,
+        elapsed,
+        cpu_before.zip(cpu_after).map(|(b, a)| a.saturating_sub(b)),
+        halt.load(Ordering::Relaxed),
+    )
+}
+
+/// One loop of [`client_003`]: its connections, until `end` or `halt`.
+fn loop_003(
+    worker: u16,
+    target: SocketAddrV4,
+    t0: Instant,
+    end: Instant,
+    linger0: bool,
+    halt: &AtomicBool,
+) -> Vec<Record> {
+    let since = |t: Instant| t.duration_since(t0).as_nanos() as u64;
+    let to: socket2::SockAddr = std::net::SocketAddr::V4(target).into();
+    let mut out = Vec::new();
+    let mut buf = [0u8; REQUEST_BYTES];
+    while !halt.load(Ordering::Relaxed) {
+        let start = Instant::now();
+        if start >= end {
+            break;
+        }
+        let mut rec = Record {
+            worker,
+            local_port: 0,
+            status: 0,
+            reused: false,
+            received_bytes: 0,
+            outcome: ProbeOutcome::Ok,
+            scheduled_ns: since(start),
+            start_ns: since(start),
+            connected_ns: None,
+            tls_done_ns: None,
+            first_byte_ns: None,
+            end_ns: 0,
+        };
+        let done = exchange_003(&to, linger0, &mut buf, &mut rec, &since);
+        rec.end_ns = since(Instant::now());
+        if let Err((e, phase)) = done {
+            rec.outcome = ProbeOutcome::Error {
+                kind: ErrorKind::from_io(&e),
+                phase,
+            };
+        }
+        out.push(rec);
+    }
+    out
+}
+
+/// One connection of report 003's client; its socket is closed on return.
+fn exchange_003(
+    to: &socket2::SockAddr,
+    linger0: bool,
+    buf: &mut [u8; REQUEST_BYTES],
+    rec: &mut Record,
+    since: &dyn Fn(Instant) -> u64,
+) -> std::result::Result<(), (std::io::Error, Phase)> {
+    use std::io::{Read, Write};
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+        .map_err(|e| (e, Phase::Socket))?;
+    let setup = |s: &socket2::Socket| -> std::io::Result<()> {
+        if linger0 {
+            s.set_linger(Some(Duration::ZERO))?;
+        }
+        s.set_tcp_nodelay(true)?;
+        s.set_write_timeout(Some(CLIENT_TIMEOUT))?;
+        s.set_read_timeout(Some(CLIENT_TIMEOUT))
+    };
+    setup(&s).map_err(|e| (e, Phase::Socket))?;
+    s.connect(to).map_err(|e| (e, Phase::Connect))?;
+    rec.connected_ns = Some(since(Instant::now()));
+    rec.local_port = s
+        .local_addr()
+        .ok()
+        .and_then(|a| a.as_socket())
+        .map_or(0, |a| a.port());
+    (&s).write_all(&buf[..]).map_err(|e| (e, Phase::Send))?;
+    // 003 reads twice: the server's FIN ends the first read, the second returns at once.
+    for _ in 0..2 {
+        let n = (&s).read(&mut buf[..]).map_err(|e| (e, Phase::Reply))?;
+        rec.received_bytes = rec.received_bytes.saturating_add(n as u32);
+    }
+    // Acknowledge the FIN now, before the reset, as 003's trace shows its client doing: the
+    // race is the server handling that ACK and the reset at once. A client that closes as
+    // soon as it reads the FIN sends the reset alone (the acknowledgement rides on it) and
+    // there is nothing to race: 2-10 races per 4 s here without this, 23-29 with it (003's
+    // C client pinned apart from its server, 3 interleaved runs each). TCP_QUICKACK sends an
+    // acknowledgement the kernel holds back (tcp_sock_set_quickack, net/ipv4/tcp.c).
+    s.set_tcp_quickack(true).map_err(|e| (e, Phase::Reply))?;
+    Ok(())
+}
+
+/// Report 003's server: one thread (on `cpu`, when given) that accepts a connection, reads
+/// its 4-byte request and closes first, sending nothing. It listens before this returns and
+/// serves until `halt`; returns how many connections it served. 003's shape matters to the
+/// race: against probe's embedded server (64 threads, each connection's reply written
+/// before the close) a C client of 003's shape made 0 races in 18,000-92,000 connects here,
+/// against this shape 10-60 per 10 s; a 4-byte answer before the close halved them (31 in
+/// 125,000 connects against 127 in 110,000 without, 5 interleaved runs of 4 s).
+fn serve_003(pair: &Pair, cpu: Option<usize>, halt: Arc<AtomicBool>) -> Result<netns::Worker<u64>> {
+    let addr = pair.server_addr;
+    let listener = netns::run_in(&pair.server, move || {
+        let l =
+            traffic::listen(addr, 128).map_err(|e| Error::io(format!("listen on {addr}"), e))?;
+        // accept() wakes every POLL_INTERVAL to look at `halt`.
+        socket2::SockRef::from(&l)
+            .set_read_timeout(Some(traffic::POLL_INTERVAL))
+            .map_err(|e| Error::io("listener timeout", e))?;
+        Ok(l)
+    })?;
+    netns::spawn(&pair.server, "tdoc-srv003", move || {
+        if let Some(cpu) = cpu {
+            traffic::pin_thread(cpu)
+                .map_err(|e| Error::io(format!("pin the server to CPU {cpu}"), e))?;
+        }
+        let mut served = 0;
+        let mut buf = [0u8; REQUEST_BYTES];
+        while !halt.load(Ordering::Relaxed) {
+            let mut conn = match listener.accept() {
+                Ok((c, _)) => c,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock
+                            | std::io::ErrorKind::TimedOut
+                            | std::io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    continue
+                }
+                Err(e) => return Err(Error::io("accept", e)),
+            };
+            // The request follows the connect at once; a client cut at the end of the run
+            // resets, and a silent one is given up after a second.
+            let _ = conn.set_read_timeout(Some(Duration::from_secs(1)));
+            use std::io::Read;
+            if conn.read_exact(&mut buf).is_ok() {
+                served += 1;
+            }
+            drop(conn); // the server closes first: its FIN
+        }
+        Ok(served)
+    })
+}
+
+/// The kernel's release (`6.18.0`), for what the race cost "on this kernel".
+fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// Whether a loop run reproduced the race: server sockets still in FIN_WAIT2 after the loop
+/// (`left`: each lost its client's reset, the race itself), SYNs the eBPF trace saw answered
+/// by a stale ACK and resent, and connects probe's classifier timed as a SYN resent after a
+/// stale ACK (its quick-resend window, beside the client's `TcpExtTCPSynRetrans`): the last
+/// two are the races a later connect met. The cost: how long those connects took, and what
+/// the forced check showed of this kernel.
+pub fn reproduction(run: &ProbeRun, left: u64, forced: &Forced, kernel: &str) -> Reproduction {
+    let mut signature = vec![Event::new(
+        left,
+        "server sockets left in FIN_WAIT2 by a reset they lost, after the loop",
+        "server namespace sock_diag",
+    )];
+    if run.trace.used {
+        signature.push(Event::new(
+            run.trace
+                .syn_resends
+                .get(&tcpdoctor_model::Pathology::StaleAckRace)
+                .copied()
+                .unwrap_or(0),
+            "SYNs answered by a stale ACK and resent",
+            "eBPF trace",
+        ));
+    }
+    let (classified, typical, longest) =
+        run.spikes(|c| matches!(c, tcpdoctor_probe::SpikeCause::StaleAckResend));
+    signature.push(Event::new(
+        classified,
+        "connects slowed by a SYN resent after a stale ACK",
+        "probe's classifier",
+    ));
+    let kernel_line = match forced.behaviour {
+        ResendBehaviour::QuickResend => Some(format!(
+            "Linux {kernel} resends the SYN at once after resetting the stale ACK (forced check: connect took {}), so no 1 s stall",
+            tcpdoctor_report::fmt::micros(forced.connect_us)
+        )),
+        ResendBehaviour::TimerResend => Some(format!(
+            "Linux {kernel} resends the SYN on its 1 s timer after resetting the stale ACK (forced check: connect took {})",
+            tcpdoctor_report::fmt::micros(forced.connect_us)
+        )),
+        ResendBehaviour::NotReproduced | ResendBehaviour::Failed => None,
+    };
+    let cost_line = kernel_line.clone();
+    let cost = move || {
+        let delayed = (classified > 0).then(|| {
+            format!(
+                "each delayed its connect ~{} (longest {})",
+                tcpdoctor_report::fmt::micros(typical),
+                tcpdoctor_report::fmt::micros(longest)
+            )
+        });
+        let parts: Vec<String> = delayed.into_iter().chain(cost_line).collect();
+        (!parts.is_empty()).then(|| parts.join(": "))
+    };
+    let probe_tried = run.tried();
+    let not_reproduced_note = kernel_line.map(|k| format!("the forced check made one: {k}"));
+    let mut r = Reproduction::of(
+        &run.label,
+        tcpdoctor_model::Pathology::StaleAckRace,
+        signature,
+        probe_tried,
+        cost,
+        None,
+    );
+    if !r.reproduced {
+        if let Some(note) = not_reproduced_note {
+            r.line.push_str("; ");
+            r.line.push_str(&note);
+        }
+    }
+    r
 }
 
 pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
-    let (loop_run_, mut namespaces, capture) = loop_run(
+    let cpus = traffic::two_cpus();
+    let mut left = BTreeMap::new();
+    let (loop_run_, l, mut namespaces, capture) = loop_run(
         common,
         cfg,
         "",
         "before: connection per request, SO_LINGER 0, TCP_NODELAY, server closes first",
         true,
         true,
+        cpus,
         stop,
     )?;
     let loop_run = loop_run_;
+    left.insert(loop_run.label.clone(), l);
     let mut after = Vec::new();
     if common.fix {
-        let (r, ns, _) = self::loop_run(
+        let (r, l, ns, _) = self::loop_run(
             common,
             cfg,
             "gc",
             "after: graceful close (FIN) instead of SO_LINGER 0",
             false,
             false,
+            cpus,
             stop,
         )?;
         namespaces.extend(ns);
+        left.insert(r.label.clone(), l);
         after.push(r);
     }
     let (forced, ns, forced_trace) = forced_check(common)?;
@@ -263,14 +612,22 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
     };
     let stale = count(&|c| matches!(c, tcpdoctor_probe::SpikeCause::StaleAckResend));
     let timer = count(&|c| matches!(c, tcpdoctor_probe::SpikeCause::SynRetransmit { .. }));
+    let kernel = kernel_release();
+    let of = |r: &ProbeRun| {
+        let l = left.get(&r.label).copied().unwrap_or(0);
+        reproduction(r, l, &forced, &kernel)
+    };
     let (remedies, remedied) = churn::judge_runs(
         tcpdoctor_model::Pathology::StaleAckRace,
         &loop_run,
         &after,
         harm,
+        of,
     );
+    let reproductions = Reproductions::of(of(&loop_run), after.iter().map(of));
     Ok(Outcome {
         remedied,
+        reproduction: reproductions.baseline().cloned(),
         findings: loop_run.findings.clone(),
         body: Report {
             header: Header {
@@ -287,8 +644,11 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
                     "probe: spike classifier (client namespace counters)".into(),
                     "forced check: client TcpExtTCPSynRetrans and connect time".into(),
                 ],
+                reproduction: reproductions,
             },
             config: cfg.clone(),
+            loop_cpus: cpus.map(|(s, c)| [s, c]),
+            kernel_release: kernel,
             syn_resends_per_million: resends as f64 * 1e6 / conns as f64,
             stale_ack_resends: stale,
             syn_timer_resends: timer,
@@ -326,17 +686,26 @@ pub fn remedies(
     stop: &AtomicBool,
 ) -> Result<Outcome<super::RemedyReport<Config, ProbeRun>>> {
     use crate::remedy::{self, Prediction, Tolerance};
-    let (base, mut namespaces, capture) = loop_run(
+    let cpus = traffic::two_cpus();
+    let mut left = BTreeMap::new();
+    let (base, l, mut namespaces, capture) = loop_run(
         common,
         cfg,
         "",
         "before: connection per request, SO_LINGER 0, TCP_NODELAY, server closes first",
         true,
         true,
+        cpus,
         stop,
     )?;
+    left.insert(base.label.clone(), l);
     let (forced, ns, forced_trace) = forced_check(common)?;
     namespaces.extend(ns);
+    let kernel = kernel_release();
+    let of_in = |r: &ProbeRun, left: &BTreeMap<String, u64>| {
+        let l = left.get(&r.label).copied().unwrap_or(0);
+        reproduction(r, l, &forced, &kernel)
+    };
     let behaviour = match forced.behaviour {
         ResendBehaviour::QuickResend => format!(
             "this kernel resends the SYN within milliseconds of resetting the stale ACK, not on the 1 s SYN timer: a race cost the connect {:.1} ms",
@@ -364,16 +733,18 @@ pub fn remedies(
                 ))
             }
         }
-        let (run, ns, _) = loop_run(
+        let (run, l, ns, _) = loop_run(
             common,
             cfg,
             tag,
             "graceful close (FIN) instead of SO_LINGER 0",
             false,
             false,
+            cpus,
             stop,
         )?;
         namespaces.extend(ns);
+        left.insert(run.label.clone(), l);
         let resolution = 1e6 / run.summary.connections_opened.max(1) as f64;
         let prediction = Prediction::value(
             "a FIN close keeps the client's port in LAST_ACK until the server has acknowledged it, and the server's TIME_WAIT takes a newer SYN (timestamps): only a reset (SO_LINGER 0) frees the port while the server still holds the old connection, so no SYN meets a stale ACK",
@@ -396,7 +767,8 @@ pub fn remedies(
         .with_trace(
             base.trace.harm(tcpdoctor_model::Pathology::StaleAckRace),
             run.trace.harm(tcpdoctor_model::Pathology::StaleAckRace),
-        );
+        )
+        .with_reproduction(&of_in(&run, &left));
         let override_verdict = (check.effect == remedy::Effect::NothingToFix).then(|| {
             (
                 remedy::Verdict::NothingToFix,
@@ -419,7 +791,7 @@ pub fn remedies(
             run,
         }));
     }
-    let notes = vec![
+    let mut notes = vec![
         format!(
             "Forced check (the client's reset dropped by nftables, reconnect from port {FORCED_PORT}): {behaviour}."
         ),
@@ -429,6 +801,12 @@ pub fn remedies(
             base_rate * forced.connect_us as f64 / 1e3
         ),
     ];
+    if let Some((server, client)) = cpus {
+        notes.push(format!(
+            "Each loop's server ran on CPU {server}, its client on CPU {client}: the race needs the two on different CPUs."
+        ));
+    }
+    let of = |r: &ProbeRun| of_in(r, &left);
     let report = super::RemedyReport {
         header: Header {
             scenario: "stale-ack-race",
@@ -446,6 +824,7 @@ pub fn remedies(
                 "probe: spike classifier (client namespace counters)".into(),
                 "forced check: client TcpExtTCPSynRetrans and connect time".into(),
             ],
+            reproduction: super::remedy_reproductions(&base, &rows, of),
         },
         config: cfg.clone(),
         baseline_label: format!(
@@ -460,8 +839,12 @@ pub fn remedies(
         notes,
         syn_ladder: None,
     };
-    let remedied = report.remedied(|r| r.findings.clone());
+    let remedied = report.remedied(
+        |r| r.findings.clone(),
+        |row| super::row_reproduction(row, of),
+    );
     Ok(Outcome {
+        reproduction: report.header.reproduction.baseline().cloned(),
         findings: report.baseline.findings.clone(),
         interrupted: stop.load(Ordering::Relaxed),
         remedied,

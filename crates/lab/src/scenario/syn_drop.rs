@@ -12,6 +12,7 @@ use tcpdoctor_probe::server::{Protocol, ServerConfig};
 use super::churn::{self, Pair, ProbeRun};
 use super::{Common, Header, Outcome};
 use crate::remedy::{Check, Harm};
+use crate::reproduce::{Event, Reproduction, Reproductions};
 use crate::{naming, Error, Result};
 
 #[derive(Clone, Debug, Serialize)]
@@ -50,6 +51,51 @@ pub fn harm(run: &ProbeRun) -> Harm {
         run.client_counter("TcpExtTCPSynRetrans").max(0) as u64,
         "SYN retransmissions (TcpExtTCPSynRetrans)",
     )
+}
+
+/// Whether a run reproduced dropped SYNs: SYNs the client resent (`TcpExtTCPSynRetrans`), as
+/// the kernel counted them and as the eBPF trace attributed them; the cost is the connects
+/// that waited on the SYN ladder.
+pub fn reproduction(run: &ProbeRun) -> Reproduction {
+    let mut signature = vec![Event::new(
+        run.client_counter("TcpExtTCPSynRetrans").max(0) as u64,
+        "SYNs resent",
+        "client TcpExtTCPSynRetrans",
+    )];
+    if run.trace.used {
+        signature.push(Event::new(
+            run.trace.syn_resends_attributed,
+            "SYN resends attributed",
+            "eBPF trace",
+        ));
+    }
+    Reproduction::of(
+        &run.label,
+        tcpdoctor_model::Pathology::SynRetransmit,
+        signature,
+        run.tried(),
+        || ladder_wait(run),
+        None,
+    )
+}
+
+/// What the SYN ladder cost a run's connects: how many waited, typically how long.
+pub fn ladder_wait(run: &ProbeRun) -> Option<String> {
+    let (n, typical, longest) = run.spikes(|c| {
+        matches!(
+            c,
+            tcpdoctor_probe::SpikeCause::SynRetransmit { .. }
+                | tcpdoctor_probe::SpikeCause::AcceptQueueOverflow
+        )
+    });
+    (n > 0).then(|| {
+        format!(
+            "{} connects waited on the SYN ladder, typically {} (longest {}): this kernel resends a lost SYN after its 1 s initial RTO",
+            crate::remedy::thousands(n),
+            tcpdoctor_report::fmt::micros(typical),
+            tcpdoctor_report::fmt::micros(longest)
+        )
+    })
 }
 
 /// The nftables ruleset dropping `pct`% of SYNs to `port`.
@@ -100,9 +146,12 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
         &before,
         after.as_slice(),
         harm,
+        reproduction,
     );
+    let reproductions = Reproductions::of(reproduction(&before), after.iter().map(reproduction));
     Ok(Outcome {
         remedied,
+        reproduction: reproductions.baseline().cloned(),
         findings: before.findings.clone(),
         body: Report {
             header: Header {
@@ -116,6 +165,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
                     "probe: spike classifier (SYN ladder from the client namespace's sysctls, TcpExtTCPSynRetrans)".into(),
                     "model::counters findings (server namespace counters)".into(),
                 ],
+                reproduction: reproductions,
             },
             config: cfg.clone(),
             before,
@@ -325,7 +375,8 @@ pub fn remedies(
         .with_trace(
             base.trace.harm(tcpdoctor_model::Pathology::SynRetransmit),
             run.trace.harm(tcpdoctor_model::Pathology::SynRetransmit),
-        );
+        )
+        .with_reproduction(&reproduction(&run));
         // SYN retransmission counts depend on how many connects a run made: judge the
         // per-connect rate against the baseline's, within the same noise.
         let override_verdict = (side.drop
@@ -383,6 +434,7 @@ pub fn remedies(
                 "probe: spike classifier (SYN ladder from the client namespace's sysctls, TcpExtTCPSynRetrans)".into(),
                 "model::counters findings (server namespace counters)".into(),
             ],
+            reproduction: super::remedy_reproductions(&base, &rows, reproduction),
         },
         config: cfg.clone(),
         baseline_label: format!(
@@ -398,8 +450,12 @@ pub fn remedies(
         notes,
         syn_ladder: Some(ladder),
     };
-    let remedied = report.remedied(|r| r.findings.clone());
+    let remedied = report.remedied(
+        |r| r.findings.clone(),
+        |row| super::row_reproduction(row, reproduction),
+    );
     Ok(Outcome {
+        reproduction: report.header.reproduction.baseline().cloned(),
         findings: report.baseline.findings.clone(),
         interrupted: stop.load(std::sync::atomic::Ordering::Relaxed),
         remedied,

@@ -25,6 +25,7 @@ use tcpdoctor_probe::CloseFirst;
 use super::churn::Pair;
 use super::{Common, Header, Outcome};
 use crate::remedy::{self, Check, Harm};
+use crate::reproduce::{Event, Reproduction, Reproductions};
 use crate::traffic::{self, ConnRecord, Outcome as ConnOutcome};
 use crate::{capture, diagnose, netns, Result};
 
@@ -74,6 +75,54 @@ pub fn harm(run: &Run) -> Harm {
     Harm::count(
         run.syn_resends() + run.failed(),
         "SYN resends and failed connects",
+    )
+}
+
+/// Whether a run reproduced the collision: SYNs the eBPF trace saw answered by an ACK of the
+/// server's TIME_WAIT connection and resent, SYNs the client resent (`TcpExtTCPSynRetrans`:
+/// nothing else drops or answers a SYN between the lab's two namespaces), and reconnects that
+/// timed out against the old connection (`tcp_rfc1337=1`).
+pub fn reproduction(run: &Run) -> Reproduction {
+    let mut signature = Vec::new();
+    if let Some(h) = run
+        .trace
+        .harm(tcpdoctor_model::Pathology::TimeWaitCollision)
+    {
+        signature.push(Event::new(h.amount as u64, h.what, "eBPF trace"));
+    }
+    signature.push(Event::new(
+        run.syn_resends(),
+        "SYNs resent",
+        "client TcpExtTCPSynRetrans",
+    ));
+    signature.push(Event::new(
+        run.connections
+            .iter()
+            .filter(|c| c.outcome == ConnOutcome::Etimedout)
+            .count() as u64,
+        "reconnects that timed out",
+        "the lab's client",
+    ));
+    let span_us = run
+        .connections
+        .iter()
+        .map(|c| c.start_us + c.total_us)
+        .max()
+        .unwrap_or(0);
+    Reproduction::of(
+        &run.label,
+        tcpdoctor_model::Pathology::TimeWaitCollision,
+        signature,
+        crate::reproduce::Tried::new(run.connections.len() as u64, "connects", span_us / 1000),
+        || {
+            Some(format!(
+                "longest connect {}, {} connect(s) over {} ms",
+                tcpdoctor_report::fmt::micros(run.connect_max_us),
+                run.slow_connects,
+                SLOW_CONNECT.as_millis()
+            ))
+        },
+        None,
     )
 }
 
@@ -389,17 +438,21 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
                     .harm(tcpdoctor_model::Pathology::TimeWaitCollision),
                 a.trace.harm(tcpdoctor_model::Pathology::TimeWaitCollision),
             )
+            .with_reproduction(&reproduction(a))
         })
         .collect();
+    let reproductions = Reproductions::of(reproduction(&before), after.iter().map(reproduction));
     let remedied = super::remedied(
         &remedies,
         &after
             .iter()
             .map(|a| a.findings.as_slice())
             .collect::<Vec<_>>(),
+        &reproductions.reproduction[1..],
     );
     Ok(Outcome {
         remedied,
+        reproduction: reproductions.baseline().cloned(),
         findings,
         body: Report {
             header: Header {
@@ -418,6 +471,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
                     "analyze: detectors on a capture of the client's interface".into(),
                     "model::counters findings (client namespace counters)".into(),
                 ],
+                reproduction: reproductions,
             },
             config: cfg.clone(),
             before,
@@ -640,7 +694,8 @@ pub fn remedies(
                 .harm(tcpdoctor_model::Pathology::TimeWaitCollision),
             run.trace
                 .harm(tcpdoctor_model::Pathology::TimeWaitCollision),
-        );
+        )
+        .with_reproduction(&reproduction(&run));
         let contrast = name == "rfc1337-off" && !cfg.rfc1337;
         let value = if contrast {
             run.failed() as f64
@@ -716,6 +771,7 @@ pub fn remedies(
                 "analyze: detectors on a capture of the client's interface".into(),
                 "model::counters findings (client namespace counters)".into(),
             ],
+            reproduction: super::remedy_reproductions(&base, &rows, reproduction),
         },
         config: cfg.clone(),
         baseline_label: format!(
@@ -729,8 +785,12 @@ pub fn remedies(
         notes,
         syn_ladder: None,
     };
-    let remedied = report.remedied(|r| r.findings.clone());
+    let remedied = report.remedied(
+        |r| r.findings.clone(),
+        |row| super::row_reproduction(row, reproduction),
+    );
     Ok(Outcome {
+        reproduction: report.header.reproduction.baseline().cloned(),
         findings: report.baseline.findings.clone(),
         interrupted: stop.load(Ordering::Relaxed),
         remedied,
