@@ -362,7 +362,7 @@ pub fn result_of(
 ) -> Result<tcpdoctor_probe::ProbeResult> {
     use tcpdoctor_host::sysctl;
     use tcpdoctor_model::{timers, SynLadder};
-    use tcpdoctor_probe::{classify, findings, stats};
+    use tcpdoctor_probe::{classify, findings, split, stats};
     let host = |step: &str| {
         let step = step.to_string();
         move |source| Error::Host { step, source }
@@ -397,7 +397,17 @@ pub fn result_of(
     let threshold = cfg
         .spike_threshold
         .unwrap_or_else(|| classify::default_threshold(&records));
-    let spikes = classify::classify(&records, threshold, &sig, delta);
+    let mut spikes = classify::classify(&records, threshold, &sig, delta);
+    // probe's time split, as its engine does: the lab's workers' own CPU waits are not
+    // read, so each request is bounded by the host's CPU pressure over the run.
+    let cpu_waits = split::CpuWaits {
+        workers_ns: Vec::new(),
+        embedded_server_ns: None,
+        host_some_ns: cpu_wait_us.map(|us| us.saturating_mul(1_000)),
+        host_some_series: Vec::new(),
+    };
+    let baseline = split::Baseline::of(&records, &spikes, classify::delack_seen(&sig, delta));
+    split::assign(&records, &mut spikes, &baseline, &cpu_waits);
     let ctx = stats::Context {
         cfg,
         target,
@@ -408,6 +418,8 @@ pub fn result_of(
         threshold,
         ports_toward_target: None,
         cpu_wait_us,
+        baseline: &baseline,
+        cpu_waits: &cpu_waits,
     };
     let summary = stats::summarize(&ctx, &records, &spikes, delta, &sig);
     let findings = findings::build(&ctx, &summary, &spikes, delta);
