@@ -332,5 +332,20 @@ mod tests {
             .unwrap_or_else(|| panic!("{f:#?}"));
         assert!(split.starts_with("server ("), "{split}");
         assert!(split.contains("largest part in 100 of 100"), "{split}");
+        assert_eq!(f[0].severity, Severity::Warning, "{f:#?}");
+        // The workers waited for a CPU longer than the server part itself: the stalls are
+        // within this host's load, so nothing is shown about the target: context, not harm.
+        let busy = crate::split::CpuWaits {
+            workers_ns: vec![Some(60_000_000_000)],
+            ..crate::split::CpuWaits::default()
+        };
+        let f = findings_full(&cfg, &rs, &Delta::default(), None, None, &busy);
+        assert_eq!(f[0].pathology, Pathology::UnexplainedDelay, "{f:#?}");
+        assert_eq!(f[0].severity, Severity::Info, "{f:#?}");
+        assert!(
+            f[0].summary.contains("measures this host's load"),
+            "{}",
+            f[0].summary
+        );
     }
 }
