@@ -243,7 +243,7 @@ fn scenarios() -> Vec<Scenario> {
                 Judges,
                 Judges,
                 Judges,
-                Judges,
+                Blind("TcpExtTCPSynRetrans counts the resent SYNs (it says syn_retransmit), not that a stale ACK answered them"),
                 Blind("a race lasts milliseconds: its samples, taken at instants, do not see it"),
                 Blind("probe times each connect on a busy machine: its unexplained delays measure the load, which the other commands cannot see"),
                 Judges,
@@ -263,7 +263,7 @@ fn scenarios() -> Vec<Scenario> {
             vantage: [
                 Judges,
                 Judges,
-                Names("it sees zero windows and probes as they happen, not always how long the writer waited"),
+                Blind("in the reader's namespace it sees zero-window probes, which come only when a window stays shut for an RTO; this reader reopens its window within milliseconds (the zero-window advertisements are seen from the writer's side)"),
                 Names("TcpExtTCPToZeroWindowAdv counts zero windows, not how long the writer waited"),
                 Names("its samples see a full receive queue at a zero window when they catch one, not how long the writer waited"),
                 Blind(NO_PROBE),
@@ -365,6 +365,8 @@ struct Answer {
     settings_primary: Option<(String, String, String)>,
     /// The first finding above info seen in the traffic (any source but check).
     observed_primary: Option<(String, String, String)>,
+    /// The summaries of the findings above info, for failure messages.
+    details: Vec<String>,
 }
 
 impl Answer {
@@ -396,6 +398,11 @@ impl Answer {
         Answer {
             settings_primary: first_where(true),
             observed_primary: first_where(false),
+            details: findings
+                .iter()
+                .filter(|f| f["severity"] != "info")
+                .map(|f| s(f, "summary"))
+                .collect(),
             exit: if only_source.is_some() {
                 None
             } else {
@@ -707,6 +714,7 @@ fn absent(why: &str) -> Answer {
         all: Vec::new(),
         settings_primary: None,
         observed_primary: None,
+        details: Vec::new(),
     }
 }
 
@@ -1130,12 +1138,13 @@ fn judge(s: &Scenario, row: &Row) -> (Vec<String>, Vec<String>) {
                     )),
                     (_, Some(bug)) => t.push_str(&format!(" **known disagreement: {bug}**")),
                     (false, None) => failures.push(format!(
-                        "{} / {}: expected {:?} first, got {} (all: {:?})",
+                        "{} / {}: expected {:?} first, got {} (all: {:?}; {:?})",
                         s.name,
                         cmd.name(),
                         s.pathology,
                         a.cell(),
-                        a.all
+                        a.all,
+                        a.details
                     )),
                     (true, None) => {
                         if let (Vantage::Judges, Some(x)) = (v, sev) {
@@ -1290,11 +1299,12 @@ fn commands_that_can_see_a_pathology_agree_on_it_and_a_clean_run_is_healthy_ever
             cells.push(a.cell());
             if a.exit != Some(0) || a.verdict != "healthy" {
                 failures.push(format!(
-                    "clean baseline / {}: expected healthy with exit 0, got {} exit {:?} ({:?})",
+                    "clean baseline / {}: expected healthy with exit 0, got {} exit {:?} ({:?}; {:?})",
                     cmd.name(),
                     a.verdict,
                     a.exit,
-                    a.all
+                    a.all,
+                    a.details
                 ));
             }
         }
