@@ -305,7 +305,7 @@ fn scenarios() -> Vec<Scenario> {
             vantage: [
                 Judges,
                 Blind("the accept queue is inside the server: a capture shows its effect (SYNs and requests resent)"),
-                Names("it sees SYNs refused for a full queue in the server's namespace, not how long each client waited"),
+                Blind("in the server's namespace a SYN refused for a full queue leaves no record; it sees a refused handshake's last ACK (TCP_LISTEN_OVERFLOW) only when one falls in its window (named accept_queue_overflow at info in some runs, nothing in others)"),
                 Judges,
                 Blind("a backlog of 1 is full only between accept() calls: its samples catch it some of the time"),
                 Blind("the accept queue is inside the server: probe sees its effect (SYN retransmissions)"),
