@@ -8,10 +8,10 @@
 //! | rule | condition | severity |
 //! |---|---|---|
 //! | `failures` | operations failed and at least 1% of those observed did (or the share is unknown) | critical |
-//! | `rare_failures` | operations failed, under 1% of those observed | warning |
 //! | `long_stall` | a stall of [`STALL_CRITICAL`] (1 s) or more | critical |
 //! | `budget_exhausted` | a finite pool [`BUDGET_CRITICAL`] (90%) used, or demand at or above its sustainable rate | critical |
 //! | `time_lost` | [`LOST_CRITICAL`] (10%) or more of the observed time lost to stalls | critical |
+//! | `rare_failures` | operations failed, under 1% of those observed | warning |
 //! | `timeout_stall` | a stall of [`STALL_WARNING`] (200 ms, Linux's default RTO floor) or more | warning |
 //! | `budget_pressure` | a finite pool [`BUDGET_WARNING`] (50%) used | warning |
 //! | `some_time_lost` | [`LOST_WARNING`] (1%) or more of the observed time lost | warning |
@@ -241,11 +241,8 @@ impl Impact {
         use Severity::*;
         let j = |severity, rule| Judgement { severity, rule };
         let stall = self.worst_stall();
-        if self.failed > 0 {
-            return match self.share(self.failed) {
-                Some(s) if s < SHARE_COMMON => j(Warning, RareFailures),
-                _ => j(Critical, Failures),
-            };
+        if self.failed > 0 && self.share(self.failed).is_none_or(|s| s >= SHARE_COMMON) {
+            return j(Critical, Failures);
         }
         if stall.is_some_and(|s| s >= STALL_CRITICAL) {
             return j(Critical, LongStall);
@@ -257,6 +254,12 @@ impl Impact {
         }
         if self.time_lost_share.is_some_and(|s| s >= LOST_CRITICAL) {
             return j(Critical, TimeLost);
+        }
+        // Rare failures are a warning at least; a pool used up or a long stall beside them
+        // (rules above) is critical whatever the share: report 004's load test failed 10
+        // connects of 51,209 with all 1,000 ports held, and wrk stopped.
+        if self.failed > 0 {
+            return j(Warning, RareFailures);
         }
         if stall.is_some_and(|s| s >= STALL_WARNING) {
             return j(Warning, TimeoutStall);
@@ -342,6 +345,15 @@ mod tests {
         assert_eq!(Impact::failures(3, None).severity(), Critical);
         assert_eq!(Impact::failures(3, Some(100)).severity(), Critical);
         let j = Impact::failures(3, Some(10_000)).judge();
+        assert_eq!((j.severity, j.rule), (Warning, Rule::RareFailures));
+    }
+
+    #[test]
+    fn rare_failures_with_their_pool_used_up_are_critical() {
+        // Report 004's load test: 10 connects of 51,209 failed, all 1,000 ports held.
+        let j = Impact::failures(10, Some(51_209)).with_budget(1.0).judge();
+        assert_eq!((j.severity, j.rule), (Critical, Rule::BudgetExhausted));
+        let j = Impact::failures(10, Some(51_209)).with_budget(0.6).judge();
         assert_eq!((j.severity, j.rule), (Warning, Rule::RareFailures));
     }
 
