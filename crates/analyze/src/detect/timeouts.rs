@@ -81,17 +81,16 @@ impl Detector for Timeouts {
         let r = self.d;
         if r.count > 0 {
             let flows = ctx.observed.flows_with_data.max(r.flows);
-            let share = if ctx.observed.flow_time_ns > 0 {
-                (r.total_gap_us as f64 * 1e3 / ctx.observed.flow_time_ns as f64).min(1.0)
-            } else {
-                0.0
-            };
             let impact = Impact::stalls(
                 r.flows,
                 Some(flows),
                 Some(Duration::from_micros(r.max_gap_us)),
             )
-            .with_time_lost(share);
+            .with_time_lost_of(
+                Duration::from_micros(r.total_gap_us),
+                Duration::from_nanos(ctx.observed.flow_time_ns),
+            );
+            let share = impact.time_lost_share.unwrap_or(0.0);
             let mut f = Finding::new(
                 Pathology::RetransmitTimeout,
                 Source::Analyze,
