@@ -683,6 +683,8 @@ pub struct Conn {
     pub fin_first: Option<Dir>,
     /// Set when the incast detector took this incarnation's retransmissions as its evidence.
     pub in_incast: bool,
+    /// Set when the scan detector took this incarnation as a probe of a port scan.
+    pub in_scan: bool,
     /// Whether the client/server roles come from a SYN (true) or a port-number guess.
     pub roles_known: bool,
     pub syn_ts_option: bool,
@@ -839,6 +841,7 @@ impl Conn {
             close: CloseKind::Open,
             fin_first: None,
             in_incast: false,
+            in_scan: false,
             rare: None,
             marks: crate::timeline::Marks::default(),
             half_open_at: 0,

@@ -57,10 +57,13 @@ pub enum Pathology {
     /// The kernel dropped TCP packets for lack of room (a full qdisc, CPU backlog, socket
     /// backlog or receive memory), named by its drop reason.
     PacketDrop,
+    /// One source probing many ports of one host with bare handshakes (refused, unanswered,
+    /// or left after the SYN-ACK): a port scan, whose refusals are not failures of the host.
+    PortScan,
 }
 
 impl Pathology {
-    pub const ALL: [Pathology; 19] = [
+    pub const ALL: [Pathology; 20] = [
         Pathology::SynRetransmit,
         Pathology::TimeWaitCollision,
         Pathology::StaleAckRace,
@@ -80,6 +83,7 @@ impl Pathology {
         Pathology::HttpError,
         Pathology::SpuriousRetransmission,
         Pathology::PacketDrop,
+        Pathology::PortScan,
     ];
 
     /// The snake_case name used in JSON and on the command line.
@@ -366,6 +370,7 @@ mod tests {
             Pathology::HttpError,
             Pathology::SpuriousRetransmission,
             Pathology::PacketDrop,
+            Pathology::PortScan,
         ] {
             assert!(Pathology::ALL.contains(&p));
         }

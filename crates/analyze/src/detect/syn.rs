@@ -105,7 +105,7 @@ impl SynRetransmits {
 
 impl Detector for SynRetransmits {
     fn finished(&mut self, c: &Conn) {
-        if outcome(c, self.time_wait_ns) != Some(Outcome::SynRetransmit) {
+        if c.in_scan || outcome(c, self.time_wait_ns) != Some(Outcome::SynRetransmit) {
             return;
         }
         let Some((answered_ts, answer_frame)) = c.synack else {
