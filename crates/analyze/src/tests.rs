@@ -1607,3 +1607,5 @@ fn a_rate_over_the_port_budget_without_ports_running_short_is_an_exposure_not_ex
         f.summary
     );
 }
+
+mod corpus;

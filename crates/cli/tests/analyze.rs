@@ -1208,7 +1208,8 @@ fn linger_zero_churn_with_stale_acks_is_a_stale_ack_race_not_port_exhaustion() {
 /// can trust": a rate over the default budget (28,232 ports / 60 s = 471/s) is port
 /// exhaustion only with evidence that the ports ran short; 300 connections on ports the
 /// kernel hands out from one parity of the default range show none: an exposure (warning),
-/// with the time the range would last at that rate. (The lab's port-exhaustion capture, 200
+/// with the time the range would last at that rate, once seen over a second (issue 21: a
+/// shorter burst is context). (The lab's port-exhaustion capture, 200
 /// connections filling its 200-port range, both parities, stays critical.)
 #[test]
 fn a_client_faster_than_the_default_port_budget_without_ports_running_short_is_an_exposure() {
@@ -1252,7 +1253,13 @@ fn a_client_faster_than_the_default_port_budget_without_ports_running_short_is_a
     let rate = d["client_closed_first_per_s"].as_f64().unwrap();
     let loop_rate = 300.0 / took.as_secs_f64();
     assert!(rate >= loop_rate * 0.8, "{rate} vs {loop_rate}: {d:#}");
-    if loop_rate > 600.0 {
+    let span_us = d["span_us"].as_u64().unwrap();
+    if loop_rate > 600.0 && span_us < 1_000_000 {
+        // Issue 21: a rate per second seen over less than a second is a burst: context.
+        let f = finding(&v, "port_exhaustion");
+        assert_eq!(f["severity"], "info", "{f:#}");
+        assert!(f["summary"].as_str().unwrap().contains("a burst"), "{f:#}");
+    } else if loop_rate > 600.0 {
         let f = finding(&v, "port_exhaustion");
         // Named as an exposure (one level below exhaustion): the rate would use the range up.
         assert_eq!(f["severity"], "warning", "{f:#}");

@@ -102,8 +102,8 @@ pub struct Context<'a> {
     pub scans: &'a [((std::net::IpAddr, std::net::IpAddr), scan::Leaked)],
 }
 
-/// Connections that carried data, and their time: what share-of-flows and share-of-time
-/// impacts are measured against.
+/// Connections that carried data (or waited for a retransmission timeout), and their time:
+/// what share-of-flows and share-of-time impacts are measured against.
 #[derive(Clone, Debug, Default)]
 pub struct Observed {
     pub flows_with_data: u64,
@@ -289,7 +289,9 @@ impl Detectors {
     pub fn finished(&mut self, c: &mut Conn) {
         c.in_incast = self.incast.caught(c);
         c.in_scan = self.scan.caught(c);
-        if c.half.sum(|h| h.bytes) > 0 {
+        // A flow that carried no data but waited for a timeout (a FIN resent) counts too:
+        // its wait is a share of its own time.
+        if c.half.sum(|h| h.bytes) > 0 || !c.rare().rto.is_empty() || c.rare().close_rto > 0 {
             self.observed.flows_with_data += 1;
             self.observed.flow_time_ns += c.last_ts.saturating_sub(c.first_ts);
         }

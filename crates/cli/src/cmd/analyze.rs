@@ -55,7 +55,8 @@ absent when plain), packets, tcp_segments, non_tcp, undecodable, cut_by_snaplen,
 inputs[] {name, format, compression, packets, tcp_segments, bytes_read}}; error (a read error, with byte offset);\n\
 totals {segments, connections, connection_attempts, retransmissions,\n\
 retransmissions_rto/_fast/_tlp/_syn/_other, retransmissions_spurious (a subset),\n\
-out_of_order, reused_ports, zero_window_ads, half_open_summarised_early,\n\
+out_of_order, reused_ports, zero_window_ads, duplicates (a segment captured twice within\n\
+500 us: left out of every count), half_open_summarised_early,\n\
 tombstones_forgotten_early, ...}; duration_us; details {syn_retransmits, unanswered_syns\n\
 {connections, sent_once, resent, waiting_at_end, waiting_overdue, overdue_after_us, shape\n\
 (flood, not_answering, sent_once, mixed), sent_once_per_s, distinct_sources,\n\
