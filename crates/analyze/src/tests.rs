@@ -259,7 +259,7 @@ fn syn_retransmissions_fit_the_linear_ladder() {
     assert_eq!(d.ladder, Some(crate::detect::LadderFit::Linear));
     assert_eq!(d.by_retransmissions[0].retransmissions, 2);
     assert!(
-        (2_008_000..2_008_200).contains(&d.max_connect_delay_us),
+        (2_008_000..=2_008_200).contains(&d.max_connect_delay_us),
         "{d:?}"
     );
     assert_eq!(a.totals.retransmissions_syn, 2);

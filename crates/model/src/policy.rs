@@ -104,7 +104,7 @@ pub struct Impact {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_lost_us: Option<u64>,
     /// True when nothing was hurt yet: a setting or state exposes the host to the harm above.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub exposure: bool,
 }
 
@@ -557,5 +557,10 @@ mod tests {
         assert!(v.get("exposure").is_none());
         let r = serde_json::to_value(Rule::LongStall).unwrap();
         assert_eq!(r, "long_stall");
+        // What is printed reads back (a report's impact can be judged again).
+        let i = Impact::stalls(2, Some(10), ms(300))
+            .with_time_lost_of(Duration::from_millis(300), Duration::from_secs(2));
+        let back: Impact = serde_json::from_value(serde_json::to_value(&i).unwrap()).unwrap();
+        assert_eq!(back, i);
     }
 }
