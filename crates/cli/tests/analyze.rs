@@ -9,6 +9,9 @@ mod support;
 #[path = "analyze/small_samples.rs"]
 mod small_samples;
 
+#[path = "analyze/public.rs"]
+mod public;
+
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, SocketAddrV4, TcpListener, TcpStream};
