@@ -190,6 +190,10 @@ pub struct Totals {
     pub reused_ports: u64,
     pub zero_window_ads: u64,
     pub resets: u64,
+    /// Segments that were an exact copy of their connection's previous segment, captured
+    /// within [`crate::track::DUPLICATE_WITHIN`] of it (one packet seen twice: two capture
+    /// points, a bridge and its port); left out of every count above.
+    pub duplicates: u64,
     /// Highest number of connections held at once (bounded-memory check).
     pub peak_tracked_connections: u64,
     /// Connections that had sent only SYNs and were summarised as unanswered before their
@@ -424,9 +428,15 @@ impl Analyzer {
         let new_incarnation = match &slot.conn {
             None => true,
             Some(c) => {
-                pure_syn && !(c.client_lo == from_lo && c.half.c2s.isn == Some(SeqNumber(s.seq)))
+                pure_syn
+                    && !(c.client_lo == from_lo && c.half.c2s.isn == Some(SeqNumber(s.seq)))
+                    && !syn_after_its_answer(c, s, from_lo)
             }
         };
+        if pure_syn && !new_incarnation && slot.conn.as_deref().is_some_and(|c| c.syn_count == 0) {
+            // The SYN of a handshake whose SYN-ACK the capture holds first.
+            self.totals.connection_attempts += 1;
+        }
         if new_incarnation {
             let origin = self.first_ts.unwrap_or(ts);
             if let Some(t) = self.done.retire(slot, None, &self.cfg, origin) {
@@ -768,6 +778,22 @@ impl Analyzer {
             worst_connections: done.worst.into_vec(),
         }
     }
+}
+
+/// How long before its SYN the capture may hold a SYN-ACK that answers it: timestamps taken on
+/// several CPUs, or two capture points merged, can put an answer microseconds before its
+/// question. Far longer than any such skew, far shorter than a 4-tuple's reuse.
+const ANSWER_BEFORE_SYN_NS: u64 = 100_000_000;
+
+/// Whether the SYN `s` is the question of the SYN-ACK that opened `c` (the capture holds the
+/// answer first): same client side, no SYN seen yet, the SYN-ACK acknowledging this ISN, and
+/// close in time. It then belongs to `c`, not to a new incarnation (a TIME_WAIT collision).
+fn syn_after_its_answer(c: &Conn, s: &Segment, from_lo: bool) -> bool {
+    c.syn_count == 0
+        && c.client_lo == from_lo
+        && c.half.s2c.last_ack == Some(SeqNumber(s.seq).wrapping_add(1))
+        && c.synack
+            .is_some_and(|(t, _)| t.abs_diff(s.ts_ns) <= ANSWER_BEFORE_SYN_NS)
 }
 
 /// Summarises an incarnation into the accumulators (and a flow row) and returns its tombstone.

@@ -580,7 +580,11 @@ pub struct HalfRare {
     pub zero_total_ns: u64,
     pub zero_max_ns: u64,
     pub retrans: u32,
+    /// Retransmissions by kind (of data, a SYN, or a FIN resent after a timeout).
     pub by_kind: [u32; 5],
+    /// Of `retrans`, FINs (or empty segments) sent again quickly, not after a timeout: they
+    /// repair no data, and are in no kind above.
+    pub bare_repeats: u32,
     /// Of `by_kind`, the retransmissions found spurious: data the receiver already had
     /// (acknowledged before the copy was sent, or reported back by a D-SACK).
     pub spurious_by_kind: [u32; 5],
@@ -598,6 +602,7 @@ impl HalfRare {
         zero_max_ns: 0,
         retrans: 0,
         by_kind: [0; 5],
+        bare_repeats: 0,
         spurious_by_kind: [0; 5],
         out_of_order: 0,
         zero_window_ads: 0,
@@ -683,6 +688,8 @@ pub struct Conn {
     pub fin_first: Option<Dir>,
     /// Set when the incast detector took this incarnation's retransmissions as its evidence.
     pub in_incast: bool,
+    /// Set when the scan detector took this incarnation as a probe of a port scan.
+    pub in_scan: bool,
     /// Whether the client/server roles come from a SYN (true) or a port-number guess.
     pub roles_known: bool,
     pub syn_ts_option: bool,
@@ -690,6 +697,9 @@ pub struct Conn {
     /// accepts it and connect() fails (RFC 9293 section 3.10.7.3). A reset without that
     /// acknowledgement is ignored by the client, which resends the SYN.
     pub rst_answer_acks_syn: bool,
+    /// What the connection's latest segment looked like ([`crate::track`]'s fingerprint):
+    /// an exact copy of it within microseconds is the capture seeing one packet twice.
+    pub last_fp: u64,
     pub half: Halves,
     // Cold: new incarnations, evidence, the summary.
     pub client: Endpoint,
@@ -725,6 +735,9 @@ pub struct Rare {
     pub rto_max_gap_ns: u64,
     /// Sum of the idle gaps the timeouts (not spurious) ended.
     pub rto_gap_total_ns: u64,
+    /// FINs (no data) resent after a timeout: the close waited, no data did. Not in `rto`.
+    pub close_rto: u32,
+    pub close_rto_max_gap_ns: u64,
     /// Frames of retransmissions repaired without a timeout (fast, TLP, other), not spurious.
     pub quick_frames: Frames<8>,
     /// Frames of spurious retransmissions.
@@ -760,6 +773,8 @@ impl Rare {
         rto: Frames::EMPTY,
         rto_max_gap_ns: 0,
         rto_gap_total_ns: 0,
+        close_rto: 0,
+        close_rto_max_gap_ns: 0,
         quick_frames: Frames::EMPTY,
         spurious_frames: Frames::EMPTY,
         recent_retrans: [RecentRetrans::EMPTY; 4],
@@ -835,10 +850,12 @@ impl Conn {
             established_ts: None,
             rtt_ns: None,
             rst_answer_acks_syn: false,
+            last_fp: 0,
             reuse: None,
             close: CloseKind::Open,
             fin_first: None,
             in_incast: false,
+            in_scan: false,
             rare: None,
             marks: crate::timeline::Marks::default(),
             half_open_at: 0,

@@ -259,7 +259,7 @@ fn syn_retransmissions_fit_the_linear_ladder() {
     assert_eq!(d.ladder, Some(crate::detect::LadderFit::Linear));
     assert_eq!(d.by_retransmissions[0].retransmissions, 2);
     assert!(
-        (2_008_000..2_008_200).contains(&d.max_connect_delay_us),
+        (2_008_000..=2_008_200).contains(&d.max_connect_delay_us),
         "{d:?}"
     );
     assert_eq!(a.totals.retransmissions_syn, 2);
@@ -970,10 +970,10 @@ fn unanswered_syns_from_many_sources_are_a_syn_flood_with_bounded_state() {
     );
     assert_eq!(u.connections + u.waiting_at_end, u64::from(N));
     assert_eq!(u.sent_once, u.connections);
-    assert!(
-        u.distinct_sources.abs_diff(u.connections) * 20 <= u.connections,
-        "{u:?}"
-    );
+    // The sources of those given up and of those overdue at the end.
+    let once = u.connections + u.waiting_overdue;
+    assert!(u.distinct_sources.abs_diff(once) * 20 <= once, "{u:?}");
+    assert_eq!(u.shape, Some(crate::detect::Shape::Flood));
     let f = only(&a, Pathology::UnansweredSyn);
     assert_eq!(f.severity, tcpdoctor_model::Severity::Critical);
     assert!(f.summary.contains("SYN flood"), "{}", f.summary);
@@ -1467,6 +1467,8 @@ fn whole_answer_lost_rounds(dsack: bool) -> Analysis {
 /// resent after its timeout and D-SACKed. That resend is spurious (reported so, not as loss),
 /// but the wait is the round's stall: the incast finding counts the silence it ended, and its
 /// cost and severity follow from it as the lab's do (here ~120 ms of each 300 ms round).
+/// Three such rounds lose 374 ms in all: 46% of the receiver's time, but under the 1 s that
+/// makes a share of time critical (policy, issue 21): three 205 ms timeout stalls, a warning.
 #[test]
 fn a_round_waiting_for_a_whole_lost_answer_counts_its_timeout_stall_as_incast() {
     let a = whole_answer_lost_rounds(true);
@@ -1478,7 +1480,12 @@ fn a_round_waiting_for_a_whole_lost_answer_counts_its_timeout_stall_as_incast() 
         "{share}\n{f:#?}\n{:#?}",
         a.details.incast
     );
-    assert_eq!(f.severity, tcpdoctor_model::Severity::Critical, "{f:#?}");
+    assert_eq!(f.severity, tcpdoctor_model::Severity::Warning, "{f:#?}");
+    assert_eq!(
+        f.severity_rule,
+        tcpdoctor_model::Rule::TimeoutStall,
+        "{f:#?}"
+    );
     assert!(f.summary.contains("D-SACK"), "{}", f.summary);
     let waits: Vec<_> = a.details.incast.iter().filter(|e| e.joined_round).collect();
     assert_eq!(waits.len(), 3, "{:#?}", a.details.incast);
@@ -1600,3 +1607,5 @@ fn a_rate_over_the_port_budget_without_ports_running_short_is_an_exposure_not_ex
         f.summary
     );
 }
+
+mod corpus;

@@ -18,6 +18,31 @@ use crate::timeline::{Mark, MarkKind};
 /// 3 ms of it is taken as reordered, not retransmitted (Wireshark's default threshold).
 const OOO_DEFAULT_NS: u64 = 3_000_000;
 
+/// A copy of a connection's previous segment that occupies sequence space (data, SYN, FIN;
+/// same direction, sequence and acknowledgement numbers, length, flags, window and TCP
+/// timestamp) this soon after it is the capture seeing one packet twice, not a
+/// retransmission: no sender retransmits before a timer of at least a couple of milliseconds
+/// fires (Linux: `TCP_TIMEOUT_MIN` for a tail loss probe, the RTO floor for a timeout), and a
+/// fast retransmission comes after duplicate ACKs, which are segments of the connection in
+/// between. (Pure ACKs are not told apart: duplicate ACKs are exact copies by design.) Captures taken on two interfaces at once (a bridge
+/// and its port, `-i any` on a host that forwards) hold every packet twice, microseconds
+/// apart.
+pub const DUPLICATE_WITHIN: std::time::Duration = std::time::Duration::from_micros(500);
+
+/// What identifies a segment as a copy of the previous one ([`DUPLICATE_WITHIN`]).
+#[inline]
+fn fingerprint(s: &Segment, d: Dir) -> u64 {
+    let tsval = s.options.timestamps.map_or(0, |t| t.0);
+    let a = (u64::from(s.seq) << 32) | u64::from(s.ack);
+    let b = (u64::from(s.payload_len) << 32)
+        ^ (u64::from(s.window) << 16)
+        ^ (u64::from(s.flags.0) << 1)
+        ^ u64::from(d == Dir::S2c)
+        ^ (u64::from(tsval) << 24);
+    // Never 0, the value of "no segment to compare with".
+    (a ^ b.wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1
+}
+
 /// Updates one incarnation with one of its segments, travelling in direction `d`, and tells
 /// the detectors about timeouts and data. Returns the kind of retransmission it was, if one.
 #[inline]
@@ -30,6 +55,22 @@ pub(crate) fn segment(
     totals: &mut Totals,
 ) -> Option<RetransKind> {
     let ts = s.ts_ns;
+    // Only segments that occupy sequence space (data, SYN, FIN) are told apart as copies: a
+    // duplicate ACK is an exact copy of the previous ACK by design, microseconds later.
+    let fp = if s.payload_len > 0 || s.flags.syn() || s.flags.fin() {
+        fingerprint(s, d)
+    } else {
+        0
+    };
+    if fp != 0
+        && fp == c.last_fp
+        && ts.saturating_sub(c.last_ts) <= DUPLICATE_WITHIN.as_nanos() as u64
+    {
+        // The same packet captured twice: left out of everything.
+        totals.duplicates += 1;
+        return None;
+    }
+    c.last_fp = fp;
     let gap = ts.saturating_sub(c.last_ts);
     // What the server sends a SYN instead of a SYN-ACK (a stale ACK, a reset) belongs to
     // older state on the 4-tuple: it must not set this incarnation's sequence space, ACKs
@@ -70,7 +111,9 @@ pub(crate) fn segment(
     close(c, s, d, answer, totals);
     if let Some(kind) = seen.retrans {
         retransmitted(c, s, d, kind, gap, seen.spurious, totals);
-        if kind != RetransKind::Syn && !seen.spurious {
+        // FINs resent (quickly or after a timeout) repaired no data: not a loss of data.
+        let bare = s.payload_len == 0;
+        if kind != RetransKind::Syn && !seen.spurious && !bare {
             det.retransmitted(&Retransmission {
                 conn: c,
                 dir: d,
@@ -119,6 +162,17 @@ fn retransmitted(
     };
     if spurious {
         found_spurious(c, d, kind, s.frame, gap, false, totals);
+    } else if s.payload_len == 0 && kind != RetransKind::Rto {
+        // A FIN (or an empty segment) sent again quickly repairs no data: counted among the
+        // retransmissions, as Wireshark counts it, but not as a loss repair of data.
+        let r = c.rare_mut().dir_mut(d);
+        r.by_kind[kind.index()] -= 1;
+        r.bare_repeats += 1;
+    } else if kind == RetransKind::Rto && s.payload_len == 0 {
+        // A FIN resent after a timeout: the close waited, no data did.
+        let r = c.rare_mut();
+        r.close_rto += 1;
+        r.close_rto_max_gap_ns = r.close_rto_max_gap_ns.max(gap);
     } else if kind == RetransKind::Rto {
         let r = c.rare_mut();
         r.rto.push(s.frame);
@@ -221,12 +275,17 @@ fn handshake(c: &mut Conn, s: &Segment, d: Dir, totals: &mut Totals) {
             c.half.c2s.isn = Some(seq);
             c.half.c2s.wscale = s.options.window_scale;
             c.syn_ts_option = s.options.timestamps.is_some();
+            if c.synack.is_some() {
+                // Its SYN-ACK came first in the capture: scaling is agreed now.
+                c.wscale_ok = c.half.c2s.wscale.is_some() && c.half.s2c.wscale.is_some();
+            }
         }
         if (c.syn_count as usize) < c.syns.len() {
             c.syns[c.syn_count as usize] = (ts, frame);
         }
         c.syn_count += 1;
-        c.awaiting_answer = true;
+        // A SYN whose SYN-ACK the capture held first is answered already.
+        c.awaiting_answer = c.synack.is_none();
     } else if f.syn() && f.ack() && d == Dir::S2c {
         if c.synack.is_none() {
             c.synack = Some((ts, frame));
@@ -330,9 +389,14 @@ fn sequence(
                         let fast = rev.dup_acks >= 2 && rev.last_ack == Some(seq);
                         // Data the receiver had already acknowledged is a (spurious)
                         // retransmission whatever its timing; Wireshark checks this before
-                        // reordering.
-                        let spurious =
-                            len > 0 && rev.last_ack.is_some_and(|a| seq.wrapping_add(len) <= a);
+                        // reordering. Unless the sender shows it never got that
+                        // acknowledgement: its own ACK leaves out data the receiver had sent
+                        // (the receiver's segments were lost between the capture point and
+                        // the sender; the receiver's own resends show it), so its timer
+                        // repaired a loss the capture point did not see.
+                        let spurious = len > 0
+                            && rev.last_ack.is_some_and(|a| seq.wrapping_add(len) <= a)
+                            && !(f.ack() && rev.next_seq.is_some_and(|n| SeqNumber(s.ack) < n));
                         // Reordered only if it came soon *after* the highest segment: one
                         // stamped earlier (captures from several CPUs interleave timestamps)
                         // is a retransmission, as Wireshark judges it (its time difference is

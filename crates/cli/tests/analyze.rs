@@ -6,6 +6,12 @@
 
 mod support;
 
+#[path = "analyze/small_samples.rs"]
+mod small_samples;
+
+#[path = "analyze/public.rs"]
+mod public;
+
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, SocketAddrV4, TcpListener, TcpStream};
@@ -417,7 +423,6 @@ fn port_reuse_into_time_wait_without_timestamps_collides() {
         "second connect took {second:?}"
     );
     let (code, v) = analyze(&file, &[]);
-    assert_eq!(code, 1);
     let f = finding(&v, "time_wait_collision");
     let d = &v["details"]["time_wait_collisions"];
     assert_eq!(d["count"], 1, "{d:#}");
@@ -433,12 +438,17 @@ fn port_reuse_into_time_wait_without_timestamps_collides() {
         delay >= 1_000 && delay <= measured + 2_000,
         "{delay} us vs {measured} us"
     );
-    let sev = if delay >= 500_000 {
+    // One collision of two connection attempts: judged by its stall alone (a share of two is
+    // no evidence, policy): a few milliseconds are info, a 1 s RTO (older kernels) critical.
+    let sev = if delay >= 1_000_000 {
         "critical"
-    } else {
+    } else if delay >= 200_000 {
         "warning"
+    } else {
+        "info"
     };
-    assert_eq!(f["severity"], sev);
+    assert_eq!(f["severity"], sev, "{f:#}");
+    assert_eq!(code, if sev == "info" { 0 } else { 1 });
     // Evidence: last packet of the old connection, SYN, stale ACK, RST, SYN, SYN-ACK.
     let frames = f["evidence"]
         .as_array()
@@ -611,9 +621,21 @@ fn slow_reader_with_16k_receive_buffer_shows_zero_windows() {
     let (code, v) = analyze(&file, &[]);
     assert_eq!(code, 1);
     let f = finding(&v, "slow_reader");
-    // The writer waits on the closed window for most of the transfer: time lost.
-    assert_eq!(f["severity"], "critical", "{f:#}");
-    assert_eq!(f["severity_rule"], "time_lost", "{f:#}");
+    // The writer waits on the closed window for most of the transfer: time lost, judged by
+    // the time it is (policy, issue 21): critical from 1 s lost in all, else by the longest
+    // stall (a zero window of 200 ms or more: a warning).
+    let lost = f["impact"]["time_lost_us"].as_u64().unwrap();
+    let share = f["impact"]["time_lost_share"].as_f64().unwrap();
+    assert!(share > 0.1, "{f:#}");
+    let rule = if lost >= 1_000_000 {
+        "time_lost"
+    } else if f["impact"]["worst_stall_us"].as_u64().unwrap() >= 200_000 {
+        "timeout_stall"
+    } else {
+        "some_time_lost"
+    };
+    assert_eq!(f["severity_rule"], rule, "{f:#}");
+    assert_ne!(f["severity"], "info", "{f:#}");
     let d = &v["details"]["slow_readers"];
     assert_eq!(d["flows"], 1);
     assert!(d["zero_window_ads"].as_u64().unwrap() >= 2, "{d:#}");
@@ -940,7 +962,9 @@ fn golden_captures_match_expected_json() {
         match pathology {
             Some(want) => {
                 assert_eq!(p.first().map(String::as_str), Some(want), "{name}: {p:?}");
-                assert_eq!(out.status.code(), Some(1));
+                // Exit 1 with a finding at warning or above; an info finding is healthy.
+                let code = if got["verdict"] == "findings" { 1 } else { 0 };
+                assert_eq!(out.status.code(), Some(code));
             }
             None => {
                 assert!(p.is_empty(), "{name}: {p:?}");
@@ -1187,7 +1211,8 @@ fn linger_zero_churn_with_stale_acks_is_a_stale_ack_race_not_port_exhaustion() {
 /// can trust": a rate over the default budget (28,232 ports / 60 s = 471/s) is port
 /// exhaustion only with evidence that the ports ran short; 300 connections on ports the
 /// kernel hands out from one parity of the default range show none: an exposure (warning),
-/// with the time the range would last at that rate. (The lab's port-exhaustion capture, 200
+/// with the time the range would last at that rate, once seen over a second (issue 21: a
+/// shorter burst is context). (The lab's port-exhaustion capture, 200
 /// connections filling its 200-port range, both parities, stays critical.)
 #[test]
 fn a_client_faster_than_the_default_port_budget_without_ports_running_short_is_an_exposure() {
@@ -1231,7 +1256,13 @@ fn a_client_faster_than_the_default_port_budget_without_ports_running_short_is_a
     let rate = d["client_closed_first_per_s"].as_f64().unwrap();
     let loop_rate = 300.0 / took.as_secs_f64();
     assert!(rate >= loop_rate * 0.8, "{rate} vs {loop_rate}: {d:#}");
-    if loop_rate > 600.0 {
+    let span_us = d["span_us"].as_u64().unwrap();
+    if loop_rate > 600.0 && span_us < 1_000_000 {
+        // Issue 21: a rate per second seen over less than a second is a burst: context.
+        let f = finding(&v, "port_exhaustion");
+        assert_eq!(f["severity"], "info", "{f:#}");
+        assert!(f["summary"].as_str().unwrap().contains("a burst"), "{f:#}");
+    } else if loop_rate > 600.0 {
         let f = finding(&v, "port_exhaustion");
         // Named as an exposure (one level below exhaustion): the rate would use the range up.
         assert_eq!(f["severity"], "warning", "{f:#}");
@@ -1675,14 +1706,14 @@ fn compress(tool: &str, path: &std::path::Path, out: &std::path::Path) {
 fn xz_and_zstd_captures_give_the_report_of_the_plain_file() {
     for name in ["slow-reader-16k", "tw-collision"] {
         let plain = workspace().join(format!("tests/data/analyze/{name}.pcap"));
-        let (code, want, err) = analyze_files(&[plain.to_str().unwrap()]);
-        assert_eq!(code, 1, "{err}");
+        let (want_code, want, err) = analyze_files(&[plain.to_str().unwrap()]);
+        assert!(want_code == 0 || want_code == 1, "{err}");
         for (tool, kind) in [("xz", "xz"), ("zstd", "zstd"), ("gzip", "gzip")] {
             // No telling extension: detection is by magic bytes.
             let packed = TempFile::new(&format!("{name}-{tool}"));
             compress(tool, &plain, &packed.0);
             let (code, got, err) = analyze_files(&[packed.path()]);
-            assert_eq!(code, 1, "{tool}: {err}");
+            assert_eq!(code, want_code, "{tool}: {err}");
             assert_eq!(analysis_view(&got), analysis_view(&want), "{name} {tool}");
             let (mut c_got, mut c_want) = (got["capture"].clone(), want["capture"].clone());
             assert_eq!(c_got["compression"], kind);

@@ -516,6 +516,20 @@ pub static CATALOGUE: &[CatalogueEntry] = &[
         counters: &[],
         sysctls: &[],
     },
+    CatalogueEntry {
+        pathology: Pathology::PortScan,
+        role: Role::Cause,
+        name: "port_scan",
+        title: "Port scan",
+        rank: 22,
+        explanation: "One source address tried many ports of one host with bare handshakes that carried no data: closed ports answered with a reset, filtered ones not at all, open ones with a SYN-ACK that the prober left. That is a search for open ports (a security scanner, an inventory tool, or an attacker), not clients whose connections fail: its refusals and unanswered SYNs are the scan's, and say nothing of the host's own connections.",
+        remedies: &[
+            r("Find out whether the source is expected (a scanner of your own, monitoring); if not, filter or rate-limit it at the edge."),
+            r("Check that the open ports it found are meant to be reachable from that source."),
+        ],
+        counters: &["TcpOutRsts", "TcpAttemptFails"],
+        sysctls: &[],
+    },
 ];
 
 #[cfg(test)]

@@ -66,10 +66,13 @@ pub enum Pathology {
     /// The client waited: between the handshake and its first request, or between a
     /// response and its next request. Neither the network nor the server was the wait.
     ClientDelay,
+    /// One source probing many ports of one host with bare handshakes (refused, unanswered,
+    /// or left after the SYN-ACK): a port scan, whose refusals are not failures of the host.
+    PortScan,
 }
 
 impl Pathology {
-    pub const ALL: [Pathology; 22] = [
+    pub const ALL: [Pathology; 23] = [
         Pathology::SynRetransmit,
         Pathology::TimeWaitCollision,
         Pathology::StaleAckRace,
@@ -92,6 +95,7 @@ impl Pathology {
         Pathology::ServerResponse,
         Pathology::NetworkLatency,
         Pathology::ClientDelay,
+        Pathology::PortScan,
     ];
 
     /// The snake_case name used in JSON and on the command line.
@@ -419,6 +423,7 @@ mod tests {
             Pathology::HttpError,
             Pathology::SpuriousRetransmission,
             Pathology::PacketDrop,
+            Pathology::PortScan,
         ] {
             assert!(Pathology::ALL.contains(&p));
         }

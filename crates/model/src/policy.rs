@@ -10,15 +10,30 @@
 //! | `failures` | operations failed and at least 1% of those observed did (or the share is unknown) | critical |
 //! | `long_stall` | a stall of [`STALL_CRITICAL`] (1 s) or more | critical |
 //! | `budget_exhausted` | a finite pool [`BUDGET_CRITICAL`] (90%) used, or demand at or above its sustainable rate | critical |
-//! | `time_lost` | [`LOST_CRITICAL`] (10%) or more of the observed time lost to stalls | critical |
+//! | `time_lost` | [`LOST_CRITICAL`] (10%) or more of the observed time lost to stalls, resting on a pattern of stalls or (when the time lost is known) on 1 s or more of it | critical |
 //! | `rare_failures` | operations failed, under 1% of those observed | warning |
 //! | `timeout_stall` | a stall of [`STALL_WARNING`] (200 ms, Linux's default RTO floor) or more | warning |
 //! | `budget_pressure` | a finite pool [`BUDGET_WARNING`] (50%) used | warning |
-//! | `some_time_lost` | [`LOST_WARNING`] (1%) or more of the observed time lost | warning |
-//! | `negligible` | short stalls whose time was measured: under 1% of the observed time lost | info |
-//! | `common` | short or unknown stalls hurting at least 1% of what was observed | warning |
-//! | `rare` | short or unknown stalls, rarer than 1%, or of unknown share | info |
+//! | `some_time_lost` | [`LOST_WARNING`] (1%) or more of the observed time lost, resting on a pattern of stalls or (when known) on 200 ms or more of it | warning |
+//! | `negligible` | short stalls whose time was measured: under 1% of the observed time lost, or under 200 ms in all | info |
+//! | `common` | short or unknown stalls hurting at least 1% of what was observed, out of a sample that can show it ([`SAMPLE_MIN`] observed or [`PATTERN_MIN`] hurt) | warning |
+//! | `rare` | short or unknown stalls, rarer than 1%, of unknown share, or too few to tell | info |
 //! | `context` | nothing was hurt: a fact worth knowing (a budget, a ladder) | info |
+//!
+//! Severity follows absolute harm backed by enough evidence, never a share of a tiny sample:
+//! - A share of time lost is a rate of harm; it needs a pattern behind it, or enough time.
+//!   A zero window that reopened after 10 ms is 90% of an 11 ms capture but one 10 ms stall
+//!   to its writer. When the absolute time lost is known ([`Impact::with_time_lost_of`]) and
+//!   fewer than [`PATTERN_MIN`] stalls make it, the share rules also need the time to reach
+//!   the stall that would be judged the same alone: 1 s ([`STALL_CRITICAL`]) for
+//!   `time_lost`, 200 ms ([`STALL_WARNING`]) for `some_time_lost`. Twenty stalls of 8 ms in
+//!   100 rounds (6% of a 2.4 s run) are a pattern: the share is judged. A share given alone
+//!   ([`Impact::with_time_lost`], e.g. an exposure: no time lost yet) is judged by itself.
+//! - A share of operations tells "common" from "rare" only out of enough of them: under
+//!   [`SAMPLE_MIN`] (100) observed, one hurt operation is 1% or more by construction, so the
+//!   `common` rule also needs [`PATTERN_MIN`] (10) hurt operations (a pattern, not an event).
+//!   One tail-loss probe among five data segments is one short stall, not 20% of anything.
+//!   Failures are not sampled this way: one connection that failed is harm in itself.
 //!
 //! An [`Impact::exposure`] (a setting or state that *would* cause the harm, not harm seen) is
 //! judged one level below the harm it exposes to: a risk of multi-second stalls is a warning.
@@ -38,6 +53,14 @@ pub const STALL_WARNING: Duration = Duration::from_millis(200);
 
 /// Share of observed operations from which a short stall or a failure stops being rare.
 pub const SHARE_COMMON: f64 = 0.01;
+
+/// Operations to observe before a share of them hurt can tell 1% ([`SHARE_COMMON`]) from
+/// none: `1 / SHARE_COMMON`.
+pub const SAMPLE_MIN: u64 = 100;
+
+/// Hurt operations that make a pattern rather than an event, out of a sample smaller than
+/// [`SAMPLE_MIN`]: ten short stalls in a few dozen operations are common; one is an event.
+pub const PATTERN_MIN: u64 = 10;
 
 /// Share of a finite pool (ephemeral ports toward a destination, accept-queue slots) in use
 /// from which new work is about to fail.
@@ -76,8 +99,12 @@ pub struct Impact {
     /// Share (0..=1) of the observed time lost to stalls.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub time_lost_share: Option<f64>,
+    /// The time lost to stalls in all, in microseconds, when measured (summed over the
+    /// operations: two flows stalled 300 ms each lost 600 ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_lost_us: Option<u64>,
     /// True when nothing was hurt yet: a setting or state exposes the host to the harm above.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub exposure: bool,
 }
 
@@ -109,13 +136,15 @@ impl Rule {
             Rule::BudgetExhausted => {
                 "a finite budget is used up (90% or more, or demand above the sustainable rate)"
             }
-            Rule::TimeLost => "10% or more of the time lost to stalls",
+            Rule::TimeLost => "10% or more of the time lost to stalls (1 s or more in all)",
             Rule::TimeoutStall => "a stall of 200 ms or more",
             Rule::BudgetPressure => "half or more of a finite budget in use",
-            Rule::SomeTimeLost => "1% or more of the time lost to stalls",
-            Rule::Negligible => "short stalls that cost under 1% of the measured time",
+            Rule::SomeTimeLost => "1% or more of the time lost to stalls (200 ms or more in all)",
+            Rule::Negligible => {
+                "short stalls that cost under 1% of the measured time, or under 200 ms in all"
+            }
             Rule::Common => "short stalls hurting 1% or more of what was observed",
-            Rule::Rare => "short stalls, rare or of unknown share",
+            Rule::Rare => "short stalls, rare, of unknown share, or too few to tell",
             Rule::Context => "nothing hurt: context",
         }
     }
@@ -192,8 +221,23 @@ impl Impact {
         self
     }
 
+    /// The share of the observed time lost, without the time itself (an exposure, or a
+    /// share measured in rounds): judged by the share alone.
     pub fn with_time_lost(mut self, share: f64) -> Impact {
         self.time_lost_share = Some(share);
+        self
+    }
+
+    /// `lost` of `observed` time lost to stalls: the share and the absolute time, so a large
+    /// share of a short observation is judged by the little time it is (module docs).
+    pub fn with_time_lost_of(mut self, lost: Duration, observed: Duration) -> Impact {
+        let share = if observed.is_zero() {
+            0.0
+        } else {
+            (lost.as_secs_f64() / observed.as_secs_f64()).min(1.0)
+        };
+        self.time_lost_share = Some(share);
+        self.time_lost_us = Some(duration_us(lost));
         self
     }
 
@@ -210,6 +254,18 @@ impl Impact {
     /// The longest stall, if known.
     pub fn worst_stall(&self) -> Option<Duration> {
         self.worst_stall_us.map(Duration::from_micros)
+    }
+
+    /// The time lost, if measured.
+    pub fn time_lost(&self) -> Option<Duration> {
+        self.time_lost_us.map(Duration::from_micros)
+    }
+
+    /// The share of time lost, when it is at least `share` and rests on a pattern of stalls
+    /// ([`PATTERN_MIN`]) or on at least `floor` of time (or the time is unknown).
+    fn lost_at_least(&self, share: f64, floor: Duration) -> bool {
+        self.time_lost_share.is_some_and(|s| s >= share)
+            && (self.affected >= PATTERN_MIN || self.time_lost().is_none_or(|t| t >= floor))
     }
 
     /// `part` as a share of `observed`, when `observed` is known and non-zero.
@@ -252,7 +308,7 @@ impl Impact {
         {
             return j(Critical, BudgetExhausted);
         }
-        if self.time_lost_share.is_some_and(|s| s >= LOST_CRITICAL) {
+        if self.lost_at_least(LOST_CRITICAL, STALL_CRITICAL) {
             return j(Critical, TimeLost);
         }
         // Rare failures are a warning at least; a pool used up or a long stall beside them
@@ -267,18 +323,21 @@ impl Impact {
         if self.budget_used.is_some_and(|u| u >= BUDGET_WARNING) {
             return j(Warning, BudgetPressure);
         }
-        if self.time_lost_share.is_some_and(|s| s >= LOST_WARNING) {
+        if self.lost_at_least(LOST_WARNING, STALL_WARNING) {
             return j(Warning, SomeTimeLost);
         }
         // The stalls' cost was measured (rules above: under 200 ms each, under 1% of the
-        // time): however many operations they touched, they are flow control or scheduling
-        // at work, not harm worth a warning.
+        // time or under 200 ms in all): however many operations they touched, they are flow
+        // control or scheduling at work, not harm worth a warning.
         if self.affected > 0 && self.time_lost_share.is_some() {
             return j(Info, Negligible);
         }
         if self.affected > 0 {
+            // A share out of a small sample is evidence only for a pattern (module docs).
+            let sample =
+                self.observed.is_some_and(|n| n >= SAMPLE_MIN) || self.affected >= PATTERN_MIN;
             return match self.share(self.affected) {
-                Some(s) if s >= SHARE_COMMON => j(Warning, Common),
+                Some(s) if s >= SHARE_COMMON && sample => j(Warning, Common),
                 _ => j(Info, Rare),
             };
         }
@@ -311,6 +370,15 @@ impl Impact {
             budget_used: max_f(self.budget_used, other.budget_used),
             rate_vs_budget: max_f(self.rate_vs_budget, other.rate_vs_budget),
             time_lost_share: max_f(self.time_lost_share, other.time_lost_share),
+            // The time behind the share stays known only if every share came with it.
+            time_lost_us: if [self, other]
+                .iter()
+                .any(|i| i.time_lost_share.is_some() && i.time_lost_us.is_none())
+            {
+                None
+            } else {
+                self.time_lost_us.max(other.time_lost_us)
+            },
             exposure: self.exposure && other.exposure,
         }
     }
@@ -403,12 +471,74 @@ mod tests {
                 rule: Rule::Negligible
             }
         );
-        // The same stalls with their time unknown stay judged by their share.
+        // The same stalls with their time unknown stay judged by their share, which 3 of 20
+        // cannot show (too few to tell); 10 of 40 can.
         let i = Impact::stalls(3, Some(20), Some(Duration::from_micros(59)));
+        assert_eq!(i.judge().rule, Rule::Rare);
+        let i = Impact::stalls(10, Some(40), Some(Duration::from_micros(59)));
         assert_eq!(i.judge().rule, Rule::Common);
         // A measured share of 1% or more is still a warning.
         let i = Impact::stalls(3, Some(20), ms(5)).with_time_lost(0.01);
         assert_eq!(i.judge().rule, Rule::SomeTimeLost);
+    }
+
+    #[test]
+    fn a_large_share_of_a_short_observation_is_judged_by_the_time_lost() {
+        // Issue 21: a zero window that reopened after 10 ms in an 11 ms capture is 90.9% of
+        // the time, and 10 ms: info, not critical.
+        let tiny = Impact::stalls(1, Some(1), ms(10))
+            .with_time_lost_of(Duration::from_millis(10), Duration::from_millis(11));
+        assert!(tiny.time_lost_share.unwrap() > 0.9);
+        assert_eq!(
+            tiny.judge(),
+            Judgement {
+                severity: Info,
+                rule: Rule::Negligible
+            }
+        );
+        // The same share of a long observation: 1.8 s lost in short stalls is critical;
+        // 300 ms lost (30% of 1 s) is a warning.
+        let long = Impact::stalls(90, Some(100), ms(20))
+            .with_time_lost_of(Duration::from_millis(1_800), Duration::from_secs(2));
+        assert_eq!(long.judge().rule, Rule::TimeLost);
+        let some = Impact::stalls(2, Some(100), ms(150))
+            .with_time_lost_of(Duration::from_millis(300), Duration::from_secs(1));
+        assert_eq!(
+            (some.judge().severity, some.judge().rule),
+            (Warning, Rule::SomeTimeLost)
+        );
+        // A pattern of short stalls: 20 rounds of 100 waited 8 ms, 6% of a 2.41 s run
+        // (150 ms): the share is a rate, backed by the pattern.
+        let pattern = Impact::stalls(20, Some(100), ms(8))
+            .with_time_lost_of(Duration::from_millis(150), Duration::from_millis(2_410));
+        assert_eq!(pattern.judge().rule, Rule::SomeTimeLost);
+        // A share given alone (an exposure, rounds) is judged by itself.
+        assert_eq!(
+            Impact::none().with_time_lost(0.2).judge().rule,
+            Rule::TimeLost
+        );
+        // Merged with a share whose time is unknown, the time lost is unknown too.
+        let m = tiny.merge(&Impact::none().with_time_lost(0.5));
+        assert_eq!(m.time_lost_us, None);
+        assert_eq!(m.judge().rule, Rule::TimeLost);
+    }
+
+    #[test]
+    fn one_event_in_a_tiny_sample_is_not_common() {
+        // Issue 21: one tail-loss probe among five data segments is 20%, and one short stall.
+        let j = Impact::stalls(1, Some(5), None).judge();
+        assert_eq!((j.severity, j.rule), (Info, Rule::Rare));
+        // A pattern in a small sample, or a share out of enough operations, is common.
+        assert_eq!(
+            Impact::stalls(10, Some(40), None).judge().rule,
+            Rule::Common
+        );
+        assert_eq!(
+            Impact::stalls(2, Some(150), None).judge().rule,
+            Rule::Common
+        );
+        // Failures are harm in themselves, however few were observed.
+        assert_eq!(Impact::failures(1, Some(2)).severity(), Critical);
     }
 
     #[test]
@@ -439,5 +569,10 @@ mod tests {
         assert!(v.get("exposure").is_none());
         let r = serde_json::to_value(Rule::LongStall).unwrap();
         assert_eq!(r, "long_stall");
+        // What is printed reads back (a report's impact can be judged again).
+        let i = Impact::stalls(2, Some(10), ms(300))
+            .with_time_lost_of(Duration::from_millis(300), Duration::from_secs(2));
+        let back: Impact = serde_json::from_value(serde_json::to_value(&i).unwrap()).unwrap();
+        assert_eq!(back, i);
     }
 }

@@ -705,7 +705,10 @@ impl Incast {
                 us(span_ns / 1_000),
                 us(h.max_stall_ns / 1_000),
             ),
-            Impact::stalls(h.episodes, None, Some(worst)).with_time_lost(share),
+            Impact::stalls(h.episodes, None, Some(worst)).with_time_lost_of(
+                Duration::from_nanos(h.stall_total_ns),
+                Duration::from_nanos(span_ns),
+            ),
         )
         .arithmetic(
             format!(

@@ -16,6 +16,7 @@ mod microburst;
 mod ports;
 mod refused;
 mod retrans;
+mod scan;
 mod slow;
 mod spurious;
 mod syn;
@@ -37,11 +38,12 @@ pub use microburst::microburst_finding;
 pub use ports::{DestinationDetails, RangeSource};
 pub use refused::RefusedDetails;
 pub use retrans::RetransDetails;
+pub use scan::{ScanDetails, ScanRow};
 pub use slow::SlowReaderDetails;
 pub use spurious::SpuriousDetails;
 pub use syn::{AttemptCount, LadderFit, SynDetails};
 pub use timeouts::RtoDetails;
-pub use unanswered::UnansweredDetails;
+pub use unanswered::{Shape, UnansweredDetails};
 
 /// How many examples each detector keeps for evidence.
 pub(crate) const EXAMPLES: usize = 5;
@@ -95,10 +97,13 @@ pub struct Context<'a> {
     pub span_ns: u64,
     pub bursts: &'a [BurstRow],
     pub observed: &'a Observed,
+    /// Port scans (source, target) and what the other detectors counted of them before they
+    /// were known as scans, which those detectors take back.
+    pub scans: &'a [((std::net::IpAddr, std::net::IpAddr), scan::Leaked)],
 }
 
-/// Connections that carried data, and their time: what share-of-flows and share-of-time
-/// impacts are measured against.
+/// Connections that carried data (or waited for a retransmission timeout), and their time:
+/// what share-of-flows and share-of-time impacts are measured against.
 #[derive(Clone, Debug, Default)]
 pub struct Observed {
     pub flows_with_data: u64,
@@ -150,11 +155,13 @@ pub struct Details {
     pub slow_readers: SlowReaderDetails,
     pub retransmissions: RetransDetails,
     pub spurious_retransmissions: SpuriousDetails,
+    pub port_scans: ScanDetails,
 }
 
 /// One detector of each kind, in the order their findings are listed before ranking.
 pub struct Detectors {
     observed: Observed,
+    scan: scan::Scans,
     syn: syn::SynRetransmits,
     unanswered: unanswered::Unanswered,
     time_wait: collision::Collisions,
@@ -227,6 +234,7 @@ impl Detectors {
     pub fn new(cfg: &Config) -> Detectors {
         Detectors {
             observed: Observed::default(),
+            scan: scan::Scans::new(cfg),
             syn: syn::SynRetransmits::new(cfg),
             unanswered: unanswered::Unanswered::new(cfg),
             time_wait: collision::Collisions::new(cfg, collision::Kind::TimeWait),
@@ -273,12 +281,17 @@ impl Detectors {
         each!(self, d => d.flush());
     }
 
-    /// An incarnation is summarised. The incast detector goes first: when it takes the
-    /// incarnation's retransmissions as evidence of an incast episode it marks it
-    /// ([`Conn::in_incast`]), and the loss detectors leave them to it.
+    /// An incarnation is summarised. The incast and scan detectors go first: when the
+    /// incast detector takes the incarnation's retransmissions as evidence of an incast
+    /// episode it marks it ([`Conn::in_incast`]), and the loss detectors leave them to it;
+    /// a probe of a port scan ([`Conn::in_scan`]) is left to the scan detector by the
+    /// handshake detectors.
     pub fn finished(&mut self, c: &mut Conn) {
         c.in_incast = self.incast.caught(c);
-        if c.half.sum(|h| h.bytes) > 0 {
+        c.in_scan = self.scan.caught(c);
+        // A flow that carried no data but waited for a timeout (a FIN resent) counts too:
+        // its wait is a share of its own time.
+        if c.half.sum(|h| h.bytes) > 0 || !c.rare().rto.is_empty() || c.rare().close_rto > 0 {
             self.observed.flows_with_data += 1;
             self.observed.flow_time_ns += c.last_ts.saturating_sub(c.first_ts);
         }
@@ -295,6 +308,7 @@ impl Detectors {
         bursts: &[BurstRow],
     ) -> Conclusion {
         let observed = self.observed.clone();
+        let scans = self.scan.leaked();
         let ctx = &Context {
             cfg,
             totals,
@@ -302,8 +316,10 @@ impl Detectors {
             span_ns,
             bursts,
             observed: &observed,
+            scans: &scans,
         };
         let mut out = Conclusion::default();
+        self.scan.conclude(ctx, &mut out);
         self.syn.conclude(ctx, &mut out);
         self.unanswered.conclude(ctx, &mut out);
         self.time_wait.conclude(ctx, &mut out);

@@ -15,7 +15,9 @@
 //! completely (both parities: Linux hands out ports of one parity first,
 //! `__inet_hash_connect`, net/ipv4/inet_hashtables.c, so it takes the other only once the
 //! range ran short). Without it, a rate over the budget is an exposure (judged one level
-//! below exhaustion: a warning, with the time the range would last at that rate), and under
+//! below exhaustion: a warning, with the time the range would last at that rate) once it was
+//! seen over a second or more (a shorter burst is context: it says nothing of a rate that
+//! lasts), and under
 //! the budget the share of the range held is judged as `sockets` judges it (half the range
 //! is pressure). A capture cannot see the connects that failed, nor their absence; probe,
 //! which can, says a rate over the budget at which the whole range cycled without a failure
@@ -52,6 +54,11 @@ pub const DESTINATIONS_MAX: usize = 4096;
 /// Fewest connections closed by the client for a rate to be judged against the budget (a
 /// handful opened together says nothing about a sustained rate).
 const MIN_FOR_RATE: u64 = 100;
+
+/// Span (first to last connection toward the destination) a rate over the budget must have
+/// been seen over to be judged an exposure: a rate per second measured over less than a
+/// second is a burst (500 connects in 130 ms say nothing of a rate that lasts).
+const RATE_SPAN_MIN_US: u64 = 1_000_000;
 
 /// Smallest block of ports taken for a whole range when filled completely.
 const MIN_BLOCK: u32 = 8;
@@ -413,6 +420,17 @@ fn findings(dests: &[DestinationDetails], cfg: &Config) -> Vec<Finding> {
             (
                 Impact::rate(d.rate_vs_budget).with_budget(d.ports_in_use_share),
                 String::new(),
+            )
+        } else if d.rate_vs_budget >= 1.0 && d.span_us < RATE_SPAN_MIN_US {
+            // A burst over the budget shorter than a second: not yet a rate.
+            (
+                Impact::none().with_budget(d.ports_in_use_share),
+                format!(
+                    "; a burst of {:.0} ms: at this rate the range would be used up after {:.1} s, but a rate per second seen over less than a second says nothing of one that lasts ({:.0}% of the range held at once)",
+                    d.span_us as f64 / 1e3,
+                    range_len / d.client_closed_first_per_s.max(1e-9),
+                    100.0 * d.ports_in_use_share
+                ),
             )
         } else if d.rate_vs_budget >= 1.0 {
             // The rate, sustained, uses the range up: an exposure (one level below

@@ -70,17 +70,16 @@ impl Detector for SlowReaders {
         if self.d.flows > 0 {
             let s = &self.d;
             let flows = ctx.observed.flows_with_data.max(s.flows);
-            let share = if ctx.observed.flow_time_ns > 0 {
-                (s.stall_total_us as f64 * 1e3 / ctx.observed.flow_time_ns as f64).min(1.0)
-            } else {
-                0.0
-            };
             let impact = Impact::stalls(
                 s.flows,
                 Some(flows),
                 Some(Duration::from_micros(s.stall_max_us)),
             )
-            .with_time_lost(share);
+            .with_time_lost_of(
+                Duration::from_micros(s.stall_total_us),
+                Duration::from_nanos(ctx.observed.flow_time_ns),
+            );
+            let share = impact.time_lost_share.unwrap_or(0.0);
             let mut f = Finding::new(
                 Pathology::SlowReader,
                 Source::Analyze,

@@ -65,12 +65,20 @@ impl Detector for Spurious {
         }
     }
 
-    /// Spurious copies out of all data segments; a spurious timeout's wait is a stall.
+    /// Spurious copies out of all data segments; a spurious timeout's wait is a stall. A
+    /// tail loss probe that repeats delivered data is the probe working as designed (it
+    /// resends the tail when the ACK is late, RFC 8985 section 7): named, not counted as harm.
     fn conclude(self, ctx: &Context, out: &mut Conclusion) {
         let d = self.d;
         if d.count > 0 {
             let segments = ctx.totals.data_segments.max(d.count);
             let stall = (d.rto > 0).then(|| Duration::from_micros(d.max_gap_us));
+            let needless = d.count - d.tlp;
+            let impact = if needless == 0 {
+                Impact::none()
+            } else {
+                Impact::stalls(needless, Some(segments), stall)
+            };
             let mut f = Finding::new(
                 Pathology::SpuriousRetransmission,
                 Source::Analyze,
@@ -88,7 +96,7 @@ impl Detector for Spurious {
                     d.tlp,
                     d.other
                 ),
-                Impact::stalls(d.count, Some(segments), stall),
+                impact,
             );
             for e in &d.examples {
                 f = f.with_evidence(e.evidence());

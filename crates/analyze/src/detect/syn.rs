@@ -105,7 +105,7 @@ impl SynRetransmits {
 
 impl Detector for SynRetransmits {
     fn finished(&mut self, c: &Conn) {
-        if outcome(c, self.time_wait_ns) != Some(Outcome::SynRetransmit) {
+        if c.in_scan || outcome(c, self.time_wait_ns) != Some(Outcome::SynRetransmit) {
             return;
         }
         let Some((answered_ts, answer_frame)) = c.synack else {
@@ -127,7 +127,14 @@ impl Detector for SynRetransmits {
             (false, true) => self.exp_only += 1,
             (false, false) => self.neither += 1,
         }
-        let delay_ns = answered_ts.saturating_sub(t0);
+        // The connect ends when the client acknowledges a SYN-ACK: when the first SYN-ACK
+        // was lost after the capture point, the client resent its SYN and connected on a
+        // later one (the capture holds both SYN-ACKs; the first says nothing of the wait).
+        let connected_ts = c
+            .established_ts
+            .filter(|&t| t >= answered_ts)
+            .unwrap_or(answered_ts);
+        let delay_ns = connected_ts.saturating_sub(t0);
         self.max_delay_ns = self.max_delay_ns.max(delay_ns);
         if self.examples.len() < EXAMPLES {
             let mut frames: Vec<u64> = syns.iter().map(|s| s.1).collect();
@@ -140,7 +147,7 @@ impl Detector for SynRetransmits {
                 flow: c.label(),
                 frames,
                 description: format!(
-                    "SYN sent {} times (resent at {}; {}); SYN-ACK after {}",
+                    "SYN sent {} times (resent at {}; {}); connected after {}",
                     c.syn_count,
                     at.join(", "),
                     fit_words(fit.linear, fit.exponential),

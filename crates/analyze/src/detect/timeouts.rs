@@ -31,6 +31,12 @@ pub struct RtoDetails {
     /// Of the flows, those that resent their first data to a server that had acknowledged
     /// none of it and sent nothing since its SYN-ACK (the handshake may not have been taken).
     pub first_data_unacknowledged_flows: u64,
+    /// FINs (no data) resent after a timeout, not counted above: the close waited, no data
+    /// did (it matters only to a peer that waits for the end of the stream).
+    pub close_timeouts: u64,
+    /// Flows with such a FIN, and the longest wait before one.
+    pub close_flows: u64,
+    pub close_max_gap_us: u64,
     pub examples: Vec<Example>,
 }
 
@@ -53,6 +59,14 @@ impl Detector for Timeouts {
 
     fn finished(&mut self, c: &Conn) {
         let untaken = self.untaken.remove(&c.id).is_some();
+        if c.rare().close_rto > 0 && !c.in_incast {
+            let d = &mut self.d;
+            d.close_timeouts += u64::from(c.rare().close_rto);
+            d.close_flows += 1;
+            d.close_max_gap_us = d
+                .close_max_gap_us
+                .max(c.rare().close_rto_max_gap_ns / 1_000);
+        }
         if c.rare().rto.is_empty() || c.in_incast {
             return;
         }
@@ -79,24 +93,47 @@ impl Detector for Timeouts {
     /// idle gap; the gaps as a share of those flows' time.
     fn conclude(self, ctx: &Context, out: &mut Conclusion) {
         let r = self.d;
+        let closes = match r.close_timeouts {
+            0 => String::new(),
+            n => format!(
+                "{n} FIN(s) of {} flow(s) resent after a timeout (waited up to {}): the close waited, no data did",
+                r.close_flows,
+                us(r.close_max_gap_us)
+            ),
+        };
+        if r.count == 0 && r.close_timeouts > 0 {
+            // Only closes waited: affected flows, no data stall (judged by how common).
+            let flows = ctx.observed.flows_with_data.max(r.close_flows);
+            let f = Finding::new(
+                Pathology::RetransmitTimeout,
+                Source::Analyze,
+                format!("{closes}; whether anyone waited for the end of the stream the capture cannot tell"),
+                Impact::stalls(r.close_flows, Some(flows), None),
+            )
+            .with_evidence(Evidence::Timing {
+                what: "longest wait before a FIN was resent".into(),
+                count: r.close_timeouts,
+                value_us: r.close_max_gap_us,
+            });
+            out.findings.push(f);
+        }
         if r.count > 0 {
             let flows = ctx.observed.flows_with_data.max(r.flows);
-            let share = if ctx.observed.flow_time_ns > 0 {
-                (r.total_gap_us as f64 * 1e3 / ctx.observed.flow_time_ns as f64).min(1.0)
-            } else {
-                0.0
-            };
             let impact = Impact::stalls(
                 r.flows,
                 Some(flows),
                 Some(Duration::from_micros(r.max_gap_us)),
             )
-            .with_time_lost(share);
+            .with_time_lost_of(
+                Duration::from_micros(r.total_gap_us),
+                Duration::from_nanos(ctx.observed.flow_time_ns),
+            );
+            let share = impact.time_lost_share.unwrap_or(0.0);
             let mut f = Finding::new(
                 Pathology::RetransmitTimeout,
                 Source::Analyze,
                 format!(
-                    "{} retransmission timeout(s) in {} of {} flow(s): idle gaps up to {} ended by a retransmission, {} in all ({:.1}% of the flows' time){}",
+                    "{} retransmission timeout(s) in {} of {} flow(s): idle gaps up to {} ended by a retransmission, {} in all ({:.1}% of the flows' time){}{}",
                     r.count,
                     r.flows,
                     flows,
@@ -108,6 +145,11 @@ impl Detector for Timeouts {
                         n => format!(
                             "; {n} of the flows resent their first data to a server that had acknowledged none of it and sent nothing since its SYN-ACK: the server may not have taken the handshake (a full accept queue drops the final ACK and the data after it) or the data was lost on the way; unexplained by the capture: the server's counters (TcpExtListenOverflows) would tell"
                         ),
+                    },
+                    if closes.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; besides, {closes}")
                     }
                 ),
                 impact,

@@ -21,7 +21,8 @@ gzip, xz or zstd (recognised by their first bytes, not by the file name), or `-`
 (`tcpdump -w - | tcpdoctor analyze -`). Several files are read as one capture, merged by\n\
 packet time as `mergecap` merges them (ties go to the file named last); frame numbers are\n\
 then those of the merged capture (`mergecap -w merged.pcap FILE...` opens them in\n\
-Wireshark), and a capture split in parts keeps the frame numbers of the whole. A read error\n\
+Wireshark), and a capture split in parts keeps the frame numbers of the whole. A file given\n\
+twice (or a byte-for-byte copy of another) is refused: its packets would count twice. A read error\n\
 in any file ends the run at that point. Needs no root and no kernel\n\
 feature: it only reads the file. Overhead: one pass, streaming, two threads; memory follows\n\
 the connections open at once, not the file: a closed connection is summarised 2 s after its\n\
@@ -31,8 +32,10 @@ per-receiver tables are bounded (the least busy are forgotten, and counted). Hea
 enough (`-s 128`).\n\
 \n\
 Detects: syn_retransmit (connects answered after SYN resends: delay, attempt, which SYN\n\
-ladder fits), unanswered_syn (SYNs never answered: a SYN flood from many sources, or a\n\
-server that does not answer), time_wait_collision (SYN on a recently closed 4-tuple answered\n\
+ladder fits), unanswered_syn (SYNs never answered: a SYN flood from many sources, also one\n\
+still going on when the capture ends; a server that does not answer; a few SYNs sent once\n\
+and never resent, unexplained), port_scan (one source probing many ports of one host with\n\
+bare handshakes; its refusals and silences are the scan's, info), time_wait_collision (SYN on a recently closed 4-tuple answered\n\
 by an old ACK or by a reset the client ignores; timestamps on/off; the tcp_rfc1337 stall),\n\
 stale_ack_race (after a reset close: SYN -> old ACK -> RST -> SYN), port_exhaustion (per\n\
 destination: connections the client closed first, each holding its port in TIME_WAIT, at\n\
@@ -52,11 +55,16 @@ absent when plain), packets, tcp_segments, non_tcp, undecodable, cut_by_snaplen,
 inputs[] {name, format, compression, packets, tcp_segments, bytes_read}}; error (a read error, with byte offset);\n\
 totals {segments, connections, connection_attempts, retransmissions,\n\
 retransmissions_rto/_fast/_tlp/_syn/_other, retransmissions_spurious (a subset),\n\
-out_of_order, reused_ports, zero_window_ads, half_open_summarised_early,\n\
-tombstones_forgotten_early, ...}; duration_us; details {syn_retransmits, unanswered_syns,\n\
+out_of_order, reused_ports, zero_window_ads, duplicates (a segment captured twice within\n\
+500 us: left out of every count), half_open_summarised_early,\n\
+tombstones_forgotten_early, ...}; duration_us; details {syn_retransmits, unanswered_syns\n\
+{connections, sent_once, resent, waiting_at_end, waiting_overdue, overdue_after_us, shape\n\
+(flood, not_answering, sent_once, mixed), sent_once_per_s, distinct_sources,\n\
+distinct_destinations, destinations[], ...},
 time_wait_collisions, stale_ack_races, refused_connects, destinations[] (rate_vs_budget,\n\
 ports_in_use_share, port_range, port_range_source), retransmit_timeouts, incast[],\n\
-slow_readers, retransmissions, spurious_retransmissions}; microbursts[] {resolution_us,\n\
+slow_readers, retransmissions, spurious_retransmissions, port_scans {scans[] {source, target,\n\
+ports, probes, open, closed, filtered, open_ports[], start_us, duration_us}}}; microbursts[] {resolution_us,\n\
 max_bytes, avg_bytes, max_bits_per_s, avg_bits_per_s, max_to_avg_ratio, peak_link_share};\n\
 with --flows, flows[] (one per connection incarnation).\n\
 \n\
@@ -190,6 +198,7 @@ fn read(files: &[PathBuf], cfg: Config) -> anyhow::Result<(String, pipeline::Out
     if files.iter().filter(|f| f.as_os_str() == "-").count() > 1 {
         anyhow::bail!("stdin (`-`) can be read only once");
     }
+    refuse_repeated(files)?;
     let size = files
         .iter()
         .map(|f| {
@@ -219,6 +228,74 @@ fn read(files: &[PathBuf], cfg: Config) -> anyhow::Result<(String, pipeline::Out
     };
     bar.finish_and_clear();
     Ok(out)
+}
+
+/// Refuses an input given twice: the same file under two names, or two files with the same
+/// bytes (a copy). Merged, every packet would be there twice, and the duplicates would read
+/// as SYN retransmissions, tail loss probes and synchronized losses that never happened.
+/// Refused rather than deduplicated: which copy to drop is the user's choice, and overlapping
+/// captures of one link (the same packets, other files) are told apart only by their bytes.
+fn refuse_repeated(files: &[PathBuf]) -> anyhow::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let meta: Vec<Option<std::fs::Metadata>> = files
+        .iter()
+        .map(|f| {
+            (f.as_os_str() != "-")
+                .then(|| std::fs::metadata(f).ok())
+                .flatten()
+                .filter(|m| m.is_file())
+        })
+        .collect();
+    for (i, a) in meta.iter().enumerate() {
+        let Some(a) = a else { continue };
+        for (j, b) in meta.iter().enumerate().skip(i + 1) {
+            let Some(b) = b else { continue };
+            let (fa, fb) = (files[i].display(), files[j].display());
+            if (a.dev(), a.ino()) == (b.dev(), b.ino()) {
+                anyhow::bail!(
+                    "{fa} is given twice (also as {fb}): its packets would be counted twice; give each capture once"
+                );
+            }
+            if a.len() == b.len() && same_bytes(&files[i], &files[j])? {
+                anyhow::bail!(
+                    "{fa} and {fb} hold the same bytes (one is a copy of the other): their packets would be counted twice; give each capture once"
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether two files of the same length hold the same bytes (read until they differ).
+fn same_bytes(a: &std::path::Path, b: &std::path::Path) -> anyhow::Result<bool> {
+    use std::io::Read;
+    let open = |p: &std::path::Path| {
+        std::fs::File::open(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))
+    };
+    let (mut fa, mut fb) = (open(a)?, open(b)?);
+    let (mut ba, mut bb) = (vec![0u8; 1 << 16], vec![0u8; 1 << 16]);
+    loop {
+        let n = read_full(&mut fa, &mut ba).map_err(|e| anyhow::anyhow!("{}: {e}", a.display()))?;
+        let m = read_full(&mut fb, &mut bb).map_err(|e| anyhow::anyhow!("{}: {e}", b.display()))?;
+        if n != m || ba[..n] != bb[..m] {
+            return Ok(false);
+        }
+        if n == 0 {
+            return Ok(true);
+        }
+    }
+
+    /// Fills `buf` unless the file ends first; the bytes read.
+    fn read_full(f: &mut std::fs::File, buf: &mut [u8]) -> io::Result<usize> {
+        let mut n = 0;
+        while n < buf.len() {
+            match f.read(&mut buf[n..])? {
+                0 => break,
+                k => n += k,
+            }
+        }
+        Ok(n)
+    }
 }
 
 #[cfg(test)]

@@ -81,6 +81,13 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>, show_flows: bool) -> io::Result
         t.zero_window_ads,
         t.resets
     )?;
+    if t.duplicates > 0 {
+        writeln!(
+            w,
+            "Duplicates: {} segment(s) were exact copies of the one before, captured microseconds later (one packet seen twice: two capture points, a bridge and its port); left out of the counts above and of the findings (the microburst table counts bytes as captured, copies included)",
+            t.duplicates
+        )?;
+    }
     if !a.microbursts.is_empty() {
         writeln!(w, "\nMicrobursts (TCP payload per bin):")?;
         let mut tb = table::new([

@@ -1773,11 +1773,12 @@ mod tests {
             "{}",
             an.findings[0].summary
         );
-        // One census: a zero window on one of the two data sockets is common, not a stall.
+        // One census: a zero window on one of the two data sockets, for how long unknown: one
+        // event in a sample of two tells no share (policy, issue 21), not a stall either.
         let other = sock(TcpState::Established, "127.0.0.1:5001", "127.0.0.1:40009");
         let an = analyze(&census(vec![rx, other], "32768-60999"), None);
-        assert_eq!(an.findings[0].severity, Severity::Warning);
-        assert_eq!(an.findings[0].severity_rule, Rule::Common);
+        assert_eq!(an.findings[0].severity, Severity::Info);
+        assert_eq!(an.findings[0].severity_rule, Rule::Rare);
     }
 
     #[test]
