@@ -135,6 +135,7 @@ enum counter {
 	C_CLOSED = 22,
 	C_STALE_ACK = 23,
 	C_R_ZERO_WINDOW = 24,
+	C_DROP_BENIGN = 25,	/* buffers freed for a quiet reason (QUEUE_PURGE): not in C_DROP_TCP */
 	C_MAX = 32,
 };
 
@@ -1003,12 +1004,13 @@ int kfree_skb(__u64 *ctx)
 	__u32 r = reason < DROP_REASONS ? reason : DROP_REASONS - 1;
 	__u32 *quiet = bpf_map_lookup_elem(&quiet_reasons, &r);
 	if (quiet && *quiet) {
-		/* Counted, never parsed or sent (once per connection under churn). */
+		/* Counted apart from drops, never parsed or sent (once per connection under
+		 * churn): a closing socket freeing its own queues loses nothing on the path. */
 		if (sk && sk->__sk_common.skc_family != 1 /* AF_UNIX */ && is_tcp(sk)) {
 			__u64 *v = bpf_map_lookup_elem(&drop_reasons, &r);
 			if (v)
 				*v += 1;
-			count(C_DROP_TCP);
+			count(C_DROP_BENIGN);
 		}
 		return 0;
 	}

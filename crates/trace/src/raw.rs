@@ -46,10 +46,13 @@ pub enum Counter {
     Closed = 22,
     StaleAcks = 23,
     RetransmitZeroWindow = 24,
+    /// Buffers freed for a benign reason (a closing socket freeing its own queues:
+    /// QUEUE_PURGE): counted apart, never among `TcpDrops`.
+    BenignDrops = 25,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 25] = [
+    pub const ALL: [Counter; 26] = [
         Counter::Lost,
         Counter::Connects,
         Counter::Connected,
@@ -75,6 +78,7 @@ impl Counter {
         Counter::Closed,
         Counter::StaleAcks,
         Counter::RetransmitZeroWindow,
+        Counter::BenignDrops,
     ];
 
     /// snake_case name, as in JSON.
@@ -105,6 +109,7 @@ impl Counter {
             Counter::Closed => "closed",
             Counter::StaleAcks => "stale_acks",
             Counter::RetransmitZeroWindow => "retransmit_zero_window",
+            Counter::BenignDrops => "benign_drops",
         }
     }
 }

@@ -50,6 +50,8 @@ pub struct Body {
     #[serde(skip_serializing_if = "crate::session::is_zero")]
     pub syn_traced_at_edges: u64,
     pub drops_by_reason: BTreeMap<String, u64>,
+    /// Buffers freed with their socket (QUEUE_PURGE): benign, not among the drops.
+    pub benign_drops_by_reason: BTreeMap<String, u64>,
     pub summary: Summary,
     pub kernel_counters: BTreeMap<String, BTreeMap<String, i64>>,
     pub unavailable: Vec<Unavailable>,
@@ -136,25 +138,17 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>) -> io::Result<()> {
         w,
         "Traced {:.1} s in {}.",
         b.duration_ms as f64 / 1000.0,
-        if b.netns.is_empty() {
-            "every network namespace".to_string()
-        } else {
-            b.netns
-                .iter()
-                .map(|n| n.label())
-                .collect::<Vec<_>>()
-                .join(", ")
-        }
+        Netns::describe_all(&b.netns)
     )?;
     let c = |k: &str| b.counts.get(k).copied().unwrap_or(0);
     writeln!(
         w,
         // Zero-window events as the `zero_window` cause counts them (issue 21: "0 zero
         // windows" stood beside "zero_window 2", both of them timer resends into a zero window).
-        "Kernel counts: {} connects ({} established, {} failed before the SYN), {} accepted, {} closed; retransmissions: {} SYN, {} timeout, {} after timeout, {} tail-loss probe, {} fast, {} into a zero window, {} other; {} SYN-ACK resends; resets {} sent, {} received; {} TCP drops; {} zero-window events ({} windows seen closing, {} timer resends into a zero window), {} window probes; {} SYNs refused by TIME_WAIT.",
+        "Kernel counts: {} connects ({} established, {} failed before the SYN), {} accepted, {} closed; retransmissions: {} SYN, {} timeout, {} after timeout, {} tail-loss probe, {} fast, {} into a zero window, {} other; {} SYN-ACK resends; resets {} sent, {} received; {} TCP drops ({} buffers freed with their socket apart: benign, not drops); {} zero-window events ({} windows seen closing, {} timer resends into a zero window), {} window probes; {} SYNs refused by TIME_WAIT.",
         c("connects"), c("connected"), c("connect_errors"), c("accepted"), c("closed"),
         c("retransmit_syn"), c("retransmit_timeout"), c("retransmit_after_timeout"), c("retransmit_tail_loss_probe"), c("retransmit_fast"), c("retransmit_zero_window"), c("retransmit_other"),
-        c("synack_retransmits"), c("resets_sent"), c("resets_received"), c("tcp_drops"),
+        c("synack_retransmits"), c("resets_sent"), c("resets_received"), c("tcp_drops"), c("benign_drops"),
         c("zero_windows") + c("retransmit_zero_window"), c("zero_windows"), c("retransmit_zero_window"), c("window_probes"), c("time_wait_acks")
     )?;
     writeln!(
@@ -187,6 +181,13 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>) -> io::Result<()> {
                 f.src, f.dst, f.count, f.reason
             )?;
         }
+    }
+    if !b.benign_drops_by_reason.is_empty() {
+        writeln!(
+            w,
+            "Freed with their socket (benign, not drops): {}",
+            tally(&b.benign_drops_by_reason)
+        )?;
     }
     if !b.summary.causes.is_empty() {
         let d: Vec<String> = b

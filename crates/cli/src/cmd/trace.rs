@@ -11,7 +11,7 @@ use tcpdoctor_model::{Measured, Report};
 use tcpdoctor_trace::attribute::{Config, EventFilter, Line};
 use tcpdoctor_trace::raw::Counter;
 use tcpdoctor_trace::render::{self, Body, SummaryLine};
-use tcpdoctor_trace::session::{Options, Scope, Session};
+use tcpdoctor_trace::session::{Netns, Options, Scope, Session};
 
 use crate::output;
 
@@ -49,7 +49,9 @@ process, the network namespace, the 4-tuple, the cause and the kernel's evidence
                         reader's stall runs from the window closing to the last probe that
                         found it closed, judged as sockets and doctor judge it
   drop                  every TCP packet the kernel dropped, with the reason's name (read
-                        from the kernel's BTF); queue drops name their interface
+                        from the kernel's BTF); queue drops name their interface. Buffers a
+                        closing socket frees with it (QUEUE_PURGE: e.g. the peer's FIN left
+                        unread) lose nothing: counted apart as benign, never as drops
 Every --every DUR a summary line (counts per cause, lost records); at the end (--duration
 or Ctrl-C) the counts, drops per reason and flow, and findings.
 
@@ -76,9 +78,10 @@ there are syn_traced_at_edges, so it may count that many more than the counter.
 Output fields (--json, JSON Lines): {type: event, t_us, netns, netns_name, process {pid,
 comm, source: connect|current|file_descriptor}, local, remote, state, cause, pathology,
 evidence, drop_reason}; {type: summary, t_ms, connects, causes, drops, lost_events}; and
-last {type: report, schema_version, verdict, findings, duration_ms, netns[], counts,
-lost_events, missed_events {hook: n}, not_traced {counter: n}, syn_traced_at_edges,
-drops_by_reason, summary {causes, drop_reasons, drop_flows, no_local_port,
+last {type: report, schema_version, verdict, findings, duration_ms, netns[] {inode, name,
+host}, counts (tcp_drops: drops that lost a packet; benign_drops: buffers freed with their
+socket), lost_events, missed_events {hook: n}, not_traced {counter: n}, syn_traced_at_edges,
+drops_by_reason, benign_drops_by_reason, summary {causes, drop_reasons, drop_flows, no_local_port,
 local_tuple_refusals, incast_episodes, undecoded, filtered_out}, kernel_counters,
 unavailable}. With records lost, counts built from records are lower bounds (at least N);
 failed connects and EADDRNOTAVAIL use the kernel's exact counts (counts.connect_failed,
@@ -187,16 +190,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         // Tells a supervising process (and a person) that the programs are attached.
         eprintln!("tcpdoctor: tracing started");
     } else {
-        let scope = if args.all_netns {
-            "every network namespace".to_string()
-        } else {
-            session
-                .netns()
-                .iter()
-                .map(|n| n.label())
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
+        let scope = Netns::describe_all(session.netns());
         let until = args
             .duration
             .map(|d| format!("for {}", humantime::format_duration(d)))
@@ -256,6 +250,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         not_traced: outcome.not_traced,
         syn_traced_at_edges: outcome.syn_traced_at_edges,
         drops_by_reason: outcome.drops_by_reason,
+        benign_drops_by_reason: outcome.benign_drops_by_reason,
         summary: outcome.summary,
         kernel_counters: outcome.kernel_counters,
         unavailable: outcome.unavailable,
