@@ -1715,3 +1715,85 @@ fn buffers_freed_with_their_socket_are_benign_not_tcp_drops() {
         .iter()
         .all(|e| e["drop_reason"] != "QUEUE_PURGE"));
 }
+
+/// Issue 24: `trace` printed 780 identical `no_local_port` lines in 8 s. The text prints the
+/// first of each process, cause and destination at once and rolls the rest of the interval
+/// into one line with their count and rate; every event is either printed or counted there.
+#[test]
+fn repeated_events_are_rolled_up_into_one_line_per_interval_with_their_count() {
+    if !support::require_root(
+        "repeated_events_are_rolled_up_into_one_line_per_interval_with_their_count",
+    ) {
+        return;
+    }
+    let _bpf = support::bpf_exclusive();
+    let ns = Netns::new("trroll");
+    ns.sysctl("net.ipv4.ip_local_port_range", "40000 40001");
+    let child = Command::new(support::bin())
+        .args([
+            "trace",
+            "--netns",
+            &ns.name,
+            "--duration",
+            "3s",
+            "--every",
+            "1s",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn trace");
+    std::thread::sleep(Duration::from_millis(700));
+    let failed = in_netns(&ns, || {
+        let l = listener("127.0.0.1:5114".parse().unwrap(), 16, None);
+        let held: Vec<TcpStream> = (0..2)
+            .map(|_| TcpStream::connect("127.0.0.1:5114").unwrap())
+            .collect();
+        let mut failed = 0u64;
+        let until = Instant::now() + Duration::from_millis(1800);
+        while Instant::now() < until {
+            match TcpStream::connect("127.0.0.1:5114") {
+                Err(e) if e.raw_os_error() == Some(libc::EADDRNOTAVAIL) => failed += 1,
+                other => panic!("expected EADDRNOTAVAIL: {other:?}"),
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        drop((held, l));
+        failed
+    });
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(failed >= 100, "{failed}");
+    // Event lines start with the time since the trace started ("    0.667s ...").
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            let t = l.split_whitespace().next().unwrap_or_default();
+            t.strip_suffix('s')
+                .is_some_and(|v| v.parse::<f64>().is_ok())
+                && l.contains(" no_local_port ")
+        })
+        .collect();
+    let (rolled, first): (Vec<&str>, Vec<&str>) =
+        lines.iter().partition(|l| l.contains(" more since "));
+    // One first line and at most one roll-up per interval (3 of 1 s, the end included).
+    assert!(!first.is_empty() && first.len() <= 4, "{text}");
+    assert!(rolled.len() <= 4, "{text}");
+    let held: u64 = rolled
+        .iter()
+        .map(|l| {
+            let after = l.split(" no_local_port ").nth(1).unwrap().trim_start();
+            after.split(' ').next().unwrap().parse::<u64>().unwrap()
+        })
+        .sum();
+    assert_eq!(first.len() as u64 + held, failed, "{text}");
+    // Each roll-up names the destination, and its rate when it spans a millisecond or more.
+    assert!(
+        rolled.iter().all(|l| l.contains("127.0.0.1:5114")),
+        "{text}"
+    );
+    assert!(
+        rolled.iter().any(|l| l.contains("/s); the last: ")),
+        "{text}"
+    );
+}

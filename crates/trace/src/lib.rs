@@ -13,6 +13,7 @@ pub mod loader;
 pub mod raw;
 pub mod reconcile;
 pub mod render;
+pub mod repeats;
 pub mod session;
 
 pub use error::Error;

@@ -6,10 +6,11 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 use tcpdoctor_model::Report;
-use tcpdoctor_report::fmt::tally;
+use tcpdoctor_report::fmt::{micros, tally};
 
 use crate::attribute::{Line, Summary};
 use crate::loader::Unavailable;
+use crate::repeats::RollUp;
 use crate::session::Netns;
 
 #[derive(Serialize)]
@@ -111,6 +112,55 @@ pub fn write_line(w: &mut dyn Write, l: &Line, json: bool) -> io::Result<()> {
     )
 }
 
+/// Events of one group held back in an interval ([`crate::repeats`]): one line under
+/// [`header`]'s columns, at the last one's time, with how many, over how long, at what rate,
+/// and the last one's evidence. An end the held events do not share is `*`. A single held
+/// event is printed as itself.
+pub fn write_roll_up(w: &mut dyn Write, r: &RollUp) -> io::Result<()> {
+    let l = &r.last;
+    if r.count == 1 {
+        // One held event is printed as itself.
+        return write_line(w, l, false);
+    }
+    let ns = l.netns_name.clone().unwrap_or_else(|| l.netns.to_string());
+    let end = |a: Option<std::net::SocketAddr>| a.map_or("*".to_string(), |a| a.to_string());
+    let flows = if r.flows > 1 {
+        let more = if r.flows as usize >= crate::repeats::FLOWS_COUNTED {
+            " or more"
+        } else {
+            ""
+        };
+        format!(" on {}{more} flows", r.flows)
+    } else {
+        String::new()
+    };
+    let rate = r
+        .rate_per_s()
+        .map(|v| {
+            if v >= 10.0 {
+                format!(", {v:.0}/s")
+            } else {
+                format!(", {v:.1}/s")
+            }
+        })
+        .unwrap_or_default();
+    writeln!(
+        w,
+        "{:>9.3}s {:<14} {:<18} {} -> {} {:<11} {:<20} {} more{flows} since {:.3}s ({}{rate}); the last: {}",
+        l.t_us as f64 / 1e6,
+        ns,
+        process_text(l),
+        end(r.local),
+        end(r.remote),
+        l.state.map(|s| s.name()).unwrap_or("-"),
+        l.cause.name(),
+        r.count,
+        r.first_us as f64 / 1e6,
+        micros(r.last_us - r.first_us),
+        l.evidence
+    )
+}
+
 /// One rolling summary: a JSON line (`"type": "summary"`) or a `-- N s:` text line.
 pub fn write_summary(w: &mut dyn Write, s: &SummaryLine, json: bool) -> io::Result<()> {
     if json {
@@ -141,14 +191,20 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>) -> io::Result<()> {
         Netns::describe_all(&b.netns)
     )?;
     let c = |k: &str| b.counts.get(k).copied().unwrap_or(0);
+    // Buffers freed with their socket are no drops (issue 24: a healthy wrk run showed
+    // "111,222 TCP drops", all QUEUE_PURGE).
+    let benign = match c("benign_drops") {
+        0 => String::new(),
+        n => format!(" ({n} buffers freed with their socket apart: benign, not drops)"),
+    };
     writeln!(
         w,
         // Zero-window events as the `zero_window` cause counts them (issue 21: "0 zero
         // windows" stood beside "zero_window 2", both of them timer resends into a zero window).
-        "Kernel counts: {} connects ({} established, {} failed before the SYN), {} accepted, {} closed; retransmissions: {} SYN, {} timeout, {} after timeout, {} tail-loss probe, {} fast, {} into a zero window, {} other; {} SYN-ACK resends; resets {} sent, {} received; {} TCP drops ({} buffers freed with their socket apart: benign, not drops); {} zero-window events ({} windows seen closing, {} timer resends into a zero window), {} window probes; {} SYNs refused by TIME_WAIT.",
+        "Kernel counts: {} connects ({} established, {} failed before the SYN), {} accepted, {} closed; retransmissions: {} SYN, {} timeout, {} after timeout, {} tail-loss probe, {} fast, {} into a zero window, {} other; {} SYN-ACK resends; resets {} sent, {} received; {} TCP drops{}; {} zero-window events ({} windows seen closing, {} timer resends into a zero window), {} window probes; {} SYNs refused by TIME_WAIT.",
         c("connects"), c("connected"), c("connect_errors"), c("accepted"), c("closed"),
         c("retransmit_syn"), c("retransmit_timeout"), c("retransmit_after_timeout"), c("retransmit_tail_loss_probe"), c("retransmit_fast"), c("retransmit_zero_window"), c("retransmit_other"),
-        c("synack_retransmits"), c("resets_sent"), c("resets_received"), c("tcp_drops"), c("benign_drops"),
+        c("synack_retransmits"), c("resets_sent"), c("resets_received"), c("tcp_drops"), benign,
         c("zero_windows") + c("retransmit_zero_window"), c("zero_windows"), c("retransmit_zero_window"), c("window_probes"), c("time_wait_acks")
     )?;
     writeln!(

@@ -11,6 +11,7 @@ use tcpdoctor_model::{Measured, Report};
 use tcpdoctor_trace::attribute::{Config, EventFilter, Line};
 use tcpdoctor_trace::raw::Counter;
 use tcpdoctor_trace::render::{self, Body, SummaryLine};
+use tcpdoctor_trace::repeats::Repeats;
 use tcpdoctor_trace::session::{Netns, Options, Scope, Session};
 
 use crate::output;
@@ -54,6 +55,12 @@ process, the network namespace, the 4-tuple, the cause and the kernel's evidence
                         unread) lose nothing: counted apart as benign, never as drops
 Every --every DUR a summary line (counts per cause, lost records); at the end (--duration
 or Ctrl-C) the counts, drops per reason and flow, and findings.
+
+Repeats: in the text, events of one process, namespace, cause (and drop reason and state)
+print at once for the first 3 destinations of each --every interval; the rest of the
+interval are held and printed as one line at its end: N more [on M flows] since T (span,
+rate/s); the last: <evidence>. --json keeps every event, one line each, so programs count
+them exactly (the final report's counts are exact either way).
 
 Scope: the network namespace tcpdoctor runs in, or --netns NAME (repeatable), or
 --all-netns. Filtering happens in the kernel by namespace. --pid, --comm and --port keep
@@ -202,16 +209,28 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let mut next_summary = started + args.every;
     let mut printed = 0u64;
     let mut pipe_closed = false;
+    // Text rolls repeats up (first at once, the rest one line per interval); JSON keeps
+    // every event.
+    let mut repeats = Repeats::new();
     loop {
         let done =
             args.duration.is_some_and(|d| started.elapsed() >= d) || stop.load(Ordering::SeqCst);
-        let lines = session.poll();
+        let mut lines = session.poll();
+        if !json {
+            lines.retain(|l| repeats.admit(l));
+        }
         if !pipe_closed && !lines.is_empty() {
             printed += lines.len() as u64;
             let r = write_all(&lines, json);
             pipe_closed = r.is_err();
         }
-        if !pipe_closed && Instant::now() >= next_summary && !done {
+        let interval_over = Instant::now() >= next_summary;
+        if !pipe_closed && (interval_over || done) {
+            let ups = repeats.roll_up();
+            pipe_closed =
+                write_stdout(|w| ups.iter().try_for_each(|r| render::write_roll_up(w, r))).is_err();
+        }
+        if !pipe_closed && interval_over && !done {
             next_summary += args.every;
             let s = summary_line(&session);
             pipe_closed = write_stdout(|w| render::write_summary(w, &s, json)).is_err();
