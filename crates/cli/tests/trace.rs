@@ -68,24 +68,32 @@ impl Trace {
     }
 
     /// Ctrl-C, then the JSON lines it printed: (events, final report).
-    fn stop(mut self) -> (Vec<Value>, Value, i32) {
+    fn stop(self) -> (Vec<Value>, Value, i32) {
+        let (events, (_, report), code) = self.stop_with_connections();
+        (events, report, code)
+    }
+
+    /// [`Trace::stop`], with the connection lines (`--connections`) beside the report.
+    fn stop_with_connections(mut self) -> (Vec<Value>, (Vec<Value>, Value), i32) {
         // SAFETY: signalling the child we spawned, by its pid.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
         let status = self.child.wait().expect("wait trace");
         let out = self.stdout.take().unwrap().join().expect("stdout reader");
         let mut events = Vec::new();
+        let mut connections = Vec::new();
         let mut report = Value::Null;
         for l in out.lines() {
             let v: Value =
                 serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
             match v["type"].as_str() {
                 Some("event") => events.push(v),
+                Some("connection") => connections.push(v),
                 Some("report") => report = v,
                 _ => {}
             }
         }
         assert!(!report.is_null(), "no final report in:\n{out}");
-        (events, report, status.code().unwrap_or(-1))
+        (events, (connections, report), status.code().unwrap_or(-1))
     }
 }
 
@@ -1796,4 +1804,110 @@ fn repeated_events_are_rolled_up_into_one_line_per_interval_with_their_count() {
         rolled.iter().any(|l| l.contains("/s); the last: ")),
         "{text}"
     );
+}
+
+/// Issue 24: `--connections` reports each connection as it closes, as bcc's tcplife users
+/// expect: its lifetime, payload bytes each way and process, for both ends; and how it
+/// ended (a reset sent by one end is a reset received by the other, whose process still
+/// holds the socket and is named through its file).
+#[test]
+fn connections_mode_reports_each_connections_lifetime_bytes_and_process() {
+    if !support::require_root(
+        "connections_mode_reports_each_connections_lifetime_bytes_and_process",
+    ) {
+        return;
+    }
+    let _bpf = support::bpf_exclusive();
+    let ns = Netns::new("trconn");
+    let addr: SocketAddr = "127.0.0.1:5115".parse().unwrap();
+    let server = spawn_in_netns(&ns, move || {
+        let l = listener(addr, 16, None);
+        // First connection: read 1,000 bytes, answer 300, close after the client.
+        let (mut c, _) = l.accept().unwrap();
+        let mut b = vec![0u8; 1000];
+        c.read_exact(&mut b).unwrap();
+        c.write_all(&[7u8; 300]).unwrap();
+        let mut rest = Vec::new();
+        c.read_to_end(&mut rest).unwrap();
+        drop(c);
+        // Second: the client resets it; keep the socket open a while after.
+        let (mut c, _) = l.accept().unwrap();
+        let mut b = [0u8; 10];
+        c.read_exact(&mut b).unwrap();
+        let gone = c.read(&mut b);
+        std::thread::sleep(Duration::from_millis(500));
+        drop(c);
+        gone.map_err(|e| e.raw_os_error())
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let trace = Trace::start(&[&ns], &["--connections"]);
+    let ports = in_netns(&ns, move || {
+        let mut s = TcpStream::connect(addr).unwrap();
+        let first = s.local_addr().unwrap().port();
+        s.write_all(&[1u8; 1000]).unwrap();
+        let mut b = vec![0u8; 300];
+        s.read_exact(&mut b).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        drop(s);
+        let s = TcpStream::connect(addr).unwrap();
+        let second = s.local_addr().unwrap().port();
+        (&s).write_all(b"0123456789").unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        set_linger0(&s);
+        drop(s);
+        (first, second)
+    });
+    let reset_seen = server.join().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let (_, report, _) = trace.stop_with_connections();
+    let (conns, report) = report;
+    assert_eq!(reset_seen, Err(Some(libc::ECONNRESET)));
+    let me = std::process::id();
+    let find = |local: u16, remote: u16| {
+        conns
+            .iter()
+            .find(|c| {
+                c["local"].as_str().unwrap().ends_with(&format!(":{local}"))
+                    && c["remote"]
+                        .as_str()
+                        .unwrap()
+                        .ends_with(&format!(":{remote}"))
+            })
+            .unwrap_or_else(|| panic!("no connection {local} -> {remote}: {conns:#?}"))
+    };
+    let client = find(ports.0, 5115);
+    assert_eq!(client["opened"], "connect", "{client:#}");
+    assert_eq!(
+        (&client["tx_bytes"], &client["rx_bytes"]),
+        (&1000.into(), &300.into())
+    );
+    assert_eq!(client["process"]["pid"], me, "{client:#}");
+    assert_eq!(client["ended"], "closed_first", "{client:#}");
+    // It lived from connect() through the 100 ms the client waited before closing.
+    assert!(
+        client["duration_us"].as_u64().unwrap() >= 100_000,
+        "{client:#}"
+    );
+    let served = find(5115, ports.0);
+    assert_eq!(served["opened"], "accept", "{served:#}");
+    assert_eq!(
+        (&served["tx_bytes"], &served["rx_bytes"]),
+        (&300.into(), &1000.into())
+    );
+    assert_eq!(served["process"]["pid"], me, "{served:#}");
+    assert_eq!(served["process"]["source"], "closer", "{served:#}");
+    assert_eq!(served["ended"], "peer_closed_first", "{served:#}");
+    let reset = find(ports.1, 5115);
+    assert_eq!(reset["ended"], "reset_sent", "{reset:#}");
+    assert_eq!(reset["tx_bytes"], 10, "{reset:#}");
+    let reset_there = find(5115, ports.1);
+    assert_eq!(reset_there["ended"], "reset_received", "{reset_there:#}");
+    assert_eq!(reset_there["rx_bytes"], 10, "{reset_there:#}");
+    assert_eq!(reset_there["process"]["pid"], me, "{reset_there:#}");
+    assert_eq!(reset_there["process"]["source"], "file_descriptor");
+    // The totals are the lines' sums.
+    let totals = &report["connections"];
+    assert_eq!(totals["connections"], conns.len() as u64, "{report:#}");
+    let tx: u64 = conns.iter().map(|c| c["tx_bytes"].as_u64().unwrap()).sum();
+    assert_eq!(totals["tx_bytes"], tx, "{report:#}");
 }

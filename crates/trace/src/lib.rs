@@ -7,6 +7,7 @@
 
 pub mod attribute;
 pub mod btf;
+pub mod connections;
 mod error;
 pub mod history;
 pub mod loader;

@@ -9,6 +9,7 @@ use tcpdoctor_model::Report;
 use tcpdoctor_report::fmt::{micros, tally};
 
 use crate::attribute::{Line, Summary};
+use crate::connections::{Connection, Ended, Opened, Totals};
 use crate::loader::Unavailable;
 use crate::repeats::RollUp;
 use crate::session::Netns;
@@ -19,6 +20,14 @@ pub struct EventLine<'a> {
     pub kind: &'static str,
     #[serde(flatten)]
     pub line: &'a Line,
+}
+
+#[derive(Serialize)]
+pub struct ConnectionLine<'a> {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    #[serde(flatten)]
+    pub connection: &'a Connection,
 }
 
 #[derive(Serialize)]
@@ -54,27 +63,98 @@ pub struct Body {
     /// Buffers freed with their socket (QUEUE_PURGE): benign, not among the drops.
     pub benign_drops_by_reason: BTreeMap<String, u64>,
     pub summary: Summary,
+    /// Connections reported (`--connections` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connections: Option<Totals>,
     pub kernel_counters: BTreeMap<String, BTreeMap<String, i64>>,
     pub unavailable: Vec<Unavailable>,
     pub events_printed: u64,
 }
 
 /// The text printed when tracing starts: the scope (`scope`, `until`: "for 5s", "until
-/// Ctrl-C"), the hooks this kernel lacks, and the column heads of the event lines.
+/// Ctrl-C"), the hooks this kernel lacks, and the column heads of the event lines (of the
+/// connection lines with `connections`).
 pub fn header(
     w: &mut dyn Write,
     scope: &str,
     until: &str,
     unavailable: &[Unavailable],
+    connections: bool,
 ) -> io::Result<()> {
     writeln!(w, "tracing TCP in {scope} {until}")?;
     for u in unavailable {
         writeln!(w, "unavailable on this kernel: {} ({})", u.hook, u.reason)?;
     }
+    if connections {
+        return connection_header(w);
+    }
     writeln!(
         w,
         "{:>10} {:<14} {:<18} local -> remote {:<11} {:<20} evidence",
         "time", "netns", "process", "state", "cause"
+    )
+}
+
+/// The column heads of `--connections` (after [`header`]'s first lines): one line per
+/// connection as it closes, as bcc's tcplife prints them, with the namespace, how it was
+/// opened and how it ended.
+pub fn connection_header(w: &mut dyn Write) -> io::Result<()> {
+    writeln!(
+        w,
+        "{:>10} {:<14} {:<18} {:<47} {:<7} {:>10} {:>10} {:>10} ended",
+        "time", "netns", "process", "local -> remote", "opened", "tx_bytes", "rx_bytes", "ms"
+    )
+}
+
+/// One connection: a JSON line (`"type": "connection"`) or a text line under
+/// [`connection_header`]'s columns.
+pub fn write_connection(w: &mut dyn Write, c: &Connection, json: bool) -> io::Result<()> {
+    if json {
+        return tcpdoctor_report::json_line(
+            w,
+            &ConnectionLine {
+                kind: "connection",
+                connection: c,
+            },
+        );
+    }
+    let ns = c.netns_name.clone().unwrap_or_else(|| c.netns.to_string());
+    let process = c
+        .process
+        .as_ref()
+        .map(|p| format!("{}[{}]", p.comm, p.pid))
+        .unwrap_or_else(|| "-".into());
+    let opened = match c.opened {
+        Opened::Connect => "connect",
+        Opened::Accept => "accept",
+    };
+    let ended = match c.ended {
+        Ended::ClosedFirst => "closed first",
+        Ended::PeerClosedFirst => "peer closed first",
+        Ended::ResetSent => "reset sent",
+        Ended::ResetReceived => "reset received",
+        Ended::TimedOut => "timed out",
+        Ended::Failed => "connect failed",
+        Ended::Other => "other",
+    };
+    let errno = c
+        .errno
+        .map(|e| {
+            let what = std::io::Error::from_raw_os_error(e as i32).to_string();
+            format!(" ({})", what.split(" (os error").next().unwrap_or_default())
+        })
+        .unwrap_or_default();
+    writeln!(
+        w,
+        "{:>9.3}s {:<14} {:<18} {:<47} {:<7} {:>10} {:>10} {:>10.2} {ended}{errno}",
+        c.t_us as f64 / 1e6,
+        ns,
+        process,
+        format!("{} -> {}", c.local, c.remote),
+        opened,
+        c.tx_bytes,
+        c.rx_bytes,
+        c.duration_us as f64 / 1000.0
     )
 }
 
@@ -243,6 +323,22 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>) -> io::Result<()> {
             w,
             "Freed with their socket (benign, not drops): {}",
             tally(&b.benign_drops_by_reason)
+        )?;
+    }
+    if let Some(t) = &b.connections {
+        writeln!(
+            w,
+            "Connections closed: {} ({} opened by connect(), {} accepted); payload {} bytes sent, {} received{}",
+            t.connections,
+            t.opened_by_connect,
+            t.connections - t.opened_by_connect,
+            t.tx_bytes,
+            t.rx_bytes,
+            if b.lost_events > 0 {
+                " (lower bounds: records were lost)"
+            } else {
+                ""
+            }
         )?;
     }
     if !b.summary.causes.is_empty() {

@@ -27,9 +27,10 @@ use tcpdoctor_model::{Finding, SynLadder};
 
 use crate::attribute::{Config, Engine, KernelCounts, Line, Listener, Lookup, PortBudget, Summary};
 use crate::btf::Reasons;
+use crate::connections::{Connection, Totals};
 pub use crate::loader::Hooks;
 use crate::loader::{Probe, Unavailable};
-use crate::raw::{Counter, Process, ProcessSource};
+use crate::raw::{Counter, Detail, Event, Process, ProcessSource};
 use crate::Error;
 
 /// Drop reasons that lose nothing, counted apart from drops and never sent as records:
@@ -55,6 +56,9 @@ pub enum Scope {
 pub struct Options {
     pub scope: Scope,
     pub config: Config,
+    /// Report each connection's lifetime, bytes and process at its close
+    /// ([`Session::take_connections`]; `trace --connections`).
+    pub connections: bool,
 }
 
 /// A traced namespace.
@@ -120,6 +124,13 @@ pub struct Outcome {
     /// lost (`counts.benign_drops`).
     pub benign_drops_by_reason: BTreeMap<String, u64>,
     pub summary: Summary,
+    /// Connections reported (`trace --connections` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connections: Option<Totals>,
+    /// The connections of the last drain, not yet taken ([`Session::take_connections`]):
+    /// print them before the report.
+    #[serde(skip)]
+    pub last_connections: Vec<Connection>,
     /// Kernel counters (nstat names) that moved in each named namespace during the session.
     pub kernel_counters: BTreeMap<String, BTreeMap<String, i64>>,
     /// Hooks this kernel could not attach (the evidence they give is missing), and hooks
@@ -179,6 +190,10 @@ pub struct Session {
     counters_before: BTreeMap<String, tcpdoctor_host::counters::Snapshot>,
     /// SYN and SYN-ACK resends traced before the counters' window opened.
     syn_at_open: u64,
+    /// Connections closed since the last [`Session::take_connections`].
+    connections: Vec<Connection>,
+    /// Over the whole session; `None` unless [`Options::connections`].
+    connection_totals: Option<Totals>,
 }
 
 impl Session {
@@ -245,7 +260,7 @@ impl Session {
             .iter()
             .filter_map(|n| reasons.drop.value(n))
             .collect();
-        let probe = Probe::load(filter.as_deref(), &quiet, hooks)?;
+        let probe = Probe::load(filter.as_deref(), &quiet, hooks, opts.connections)?;
         // The counters' window opens once the programs are attached: every event it counts
         // reaches its tracepoint while they are.
         let mut counters_before = BTreeMap::new();
@@ -279,6 +294,8 @@ impl Session {
             netns,
             counters_before,
             syn_at_open,
+            connections: Vec::new(),
+            connection_totals: opts.connections.then(Totals::default),
         })
     }
 
@@ -299,6 +316,19 @@ impl Session {
         let mut out = Vec::new();
         for r in raw {
             match r {
+                Ok(
+                    ev @ Event {
+                        detail: Detail::Closed { .. },
+                        ..
+                    },
+                ) => {
+                    if let Some(c) = self.engine.push_connection(ev, &mut self.lookup) {
+                        if let Some(t) = &mut self.connection_totals {
+                            t.add(&c);
+                        }
+                        self.connections.push(c);
+                    }
+                }
                 Ok(ev) => {
                     if let Some(l) = self.engine.push(ev, &mut self.lookup) {
                         out.push(l);
@@ -308,6 +338,12 @@ impl Session {
             }
         }
         out
+    }
+
+    /// The connections that closed since the last call, in the order they closed (filled by
+    /// [`Session::poll`] when [`Options::connections`] is set).
+    pub fn take_connections(&mut self) -> Vec<Connection> {
+        std::mem::take(&mut self.connections)
     }
 
     /// Throws away the records waiting in the ring buffer without attributing them (for a
@@ -411,6 +447,8 @@ impl Session {
             drops_by_reason,
             benign_drops_by_reason,
             summary: self.engine.summary(),
+            connections: self.connection_totals.clone(),
+            last_connections: std::mem::take(&mut self.connections),
             kernel_counters,
             unavailable: [self.probe.unavailable(), &skips_unknown[..]].concat(),
             findings,
