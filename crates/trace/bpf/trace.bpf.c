@@ -38,6 +38,9 @@ volatile const __u32 filter_netns = 0;
 /* The one traced namespace when there is exactly one (the usual --netns case): compared
  * directly, without a hash map lookup per event. 0: use netns_filter. */
 volatile const __u32 filter_netns_one = 0;
+/* Set by the loader: 1 = report every connection's lifetime at its close (K_CLOSED, `trace
+ * --connections`). 0 leaves the code below unreachable, and the verifier removes it. */
+volatile const __u32 track_connections = 0;
 
 /* TCP states (include/net/tcp_states.h). */
 #define TCP_ESTABLISHED 1
@@ -86,7 +89,17 @@ enum kind {
 	K_WINDOW_PROBE = 10,	/* this socket, its window zero, received a zero-window probe */
 	K_TW_ACK = 11,		/* a timewait socket did not accept a SYN: a = drop reason,
 				 * b = its tw_substate (TIME_WAIT, or FIN_WAIT2), c = tcp flags */
+	K_CLOSED = 12,		/* a connection's full socket closed (track_connections): a = CL_*
+				 * flags, b = enum how, c = sk_err; bytes_acked, bytes_received and
+				 * born_ns as read at the close; state = the state it closed from */
 };
+
+/* K_CLOSED a: what the kernel's byte counts include besides payload (measured with ss -ti:
+ * an active open's bytes_acked counts its SYN, 1, once established, and its FIN once acked;
+ * bytes_received counts the peer's FIN once received). */
+#define CL_ACTIVE 1		/* opened by connect() here */
+#define CL_FIN_ACKED 2		/* this end's FIN was acknowledged */
+#define CL_FIN_RECEIVED 4	/* the peer's FIN was received (SOCK_DONE) */
 
 /* Retransmission classes (K_RETRANS a). */
 enum retrans_class {
@@ -135,6 +148,7 @@ enum counter {
 	C_CLOSED = 22,
 	C_STALE_ACK = 23,
 	C_R_ZERO_WINDOW = 24,
+	C_DROP_BENIGN = 25,	/* buffers freed for a quiet reason (QUEUE_PURGE): not in C_DROP_TCP */
 	C_MAX = 32,
 };
 
@@ -144,6 +158,7 @@ enum counter {
 #define O_SYN_RETRANS 1
 #define O_STALE_ACK 2
 #define O_RESET_SENT 4
+#define O_PASSIVE 8	/* accepted here (track_connections only): tgid/comm of its closer, 0 until known */
 
 struct event {
 	__u64 ts_ns;
@@ -166,8 +181,11 @@ struct event {
 	__u8 daddr[16];
 	char comm[16];
 	char ifname[16];
+	__u64 bytes_acked;	/* K_CLOSED: tcp_sock.bytes_acked at the close */
+	__u64 bytes_received;	/* K_CLOSED: tcp_sock.bytes_received at the close */
+	__u64 born_ns;		/* K_CLOSED: connect() (active) or the handshake's end (passive) */
 };
-_Static_assert(sizeof(struct event) == 120, "struct event is mirrored by src/raw.rs");
+_Static_assert(sizeof(struct event) == 144, "struct event is mirrored by src/raw.rs");
 
 struct owner {
 	__u64 start_ns;
@@ -314,8 +332,10 @@ static __always_inline struct owner_slot *owner_slot_of(__u64 id)
 	return bpf_map_lookup_elem(&owners, &idx);
 }
 
-/* The connect() owner of a socket, copied into *out; NULL when unknown. */
-static __always_inline struct owner *owner_get(const struct sock *sk, struct owner *out)
+/* The owner entry of a socket, copied into *out: its connect() caller, or for an accepted
+ * socket (O_PASSIVE, track_connections only) when it was accepted and who closed it; NULL
+ * when none. */
+static __always_inline struct owner *owner_get_any(const struct sock *sk, struct owner *out)
 {
 	__u64 id = sk_id(sk);
 	struct owner_slot *s = id ? owner_slot_of(id) : 0;
@@ -329,6 +349,15 @@ static __always_inline struct owner *owner_get(const struct sock *sk, struct own
 	if (READ_SEQ(&s->seq) != v || who != id)
 		return 0;
 	return out;
+}
+
+/* The connect() owner of a socket, copied into *out; NULL when unknown (or accepted). */
+static __always_inline struct owner *owner_get(const struct sock *sk, struct owner *out)
+{
+	struct owner *o = owner_get_any(sk, out);
+	if (o && (o->flags & O_PASSIVE))
+		return 0;
+	return o;
 }
 
 static __always_inline void owner_put(const struct sock *sk, const struct owner *o)
@@ -870,21 +899,96 @@ int tcp_receive_reset(__u64 *ctx)
 
 /* ---- connection lifecycle ----------------------------------------------------------- */
 
+/* An accepted socket is being closed by its process (close() or shutdown(): process
+ * context): that process is named as its owner, once. */
+static __always_inline void owner_closer(const struct sock *sk)
+{
+	__u64 id = sk_id(sk);
+	struct owner_slot *s = owner_slot_of(id);
+	if (!s || s->sk != id || !(s->o.flags & O_PASSIVE) || s->o.tgid)
+		return;
+	if (!slot_lock(&s->seq))
+		return;
+	if (s->sk == id && (s->o.flags & O_PASSIVE) && !s->o.tgid)
+		s->o.tgid = current_process(s->o.comm);
+	slot_unlock(&s->seq);
+}
+
+/* How a connection ended, from the state it closed from and what its owner entry saw. */
+static __always_inline __u32 close_how(const struct owner *o, int oldstate)
+{
+	if (o->flags & O_RESET_SENT)
+		return H_RESET;
+	if (oldstate == TCP_LAST_ACK)
+		return H_PASSIVE;
+	if (oldstate == TCP_FIN_WAIT1 || oldstate == TCP_FIN_WAIT2 || oldstate == TCP_CLOSING ||
+	    oldstate == TCP_TIME_WAIT)
+		return H_ACTIVE;
+	if (oldstate == TCP_SYN_SENT)
+		return H_FAILED;
+	return H_OTHER;
+}
+
+/* A connection's full socket closes (track_connections): its lifetime, its bytes each way
+ * and its process, one record (bcc's tcplife reads the same two counters at the same
+ * tracepoint). The full socket of the side that closes first ends when its FIN is
+ * acknowledged; the TIME_WAIT or FIN_WAIT2 mini-socket that lives on is not counted. */
+static __always_inline void conn_closed(const struct sock *sk, __u32 ns, const struct owner *o,
+					int oldstate)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	if (!tp)
+		return;
+	struct event *e = reserve(K_CLOSED, ns);
+	if (!e)
+		return;
+	fill_sock(e, sk);
+	if (o->tgid) {
+		e->pid = o->tgid;
+		__builtin_memcpy(e->comm, o->comm, 16);
+		e->owner = (o->flags & O_PASSIVE) ? 3 : 1;
+	}
+	__u32 flags = (o->flags & O_PASSIVE) ? 0 : CL_ACTIVE;
+	/* FIN_WAIT2 comes only once the FIN is acknowledged; from CLOSING and LAST_ACK the
+	 * acknowledgement of the FIN closes it (tcp_rcv_state_process), a reset or a timeout
+	 * does not: snd_una then lags write_seq, which counts the FIN. */
+	if (oldstate == TCP_FIN_WAIT2 || oldstate == TCP_TIME_WAIT ||
+	    ((oldstate == TCP_CLOSING || oldstate == TCP_LAST_ACK) && tp->snd_una == tp->write_seq))
+		flags |= CL_FIN_ACKED;
+	/* tcp_fin() sets SOCK_DONE (enum sock_flags 1) as the peer's FIN is taken in order. */
+	if (sk->__sk_common.skc_flags & (1UL << 1))
+		flags |= CL_FIN_RECEIVED;
+	e->a = flags;
+	e->b = close_how(o, oldstate);
+	e->c = sk->sk_err;
+	e->bytes_acked = tp->bytes_acked;
+	e->bytes_received = tp->bytes_received;
+	e->born_ns = o->start_ns;
+	submit(e);
+}
+
 SEC("tp_btf/inet_sock_set_state")
 int inet_sock_set_state(__u64 *ctx)
 {
 	const struct sock *sk = (const struct sock *)ctx[0];
 	int oldstate = (int)ctx[1];
 	int newstate = (int)ctx[2];
+	/* An accepted socket's process shows itself when it closes it (track_connections). */
+	bool closing = track_connections && (newstate == TCP_FIN_WAIT1 || newstate == TCP_LAST_ACK);
 	/* Half of a connection's transitions (to FIN_WAIT1, FIN_WAIT2, CLOSE_WAIT, LAST_ACK,
 	 * SYN_RECV...) tell nothing used here: leave before any memory is touched. */
-	if (newstate != TCP_SYN_SENT && newstate != TCP_ESTABLISHED && newstate != TCP_CLOSE)
+	if (newstate != TCP_SYN_SENT && newstate != TCP_ESTABLISHED && newstate != TCP_CLOSE &&
+	    !closing)
 		return 0;
 	if (!is_tcp(sk))
 		return 0;
 	__u32 ns = sk_netns(sk);
 	if (!netns_ok(ns))
 		return 0;
+	if (closing) {
+		owner_closer(sk);
+		return 0;
+	}
 	struct owner copy;
 	if (newstate == TCP_SYN_SENT) {
 		/* connect(): process context, the caller owns the socket. */
@@ -897,6 +1001,14 @@ int inet_sock_set_state(__u64 *ctx)
 	}
 	if (oldstate == TCP_SYN_RECV && newstate == TCP_ESTABLISHED) {
 		count(C_ACCEPTED);
+		/* When it was accepted (its handshake completed), for its lifetime; not over the
+		 * owner of a simultaneous open, which connect() made. */
+		if (track_connections && !owner_get_any(sk, &copy)) {
+			struct owner o = {};
+			o.start_ns = bpf_ktime_get_ns();
+			o.flags = O_PASSIVE;
+			owner_put(sk, &o);
+		}
 		return 0;
 	}
 	if (oldstate == TCP_SYN_SENT && newstate == TCP_ESTABLISHED) {
@@ -935,25 +1047,22 @@ int inet_sock_set_state(__u64 *ctx)
 			count(C_CONNECT_FAILED);
 		}
 	}
-	struct owner *o = owner_get(sk, &copy);
+	struct owner *o = owner_get_any(sk, &copy);
 	if (!o)
 		return 0;
+	/* A connect() that failed before its SYN used no 4-tuple: no connection to report. */
+	if (track_connections && !unsent)
+		conn_closed(sk, ns, o, oldstate);
+	if (o->flags & O_PASSIVE) {
+		owner_clear(sk);
+		return 0;
+	}
 	/* An active open closes: remember how, for the next connect on this 4-tuple. */
 	struct hist h = {};
 	h.close_ns = bpf_ktime_get_ns();
 	h.tgid = o->tgid;
 	__builtin_memcpy(h.comm, o->comm, 16);
-	if (o->flags & O_RESET_SENT)
-		h.how = H_RESET;
-	else if (oldstate == TCP_LAST_ACK)
-		h.how = H_PASSIVE;
-	else if (oldstate == TCP_FIN_WAIT1 || oldstate == TCP_FIN_WAIT2 ||
-		 oldstate == TCP_CLOSING || oldstate == TCP_TIME_WAIT)
-		h.how = H_ACTIVE;
-	else if (oldstate == TCP_SYN_SENT)
-		h.how = H_FAILED;
-	else
-		h.how = H_OTHER;
+	h.how = close_how(o, oldstate);
 	if (oldstate == TCP_SYN_SENT) {
 		struct event *e = reserve(unsent ? K_CONNECT_ERR : K_CONNECT_FAILED, ns);
 		if (e) {
@@ -1003,12 +1112,13 @@ int kfree_skb(__u64 *ctx)
 	__u32 r = reason < DROP_REASONS ? reason : DROP_REASONS - 1;
 	__u32 *quiet = bpf_map_lookup_elem(&quiet_reasons, &r);
 	if (quiet && *quiet) {
-		/* Counted, never parsed or sent (once per connection under churn). */
+		/* Counted apart from drops, never parsed or sent (once per connection under
+		 * churn): a closing socket freeing its own queues loses nothing on the path. */
 		if (sk && sk->__sk_common.skc_family != 1 /* AF_UNIX */ && is_tcp(sk)) {
 			__u64 *v = bpf_map_lookup_elem(&drop_reasons, &r);
 			if (v)
 				*v += 1;
-			count(C_DROP_TCP);
+			count(C_DROP_BENIGN);
 		}
 		return 0;
 	}

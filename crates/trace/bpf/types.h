@@ -88,6 +88,7 @@ struct sock_common {
 	unsigned short skc_family;
 	volatile unsigned char skc_state;
 	possible_net_t skc_net;
+	unsigned long skc_flags;	/* sk_flags: enum sock_flags bits (SOCK_DONE: the peer's FIN came) */
 	struct in6_addr skc_v6_daddr;
 	struct in6_addr skc_v6_rcv_saddr;
 };
@@ -155,6 +156,7 @@ struct tcp_sock {
 	u32 packets_out;
 	u32 segs_out;
 	u32 snd_una;
+	u32 write_seq;	/* the sequence number after the last byte queued (and after a FIN) */
 	u64 delivered_mstamp;
 	u64 bytes_received;	/* payload bytes received (RFC 4898 tcpEStatsAppHCThruOctetsReceived) */
 	u64 bytes_acked;	/* payload bytes the peer acknowledged (RFC 4898 tcpEStatsAppHCThruOctetsAcked) */

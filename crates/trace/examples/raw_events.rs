@@ -2,7 +2,7 @@
 //! counters: `cargo run -p tcpdoctor-trace --example raw_events -- 5` (root).
 fn main() {
     let mut p =
-        tcpdoctor_trace::loader::Probe::load(None, &[], tcpdoctor_trace::loader::Hooks::All)
+        tcpdoctor_trace::loader::Probe::load(None, &[], tcpdoctor_trace::loader::Hooks::All, false)
             .unwrap_or_else(|e| panic!("{e}"));
     println!("unavailable: {:?}", p.unavailable());
     let secs: u64 = std::env::args()

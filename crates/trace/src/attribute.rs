@@ -608,14 +608,7 @@ impl Engine {
     /// Attributes one event. Returns the line to print, or `None` for an event that is only
     /// counted (a reset closing a connection, a reset received while established).
     pub fn push(&mut self, ev: Event, lookup: &mut dyn Lookup) -> Option<Line> {
-        let mut ev = ev;
-        if ev.process.is_none() && ev.ino != 0 {
-            ev.process = lookup.process_of(ev.ino);
-        }
-        if !self.cfg.filter.matches(&ev) {
-            self.summary.filtered_out += 1;
-            return None;
-        }
+        let ev = self.admit(ev, lookup)?;
         let line = match ev.detail.clone() {
             Detail::Retransmit {
                 class,
@@ -774,11 +767,40 @@ impl Engine {
             Detail::TimeWaitAck { reason, substate } => {
                 Some(self.time_wait_ack(&ev, reason, substate, lookup))
             }
+            // A connection's close is no cause: [`Engine::push_connection`] reports it.
+            Detail::Closed { .. } => None,
         };
         if let Some(l) = &line {
             *self.summary.causes.entry(l.cause).or_default() += 1;
         }
         line
+    }
+
+    /// The event with its process named (by its socket's file when the kernel did not name
+    /// it), or `None` when the process/port filter leaves it out (counted).
+    fn admit(&mut self, mut ev: Event, lookup: &mut dyn Lookup) -> Option<Event> {
+        if ev.process.is_none() && ev.ino != 0 {
+            ev.process = lookup.process_of(ev.ino);
+        }
+        if !self.cfg.filter.matches(&ev) {
+            self.summary.filtered_out += 1;
+            return None;
+        }
+        Some(ev)
+    }
+
+    /// The connection a close record reports (`trace --connections`), its process named
+    /// and the filter applied as for every event; `None` for any other record.
+    pub fn push_connection(
+        &mut self,
+        ev: Event,
+        lookup: &mut dyn Lookup,
+    ) -> Option<crate::connections::Connection> {
+        if !matches!(ev.detail, Detail::Closed { .. }) {
+            return None;
+        }
+        let ev = self.admit(ev, lookup)?;
+        crate::connections::from_event(&ev, self.start_ns, lookup.netns_name(ev.netns))
     }
 
     // The fields of one Detail::Retransmit, as the other handlers take theirs.

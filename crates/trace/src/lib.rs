@@ -7,12 +7,14 @@
 
 pub mod attribute;
 pub mod btf;
+pub mod connections;
 mod error;
 pub mod history;
 pub mod loader;
 pub mod raw;
 pub mod reconcile;
 pub mod render;
+pub mod repeats;
 pub mod session;
 
 pub use error::Error;

@@ -108,10 +108,12 @@ fn chain(e: &dyn std::error::Error) -> String {
 impl Probe {
     /// Loads and attaches. `netns`: trace only these namespace inodes (`None`: every
     /// namespace).
+    /// `connections`: report every connection's close (`K_CLOSED` records).
     pub fn load(
         netns: Option<&[u32]>,
         quiet_reasons: &[u32],
         hooks: Hooks,
+        connections: bool,
     ) -> Result<Probe, Error> {
         check_support()?;
         let btf =
@@ -125,6 +127,7 @@ impl Probe {
             .btf(Some(&btf))
             .override_global("filter_netns", &filter, true)
             .override_global("filter_netns_one", &one, true)
+            .override_global("track_connections", &u32::from(connections), true)
             .load(OBJECT)
             .map_err(|e| {
                 if is_permission(&e) {

@@ -7,7 +7,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use serde::Serialize;
 
 /// Size of `struct event` (a `_Static_assert` in the C source pins it).
-pub const EVENT_BYTES: usize = 120;
+pub const EVENT_BYTES: usize = 144;
 
 /// Index of each per-CPU counter (`enum counter` in the C source).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -46,10 +46,13 @@ pub enum Counter {
     Closed = 22,
     StaleAcks = 23,
     RetransmitZeroWindow = 24,
+    /// Buffers freed for a benign reason (a closing socket freeing its own queues:
+    /// QUEUE_PURGE): counted apart, never among `TcpDrops`.
+    BenignDrops = 25,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 25] = [
+    pub const ALL: [Counter; 26] = [
         Counter::Lost,
         Counter::Connects,
         Counter::Connected,
@@ -75,6 +78,7 @@ impl Counter {
         Counter::Closed,
         Counter::StaleAcks,
         Counter::RetransmitZeroWindow,
+        Counter::BenignDrops,
     ];
 
     /// snake_case name, as in JSON.
@@ -105,6 +109,7 @@ impl Counter {
             Counter::Closed => "closed",
             Counter::StaleAcks => "stale_acks",
             Counter::RetransmitZeroWindow => "retransmit_zero_window",
+            Counter::BenignDrops => "benign_drops",
         }
     }
 }
@@ -238,6 +243,9 @@ pub enum ProcessSource {
     Current,
     /// The process holding the socket's file descriptor (looked up by inode in /proc).
     FileDescriptor,
+    /// The process that closed this accepted socket (close() or shutdown(), process
+    /// context): `trace --connections` only.
+    Closer,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -313,6 +321,25 @@ pub enum Detail {
     /// This socket, its own receive window zero, received a zero-window probe: its
     /// process is not reading.
     WindowProbe,
+    /// A connection's full socket closed (`trace --connections`): the kernel's counts at
+    /// the close ([`crate::connections`] turns them into payload bytes and a lifetime).
+    Closed {
+        /// Opened by connect() here (else accepted).
+        active: bool,
+        /// This end's FIN was acknowledged (then counted in `bytes_acked`).
+        fin_acked: bool,
+        /// The peer's FIN was received (then counted in `bytes_received`).
+        fin_received: bool,
+        /// How it ended, from the state it closed from.
+        how: Option<PreviousClose>,
+        /// The socket's error (ECONNRESET, ETIMEDOUT, ECONNREFUSED), 0 for none.
+        errno: u32,
+        /// `tcp_sock.bytes_acked` and `bytes_received` at the close.
+        bytes_acked: u64,
+        bytes_received: u64,
+        /// CLOCK_MONOTONIC of connect() (active) or of the handshake's end (passive).
+        born_ns: u64,
+    },
     /// A timewait mini-socket did not accept a SYN as a new connection; `reason` is the
     /// drop reason of that SYN.
     TimeWaitAck {
@@ -410,6 +437,7 @@ impl Event {
         let process = match owner {
             1 => Some(ProcessSource::Connect),
             2 => Some(ProcessSource::Current),
+            3 => Some(ProcessSource::Closer),
             _ => None,
         }
         .map(|source| Process { pid, comm, source });
@@ -469,6 +497,16 @@ impl Event {
             11 => Detail::TimeWaitAck {
                 reason: a,
                 substate: timewait.flatten(),
+            },
+            12 => Detail::Closed {
+                active: a & 1 != 0,
+                fin_acked: a & 2 != 0,
+                fin_received: a & 4 != 0,
+                how: PreviousClose::from_raw(bb),
+                errno: c,
+                bytes_acked: u64_at(b, 120),
+                bytes_received: u64_at(b, 128),
+                born_ns: u64_at(b, 136),
             },
             k => return Err(Undecodable::Kind(k)),
         };

@@ -6,10 +6,12 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 use tcpdoctor_model::Report;
-use tcpdoctor_report::fmt::tally;
+use tcpdoctor_report::fmt::{micros, tally};
 
 use crate::attribute::{Line, Summary};
+use crate::connections::{Connection, Ended, Opened, Totals};
 use crate::loader::Unavailable;
+use crate::repeats::RollUp;
 use crate::session::Netns;
 
 #[derive(Serialize)]
@@ -18,6 +20,14 @@ pub struct EventLine<'a> {
     pub kind: &'static str,
     #[serde(flatten)]
     pub line: &'a Line,
+}
+
+#[derive(Serialize)]
+pub struct ConnectionLine<'a> {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    #[serde(flatten)]
+    pub connection: &'a Connection,
 }
 
 #[derive(Serialize)]
@@ -50,28 +60,101 @@ pub struct Body {
     #[serde(skip_serializing_if = "crate::session::is_zero")]
     pub syn_traced_at_edges: u64,
     pub drops_by_reason: BTreeMap<String, u64>,
+    /// Buffers freed with their socket (QUEUE_PURGE): benign, not among the drops.
+    pub benign_drops_by_reason: BTreeMap<String, u64>,
     pub summary: Summary,
+    /// Connections reported (`--connections` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connections: Option<Totals>,
     pub kernel_counters: BTreeMap<String, BTreeMap<String, i64>>,
     pub unavailable: Vec<Unavailable>,
     pub events_printed: u64,
 }
 
 /// The text printed when tracing starts: the scope (`scope`, `until`: "for 5s", "until
-/// Ctrl-C"), the hooks this kernel lacks, and the column heads of the event lines.
+/// Ctrl-C"), the hooks this kernel lacks, and the column heads of the event lines (of the
+/// connection lines with `connections`).
 pub fn header(
     w: &mut dyn Write,
     scope: &str,
     until: &str,
     unavailable: &[Unavailable],
+    connections: bool,
 ) -> io::Result<()> {
     writeln!(w, "tracing TCP in {scope} {until}")?;
     for u in unavailable {
         writeln!(w, "unavailable on this kernel: {} ({})", u.hook, u.reason)?;
     }
+    if connections {
+        return connection_header(w);
+    }
     writeln!(
         w,
         "{:>10} {:<14} {:<18} local -> remote {:<11} {:<20} evidence",
         "time", "netns", "process", "state", "cause"
+    )
+}
+
+/// The column heads of `--connections` (after [`header`]'s first lines): one line per
+/// connection as it closes, as bcc's tcplife prints them, with the namespace, how it was
+/// opened and how it ended.
+pub fn connection_header(w: &mut dyn Write) -> io::Result<()> {
+    writeln!(
+        w,
+        "{:>10} {:<14} {:<18} {:<47} {:<7} {:>10} {:>10} {:>10} ended",
+        "time", "netns", "process", "local -> remote", "opened", "tx_bytes", "rx_bytes", "ms"
+    )
+}
+
+/// One connection: a JSON line (`"type": "connection"`) or a text line under
+/// [`connection_header`]'s columns.
+pub fn write_connection(w: &mut dyn Write, c: &Connection, json: bool) -> io::Result<()> {
+    if json {
+        return tcpdoctor_report::json_line(
+            w,
+            &ConnectionLine {
+                kind: "connection",
+                connection: c,
+            },
+        );
+    }
+    let ns = c.netns_name.clone().unwrap_or_else(|| c.netns.to_string());
+    let process = c
+        .process
+        .as_ref()
+        .map(|p| format!("{}[{}]", p.comm, p.pid))
+        .unwrap_or_else(|| "-".into());
+    let opened = match c.opened {
+        Opened::Connect => "connect",
+        Opened::Accept => "accept",
+    };
+    let ended = match c.ended {
+        Ended::ClosedFirst => "closed first",
+        Ended::PeerClosedFirst => "peer closed first",
+        Ended::ResetSent => "reset sent",
+        Ended::ResetReceived => "reset received",
+        Ended::TimedOut => "timed out",
+        Ended::Failed => "connect failed",
+        Ended::Other => "other",
+    };
+    let errno = c
+        .errno
+        .map(|e| {
+            let what = std::io::Error::from_raw_os_error(e as i32).to_string();
+            format!(" ({})", what.split(" (os error").next().unwrap_or_default())
+        })
+        .unwrap_or_default();
+    writeln!(
+        w,
+        "{:>9.3}s {:<14} {:<18} {:<47} {:<7} {:>10} {:>10} {:>10.2} {ended}{errno}",
+        c.t_us as f64 / 1e6,
+        ns,
+        process,
+        format!("{} -> {}", c.local, c.remote),
+        opened,
+        c.tx_bytes,
+        c.rx_bytes,
+        c.duration_us as f64 / 1000.0
     )
 }
 
@@ -109,6 +192,55 @@ pub fn write_line(w: &mut dyn Write, l: &Line, json: bool) -> io::Result<()> {
     )
 }
 
+/// Events of one group held back in an interval ([`crate::repeats`]): one line under
+/// [`header`]'s columns, at the last one's time, with how many, over how long, at what rate,
+/// and the last one's evidence. An end the held events do not share is `*`. A single held
+/// event is printed as itself.
+pub fn write_roll_up(w: &mut dyn Write, r: &RollUp) -> io::Result<()> {
+    let l = &r.last;
+    if r.count == 1 {
+        // One held event is printed as itself.
+        return write_line(w, l, false);
+    }
+    let ns = l.netns_name.clone().unwrap_or_else(|| l.netns.to_string());
+    let end = |a: Option<std::net::SocketAddr>| a.map_or("*".to_string(), |a| a.to_string());
+    let flows = if r.flows > 1 {
+        let more = if r.flows as usize >= crate::repeats::FLOWS_COUNTED {
+            " or more"
+        } else {
+            ""
+        };
+        format!(" on {}{more} flows", r.flows)
+    } else {
+        String::new()
+    };
+    let rate = r
+        .rate_per_s()
+        .map(|v| {
+            if v >= 10.0 {
+                format!(", {v:.0}/s")
+            } else {
+                format!(", {v:.1}/s")
+            }
+        })
+        .unwrap_or_default();
+    writeln!(
+        w,
+        "{:>9.3}s {:<14} {:<18} {} -> {} {:<11} {:<20} {} more{flows} since {:.3}s ({}{rate}); the last: {}",
+        l.t_us as f64 / 1e6,
+        ns,
+        process_text(l),
+        end(r.local),
+        end(r.remote),
+        l.state.map(|s| s.name()).unwrap_or("-"),
+        l.cause.name(),
+        r.count,
+        r.first_us as f64 / 1e6,
+        micros(r.last_us - r.first_us),
+        l.evidence
+    )
+}
+
 /// One rolling summary: a JSON line (`"type": "summary"`) or a `-- N s:` text line.
 pub fn write_summary(w: &mut dyn Write, s: &SummaryLine, json: bool) -> io::Result<()> {
     if json {
@@ -136,25 +268,23 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>) -> io::Result<()> {
         w,
         "Traced {:.1} s in {}.",
         b.duration_ms as f64 / 1000.0,
-        if b.netns.is_empty() {
-            "every network namespace".to_string()
-        } else {
-            b.netns
-                .iter()
-                .map(|n| n.label())
-                .collect::<Vec<_>>()
-                .join(", ")
-        }
+        Netns::describe_all(&b.netns)
     )?;
     let c = |k: &str| b.counts.get(k).copied().unwrap_or(0);
+    // Buffers freed with their socket are no drops (issue 24: a healthy wrk run showed
+    // "111,222 TCP drops", all QUEUE_PURGE).
+    let benign = match c("benign_drops") {
+        0 => String::new(),
+        n => format!(" ({n} buffers freed with their socket apart: benign, not drops)"),
+    };
     writeln!(
         w,
         // Zero-window events as the `zero_window` cause counts them (issue 21: "0 zero
         // windows" stood beside "zero_window 2", both of them timer resends into a zero window).
-        "Kernel counts: {} connects ({} established, {} failed before the SYN), {} accepted, {} closed; retransmissions: {} SYN, {} timeout, {} after timeout, {} tail-loss probe, {} fast, {} into a zero window, {} other; {} SYN-ACK resends; resets {} sent, {} received; {} TCP drops; {} zero-window events ({} windows seen closing, {} timer resends into a zero window), {} window probes; {} SYNs refused by TIME_WAIT.",
+        "Kernel counts: {} connects ({} established, {} failed before the SYN), {} accepted, {} closed; retransmissions: {} SYN, {} timeout, {} after timeout, {} tail-loss probe, {} fast, {} into a zero window, {} other; {} SYN-ACK resends; resets {} sent, {} received; {} TCP drops{}; {} zero-window events ({} windows seen closing, {} timer resends into a zero window), {} window probes; {} SYNs refused by TIME_WAIT.",
         c("connects"), c("connected"), c("connect_errors"), c("accepted"), c("closed"),
         c("retransmit_syn"), c("retransmit_timeout"), c("retransmit_after_timeout"), c("retransmit_tail_loss_probe"), c("retransmit_fast"), c("retransmit_zero_window"), c("retransmit_other"),
-        c("synack_retransmits"), c("resets_sent"), c("resets_received"), c("tcp_drops"),
+        c("synack_retransmits"), c("resets_sent"), c("resets_received"), c("tcp_drops"), benign,
         c("zero_windows") + c("retransmit_zero_window"), c("zero_windows"), c("retransmit_zero_window"), c("window_probes"), c("time_wait_acks")
     )?;
     writeln!(
@@ -187,6 +317,29 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>) -> io::Result<()> {
                 f.src, f.dst, f.count, f.reason
             )?;
         }
+    }
+    if !b.benign_drops_by_reason.is_empty() {
+        writeln!(
+            w,
+            "Freed with their socket (benign, not drops): {}",
+            tally(&b.benign_drops_by_reason)
+        )?;
+    }
+    if let Some(t) = &b.connections {
+        writeln!(
+            w,
+            "Connections closed: {} ({} opened by connect(), {} accepted); payload {} bytes sent, {} received{}",
+            t.connections,
+            t.opened_by_connect,
+            t.connections - t.opened_by_connect,
+            t.tx_bytes,
+            t.rx_bytes,
+            if b.lost_events > 0 {
+                " (lower bounds: records were lost)"
+            } else {
+                ""
+            }
+        )?;
     }
     if !b.summary.causes.is_empty() {
         let d: Vec<String> = b

@@ -9,9 +9,11 @@ use std::time::{Duration, Instant};
 
 use tcpdoctor_model::{Measured, Report};
 use tcpdoctor_trace::attribute::{Config, EventFilter, Line};
+use tcpdoctor_trace::connections::Connection;
 use tcpdoctor_trace::raw::Counter;
 use tcpdoctor_trace::render::{self, Body, SummaryLine};
-use tcpdoctor_trace::session::{Options, Scope, Session};
+use tcpdoctor_trace::repeats::Repeats;
+use tcpdoctor_trace::session::{Netns, Options, Scope, Session};
 
 use crate::output;
 
@@ -49,9 +51,27 @@ process, the network namespace, the 4-tuple, the cause and the kernel's evidence
                         reader's stall runs from the window closing to the last probe that
                         found it closed, judged as sockets and doctor judge it
   drop                  every TCP packet the kernel dropped, with the reason's name (read
-                        from the kernel's BTF); queue drops name their interface
+                        from the kernel's BTF); queue drops name their interface. Buffers a
+                        closing socket frees with it (QUEUE_PURGE: e.g. the peer's FIN left
+                        unread) lose nothing: counted apart as benign, never as drops
 Every --every DUR a summary line (counts per cause, lost records); at the end (--duration
 or Ctrl-C) the counts, drops per reason and flow, and findings.
+
+Repeats: in the text, events of one process, namespace, cause (and drop reason and state)
+print at once for the first 3 destinations of each --every interval; the rest of the
+interval are held and printed as one line at its end: N more [on M flows] since T (span,
+rate/s); the last: <evidence>. --json keeps every event, one line each, so programs count
+them exactly (the final report's counts are exact either way).
+
+Connections (--connections): one line per connection as its socket closes, as bcc's
+tcplife prints them: process, local -> remote, opened (connect or accept), payload bytes
+sent (acknowledged by the peer) and received, lifetime in ms (from connect(), or from the
+handshake's end for an accepted one, to the close of the full socket: a TIME_WAIT that
+follows is not counted), and how it ended (closed first, peer closed first, reset sent or
+received, timed out, connect failed). Bytes are the kernel's bytes_acked and
+bytes_received less the SYN and FINs they count. An accepted connection's process is the
+one that closed it, else the one holding its file. Connections opened before the trace
+started are not reported. Cost: one record per connection side (see BENCHMARKS.md).
 
 Scope: the network namespace tcpdoctor runs in, or --netns NAME (repeatable), or
 --all-netns. Filtering happens in the kernel by namespace. --pid, --comm and --port keep
@@ -75,11 +95,15 @@ there are syn_traced_at_edges, so it may count that many more than the counter.
 
 Output fields (--json, JSON Lines): {type: event, t_us, netns, netns_name, process {pid,
 comm, source: connect|current|file_descriptor}, local, remote, state, cause, pathology,
-evidence, drop_reason}; {type: summary, t_ms, connects, causes, drops, lost_events}; and
-last {type: report, schema_version, verdict, findings, duration_ms, netns[], counts,
-lost_events, missed_events {hook: n}, not_traced {counter: n}, syn_traced_at_edges,
-drops_by_reason, summary {causes, drop_reasons, drop_flows, no_local_port,
-local_tuple_refusals, incast_episodes, undecoded, filtered_out}, kernel_counters,
+evidence, drop_reason}; with --connections {type: connection, t_us, netns, netns_name,
+process {pid, comm, source: connect|closer|file_descriptor}, local, remote, opened,
+duration_us, tx_bytes, rx_bytes, ended, closed_from, errno}; {type: summary, t_ms, connects, causes, drops, lost_events}; and
+last {type: report, schema_version, verdict, findings, duration_ms, netns[] {inode, name,
+host}, counts (tcp_drops: drops that lost a packet; benign_drops: buffers freed with their
+socket), lost_events, missed_events {hook: n}, not_traced {counter: n}, syn_traced_at_edges,
+drops_by_reason, benign_drops_by_reason, summary {causes, drop_reasons, drop_flows, no_local_port,
+local_tuple_refusals, incast_episodes, undecoded, filtered_out}, connections
+{connections, opened_by_connect, tx_bytes, rx_bytes} (--connections), kernel_counters,
 unavailable}. With records lost, counts built from records are lower bounds (at least N);
 failed connects and EADDRNOTAVAIL use the kernel's exact counts (counts.connect_failed,
 counts.connect_eaddrnotavail).
@@ -89,6 +113,7 @@ Examples:
   sudo tcpdoctor trace --duration 30s
   sudo tcpdoctor trace --netns tdoc-client --netns tdoc-server --json
   sudo tcpdoctor trace --comm nginx --port 443
+  sudo tcpdoctor trace --connections --port 8080
 ";
 
 /// Trace TCP events live with eBPF and name the cause of each.
@@ -119,6 +144,10 @@ pub struct Args {
     /// How often to print the rolling summary.
     #[arg(long, value_name = "DUR", value_parser = crate::args::duration, default_value = "5s")]
     every: Duration,
+    /// Print each connection as it closes: lifetime, payload bytes each way, process (as
+    /// bcc's tcplife); events are still attributed for the report.
+    #[arg(long)]
+    connections: bool,
 }
 
 /// Flags checked before anything is attached (issue 24: `--duration 0s` traced for 0 s where
@@ -180,6 +209,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             },
             ..Config::default()
         },
+        connections: args.connections,
     };
     let mut session = Session::start(opts)?;
     let json = args.json;
@@ -187,37 +217,47 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         // Tells a supervising process (and a person) that the programs are attached.
         eprintln!("tcpdoctor: tracing started");
     } else {
-        let scope = if args.all_netns {
-            "every network namespace".to_string()
-        } else {
-            session
-                .netns()
-                .iter()
-                .map(|n| n.label())
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
+        let scope = Netns::describe_all(session.netns());
         let until = args
             .duration
             .map(|d| format!("for {}", humantime::format_duration(d)))
             .unwrap_or_else(|| "until Ctrl-C".into());
-        output::with_stdout(|w| render::header(w, &scope, &until, session.unavailable()))?;
+        output::with_stdout(|w| {
+            render::header(w, &scope, &until, session.unavailable(), args.connections)
+        })?;
     }
     let stop = output::stop_flag();
     let started = Instant::now();
     let mut next_summary = started + args.every;
     let mut printed = 0u64;
     let mut pipe_closed = false;
+    // Text rolls repeats up (first at once, the rest one line per interval); JSON keeps
+    // every event.
+    let mut repeats = Repeats::new();
     loop {
         let done =
             args.duration.is_some_and(|d| started.elapsed() >= d) || stop.load(Ordering::SeqCst);
-        let lines = session.poll();
+        let mut lines = session.poll();
+        if !json {
+            // With --connections the text shows connections only.
+            lines.retain(|l| !args.connections && repeats.admit(l));
+        }
+        let conns = session.take_connections();
+        if !pipe_closed && !conns.is_empty() {
+            pipe_closed = write_connections(&conns, json).is_err();
+        }
         if !pipe_closed && !lines.is_empty() {
             printed += lines.len() as u64;
             let r = write_all(&lines, json);
             pipe_closed = r.is_err();
         }
-        if !pipe_closed && Instant::now() >= next_summary && !done {
+        let interval_over = Instant::now() >= next_summary;
+        if !pipe_closed && (interval_over || done) {
+            let ups = repeats.roll_up();
+            pipe_closed =
+                write_stdout(|w| ups.iter().try_for_each(|r| render::write_roll_up(w, r))).is_err();
+        }
+        if !pipe_closed && interval_over && !done {
             next_summary += args.every;
             let s = summary_line(&session);
             pipe_closed = write_stdout(|w| render::write_summary(w, &s, json)).is_err();
@@ -230,6 +270,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let cut_short =
         stop.load(Ordering::SeqCst) && args.duration.is_some_and(|d| started.elapsed() < d);
     let outcome = session.finish();
+    if !pipe_closed && !outcome.last_connections.is_empty() {
+        // A closed pipe ends the output; the report below meets the same error.
+        let _ = write_connections(&outcome.last_connections, json);
+    }
     let activity = outcome
         .counts
         .iter()
@@ -256,7 +300,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         not_traced: outcome.not_traced,
         syn_traced_at_edges: outcome.syn_traced_at_edges,
         drops_by_reason: outcome.drops_by_reason,
+        benign_drops_by_reason: outcome.benign_drops_by_reason,
         summary: outcome.summary,
+        connections: outcome.connections,
         kernel_counters: outcome.kernel_counters,
         unavailable: outcome.unavailable,
         events_printed: printed,
@@ -275,6 +321,14 @@ fn write_stdout(f: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> io::Result<
     let mut w = io::BufWriter::new(stdout.lock());
     f(&mut w)?;
     w.flush()
+}
+
+fn write_connections(conns: &[Connection], json: bool) -> io::Result<()> {
+    write_stdout(|w| {
+        conns
+            .iter()
+            .try_for_each(|c| render::write_connection(w, c, json))
+    })
 }
 
 fn write_all(lines: &[Line], json: bool) -> io::Result<()> {
