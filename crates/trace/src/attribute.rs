@@ -1276,12 +1276,20 @@ impl Engine {
                         t.events
                     ),
                 ),
+                // Worded as the lab words it ("up to N flows": the largest episode), with
+                // the distinct flows of all episodes apart (issue 21, defect 8).
                 Pathology::Incast => (
                     Impact::stalls(flows, None, worst),
                     format!(
-                        "timeouts of {flows} flows into one receiver within {} ms, {} episode(s)",
+                        "{} incast episode(s): timeouts of up to {} flows into one receiver within {} ms; {flows} distinct flows timed out across them",
+                        self.summary.incast_episodes.len(),
+                        self.summary
+                            .incast_episodes
+                            .iter()
+                            .map(|e| e.flows)
+                            .max()
+                            .unwrap_or(0),
                         self.cfg.incast_window.as_millis(),
-                        self.summary.incast_episodes.len()
                     ),
                 ),
                 Pathology::Retransmission => (

@@ -976,3 +976,36 @@ fn a_window_closed_for_two_minutes_is_a_long_stall_of_the_reader_not_the_writer(
         "{ev_text}"
     );
 }
+
+/// Issue 21, defect 8: the lab said "up to 3 flows" (its largest episode) while the trace's
+/// finding said "timeouts of 6 flows into one receiver within 20 ms" for two episodes of 3:
+/// the distinct flows of all episodes, worded as one window. The finding says what it
+/// counts: the largest episode, the episodes, and the distinct flows across them.
+#[test]
+fn the_incast_finding_names_its_largest_episode_apart_from_the_flows_of_all_episodes() {
+    let mut e = engine();
+    for (start_ms, senders) in [(100, [2, 3, 4]), (600, [5, 6, 7])] {
+        for (i, s) in senders.iter().enumerate() {
+            e.push(
+                ev(
+                    start_ms + i as u64 * 5,
+                    *s,
+                    TcpState::Established,
+                    &format!("10.0.0.{s}:5001"),
+                    "10.0.0.1:40000",
+                    timeout(210_000, false),
+                ),
+                &mut NoLookup,
+            );
+        }
+    }
+    assert_eq!(e.summary().incast_episodes.len(), 2);
+    let f = e.findings(0, &mut NoLookup);
+    let incast = f.iter().find(|f| f.pathology == Pathology::Incast).unwrap();
+    assert_eq!(
+        incast.summary,
+        "2 incast episode(s): timeouts of up to 3 flows into one receiver within 20 ms; 6 distinct flows timed out across them"
+    );
+    // Harm is every flow that stalled, in any episode.
+    assert_eq!(incast.impact.affected, 6);
+}
