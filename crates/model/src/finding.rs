@@ -66,10 +66,14 @@ pub enum Pathology {
     /// The client waited: between the handshake and its first request, or between a
     /// response and its next request. Neither the network nor the server was the wait.
     ClientDelay,
+    /// The sender's socket buffer (SO_SNDBUF, or net.ipv4.tcp_wmem's maximum) held less than
+    /// the path could carry: the application waited for room while the congestion and receive
+    /// windows would have let more data out.
+    SendBufferLimited,
 }
 
 impl Pathology {
-    pub const ALL: [Pathology; 22] = [
+    pub const ALL: [Pathology; 23] = [
         Pathology::SynRetransmit,
         Pathology::TimeWaitCollision,
         Pathology::StaleAckRace,
@@ -92,6 +96,7 @@ impl Pathology {
         Pathology::ServerResponse,
         Pathology::NetworkLatency,
         Pathology::ClientDelay,
+        Pathology::SendBufferLimited,
     ];
 
     /// The snake_case name used in JSON and on the command line.
