@@ -209,6 +209,10 @@ pub struct Socket {
     /// `sk_wmem_queued`: data not yet acknowledged and its overhead), measured against
     /// `sndbuf_bytes` by the kernel before it lets a writer add more.
     pub wmem_queued_bytes: Option<u32>,
+    /// What of it is still on this host below TCP, in a queueing discipline or a device
+    /// queue (`SK_MEMINFO_WMEM_ALLOC`, `sk_wmem_alloc`): large when this host's own
+    /// interface is the bottleneck.
+    pub wmem_alloc_bytes: Option<u32>,
     /// `tcp_info`, absent for TIME_WAIT and NEW_SYN_RECV entries.
     pub info: Option<Box<TcpInfo>>,
     /// The processes holding it (pid, comm, fd), once [`attribute`] ran; empty for sockets
@@ -444,6 +448,7 @@ mod tests {
             rcvbuf_bytes: None,
             sndbuf_bytes: None,
             wmem_queued_bytes: None,
+            wmem_alloc_bytes: None,
             info: None,
             owners: Vec::new(),
             last_owner: None,

@@ -1353,6 +1353,7 @@ mod tests {
             rcvbuf_bytes: None,
             sndbuf_bytes: None,
             wmem_queued_bytes: None,
+            wmem_alloc_bytes: None,
             info: None,
             owners: Vec::new(),
             last_owner: None,

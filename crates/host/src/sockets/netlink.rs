@@ -243,6 +243,7 @@ pub(super) fn parse_inet_diag(m: &[u8]) -> Option<Socket> {
         rcvbuf_bytes: None,
         sndbuf_bytes: None,
         wmem_queued_bytes: None,
+        wmem_alloc_bytes: None,
         info: None,
         owners: Vec::new(),
         last_owner: None,
@@ -263,6 +264,7 @@ pub(super) fn parse_inet_diag(m: &[u8]) -> Option<Socket> {
             INET_DIAG_SKMEMINFO if v.len() >= 16 => {
                 s.rcvbuf_bytes = Some(u32_ne(v, 4));
                 s.sndbuf_bytes = Some(u32_ne(v, 12));
+                s.wmem_alloc_bytes = Some(u32_ne(v, 8));
                 s.wmem_queued_bytes = (v.len() >= 24).then(|| u32_ne(v, 20));
             }
             _ => {}
@@ -317,6 +319,7 @@ mod tests {
         let mut mem = vec![0u8; 36];
         mem[4..8].copy_from_slice(&4608u32.to_ne_bytes());
         mem[12..16].copy_from_slice(&16384u32.to_ne_bytes());
+        mem[8..12].copy_from_slice(&40392u32.to_ne_bytes());
         mem[20..24].copy_from_slice(&66315u32.to_ne_bytes());
         let s = parse_inet_diag(&msg(
             1,
@@ -328,6 +331,7 @@ mod tests {
         assert_eq!(s.rcvbuf_bytes, Some(4608));
         assert_eq!(s.sndbuf_bytes, Some(16384));
         assert_eq!(s.wmem_queued_bytes, Some(66315));
+        assert_eq!(s.wmem_alloc_bytes, Some(40392));
         // An older kernel's four-value skmeminfo: the buffers, no queue.
         let mut mem = vec![0u8; 16];
         mem[12..16].copy_from_slice(&16384u32.to_ne_bytes());

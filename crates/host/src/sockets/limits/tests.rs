@@ -52,6 +52,7 @@ fn sender(
         rcvbuf_bytes: Some(131_072),
         sndbuf_bytes: Some(16_384),
         wmem_queued_bytes: Some(0),
+        wmem_alloc_bytes: None,
         info: Some(Box::new(i)),
         owners: vec![Owner {
             pid: 100,
@@ -160,6 +161,13 @@ fn holding_reads_unsent_data_the_windows_and_the_buffer() {
     // Two thirds of the buffer: the kernel still does not wake the writer.
     s.sndbuf_bytes = Some(99_000);
     assert_eq!(holding(&s), Some(Holding::SendBuffer));
+    // Behind this host's own shaper: the queued data sits in the qdisc.
+    s.sndbuf_bytes = Some(8192);
+    s.wmem_alloc_bytes = Some(40_392);
+    s.wmem_queued_bytes = Some(40_144);
+    assert_eq!(holding(&s), Some(Holding::Network));
+    s.wmem_alloc_bytes = Some(0);
+    s.wmem_queued_bytes = Some(66_315);
     // More than a third free: the application did not write.
     s.sndbuf_bytes = Some(99_500);
     assert_eq!(holding(&s), Some(Holding::Application));
@@ -302,7 +310,9 @@ fn floors_keep_idle_and_small_connections_out() {
         0,
         (1 << 20) + 60_000,
     );
-    assert!(window_of(&[b0], std::slice::from_ref(&b1), w).busy.is_empty());
+    assert!(window_of(&[b0], std::slice::from_ref(&b1), w)
+        .busy
+        .is_empty());
     // The same with 10 KiB queued now: 64 KiB in all.
     let mut b2 = b1.clone();
     b2.send_q = 10_000;
