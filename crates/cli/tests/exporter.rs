@@ -959,7 +959,7 @@ fn a_destination_held_by_its_readers_window_has_the_largest_receiver_window_shar
     }
     let rwnd = share(&text, "receiver_window").unwrap_or_else(|| panic!("{text}"));
     let sndbuf = share(&text, "send_buffer").unwrap();
-    let network = share(&text, "network").unwrap();
+    let network = share(&text, "in_flight").unwrap();
     assert!(rwnd >= 0.5 && rwnd > sndbuf && rwnd > network, "{text}");
     assert!((rwnd + sndbuf + network - 1.0).abs() < 1e-6, "{text}");
     let busy = value(

@@ -11,12 +11,12 @@
 //! value [`OTHER`]; findings have one series per pathology, severity and source class;
 //! trace reasons are the kernel's enum.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use tcpdoctor_host::check::Inputs;
 use tcpdoctor_host::counters::Snapshot;
-use tcpdoctor_host::sockets::{PathStats, Summary, TcpState};
+use tcpdoctor_host::sockets::{Limit, PathStats, Summary, TcpState};
 use tcpdoctor_model::{Finding, Pathology, Severity, Source};
 use tcpdoctor_report::prometheus::{BaseUnit, Family};
 
@@ -223,7 +223,7 @@ pub const LIMITS: [(&str, &str); 3] = [
         "tcpi_sndbuf_limited: the application waited for room in a full send buffer",
     ),
     (
-        "network",
+        "in_flight",
         "the rest: data in flight or held by the congestion window or pacing",
     ),
 ];
@@ -268,6 +268,29 @@ fn paths(s: &Summary, top: usize) -> Vec<Family> {
     );
     let mut limited =
         Family::gauge("tcpdoctor_destination_limited_ratio", help).unit(BaseUnit::Ratio);
+    let mut named = Family::gauge(
+        "tcpdoctor_destination_busy_connections",
+        "Busy connections toward a destination in the findings window, by what limited them as tcpdoctor sockets names it: receiver_window, send_buffer, network (data in flight, the congestion window or pacing) or application (nothing to send); the in-flight time is named by the sender's state at the censuses (summed for destination=\"other\")",
+    );
+    let mut by_limit: HashMap<String, BTreeMap<Limit, u64>> = HashMap::new();
+    for t in &s.transfers.busy {
+        *by_limit
+            .entry(t.remote.to_string())
+            .or_default()
+            .entry(t.limit)
+            .or_default() += 1;
+    }
+    let mut put_named = |label: String, counts: &BTreeMap<Limit, u64>| {
+        for l in Limit::ALL {
+            named.push(
+                vec![
+                    ("destination", label.clone()),
+                    ("limit", l.name().to_string()),
+                ],
+                counts.get(&l).copied().unwrap_or(0),
+            );
+        }
+    };
     let mut put = |label: String, p: &PathStats| {
         let l = || vec![("destination", label.clone())];
         rtt.push(l(), p.rtt_us_mean as f64 / 1e6);
@@ -287,14 +310,23 @@ fn paths(s: &Summary, top: usize) -> Vec<Family> {
             limited.push(lab, us as f64 / b as f64);
         }
     };
+    let none = BTreeMap::new();
     for (name, p) in with.iter().take(top) {
         put(name.clone(), p);
+        put_named(name.clone(), by_limit.get(name).unwrap_or(&none));
     }
     let rest = with.get(top..).unwrap_or_default();
     if let Some(p) = PathStats::combined(rest.iter().map(|(_, p)| *p)) {
         put(OTHER.to_string(), &p);
+        let mut sum: BTreeMap<Limit, u64> = BTreeMap::new();
+        for (name, _) in rest {
+            for (l, n) in by_limit.get(name).unwrap_or(&none) {
+                *sum.entry(*l).or_default() += n;
+            }
+        }
+        put_named(OTHER.to_string(), &sum);
     }
-    vec![rtt, min_rtt, busy, limited]
+    vec![rtt, min_rtt, busy, limited, named]
 }
 
 /// Listening sockets: the top `top` (full queues first, then the longest), the rest summed.
@@ -890,7 +922,7 @@ mod tests {
         };
         assert!((r("receiver_window") - 0.75).abs() < 1e-9);
         assert_eq!(r("send_buffer"), 0.0);
-        assert!((r("network") - 0.25).abs() < 1e-9);
+        assert!((r("in_flight") - 0.25).abs() < 1e-9);
         // other: 0.5 + 0.2 + 0.1 s busy, 0.3 s of it send-buffer-limited; mean RTT over its
         // three sockets, the fastest round trip among them.
         assert_eq!(fam("tcpdoctor_destination_rtt_seconds").samples.len(), 2);

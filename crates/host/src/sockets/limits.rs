@@ -32,8 +32,10 @@
 //! exporter), so that the time held is the window's, not some earlier hour's:
 //! `slow_reader` (the receiver's window held a transfer: its reader named when its socket is in
 //! the census), `send_buffer_limited`, and for transfers the network held,
-//! `retransmission` (with loss) and `network_latency` (a queue on the path). Severity follows
-//! the time held ([`HELD_FLOOR`] and up), through the policy.
+//! `retransmission` (with loss) and `network_latency` (a queue on the path). A limit is a
+//! finding once it held a transfer [`HELD_FLOOR`] or more in the window; its severity follows
+//! the share of the window it held (the policy's time lost), so that a 1 s watch, doctor's 2 s
+//! and the exporter's longer windows judge the same transfer alike.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, SocketAddr};
@@ -94,6 +96,24 @@ pub enum Limit {
 }
 
 impl Limit {
+    pub const ALL: [Limit; 4] = [
+        Limit::ReceiverWindow,
+        Limit::SendBuffer,
+        Limit::Network,
+        Limit::Application,
+    ];
+
+    /// The snake_case name, as in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Limit::ReceiverWindow => "receiver_window",
+            Limit::SendBuffer => "send_buffer",
+            Limit::Network => "network",
+            Limit::Application => "application",
+        }
+    }
+
+    /// For human output.
     pub fn describe(self) -> &'static str {
         match self {
             Limit::ReceiverWindow => "receiver window",
@@ -648,6 +668,19 @@ fn max_held(ts: &[&Transfer], f: impl Fn(&Transfer) -> u64) -> Duration {
     Duration::from_micros(ts.iter().map(|t| f(t)).max().unwrap_or(0))
 }
 
+/// The largest share of its observed time (the window) a limit held one transfer.
+fn max_share(ts: &[&Transfer], f: impl Fn(&Transfer) -> u64) -> f64 {
+    ts.iter().map(|t| t.share(f(t))).fold(0.0, f64::max)
+}
+
+/// What a limit's time held cost, for the policy: the share of its window the worst transfer
+/// was held, as time lost (10% or more: critical; 1%: warning). The time is a sum of waits
+/// the kernel does not keep apart, and it grows with the window: a share judges a transfer
+/// alike in a 1 s `--watch`, doctor's 2 s and the exporter's 15 s.
+fn held_impact(ts: &[&Transfer], observed: u64, f: impl Fn(&Transfer) -> u64) -> Impact {
+    Impact::stalls(ts.len() as u64, Some(observed), None).with_time_lost(max_share(ts, f))
+}
+
 /// The findings the transfers of a window support (module docs); none for one census.
 pub fn findings(tr: &Transfers) -> Vec<Finding> {
     if tr.span != Span::Window {
@@ -742,9 +775,10 @@ fn receiver_finding(held: &[&Transfer], observed: u64) -> Finding {
         .collect();
     let remote: Vec<&&Transfer> = held.iter().filter(|t| t.reader.is_none()).collect();
     let mut summary = format!(
-        "{} transfer(s) held by the receiver's window for up to {} in the window (tcpi_rwnd_limited)",
+        "{} transfer(s) held by the receiver's window for up to {} in the window, {:.0}% of it (tcpi_rwnd_limited)",
         held.len(),
-        fmt::duration(worst)
+        fmt::duration(worst),
+        100.0 * max_share(held, |t| t.rwnd_limited_us)
     );
     if let Some(o) = readers.first() {
         summary.push_str(&format!("; not reading: {} pid {}", o.comm, o.pid));
@@ -762,7 +796,7 @@ fn receiver_finding(held: &[&Transfer], observed: u64) -> Finding {
         Pathology::SlowReader,
         Source::Sockets,
         summary,
-        Impact::stalls(held.len() as u64, Some(observed), Some(worst)),
+        held_impact(held, observed, |t| t.rwnd_limited_us),
     )
     .with_evidence(Evidence::Timing {
         what: "time a transfer's data waited for the receiver's window to open (its tcpi_rwnd_limited growth between the censuses; the kernel keeps the total, not each wait)".into(),
@@ -798,12 +832,17 @@ fn receiver_finding(held: &[&Transfer], observed: u64) -> Finding {
 fn buffer_finding(ts: &[&Transfer], observed: u64) -> Finding {
     let worst = max_held(ts, |t| t.sndbuf_limited_us);
     let timed = worst >= HELD_FLOOR;
-    let impact = Impact::stalls(ts.len() as u64, Some(observed), timed.then_some(worst));
+    let impact = if timed {
+        held_impact(ts, observed, |t| t.sndbuf_limited_us)
+    } else {
+        Impact::stalls(ts.len() as u64, Some(observed), None)
+    };
     let mut summary = if timed {
         format!(
-            "{} transfer(s) held by their send buffer for up to {} in the window (tcpi_sndbuf_limited)",
+            "{} transfer(s) held by their send buffer for up to {} in the window, {:.0}% of it (tcpi_sndbuf_limited)",
             ts.len(),
-            fmt::duration(worst)
+            fmt::duration(worst),
+            100.0 * max_share(ts, |t| t.sndbuf_limited_us)
         )
     } else {
         format!(
@@ -827,9 +866,26 @@ fn buffer_finding(ts: &[&Transfer], observed: u64) -> Finding {
             .iter()
             .take(EXAMPLES)
             .map(|t| {
+                let what = if t.sndbuf_limited_us >= HELD_FLOOR.as_micros() as u64 {
+                    line(t, t.sndbuf_limited_us)
+                } else {
+                    format!(
+                        "{} -> {} busy {}, {:.0}% of it in flight with the buffer full (the kernel counted {} sndbuf-limited), {} acknowledged{}",
+                        t.local,
+                        t.remote,
+                        fmt::micros(t.busy_us),
+                        100.0 * t.in_flight_us as f64 / t.busy_us.max(1) as f64,
+                        fmt::micros(t.sndbuf_limited_us),
+                        fmt::bytes(t.bytes_acked),
+                        if t.owners.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" ({})", who(&t.owners))
+                        }
+                    )
+                };
                 format!(
-                    "{}; send buffer {} / {}, {} unsent, {} of cwnd {} in flight",
-                    line(t, t.sndbuf_limited_us),
+                    "{what}; send buffer {} / {}, {} unsent, {} of cwnd {} in flight",
                     t.wmem_queued_bytes
                         .map_or("?".into(), |q| fmt::bytes(u64::from(q))),
                     t.sndbuf_bytes

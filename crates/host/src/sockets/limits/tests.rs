@@ -245,11 +245,13 @@ fn a_window_counts_the_growth_between_the_censuses_and_names_the_reader() {
     let f = findings(&t);
     assert_eq!(f.len(), 1, "{f:#?}");
     assert_eq!(f[0].pathology, Pathology::SlowReader);
-    // 924 ms held: a warning (200 ms - 1 s), the reader named as not reading.
+    // 924 ms held of a 1.01 s window: 91% of the time lost, critical; the reader named as not
+    // reading.
     assert_eq!(
         (f[0].severity, f[0].severity_rule),
-        (Severity::Warning, Rule::TimeoutStall)
+        (Severity::Critical, Rule::TimeLost)
     );
+    assert!((f[0].impact.time_lost_share.unwrap() - 924.0 / 1010.0).abs() < 1e-9);
     assert!(
         f[0].summary.contains("not reading: reader pid 200"),
         "{}",
@@ -289,8 +291,11 @@ fn an_ipv4_mapped_reader_is_found_and_a_remote_one_said_to_be_elsewhere() {
         "{}",
         f[0].summary
     );
-    // 1.5 s held: critical, like any stall of a second or more.
-    assert_eq!(f[0].severity, Severity::Critical);
+    // Opened in the window: 1.5 s held of its 2 s busy life, 75%.
+    assert_eq!(
+        (f[0].severity, f[0].severity_rule),
+        (Severity::Critical, Rule::TimeLost)
+    );
 }
 
 #[test]
@@ -383,9 +388,15 @@ fn send_buffer_and_network_findings_follow_the_time_held_and_the_loss() {
             .unwrap_or_else(|| panic!("{p:?} missing"))
     };
     let sb = by(Pathology::SendBufferLimited);
+    // 600 ms of the 2 s window: 30%.
     assert_eq!(
         (sb.severity, sb.severity_rule),
-        (Severity::Warning, Rule::TimeoutStall)
+        (Severity::Critical, Rule::TimeLost)
+    );
+    assert!(
+        sb.summary.contains("600ms in the window, 30% of it"),
+        "{}",
+        sb.summary
     );
     assert!(
         sb.summary.contains("writer: writer pid 100"),
@@ -511,10 +522,37 @@ fn a_zero_window_and_a_transfer_held_by_it_are_one_slow_reader_finding() {
     let s = &slow[0].summary;
     assert_eq!(s.matches("not reading: reader pid 200").count(), 1, "{s}");
     assert!(
-        s.contains("held by the receiver's window for up to 1.900s"),
+        s.contains("held by the receiver's window for up to 1.900s in the window, 95% of it"),
         "{s}"
     );
-    // The window held it 1.9 s: critical, as a stall of a second or more.
+    // Held 95% of the window: critical (time lost).
     assert_eq!(slow[0].severity, Severity::Critical);
     assert_eq!(a.summary.transfers.busy[0].limit, Limit::ReceiverWindow);
+}
+
+#[test]
+fn the_same_share_held_is_judged_alike_in_a_short_and_a_long_window() {
+    // Held 15% of a 2 s window (300 ms) and of a 15 s window (2.25 s): critical both.
+    // Held 5% of a 15 s window (750 ms): a warning, though longer than the 300 ms above.
+    let judge = |window_ms: u64, held_ms: u64| {
+        let a0 = sender("10.0.0.1:40000", "10.0.0.2:80", 1_000, 0, 0, 1 << 20);
+        let a1 = sender(
+            "10.0.0.1:40000",
+            "10.0.0.2:80",
+            1_000 + window_ms,
+            held_ms,
+            0,
+            9 << 20,
+        );
+        let t = window_of(&[a0], &[a1], Duration::from_millis(window_ms));
+        let f = findings(&t);
+        (f[0].severity, f[0].severity_rule)
+    };
+    assert_eq!(judge(2_000, 300), (Severity::Critical, Rule::TimeLost));
+    assert_eq!(judge(15_000, 2_250), (Severity::Critical, Rule::TimeLost));
+    assert_eq!(judge(15_000, 750), (Severity::Warning, Rule::SomeTimeLost));
+    // Under the 200 ms floor: no finding, whatever the share.
+    let a0 = sender("10.0.0.1:40000", "10.0.0.2:80", 1_000, 0, 0, 1 << 20);
+    let a1 = sender("10.0.0.1:40000", "10.0.0.2:80", 1_300, 150, 0, 9 << 20);
+    assert!(findings(&window_of(&[a0], &[a1], Duration::from_millis(300))).is_empty());
 }
