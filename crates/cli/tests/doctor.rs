@@ -777,3 +777,78 @@ fn doctor_gives_a_listener_that_never_accepts_one_finding_with_its_consequences(
         "{text}"
     );
 }
+
+/// Issue 22 (live): doctor compares the two censuses' sending chronographs, so what limited a
+/// transfer is about its window, not the connection's life. A reader with a 16 KiB buffer
+/// reading 4 KiB every 10 ms holds a loopback writer by its window most of the 2 s window:
+/// one slow_reader finding (the counters' zero-window signs merged into it), critical (held
+/// half the window or more: time lost), naming the reader as not reading and the writer as
+/// waiting.
+#[test]
+fn doctor_says_what_limited_a_transfer_in_its_window_and_names_the_reader() {
+    let test = "doctor_says_what_limited_a_transfer_in_its_window_and_names_the_reader";
+    if !support::require_root(test) {
+        return;
+    }
+    use support::transfers::{reader, writer};
+    let ns = Netns::new("drlw");
+    let mut r = reader(&ns, "127.0.0.1", 5421, 16384, 4096, "0.01");
+    let mut w = writer(&ns, "127.0.0.1", 5421, 0, "-");
+    std::thread::sleep(Duration::from_millis(500));
+    let (code, out, err) = support::run(&[
+        "doctor",
+        "--netns",
+        &ns.name,
+        "--json",
+        "--quick",
+        "--no-trace",
+        "--window",
+        "2s",
+    ]);
+    let (rp, wp) = (r.id(), w.id());
+    for c in [&mut w, &mut r] {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    let v = support::json(&out, &err);
+    assert_eq!(code, 1, "{err}\n{out}");
+    let transfers = &v["sockets"]["transfers"];
+    assert_eq!(transfers["span"], "window", "{transfers:#}");
+    let t = transfers["busy"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["remote"] == "127.0.0.1:5421")
+        .unwrap_or_else(|| panic!("{transfers:#}"));
+    assert_eq!(t["limit"], "receiver_window", "{t:#}");
+    assert_eq!(t["owners"][0]["pid"], wp, "{t:#}");
+    assert_eq!(t["reader"]["owners"][0]["pid"], rp, "{t:#}");
+    // The window, not the life: the transfer ran 0.5 s before the first census.
+    assert!(t["busy_us"].as_u64().unwrap() <= 2_500_000, "{t:#}");
+    let slow: Vec<&Value> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["pathology"] == "slow_reader")
+        .collect();
+    assert_eq!(slow.len(), 1, "{:#}", v["findings"]);
+    let f = slow[0];
+    assert_eq!(f["severity"], "critical", "{f:#}");
+    assert!(
+        f["impact"]["time_lost_share"].as_f64().unwrap() >= 0.5,
+        "{f:#}"
+    );
+    let summary = f["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("held by the receiver's window"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains(&format!("not reading: perl pid {rp}")),
+        "{summary}"
+    );
+    assert!(
+        summary.contains(&format!("writer waiting: perl pid {wp}")),
+        "{summary}"
+    );
+}

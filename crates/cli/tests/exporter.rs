@@ -919,3 +919,62 @@ fn the_exporters_alert_fires_one_series_for_a_listener_that_never_accepts() {
         "{text}"
     );
 }
+
+/// Issue 22 (live): per destination, the exporter serves the round trip of its connections
+/// and the shares of their busy time each limit held in the window. A loopback reader that
+/// drains slowly holds its writer by the receive window: the destination's receiver_window
+/// share is the largest, the three shares add up to 1, and its RTT is served.
+#[test]
+fn a_destination_held_by_its_readers_window_has_the_largest_receiver_window_share() {
+    let test = "a_destination_held_by_its_readers_window_has_the_largest_receiver_window_share";
+    if !support::require_root(test) {
+        return;
+    }
+    use support::transfers::{reader, writer};
+    let ns = support::Netns::new("exlw");
+    let mut r = reader(&ns, "127.0.0.1", 5431, 16384, 4096, "0.01");
+    let mut w = writer(&ns, "127.0.0.1", 5431, 0, "-");
+    let e = Exporter::start(&["--interval", "1s", "--netns", &ns.name, "--no-trace"]);
+    // The first census is short (its window up to 1 s); wait for one taken while writing.
+    let dest = "destination=\"127.0.0.1:5431\"";
+    let share = |text: &str, limit: &str| {
+        value(
+            text,
+            &format!("tcpdoctor_destination_limited_ratio{{{dest},limit=\"{limit}\"}}"),
+        )
+    };
+    let t0 = Instant::now();
+    let text = loop {
+        let text = e.metrics();
+        if share(&text, "receiver_window").is_some_and(|s| s >= 0.5)
+            || t0.elapsed() > Duration::from_secs(6)
+        {
+            break text;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    for c in [&mut w, &mut r] {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    let rwnd = share(&text, "receiver_window").unwrap_or_else(|| panic!("{text}"));
+    let sndbuf = share(&text, "send_buffer").unwrap();
+    let network = share(&text, "in_flight").unwrap();
+    assert!(rwnd >= 0.5 && rwnd > sndbuf && rwnd > network, "{text}");
+    assert!((rwnd + sndbuf + network - 1.0).abs() < 1e-6, "{text}");
+    let busy = value(
+        &text,
+        &format!("tcpdoctor_destination_busy_seconds{{{dest}}}"),
+    )
+    .unwrap();
+    assert!(busy > 0.1, "{text}");
+    let rtt = value(
+        &text,
+        &format!("tcpdoctor_destination_rtt_seconds{{{dest}}}"),
+    )
+    .unwrap();
+    assert!(rtt > 0.0, "{text}");
+    assert!(text.contains(
+        "# HELP tcpdoctor_destination_limited_ratio Share of that busy time each limit held"
+    ));
+}

@@ -1,6 +1,9 @@
 //! `tcpdoctor sockets` against real sockets in network namespaces made by each test:
-//! TIME_WAIT per destination (compared with `ss`), a full accept queue, a slow reader.
+//! TIME_WAIT per destination (compared with `ss`), a full accept queue, a slow reader; what
+//! limited a bulk transfer ([`limits`]).
 
+#[path = "sockets/limits.rs"]
+mod limits;
 mod support;
 
 use support::{connect_nonblocking, in_netns, listener};

@@ -65,6 +65,14 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>) -> io::Result<()> {
         if !s.by_state.is_empty() {
             writeln!(w, "  sockets by state: {}", fmt::tally(&s.by_state))?;
         }
+        let t = &s.transfers;
+        if !t.busy.is_empty() {
+            writeln!(
+                w,
+                "  busy connections in the window, by what limited them: {} (sockets --json: transfers)",
+                fmt::tally(t.by_limit.iter().map(|(l, n)| (l.describe(), n)))
+            )?;
+        }
     }
     if r.interrupted {
         writeln!(

@@ -11,12 +11,12 @@
 //! value [`OTHER`]; findings have one series per pathology, severity and source class;
 //! trace reasons are the kernel's enum.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use tcpdoctor_host::check::Inputs;
 use tcpdoctor_host::counters::Snapshot;
-use tcpdoctor_host::sockets::{Summary, TcpState};
+use tcpdoctor_host::sockets::{Limit, PathStats, Summary, TcpState};
 use tcpdoctor_model::{Finding, Pathology, Severity, Source};
 use tcpdoctor_report::prometheus::{BaseUnit, Family};
 
@@ -70,6 +70,7 @@ pub fn census(c: &Census, top: usize) -> Vec<Family> {
     out.push(states);
 
     out.extend(destinations(s, top));
+    out.extend(paths(s, top));
     out.extend(listeners(s, top));
 
     // Budgets from the settings.
@@ -208,6 +209,124 @@ fn destinations(s: &Summary, top: usize) -> Vec<Family> {
         rate.push(l(), slowest);
     }
     vec![count, tw, used, reusable, headroom, ratio, rate]
+}
+
+/// The limits a busy connection's time is split into (`tcpi_busy_time`), as label values of
+/// `tcpdoctor_destination_limited_ratio`.
+pub const LIMITS: [(&str, &str); 3] = [
+    (
+        "receiver_window",
+        "tcpi_rwnd_limited: data waited for the peer's receive window (its reader)",
+    ),
+    (
+        "send_buffer",
+        "tcpi_sndbuf_limited: the application waited for room in a full send buffer",
+    ),
+    (
+        "in_flight",
+        "the rest: data in flight or held by the congestion window or pacing",
+    ),
+];
+
+/// Round trips and limited-time shares per destination: the top `top` by busy time in the
+/// window (then by sockets), the rest summed under [`OTHER`]. Destinations without an
+/// established socket carrying `tcp_info` have no sample.
+fn paths(s: &Summary, top: usize) -> Vec<Family> {
+    let mut with: Vec<_> = s
+        .destinations
+        .iter()
+        .filter_map(|d| d.path.as_ref().map(|p| (d.remote.to_string(), p)))
+        .collect();
+    with.sort_by(|a, b| {
+        b.1.busy_us
+            .cmp(&a.1.busy_us)
+            .then(b.1.sockets.cmp(&a.1.sockets))
+            .then(a.0.cmp(&b.0))
+    });
+    let mut rtt = Family::gauge(
+        "tcpdoctor_destination_rtt_seconds",
+        "Smoothed round-trip time (tcpi_rtt) of the established connections toward a destination, their mean (the destinations busiest in the window; the rest under destination=\"other\", their mean)",
+    )
+    .unit(BaseUnit::Seconds);
+    let mut min_rtt = Family::gauge(
+        "tcpdoctor_destination_min_rtt_seconds",
+        "The fastest round trip any established connection toward a destination has seen (tcpi_min_rtt, over the kernel's 300 s window): the path without queueing (for destination=\"other\": the smallest)",
+    )
+    .unit(BaseUnit::Seconds);
+    let mut busy = Family::gauge(
+        "tcpdoctor_destination_busy_seconds",
+        "Time the connections toward a destination had data queued or in flight during the findings window (tcpi_busy_time growth between the two censuses, summed over the connections; summed for destination=\"other\")",
+    )
+    .unit(BaseUnit::Seconds);
+    let help = format!(
+        "Share of that busy time each limit held, 0 to 1, by limit: {}",
+        LIMITS
+            .iter()
+            .map(|(l, h)| format!("{l} ({h})"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let mut limited =
+        Family::gauge("tcpdoctor_destination_limited_ratio", help).unit(BaseUnit::Ratio);
+    let mut named = Family::gauge(
+        "tcpdoctor_destination_busy_connections",
+        "Busy connections toward a destination in the findings window, by what limited them as tcpdoctor sockets names it: receiver_window, send_buffer, network (data in flight, the congestion window or pacing) or application (nothing to send); the in-flight time is named by the sender's state at the censuses (summed for destination=\"other\")",
+    );
+    let mut by_limit: HashMap<String, BTreeMap<Limit, u64>> = HashMap::new();
+    for t in &s.transfers.busy {
+        *by_limit
+            .entry(t.remote.to_string())
+            .or_default()
+            .entry(t.limit)
+            .or_default() += 1;
+    }
+    let mut put_named = |label: String, counts: &BTreeMap<Limit, u64>| {
+        for l in Limit::ALL {
+            named.push(
+                vec![
+                    ("destination", label.clone()),
+                    ("limit", l.name().to_string()),
+                ],
+                counts.get(&l).copied().unwrap_or(0),
+            );
+        }
+    };
+    let mut put = |label: String, p: &PathStats| {
+        let l = || vec![("destination", label.clone())];
+        rtt.push(l(), p.rtt_us_mean as f64 / 1e6);
+        if let Some(m) = p.min_rtt_us {
+            min_rtt.push(l(), f64::from(m) / 1e6);
+        }
+        let Some(b) = p.busy_us else { return };
+        busy.push(l(), b as f64 / 1e6);
+        if b == 0 {
+            return;
+        }
+        let rwnd = p.rwnd_limited_us.unwrap_or(0).min(b);
+        let sndbuf = p.sndbuf_limited_us.unwrap_or(0).min(b - rwnd);
+        for ((name, _), us) in LIMITS.iter().zip([rwnd, sndbuf, b - rwnd - sndbuf]) {
+            let mut lab = l();
+            lab.push(("limit", name.to_string()));
+            limited.push(lab, us as f64 / b as f64);
+        }
+    };
+    let none = BTreeMap::new();
+    for (name, p) in with.iter().take(top) {
+        put(name.clone(), p);
+        put_named(name.clone(), by_limit.get(name).unwrap_or(&none));
+    }
+    let rest = with.get(top..).unwrap_or_default();
+    if let Some(p) = PathStats::combined(rest.iter().map(|(_, p)| *p)) {
+        put(OTHER.to_string(), &p);
+        let mut sum: BTreeMap<Limit, u64> = BTreeMap::new();
+        for (name, _) in rest {
+            for (l, n) in by_limit.get(name).unwrap_or(&none) {
+                *sum.entry(*l).or_default() += n;
+            }
+        }
+        put_named(OTHER.to_string(), &sum);
+    }
+    vec![rtt, min_rtt, busy, limited, named]
 }
 
 /// Listening sockets: the top `top` (full queues first, then the longest), the rest summed.
@@ -613,6 +732,8 @@ mod tests {
                     inode: 0,
                     rcvbuf_bytes: None,
                     sndbuf_bytes: None,
+                    wmem_queued_bytes: None,
+                    wmem_alloc_bytes: None,
                     info: None,
                     owners: Vec::new(),
                     last_owner: None,
@@ -691,6 +812,143 @@ mod tests {
             .find(|f| f.name == "tcpdoctor_destinations")
             .unwrap();
         assert_eq!(n.samples[0].value, Value::U64(4));
+    }
+
+    /// Two censuses 2 s apart of connections toward three destinations: per destination its
+    /// RTT, fastest round trip, busy time in the window and the shares each limit held.
+    fn busy_summary() -> Summary {
+        use tcpdoctor_host::sockets::{Census, Socket, TcpInfo, Timer};
+        let sock =
+            |port: u16, remote: &str, rtt_us: u32, busy_ms: u64, rwnd_ms: u64, sndbuf_ms: u64| {
+                let mut i = TcpInfo::parse(&[0u8; 280]).unwrap();
+                i.rtt_us = rtt_us;
+                i.min_rtt_us = Some(rtt_us / 2);
+                i.busy_time_us = Some(busy_ms * 1000);
+                i.rwnd_limited_us = Some(rwnd_ms * 1000);
+                i.sndbuf_limited_us = Some(sndbuf_ms * 1000);
+                Socket {
+                    state: TcpState::Established,
+                    local: format!("10.0.0.1:{port}").parse().unwrap(),
+                    remote: remote.parse().unwrap(),
+                    recv_q: 0,
+                    send_q: 0,
+                    timer: Timer::Off,
+                    timer_expires_ms: 0,
+                    timer_retransmits: 0,
+                    uid: 0,
+                    inode: 1,
+                    rcvbuf_bytes: None,
+                    sndbuf_bytes: None,
+                    wmem_queued_bytes: None,
+                    wmem_alloc_bytes: None,
+                    info: Some(Box::new(i)),
+                    owners: Vec::new(),
+                    last_owner: None,
+                }
+            };
+        let census = |sockets, at| Census {
+            netns: None,
+            port_range: "40000-40199".parse().unwrap(),
+            sockets,
+            undecoded_messages: 0,
+            tw_reuse: Default::default(),
+            syn_ladder: None,
+            taken_at: Some(at),
+            attribution: None,
+            last_owners: None,
+        };
+        let t0 = std::time::Instant::now();
+        let before = census(
+            vec![
+                sock(40000, "10.0.1.1:80", 1000, 100, 0, 0),
+                sock(40001, "10.0.1.2:80", 1000, 100, 0, 0),
+                sock(40002, "10.0.1.3:80", 1000, 100, 0, 0),
+            ],
+            t0,
+        );
+        let after = census(
+            vec![
+                // 1.6 s busy in the window, 1.2 s of it held by the receiver's window.
+                sock(40000, "10.0.1.1:80", 40_000, 1_700, 1_200, 0),
+                sock(40001, "10.0.1.2:80", 2_000, 600, 0, 300),
+                sock(40002, "10.0.1.3:80", 4_000, 300, 0, 0),
+                // Opened since: its whole life counts.
+                sock(40003, "10.0.1.3:80", 8_000, 100, 0, 0),
+            ],
+            t0 + Duration::from_secs(2),
+        );
+        tcpdoctor_host::sockets::analyze(&after, Some(&before)).summary
+    }
+
+    #[test]
+    fn round_trips_and_limited_shares_per_destination_the_rest_under_other() {
+        let s = busy_summary();
+        let fams = census(
+            &Census {
+                summary: &s,
+                inputs: None,
+                findings: &[],
+                duration: Duration::from_millis(3),
+                window: Some(Duration::from_secs(2)),
+            },
+            1,
+        );
+        let fam = |n: &str| fams.iter().find(|f| f.name == n).unwrap();
+        let get = |n: &str, dest: &str, limit: Option<&str>| {
+            fam(n)
+                .samples
+                .iter()
+                .find(|x| {
+                    x.labels[0].1 == dest
+                        && limit.is_none_or(|l| x.labels.get(1).is_some_and(|y| y.1 == l))
+                })
+                .map(|x| x.value.as_f64())
+        };
+        // The busiest destination by itself; the two others summed under "other".
+        assert_eq!(
+            get("tcpdoctor_destination_rtt_seconds", "10.0.1.1:80", None),
+            Some(0.04)
+        );
+        assert_eq!(
+            get("tcpdoctor_destination_busy_seconds", "10.0.1.1:80", None),
+            Some(1.6)
+        );
+        let r = |l| {
+            get(
+                "tcpdoctor_destination_limited_ratio",
+                "10.0.1.1:80",
+                Some(l),
+            )
+            .unwrap()
+        };
+        assert!((r("receiver_window") - 0.75).abs() < 1e-9);
+        assert_eq!(r("send_buffer"), 0.0);
+        assert!((r("in_flight") - 0.25).abs() < 1e-9);
+        // other: 0.5 + 0.2 + 0.1 s busy, 0.3 s of it send-buffer-limited; mean RTT over its
+        // three sockets, the fastest round trip among them.
+        assert_eq!(fam("tcpdoctor_destination_rtt_seconds").samples.len(), 2);
+        let busy = get("tcpdoctor_destination_busy_seconds", OTHER, None).unwrap();
+        assert!((busy - 0.8).abs() < 1e-9, "{busy}");
+        let sb = get(
+            "tcpdoctor_destination_limited_ratio",
+            OTHER,
+            Some("send_buffer"),
+        )
+        .unwrap();
+        assert!((sb - 0.375).abs() < 1e-9, "{sb}");
+        let rtt = get("tcpdoctor_destination_rtt_seconds", OTHER, None).unwrap();
+        // Whole microseconds: 14 ms / 3.
+        assert_eq!(rtt, 0.004666);
+        assert_eq!(
+            get("tcpdoctor_destination_min_rtt_seconds", OTHER, None),
+            Some(0.001)
+        );
+        let mut text = String::new();
+        write_text(&mut text, &fams).unwrap();
+        assert!(text.contains("tcpdoctor_destination_limited_ratio{destination=\"10.0.1.1:80\",limit=\"receiver_window\"} 0.75\n"), "{text}");
+        assert!(text.contains(
+            "# HELP tcpdoctor_destination_limited_ratio Share of that busy time each limit held"
+        ));
     }
 
     #[test]

@@ -31,6 +31,7 @@
 //! kernels both work (see [`TcpInfo`]).
 
 mod analysis;
+mod limits;
 mod netlink;
 mod owners;
 mod reuse;
@@ -48,6 +49,10 @@ use tcpdoctor_model::{PortRange, SynLadder};
 pub use analysis::{
     analyze, closed_by_line, time_wait_for, who, Analysis, ClosedBy, Destination, FlaggedSocket,
     Listener, ProcessSockets, SlowSign, Summary, HEADROOM_CRITICAL, HEADROOM_WARNING,
+};
+pub use limits::{
+    classify, holding, Basis, Holding, Limit, PathStats, Reader, Span, Transfer, Transfers,
+    ACTIVE_WITHIN, BUSY_FLOOR, BYTES_FLOOR, HELD_FLOOR,
 };
 pub use owners::{attribute, Attribution, Owner};
 pub use reuse::TwReuse;
@@ -201,6 +206,14 @@ pub struct Socket {
     pub rcvbuf_bytes: Option<u32>,
     /// Send buffer limit (`SK_MEMINFO_SNDBUF`).
     pub sndbuf_bytes: Option<u32>,
+    /// What the send queue holds, in buffer memory (`SK_MEMINFO_WMEM_QUEUED`,
+    /// `sk_wmem_queued`: data not yet acknowledged and its overhead), measured against
+    /// `sndbuf_bytes` by the kernel before it lets a writer add more.
+    pub wmem_queued_bytes: Option<u32>,
+    /// What of it is still on this host below TCP, in a queueing discipline or a device
+    /// queue (`SK_MEMINFO_WMEM_ALLOC`, `sk_wmem_alloc`): large when this host's own
+    /// interface is the bottleneck.
+    pub wmem_alloc_bytes: Option<u32>,
     /// `tcp_info`, absent for TIME_WAIT and NEW_SYN_RECV entries.
     pub info: Option<Box<TcpInfo>>,
     /// The processes holding it (pid, comm, fd), once [`attribute`] ran; empty for sockets
@@ -440,6 +453,8 @@ mod tests {
             inode: 0,
             rcvbuf_bytes: None,
             sndbuf_bytes: None,
+            wmem_queued_bytes: None,
+            wmem_alloc_bytes: None,
             info: None,
             owners: Vec::new(),
             last_owner: None,

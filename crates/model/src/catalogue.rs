@@ -163,6 +163,11 @@ pub static TITLES: &[Titles] = &[
         fact: "Receive buffer limit",
     },
     Titles {
+        pathology: Pathology::SendBufferLimited,
+        risk: "Risk of a send buffer smaller than the path needs",
+        fact: "Send buffer limit",
+    },
+    Titles {
         pathology: Pathology::RiskySetting,
         risk: "Risky setting",
         fact: "Setting",
@@ -529,6 +534,21 @@ pub static CATALOGUE: &[CatalogueEntry] = &[
         ],
         counters: &["TcpOutRsts", "TcpAttemptFails"],
         sysctls: &[],
+    },
+    CatalogueEntry {
+        pathology: Pathology::SendBufferLimited,
+        role: Role::Cause,
+        name: "send_buffer_limited",
+        title: "Sender held by its send buffer",
+        rank: 23,
+        explanation: "The sending application had more to write, but its socket's send buffer was full of data still waiting to be acknowledged, while the congestion window and the receiver's window would have let more out: the kernel counts that time as sndbuf-limited (tcpi_sndbuf_limited, ss -ti sndbuf_limited). A buffer smaller than the path's bandwidth-delay product caps the transfer at buffer / round trip whatever the network could carry. The usual cause is an SO_SNDBUF set by the application (it also turns off the kernel's send-buffer autotuning) or a low net.ipv4.tcp_wmem maximum.",
+        remedies: &[
+            r("Let the kernel size the buffer: remove the application's SO_SNDBUF setting, so autotuning grows it up to net.ipv4.tcp_wmem's maximum."),
+            rc("Or set SO_SNDBUF to at least the path's bandwidth x round trip (ss -ti: rtt and delivery_rate); raise net.core.wmem_max if the kernel caps it.", "every connection may hold that much memory: size it for the connections the host really carries"),
+            r("If the buffer is already large, raise net.ipv4.tcp_wmem's maximum (the third value) to the bandwidth-delay product of the longest paths."),
+        ],
+        counters: &[],
+        sysctls: &["net.ipv4.tcp_wmem", "net.core.wmem_max", "net.ipv4.tcp_notsent_lowat"],
     },
 ];
 

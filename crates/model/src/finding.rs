@@ -69,10 +69,14 @@ pub enum Pathology {
     /// One source probing many ports of one host with bare handshakes (refused, unanswered,
     /// or left after the SYN-ACK): a port scan, whose refusals are not failures of the host.
     PortScan,
+    /// The sender's socket buffer (SO_SNDBUF, or net.ipv4.tcp_wmem's maximum) held less than
+    /// the path could carry: the application waited for room while the congestion and receive
+    /// windows would have let more data out.
+    SendBufferLimited,
 }
 
 impl Pathology {
-    pub const ALL: [Pathology; 23] = [
+    pub const ALL: [Pathology; 24] = [
         Pathology::SynRetransmit,
         Pathology::TimeWaitCollision,
         Pathology::StaleAckRace,
@@ -96,6 +100,7 @@ impl Pathology {
         Pathology::NetworkLatency,
         Pathology::ClientDelay,
         Pathology::PortScan,
+        Pathology::SendBufferLimited,
     ];
 
     /// The snake_case name used in JSON and on the command line.

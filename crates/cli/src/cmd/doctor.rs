@@ -13,7 +13,10 @@ use crate::output;
 const ABOUT: &str = r#"Runs, in order: the `check` audit of TCP sysctls and routes; a sock_diag census of every
 TCP socket (TIME_WAIT per destination, full accept queues, slow readers, sockets in RTO
 backoff; the processes holding them, as `ss -p`), taken at the start and at the end of the
-window to see queues grow and zero windows persist; a delta of
+window to see queues grow and zero windows persist, and what limited each busy connection in
+the window (the growth of its tcpi_busy_time, tcpi_rwnd_limited and tcpi_sndbuf_limited
+between the two censuses: the receiver's window, its reader named; the send buffer; the
+network, with its resends; the application); a delta of
 the kernel TCP counters over --window (nothing of tcpdoctor's own runs in that window);
 and, unless --quick, a bounded loopback self-probe against an embedded server (at most
 ~1.5 s and 1000 connections) to see whether this kernel stalls short connections. Then

@@ -23,7 +23,15 @@ listeners with accept queue (Recv-Q) vs backlog, and the connections still in th
 reader); slow readers (a zero window, with how long one census proves it shut: the reader's data
 unread since tcpi_last_data_recv, the writer's zero-window probes RTO x (2^backoff - 1); with
 --watch also a Recv-Q that grew while data queued at the previous sample stayed unread); sockets in
-retransmission backoff (tcpi_retransmits, tcpi_backoff, RTO). Each socket with a file is
+retransmission backoff (tcpi_retransmits, tcpi_backoff, RTO); busy connections and what
+limited each, from the kernel's sending chronographs (tcpi_busy_time, tcpi_rwnd_limited,
+tcpi_sndbuf_limited): the receiver's window (its reader named when its socket is in the
+census), the send buffer, the network (data in flight, the congestion window or pacing) or the
+application (nothing to send), as shares of the window between two --watch samples (one
+census: of each connection's busy life, connections active now only). When the in-flight share
+is the largest, the sender's state at the censuses names it: data unsent or the congestion
+window full is the network's, the buffer full with nothing unsent the send buffer's. A
+connection is busy from 100 ms of busy time and 64 KiB moved or queued. Each socket with a file is
 attributed to the processes holding it (pid, comm, fd: as `ss -p`, from /proc/PID/fd), so
 findings name the listener that is not accepting, the reader that is not reading and the
 processes with live sockets toward a destination short of ports; --no-processes skips the scan.
@@ -59,7 +67,16 @@ accept_queue, backlog, full, connections, unaccepted {connections, unread_bytes,
 closed_by_client, waited_at_least_us}, syn_resent_toward, syn_resends_between_censuses};
 slow_readers[] and retransmitting[] {local,
 remote, state, sign, recv_q_bytes, send_q_bytes, recv_q_growth_bytes, rcvbuf_bytes,
-rcv_wnd_bytes, snd_wnd_bytes, rto_us, backoff, retransmits, stalled_at_least_us, owners}; owners[] {pid, comm, fd} on
+rcv_wnd_bytes, snd_wnd_bytes, rto_us, backoff, retransmits, stalled_at_least_us, owners};
+transfers {span: window | life, busy_floor_us, bytes_floor, without_chronographs, by_limit,
+busy[] {local, remote, span, observed_us, busy_us, rwnd_limited_us, sndbuf_limited_us,
+in_flight_us, idle_us, limit: receiver_window | send_buffer | network | application, basis:
+kernel_time | census_state, limit_share, bytes_acked, bytes_retrans, retrans_segs,
+data_segs_out, rto_timeouts, rtt_us, rttvar_us, min_rtt_us, delivery_rate_bytes_per_s,
+delivery_rate_app_limited, cwnd_segs, ssthresh_segs, unacked_segs, lost_segs, notsent_bytes,
+send_q_bytes, sndbuf_bytes, wmem_queued_bytes, wmem_alloc_bytes, holding[], owners, reader
+{local, recv_q_bytes, rcv_wnd_bytes, owners}}}; destinations[].path {sockets, rtt_us_mean,
+rtt_us_max, min_rtt_us, busy_us, rwnd_limited_us, sndbuf_limited_us}; owners[] {pid, comm, fd} on
 listeners and sockets, processes[] {pid, comm, sockets} on destinations; attribution
 {processes_scanned, processes_unreadable, descriptors_scanned, sockets_attributed,
 sockets_unattributed, duration_us}; census_duration_us; with --list, sockets[] with tcp_info
@@ -72,13 +89,19 @@ connects of this namespace resending their SYN toward it are its evidence, one c
 finding), slow_reader (the stall as one census proves it, or as it persisted between two
 samples; the reader's process named as not reading, the writer's as waiting),
 retransmit_timeout (the wait its RTO backoff implies), syn_retransmit (other SYN_SENT sockets
-that resent their SYN: the rung of this host's SYN ladder reached). Exit status 0 healthy,
-1 findings, 2 error.
+that resent their SYN: the rung of this host's SYN ladder reached). From the second --watch
+sample, for a limit that held a busy connection 200 ms or more of the window (severity: the
+share of the window it held, as time lost): slow_reader (the receiver's window), one finding
+with the zero-window signs above; send_buffer_limited (the kernel's sndbuf-limited time, or
+the buffer full at both samples); retransmission (network-limited with resends) and
+network_latency (srtt 200 ms or more above min_rtt). Exit status 0 healthy, 1 findings, 2
+error.
 
 Examples:
   tcpdoctor sockets
   tcpdoctor sockets --state time-wait --port 443 --json
   tcpdoctor sockets --netns blue --watch 1s --count 10
+  tcpdoctor sockets --port 443 --watch 1s --count 2   # what limited each busy transfer
   sudo tcpdoctor sockets --watch 2s    # TIME_WAIT per destination: closed by which process
 ";
 

@@ -9,6 +9,7 @@
 #![allow(dead_code)]
 
 pub mod seeds;
+pub mod transfers;
 
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};

@@ -6,7 +6,7 @@ use serde::Serialize;
 use tcpdoctor_model::Report;
 use tcpdoctor_report::{findings, fmt, table};
 
-use crate::sockets::{LastOwners, Socket, Summary};
+use crate::sockets::{Basis, LastOwners, Socket, Span, Summary, Transfers};
 
 /// The JSON body: the summary, flattened, plus timing and (with --list) every socket.
 #[derive(Serialize)]
@@ -223,6 +223,7 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>, top: usize) -> io::Result<()> {
         writeln!(w, "{t}")?;
         more(w, rows.len(), top)?;
     }
+    transfers(w, &s.transfers, top)?;
     if let Some(list) = r.body.sockets {
         writeln!(w, "\nSockets")?;
         let mut t = table::new([
@@ -252,6 +253,95 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>, top: usize) -> io::Result<()> {
     findings::write(w, &r.findings)?;
     writeln!(w)?;
     findings::verdict(w, r)
+}
+
+/// The busy connections and what limited each: the kernel's times as shares, the limit named,
+/// round trips, loss, the writer and (when in the census) the reader.
+fn transfers(w: &mut dyn Write, t: &Transfers, top: usize) -> io::Result<()> {
+    if t.busy.is_empty() {
+        return Ok(());
+    }
+    let over = match t.span {
+        Span::Window => "shares of the window between the censuses",
+        Span::Life => "one census: shares of each connection's busy time since it opened",
+    };
+    writeln!(
+        w,
+        "\nBusy connections: what limited them ({over}; tcpi_busy_time, tcpi_rwnd_limited, tcpi_sndbuf_limited)"
+    )?;
+    let mut tb = table::new([
+        "LOCAL",
+        "REMOTE",
+        "LIMITED BY",
+        "BUSY",
+        "RWND",
+        "SNDBUF",
+        "IN FLIGHT",
+        "IDLE",
+        "RTT/MIN",
+        "RESENT",
+        "ACKED",
+        "WRITER",
+        "READER",
+    ]);
+    let pct = |x: &crate::sockets::Transfer, us: u64| format!("{:.0}%", 100.0 * x.share(us));
+    let mut by_state = false;
+    for x in t.busy.iter().take(top) {
+        by_state |= x.basis == Basis::CensusState;
+        tb.add_row(vec![
+            x.local.to_string(),
+            x.remote.to_string(),
+            format!(
+                "{}{}",
+                x.limit.describe(),
+                if x.basis == Basis::CensusState {
+                    "*"
+                } else {
+                    ""
+                }
+            ),
+            fmt::micros(x.busy_us),
+            pct(x, x.rwnd_limited_us),
+            pct(x, x.sndbuf_limited_us),
+            pct(x, x.in_flight_us),
+            x.idle_us.map_or("-".into(), |i| pct(x, i)),
+            format!(
+                "{}/{}",
+                fmt::micros(u64::from(x.rtt_us)),
+                x.min_rtt_us
+                    .map_or("-".into(), |m| fmt::micros(u64::from(m)))
+            ),
+            x.retrans_segs.to_string(),
+            fmt::bytes(x.bytes_acked),
+            crate::sockets::who(&x.owners),
+            match &x.reader {
+                Some(r) if !r.owners.is_empty() => format!(
+                    "{} (Recv-Q {})",
+                    crate::sockets::who(&r.owners),
+                    r.recv_q_bytes
+                ),
+                Some(r) => format!("Recv-Q {}", r.recv_q_bytes),
+                None => "not in census".into(),
+            },
+        ]);
+    }
+    table::align_right(&mut tb, &[3, 4, 5, 6, 7, 8, 9, 10]);
+    writeln!(w, "{tb}")?;
+    more(w, t.busy.len(), top)?;
+    if by_state {
+        writeln!(
+            w,
+            "  * the kernel counted the time as data in flight; what held it at the censuses names it (buffer full with nothing unsent and the congestion window open: the send buffer; room left: the application)"
+        )?;
+    }
+    if t.without_chronographs > 0 {
+        writeln!(
+            w,
+            "  {} connection(s) not classified: this kernel's tcp_info has no sending chronographs (Linux 4.10+)",
+            t.without_chronographs
+        )?;
+    }
+    Ok(())
 }
 
 /// `curl pid 77 (3), nginx pid 8 (1)`: the processes with live sockets toward a destination.

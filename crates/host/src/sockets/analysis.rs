@@ -27,6 +27,7 @@ use tcpdoctor_model::policy::{BUDGET_CRITICAL, BUDGET_WARNING};
 use tcpdoctor_model::timers::SYN_INITIAL_RTO;
 use tcpdoctor_model::{merge, Evidence, Finding, Impact, Pathology, PortRange, Source};
 
+use super::limits::{self, PathStats, Transfers};
 use super::{
     canonical, Attribution, Census, LastOwner, LastOwners, Owner, Socket, TcpState, Timer, TwReuse,
 };
@@ -80,6 +81,10 @@ pub struct Destination {
     /// TIME_WAIT sockets toward it, from the trace's record of each close, most first.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub closed_by: Option<Vec<ClosedBy>>,
+    /// Round trips and sending times of its ESTABLISHED sockets (`None`: none carries
+    /// `tcp_info`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathStats>,
     /// With a trace: TIME_WAIT sockets toward it whose last owner is not known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub closed_by_unknown: Option<u64>,
@@ -231,6 +236,9 @@ pub struct Summary {
     pub listeners: Vec<Listener>,
     pub slow_readers: Vec<FlaggedSocket>,
     pub retransmitting: Vec<FlaggedSocket>,
+    /// The busy connections and what limited each: the receiver's window, the send buffer,
+    /// the network or the application ([`limits`]).
+    pub transfers: Transfers,
     pub undecoded_messages: u64,
     /// What the process scan covered; `None` without process attribution.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -384,11 +392,18 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
             time_wait_rate_per_s: 0.0,
             sustainable_connect_rate_per_s: sustainable,
             processes: Vec::new(),
+            path: None,
             closed_by: traced_for.map(|_| Vec::new()),
             closed_by_unknown: traced_for.map(|_| 0),
             closed_by_unknown_before_trace: traced_for.map(|_| 0),
         });
         d.sockets += 1;
+        PathStats::add(
+            &mut d.path,
+            s,
+            before.get(&key(s)).copied(),
+            previous.is_some(),
+        );
         for o in dedup_pids(&s.owners) {
             *dest_owners
                 .entry(s.remote)
@@ -565,6 +580,7 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
         listeners,
         slow_readers,
         retransmitting,
+        transfers: limits::transfers(&census.sockets, previous.map(|_| &before), interval),
         undecoded_messages: census.undecoded_messages,
         attribution: census.attribution.clone(),
         last_owners: census.last_owners.clone(),
@@ -1075,6 +1091,24 @@ fn findings(sum: &Summary) -> Vec<Finding> {
             }),
         );
     }
+    // What limited the busy connections; a transfer held by its receiver's window is one
+    // more sign of the slow reader above: one finding, its summary saying each thing once.
+    for f in limits::findings(&sum.transfers) {
+        match out.iter_mut().find(|g| g.pathology == f.pathology) {
+            Some(g) => {
+                let extra: Vec<&str> = f
+                    .summary
+                    .split("; ")
+                    .filter(|part| !g.summary.contains(part))
+                    .collect();
+                let mut joined = g.clone().with_impact(g.impact.merge(&f.impact));
+                joined.summary = format!("{}; {}", g.summary, extra.join("; "));
+                joined.evidence.extend(f.evidence);
+                *g = joined;
+            }
+            None => out.push(f),
+        }
+    }
     out
 }
 
@@ -1338,6 +1372,8 @@ mod tests {
             inode: 0,
             rcvbuf_bytes: None,
             sndbuf_bytes: None,
+            wmem_queued_bytes: None,
+            wmem_alloc_bytes: None,
             info: None,
             owners: Vec::new(),
             last_owner: None,

@@ -242,6 +242,8 @@ pub(super) fn parse_inet_diag(m: &[u8]) -> Option<Socket> {
         inode: u32_ne(m, 68),
         rcvbuf_bytes: None,
         sndbuf_bytes: None,
+        wmem_queued_bytes: None,
+        wmem_alloc_bytes: None,
         info: None,
         owners: Vec::new(),
         last_owner: None,
@@ -257,10 +259,13 @@ pub(super) fn parse_inet_diag(m: &[u8]) -> Option<Socket> {
         let v = &m[off + 4..off + len];
         match kind {
             INET_DIAG_INFO => s.info = TcpInfo::parse(v).map(Box::new),
-            // SK_MEMINFO_RMEM_ALLOC, _RCVBUF, _WMEM_ALLOC, _SNDBUF, ...
+            // SK_MEMINFO_RMEM_ALLOC, _RCVBUF, _WMEM_ALLOC, _SNDBUF, _FWD_ALLOC,
+            // _WMEM_QUEUED, ... (include/uapi/linux/sock_diag.h)
             INET_DIAG_SKMEMINFO if v.len() >= 16 => {
                 s.rcvbuf_bytes = Some(u32_ne(v, 4));
                 s.sndbuf_bytes = Some(u32_ne(v, 12));
+                s.wmem_alloc_bytes = Some(u32_ne(v, 8));
+                s.wmem_queued_bytes = (v.len() >= 24).then(|| u32_ne(v, 20));
             }
             _ => {}
         }
@@ -314,6 +319,8 @@ mod tests {
         let mut mem = vec![0u8; 36];
         mem[4..8].copy_from_slice(&4608u32.to_ne_bytes());
         mem[12..16].copy_from_slice(&16384u32.to_ne_bytes());
+        mem[8..12].copy_from_slice(&40392u32.to_ne_bytes());
+        mem[20..24].copy_from_slice(&66315u32.to_ne_bytes());
         let s = parse_inet_diag(&msg(
             1,
             &[(INET_DIAG_SKMEMINFO, mem), (INET_DIAG_INFO, info)],
@@ -323,6 +330,13 @@ mod tests {
         assert_eq!(s.info.as_ref().unwrap().rto_us, 204_000);
         assert_eq!(s.rcvbuf_bytes, Some(4608));
         assert_eq!(s.sndbuf_bytes, Some(16384));
+        assert_eq!(s.wmem_queued_bytes, Some(66315));
+        assert_eq!(s.wmem_alloc_bytes, Some(40392));
+        // An older kernel's four-value skmeminfo: the buffers, no queue.
+        let mut mem = vec![0u8; 16];
+        mem[12..16].copy_from_slice(&16384u32.to_ne_bytes());
+        let s = parse_inet_diag(&msg(1, &[(INET_DIAG_SKMEMINFO, mem)])).unwrap();
+        assert_eq!((s.sndbuf_bytes, s.wmem_queued_bytes), (Some(16384), None));
     }
 
     #[test]

@@ -22,6 +22,8 @@ fn sock(state: TcpState, local: &str, remote: &str, inode: u32) -> Socket {
         inode,
         rcvbuf_bytes: None,
         sndbuf_bytes: None,
+        wmem_queued_bytes: None,
+        wmem_alloc_bytes: None,
         info: Some(Box::new(TcpInfo::parse(&[0u8; 248]).unwrap())),
         owners: Vec::new(),
         last_owner: None,
