@@ -1,7 +1,7 @@
-//! The probe's HTML report: latency over time with every slow request coloured by its cause,
-//! the latency histogram, where the time went (a waterfall of the slowest requests with each
-//! part coloured, TCP's timers by cause, and the histogram of the server's time), and the
-//! tables and findings of the text report. Built from the
+//! The probe's HTML report: the verdict and the findings first, then latency over time with
+//! every slow request coloured by its cause, the latency histogram, where the time went (a
+//! waterfall of the slowest requests with each part coloured, TCP's timers by cause, and the
+//! histogram of the server's time), and the tables of the text report. Built from the
 //! records and spikes of a run; pure (no clock, no files).
 
 use std::collections::BTreeMap;
@@ -76,6 +76,9 @@ pub fn page(report: &Report<Summary>, records: &[Record], spikes: &[Spike]) -> S
             fmt::micros(s.elapsed_us)
         ),
     );
+    // Findings first: what is wrong and what to do, before the evidence drawn below.
+    p.findings(&report.findings);
+    p.section("The run");
     let mut facts = vec![
         (
             "requests ok",
@@ -254,7 +257,6 @@ pub fn page(report: &Report<Summary>, records: &[Record], spikes: &[Spike]) -> S
             .collect();
         p.table(&["counter", "delta", "meaning"], &rows, &[1]);
     }
-    p.findings(&report.findings);
     p.finish()
 }
 
