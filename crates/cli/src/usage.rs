@@ -194,8 +194,10 @@ fn shorten_arg_names(s: &str) -> String {
         };
         let inner = &after[..close];
         let is_flag = inner.starts_with('-') && inner.contains(" <");
-        let is_positional = (inner.starts_with('<') && inner.ends_with('>'))
-            || (inner.starts_with('[') && inner.ends_with(']'));
+        // A placeholder is a name in capitals: `'[::1]'` is a value, kept as typed.
+        let is_positional = ((inner.starts_with('<') && inner.ends_with('>'))
+            || (inner.starts_with('[') && inner.ends_with(']')))
+            && is_placeholder(inner.trim_matches(['<', '>', '[', ']', '.']));
         if is_flag {
             out.push_str(inner.split(' ').next().unwrap_or(inner));
         } else if is_positional {
@@ -210,6 +212,14 @@ fn shorten_arg_names(s: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// `TARGET`, `FILE2`: a capital letter, then capitals, digits, `_` or `-`.
+fn is_placeholder(name: &str) -> bool {
+    name.starts_with(|c: char| c.is_ascii_uppercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_' || c == '-')
 }
 
 #[cfg(test)]
@@ -227,5 +237,10 @@ mod tests {
             "invalid value 'x' for TARGET: no"
         );
         assert_eq!(shorten_arg_names("it's fine"), "it's fine");
+        // Issue 24: an IPv6 address in brackets is a value, not a placeholder.
+        assert_eq!(
+            shorten_arg_names("invalid value '[::1]' for '[TARGET]': '[::1]' has no port"),
+            "invalid value '[::1]' for TARGET: '[::1]' has no port"
+        );
     }
 }

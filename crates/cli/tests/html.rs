@@ -89,6 +89,105 @@ fn render(page: &Path, dir: &Path) -> Rendered {
     }
 }
 
+/// What the browser laid out in each chart of a page.
+#[derive(Debug)]
+struct Layout {
+    /// Per `<svg>`: pairs of texts whose boxes intersect (more than 1 px each way).
+    overlaps: Vec<Vec<String>>,
+    /// Per `<svg>`: (fill, height in CSS pixels) of every `<rect>`.
+    rects: Vec<Vec<(String, f64)>>,
+}
+
+/// Measures in Chromium, on a copy of `page` with a script added (the page itself has
+/// none): the rendered boxes of every text in every chart (tick labels, titles, axis
+/// descriptions, lane labels, turned ones included), and every rectangle's height.
+fn layout(page: &Path, dir: &Path) -> Layout {
+    const MEASURE: &str = r#"<script>
+(function () {
+  const svgs = [...document.querySelectorAll('svg')].map(svg => {
+    const texts = [...svg.querySelectorAll('text')]
+      .filter(t => t.textContent.trim() !== '')
+      .map(t => { const r = t.getBoundingClientRect(); return [t.textContent.trim(), r]; });
+    const overlaps = [];
+    for (let a = 0; a < texts.length; a++) for (let b = a + 1; b < texts.length; b++) {
+      const p = texts[a][1], q = texts[b][1];
+      const w = Math.min(p.right, q.right) - Math.max(p.left, q.left);
+      const h = Math.min(p.bottom, q.bottom) - Math.max(p.top, q.top);
+      if (w > 1 && h > 1) overlaps.push(texts[a][0] + ' / ' + texts[b][0]);
+    }
+    const rects = [...svg.querySelectorAll('rect')].map(r =>
+      [(r.getAttribute('fill') || '').toLowerCase(), r.getBoundingClientRect().height]);
+    return { overlaps, rects };
+  });
+  const pre = document.createElement('pre');
+  pre.id = 'measured';
+  pre.textContent = JSON.stringify(svgs);
+  document.body.appendChild(pre);
+})();
+</script>"#;
+    let html = std::fs::read_to_string(page).unwrap();
+    let measured = dir.join("measured.html");
+    std::fs::write(
+        &measured,
+        html.replace("</main></body>", &format!("</main>{MEASURE}</body>")),
+    )
+    .unwrap();
+    let dom = render(&measured, dir).dom;
+    let json = dom
+        .split_once("<pre id=\"measured\">")
+        .and_then(|(_, r)| r.split_once("</pre>"))
+        .map(|(j, _)| {
+            j.replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&amp;", "&")
+        })
+        .unwrap_or_else(|| panic!("the measuring script did not run: {dom}"));
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let svgs = v.as_array().unwrap();
+    Layout {
+        overlaps: svgs
+            .iter()
+            .map(|s| {
+                s["overlaps"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|o| o.as_str().unwrap().to_string())
+                    .collect()
+            })
+            .collect(),
+        rects: svgs
+            .iter()
+            .map(|s| {
+                s["rects"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| (r[0].as_str().unwrap().to_string(), r[1].as_f64().unwrap()))
+                    .collect()
+            })
+            .collect(),
+    }
+}
+
+/// Issue 24: the findings come first, before the charts and tables that back them.
+fn assert_findings_first(dom: &str) {
+    let findings = dom.find("<h2>Findings").expect("no findings section");
+    for evidence in ["<figure", "<table"] {
+        if let Some(at) = dom.find(evidence) {
+            assert!(findings < at, "a {evidence} comes before the findings");
+        }
+    }
+}
+
+/// Issue 24: no two texts of a chart overlap (tick labels thinned or turned by the room
+/// they need).
+fn assert_no_overlap(l: &Layout) {
+    for (i, o) in l.overlaps.iter().enumerate() {
+        assert!(o.is_empty(), "chart {i}: overlapping texts: {o:?}");
+    }
+}
+
 /// True when the test can run: chromium present (in CI it must be).
 fn require_chromium(test: &str) -> bool {
     if chromium().is_some() {
@@ -121,6 +220,11 @@ fn check_page(page: &Path, dir: &Path, texts: &[&str], charts: usize) {
         "inline SVG charts and figures on the page"
     );
     assert!(r.png_bytes > 20_000, "screenshot of {} bytes", r.png_bytes);
+    // The lab's page is drawn by the lab (crates/lab/src/render), which orders its own.
+    if !r.dom.contains("<title>tcpdoctor lab") {
+        assert_findings_first(&r.dom);
+    }
+    assert_no_overlap(&layout(page, dir));
 }
 
 #[test]
@@ -411,9 +515,9 @@ fn doctor_html_report_charts_the_census_and_the_counter_window() {
     let dir = TempDir::new("doctor");
     let page = dir.0.join("doctor.html");
     // Churn inside a namespace of our own during the window: sockets for the census and
-    // counters that move.
+    // counters that move, the embedded server's one listener (killed after the census).
     let ns = support::Netns::new("htmldoc");
-    let mut load = ns.spawn(&format!("exec {} probe -d 4s", support::bin().display()));
+    let mut load = ns.spawn(&format!("exec {} probe -d 60s", support::bin().display()));
     std::thread::sleep(std::time::Duration::from_millis(1000));
     let (code, out, err) = support::run(&[
         "doctor",
@@ -452,6 +556,19 @@ fn doctor_html_report_charts_the_census_and_the_counter_window() {
         ],
         2,
     );
+    // Issue 24: the one LISTEN socket beside thousands in TIME_WAIT is a bar one can see.
+    let by_state = v["sockets"]["by_state"].as_object().unwrap();
+    assert_eq!(by_state["LISTEN"], 1, "{by_state:?}");
+    let census: Vec<f64> = layout(&page, &dir.0).rects[0]
+        .iter()
+        .filter(|(fill, _)| *fill == "#1f6fb4")
+        .map(|(_, h)| *h)
+        .collect();
+    assert_eq!(census.len(), by_state.len(), "{census:?} for {by_state:?}");
+    assert!(
+        census.iter().all(|h| *h >= 8.0),
+        "{census:?} for {by_state:?}"
+    );
 }
 
 #[test]
@@ -461,4 +578,138 @@ fn doctor_html_to_an_unwritable_path_fails_before_the_run() {
     assert!(out.is_empty(), "{out}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("--html /nonexistent/d.html"), "{err}");
+}
+
+/// Issue 24: on log axes a LISTEN=1 bar beside 14,000 TIME_WAIT sockets, and counters that
+/// rose by 10 beside millions, were drawn zero pixels tall; kernel counter names under their
+/// bars, and ticks crowded into one decade (`20 k ... 90 k, 100 k`), printed on top of each
+/// other. The charts of every page, drawn by one module, laid out by Chromium.
+#[test]
+fn charts_show_every_nonzero_bar_and_no_overlapping_labels_in_chromium() {
+    use tcpdoctor_report::chart::{self, Axis, Bars, Lane, Mark, Rgb, Series, Style, Timeline};
+    use tcpdoctor_report::chart::{Unit, Xy};
+    use tcpdoctor_report::html::Page;
+    if !require_chromium("charts_show_every_nonzero_bar_and_no_overlapping_labels_in_chromium") {
+        return;
+    }
+    let dir = TempDir::new("charts");
+    let mut p = Page::new("charts");
+    let census = Bars {
+        title: "TCP sockets by state".into(),
+        categories: vec!["ESTABLISHED".into(), "TIME_WAIT".into(), "LISTEN".into()],
+        series: vec![("sockets".into(), Rgb::BLUE, vec![4.0, 14_139.0, 1.0])],
+        y: Axis::log("sockets", Unit::Count),
+        x_label: "state".into(),
+    };
+    p.chart(census.draw(), "census");
+    // The doctor's counter chart of a real window: twelve kernel names, 10 to 17 million.
+    let names = [
+        "IpExtInOctets",
+        "IpExtOutOctets",
+        "IpExtInNoECTPkts",
+        "IpInDelivers",
+        "IpInReceives",
+        "IpOutRequests",
+        "IpOutTransmits",
+        "TcpInSegs",
+        "TcpOutSegs",
+        "TCPDelivered",
+        "TCPOrigDataSent",
+        "TCPPureAcks",
+    ];
+    let counters = Bars {
+        title: "Kernel counters over the window".into(),
+        categories: names.iter().map(|n| n.to_string()).collect(),
+        series: vec![(
+            "increase".into(),
+            Rgb::ORANGE,
+            (0..names.len())
+                .map(|i| 17_000_000.0 / 5f64.powi(i as i32) + 10.0)
+                .chain([10.0])
+                .skip(1)
+                .collect(),
+        )],
+        y: Axis::log("increase", Unit::Count),
+        x_label: "counter".into(),
+    };
+    p.chart(counters.draw(), "counters");
+    // A latency histogram over seven decades: 22 buckets (1-2-5) of 1 to 2,000 requests.
+    let latencies: Vec<u64> = (0..22u32)
+        .flat_map(|i| {
+            let edge = [1, 2, 5][i as usize % 3] * 10u64.pow(i / 3);
+            std::iter::repeat_n(edge, [1, 2_000, 30][i as usize % 3])
+        })
+        .collect();
+    let histogram = Bars::histogram(
+        "Total latency",
+        &chart::log_buckets_us(&latencies),
+        Axis::log("requests", Unit::Count),
+        "total latency (bucket lower bound)",
+    );
+    p.chart(histogram.draw(), "histogram");
+    // Values inside one decade: plotters ticks every 10 k from 10 k to 100 k.
+    let narrow = Xy {
+        title: "One decade".into(),
+        x: Axis::linear("time", Unit::Seconds),
+        y: Axis::log("latency", Unit::Micros),
+        series: vec![Series {
+            name: "p99".into(),
+            color: Rgb::BLUE,
+            style: Style::Line,
+            points: (0..18)
+                .map(|i| (i as f64 * 0.1, 12_000.0 + 4_000.0 * i as f64))
+                .collect(),
+        }],
+    };
+    p.chart(narrow.draw(), "one decade");
+    // A waterfall 20 ms wide: its ticks read in milliseconds.
+    let waterfall = Timeline {
+        title: "Waterfall".into(),
+        kinds: vec![("server".into(), Rgb::GREEN)],
+        lanes: (0..3)
+            .map(|i| Lane {
+                label: format!("4000{i} unexplained 20.0ms"),
+                span_s: (0.0, 0.020 - i as f64 * 0.005),
+                marks: vec![Mark {
+                    start_s: 0.001,
+                    end_s: Some(0.015),
+                    kind: 0,
+                }],
+            })
+            .collect(),
+    };
+    p.chart(
+        waterfall.draw_along("time since the request started"),
+        "waterfall",
+    );
+    let page = dir.0.join("charts.html");
+    std::fs::write(&page, p.finish()).unwrap();
+
+    let l = layout(&page, &dir.0);
+    assert_eq!(l.rects.len(), 5, "{l:?}");
+    assert_no_overlap(&l);
+    // Every bar of a non-zero value stands at least 8 px tall (0.3 decade on the census).
+    for (chart, color, bars) in [(0, Rgb::BLUE, 3), (1, Rgb::ORANGE, 12), (2, Rgb::BLUE, 22)] {
+        let heights: Vec<f64> = l.rects[chart]
+            .iter()
+            .filter(|(fill, _)| *fill == color.hex())
+            .map(|(_, h)| *h)
+            .collect();
+        assert_eq!(heights.len(), bars, "chart {chart}: {heights:?}");
+        assert!(
+            heights.iter().all(|h| *h >= 8.0),
+            "chart {chart}: a bar is (almost) invisible: {heights:?}"
+        );
+    }
+    let dom = render(&page, &dir.0).dom;
+    // Ticks read in the waterfall's unit (they were "0.0 s" eleven times), without
+    // trailing zeros ("1 k", not "1.00 k").
+    assert!(
+        dom.contains("10 ms") && !dom.contains("0.0 s"),
+        "waterfall ticks"
+    );
+    assert!(
+        dom.contains("1 k") && !dom.contains("1.00 k"),
+        "count ticks"
+    );
 }

@@ -223,6 +223,129 @@ fn refused_target_is_measured_not_a_crash() {
     assert_eq!(pathologies(&v), vec!["connect_failure"]);
 }
 
+/// Issue 24: a second in which every request failed printed "p99 0us", a latency nobody
+/// measured; the JSON said 0 too.
+#[test]
+fn a_second_without_a_completed_request_shows_no_latency() {
+    if !support::require_root("a_second_without_a_completed_request_shows_no_latency") {
+        return;
+    }
+    let ns = Netns::new("psec");
+    // Refused for 2.5 s, paced so that three seconds have requests.
+    let args = [
+        "probe",
+        "127.0.0.1:5999",
+        "-d",
+        "2500ms",
+        "-c",
+        "1",
+        "--rate",
+        "20",
+    ];
+    let (code, out, err) = support::run_in(&ns, &args);
+    assert_eq!(code, 1, "{err}");
+    let table: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("Per second:"))
+        .skip(2)
+        .take_while(|l| !l.trim().is_empty())
+        .collect();
+    assert!(table.len() >= 2, "no per-second rows:\n{out}");
+    for row in &table {
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cells[1], "0", "a request completed: {row}");
+        assert_eq!(&cells[3..], ["-", "-"], "a latency nobody measured: {row}");
+    }
+    let mut json_args = args.to_vec();
+    json_args.push("--json");
+    let (_, out, err) = support::run_in(&ns, &json_args);
+    let v = json(&out, &err);
+    for sec in v["per_second"].as_array().unwrap() {
+        assert!(sec["p99_total_us"].is_null(), "{sec}");
+        assert!(sec["max_total_us"].is_null(), "{sec}");
+    }
+}
+
+/// Issue 24: `probe ::1` said "cannot resolve ':'", `probe ftp://...` "... is not a port",
+/// and a URL probed with `--mode connect` was accepted, its HTTP silently dropped. Each is
+/// one line naming what is wrong and what to write, exit 2, before any traffic.
+#[test]
+fn targets_and_modes_that_cannot_work_say_why_in_one_line() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["::1"], "'::1' has no port: write [::1]:PORT"),
+        (&["[::1]"], "'[::1]' has no port: write [::1]:PORT"),
+        (
+            &["::1:8080"],
+            "'::1:8080' has no port: write [::1:8080]:PORT",
+        ),
+        (
+            &["127.0.0.1"],
+            "'127.0.0.1' has no port: write 127.0.0.1:PORT",
+        ),
+        (&["localhost"], "'localhost' has no port"),
+        (&["[::1]:99999"], "'99999' in '[::1]:99999' is not a port"),
+        (
+            &["a:b:80"],
+            "'a:b' in 'a:b:80' is not a host name or address",
+        ),
+        (
+            &["http://::1:8080/"],
+            "an IPv6 address in a URL goes in brackets",
+        ),
+        (
+            &["ftp://127.0.0.1/x"],
+            "ftp:// is not supported; probe speaks http:// and https://",
+        ),
+        (
+            &["http://127.0.0.1:8080/", "--mode", "connect"],
+            "--mode connect does not speak HTTP, the URL http://127.0.0.1:8080/ does: \
+             probe 127.0.0.1:8080 --mode connect",
+        ),
+        (
+            &["http://[::1]:8080/", "--mode", "crr"],
+            "probe [::1]:8080 --mode crr",
+        ),
+        (
+            &["127.0.0.1:8080", "--keepalive", "off"],
+            "--keepalive applies to http mode only",
+        ),
+        (
+            &["--expect-status", "2xx,404"],
+            "--expect-status applies to http mode only",
+        ),
+        (
+            &["http://127.0.0.1:8080/a", "--path", "/b"],
+            "--path /b: the URL http://127.0.0.1:8080/a gives the path",
+        ),
+        (
+            &["http://127.0.0.1:8080/", "--insecure"],
+            "--insecure applies to an https:// URL only",
+        ),
+    ];
+    for (args, expected) in cases {
+        let mut full = vec!["probe"];
+        full.extend(args.iter());
+        let (code, out, err) = support::run(&full);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(out.is_empty(), "{args:?}: {out}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("tcpdoctor: error: "), "{args:?}: {err}");
+        assert!(
+            err.contains(expected),
+            "{args:?}: expected {expected:?} in {err}"
+        );
+        assert!(!err.contains("cannot resolve"), "{args:?}: {err}");
+    }
+    // What the messages ask for works: bracketed IPv6 with a port, with and without a URL
+    // (nothing listens on port 1 of ::1: refused, measured, exit 1).
+    for target in ["[::1]:1", "http://[::1]:1/", "HTTP://127.0.0.1:1/"] {
+        let (code, out, err) = support::run(&["probe", target, "-n", "2", "--json"]);
+        assert_eq!(code, 1, "{target}: {err}");
+        let v = json(&out, &err);
+        assert_eq!(v["errors"][0]["errno"], "ECONNREFUSED", "{target}: {v:#}");
+    }
+}
+
 #[test]
 fn hanging_server_is_cut_by_the_reply_timeout() {
     if !support::require_root("hanging_server_is_cut_by_the_reply_timeout") {

@@ -1,7 +1,7 @@
-//! The probe's HTML report: latency over time with every slow request coloured by its cause,
-//! the latency histogram, where the time went (a waterfall of the slowest requests with each
-//! part coloured, TCP's timers by cause, and the histogram of the server's time), and the
-//! tables and findings of the text report. Built from the
+//! The probe's HTML report: the verdict and the findings first, then latency over time with
+//! every slow request coloured by its cause, the latency histogram, where the time went (a
+//! waterfall of the slowest requests with each part coloured, TCP's timers by cause, and the
+//! histogram of the server's time), and the tables of the text report. Built from the
 //! records and spikes of a run; pure (no clock, no files).
 
 use std::collections::BTreeMap;
@@ -76,6 +76,9 @@ pub fn page(report: &Report<Summary>, records: &[Record], spikes: &[Spike]) -> S
             fmt::micros(s.elapsed_us)
         ),
     );
+    // Findings first: what is wrong and what to do, before the evidence drawn below.
+    p.findings(&report.findings);
+    p.section("The run");
     let mut facts = vec![
         (
             "requests ok",
@@ -254,7 +257,6 @@ pub fn page(report: &Report<Summary>, records: &[Record], spikes: &[Spike]) -> S
             .collect();
         p.table(&["counter", "delta", "meaning"], &rows, &[1]);
     }
-    p.findings(&report.findings);
     p.finish()
 }
 
@@ -270,39 +272,37 @@ fn time_split(p: &mut Page, s: &Summary, records: &[Record], spikes: &[Spike]) {
     }
     p.section("Where the time went");
     p.paragraph(&t.headline);
+    // Without a slow request the slow columns would show latencies nobody measured.
+    let slow = t.slow_requests > 0;
     let rows: Vec<Vec<String>> = t
         .components
         .iter()
         .filter(|c| c.max_us > 0 || c.slow_dominated > 0)
         .map(|c| {
-            vec![
+            let mut row = vec![
                 c.component.to_string(),
                 c.component.describe().to_string(),
                 fmt::micros(c.p50_us),
                 fmt::micros(c.p99_us),
                 fmt::micros(c.max_us),
                 format!("{:.0}%", c.share * 100.0),
-                c.slow_dominated.to_string(),
-                fmt::micros(c.slow_p50_us),
-                fmt::micros(c.slow_p99_us),
-            ]
+            ];
+            if slow {
+                row.extend([
+                    c.slow_dominated.to_string(),
+                    fmt::micros(c.slow_p50_us),
+                    fmt::micros(c.slow_p99_us),
+                ]);
+            }
+            row
         })
         .collect();
-    p.table(
-        &[
-            "part",
-            "covers",
-            "p50",
-            "p99",
-            "max",
-            "share of the time",
-            "largest part of slow requests",
-            "slow p50",
-            "slow p99",
-        ],
-        &rows,
-        &[2, 3, 4, 5, 6, 7, 8],
-    );
+    let mut head = vec!["part", "covers", "p50", "p99", "max", "share of the time"];
+    if slow {
+        head.extend(["largest part of slow requests", "slow p50", "slow p99"]);
+    }
+    let right: Vec<usize> = (2..head.len()).collect();
+    p.table(&head, &rows, &right);
     if spikes.is_empty() {
         p.note(&format!(
             "No request was slower than {}: no waterfall.",
@@ -313,7 +313,13 @@ fn time_split(p: &mut Page, s: &Summary, records: &[Record], spikes: &[Spike]) {
         p.chart(
             tl.draw_along("time since the request started"),
             &format!(
-                "The {shown} slowest of {} slow requests, each from its own start, slowest on                  top, labelled by local port and cause. Network: the handshake and the                  request's round trip (the kernel's round trip of the connection where it was                  read, else the handshake); server: the first-byte wait less that round trip;                  TCP's timer parts in the colour of their cause. Inside the first-byte wait the                  round trip is drawn before the server's time: a client cannot see their order.",
+                "The {shown} slowest of {} slow requests, each from its own start, slowest on \
+                 top, labelled by local port and cause. Network: the handshake and the \
+                 request's round trip (the kernel's round trip of the connection where it was \
+                 read, else the handshake); server: the first-byte wait less that round trip; \
+                 TCP's timer parts in the colour of their cause. Inside the first-byte wait the \
+                 round trip is drawn before the server's time: a client cannot see their \
+                 order.",
                 spikes.len()
             ),
         );

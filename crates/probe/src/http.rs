@@ -23,10 +23,19 @@ impl FromStr for Url {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Url, String> {
-        let (rest, tls) = match (s.strip_prefix("http://"), s.strip_prefix("https://")) {
-            (Some(r), _) => (r, false),
-            (_, Some(r)) => (r, true),
-            _ => return Err(format!("'{s}' is not an http:// or https:// URL")),
+        // The scheme is case-insensitive (RFC 3986 section 3.1).
+        let (scheme, rest) = s
+            .split_once("://")
+            .ok_or_else(|| format!("'{s}' is not an http:// or https:// URL"))?;
+        let tls = match scheme.to_ascii_lowercase().as_str() {
+            "http" => false,
+            "https" => true,
+            _ => {
+                return Err(format!(
+                    "'{s}': {scheme}:// is not supported; probe speaks http:// and https://, \
+                     or raw TCP to HOST:PORT"
+                ))
+            }
         };
         let default_port = if tls { 443 } else { 80 };
         let (authority, path) = match rest.find('/') {
@@ -40,12 +49,20 @@ impl FromStr for Url {
             let (h, after) = v6
                 .split_once(']')
                 .ok_or_else(|| format!("'{s}': unterminated [ in host"))?;
+            if h.parse::<std::net::Ipv6Addr>().is_err() {
+                return Err(format!("'{h}' in '{s}' is not an IPv6 address"));
+            }
             let port = match after.strip_prefix(':') {
                 Some(p) => parse_port(p, s)?,
                 None if after.is_empty() => default_port,
                 None => return Err(format!("'{s}': junk after ]")),
             };
             (h.to_string(), port)
+        } else if authority.matches(':').count() > 1 {
+            // RFC 3986 section 3.2.2: an IPv6 literal is enclosed in brackets.
+            return Err(format!(
+                "'{s}': an IPv6 address in a URL goes in brackets, as in http://[::1]:8080/"
+            ));
         } else {
             match authority.rsplit_once(':') {
                 Some((h, p)) => (h.to_string(), parse_port(p, s)?),
@@ -400,6 +417,27 @@ mod tests {
             .unwrap_err()
             .contains("99999"));
         assert!("http:///x".parse::<Url>().is_err());
+        let u: Url = "HTTPS://a/".parse().unwrap();
+        assert!(u.tls && u.host == "a");
+    }
+
+    /// Issue 24: `ftp://...` was "'//h/x' is not a port"; an unbracketed IPv6 address took
+    /// its last group as the port.
+    #[test]
+    fn an_unsupported_scheme_or_an_unbracketed_ipv6_address_says_so() {
+        let e = "ftp://127.0.0.1/x".parse::<Url>().unwrap_err();
+        assert!(
+            e.contains("ftp:// is not supported") && e.contains("https://"),
+            "{e}"
+        );
+        assert!(!e.contains("is not a port"), "{e}");
+        let e = "http://::1:8080/".parse::<Url>().unwrap_err();
+        assert!(e.contains("in brackets"), "{e}");
+        let e = "http://[::g]:80/".parse::<Url>().unwrap_err();
+        assert!(
+            e.contains("'::g'") && e.contains("not an IPv6 address"),
+            "{e}"
+        );
     }
 
     fn read(bytes: &[u8]) -> Result<Response, ReadError> {

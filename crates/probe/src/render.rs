@@ -157,8 +157,9 @@ pub fn text(w: &mut dyn Write, r: &Report<Summary>) -> io::Result<()> {
                 p.second.to_string(),
                 p.ok.to_string(),
                 p.failed.to_string(),
-                fmt::micros(p.p99_total_us),
-                fmt::micros(p.max_total_us),
+                // A second without a completed request measured no latency.
+                p.p99_total_us.map_or("-".into(), fmt::micros),
+                p.max_total_us.map_or("-".into(), fmt::micros),
             ]);
         }
         table::align_right(&mut t, &[0, 1, 2, 3, 4]);
@@ -248,33 +249,36 @@ fn time_split(w: &mut dyn Write, t: &TimeSplit) -> io::Result<()> {
         t.slow_requests,
         fmt::micros(t.path_rtt_us)
     )?;
-    let mut tb = table::new([
-        "part",
-        "p50",
-        "p99",
-        "max",
-        "share",
-        "largest in slow",
-        "slow p50",
-        "slow p99",
-    ]);
+    // Without a slow request the slow columns would show latencies nobody measured.
+    let slow = t.slow_requests > 0;
+    let mut head = vec!["part", "p50", "p99", "max", "share"];
+    if slow {
+        head.extend(["largest in slow", "slow p50", "slow p99"]);
+    }
+    let mut tb = table::new(head.clone());
     for c in t
         .components
         .iter()
         .filter(|c| c.max_us > 0 || c.slow_dominated > 0)
     {
-        tb.add_row(vec![
+        let mut row = vec![
             c.component.to_string(),
             fmt::micros(c.p50_us),
             fmt::micros(c.p99_us),
             fmt::micros(c.max_us),
             format!("{:.0}%", c.share * 100.0),
-            c.slow_dominated.to_string(),
-            fmt::micros(c.slow_p50_us),
-            fmt::micros(c.slow_p99_us),
-        ]);
+        ];
+        if slow {
+            row.extend([
+                c.slow_dominated.to_string(),
+                fmt::micros(c.slow_p50_us),
+                fmt::micros(c.slow_p99_us),
+            ]);
+        }
+        tb.add_row(row);
     }
-    table::align_right(&mut tb, &[1, 2, 3, 4, 5, 6, 7]);
+    let right: Vec<usize> = (1..head.len()).collect();
+    table::align_right(&mut tb, &right);
     writeln!(w, "{tb}")?;
     let covers: Vec<String> = t
         .components
@@ -306,4 +310,29 @@ pub(crate) fn cpu_wait_text(c: &CpuWait) -> String {
         c.share * 100.0,
         fmt::micros(c.some_us)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::split::tests::{rec, waits};
+    use crate::split::{summarize, Baseline};
+
+    /// Issue 24: without a slow request the time split showed "slow p50 0us", a latency
+    /// nobody measured.
+    #[test]
+    fn the_time_split_has_no_slow_columns_without_a_slow_request() {
+        let rs: Vec<_> = (0..4).map(|w| rec(w, 0.05, 0.2, 0.02)).collect();
+        let base = Baseline::of(&rs, &[], None);
+        let t = summarize(&rs, &[], &base, &waits(&[0]), 0);
+        assert_eq!((t.requests, t.slow_requests), (4, 0));
+        let mut out = Vec::new();
+        time_split(&mut out, &t).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        assert!(out.contains("network"), "{out}");
+        assert!(
+            !out.contains("slow p50") && !out.contains("largest in slow"),
+            "{out}"
+        );
+    }
 }

@@ -218,8 +218,9 @@ pub struct SecondStats {
     pub second: u64,
     pub ok: u64,
     pub failed: u64,
-    pub p99_total_us: u64,
-    pub max_total_us: u64,
+    /// None (JSON null) when no request completed in that second: nothing was measured.
+    pub p99_total_us: Option<u64>,
+    pub max_total_us: Option<u64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -653,17 +654,14 @@ fn per_second(records: &[Record]) -> Vec<SecondStats> {
         .into_iter()
         .map(|(second, (ok, failed, mut totals))| {
             totals.sort_unstable();
-            let p99 = if totals.is_empty() {
-                0
-            } else {
-                totals[((totals.len() - 1) as f64 * 0.99).round() as usize]
-            };
+            let p99 = (!totals.is_empty())
+                .then(|| totals[((totals.len() - 1) as f64 * 0.99).round() as usize]);
             SecondStats {
                 second,
                 ok,
                 failed,
-                p99_total_us: us(p99),
-                max_total_us: us(totals.last().copied().unwrap_or(0)),
+                p99_total_us: p99.map(us),
+                max_total_us: totals.last().copied().map(us),
             }
         })
         .collect()
@@ -781,7 +779,9 @@ mod tests {
         assert_eq!(s.len(), 2);
         assert_eq!((s[0].ok, s[0].failed), (100, 0));
         assert_eq!((s[1].ok, s[1].failed), (0, 2));
-        assert_eq!(s[0].max_total_us, 1_000);
+        assert_eq!(s[0].max_total_us, Some(1_000));
+        // Issue 24: a second in which every request failed measured no latency.
+        assert_eq!((s[1].p99_total_us, s[1].max_total_us), (None, None));
         let p = phase_stats(
             LatencyPhase::Total,
             rs.iter().filter(|r| r.is_ok()).map(|r| r.total_ns()),

@@ -8,11 +8,19 @@
 //!   windows) along a shared time axis.
 //!
 //! Values are plain `f64` in the unit the axis names; [`Unit`] formats the tick labels.
+//! A log axis starts at least a factor 2 below its smallest value (every non-zero bar
+//! shows); tick labels are thinned and category labels wrapped or turned by the room they
+//! need (`chart/labels.rs`), never printed over each other.
 //! Colours come from [`Rgb`]; the same cause or severity gets the same colour in every chart.
 
 use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+mod labels;
+use labels::{cut, label_px, trim_zeros, wrap_words, LabelLayout, Ticks};
+use labels::{LABEL_GAP_PX, LINE_PX, TURNED_CHARS};
 
 /// A chart could not be drawn (plotters' own error, as text).
 #[derive(Debug, thiserror::Error)]
@@ -89,6 +97,35 @@ impl Unit {
             Unit::Count => crate::fmt::count(v),
         }
     }
+
+    /// A tick label on an axis spanning `span` (in the axis' unit): seconds in the unit the
+    /// span reads in (`2 ms` steps, not `0.0 s` eleven times), trailing zeros dropped
+    /// (`1 k`, `10 Gbit/s`, `2.5ms`).
+    pub fn tick(self, v: f64, span: f64) -> String {
+        let text = match self {
+            Unit::Seconds => {
+                let span = span.abs();
+                let (scale, suffix) = if span >= 1.0 || span == 0.0 {
+                    (1.0, " s")
+                } else if span >= 1e-3 {
+                    (1e3, " ms")
+                } else {
+                    (1e6, " us")
+                };
+                let (v, span) = (v * scale, span * scale);
+                let decimals = if span >= 20.0 {
+                    0
+                } else if span >= 2.0 {
+                    1
+                } else {
+                    2
+                };
+                format!("{v:.decimals$}{suffix}")
+            }
+            _ => self.format(v),
+        };
+        trim_zeros(&text)
+    }
 }
 
 /// One axis.
@@ -124,8 +161,9 @@ impl Axis {
         self
     }
 
-    /// The range to draw: the fixed one, or the data's with some headroom.
-    fn fit(&self, values: impl Iterator<Item = f64>) -> (f64, f64) {
+    /// The range to draw: the fixed one, or the data's with some headroom. `rises`: values
+    /// are drawn up from the axis' bottom (bars, the y of lines and points).
+    fn fit(&self, values: impl Iterator<Item = f64>, rises: bool) -> (f64, f64) {
         if let Some(r) = self.range {
             return r;
         }
@@ -138,9 +176,14 @@ impl Axis {
             return if self.log { (1.0, 10.0) } else { (0.0, 1.0) };
         }
         if self.log {
-            let lo = 10f64.powf(lo.log10().floor());
+            // A bar rises from the axis' bottom: the bottom sits a power of ten at least a
+            // factor 2 below the smallest value, so that the smallest bar (a LISTEN socket
+            // beside 14,000 in TIME_WAIT) stands at least 0.3 decade tall; two decades at
+            // least, so that plotters draws its ticks at powers of ten only.
             let hi = 10f64.powf((hi * 1.2).log10().ceil());
-            (lo, if hi > lo { hi } else { lo * 10.0 })
+            let lo = if rises { lo / 2.0 } else { lo };
+            let lo = 10f64.powf(lo.log10().floor()).min(hi / 100.0);
+            (lo, hi)
         } else {
             let lo = lo.min(0.0);
             let hi = if hi > lo { hi * 1.08 } else { lo + 1.0 };
@@ -269,17 +312,26 @@ impl Xy {
             .series
             .iter()
             .flat_map(|s| s.points.iter().map(|p| p.1));
-        let (x0, x1) = self.x.fit(xs);
-        let (y0, y1) = self.y.fit(ys);
+        let (x0, x1) = self.x.fit(xs, false);
+        let (y0, y1) = self.y.fit(ys, true);
+        let r = ((x0, x1), (y0, y1));
         with_svg(&self.title, SIZE, |root| match (self.x.log, self.y.log) {
-            (false, false) => self.plot(root, x0..x1, y0..y1, y0, legend),
-            (false, true) => self.plot(root, x0..x1, (y0..y1).log_scale(), y0, legend),
-            (true, false) => self.plot(root, (x0..x1).log_scale(), y0..y1, y0, legend),
-            (true, true) => self.plot(root, (x0..x1).log_scale(), (y0..y1).log_scale(), y0, legend),
+            (false, false) => self.plot(root, x0..x1, y0..y1, r, legend),
+            (false, true) => self.plot(root, x0..x1, (y0..y1).log_scale(), r, legend),
+            (true, false) => self.plot(root, (x0..x1).log_scale(), y0..y1, r, legend),
+            (true, true) => self.plot(root, (x0..x1).log_scale(), (y0..y1).log_scale(), r, legend),
         })
     }
 
-    fn plot<X, Y>(&self, root: &Area, x: X, y: Y, y_floor: f64, legend: bool) -> Result<(), Error>
+    /// `ranges`: the x and y ranges drawn (for the tick labels, and the floor of a log y).
+    fn plot<X, Y>(
+        &self,
+        root: &Area,
+        x: X,
+        y: Y,
+        ranges: ((f64, f64), (f64, f64)),
+        legend: bool,
+    ) -> Result<(), Error>
     where
         X: AsRangedCoord<Value = f64>,
         Y: AsRangedCoord<Value = f64>,
@@ -287,6 +339,8 @@ impl Xy {
         Y::CoordDescType: ValueFormatter<f64>,
     {
         let t = self.title.as_str();
+        let ((x0, x1), (y0, y1)) = ranges;
+        let y_floor = y0;
         // On a log axis, values below the range (zero) are drawn at its bottom.
         let floor = |v: f64| {
             if self.y.log && v.is_finite() {
@@ -302,13 +356,14 @@ impl Xy {
             .y_label_area_size(72)
             .build_cartesian_2d(x, y)
             .map_err(fail(t))?;
-        let (xu, yu) = (self.x.unit, self.y.unit);
+        let xl = Ticks::along(&self.x, (x0, x1), chart.plotting_area(), true);
+        let yl = Ticks::along(&self.y, (y0, y1), chart.plotting_area(), false);
         chart
             .configure_mesh()
             .x_desc(self.x.label.as_str())
             .y_desc(self.y.label.as_str())
-            .x_label_formatter(&|v| xu.format(*v))
-            .y_label_formatter(&|v| yu.format(*v))
+            .x_label_formatter(&|v| xl.label(*v))
+            .y_label_formatter(&|v| yl.label(*v))
             .light_line_style(RGBColor(0xee, 0xee, 0xee))
             .label_style(("sans-serif", 12))
             .draw()
@@ -425,42 +480,84 @@ impl Bars {
 
     pub fn svg(&self) -> Result<String, Error> {
         let ys = self.series.iter().flat_map(|s| s.2.iter().copied());
-        let (y0, y1) = self.y.fit(ys);
+        let (y0, y1) = self.y.fit(ys, true);
         with_svg(&self.title, SIZE, |root| {
             if self.y.log {
-                self.plot(root, (y0..y1).log_scale(), y0)
+                self.plot(root, (y0..y1).log_scale(), (y0, y1))
             } else {
-                self.plot(root, y0..y1, y0)
+                self.plot(root, y0..y1, (y0, y1))
             }
         })
     }
 
-    fn plot<Y>(&self, root: &Area, y: Y, base: f64) -> Result<(), Error>
+    /// How the category labels fit under `plot_px` pixels of x axis: upright when the
+    /// longest fits its slot, else wrapped at spaces into at most three upright lines, else
+    /// turned to read upwards (cut with an ellipsis at [`TURNED_CHARS`]), one in `every`
+    /// when even their height is more than a slot.
+    fn label_layout(&self, plot_px: f64) -> LabelLayout {
+        let n = self.categories.len().max(1);
+        let slot = plot_px / n as f64;
+        let longest = self
+            .categories
+            .iter()
+            .map(|c| c.chars().count())
+            .max()
+            .unwrap_or(0);
+        if label_px(longest) + 8.0 <= slot {
+            return LabelLayout::Upright { lines: 1 };
+        }
+        let fit = ((slot - 8.0) / label_px(1)).floor().max(0.0) as usize;
+        let lines = self
+            .categories
+            .iter()
+            .map(|c| wrap_words(c, fit).map(|l| l.len()))
+            .try_fold(1, |most, l| Some(most.max(l?)));
+        if let Some(lines @ ..=3) = lines {
+            return LabelLayout::Upright { lines };
+        }
+        LabelLayout::Turned {
+            every: (LABEL_GAP_PX / slot).ceil().max(1.0) as usize,
+            chars: longest.min(TURNED_CHARS),
+        }
+    }
+
+    fn plot<Y>(&self, root: &Area, y: Y, (y0, y1): (f64, f64)) -> Result<(), Error>
     where
         Y: AsRangedCoord<Value = f64>,
         Y::CoordDescType: ValueFormatter<f64>,
     {
         let t = self.title.as_str();
+        let base = y0;
         let n = self.categories.len().max(1);
         let groups = self.series.len().max(1) as f64;
+        // The plot's width is the chart's less its margins and the y labels' area.
+        let margin = 12;
+        let y_area = 72;
+        let layout = self.label_layout(f64::from(SIZE.0 - 2 * margin - y_area));
+        // Labels hang below the ticks; the axis' description goes under them.
+        let x_area = match layout {
+            LabelLayout::Upright { lines } => 42 + LINE_PX * (lines as u32 - 1),
+            LabelLayout::Turned { chars, .. } => label_px(chars) as u32 + 40,
+        };
         let mut chart = ChartBuilder::on(root)
             .caption(t, ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(if n > 8 { 70 } else { 42 })
-            .y_label_area_size(72)
+            .margin(margin)
+            .x_label_area_size(x_area)
+            .y_label_area_size(y_area)
             .build_cartesian_2d(0f64..n as f64, y)
             .map_err(fail(t))?;
         let cats = &self.categories;
-        let yu = self.y.unit;
+        let one_line = layout == LabelLayout::Upright { lines: 1 };
         let label = |v: &f64| {
             let i = v.floor() as usize;
             // Ticks fall at the middle of each group only.
-            if (v - i as f64 - 0.5).abs() < 1e-6 {
+            if one_line && (v - i as f64 - 0.5).abs() < 1e-6 {
                 cats.get(i).cloned().unwrap_or_default()
             } else {
                 String::new()
             }
         };
+        let yl = Ticks::along(&self.y, (y0, y1), chart.plotting_area(), false);
         chart
             .configure_mesh()
             .disable_x_mesh()
@@ -468,11 +565,46 @@ impl Bars {
             .x_label_formatter(&label)
             .x_desc(self.x_label.as_str())
             .y_desc(self.y.label.as_str())
-            .y_label_formatter(&|v| yu.format(*v))
+            .y_label_formatter(&|v| yl.label(*v))
             .light_line_style(RGBColor(0xee, 0xee, 0xee))
             .label_style(("sans-serif", 12))
             .draw()
             .map_err(fail(t))?;
+        let (_, py) = chart.plotting_area().get_pixel_range();
+        let font = ("sans-serif", 12).into_font().color(&BLACK);
+        let slot_chars = |i: usize| {
+            let (a, _) = chart.backend_coord(&(i as f64, y0));
+            let (b, _) = chart.backend_coord(&(i as f64 + 1.0, y0));
+            ((f64::from(b - a) - 8.0) / label_px(1)).floor().max(1.0) as usize
+        };
+        match layout {
+            LabelLayout::Upright { lines: 1 } => {}
+            LabelLayout::Upright { .. } => {
+                // Each label in lines under its group's tick.
+                let style = font.pos(Pos::new(HPos::Center, VPos::Top));
+                for (i, c) in cats.iter().enumerate() {
+                    let (x, _) = chart.backend_coord(&(i as f64 + 0.5, y0));
+                    let lines = wrap_words(c, slot_chars(i)).unwrap_or_default();
+                    for (k, line) in lines.iter().enumerate() {
+                        let y = py.end + 8 + LINE_PX as i32 * k as i32;
+                        root.draw(&Text::new(line.as_str(), (x, y), style.clone()))
+                            .map_err(fail(t))?;
+                    }
+                }
+            }
+            LabelLayout::Turned { every, chars } => {
+                // Each label reads upwards, its end at its group's tick.
+                let style = font
+                    .transform(FontTransform::Rotate270)
+                    .pos(Pos::new(HPos::Right, VPos::Center));
+                for (i, c) in cats.iter().enumerate().step_by(every) {
+                    let (x, _) = chart.backend_coord(&(i as f64 + 0.5, y0));
+                    let text = cut(c, chars);
+                    root.draw(&Text::new(text.as_str(), (x, py.end + 8), style.clone()))
+                        .map_err(fail(t))?;
+                }
+            }
+        }
         for (k, (name, rgb, values)) in self.series.iter().enumerate() {
             let color = rgb.color();
             let width = 0.8 / groups;
@@ -628,7 +760,7 @@ impl Timeline {
                 .y_labels(n * 2 + 1)
                 .y_label_formatter(&label)
                 .x_desc(x_desc)
-                .x_label_formatter(&|v| Unit::Seconds.format(*v))
+                .x_label_formatter(&|v| Unit::Seconds.tick(*v, hi - lo))
                 .light_line_style(RGBColor(0xee, 0xee, 0xee))
                 .label_style(("sans-serif", 11))
                 .draw()
@@ -668,5 +800,90 @@ impl Timeline {
             }
             Ok(())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Heights of the `<rect>`s filled with `color` in an SVG document.
+    fn heights(svg: &str, color: Rgb) -> Vec<f64> {
+        let fill = format!("fill=\"{}\"", color.hex().to_uppercase());
+        svg.split("<rect ")
+            .skip(1)
+            .filter(|r| r.contains(&fill))
+            .map(|r| {
+                let h = r.split("height=\"").nth(1).unwrap();
+                h[..h.find('"').unwrap()].parse().unwrap()
+            })
+            .collect()
+    }
+
+    /// Issue 24: the census' LISTEN=1 bar was 0 px tall beside 14,139 TIME_WAIT sockets (the
+    /// log axis started at 1), and so were counters that rose by exactly a power of ten.
+    #[test]
+    fn a_log_axis_starts_below_the_smallest_bar() {
+        for values in [vec![4.0, 14_139.0, 1.0], vec![17e6, 250e3, 10.0], vec![3.0]] {
+            let bars = Bars {
+                title: "t".into(),
+                categories: values.iter().map(|v| v.to_string()).collect(),
+                series: vec![("n".into(), Rgb::BLUE, values.clone())],
+                y: Axis::log("n", Unit::Count),
+                x_label: "x".into(),
+            };
+            let h = heights(&bars.svg().unwrap(), Rgb::BLUE);
+            assert_eq!(h.len(), values.len(), "{values:?}");
+            // At least 0.3 decade of the plot's ~270 px.
+            assert!(h.iter().all(|h| *h >= 8.0), "{values:?}: {h:?}");
+        }
+        let a = Axis::log("n", Unit::Count);
+        assert_eq!(a.fit([1.0, 14_139.0].into_iter(), true), (0.1, 100_000.0));
+        assert_eq!(a.fit([10.0, 1e7].into_iter(), true), (1.0, 1e8));
+        assert_eq!(a.fit([3.0].into_iter(), true), (0.1, 10.0));
+        // An x axis of points keeps to its data.
+        assert_eq!(a.fit([10.0, 1e6].into_iter(), false), (10.0, 1e7));
+    }
+
+    /// Issue 24: twelve kernel counter names under 764 px printed over each other.
+    #[test]
+    fn category_labels_turn_when_they_do_not_fit_and_thin_when_turned_ones_do_not() {
+        let bars = |n: usize, name: &str| Bars {
+            title: "t".into(),
+            categories: (0..n).map(|i| format!("{name}{i}")).collect(),
+            series: vec![("n".into(), Rgb::BLUE, vec![1.0; n])],
+            y: Axis::log("n", Unit::Count),
+            x_label: "x".into(),
+        };
+        let upright = |lines| LabelLayout::Upright { lines };
+        assert_eq!(bars(3, "LISTEN").label_layout(764.0), upright(1));
+        assert_eq!(
+            bars(12, "IpExtInNoECTPkts").label_layout(764.0),
+            LabelLayout::Turned {
+                every: 1,
+                chars: 18
+            }
+        );
+        assert_eq!(
+            bars(100, "x").label_layout(764.0),
+            LabelLayout::Turned { every: 3, chars: 3 }
+        );
+        // The lab's remedies: few, long, with spaces: wrapped upright.
+        let remedy = "after: keep-alive (one connection per worker) #";
+        assert_eq!(bars(3, remedy).label_layout(764.0), upright(2));
+        // Too long for three lines: turned, cut.
+        assert_eq!(
+            bars(8, remedy).label_layout(764.0),
+            LabelLayout::Turned {
+                every: 1,
+                chars: TURNED_CHARS
+            }
+        );
+        assert_eq!(cut("abcdef", 4), "abc…");
+        assert_eq!(
+            wrap_words("a bb ccc", 4),
+            Some(vec!["a bb".to_string(), "ccc".to_string()])
+        );
+        assert_eq!(wrap_words("abcde", 4), None);
     }
 }

@@ -1,8 +1,9 @@
 //! The HTML printer: one self-contained page per report (inline CSS and inline SVG charts, no
 //! script, nothing fetched from the network), readable offline and in a mail attachment.
 //!
-//! A command builds a [`Page`]: [`Page::header`] with the verdict, its own sections (facts,
-//! tables, charts from [`crate::chart`]), then [`Page::findings`]. Every text is escaped.
+//! A command builds a [`Page`]: [`Page::header`] with the verdict, [`Page::findings`] (what is
+//! wrong and what to do comes first), then its own sections (facts, tables, charts from
+//! [`crate::chart`]). Every text is escaped.
 
 use tcpdoctor_model::{Finding, Report, Severity, Verdict};
 
@@ -35,7 +36,10 @@ figcaption{color:#5b6475;font-size:.9em;padding:4px 6px}
 .finding.critical{border-left-color:#c0392b}.finding.warning{border-left-color:#e67e22}.finding.info{border-left-color:#95a5a6}
 .badge{display:inline-block;border-radius:4px;padding:0 6px;font-size:.8em;font-weight:700;color:#fff;margin-right:6px;vertical-align:1px}
 .badge.critical{background:#c0392b}.badge.warning{background:#e67e22}.badge.info{background:#95a5a6}
-.finding h3{font-size:1.02em;margin:2px 0 6px}
+.finding h3,.finding summary{font-size:1.02em;margin:2px 0 6px;font-weight:700}
+details.finding summary{cursor:pointer}
+details.finding summary .line{font-weight:400;color:#5b6475;margin-left:8px}
+details.finding[open] summary .line{display:none}
 .finding ul{margin:4px 0 8px;padding-left:20px}
 .finding .label{color:#5b6475;font-weight:600}
 .caution{color:#8a5a00}
@@ -205,9 +209,21 @@ impl Page {
         }
         for f in findings {
             let class = severity_class(f.severity);
+            // Context (info) stays one line until opened, so that what is wrong is seen
+            // first on a page that opens with its findings.
+            let (open, head, close, tail) = if f.severity == Severity::Info {
+                ("details", "summary", "</summary>", "details")
+            } else {
+                ("div", "h3", "</h3>", "div")
+            };
+            let summary = if f.severity == Severity::Info {
+                format!("<span class=\"line\">{}</span>", escape(&f.summary))
+            } else {
+                String::new()
+            };
             self.body += &format!(
-                "<div class=\"finding {class}\"><h3><span class=\"badge {class}\">{}</span>{}</h3>\
-                 <p>{}</p>",
+                "<{open} class=\"finding {class}\"><{head}><span class=\"badge {class}\">{}</span>\
+                 {}{summary}{close}<p>{}</p>",
                 escape(&f.severity.to_string().to_uppercase()),
                 escape(&crate::findings::title(f)),
                 escape(&f.summary)
@@ -235,7 +251,7 @@ impl Page {
                 }
                 self.body += "</ol>";
             }
-            self.body += "</div>\n";
+            self.body += &format!("</{tail}>\n");
         }
     }
 
@@ -301,9 +317,15 @@ mod tests {
             assert!(!html.contains(fetch), "{fetch} in a self-contained page");
         }
         assert!(html.contains("<svg") && html.contains("</svg>"));
+        // Tick labels, trailing zeros dropped ("1s", not "1.000s").
+        let ticks: Vec<&str> = html
+            .split("</text>")
+            .filter_map(|t| t.rsplit('>').next())
+            .map(str::trim)
+            .collect();
         assert!(
-            html.contains("1.000s") || html.contains("1.0s"),
-            "tick labels"
+            ticks.contains(&"1s") && ticks.contains(&"100ms"),
+            "{ticks:?}"
         );
     }
 

@@ -7,6 +7,7 @@ use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
+use clap::ValueEnum as _;
 use tcpdoctor_model::{Measured, PortRange, Report};
 use tcpdoctor_probe::http::{ExpectStatus, Url};
 use tcpdoctor_probe::server::{Protocol, Server, ServerConfig};
@@ -53,9 +54,9 @@ unanswered[] {stage: handshake|reply, count, timed_out, etimedout, cut, min_wait
 max_wait_us, first_timeout_at_us, timeout_us, partial_replies, max_received_bytes,\n\
 expected_reply_bytes, example_local_ports}, status_codes {code: count}, status_classes\n\
 {class: count}, expect_status, ports_toward_target {time_wait, total}, per_second[]\n\
-{second, ok, failed, p99_total_us, max_total_us}, spikes {threshold_us, count, groups[]\n\
-{cause, attempt, count, corroborated, typical_phase_us, max_phase_us, max_total_us,\n\
-example_local_ports}}, time_split {path_rtt_us, requests, slow_requests, total_p50_us,\n\
+{second, ok, failed, p99_total_us, max_total_us (null: none completed)}, spikes\n\
+{threshold_us, count, groups[] {cause, attempt, count, corroborated, typical_phase_us,\n\
+max_phase_us, max_total_us, example_local_ports}}, time_split {path_rtt_us, requests, slow_requests, total_p50_us,\n\
 components[] {component: network|tls|server|transfer|tcp_timer|client, p50_us, p99_us,\n\
 max_us, share, slow_dominated, slow_p50_us, slow_p99_us}, dominant, slow_dominant,\n\
 tcp: fine|stalled|unexplained|failed|unmeasured, transfer_holds {count, p50_us, max_us,\n\
@@ -127,20 +128,20 @@ pub struct Args {
     /// that match a SYN retransmission or RTO are classified whatever the threshold).
     #[arg(long, value_name = "DURATION", value_parser = args::positive_duration)]
     spike_threshold: Option<Duration>,
-    /// HTTP keep-alive: on reuses connections, off sends Connection: close.
-    #[arg(long, value_enum, default_value = "on")]
-    keepalive: OnOff,
+    /// HTTP keep-alive: on (default) reuses connections, off sends Connection: close.
+    #[arg(long, value_enum)]
+    keepalive: Option<OnOff>,
     /// https: accept any server certificate (self-signed test servers). Without it the
     /// certificate must chain to a root this system trusts and name the host.
     #[arg(long)]
     insecure: bool,
-    /// Path requested from the embedded HTTP server (no target), e.g. /status/503.
-    #[arg(long, default_value = "/")]
-    path: String,
-    /// HTTP statuses that count as success: classes and codes, e.g. 2xx,301,404. Other
-    /// answers are failures (reported as http_error), as wrk and oha count them.
-    #[arg(long, default_value = "2xx", value_name = "LIST")]
-    expect_status: ExpectStatus,
+    /// Path requested in http mode without a URL (default /), e.g. /status/503.
+    #[arg(long)]
+    path: Option<String>,
+    /// HTTP statuses that count as success: classes and codes, e.g. 2xx,301,404 (default
+    /// 2xx). Other answers are failures (reported as http_error), as wrk and oha count them.
+    #[arg(long, value_name = "LIST")]
+    expect_status: Option<ExpectStatus>,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -182,7 +183,7 @@ enum Target {
 impl FromStr for Target {
     type Err = String;
     fn from_str(s: &str) -> Result<Target, String> {
-        if s.starts_with("http://") || s.starts_with("https://") {
+        if s.contains("://") {
             return s.parse::<Url>().map(Target::Url);
         }
         if let Ok(a) = s.parse::<SocketAddr>() {
@@ -191,18 +192,30 @@ impl FromStr for Target {
             }
             return Ok(Target::Addr(a));
         }
-        let (host, port) = s.rsplit_once(':').ok_or_else(|| {
-            format!("'{s}' is not ADDR:PORT, HOST:PORT or an http:// or https:// URL")
-        })?;
+        // An address alone: `::1` would otherwise split at its last colon.
+        let bare = s.strip_prefix('[').and_then(|r| r.strip_suffix(']'));
+        match bare.unwrap_or(s).parse::<IpAddr>() {
+            Ok(IpAddr::V6(ip)) => {
+                return Err(format!(
+                    "'{s}' has no port: write [{ip}]:PORT (an IPv6 address in brackets)"
+                ))
+            }
+            Ok(IpAddr::V4(ip)) => return Err(format!("'{s}' has no port: write {ip}:PORT")),
+            Err(_) => {}
+        }
+        let Some((host, port)) = s.rsplit_once(':') else {
+            return Err(format!(
+                "'{s}' has no port: write HOST:PORT, [IPv6]:PORT or an http:// or https:// URL"
+            ));
+        };
         let port = match port.parse::<u16>() {
             Ok(p) if p != 0 => p,
             _ => return Err(format!("'{port}' in '{s}' is not a port (1-65535)")),
         };
         if host.is_empty()
-            || host.contains(['[', ']', '/', ' '])
             || !host
                 .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == ':')
+                .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
         {
             return Err(format!("'{host}' in '{s}' is not a host name or address"));
         }
@@ -242,6 +255,46 @@ fn resolve(host: &str, port: u16) -> anyhow::Result<SocketAddr> {
         .with_context(|| format!("'{host}' has no address"))
 }
 
+/// Refuses what a run would silently ignore: a URL probed in a mode that does not speak HTTP,
+/// HTTP's flags outside http mode, a second path beside the URL's, `--insecure` without TLS.
+fn http_flags_apply(a: &Args, mode: ModeArg) -> anyhow::Result<()> {
+    let url = match &a.target {
+        Some(Target::Url(u)) => Some(u),
+        _ => None,
+    };
+    if let (Some(u), false) = (url, matches!(mode, ModeArg::Http)) {
+        let m = mode.to_possible_value().map(|v| v.get_name().to_owned());
+        let m = m.unwrap_or_default();
+        let host = if u.host.contains(':') {
+            format!("[{}]", u.host)
+        } else {
+            u.host.clone()
+        };
+        bail!(
+            "--mode {m} does not speak HTTP, the URL {u} does: probe {host}:{} --mode {m}, \
+             or drop --mode",
+            u.port
+        );
+    }
+    let http = matches!(mode, ModeArg::Http);
+    let given = [
+        ("--keepalive", a.keepalive.is_some()),
+        ("--path", a.path.is_some()),
+        ("--expect-status", a.expect_status.is_some()),
+        ("--insecure", a.insecure),
+    ];
+    if let (false, Some((flag, _))) = (http, given.iter().find(|(_, g)| *g)) {
+        bail!("{flag} applies to http mode only (a URL target or --mode http)");
+    }
+    if let (Some(u), Some(p)) = (url, &a.path) {
+        bail!("--path {p}: the URL {u} gives the path");
+    }
+    if a.insecure && !url.is_some_and(|u| u.tls) {
+        bail!("--insecure applies to an https:// URL only (no certificate to check)");
+    }
+    Ok(())
+}
+
 fn config(a: &Args) -> anyhow::Result<Config> {
     let (target, url) = match &a.target {
         None => (None, None),
@@ -254,6 +307,8 @@ fn config(a: &Args) -> anyhow::Result<Config> {
     } else {
         ModeArg::Crr
     });
+    http_flags_apply(a, mode_arg)?;
+    let path = a.path.clone().unwrap_or_else(|| "/".into());
     let mode = match mode_arg {
         ModeArg::Connect => Mode::Connect,
         ModeArg::Crr => Mode::Crr,
@@ -265,14 +320,14 @@ fn config(a: &Args) -> anyhow::Result<Config> {
                     host: t.ip().to_string(),
                     port: t.port(),
                     tls: false,
-                    path: a.path.clone(),
+                    path: path.clone(),
                 },
                 // Host and port are replaced by the embedded server's.
                 (None, None) => Url {
                     host: "127.0.0.1".into(),
                     port: 1,
                     tls: false,
-                    path: a.path.clone(),
+                    path,
                 },
             };
             if !url.path.starts_with('/') {
@@ -280,7 +335,7 @@ fn config(a: &Args) -> anyhow::Result<Config> {
             }
             Mode::Http {
                 url,
-                keepalive: a.keepalive == OnOff::On,
+                keepalive: a.keepalive != Some(OnOff::Off),
                 insecure: a.insecure,
             }
         }
@@ -307,7 +362,7 @@ fn config(a: &Args) -> anyhow::Result<Config> {
         connect_timeout: a.connect_timeout,
         reply_timeout: a.timeout,
         spike_threshold: a.spike_threshold,
-        expect_status: a.expect_status.clone(),
+        expect_status: a.expect_status.clone().unwrap_or_default(),
     })
 }
 

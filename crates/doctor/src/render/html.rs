@@ -1,6 +1,6 @@
-//! The doctor report as one HTML page: the verdict, the steps that ran (or why not), the
-//! budgets and settings behind the findings, the socket census by state and the counters that
-//! moved over the window as charts (when they hold data), and the ranked findings.
+//! The doctor report as one HTML page: the verdict and the ranked findings, then the steps
+//! that ran (or why not), the budgets and settings behind the findings, the socket census by
+//! state and the counters that moved over the window as charts (when they hold data).
 
 use crate::Body;
 use tcpdoctor_model::Report;
@@ -26,6 +26,8 @@ pub fn page(report: &Report<Body>) -> String {
             if b.root { "" } else { " (not root)" }
         ),
     );
+    // Findings first: what is wrong and what to do, before the evidence drawn below.
+    p.findings(&report.findings);
     p.section("Steps");
     let rows: Vec<Vec<String>> = b
         .steps
@@ -143,7 +145,6 @@ pub fn page(report: &Report<Body>) -> String {
             .collect();
         p.table(&["counter", "delta"], &rows, &[1]);
     }
-    p.findings(&report.findings);
     p.footer("Written by tcpdoctor doctor.");
     p.finish()
 }

@@ -1,6 +1,6 @@
-//! The analyze report as one HTML page: capture facts, a timeline of the connections that
-//! waited longest (SYNs resent along the ladder, idle gaps ended by a timeout, zero windows),
-//! the microburst chart per time scale, and the ranked findings.
+//! The analyze report as one HTML page: the verdict and the ranked findings, then capture
+//! facts, a timeline of the connections that waited longest (SYNs resent along the ladder,
+//! idle gaps ended by a timeout, zero windows) and the microburst chart per time scale.
 
 use tcpdoctor_analyze::timeline::{ConnTimeline, MarkKind};
 use tcpdoctor_analyze::{Analysis, BurstRow};
@@ -35,6 +35,9 @@ pub fn page<B>(report: &Report<B>, a: &Analysis, capture: &str, link_speed: Opti
         report,
         &format!("{capture}, {}", fmt::micros(a.duration_us)),
     );
+    // Findings first: what is wrong and what to do, before the evidence drawn below.
+    p.findings(&report.findings);
+    p.section("The capture");
     let t = &a.totals;
     p.facts(&[
         (
@@ -74,7 +77,6 @@ pub fn page<B>(report: &Report<B>, a: &Analysis, capture: &str, link_speed: Opti
     p.section("Microbursts");
     bursts(&mut p, &a.microbursts, link_speed);
 
-    p.findings(&report.findings);
     p.footer(
         "Written by tcpdoctor analyze from the capture alone: nothing here was measured live.",
     );
