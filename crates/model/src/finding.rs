@@ -334,18 +334,38 @@ impl Finding {
     }
 }
 
+/// The absolute harm a finding measured, ordered: harm seen before a risk (an exposure), then
+/// operations failed, then the longest stall, then operations affected. A share of a sample
+/// never enters: 3 failures of 3 weigh less than 400 of 40,000.
+pub fn harm(f: &Finding) -> impl Ord {
+    let i = &f.impact;
+    if i.exposure {
+        (false, 0, 0, 0)
+    } else {
+        (true, i.failed, i.worst_stall_us.unwrap_or(0), i.affected)
+    }
+}
+
 /// Orders findings: those above info first; among them causes before the symptoms they
-/// explain, then the more severe, then the catalogue's rank. Informational findings follow in
-/// the same order.
+/// explain, then the more severe, then the more harmful ([`harm`]: failed, then the longest
+/// stall, then affected), then the catalogue's rank. Informational findings follow in the
+/// same order.
 pub fn rank(findings: &mut [Finding]) {
-    findings.sort_by_key(|f| {
+    findings.sort_by_cached_key(|f| {
         (
             f.severity == Severity::Info,
             f.pathology.role(),
             std::cmp::Reverse(f.severity),
+            std::cmp::Reverse(harm(f)),
             f.pathology.entry().rank,
         )
     });
+}
+
+/// The finding a verdict names as the worst: the most severe, then the most harmful
+/// ([`harm`]), whatever its role; the first in `findings`' order among equals.
+pub fn worst(findings: &[Finding]) -> Option<&Finding> {
+    findings.iter().rev().max_by_key(|f| (f.severity, harm(f)))
 }
 
 #[cfg(test)]
@@ -418,6 +438,110 @@ mod tests {
         rank(&mut v);
         let order: Vec<&str> = v.iter().map(|f| f.summary.as_str()).collect();
         assert_eq!(order, ["cause", "symptom", "symptom2", "info"]);
+    }
+
+    /// Issue 24: within one severity the catalogue's order decided, so a 43 ms delayed ACK
+    /// ranked (and was named worst) above a 301 ms server response.
+    #[test]
+    fn within_a_severity_the_more_harmful_ranks_first_and_is_the_worst() {
+        let ms = |n| Some(Duration::from_millis(n));
+        let delayed_ack = f(
+            Pathology::DelayedAck,
+            Impact::stalls(40, Some(400), ms(43)),
+            "43 ms",
+        );
+        let server = f(
+            Pathology::ServerResponse,
+            Impact::stalls(12, Some(400), ms(301)),
+            "301 ms",
+        );
+        assert_eq!(delayed_ack.severity, Severity::Warning);
+        assert_eq!(server.severity, Severity::Warning);
+        assert!(delayed_ack.pathology.entry().rank < server.pathology.entry().rank);
+        let mut v = vec![delayed_ack, server];
+        rank(&mut v);
+        let order: Vec<&str> = v.iter().map(|f| f.summary.as_str()).collect();
+        assert_eq!(order, ["301 ms", "43 ms"]);
+        assert_eq!(worst(&v).unwrap().summary, "301 ms");
+    }
+
+    /// Absolute harm: failures before the longest stall, the longest stall before the
+    /// number affected, measured harm before a risk; the catalogue decides only ties.
+    #[test]
+    fn harm_orders_failures_then_the_longest_stall_then_affected() {
+        let s = |n| Some(Duration::from_secs(n));
+        let mut v = vec![
+            f(
+                Pathology::SynRetransmit,
+                Impact::stalls(900, Some(1000), s(3)),
+                "3 s stall, 900 hurt",
+            ),
+            f(
+                Pathology::UnansweredSyn,
+                Impact::failures(2, Some(100)).with_stall(Duration::from_secs(1)),
+                "2 failed",
+            ),
+            f(
+                Pathology::ConnectFailure,
+                Impact::failures(5, Some(100)),
+                "5 failed",
+            ),
+            f(
+                Pathology::RetransmitTimeout,
+                Impact::stalls(3, Some(1000), s(3)),
+                "3 s stall, 3 hurt",
+            ),
+        ];
+        assert!(v.iter().all(|f| f.severity == Severity::Critical));
+        rank(&mut v);
+        let order: Vec<&str> = v.iter().map(|f| f.summary.as_str()).collect();
+        assert_eq!(
+            order,
+            [
+                "5 failed",
+                "2 failed",
+                "3 s stall, 900 hurt",
+                "3 s stall, 3 hurt"
+            ]
+        );
+        // A risk of a 3 s stall is judged a warning, and weighs less than a 300 ms stall seen.
+        let risk = f(
+            Pathology::RiskySetting,
+            Impact::stalls(0, None, s(3)).exposure(),
+            "risk",
+        );
+        let seen = f(
+            Pathology::RetransmitTimeout,
+            Impact::stalls(1, Some(10), Some(Duration::from_millis(300))),
+            "seen",
+        );
+        assert_eq!(
+            (risk.severity, seen.severity),
+            (Severity::Warning, Severity::Warning)
+        );
+        assert!(harm(&seen) > harm(&risk));
+        assert_eq!(worst(&[risk, seen]).unwrap().summary, "seen");
+    }
+
+    /// Causes still rank before symptoms; the worst named may be a symptom, and among equal
+    /// harm it is the first in rank order.
+    #[test]
+    fn the_worst_is_the_most_harmful_whatever_its_role() {
+        let stall = |n| Impact::stalls(n, Some(1000), Some(Duration::from_millis(300)));
+        let mut v = vec![
+            f(Pathology::RetransmitTimeout, stall(50), "symptom"),
+            f(Pathology::Incast, stall(20), "cause"),
+        ];
+        rank(&mut v);
+        assert_eq!(v[0].summary, "cause");
+        assert_eq!(worst(&v).unwrap().summary, "symptom");
+        let mut tie = vec![
+            f(Pathology::SlowReader, stall(20), "second in the catalogue"),
+            f(Pathology::Incast, stall(20), "first in the catalogue"),
+        ];
+        rank(&mut tie);
+        assert_eq!(worst(&tie).unwrap().summary, "first in the catalogue");
+        assert!(worst(&[]).is_none());
     }
 
     #[test]

@@ -144,19 +144,12 @@ pub fn verdict<W: Write + ?Sized, B>(w: &mut W, report: &Report<B>) -> io::Resul
         Verdict::Findings => {
             // The findings that make the verdict: those above info, as a findings block
             // that leaves the informational ones to a list of their own counts them. The
-            // worst is the most severe (the first of them in rank order: a cause ranks
-            // before its symptoms, and may be the less severe).
-            let most = report
-                .findings
-                .iter()
-                .map(|f| f.severity)
-                .max()
-                .unwrap_or(Severity::Info);
-            let top = report
-                .findings
-                .iter()
-                .find(|f| f.severity == most)
-                .unwrap_or(&report.findings[0]);
+            // worst is the most severe, then the most harmful (a cause ranks before its
+            // symptoms, and may be the less severe or the less harmful).
+            let Some(top) = tcpdoctor_model::finding::worst(&report.findings) else {
+                let line = format!("Verdict: {} ({})", word("findings"), report.verdict_reason);
+                return writeln!(w, "{}", wrap::fill(&line, layout.prose_width(), "", "  "));
+            };
             let critical = report
                 .findings
                 .iter()
