@@ -397,7 +397,17 @@ pub fn result_of(
     let threshold = cfg
         .spike_threshold
         .unwrap_or_else(|| classify::default_threshold(&records));
-    let spikes = classify::classify(&records, threshold, &sig, delta);
+    let mut spikes = classify::classify(&records, threshold, &sig, delta);
+    // The loop's own workers' CPU waits are not read; the host's bounds them (probe's rule).
+    let cpu_waits = tcpdoctor_probe::split::CpuWaits {
+        workers_ns: Vec::new(),
+        embedded_server_ns: None,
+        host_some_ns: cpu_wait_us.map(|us| us.saturating_mul(1_000)),
+        host_some_series: Vec::new(),
+    };
+    let baseline =
+        tcpdoctor_probe::split::Baseline::of(&records, &spikes, classify::delack_seen(&sig, delta));
+    tcpdoctor_probe::split::assign(&records, &mut spikes, &baseline, &cpu_waits);
     let ctx = stats::Context {
         cfg,
         target,
@@ -408,6 +418,8 @@ pub fn result_of(
         threshold,
         ports_toward_target: None,
         cpu_wait_us,
+        baseline: &baseline,
+        cpu_waits: &cpu_waits,
     };
     let summary = stats::summarize(&ctx, &records, &spikes, delta, &sig);
     let findings = findings::build(&ctx, &summary, &spikes, delta);

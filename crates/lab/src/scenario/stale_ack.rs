@@ -370,6 +370,9 @@ fn loop_003(
             tls_done_ns: None,
             first_byte_ns: None,
             end_ns: 0,
+            kernel_rtt_us: 0,
+            handshake_rtt_us: 0,
+            cpu_wait_us: None,
         };
         let done = exchange_003(&to, linger0, &mut buf, &mut rec, &since);
         rec.end_ns = since(Instant::now());
