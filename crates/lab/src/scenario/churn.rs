@@ -350,7 +350,8 @@ pub fn run_engines(
 
 /// Probe's statistics, spike classifier and findings over `records` that a scenario's own
 /// loop made in the calling thread's namespace (what [`tcpdoctor_probe::run`] does after its
-/// own loop): `cfg` describes the loop, `delta` is the namespace's counter delta over it.
+/// own loop): `cfg` describes the loop, `delta` is the namespace's counter delta over it,
+/// `workers_ns` each loop's wait for a CPU over the run (schedstat; `None`: not read).
 /// This namespace's SYN ladder and RTO floor are read here, as probe reads them.
 pub fn result_of(
     cfg: &tcpdoctor_probe::Config,
@@ -358,6 +359,7 @@ pub fn result_of(
     delta: &tcpdoctor_host::counters::Delta,
     elapsed: Duration,
     cpu_wait_us: Option<u64>,
+    workers_ns: Vec<Option<u64>>,
     interrupted: bool,
 ) -> Result<tcpdoctor_probe::ProbeResult> {
     use tcpdoctor_host::sysctl;
@@ -398,9 +400,8 @@ pub fn result_of(
         .spike_threshold
         .unwrap_or_else(|| classify::default_threshold(&records));
     let mut spikes = classify::classify(&records, threshold, &sig, delta);
-    // The loop's own workers' CPU waits are not read; the host's bounds them (probe's rule).
     let cpu_waits = tcpdoctor_probe::split::CpuWaits {
-        workers_ns: Vec::new(),
+        workers_ns,
         embedded_server_ns: None,
         host_some_ns: cpu_wait_us.map(|us| us.saturating_mul(1_000)),
         host_some_series: Vec::new(),

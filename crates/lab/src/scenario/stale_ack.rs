@@ -316,14 +316,16 @@ fn client_003(cfg: &tcpdoctor_probe::Config, halt: &AtomicBool) -> Result<ProbeR
     let t0 = Instant::now();
     let end = t0 + cfg.duration;
     let linger0 = cfg.linger0;
-    let mut records: Vec<Record> = std::thread::scope(|sc| {
+    let (mut records, mut workers_ns) = (Vec::new(), Vec::new());
+    std::thread::scope(|sc| {
         let loops: Vec<_> = (0..cfg.concurrency.max(1))
             .map(|w| sc.spawn(move || loop_003(w as u16, target, t0, end, linger0, halt)))
             .collect();
-        loops
-            .into_iter()
-            .flat_map(|l| l.join().unwrap_or_default())
-            .collect()
+        for l in loops {
+            let (r, waited) = l.join().unwrap_or_default();
+            records.extend(r);
+            workers_ns.push(waited);
+        }
     });
     let elapsed = t0.elapsed();
     let cpu_after = tcpdoctor_host::pressure::cpu_some_total_us().ok().flatten();
@@ -335,11 +337,23 @@ fn client_003(cfg: &tcpdoctor_probe::Config, halt: &AtomicBool) -> Result<ProbeR
         &delta,
         elapsed,
         cpu_before.zip(cpu_after).map(|(b, a)| a.saturating_sub(b)),
+        workers_ns,
         halt.load(Ordering::Relaxed),
     )
 }
 
-/// One loop of [`client_003`]: its connections, until `end` or `halt`.
+/// Nanoseconds the calling thread has waited for a CPU since it started (`run_delay`, the
+/// second field of `/proc/thread-self/schedstat`, Documentation/scheduler/sched-stats.rst);
+/// `None` without schedstats.
+fn run_delay_ns() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    text.split_ascii_whitespace().nth(1)?.parse().ok()
+}
+
+/// One loop of [`client_003`]: its connections, until `end` or `halt`, and how long it
+/// waited for a CPU meanwhile. A connection of [`tcpdoctor_probe::record::DETAIL_AFTER`] or
+/// more records the wait since the previous such reading, as probe's workers do: what the
+/// loop's own scheduling could add to its time.
 fn loop_003(
     worker: u16,
     target: SocketAddrV4,
@@ -347,7 +361,9 @@ fn loop_003(
     end: Instant,
     linger0: bool,
     halt: &AtomicBool,
-) -> Vec<Record> {
+) -> (Vec<Record>, Option<u64>) {
+    let first = run_delay_ns();
+    let mut last = first;
     let since = |t: Instant| t.duration_since(t0).as_nanos() as u64;
     let to: socket2::SockAddr = std::net::SocketAddr::V4(target).into();
     let mut out = Vec::new();
@@ -376,6 +392,13 @@ fn loop_003(
         };
         let done = exchange_003(&to, linger0, &mut buf, &mut rec, &since);
         rec.end_ns = since(Instant::now());
+        if rec.end_ns - rec.start_ns >= tcpdoctor_probe::record::DETAIL_AFTER {
+            let now = run_delay_ns();
+            rec.cpu_wait_us = now
+                .zip(last)
+                .map(|(n, l)| (n.saturating_sub(l) / 1_000).min(u64::from(u32::MAX)) as u32);
+            last = now;
+        }
         if let Err((e, phase)) = done {
             rec.outcome = ProbeOutcome::Error {
                 kind: ErrorKind::from_io(&e),
@@ -384,7 +407,8 @@ fn loop_003(
         }
         out.push(rec);
     }
-    out
+    let waited = run_delay_ns().zip(first).map(|(n, f)| n.saturating_sub(f));
+    (out, waited)
 }
 
 /// One connection of report 003's client; its socket is closed on return.
