@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tcpdoctor_model::{Finding, Pathology};
 use tcpdoctor_probe::server::{Server, ServerConfig};
 
@@ -105,7 +105,7 @@ pub fn stop_capture(cap: Option<capture::Capture>) -> Result<Option<capture::Cap
 }
 
 /// One probe run inside the client namespace, with the server namespace's counters.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ProbeRun {
     /// What this run is (`before`, `after: keep-alive`, ...).
     pub label: String,
@@ -445,7 +445,7 @@ pub fn probe_config(target: SocketAddrV4, duration: Duration) -> tcpdoctor_probe
 }
 
 /// Connects that waited for rung `attempt` of the SYN ladder.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LadderRung {
     /// 1 = the first SYN retransmission.
     pub attempt: u32,
@@ -460,7 +460,7 @@ pub struct LadderRung {
 }
 
 /// What the SYN ladder cost in a run: per lost SYN, and per connect.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LadderCost {
     /// The client namespace's SYN ladder (probe's model of it), milliseconds.
     pub ladder_ms: Vec<u64>,
