@@ -110,7 +110,10 @@ pub struct Report {
     /// The CPUs the loop's server and client ran on (`[server, client]`), when this host
     /// has two to keep them apart.
     pub loop_cpus: Option<[usize; 2]>,
-    /// The kernel the race was measured on (`/proc/sys/kernel/osrelease`).
+    /// The kernel the race was measured on (`/proc/sys/kernel/osrelease`). Not in the body's
+    /// JSON: the printed report's provenance carries it (`kernel_release`, the same release);
+    /// a report read back takes it from there.
+    #[serde(skip)]
     pub kernel_release: String,
     /// The same loop with a graceful close (with --fix).
     pub after: Vec<LoopRun>,
@@ -714,6 +717,8 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
 pub struct Facts {
     pub forced: Forced,
     pub loop_cpus: Option<[usize; 2]>,
+    /// As [`Report::kernel_release`]: in the printed report's provenance.
+    #[serde(skip)]
     pub kernel_release: String,
 }
 
