@@ -16,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::{naming, Error, Result};
 
@@ -35,7 +35,7 @@ pub struct Capture {
 }
 
 /// What tcpdump reported when it stopped.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CaptureSummary {
     pub path: PathBuf,
     pub packets_captured: Option<u64>,

@@ -18,7 +18,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::exec::try_run;
 use crate::naming;
@@ -35,7 +35,7 @@ pub enum Scope {
 }
 
 /// What a cleanup removed or left.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cleaned {
     pub namespaces_removed: Vec<String>,
     pub interfaces_removed: Vec<String>,

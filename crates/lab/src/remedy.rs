@@ -11,11 +11,11 @@
 //! - *no effect*: as much harm as the baseline, or more (also when the baseline had none and
 //!   the remedied run has some: worse).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tcpdoctor_model::{Finding, Pathology, Severity};
 
 /// The outcome of one remedy, from its measurement.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Effect {
     Worked,
@@ -37,7 +37,7 @@ impl Effect {
 }
 
 /// How a harm is counted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HarmKind {
     /// Events (failed connects, retransmissions).
@@ -47,7 +47,7 @@ pub enum HarmKind {
 }
 
 /// The harm a scenario reproduces, as measured in one run.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Harm {
     pub kind: HarmKind,
     /// The count, or the share (0..=1).
@@ -121,7 +121,7 @@ pub fn thousands(n: u64) -> String {
 }
 
 /// A remedied run judged against the baseline.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Check {
     /// The remedied run's label (its column).
     pub run: String,
@@ -284,7 +284,7 @@ pub fn followed(checks: &[Check]) -> Option<usize> {
 }
 
 /// How close a measurement must come to its prediction to agree with it.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind", content = "value")]
 pub enum Tolerance {
     /// |measured - predicted| <= share x predicted.
@@ -312,7 +312,7 @@ impl Tolerance {
 }
 
 /// What tcpdoctor's arithmetic predicts a remedy does, before it is measured.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Prediction {
     /// The formula with its inputs and result:
     /// `200 ports / 1.0 s (tcp_tw_reuse_delay) = 200 connects/s`.
@@ -351,7 +351,7 @@ impl Prediction {
 }
 
 /// Whether a measurement agrees with its prediction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Agreement {
     Agrees,
@@ -361,7 +361,7 @@ pub enum Agreement {
 }
 
 /// The one-word verdict of a remedy in a table.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     Works,
@@ -395,14 +395,14 @@ impl Verdict {
 }
 
 /// The measured effect of a remedy: a line for people and the compared quantity.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Measured {
     pub text: String,
     pub value: Option<f64>,
 }
 
 /// One remedy, predicted, measured and judged. `R` is the scenario's record of the run.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Row<R> {
     /// The remedy's name (`keep-alive`), as `--remedies` takes it.
     pub remedy: String,

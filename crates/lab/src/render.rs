@@ -296,8 +296,8 @@ pub fn stale_ack(w: &mut dyn Write, r: &Report<stale_ack::Report>) -> io::Result
         },
         b.header.run_id
     )?;
-    let mut runs = vec![&b.loop_run];
-    runs.extend(b.after.iter());
+    let mut runs = vec![&b.loop_run.run];
+    runs.extend(b.after.iter().map(|a| &a.run));
     runs_table(w, &runs, &b.remedies)?;
     writeln!(
         w,
@@ -317,14 +317,14 @@ pub fn stale_ack(w: &mut dyn Write, r: &Report<stale_ack::Report>) -> io::Result
         }
     )?;
     writeln!(w)?;
-    tail(w, r, &b.header, &b.loop_run.findings, &b.remedies)
+    tail(w, r, &b.header, &b.loop_run.run.findings, &b.remedies)
 }
 
 /// The `--html` page of a stale-ack run.
 pub fn stale_ack_page(report: &Report<stale_ack::Report>) -> String {
     let b = &report.body;
-    let mut runs = vec![&b.loop_run];
-    runs.extend(b.after.iter());
+    let mut runs = vec![&b.loop_run.run];
+    runs.extend(b.after.iter().map(|a| &a.run));
     probe_page(
         report,
         &b.header,
@@ -334,7 +334,7 @@ pub fn stale_ack_page(report: &Report<stale_ack::Report>) -> String {
         ),
         &runs,
         &b.remedies,
-        &b.loop_run.findings,
+        &b.loop_run.run.findings,
     )
 }
 
@@ -860,9 +860,9 @@ fn capture_line(
 
 /// `--remedies`: the baseline, the table of remedies (prediction, measurement, agreement,
 /// pathology gone, verdict), the notes the predictions rest on, and the verdict.
-pub fn remedies<C, R>(
+pub fn remedies<C, R, F>(
     w: &mut dyn Write,
-    r: &Report<scenario::RemedyReport<C, R>>,
+    r: &Report<scenario::RemedyReport<C, R, F>>,
     scenario: &str,
 ) -> io::Result<()> {
     let b = &r.body;

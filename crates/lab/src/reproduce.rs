@@ -21,13 +21,13 @@
 //! Nothing here measures or prints: scenarios hand in their counts, renderers print the
 //! records.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tcpdoctor_model::{Finding, Pathology, Severity, Verdict};
 
 use crate::remedy::thousands;
 
 /// One count of the pathology's own signature in one run.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Event {
     /// What was counted: `SYNs answered by a stale ACK and resent`.
     pub what: String,
@@ -47,7 +47,7 @@ impl Event {
 }
 
 /// What a run tried: how many attempts of what, over how long.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tried {
     pub attempts: u64,
     /// What an attempt is: `connects`, `rounds`, `reconnects from one port`.
@@ -78,7 +78,7 @@ impl std::fmt::Display for Tried {
 }
 
 /// Whether one run reproduced the scenario's pathology, with its evidence.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Reproduction {
     /// The run's label (as in the measurement table and the trace's runs).
     pub run: String,
@@ -160,7 +160,7 @@ impl Reproduction {
 
 /// Whether each run of a scenario reproduced its pathology: the `reproduced` and
 /// `reproduction` fields of every lab report.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Reproductions {
     /// Whether the baseline (the run made to reproduce the pathology) reproduced it.
     pub reproduced: bool,

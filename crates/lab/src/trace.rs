@@ -14,7 +14,7 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tcpdoctor_model::{Finding, Pathology};
 use tcpdoctor_report::fmt::tally;
 use tcpdoctor_trace::attribute::{Cause, IncastEpisode, PortFailure};
@@ -46,7 +46,7 @@ pub enum Mode {
 }
 
 /// What the trace saw in one run, or why it did not run.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct RunTrace {
     /// The run's label (`before: ...`, `after: ...`, a remedy's name).
     pub run: String,
@@ -69,7 +69,7 @@ pub struct RunTrace {
     pub not_traced: BTreeMap<String, u64>,
     /// SYN and SYN-ACK resends traced at the counters' window's edges, which may be outside
     /// `syn_retrans_counted` (`tcpdoctor_trace::session::Outcome::syn_traced_at_edges`).
-    #[serde(skip_serializing_if = "tcpdoctor_trace::session::is_zero")]
+    #[serde(default, skip_serializing_if = "tcpdoctor_trace::session::is_zero")]
     pub syn_traced_at_edges: u64,
     /// Events attributed to a cause, all namespaces.
     pub attributed_events: u64,
@@ -90,7 +90,7 @@ pub struct RunTrace {
     /// TCP drops per kernel drop-reason name, counted in the kernel.
     pub drops_by_reason: BTreeMap<String, u64>,
     /// Kernel-side event counts (exact, also for events whose records were lost).
-    pub counts: BTreeMap<&'static str, u64>,
+    pub counts: BTreeMap<String, u64>,
     /// Kernel counters (nstat names) that moved in each traced namespace over the window.
     pub kernel_counters: BTreeMap<String, BTreeMap<String, i64>>,
     /// Hooks this kernel could not attach: the evidence they give is missing.
@@ -141,7 +141,11 @@ impl RunTrace {
             no_local_port: o.summary.no_local_port,
             incast_episodes: o.summary.incast_episodes,
             drops_by_reason: o.drops_by_reason,
-            counts: o.counts,
+            counts: o
+                .counts
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
             kernel_counters: o.kernel_counters,
             unavailable: o.unavailable,
             findings: o.findings,
@@ -294,7 +298,7 @@ fn incast_part(episodes: &[IncastEpisode]) -> String {
 }
 
 /// The trace of a whole scenario: one entry per run, in run order.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct LabTrace {
     /// At least one run was traced.
     pub used: bool,

@@ -7,7 +7,7 @@ use std::net::{SocketAddr, SocketAddrV4, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use socket2::{Domain, Protocol, Socket, Type};
 
 /// Listening port of every lab server: outside `ip_local_port_range` (32768-60999 by default)
@@ -77,7 +77,7 @@ pub fn connect(to: SocketAddrV4, opts: &ClientOptions) -> (io::Result<TcpStream>
 }
 
 /// How one connection attempt ended, by errno name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     Ok,
@@ -121,7 +121,7 @@ impl Outcome {
 }
 
 /// One connection (or request) as measured by a lab client.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConnRecord {
     /// Start, microseconds since the measurement began.
     pub start_us: u64,

@@ -29,14 +29,14 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tcpdoctor_host::counters::Delta;
 use tcpdoctor_model::SynLadder;
 
 use crate::record::Record;
 
 /// Why a connection was slow.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "cause")]
 pub enum SpikeCause {
     /// The SYN (or SYN-ACK) was retransmitted; `attempt` is the ladder rung (1 = first

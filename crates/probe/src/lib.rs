@@ -57,7 +57,7 @@ pub mod tls;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tcpdoctor_model::PortRange;
 
 pub use classify::SpikeCause;
@@ -107,7 +107,7 @@ impl Mode {
 }
 
 /// Which side calls close() first, and so which side holds TIME_WAIT for 60 s.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CloseFirst {
     /// The client closes after reading the reply; the client holds TIME_WAIT (and spends an

@@ -3,7 +3,7 @@
 //!
 //! Times are nanoseconds since the run started (one monotonic clock for all workers).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One connection, or one request on a persistent connection (`reused`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -114,7 +114,7 @@ pub enum Outcome {
 }
 
 /// Where in the exchange an error happened.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     Socket,
@@ -127,7 +127,7 @@ pub enum Phase {
 }
 
 /// Failure kinds, by errno where there is one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     /// EADDRNOTAVAIL: no free local port (or address) for this destination.
@@ -206,6 +206,30 @@ impl ErrorKind {
         }
     }
 
+    /// The kind named `name` ([`ErrorKind::name`]); an HTTP status or errno the name leaves
+    /// out is 0.
+    pub fn from_name(name: &str) -> Option<ErrorKind> {
+        const PLAIN: [ErrorKind; 13] = [
+            ErrorKind::AddrNotAvail,
+            ErrorKind::AddrInUse,
+            ErrorKind::Refused,
+            ErrorKind::Reset,
+            ErrorKind::TimedOut,
+            ErrorKind::ConnectTimeout,
+            ErrorKind::ReplyTimeout,
+            ErrorKind::Unreachable,
+            ErrorKind::ShortReply,
+            ErrorKind::BadReply,
+            ErrorKind::HttpStatus { status: 0 },
+            ErrorKind::NoFiles,
+            ErrorKind::Certificate,
+        ];
+        PLAIN
+            .into_iter()
+            .chain([ErrorKind::Tls, ErrorKind::Other { errno: 0 }])
+            .find(|k| k.name() == name)
+    }
+
     /// The errno name as C spells it, or a short description when there is no errno.
     pub fn errno_name(&self) -> String {
         match self {
@@ -240,6 +264,24 @@ impl ErrorKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_kind_is_found_by_its_name() {
+        for errno in [
+            libc::EADDRNOTAVAIL,
+            libc::ECONNRESET,
+            libc::EMFILE,
+            libc::EPERM,
+        ] {
+            let k = ErrorKind::from_io(&std::io::Error::from_raw_os_error(errno));
+            assert_eq!(
+                ErrorKind::from_name(k.name()).map(|k| k.name()),
+                Some(k.name())
+            );
+        }
+        assert_eq!(ErrorKind::from_name("tls"), Some(ErrorKind::Tls));
+        assert_eq!(ErrorKind::from_name("bogus"), None);
+    }
 
     #[test]
     fn errno_mapping() {

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use socket2::{Domain, Socket, Type};
 
 use crate::{CloseFirst, Error};
@@ -61,7 +61,7 @@ impl ServerConfig {
 }
 
 /// Counts kept by the server (relaxed atomics; read after stopping).
-#[derive(Clone, Copy, Debug, Default, Serialize)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
 pub struct ServerStats {
     pub connections_accepted: u64,
     pub requests_served: u64,

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tcpdoctor_host::counters::Delta;
 use tcpdoctor_host::sysctl::TcpSettings;
 
@@ -40,7 +40,7 @@ pub struct Context<'a> {
 }
 
 /// Sockets toward the target whose local port lies in the range connects draw from.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PortsInUse {
     pub time_wait: u64,
     /// In any state, TIME_WAIT included.
@@ -48,7 +48,7 @@ pub struct PortsInUse {
 }
 
 /// The probe report body.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Summary {
     pub target: String,
     pub mode: String,
@@ -108,7 +108,7 @@ pub struct Summary {
 }
 
 /// CPU contention on the host during a run, from the kernel's pressure stall information.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CpuWait {
     /// Time during which at least one runnable task waited for a CPU (the probe's own
     /// threads, its server's, or any other).
@@ -119,7 +119,7 @@ pub struct CpuWait {
 
 /// Which part of a request a latency covers. JSON values: `connect`, `tls`, `first_byte`,
 /// `total`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LatencyPhase {
     /// connect() call to its return: the handshake.
@@ -157,7 +157,7 @@ impl PartialEq<&str> for LatencyPhase {
 
 /// Where the RTO floor used for classification came from. JSON values: `route`, `sysctl`,
 /// `default`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RtoMinSource {
     /// The route toward the target sets `rto_min` (`ip route get TARGET`).
@@ -179,7 +179,7 @@ impl std::fmt::Display for RtoMinSource {
 }
 
 /// Latency of one phase over successful requests.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PhaseStats {
     pub phase: LatencyPhase,
     pub count: u64,
@@ -193,10 +193,10 @@ pub struct PhaseStats {
     pub max_us: u64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ErrorCount {
     /// snake_case kind (`addr_not_avail`, `refused`, ..., `other`).
-    #[serde(serialize_with = "kind_name")]
+    #[serde(serialize_with = "kind_name", deserialize_with = "kind_of_name")]
     pub kind: ErrorKind,
     /// `EADDRNOTAVAIL`, `ECONNREFUSED`, ... or a description when there is no errno.
     pub errno: String,
@@ -212,7 +212,15 @@ fn kind_name<S: serde::Serializer>(k: &ErrorKind, s: S) -> Result<S::Ok, S::Erro
     s.serialize_str(k.name())
 }
 
-#[derive(Clone, Debug, Serialize)]
+/// [`kind_name`]'s inverse (a saved report read back): the name only, without the status
+/// or errno the name leaves out.
+fn kind_of_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<ErrorKind, D::Error> {
+    let name = String::deserialize(d)?;
+    ErrorKind::from_name(&name)
+        .ok_or_else(|| serde::de::Error::custom(format!("unknown error kind '{name}'")))
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SecondStats {
     /// Seconds since the start (requests by scheduled start).
     pub second: u64,
@@ -223,7 +231,7 @@ pub struct SecondStats {
     pub max_total_us: Option<u64>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SpikeSummary {
     pub threshold_us: u64,
     pub count: u64,
@@ -231,7 +239,7 @@ pub struct SpikeSummary {
 }
 
 /// Spikes of one cause.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SpikeGroup {
     #[serde(flatten)]
     pub cause: SpikeCause,
@@ -247,7 +255,7 @@ pub struct SpikeGroup {
 }
 
 /// Where an unanswered request was waiting.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Stage {
     /// connect(): no SYN-ACK came back.
@@ -263,7 +271,7 @@ pub enum Stage {
 /// `--timeout`), and those cut at the end of the run after waiting longer than the spike
 /// threshold and than every completed request waited in that phase (every one cut, when
 /// none completed).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Unanswered {
     pub stage: Stage,
     pub count: u64,
@@ -287,7 +295,7 @@ pub struct Unanswered {
     pub example_local_ports: Vec<u16>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CounterMove {
     pub name: String,
     pub delta: i64,
@@ -295,7 +303,7 @@ pub struct CounterMove {
 }
 
 /// The host settings the classification used.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SettingsUsed {
     pub ip_local_port_range: String,
     /// The range connects drew from: `--local-ports` or ip_local_port_range.

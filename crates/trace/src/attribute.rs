@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tcpdoctor_model::{Evidence, Finding, Impact, Pathology, PortRange, Source, SynLadder};
 
 use crate::btf::Reasons;
@@ -103,7 +103,7 @@ impl Listener {
 }
 
 /// Ports toward one destination.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PortBudget {
     /// Sockets holding a local port toward the destination (any state but LISTEN).
     pub in_use: u64,
@@ -168,7 +168,7 @@ pub struct NoLookup;
 impl Lookup for NoLookup {}
 
 /// The cause an event is attributed to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Cause {
     /// A connecting socket got an ACK of an older connection on its 4-tuple, which this end
@@ -401,7 +401,7 @@ pub struct DropFlow {
     pub count: u64,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PortFailure {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub process: Option<Process>,
@@ -411,7 +411,7 @@ pub struct PortFailure {
     pub budget: Option<PortBudget>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct IncastEpisode {
     pub receiver: IpAddr,
     /// When the first timeout of the episode happened, since the trace started.

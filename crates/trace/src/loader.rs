@@ -55,7 +55,7 @@ impl Hooks {
 }
 
 /// A piece of evidence this kernel cannot give, and why.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Unavailable {
     /// Kernel function or tracepoint.
     pub hook: String,

@@ -4,7 +4,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Size of `struct event` (a `_Static_assert` in the C source pins it).
 pub const EVENT_BYTES: usize = 144;
@@ -234,7 +234,7 @@ impl PreviousClose {
 }
 
 /// Who the process fields name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ProcessSource {
     /// The process that called connect() on this socket.
@@ -248,7 +248,7 @@ pub enum ProcessSource {
     Closer,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Process {
     pub pid: u32,
     pub comm: String,

@@ -453,14 +453,14 @@ fn running<T>(name: &str, work: impl FnOnce() -> tcpdoctor_lab::Result<T>) -> an
 }
 
 /// Prints a `--remedies` table (text or JSON) and writes its page when `--html` was given.
-fn emit_remedies<C, R>(
-    o: scenario::Outcome<scenario::RemedyReport<C, R>>,
+fn emit_remedies<C, R, F>(
+    o: scenario::Outcome<scenario::RemedyReport<C, R, F>>,
     name: &str,
     json: bool,
     html: Option<HtmlOut>,
 ) -> anyhow::Result<i32>
 where
-    scenario::RemedyReport<C, R>: serde::Serialize,
+    scenario::RemedyReport<C, R, F>: serde::Serialize,
 {
     let report = report_of(o);
     if let Some(out) = html {

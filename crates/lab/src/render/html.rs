@@ -134,7 +134,7 @@ pub fn run_page<B>(
 }
 
 /// The page of `--remedies`.
-pub fn remedies_page<C, R>(report: &Report<scenario::RemedyReport<C, R>>) -> String {
+pub fn remedies_page<C, R, F>(report: &Report<scenario::RemedyReport<C, R, F>>) -> String {
     let b = &report.body;
     let mut p = Page::new(&format!("tcpdoctor lab {} --remedies", b.header.scenario));
     p.header(

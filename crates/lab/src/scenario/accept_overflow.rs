@@ -7,7 +7,7 @@
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tcpdoctor_probe::server::{Protocol, ServerConfig};
 
 use super::churn::{self, Pair, ProbeRun};
@@ -16,7 +16,13 @@ use crate::remedy::{Check, Harm};
 use crate::reproduce::{Event, Reproduction, Reproductions};
 use crate::Result;
 
-#[derive(Clone, Debug, Serialize)]
+/// What diagnosed each run, in words: the report's "Diagnosis ... (by ...)" heading.
+pub const DIAGNOSED_BY: [&str; 2] = [
+    "probe's classifier of slow connects (with the kernel counters of the client's namespace)",
+    "the kernel counters of the server's namespace (TcpExtListenOverflows, TcpExtListenDrops)",
+];
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Config {
     pub backlog: i32,
     pub server_threads: usize,
@@ -35,7 +41,7 @@ impl Default for Config {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
     #[serde(flatten)]
     pub header: Header,
@@ -144,16 +150,13 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
         findings: before.findings.clone(),
         body: Report {
             header: Header {
-                scenario: "accept-overflow",
+                scenario: "accept-overflow".into(),
                 run_id: pair.lab.run_id(),
                 subnet: common.subnet.to_string(),
                 namespaces,
                 capture,
                 trace: churn::traces(std::iter::once(&before).chain(after.iter())),
-                diagnosed_by: vec![
-                    "probe: spike classifier (client namespace counters)".into(),
-                    "model::counters findings (server namespace: TcpExtListenOverflows, TcpExtListenDrops)".into(),
-                ],
+                diagnosed_by: DIAGNOSED_BY.map(String::from).to_vec(),
                 reproduction: reproductions,
             },
             config: cfg.clone(),
@@ -336,7 +339,7 @@ pub fn remedies(
     ];
     let report = super::RemedyReport {
         header: Header {
-            scenario: "accept-overflow",
+            scenario: "accept-overflow".into(),
             run_id: std::process::id(),
             subnet: common.subnet.to_string(),
             namespaces,
@@ -344,13 +347,11 @@ pub fn remedies(
             trace: churn::traces(
                 std::iter::once(&base).chain(rows.iter().filter_map(|r| r.run.as_ref())),
             ),
-            diagnosed_by: vec![
-                "probe: spike classifier (client namespace counters)".into(),
-                "model::counters findings (server namespace: TcpExtListenOverflows, TcpExtListenDrops)".into(),
-            ],
+            diagnosed_by: DIAGNOSED_BY.map(String::from).to_vec(),
             reproduction: super::remedy_reproductions(&base, &rows, reproduction),
         },
         config: cfg.clone(),
+        facts: super::NoFacts {},
         baseline_label: format!(
             "{} acceptor thread(s), listen backlog {}, {} concurrent clients, {} s",
             cfg.server_threads,

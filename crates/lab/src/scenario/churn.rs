@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tcpdoctor_model::{Finding, Pathology};
 use tcpdoctor_probe::server::{Server, ServerConfig};
 
@@ -105,7 +105,7 @@ pub fn stop_capture(cap: Option<capture::Capture>) -> Result<Option<capture::Cap
 }
 
 /// One probe run inside the client namespace, with the server namespace's counters.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ProbeRun {
     /// What this run is (`before`, `after: keep-alive`, ...).
     pub label: String,
@@ -350,7 +350,8 @@ pub fn run_engines(
 
 /// Probe's statistics, spike classifier and findings over `records` that a scenario's own
 /// loop made in the calling thread's namespace (what [`tcpdoctor_probe::run`] does after its
-/// own loop): `cfg` describes the loop, `delta` is the namespace's counter delta over it.
+/// own loop): `cfg` describes the loop, `delta` is the namespace's counter delta over it,
+/// `workers_ns` each loop's wait for a CPU over the run (schedstat; `None`: not read).
 /// This namespace's SYN ladder and RTO floor are read here, as probe reads them.
 pub fn result_of(
     cfg: &tcpdoctor_probe::Config,
@@ -358,6 +359,7 @@ pub fn result_of(
     delta: &tcpdoctor_host::counters::Delta,
     elapsed: Duration,
     cpu_wait_us: Option<u64>,
+    workers_ns: Vec<Option<u64>>,
     interrupted: bool,
 ) -> Result<tcpdoctor_probe::ProbeResult> {
     use tcpdoctor_host::sysctl;
@@ -398,10 +400,8 @@ pub fn result_of(
         .spike_threshold
         .unwrap_or_else(|| classify::default_threshold(&records));
     let mut spikes = classify::classify(&records, threshold, &sig, delta);
-    // probe's time split, as its engine does: the lab's workers' own CPU waits are not
-    // read, so each request is bounded by the host's CPU pressure over the run.
     let cpu_waits = split::CpuWaits {
-        workers_ns: Vec::new(),
+        workers_ns,
         embedded_server_ns: None,
         host_some_ns: cpu_wait_us.map(|us| us.saturating_mul(1_000)),
         host_some_series: Vec::new(),
@@ -444,7 +444,7 @@ pub fn probe_config(target: SocketAddrV4, duration: Duration) -> tcpdoctor_probe
 }
 
 /// Connects that waited for rung `attempt` of the SYN ladder.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LadderRung {
     /// 1 = the first SYN retransmission.
     pub attempt: u32,
@@ -459,7 +459,7 @@ pub struct LadderRung {
 }
 
 /// What the SYN ladder cost in a run: per lost SYN, and per connect.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LadderCost {
     /// The client namespace's SYN ladder (probe's model of it), milliseconds.
     pub ladder_ms: Vec<u64>,

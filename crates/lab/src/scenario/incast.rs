@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tcpdoctor_model::Finding;
 
 use super::{Common, Header, Outcome};
@@ -50,8 +50,13 @@ pub const RTO_COUNTERS: [&str; 6] = [
 /// One round may not take longer than this (several RTO backoffs); the run stops otherwise.
 pub const ROUND_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// What diagnosed each run, in words: the report's "Diagnosis ... (by ...)" heading.
+pub const DIAGNOSED_BY: [&str; 1] = [
+    "the lab's fan-in detector (each sender's retransmission-timer counters and the round times)",
+];
+
 /// Incast parameters.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Config {
     /// Sender counts to measure (one run each; `--sweep senders=...` gives several).
     pub senders: Vec<u32>,
@@ -90,7 +95,7 @@ impl Default for Config {
 }
 
 /// Counters of one sender namespace over one run.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct SenderStats {
     pub sender: u32,
     /// `TcpRetransSegs` delta.
@@ -115,7 +120,7 @@ pub struct SenderStats {
 }
 
 /// A sender's connection as `TCP_INFO` shows it at the end of a run.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SenderTcp {
     /// Smoothed round-trip time (`tcpi_rtt`).
     pub srtt_us: u32,
@@ -158,7 +163,7 @@ impl SenderTcp {
 }
 
 /// One run: N senders, one RTO floor.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Run {
     /// `8 senders, rto_min 200 ms`.
     pub label: String,
@@ -288,7 +293,7 @@ pub fn reproduction(run: &Run) -> Reproduction {
 }
 
 /// The incast record.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
     #[serde(flatten)]
     pub header: Header,
@@ -590,17 +595,15 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
         ),
         None => Reproductions::default(),
     };
-    let mut diagnosed_by = vec![
-        "lab fan-in detector over per-sender retransmission-timer counters and round times".into(),
-    ];
+    let mut diagnosed_by = DIAGNOSED_BY.map(String::from).to_vec();
     // With a capture, analyze's detectors read it too (it spans every run of this scenario).
     if let Some(path) = &common.pcap {
         let (more, _) = diagnose::capture(path)?;
         diagnose::merge(&mut findings, more);
-        diagnosed_by.push("analyze: detectors on the receiver's capture (all runs)".into());
+        diagnosed_by.push("analyze's detectors on the receiver's capture (all runs)".into());
     }
     let header = Header {
-        scenario: "incast",
+        scenario: "incast".into(),
         run_id: topo.lab.run_id(),
         subnet: common.subnet.to_string(),
         namespaces: topo.lab.namespaces().to_vec(),
@@ -903,6 +906,21 @@ fn receive_rounds(
     Ok((out, cut_short))
 }
 
+/// What `--remedies` measured besides the runs, when a selected remedy needed it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Facts {
+    /// `net.ipv4.tcp_available_congestion_control` (asked for `bbr` and `dctcp`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub congestion_controls_available: Option<String>,
+    /// Whether this kernel builds a qdisc (`red`, `fq_codel`), tried in a scratch namespace.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub qdiscs_available: std::collections::BTreeMap<String, bool>,
+    /// One sender paced at 80% of the bottleneck by tbf: the rate measured on the wire
+    /// (`pace-80`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pace_80_wire_bits_per_s: Option<f64>,
+}
+
 /// The remedies `--remedies` measures for incast, in table order: those this lab builds,
 /// then those that need what this kernel may lack (each row says whether it could be built).
 pub const REMEDIES: [&str; 9] = [
@@ -1065,7 +1083,7 @@ pub fn remedies(
     cfg: &Config,
     selected: &[String],
     stop: &AtomicBool,
-) -> Result<Outcome<super::RemedyReport<Config, Run>>> {
+) -> Result<Outcome<super::RemedyReport<Config, Run, Facts>>> {
     use crate::remedy::{self, Prediction, Tolerance};
     validate(cfg)?;
     let rate = cfg.rate_bits_per_s()?;
@@ -1093,6 +1111,7 @@ pub fn remedies(
         "Goodput of repeated runs of the same setting varies by about a fifth here (BENCHMARKS: 3 sweeps), so predictions of goodput are compared within 30%.".to_string(),
     ];
     let mut rows: Vec<remedy::Row<Run>> = Vec::new();
+    let mut facts = Facts::default();
     for (idx, name) in selected.iter().enumerate() {
         if stop.load(Ordering::Relaxed) {
             break;
@@ -1102,6 +1121,7 @@ pub fn remedies(
         let missing = match name.as_str() {
             "dctcp" => {
                 let (ok, list) = cc_available("dctcp");
+                facts.congestion_controls_available = Some(list.clone());
                 (!ok)
                     .then(|| {
                         format!(
@@ -1112,19 +1132,23 @@ pub fn remedies(
                         Some("the lab builds no ECN-marking bottleneck for DCTCP".to_string())
                     })
             }
-            "red-ecn" => (!qdisc_available("red")?)
-                .then(|| {
-                    "this kernel has no sch_red (tc qdisc add ... red: unknown qdisc kind)"
-                        .to_string()
-                })
-                .or_else(|| Some("the lab does not build RED marking yet".to_string())),
-            "fq-codel" => (!qdisc_available("fq_codel")?)
-                .then(|| "this kernel has no sch_fq_codel (nor sch_fq, sch_codel)".to_string())
-                .or_else(|| {
-                    Some("the lab does not build fq_codel at the bottleneck yet".to_string())
-                }),
+            "red-ecn" => (!*facts
+                .qdiscs_available
+                .entry("red".into())
+                .or_insert(qdisc_available("red")?))
+            .then(|| {
+                "this kernel has no sch_red (tc qdisc add ... red: unknown qdisc kind)".to_string()
+            })
+            .or_else(|| Some("the lab does not build RED marking yet".to_string())),
+            "fq-codel" => (!*facts
+                .qdiscs_available
+                .entry("fq_codel".into())
+                .or_insert(qdisc_available("fq_codel")?))
+            .then(|| "this kernel has no sch_fq_codel (nor sch_fq, sch_codel)".to_string())
+            .or_else(|| Some("the lab does not build fq_codel at the bottleneck yet".to_string())),
             "bbr" => {
                 let (ok, list) = cc_available("bbr");
+                facts.congestion_controls_available = Some(list.clone());
                 (!ok).then(|| {
                     format!("this kernel has no bbr (tcp_available_congestion_control: {list})")
                 })
@@ -1220,6 +1244,7 @@ pub fn remedies(
         namespaces.extend(ns);
         if name == "pace-80" {
             let (wire, ns) = tbf_accuracy(common, cfg, 0.8 * rate, stop)?;
+            facts.pace_80_wire_bits_per_s = Some(wire);
             namespaces.extend(ns);
             notes.push(format!(
                 "tbf accuracy here: one sender paced at {} (burst {} B) sent {} on the wire ({:+.1}%).",
@@ -1434,7 +1459,7 @@ pub fn remedies(
     }
     let report = super::RemedyReport {
         header: Header {
-            scenario: "incast",
+            scenario: "incast".into(),
             run_id: std::process::id(),
             subnet: common.subnet.to_string(),
             namespaces,
@@ -1446,13 +1471,11 @@ pub fn remedies(
                     .map(|r| r.trace.clone())
                     .collect(),
             ),
-            diagnosed_by: vec![
-                "lab fan-in detector over per-sender retransmission-timer counters and round times"
-                    .into(),
-            ],
+            diagnosed_by: DIAGNOSED_BY.map(String::from).to_vec(),
             reproduction: super::remedy_reproductions(&baseline, &rows, reproduction),
         },
         config: cfg.clone(),
+        facts,
         baseline_label: format!(
             "{} senders, {} rounds of {} bytes, bottleneck {} (limit {} B), {}, rto_min {} ms",
             baseline.senders,

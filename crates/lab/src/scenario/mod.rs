@@ -14,7 +14,7 @@ pub mod timewait;
 
 use std::path::PathBuf;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tcpdoctor_model::{Finding, Measured, Report};
 
 use crate::capture::CaptureSummary;
@@ -121,9 +121,9 @@ pub fn report<B>(o: Outcome<B>) -> Report<B> {
 }
 
 /// Fields common to every scenario's JSON body.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Header {
-    pub scenario: &'static str,
+    pub scenario: String,
     /// Process id carried by every namespace name of this run (`tdoc-lab-<run_id>-...`).
     pub run_id: u32,
     pub subnet: String,
@@ -142,11 +142,15 @@ pub struct Header {
 
 /// `--remedies`: the baseline and each selected remedy, measured in fresh namespaces, each
 /// remedy predicted by tcpdoctor's arithmetic and judged from its measurement.
-#[derive(Clone, Debug, Serialize)]
-pub struct RemedyReport<C, R> {
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RemedyReport<C, R, F = NoFacts> {
     #[serde(flatten)]
     pub header: Header,
     pub config: C,
+    /// What was measured besides the runs (a kernel's behaviour, a sysctl of a namespace):
+    /// the predictions and the verdicts rest on it.
+    #[serde(flatten)]
+    pub facts: F,
     /// What the baseline is, in words.
     pub baseline_label: String,
     pub baseline: R,
@@ -164,7 +168,11 @@ pub struct RemedyReport<C, R> {
     pub syn_ladder: Option<churn::LadderCost>,
 }
 
-impl<C, R> RemedyReport<C, R> {
+/// A scenario that measures nothing besides its runs.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct NoFacts {}
+
+impl<C, R, F> RemedyReport<C, R, F> {
     /// The remedied run the verdict follows, with its findings (`findings` of a run) and
     /// whether it still reproduced the pathology (`reproduction` of a row).
     pub fn remedied(
@@ -179,5 +187,27 @@ impl<C, R> RemedyReport<C, R> {
             findings: row.run.as_ref().map(findings).unwrap_or_default(),
             reproduction: reproduction(row),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn diagnosis_headings_say_what_diagnosed_in_words_not_module_paths() {
+        // Issue 24: a heading said "model::counters findings".
+        let all: [&[&str]; 7] = [
+            &accept_overflow::DIAGNOSED_BY,
+            &incast::DIAGNOSED_BY,
+            &port_exhaustion::DIAGNOSED_BY,
+            &slow_reader::DIAGNOSED_BY,
+            &stale_ack::DIAGNOSED_BY,
+            &syn_drop::DIAGNOSED_BY,
+            &timewait::DIAGNOSED_BY,
+        ];
+        for by in all.iter().flat_map(|b| b.iter()) {
+            assert!(!by.contains("::") && !by.contains("model"), "{by}");
+        }
     }
 }

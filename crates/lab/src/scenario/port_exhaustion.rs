@@ -9,7 +9,7 @@ use std::net::SocketAddrV4;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tcpdoctor_model::PortRange;
 use tcpdoctor_probe::server::{Protocol, ServerConfig};
 use tcpdoctor_probe::{CloseFirst, Mode};
@@ -20,7 +20,13 @@ use crate::remedy::{Check, Harm};
 use crate::reproduce::{Event, Reproduction, Reproductions};
 use crate::{netns, Result};
 
-#[derive(Clone, Debug, Serialize)]
+/// What diagnosed each run, in words: the report's "Diagnosis ... (by ...)" heading.
+pub const DIAGNOSED_BY: [&str; 2] = [
+    "probe's connect errors by errno and its classifier of slow connects (with the kernel counters of the client's namespace)",
+    "the kernel counters of the server's namespace",
+];
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Config {
     /// The client namespace's `net.ipv4.ip_local_port_range`.
     pub ports: PortRange,
@@ -43,7 +49,7 @@ impl Default for Config {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
     #[serde(flatten)]
     pub header: Header,
@@ -296,17 +302,13 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
         findings: before.findings.clone(),
         body: Report {
             header: Header {
-                scenario: "port-exhaustion",
+                scenario: "port-exhaustion".into(),
                 run_id: std::process::id(),
                 subnet: common.subnet.to_string(),
                 namespaces,
                 capture,
                 trace: churn::traces(std::iter::once(&before).chain(after.iter())),
-                diagnosed_by: vec![
-                    "probe: errors by errno and spike classifier (client namespace counters)"
-                        .into(),
-                    "model::counters findings (server namespace counters)".into(),
-                ],
+                diagnosed_by: DIAGNOSED_BY.map(String::from).to_vec(),
                 reproduction: reproductions,
             },
             config: cfg.clone(),
@@ -318,6 +320,14 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
         },
         interrupted,
     })
+}
+
+/// What `--remedies` measured besides the runs.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Facts {
+    /// `net.ipv4.tcp_tw_reuse_delay` of the client's namespace (`None`: this kernel has no
+    /// such sysctl, and waits 1 s).
+    pub tw_reuse_delay_ms: Option<u64>,
 }
 
 /// The remedies `--remedies` measures for port exhaustion, in table order.
@@ -341,7 +351,7 @@ pub const DESTINATIONS: u16 = 4;
 
 /// One port-exhaustion run as the remedy table compares it: the probes (one per destination
 /// port) and their sums.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PortRun {
     pub label: String,
     pub probes: Vec<ProbeRun>,
@@ -487,7 +497,7 @@ pub fn remedies(
     cfg: &Config,
     selected: &[String],
     stop: &AtomicBool,
-) -> Result<Outcome<super::RemedyReport<Config, PortRun>>> {
+) -> Result<Outcome<super::RemedyReport<Config, PortRun, Facts>>> {
     use crate::remedy::{self, Prediction, Tolerance, Verdict};
     let base_v = Variant::baseline(cfg);
     let ((runs, mut namespaces, capture), reuse_delay_ms) =
@@ -768,7 +778,7 @@ pub fn remedies(
     }
     let report = super::RemedyReport {
         header: Header {
-            scenario: "port-exhaustion",
+            scenario: "port-exhaustion".into(),
             run_id: std::process::id(),
             subnet: common.subnet.to_string(),
             namespaces,
@@ -778,13 +788,13 @@ pub fn remedies(
                     .chain(rows.iter().filter_map(|r| r.run.as_ref()))
                     .flat_map(|r| r.probes.first()),
             ),
-            diagnosed_by: vec![
-                "probe: errors by errno and spike classifier (client namespace counters)".into(),
-                "model::counters findings (server namespace counters)".into(),
-            ],
+            diagnosed_by: DIAGNOSED_BY.map(String::from).to_vec(),
             reproduction: super::remedy_reproductions(&base, &rows, PortRun::reproduction),
         },
         config: cfg.clone(),
+        facts: Facts {
+            tw_reuse_delay_ms: reuse_delay_ms,
+        },
         baseline_label: format!(
             "new connection per request to one destination, {} ports, tcp_tw_reuse=0, client closes first, {d_s:.0} s",
             cfg.ports.len()

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tcpdoctor_model::Finding;
 
 use super::churn::Pair;
@@ -23,7 +23,13 @@ use crate::remedy::{self, Check, Harm};
 use crate::reproduce::{Event, Reproduction, Reproductions};
 use crate::{capture, diagnose, netns, traffic, Error, Result};
 
-#[derive(Clone, Debug, Serialize)]
+/// What diagnosed each run, in words: the report's "Diagnosis ... (by ...)" heading.
+pub const DIAGNOSED_BY: [&str; 2] = [
+    "analyze's detectors on a capture of the writer's interface",
+    "the kernel counters of the reader's namespace",
+];
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Config {
     pub writer_rate_bytes_per_s: u64,
     pub reader_rate_bytes_per_s: u64,
@@ -43,7 +49,7 @@ impl Default for Config {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Run {
     pub label: String,
     pub reader_rcvbuf_bytes: usize,
@@ -72,7 +78,7 @@ pub struct Run {
     pub trace: crate::trace::RunTrace,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
     #[serde(flatten)]
     pub header: Header,
@@ -347,7 +353,7 @@ pub fn remedies(
     ));
     let report = super::RemedyReport {
         header: Header {
-            scenario: "slow-reader",
+            scenario: "slow-reader".into(),
             run_id: std::process::id(),
             subnet: common.subnet.to_string(),
             namespaces,
@@ -358,15 +364,13 @@ pub fn remedies(
                     .map(|r| r.trace.clone())
                     .collect(),
             ),
-            diagnosed_by: vec![
-                "analyze: detectors on a capture of the writer's interface".into(),
-                "model::counters findings (reader namespace counters)".into(),
-            ],
+            diagnosed_by: DIAGNOSED_BY.map(String::from).to_vec(),
             reproduction: super::remedy_reproductions(&base, &rows, |r| {
                 reproduction(r, cfg.duration_ms)
             }),
         },
         config: cfg.clone(),
+        facts: super::NoFacts {},
         baseline_label: format!(
             "writer {:.1} MiB/s, reader {:.1} MiB/s every {:.0} ms, reader SO_RCVBUF {:.0} KiB, blocking writes, {d:.0} s",
             mib(w),
@@ -402,7 +406,7 @@ const SLICE: Duration = Duration::from_millis(10);
 const READER_TICK: Duration = Duration::from_millis(100);
 
 /// How the writer handles a full send buffer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum WriterMode {
     /// Blocking write(): the writer waits for the reader.
@@ -727,7 +731,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
         findings: before.findings.clone(),
         body: Report {
             header: Header {
-                scenario: "slow-reader",
+                scenario: "slow-reader".into(),
                 run_id: std::process::id(),
                 subnet: common.subnet.to_string(),
                 namespaces,
@@ -738,10 +742,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
                         .map(|r| r.trace.clone())
                         .collect(),
                 ),
-                diagnosed_by: vec![
-                    "analyze: detectors on a capture of the writer's interface".into(),
-                    "model::counters findings (reader namespace counters)".into(),
-                ],
+                diagnosed_by: DIAGNOSED_BY.map(String::from).to_vec(),
                 reproduction: reproductions,
             },
             config: cfg.clone(),

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tcpdoctor_probe::record::{ErrorKind, Outcome as ProbeOutcome, Phase};
 use tcpdoctor_probe::{CloseFirst, Mode, ProbeResult, Record};
 
@@ -42,7 +42,13 @@ pub const FORCED_RUN: &str = "forced check: a SYN meets a stale ACK";
 /// Server port of the forced check.
 pub const FORCED_SERVER_PORT: u16 = 5002;
 
-#[derive(Clone, Debug, Serialize)]
+/// What diagnosed each run, in words: the report's "Diagnosis ... (by ...)" heading.
+pub const DIAGNOSED_BY: [&str; 2] = [
+    "probe's classifier of slow connects (with the kernel counters of the client's namespace)",
+    "the forced check (the client's TcpExtTCPSynRetrans and connect time)",
+];
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Config {
     pub duration_ms: u64,
     pub concurrency: usize,
@@ -58,7 +64,7 @@ impl Default for Config {
 }
 
 /// What the kernel did when a SYN met a stale ACK in the forced check.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ResendBehaviour {
     /// The SYN was resent within milliseconds of the client's reset.
@@ -71,19 +77,29 @@ pub enum ResendBehaviour {
     Failed,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Forced {
     pub connect_us: u64,
     pub behaviour: ResendBehaviour,
     pub client_counters: BTreeMap<String, i64>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+/// One run of 003's loop: probe's record of it, and the server sockets the race left behind.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LoopRun {
+    #[serde(flatten)]
+    pub run: ProbeRun,
+    /// Server sockets still in FIN_WAIT2 toward the client after the loop (sock_diag of the
+    /// server's namespace): each lost its client's reset, the race itself.
+    pub fin_wait2_left: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
     #[serde(flatten)]
     pub header: Header,
     pub config: Config,
-    pub loop_run: ProbeRun,
+    pub loop_run: LoopRun,
     /// `TcpExtTCPSynRetrans` of the loop per million connections.
     pub syn_resends_per_million: f64,
     /// Connects probe classified as a SYN resent after a stale ACK.
@@ -94,10 +110,13 @@ pub struct Report {
     /// The CPUs the loop's server and client ran on (`[server, client]`), when this host
     /// has two to keep them apart.
     pub loop_cpus: Option<[usize; 2]>,
-    /// The kernel the race was measured on (`/proc/sys/kernel/osrelease`).
+    /// The kernel the race was measured on (`/proc/sys/kernel/osrelease`). Not in the body's
+    /// JSON: the printed report's provenance carries it (`kernel_release`, the same release);
+    /// a report read back takes it from there.
+    #[serde(skip)]
     pub kernel_release: String,
     /// The same loop with a graceful close (with --fix).
-    pub after: Vec<ProbeRun>,
+    pub after: Vec<LoopRun>,
     /// `after` judged against the loop (with --fix).
     #[serde(rename = "fix_results")]
     pub remedies: Vec<Check>,
@@ -184,7 +203,8 @@ fn with_forced(
 }
 
 /// The harm: SYNs resent per million connections of the loop (`TcpExtTCPSynRetrans`).
-pub fn harm(run: &ProbeRun) -> Harm {
+pub fn harm(run: &LoopRun) -> Harm {
+    let run = &run.run;
     let conns = run.summary.connections_opened.max(1);
     let resends = run.client_counter("TcpExtTCPSynRetrans").max(0) as f64;
     Harm::count(
@@ -195,8 +215,8 @@ pub fn harm(run: &ProbeRun) -> Harm {
 
 /// File 003's loop in a fresh pair of namespaces: [`client_003`] (SO_LINGER 0 when
 /// `linger0`, else a graceful close) on one CPU against [`serve_003`] on another (`cpus`:
-/// server, client), its records summarized and classified by probe. Returns the run, the
-/// server sockets the race left in FIN_WAIT2 ([`fin_wait2_left`]), its namespaces and the
+/// server, client), its records summarized and classified by probe. Returns the run (with the
+/// server sockets the race left in FIN_WAIT2, [`fin_wait2_left`]), its namespaces and the
 /// capture summary.
 #[allow(clippy::too_many_arguments)]
 fn loop_run(
@@ -208,12 +228,7 @@ fn loop_run(
     capture: bool,
     cpus: Option<(usize, usize)>,
     stop: &AtomicBool,
-) -> Result<(
-    ProbeRun,
-    u64,
-    Vec<String>,
-    Option<crate::capture::CaptureSummary>,
-)> {
+) -> Result<(LoopRun, Vec<String>, Option<crate::capture::CaptureSummary>)> {
     let mut pair = Pair::build(common, tag)?;
     pair.client_cpu = cpus.map(|(_, client)| client);
     pair.lab.sysctl(
@@ -241,7 +256,11 @@ fn loop_run(
     let summary = churn::stop_capture(cap);
     halt.store(true, Ordering::Relaxed);
     server.join()?;
-    Ok((run?, left?, pair.lab.namespaces().to_vec(), summary?))
+    let run = LoopRun {
+        run: run?,
+        fin_wait2_left: left?,
+    };
+    Ok((run, pair.lab.namespaces().to_vec(), summary?))
 }
 
 /// The client's ports in the loop: 2,000 instead of the default 28,232. A race leaves the
@@ -316,14 +335,16 @@ fn client_003(cfg: &tcpdoctor_probe::Config, halt: &AtomicBool) -> Result<ProbeR
     let t0 = Instant::now();
     let end = t0 + cfg.duration;
     let linger0 = cfg.linger0;
-    let mut records: Vec<Record> = std::thread::scope(|sc| {
+    let (mut records, mut workers_ns) = (Vec::new(), Vec::new());
+    std::thread::scope(|sc| {
         let loops: Vec<_> = (0..cfg.concurrency.max(1))
             .map(|w| sc.spawn(move || loop_003(w as u16, target, t0, end, linger0, halt)))
             .collect();
-        loops
-            .into_iter()
-            .flat_map(|l| l.join().unwrap_or_default())
-            .collect()
+        for l in loops {
+            let (r, waited) = l.join().unwrap_or_default();
+            records.extend(r);
+            workers_ns.push(waited);
+        }
     });
     let elapsed = t0.elapsed();
     let cpu_after = tcpdoctor_host::pressure::cpu_some_total_us().ok().flatten();
@@ -335,11 +356,23 @@ fn client_003(cfg: &tcpdoctor_probe::Config, halt: &AtomicBool) -> Result<ProbeR
         &delta,
         elapsed,
         cpu_before.zip(cpu_after).map(|(b, a)| a.saturating_sub(b)),
+        workers_ns,
         halt.load(Ordering::Relaxed),
     )
 }
 
-/// One loop of [`client_003`]: its connections, until `end` or `halt`.
+/// Nanoseconds the calling thread has waited for a CPU since it started (`run_delay`, the
+/// second field of `/proc/thread-self/schedstat`, Documentation/scheduler/sched-stats.rst);
+/// `None` without schedstats.
+fn run_delay_ns() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    text.split_ascii_whitespace().nth(1)?.parse().ok()
+}
+
+/// One loop of [`client_003`]: its connections, until `end` or `halt`, and how long it
+/// waited for a CPU meanwhile. A connection of [`tcpdoctor_probe::record::DETAIL_AFTER`] or
+/// more records the wait since the previous such reading, as probe's workers do: what the
+/// loop's own scheduling could add to its time.
 fn loop_003(
     worker: u16,
     target: SocketAddrV4,
@@ -347,7 +380,9 @@ fn loop_003(
     end: Instant,
     linger0: bool,
     halt: &AtomicBool,
-) -> Vec<Record> {
+) -> (Vec<Record>, Option<u64>) {
+    let first = run_delay_ns();
+    let mut last = first;
     let since = |t: Instant| t.duration_since(t0).as_nanos() as u64;
     let to: socket2::SockAddr = std::net::SocketAddr::V4(target).into();
     let mut out = Vec::new();
@@ -376,6 +411,13 @@ fn loop_003(
         };
         let done = exchange_003(&to, linger0, &mut buf, &mut rec, &since);
         rec.end_ns = since(Instant::now());
+        if rec.end_ns - rec.start_ns >= tcpdoctor_probe::record::DETAIL_AFTER {
+            let now = run_delay_ns();
+            rec.cpu_wait_us = now
+                .zip(last)
+                .map(|(n, l)| (n.saturating_sub(l) / 1_000).min(u64::from(u32::MAX)) as u32);
+            last = now;
+        }
         if let Err((e, phase)) = done {
             rec.outcome = ProbeOutcome::Error {
                 kind: ErrorKind::from_io(&e),
@@ -384,7 +426,8 @@ fn loop_003(
         }
         out.push(rec);
     }
-    out
+    let waited = run_delay_ns().zip(first).map(|(n, f)| n.saturating_sub(f));
+    (out, waited)
 }
 
 /// One connection of report 003's client; its socket is closed on return.
@@ -496,7 +539,8 @@ fn kernel_release() -> String {
 /// stale ACK (its quick-resend window, beside the client's `TcpExtTCPSynRetrans`): the last
 /// two are the races a later connect met. The cost: how long those connects took, and what
 /// the forced check showed of this kernel.
-pub fn reproduction(run: &ProbeRun, left: u64, forced: &Forced, kernel: &str) -> Reproduction {
+pub fn reproduction(run: &LoopRun, forced: &Forced, kernel: &str) -> Reproduction {
+    let (left, run) = (run.fin_wait2_left, &run.run);
     let mut signature = vec![Event::new(
         left,
         "server sockets left in FIN_WAIT2 by a reset they lost, after the loop",
@@ -564,8 +608,7 @@ pub fn reproduction(run: &ProbeRun, left: u64, forced: &Forced, kernel: &str) ->
 
 pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
     let cpus = traffic::two_cpus();
-    let mut left = BTreeMap::new();
-    let (loop_run_, l, mut namespaces, capture) = loop_run(
+    let (loop_run, mut namespaces, capture) = self::loop_run(
         common,
         cfg,
         "",
@@ -575,11 +618,9 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
         cpus,
         stop,
     )?;
-    let loop_run = loop_run_;
-    left.insert(loop_run.label.clone(), l);
     let mut after = Vec::new();
     if common.fix {
-        let (r, l, ns, _) = self::loop_run(
+        let (r, ns, _) = self::loop_run(
             common,
             cfg,
             "gc",
@@ -590,22 +631,15 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
             stop,
         )?;
         namespaces.extend(ns);
-        left.insert(r.label.clone(), l);
         after.push(r);
     }
     let (forced, ns, forced_trace) = forced_check(common)?;
     namespaces.extend(ns);
-    let resends = loop_run
-        .summary
-        .counters
-        .iter()
-        .find(|c| c.name == "TcpExtTCPSynRetrans")
-        .map(|c| c.delta)
-        .unwrap_or(0);
-    let conns = loop_run.summary.connections_opened.max(1);
+    let base = &loop_run.run;
+    let resends = base.client_counter("TcpExtTCPSynRetrans");
+    let conns = base.summary.connections_opened.max(1);
     let count = |want: &dyn Fn(&tcpdoctor_probe::SpikeCause) -> bool| {
-        loop_run
-            .summary
+        base.summary
             .spikes
             .groups
             .iter()
@@ -616,37 +650,50 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
     let stale = count(&|c| matches!(c, tcpdoctor_probe::SpikeCause::StaleAckResend));
     let timer = count(&|c| matches!(c, tcpdoctor_probe::SpikeCause::SynRetransmit { .. }));
     let kernel = kernel_release();
-    let of = |r: &ProbeRun| {
-        let l = left.get(&r.label).copied().unwrap_or(0);
-        reproduction(r, l, &forced, &kernel)
-    };
-    let (remedies, remedied) = churn::judge_runs(
-        tcpdoctor_model::Pathology::StaleAckRace,
-        &loop_run,
-        &after,
-        harm,
-        of,
-    );
+    let of = |r: &LoopRun| reproduction(r, &forced, &kernel);
+    let remedies: Vec<Check> = after
+        .iter()
+        .map(|a| {
+            crate::remedy::judge(
+                &a.run.label,
+                tcpdoctor_model::Pathology::StaleAckRace,
+                harm(&loop_run),
+                &base.findings,
+                harm(a),
+                &a.run.findings,
+            )
+            .with_trace(
+                base.trace.harm(tcpdoctor_model::Pathology::StaleAckRace),
+                a.run.trace.harm(tcpdoctor_model::Pathology::StaleAckRace),
+            )
+            .with_reproduction(&of(a))
+        })
+        .collect();
     let reproductions = Reproductions::of(of(&loop_run), after.iter().map(of));
+    let remedied = super::remedied(
+        &remedies,
+        &after
+            .iter()
+            .map(|a| a.run.findings.as_slice())
+            .collect::<Vec<_>>(),
+        &reproductions.reproduction[1..],
+    );
     Ok(Outcome {
         remedied,
         reproduction: reproductions.baseline().cloned(),
-        findings: loop_run.findings.clone(),
+        findings: base.findings.clone(),
         body: Report {
             header: Header {
-                scenario: "stale-ack-race",
+                scenario: "stale-ack-race".into(),
                 run_id: std::process::id(),
                 subnet: common.subnet.to_string(),
                 namespaces,
                 capture,
                 trace: with_forced(
-                    churn::traces(std::iter::once(&loop_run).chain(after.iter())),
+                    churn::traces(std::iter::once(base).chain(after.iter().map(|a| &a.run))),
                     forced_trace,
                 ),
-                diagnosed_by: vec![
-                    "probe: spike classifier (client namespace counters)".into(),
-                    "forced check: client TcpExtTCPSynRetrans and connect time".into(),
-                ],
+                diagnosed_by: DIAGNOSED_BY.map(String::from).to_vec(),
                 reproduction: reproductions,
             },
             config: cfg.clone(),
@@ -664,11 +711,23 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
     })
 }
 
+/// What `--remedies` measured besides the runs: the forced check, the loop's CPUs and the
+/// kernel (as in the plain run's report).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Facts {
+    pub forced: Forced,
+    pub loop_cpus: Option<[usize; 2]>,
+    /// As [`Report::kernel_release`]: in the printed report's provenance.
+    #[serde(skip)]
+    pub kernel_release: String,
+}
+
 /// The remedies `--remedies` measures for the stale-ACK race, in table order.
 pub const REMEDIES: [&str; 1] = ["graceful-close"];
 
-fn measured(run: &ProbeRun) -> crate::remedy::Measured {
+fn measured(run: &LoopRun) -> crate::remedy::Measured {
     let h = harm(run);
+    let run = &run.run;
     crate::remedy::Measured {
         text: format!(
             "{} connections, {} SYN resends: {} per million",
@@ -687,11 +746,10 @@ pub fn remedies(
     cfg: &Config,
     selected: &[String],
     stop: &AtomicBool,
-) -> Result<Outcome<super::RemedyReport<Config, ProbeRun>>> {
+) -> Result<Outcome<super::RemedyReport<Config, LoopRun, Facts>>> {
     use crate::remedy::{self, Prediction, Tolerance};
     let cpus = traffic::two_cpus();
-    let mut left = BTreeMap::new();
-    let (base, l, mut namespaces, capture) = loop_run(
+    let (base, mut namespaces, capture) = loop_run(
         common,
         cfg,
         "",
@@ -701,14 +759,10 @@ pub fn remedies(
         cpus,
         stop,
     )?;
-    left.insert(base.label.clone(), l);
     let (forced, ns, forced_trace) = forced_check(common)?;
     namespaces.extend(ns);
     let kernel = kernel_release();
-    let of_in = |r: &ProbeRun, left: &BTreeMap<String, u64>| {
-        let l = left.get(&r.label).copied().unwrap_or(0);
-        reproduction(r, l, &forced, &kernel)
-    };
+    let of = |r: &LoopRun| reproduction(r, &forced, &kernel);
     let behaviour = match forced.behaviour {
         ResendBehaviour::QuickResend => format!(
             "this kernel resends the SYN within milliseconds of resetting the stale ACK, not on the 1 s SYN timer: a race cost the connect {:.1} ms",
@@ -736,7 +790,7 @@ pub fn remedies(
                 ))
             }
         }
-        let (run, l, ns, _) = loop_run(
+        let (run, ns, _) = loop_run(
             common,
             cfg,
             tag,
@@ -747,8 +801,7 @@ pub fn remedies(
             stop,
         )?;
         namespaces.extend(ns);
-        left.insert(run.label.clone(), l);
-        let resolution = 1e6 / run.summary.connections_opened.max(1) as f64;
+        let resolution = 1e6 / run.run.summary.connections_opened.max(1) as f64;
         let prediction = Prediction::value(
             "a FIN close keeps the client's port in LAST_ACK until the server has acknowledged it, and the server's TIME_WAIT takes a newer SYN (timestamps): only a reset (SO_LINGER 0) frees the port while the server still holds the old connection, so no SYN meets a stale ACK",
             "0 SYN resends per million connections",
@@ -760,25 +813,27 @@ pub fn remedies(
             ),
         );
         let check = remedy::judge(
-            &run.label,
+            &run.run.label,
             tcpdoctor_model::Pathology::StaleAckRace,
             harm(&base),
-            &base.findings,
+            &base.run.findings,
             harm(&run),
-            &run.findings,
+            &run.run.findings,
         )
         .with_trace(
-            base.trace.harm(tcpdoctor_model::Pathology::StaleAckRace),
-            run.trace.harm(tcpdoctor_model::Pathology::StaleAckRace),
+            base.run
+                .trace
+                .harm(tcpdoctor_model::Pathology::StaleAckRace),
+            run.run.trace.harm(tcpdoctor_model::Pathology::StaleAckRace),
         )
-        .with_reproduction(&of_in(&run, &left));
+        .with_reproduction(&of(&run));
         let override_verdict = (check.effect == remedy::Effect::NothingToFix).then(|| {
             (
                 remedy::Verdict::NothingToFix,
                 format!(
                     "the SO_LINGER 0 loop made {} connections without a stale ACK (0 per million; one would be {:.0} per million); {behaviour}",
-                    remedy::thousands(base.summary.connections_opened),
-                    1e6 / base.summary.connections_opened.max(1) as f64
+                    remedy::thousands(base.run.summary.connections_opened),
+                    1e6 / base.run.summary.connections_opened.max(1) as f64
                 ),
             )
         });
@@ -809,46 +864,49 @@ pub fn remedies(
             "Each loop's server ran on CPU {server}, its client on CPU {client}: the race needs the two on different CPUs."
         ));
     }
-    let of = |r: &ProbeRun| of_in(r, &left);
     let report = super::RemedyReport {
         header: Header {
-            scenario: "stale-ack-race",
+            scenario: "stale-ack-race".into(),
             run_id: std::process::id(),
             subnet: common.subnet.to_string(),
             namespaces,
             capture,
             trace: with_forced(
                 churn::traces(
-                    std::iter::once(&base).chain(rows.iter().filter_map(|r| r.run.as_ref())),
+                    std::iter::once(&base)
+                        .chain(rows.iter().filter_map(|r| r.run.as_ref()))
+                        .map(|r| &r.run),
                 ),
                 forced_trace,
             ),
-            diagnosed_by: vec![
-                "probe: spike classifier (client namespace counters)".into(),
-                "forced check: client TcpExtTCPSynRetrans and connect time".into(),
-            ],
+            diagnosed_by: DIAGNOSED_BY.map(String::from).to_vec(),
             reproduction: super::remedy_reproductions(&base, &rows, of),
         },
         config: cfg.clone(),
+        facts: Facts {
+            forced: forced.clone(),
+            loop_cpus: cpus.map(|(s, c)| [s, c]),
+            kernel_release: kernel.clone(),
+        },
         baseline_label: format!(
             "connection per request with SO_LINGER 0 and TCP_NODELAY, the server closes first, {} loop(s), {} s",
             cfg.concurrency,
             cfg.duration_ms / 1000
         ),
         baseline_harm: harm(&base),
-        baseline_findings: base.findings.clone(),
+        baseline_findings: base.run.findings.clone(),
         baseline: base,
         remedies: rows,
         notes,
         syn_ladder: None,
     };
     let remedied = report.remedied(
-        |r| r.findings.clone(),
+        |r| r.run.findings.clone(),
         |row| super::row_reproduction(row, of),
     );
     Ok(Outcome {
         reproduction: report.header.reproduction.baseline().cloned(),
-        findings: report.baseline.findings.clone(),
+        findings: report.baseline.run.findings.clone(),
         interrupted: stop.load(Ordering::Relaxed),
         remedied,
         body: report,

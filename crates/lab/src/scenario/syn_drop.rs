@@ -6,7 +6,7 @@
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tcpdoctor_probe::server::{Protocol, ServerConfig};
 
 use super::churn::{self, Pair, ProbeRun};
@@ -15,7 +15,13 @@ use crate::remedy::{Check, Harm};
 use crate::reproduce::{Event, Reproduction, Reproductions};
 use crate::{naming, Error, Result};
 
-#[derive(Clone, Debug, Serialize)]
+/// What diagnosed each run, in words: the report's "Diagnosis ... (by ...)" heading.
+pub const DIAGNOSED_BY: [&str; 2] = [
+    "probe's classifier of slow connects (the SYN ladder from the client namespace's sysctls, TcpExtTCPSynRetrans)",
+    "the kernel counters of the server's namespace",
+];
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Config {
     /// Share of SYNs dropped, percent.
     pub drop_percent: u32,
@@ -33,7 +39,7 @@ impl Default for Config {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
     #[serde(flatten)]
     pub header: Header,
@@ -155,16 +161,13 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
         findings: before.findings.clone(),
         body: Report {
             header: Header {
-                scenario: "syn-drop",
+                scenario: "syn-drop".into(),
                 run_id: pair.lab.run_id(),
                 subnet: common.subnet.to_string(),
                 namespaces: pair.lab.namespaces().to_vec(),
                 capture,
                 trace: churn::traces(std::iter::once(&before).chain(after.iter())),
-                diagnosed_by: vec![
-                    "probe: spike classifier (SYN ladder from the client namespace's sysctls, TcpExtTCPSynRetrans)".into(),
-                    "model::counters findings (server namespace counters)".into(),
-                ],
+                diagnosed_by: DIAGNOSED_BY.map(String::from).to_vec(),
                 reproduction: reproductions,
             },
             config: cfg.clone(),
@@ -422,7 +425,7 @@ pub fn remedies(
     ];
     let report = super::RemedyReport {
         header: Header {
-            scenario: "syn-drop",
+            scenario: "syn-drop".into(),
             run_id: std::process::id(),
             subnet: common.subnet.to_string(),
             namespaces,
@@ -430,13 +433,11 @@ pub fn remedies(
             trace: churn::traces(
                 std::iter::once(&base).chain(rows.iter().filter_map(|r| r.run.as_ref())),
             ),
-            diagnosed_by: vec![
-                "probe: spike classifier (SYN ladder from the client namespace's sysctls, TcpExtTCPSynRetrans)".into(),
-                "model::counters findings (server namespace counters)".into(),
-            ],
+            diagnosed_by: DIAGNOSED_BY.map(String::from).to_vec(),
             reproduction: super::remedy_reproductions(&base, &rows, reproduction),
         },
         config: cfg.clone(),
+        facts: super::NoFacts {},
         baseline_label: format!(
             "nftables drops {}% of SYNs; 8 acceptor threads, backlog 4096; {} concurrent clients, {} s",
             cfg.drop_percent,

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tcpdoctor_model::Finding;
 use tcpdoctor_probe::server::{Protocol, ServerConfig};
 use tcpdoctor_probe::CloseFirst;
@@ -35,7 +35,13 @@ pub const BEFORE_GAP_MS: u64 = 20;
 /// The client's fixed source port: below `ip_local_port_range`, so no other socket takes it.
 pub const CLIENT_PORT: u16 = 20001;
 
-#[derive(Clone, Debug, Serialize)]
+/// What diagnosed each run, in words: the report's "Diagnosis ... (by ...)" heading.
+pub const DIAGNOSED_BY: [&str; 2] = [
+    "analyze's detectors on a capture of the client's interface",
+    "the kernel counters of the client's namespace",
+];
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Config {
     /// Connections, each from the same source port.
     pub connections: u64,
@@ -57,7 +63,7 @@ impl Default for Config {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
     #[serde(flatten)]
     pub header: Header,
@@ -172,7 +178,7 @@ impl Run {
 
 /// One run: the lab's own client loop (connect from the fixed port with SO_REUSEADDR, upload,
 /// read the reply to EOF, close, wait the gap), timed per connection.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Run {
     pub label: String,
     pub connections: Vec<ConnRecord>,
@@ -456,7 +462,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
         findings,
         body: Report {
             header: Header {
-                scenario: "timewait-collision",
+                scenario: "timewait-collision".into(),
                 run_id: std::process::id(),
                 subnet: common.subnet.to_string(),
                 namespaces,
@@ -467,10 +473,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
                         .map(|r| r.trace.clone())
                         .collect(),
                 ),
-                diagnosed_by: vec![
-                    "analyze: detectors on a capture of the client's interface".into(),
-                    "model::counters findings (client namespace counters)".into(),
-                ],
+                diagnosed_by: DIAGNOSED_BY.map(String::from).to_vec(),
                 reproduction: reproductions,
             },
             config: cfg.clone(),
@@ -756,7 +759,7 @@ pub fn remedies(
     }
     let report = super::RemedyReport {
         header: Header {
-            scenario: "timewait-collision",
+            scenario: "timewait-collision".into(),
             run_id: std::process::id(),
             subnet: common.subnet.to_string(),
             namespaces,
@@ -767,13 +770,11 @@ pub fn remedies(
                     .map(|r| r.trace.clone())
                     .collect(),
             ),
-            diagnosed_by: vec![
-                "analyze: detectors on a capture of the client's interface".into(),
-                "model::counters findings (client namespace counters)".into(),
-            ],
+            diagnosed_by: DIAGNOSED_BY.map(String::from).to_vec(),
             reproduction: super::remedy_reproductions(&base, &rows, reproduction),
         },
         config: cfg.clone(),
+        facts: super::NoFacts {},
         baseline_label: format!(
             "{n} reconnects from one source port, timestamps off, server closes first{}",
             if cfg.rfc1337 { ", tcp_rfc1337=1" } else { "" }

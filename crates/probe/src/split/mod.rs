@@ -49,7 +49,7 @@
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::classify::{SlowPhase, Spike, SpikeCause, ONE_FLIGHT_BYTES};
 use crate::record::Record;
@@ -61,7 +61,7 @@ pub const SCHEDULING_MARGIN: u64 = 2;
 
 /// A part of a request's time. JSON values: `network`, `tls`, `server`, `transfer`,
 /// `tcp_timer`, `client`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Component {
     /// The path's round trips: the handshake and the request's.

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{attribute, Baseline, Component, CpuWaits};
 use crate::classify::{Spike, SpikeCause};
@@ -12,7 +12,7 @@ use crate::record::Record;
 
 /// What TCP itself did to the completed requests. JSON values: `fine`, `stalled`,
 /// `unexplained`, `failed`, `unmeasured`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TcpState {
     /// No request failed or went unanswered, none waited for a TCP timer, and every slow
@@ -29,7 +29,7 @@ pub enum TcpState {
 }
 
 /// One part over the run.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ComponentStats {
     pub component: Component,
     /// Over all completed requests.
@@ -47,7 +47,7 @@ pub struct ComponentStats {
 
 /// Requests whose small reply a delayed ACK held after its first byte (whatever else slowed
 /// them).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TransferHolds {
     pub count: u64,
     pub p50_us: u64,
@@ -56,7 +56,7 @@ pub struct TransferHolds {
 }
 
 /// Where the time went over the run (`time_split` in JSON).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TimeSplit {
     /// The path's typical round trip ([`Baseline::path_rtt_ns`]).
     pub path_rtt_us: u64,
