@@ -104,7 +104,7 @@ enum Command {
 }
 
 /// The command line's definition, as parsed, completed and documented.
-fn command() -> clap::Command {
+pub(crate) fn command() -> clap::Command {
     let width = term::terminal_width().min(100);
     let cmd = usage::allow_negative_values(Cli::command().term_width(width).max_term_width(width));
     help::fit_long_help(cmd, width)

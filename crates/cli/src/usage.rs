@@ -110,7 +110,39 @@ pub fn exit(e: clap::Error, argv: &[OsString], commands: &[String]) -> ! {
         json: args.iter().any(|a| a == "--json"),
         human: true,
     };
-    term::fail(ErrorKind::Usage, &one_line(&e), None, &run)
+    let mut line = one_line(&e);
+    if e.kind() == ClapKind::InvalidSubcommand {
+        line += &subcommands_of(&args);
+    }
+    term::fail(ErrorKind::Usage, &line, None, &run)
+}
+
+/// ` (lab has: incast, port-exhaustion, ...)`: the subcommands of the command whose
+/// subcommand `args` got wrong, found by following `args` down the command line's tree.
+fn subcommands_of(args: &[String]) -> String {
+    let root = crate::command();
+    let mut cmd = &root;
+    for a in args {
+        match cmd.find_subcommand(a) {
+            Some(sub) => cmd = sub,
+            None if !a.starts_with('-') => break,
+            None => {}
+        }
+    }
+    let names: Vec<&str> = cmd
+        .get_subcommands()
+        .filter(|c| !c.is_hide_set() && c.get_name() != "help")
+        .map(|c| c.get_name())
+        .collect();
+    if names.is_empty() {
+        return String::new();
+    }
+    let who = if std::ptr::eq(cmd, &root) {
+        "tcpdoctor".to_string()
+    } else {
+        cmd.get_name().to_string()
+    };
+    format!(" ({who} has: {})", names.join(", "))
 }
 
 /// Prints help or the version as clap renders it, without trailing spaces, on stdout (exit 0)

@@ -351,6 +351,45 @@ fn lab_without_root_says_so_in_one_line() {
     assert!(err.contains("needs root"), "{err}");
 }
 
+#[test]
+fn an_unknown_scenario_is_refused_in_one_line_naming_the_scenarios() {
+    // Issue 24: `lab bogus` did not list the scenarios.
+    let (code, out, err) = support::run(&["lab", "bogus"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("'bogus'"), "{err}");
+    for s in [
+        "incast",
+        "port-exhaustion",
+        "syn-drop",
+        "accept-overflow",
+        "timewait-collision",
+        "slow-reader",
+        "stale-ack-race",
+        "cleanup",
+    ] {
+        assert!(err.contains(s), "{s}: {err}");
+    }
+}
+
+#[test]
+fn lab_help_explains_each_namespace_role_it_names() {
+    // Issue 24: cl, sv, clfc, svfc, rx, sw were never explained.
+    let (code, out, _) = support::run(&["lab", "--help"]);
+    assert_eq!(code, 0);
+    let help = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    for (role, words) in [
+        ("cl", "the client"),
+        ("sv", "the server"),
+        ("sw", "the switch"),
+        ("rx", "the receiver"),
+        ("fc", "the forced check"),
+        ("fx", "the --fix run"),
+    ] {
+        assert!(help.contains(&format!("{role} {words}")), "{role}: {help}");
+    }
+}
+
 /// Live (not zombie) processes whose command line names lab run `pid` (`tdoc-lab-<pid>-`):
 /// the run's tcpdumps, which write `$TMPDIR/tdoc-lab-<pid>-*.pcap`.
 fn processes_naming_run(pid: u32) -> Vec<String> {

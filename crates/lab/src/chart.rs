@@ -1,5 +1,6 @@
-//! The incast sweep as CSV and as a chart (drawn by `tcpdoctor_report::chart`): goodput
-//! against sender count, one line per RTO floor. The same chart goes into the HTML report.
+//! The lab's charts (drawn by `tcpdoctor_report::chart`): the incast sweep (goodput against
+//! sender count, one line per RTO floor; also as CSV and a stand-alone SVG), and the
+//! connects of a port-exhaustion run per second.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -8,6 +9,8 @@ use std::path::Path;
 use tcpdoctor_report::chart::{Axis, Rgb, Series, Style, Unit, Xy};
 use tcpdoctor_report::fmt;
 
+use crate::render::Chart;
+use crate::scenario::churn::ProbeRun;
 use crate::scenario::incast::Run;
 use crate::{Error, Result};
 
@@ -72,6 +75,79 @@ pub fn incast_chart(runs: &[Run]) -> Xy {
         y: Axis::linear("goodput", Unit::BitsPerSecond),
         series,
     }
+}
+
+/// Connects per second of each run that opens a connection per request: those that
+/// succeeded, and those that failed with EADDRNOTAVAIL (the range spent) or otherwise, from
+/// probe's per-second counts. `None` when no run opens a connection per request.
+pub fn connects_per_second(runs: &[&ProbeRun]) -> Option<Chart> {
+    let per_request: Vec<&ProbeRun> = runs
+        .iter()
+        .copied()
+        .filter(|r| r.summary.mode == "crr")
+        .collect();
+    if per_request.is_empty() {
+        return None;
+    }
+    let mut series = Vec::new();
+    for (i, r) in per_request.iter().enumerate() {
+        let failed: u64 = r.summary.errors.iter().map(|e| e.count).sum();
+        let eaddrnotavail = r.errors("EADDRNOTAVAIL");
+        // probe counts failures per second, not per errno: they are EADDRNOTAVAIL only when
+        // every failure of the run was.
+        let failed_name = if eaddrnotavail == failed {
+            "EADDRNOTAVAIL"
+        } else {
+            "failed (EADDRNOTAVAIL and other errors)"
+        };
+        let points = |f: &dyn Fn(&tcpdoctor_probe::stats::SecondStats) -> u64| {
+            r.summary
+                .per_second
+                .iter()
+                .map(|s| (s.second as f64, f(s) as f64))
+                .collect::<Vec<_>>()
+        };
+        let color = Rgb::PALETTE[i % Rgb::PALETTE.len()];
+        series.push(Series {
+            name: format!("connects ok: {}", r.label),
+            color,
+            style: Style::LinePoints,
+            points: points(&|s| s.ok),
+        });
+        if failed > 0 {
+            series.push(Series {
+                name: format!("{failed_name}: {}", r.label),
+                color,
+                style: Style::Points,
+                points: points(&|s| s.failed),
+            });
+        }
+    }
+    let left_out: Vec<&str> = runs
+        .iter()
+        .filter(|r| r.summary.mode != "crr")
+        .map(|r| r.label.as_str())
+        .collect();
+    let mut caption = "Connects per second of each run (by the second they were due): those \
+                       that succeeded, and those that found no free local port. Once the range \
+                       is spent, only ports leaving TIME_WAIT (or reused) let a connect through."
+        .to_string();
+    if !left_out.is_empty() {
+        caption += &format!(
+            " Not drawn (one persistent connection per worker): {}.",
+            left_out.join(", ")
+        );
+    }
+    Some(Chart {
+        section: "Connects per second".into(),
+        xy: Xy {
+            title: "Connects per second".into(),
+            x: Axis::linear("second of the run", Unit::Seconds),
+            y: Axis::linear("connects per second", Unit::Count),
+            series,
+        },
+        caption,
+    })
 }
 
 /// The sweep as a stand-alone SVG document (legend inside the plot).

@@ -51,6 +51,37 @@ pub fn role_of(ns: &str) -> &str {
     }
 }
 
+/// What a lab namespace is, in words, from its role (`tdoc-lab-123-clfc` -> `client`):
+/// `client` (`cl`), `server` (`sv`), `switch` (`sw`: incast's bridge and bottleneck),
+/// `receiver` (`rx`), `sender N` (`sN`), `qdisc check` (`q...`: a scratch namespace). What
+/// follows the role names the run (`fx` the `--fix` run, `ka`/`tw` port-exhaustion's fixes,
+/// `gc` the graceful close, `fc` the forced check, `rN` the Nth remedy): the report says the
+/// run where it lists the namespace, so it is left out. Other names as they are.
+pub fn role_words(ns: &str) -> String {
+    let role = role_of(ns);
+    if role == ns && !ns.starts_with(LAB_NS_PREFIX) {
+        return ns.to_string();
+    }
+    for (short, words) in [
+        ("cl", "client"),
+        ("sv", "server"),
+        ("sw", "switch"),
+        ("rx", "receiver"),
+        ("q", "qdisc check"),
+    ] {
+        if role.starts_with(short) {
+            return words.to_string();
+        }
+    }
+    match role.strip_prefix('s') {
+        Some(n) if n.bytes().next().is_some_and(|b| b.is_ascii_digit()) => {
+            let digits: String = n.chars().take_while(char::is_ascii_digit).collect();
+            format!("sender {digits}")
+        }
+        _ => role.to_string(),
+    }
+}
+
 /// A file of run `pid` in the temp directory: `$TMPDIR/tdoc-lab-<pid>-<name>` (`name` of
 /// ASCII letters, digits, `-`, `_` and `.`), found by `tcpdoctor lab cleanup` if the run is
 /// killed before it removes the file.
@@ -101,5 +132,24 @@ mod tests {
         assert_eq!(f.file_name().unwrap(), "tdoc-lab-4242-slowreader.pcap");
         assert_eq!(run_of("tdoc-lab-4242-slowreader.pcap"), Some(4242));
         assert!(temp_file(1, "../x").is_err());
+    }
+
+    #[test]
+    fn namespaces_are_named_in_words_not_abbreviations() {
+        // Issue 24: "cl", "sv", "clfc", "svfc", "rx", "sw" were never explained.
+        for (ns, words) in [
+            ("tdoc-lab-7-cl", "client"),
+            ("tdoc-lab-7-sv", "server"),
+            ("tdoc-lab-7-clfc", "client"),
+            ("tdoc-lab-7-svfc", "server"),
+            ("tdoc-lab-7-svr3", "server"),
+            ("tdoc-lab-7-rx", "receiver"),
+            ("tdoc-lab-7-sw", "switch"),
+            ("tdoc-lab-7-s12", "sender 12"),
+            ("tdoc-lab-7-qfqcodel", "qdisc check"),
+            ("blue", "blue"),
+        ] {
+            assert_eq!(role_words(ns), words, "{ns}");
+        }
     }
 }

@@ -267,13 +267,13 @@ impl RunTrace {
         parts.join("; ")
     }
 
-    /// Per namespace: `ns: cause=n, ...` (namespace names shortened to their role).
+    /// Per namespace: `client: cause=n, ...` (each namespace named in words by its role).
     pub fn netns_lines(&self) -> Vec<String> {
         self.causes_by_netns
             .iter()
             .map(|(ns, m)| {
                 let c: Vec<String> = m.iter().map(|(c, n)| format!("{}={n}", c.name())).collect();
-                format!("{}: {}", crate::naming::role_of(ns), c.join(", "))
+                format!("{}: {}", crate::naming::role_words(ns), c.join(", "))
             })
             .collect()
     }
@@ -556,7 +556,7 @@ mod tests {
 
     #[test]
     fn per_namespace_lines_name_the_role() {
-        assert_eq!(traced(5).netns_lines(), vec!["cl: no_local_port=5"]);
+        assert_eq!(traced(5).netns_lines(), vec!["client: no_local_port=5"]);
         assert_eq!(crate::naming::role_of("tdoc-lab-12-svfx"), "svfx");
         assert_eq!(crate::naming::role_of("other"), "other");
     }

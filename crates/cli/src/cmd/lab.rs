@@ -27,6 +27,13 @@ ends, fails or is interrupted with Ctrl-C (a second Ctrl-C exits at once: then r
 `tcpdoctor lab cleanup`, as after a SIGKILL). Traffic never leaves the lab's namespaces:
 addresses come from 10.77.0.0/16 only; --subnet must lie inside it.
 
+Namespace roles (in the names; the reports say them in words): cl the client and sv the
+server (connection scenarios); incast's s0, s1, ... the senders, sw the switch (its bridge
+and the tbf bottleneck) and rx the receiver. A suffix names the run: none for the baseline,
+fx the --fix run (ka keep-alive and tw tcp_tw_reuse=1 in port-exhaustion, gc the graceful
+close in stale-ack-race), fc the forced check of stale-ack-race, r0, r1, ... the remedies of
+--remedies in order (clfc: the forced check's client).
+
 Overhead: seconds per scenario (bounded by rounds, durations and timeouts); incast keeps both
 CPUs busy at 1 gbit.
 
@@ -469,20 +476,19 @@ where
     output::emit(&report, json, |w, r| render_remedies(w, r, name))
 }
 
-/// Prints a scenario's report (text or JSON) and writes its page (`page`) when `--html` was
-/// given.
+/// Prints a scenario's report (text or JSON) and writes its page when `--html` was given,
+/// both from the scenario's `view` of its body.
 fn emit_run<B: serde::Serialize>(
     o: scenario::Outcome<B>,
     json: bool,
     html: Option<HtmlOut>,
-    page: fn(&Report<B>) -> String,
-    text: fn(&mut dyn std::io::Write, &Report<B>) -> std::io::Result<()>,
+    view: for<'a> fn(&'a B) -> render::View<'a>,
 ) -> anyhow::Result<i32> {
     let report = report_of(o);
     if let Some(out) = html {
-        out.write(&page(&report))?;
+        out.write(&render::run_page(&report, view))?;
     }
-    output::emit(&report, json, text)
+    output::emit(&report, json, |w, r| render::run_text(w, r, view))
 }
 
 fn run_cleanup(a: CleanupArgs) -> anyhow::Result<i32> {
@@ -582,13 +588,7 @@ fn run_incast(a: IncastArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
             eprintln!("wrote {} and {}", csv.display(), svg.display());
         }
     }
-    emit_run(
-        outcome,
-        a.common.json,
-        html,
-        render::incast_page,
-        render::incast,
-    )
+    emit_run(outcome, a.common.json, html, render::views::incast)
 }
 
 /// `--duration` of a scenario run: a duration from 1 s to 10 min.
@@ -644,13 +644,7 @@ fn run_port_exhaustion(a: PortArgs, html: Option<HtmlOut>) -> anyhow::Result<i32
     let o = running("port-exhaustion", || {
         port_exhaustion::run(&common, &cfg, output::stop_flag())
     })?;
-    emit_run(
-        o,
-        a.common.json,
-        html,
-        render::port_exhaustion_page,
-        render::port_exhaustion,
-    )
+    emit_run(o, a.common.json, html, render::views::port_exhaustion)
 }
 
 fn run_syn_drop(a: SynDropArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
@@ -672,13 +666,7 @@ fn run_syn_drop(a: SynDropArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
     let o = running("syn-drop", || {
         syn_drop::run(&common, &cfg, output::stop_flag())
     })?;
-    emit_run(
-        o,
-        a.common.json,
-        html,
-        render::syn_drop_page,
-        render::syn_drop,
-    )
+    emit_run(o, a.common.json, html, render::views::syn_drop)
 }
 
 fn run_accept_overflow(a: AcceptArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
@@ -701,13 +689,7 @@ fn run_accept_overflow(a: AcceptArgs, html: Option<HtmlOut>) -> anyhow::Result<i
     let o = running("accept-overflow", || {
         accept_overflow::run(&common, &cfg, output::stop_flag())
     })?;
-    emit_run(
-        o,
-        a.common.json,
-        html,
-        render::accept_overflow_page,
-        render::accept_overflow,
-    )
+    emit_run(o, a.common.json, html, render::views::accept_overflow)
 }
 
 fn run_timewait(a: TimewaitArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
@@ -734,13 +716,7 @@ fn run_timewait(a: TimewaitArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
     let o = running("timewait-collision", || {
         timewait::run(&common, &cfg, output::stop_flag())
     })?;
-    emit_run(
-        o,
-        a.common.json,
-        html,
-        render::timewait_page,
-        render::timewait,
-    )
+    emit_run(o, a.common.json, html, render::views::timewait)
 }
 
 fn run_slow_reader(a: SlowReaderArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
@@ -763,13 +739,7 @@ fn run_slow_reader(a: SlowReaderArgs, html: Option<HtmlOut>) -> anyhow::Result<i
     let o = running("slow-reader", || {
         slow_reader::run(&common, &cfg, output::stop_flag())
     })?;
-    emit_run(
-        o,
-        a.common.json,
-        html,
-        render::slow_reader_page,
-        render::slow_reader,
-    )
+    emit_run(o, a.common.json, html, render::views::slow_reader)
 }
 
 fn run_stale_ack(a: StaleAckArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
@@ -787,13 +757,7 @@ fn run_stale_ack(a: StaleAckArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> 
     let o = running("stale-ack-race", || {
         stale_ack::run(&common, &cfg, output::stop_flag())
     })?;
-    emit_run(
-        o,
-        a.common.json,
-        html,
-        render::stale_ack_page,
-        render::stale_ack,
-    )
+    emit_run(o, a.common.json, html, render::views::stale_ack)
 }
 
 /// The report of a scenario: with `--fix` or `--remedies` its findings are those of the

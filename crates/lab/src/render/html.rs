@@ -1,26 +1,14 @@
-//! The lab report as one HTML page: the measurement side by side (baseline, then each
-//! remedied run), the harm before and after each remedy as a chart, the `--remedies` table
-//! with its predictions, the incast sweep chart, and the diagnosis of the baseline.
+//! The lab report as one HTML page: a scenario's view (its headline, charts, the runs side by
+//! side), the harm before and after each remedy as a chart, the `--remedies` table with its
+//! predictions, and the diagnosis of the baseline.
 
-use crate::remedy::{Check, Harm, HarmKind, Row};
-use crate::scenario::{self, incast};
-use tcpdoctor_model::{Finding, Report};
+use super::View;
+use crate::remedy::{Harm, HarmKind, Row};
+use crate::scenario;
+use tcpdoctor_model::Report;
 use tcpdoctor_report::chart::{Axis, Bars, Rgb, Unit};
 use tcpdoctor_report::fmt;
 use tcpdoctor_report::html::Page;
-
-/// A table: header and rows of cells.
-pub struct Table {
-    pub header: Vec<String>,
-    pub rows: Vec<Vec<String>>,
-}
-
-impl Table {
-    fn put(&self, p: &mut Page) {
-        let header: Vec<&str> = self.header.iter().map(String::as_str).collect();
-        p.table(&header, &self.rows, &[]);
-    }
-}
 
 /// The harm's amount in the chart's unit (a share as percent).
 fn amount(h: &Harm) -> f64 {
@@ -68,30 +56,29 @@ fn harm_chart(p: &mut Page, baseline: &Harm, after: &[(String, Option<&Harm>)]) 
     p.chart(bars.draw(), &caption);
 }
 
-/// The page of a scenario run (with or without `--fix`).
-pub fn run_page<B>(
-    report: &Report<B>,
-    header: &scenario::Header,
-    subtitle: &str,
-    measurement: &[Table],
-    checks: &[Check],
-    diagnosis: &[Finding],
-    sweep: Option<&[incast::Run]>,
-) -> String {
+/// The page of a scenario run (with or without `--fix`): the view's headline, charts,
+/// tables and lines, then the harm before and after each remedy, the capture, the trace and
+/// the baseline's diagnosis.
+pub fn page<B>(report: &Report<B>, v: &View) -> String {
+    let header = v.header;
     let mut p = Page::new(&format!("tcpdoctor lab {}", header.scenario));
-    p.header(report, &format!("{subtitle} (run {})", header.run_id));
-    if let Some(runs) = sweep.filter(|r| r.len() > 1) {
-        p.section("Incast sweep");
-        p.chart(
-            crate::chart::incast_chart(runs).draw(),
-            "Goodput of each run against its number of senders, one line per RTO floor: \
-             timeouts stall whole rounds, and the longer the floor the more goodput they cost.",
-        );
+    p.header(report, &format!("{} (run {})", v.headline, header.run_id));
+    for c in &v.charts {
+        p.section(&c.section);
+        p.chart(c.xy.draw(), &c.caption);
     }
     p.section("Measurement");
-    for t in measurement {
-        t.put(&mut p);
+    for t in &v.tables {
+        if let Some(c) = &t.caption {
+            p.paragraph(c);
+        }
+        let h: Vec<&str> = t.header.iter().map(String::as_str).collect();
+        p.table(&h, &t.rows, &t.right);
     }
+    for l in &v.lines {
+        p.paragraph(l);
+    }
+    let checks = v.checks;
     if !checks.is_empty() {
         p.section("Before and after the remedy");
         let after: Vec<(String, Option<&Harm>)> = checks
@@ -123,7 +110,7 @@ pub fn run_page<B>(
         "Diagnosis of the baseline (by {})",
         header.diagnosed_by.join("; ")
     ));
-    p.findings(diagnosis);
+    p.findings(v.diagnosis);
     if !checks.is_empty() {
         p.note("The verdict above follows the remedied run (the first remedy that worked, else the first).");
     }

@@ -1,0 +1,438 @@
+//! The lab's human text and HTML pages. A scenario says what its run shows in one [`View`]
+//! (a headline, tables, lines, charts), written once for both; the text ([`text`]) and the
+//! page ([`html::page`]) lay it out with the parts every scenario shares (the trace, the
+//! diagnosis, the remedies' outcomes, the capture, whether the pathology was reproduced,
+//! the verdict). `--remedies` has its own table ([`remedies`], [`html::remedies_page`]).
+//! Built on `tcpdoctor_report`'s printers; writes to any `io::Write` and reads no terminal
+//! (the width and colour come from `tcpdoctor_report::style`).
+
+pub mod html;
+pub mod views;
+
+use std::io::{self, Write};
+
+use tcpdoctor_model::{Finding, Report};
+use tcpdoctor_report::chart::Xy;
+use tcpdoctor_report::{findings, fmt, table};
+
+use crate::remedy::Check;
+use crate::scenario;
+
+/// What a scenario's run report shows of its own, the same in text and HTML.
+pub struct View<'a> {
+    /// The scenario's name (`port-exhaustion`).
+    pub scenario: &'a str,
+    pub header: &'a scenario::Header,
+    /// One line: what was run (`nftables in the server namespace drops 10% of SYNs`).
+    pub headline: String,
+    /// The measurement: the runs side by side, and any table of the scenario's own.
+    pub tables: Vec<Cells>,
+    /// Lines after the tables (arithmetic, a forced check).
+    pub lines: Vec<String>,
+    /// Charts of the page (the text has none).
+    pub charts: Vec<Chart>,
+    /// The findings the diagnosis shows: the baseline's.
+    pub diagnosis: &'a [Finding],
+    /// Each remedied run judged against the baseline (`--fix`).
+    pub checks: &'a [Check],
+}
+
+/// A table: an optional caption, the header, the rows, the right-aligned columns.
+#[derive(Clone, Debug, Default)]
+pub struct Cells {
+    pub caption: Option<String>,
+    pub header: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+    pub right: Vec<usize>,
+}
+
+impl Cells {
+    pub fn new<S: Into<String>>(header: impl IntoIterator<Item = S>) -> Cells {
+        Cells {
+            header: header.into_iter().map(Into::into).collect(),
+            ..Cells::default()
+        }
+    }
+
+    fn text(&self) -> table::Table {
+        let mut t = table::new(self.header.clone());
+        for row in &self.rows {
+            t.add_row(row.clone());
+        }
+        table::align_right(&mut t, &self.right);
+        t
+    }
+}
+
+/// A chart of the page, in its own section.
+pub struct Chart {
+    pub section: String,
+    pub xy: Xy,
+    pub caption: String,
+}
+
+/// The text of a scenario's run: the headline, its tables and lines, then the trace, the
+/// diagnosis of the baseline, the remedies' outcomes, the capture, whether each run
+/// reproduced the pathology, and the verdict.
+pub fn text<B>(w: &mut dyn Write, r: &Report<B>, v: &View) -> io::Result<()> {
+    writeln!(
+        w,
+        "lab {}: {} (run {})",
+        v.scenario, v.headline, v.header.run_id
+    )?;
+    writeln!(w)?;
+    for t in &v.tables {
+        if let Some(c) = &t.caption {
+            writeln!(w, "{c}")?;
+        }
+        writeln!(w, "{}", t.text())?;
+        writeln!(w)?;
+    }
+    for l in &v.lines {
+        writeln!(w, "{l}")?;
+    }
+    if !v.lines.is_empty() {
+        writeln!(w)?;
+    }
+    tail(w, r, v.header, v.diagnosis, v.checks)
+}
+
+/// The text of `lab cleanup`: what was removed, kept or could not be removed.
+pub fn cleanup(w: &mut dyn Write, r: &Report<crate::cleanup::Cleaned>) -> io::Result<()> {
+    let c = &r.body;
+    writeln!(
+        w,
+        "Removed {} namespace(s), {} interface(s), {} temporary file(s); killed {} process(es) inside them and {} orphaned tcpdump(s).",
+        c.namespaces_removed.len(),
+        c.interfaces_removed.len(),
+        c.files_removed.len(),
+        c.processes_killed.len(),
+        c.captures_killed.len()
+    )?;
+    for n in &c.namespaces_removed {
+        writeln!(w, "  namespace {n}")?;
+    }
+    for n in &c.interfaces_removed {
+        writeln!(w, "  interface {n}")?;
+    }
+    for n in &c.files_removed {
+        writeln!(w, "  file {n}")?;
+    }
+    for n in &c.captures_killed {
+        writeln!(w, "  tcpdump pid {n}")?;
+    }
+    for n in &c.namespaces_in_use {
+        writeln!(w, "  kept {n} (its run is alive; --force removes it)")?;
+    }
+    for n in &c.failed {
+        writeln!(w, "  FAILED to remove {n}")?;
+    }
+    Ok(())
+}
+
+/// [`text`] of the view `view` makes of a report's body.
+pub fn run_text<B>(
+    w: &mut dyn Write,
+    r: &Report<B>,
+    view: for<'a> fn(&'a B) -> View<'a>,
+) -> io::Result<()> {
+    text(w, r, &view(&r.body))
+}
+
+/// [`html::page`] of the view `view` makes of a report's body.
+pub fn run_page<B>(r: &Report<B>, view: for<'a> fn(&'a B) -> View<'a>) -> String {
+    html::page(r, &view(&r.body))
+}
+
+/// The trace, the findings of the first run, the remedies' outcomes, the capture, whether
+/// each run reproduced the pathology, and the verdict.
+fn tail<B>(
+    w: &mut dyn Write,
+    r: &Report<B>,
+    h: &scenario::Header,
+    diagnosis: &[Finding],
+    checks: &[Check],
+) -> io::Result<()> {
+    trace_lines(w, &h.trace)?;
+    writeln!(
+        w,
+        "Diagnosis of the first run (by {}{}):",
+        h.diagnosed_by.join("; "),
+        if h.trace.used {
+            "; the eBPF trace's attribution of each event"
+        } else {
+            ""
+        }
+    )?;
+    writeln!(w)?;
+    findings::write(w, diagnosis)?;
+    writeln!(w)?;
+    remedy_lines(w, checks)?;
+    capture_line(w, &h.capture)?;
+    reproduction_lines(w, &h.reproduction)?;
+    verdict(w, r, checks)
+}
+
+/// Whether each run reproduced the scenario's pathology, with the counts of its signature,
+/// what was tried and what it cost ([`crate::reproduce`]).
+fn reproduction_lines(w: &mut dyn Write, r: &crate::reproduce::Reproductions) -> io::Result<()> {
+    let Some(first) = r.baseline() else {
+        return Ok(());
+    };
+    let layout = tcpdoctor_report::style::current();
+    writeln!(
+        w,
+        "Reproduced? ({}: its own signature, counted in each run)",
+        first.pathology
+    )?;
+    for run in &r.reproduction {
+        let line = format!("{}: {}", run.run, run.line);
+        writeln!(
+            w,
+            "{}",
+            tcpdoctor_report::wrap::fill(&line, layout.width, "  ", "    ")
+        )?;
+    }
+    writeln!(w)
+}
+
+/// The verdict line; with `--fix`, first which remedied run it follows.
+fn verdict<B>(w: &mut dyn Write, r: &Report<B>, checks: &[Check]) -> io::Result<()> {
+    if let Some(i) = crate::remedy::followed(checks) {
+        writeln!(
+            w,
+            "The verdict and exit status follow the remedied run \"{}\"{}.",
+            checks[i].run,
+            match r
+                .findings
+                .iter()
+                .filter(|f| f.severity > tcpdoctor_model::Severity::Info)
+                .count()
+            {
+                0 => String::new(),
+                n => format!(" ({n} finding(s) above info left in it)"),
+            }
+        )?;
+    }
+    verdict_line(w, r)
+}
+
+/// The closing verdict line, with its reason: "reproduced" when the run the verdict follows
+/// reproduced the pathology, even when no finding is above info (the harm on this kernel was
+/// small); "inconclusive" when it was not reproduced and nothing else was found
+/// ([`crate::reproduce::verdict`]).
+fn verdict_line<B>(w: &mut dyn Write, r: &Report<B>) -> io::Result<()> {
+    use tcpdoctor_report::{style, wrap};
+    let above_info = r
+        .findings
+        .iter()
+        .filter(|f| f.severity > tcpdoctor_model::Severity::Info)
+        .count();
+    let layout = style::current();
+    let word = crate::reproduce::verdict_word(r.verdict, &r.verdict_reason, above_info);
+    let painted = layout.paint(style::verdict(r.verdict), &word);
+    // "reproduced stale_ack_race: ..." reads as the verdict itself.
+    let line = match r.verdict_reason.strip_prefix("reproduced ") {
+        Some(rest) if word == "reproduced" => format!("Verdict: {painted} {rest}"),
+        _ => format!("Verdict: {painted} ({})", r.verdict_reason),
+    };
+    writeln!(w, "{}", wrap::fill(&line, layout.width, "", "  "))
+}
+
+/// The pathologies a run's findings name with their severity, `none` when there are none.
+pub(crate) fn pathology_names(findings: &[Finding]) -> String {
+    if findings.is_empty() {
+        return "none".into();
+    }
+    findings
+        .iter()
+        .map(|f| format!("{} ({})", f.pathology.name(), f.severity))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The `--pcap` line: where the capture went and what tcpdump counted.
+fn capture_line(
+    w: &mut dyn Write,
+    capture: &Option<crate::capture::CaptureSummary>,
+) -> io::Result<()> {
+    let Some(cap) = capture else {
+        return Ok(());
+    };
+    let known = |n: Option<u64>| n.map(|n| n.to_string()).unwrap_or_else(|| "?".into());
+    writeln!(
+        w,
+        "Capture: {} ({} packets, {} dropped by kernel)",
+        cap.path.display(),
+        known(cap.packets_captured),
+        known(cap.packets_dropped_by_kernel)
+    )?;
+    writeln!(w)
+}
+
+/// `--remedies`: the baseline, the table of remedies (prediction, measurement, agreement,
+/// pathology gone, verdict), the notes the predictions rest on, and the verdict.
+pub fn remedies<C, R, F>(
+    w: &mut dyn Write,
+    r: &Report<scenario::RemedyReport<C, R, F>>,
+    scenario: &str,
+) -> io::Result<()> {
+    let b = &r.body;
+    writeln!(w, "lab {scenario} --remedies (run {})", b.header.run_id)?;
+    writeln!(w)?;
+    writeln!(w, "Baseline: {}", b.baseline_label)?;
+    writeln!(w, "  measured: {}", b.baseline_harm)?;
+    writeln!(
+        w,
+        "  diagnosis (by {}): {}",
+        b.header.diagnosed_by.join("; "),
+        pathology_names(&b.baseline_findings)
+    )?;
+    writeln!(w)?;
+    let mut t = table::new([
+        "remedy",
+        "what it changes",
+        "predicted (tcpdoctor's arithmetic)",
+        "measured",
+        "prediction vs measurement",
+        "gone",
+        "verdict",
+    ]);
+    table::wrap(&mut t, 200);
+    for row in &b.remedies {
+        let predicted = match (&row.prediction, &row.not_predicted) {
+            (Some(p), _) => format!("{}\n=> {}", p.formula, p.effect),
+            (None, Some(why)) => format!("no prediction: {why}"),
+            (None, None) => "-".into(),
+        };
+        t.add_row(vec![
+            row.remedy.clone(),
+            row.changes.clone(),
+            predicted,
+            row.measured
+                .as_ref()
+                .map(|m| m.text.clone())
+                .unwrap_or_else(|| "-".into()),
+            row.agreement_note.clone(),
+            match row.pathology_gone {
+                Some(true) => "yes".into(),
+                Some(false) => "no".into(),
+                None => "-".into(),
+            },
+            row.why.clone(),
+        ]);
+    }
+    writeln!(w, "{t}")?;
+    writeln!(w)?;
+    if !b.notes.is_empty() {
+        writeln!(w, "What the predictions rest on:")?;
+        for n in &b.notes {
+            writeln!(w, "  - {n}")?;
+        }
+        writeln!(w)?;
+    }
+    if let Some(l) = &b.syn_ladder {
+        ladder_table(w, l)?;
+    }
+    trace_lines(w, &b.header.trace)?;
+    capture_line(w, &b.header.capture)?;
+    reproduction_lines(w, &b.header.reproduction)?;
+    if let Some(i) = crate::remedy::followed_row(&b.remedies) {
+        writeln!(
+            w,
+            "The verdict and exit status follow the remedy \"{}\" (the first that works, else the first measured).",
+            b.remedies[i].remedy
+        )?;
+    }
+    verdict_line(w, r)
+}
+
+/// What the SYN ladder cost the baseline: connects per rung, predicted and measured.
+fn ladder_table(w: &mut dyn Write, l: &crate::scenario::churn::LadderCost) -> io::Result<()> {
+    writeln!(
+        w,
+        "What the SYN ladder costs per lost SYN (baseline, {} connects):",
+        l.connects
+    )?;
+    let mut t = table::new([
+        "lost SYNs",
+        "rung (model)",
+        "connects",
+        "predicted connects",
+        "measured connect",
+    ]);
+    for r in &l.rungs {
+        t.add_row(vec![
+            r.attempt.to_string(),
+            format!("{} ms", r.rung_ms),
+            r.connects.to_string(),
+            r.predicted_connects
+                .map(|p| format!("{p:.1}"))
+                .unwrap_or_else(|| "-".into()),
+            fmt::micros(r.typical_connect_us),
+        ]);
+    }
+    table::align_right(&mut t, &[0, 1, 2, 3, 4]);
+    writeln!(w, "{t}")?;
+    match (l.predicted_delay_per_connect_us, l.tolerance_us, l.drop_share) {
+        (Some(p), Some(tol), Some(share)) => writeln!(
+            w,
+            "Added delay per connect: predicted sum p^k (1 - p) x rung k = {} (p = {share:.2}), measured {}: {} (within {}, three standard deviations over {} connects).",
+            fmt::micros(p as u64),
+            fmt::micros(l.measured_delay_per_connect_us as u64),
+            if l.agrees == Some(true) { "agrees" } else { "disagrees" },
+            fmt::micros(tol as u64),
+            l.connects
+        )?,
+        _ => writeln!(
+            w,
+            "Added delay per connect: measured {}; each lost SYN costs the connect its rung.",
+            fmt::micros(l.measured_delay_per_connect_us as u64)
+        )?,
+    }
+    writeln!(w)
+}
+
+/// The remedy lines of `--fix`: one per remedied run, judged from its measurement.
+fn remedy_lines(w: &mut dyn Write, checks: &[Check]) -> io::Result<()> {
+    if checks.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        w,
+        "Did the remedy work? (judged from the measurement of each remedied run)"
+    )?;
+    for c in checks {
+        match &c.trace {
+            Some(t) if !c.line.contains(t.as_str()) => {
+                writeln!(w, "  {}: {} ({t})", c.run, c.line)?
+            }
+            _ => writeln!(w, "  {}: {}", c.run, c.line)?,
+        }
+    }
+    writeln!(w)
+}
+
+/// What the eBPF trace attributed in each run (its own namespaces and window), beside the
+/// kernel counters; or, in one line, what is missing to trace.
+fn trace_lines(w: &mut dyn Write, t: &crate::trace::LabTrace) -> io::Result<()> {
+    if !t.used {
+        writeln!(
+            w,
+            "Trace (eBPF): not used: {}; the diagnosis rests on the lab's own measurements.",
+            t.missing.as_deref().unwrap_or("no run was traced")
+        )?;
+        return writeln!(w);
+    }
+    writeln!(
+        w,
+        "Trace (eBPF, each run's own namespaces and window; attributed events per cause):"
+    )?;
+    for r in t.listed_runs() {
+        writeln!(w, "  {}: {}", r.run, r.line())?;
+        for l in r.netns_lines() {
+            writeln!(w, "    {l}")?;
+        }
+    }
+    writeln!(w)
+}

@@ -1,0 +1,293 @@
+//! Lab reports recorded from real runs (`tests/data/lab/*.json`, made by
+//! `tests/data/lab/record.sh` as root) read back and rendered without root: the text and the
+//! HTML page must be byte for byte the golden ones recorded beside them (`NAME.txt`,
+//! `NAME.html`), and the JSON printed again must be the recorded JSON itself. The renderers
+//! and the report's records can then change shape while their output cannot.
+//!
+//! `TDOC_BLESS=1 cargo test -p tcpdoctor-lab --test fixtures` writes the goldens anew (after a
+//! deliberate change of the output, or new recordings).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tcpdoctor_lab::render;
+use tcpdoctor_lab::scenario::{
+    accept_overflow, incast, port_exhaustion, slow_reader, stale_ack, syn_drop, timewait, NoFacts,
+    RemedyReport,
+};
+use tcpdoctor_model::{Finding, Provenance, Report, Stamped};
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/lab")
+}
+
+/// The recorded fixtures, by name.
+fn fixtures() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir())
+        .expect("tests/data/lab")
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().into_string().ok()?;
+            name.strip_suffix(".json").map(str::to_string)
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// A fixture read back: the report, the provenance it was printed with, the text printed.
+struct Read<B> {
+    report: Report<B>,
+    provenance: Provenance,
+    json: String,
+}
+
+fn read<B: DeserializeOwned>(name: &str) -> Read<B> {
+    let json = std::fs::read_to_string(dir().join(format!("{name}.json"))).unwrap();
+    let report: Report<B> =
+        serde_json::from_str(&json).unwrap_or_else(|e| panic!("{name}.json: {e}"));
+    let provenance: Provenance =
+        serde_json::from_str(&json).unwrap_or_else(|e| panic!("{name}.json: {e}"));
+    Read {
+        report,
+        provenance,
+        json,
+    }
+}
+
+/// A page compared without what the report crate draws: the style sheet and the charts' SVG
+/// (their legends and captions stay).
+fn page_without_drawing(page: &str) -> String {
+    let mut out = String::new();
+    let mut rest = page;
+    while let Some(i) = rest.find("<svg") {
+        out.push_str(&rest[..i]);
+        out.push_str("<svg/>");
+        rest = rest[i..]
+            .find("</svg>")
+            .map_or("", |j| &rest[i + j + "</svg>".len()..]);
+    }
+    out.push_str(rest);
+    match (out.find("<style>"), out.find("</style>")) {
+        (Some(a), Some(b)) => format!("{}<style/>{}", &out[..a], &out[b + "</style>".len()..]),
+        _ => out,
+    }
+}
+
+/// Compares `got` with the golden file `name.ext` (writes it with `TDOC_BLESS=1`).
+fn golden(name: &str, ext: &str, got: &str) -> Result<(), String> {
+    let path = dir().join(format!("{name}.{ext}"));
+    if std::env::var_os("TDOC_BLESS").is_some() {
+        std::fs::write(&path, got).unwrap();
+        return Ok(());
+    }
+    let want = std::fs::read_to_string(&path)
+        .map_err(|e| format!("{}: {e} (TDOC_BLESS=1 records it)", path.display()))?;
+    if want == got {
+        return Ok(());
+    }
+    let line = want
+        .lines()
+        .zip(got.lines())
+        .position(|(a, b)| a != b)
+        .unwrap_or_else(|| want.lines().count().min(got.lines().count()));
+    Err(format!(
+        "{name}.{ext} differs from line {}:\n  want: {:?}\n  got:  {:?}",
+        line + 1,
+        want.lines().nth(line).unwrap_or("<end>"),
+        got.lines().nth(line).unwrap_or("<end>")
+    ))
+}
+
+/// Reads fixture `name`, completes what its JSON leaves to the provenance (`complete`),
+/// prints it again as JSON, as text and as a page, and compares each with its golden.
+fn check<B: Serialize + DeserializeOwned>(
+    name: &str,
+    complete: impl FnOnce(&mut Read<B>),
+    text: impl FnOnce(&mut dyn Write, &Report<B>) -> std::io::Result<()>,
+    page: impl FnOnce(&Report<B>) -> String,
+) -> Vec<String> {
+    let mut r = read::<B>(name);
+    complete(&mut r);
+    let mut errors = Vec::new();
+    let mut printed = Vec::new();
+    let stamped = Stamped {
+        report: &r.report,
+        provenance: &r.provenance,
+    };
+    tcpdoctor_report::json(&mut printed, &stamped).unwrap();
+    if String::from_utf8(printed).unwrap() != r.json {
+        errors.push(format!("{name}.json: printed again, it is not the same"));
+    }
+    let mut out = Vec::new();
+    text(&mut out, &r.report).unwrap();
+    errors.extend(golden(name, "txt", &String::from_utf8(out).unwrap()).err());
+    errors.extend(golden(name, "html", &page_without_drawing(&page(&r.report))).err());
+    errors
+}
+
+fn run<B: Serialize + DeserializeOwned>(
+    name: &str,
+    view: for<'a> fn(&'a B) -> render::View<'a>,
+) -> Vec<String> {
+    check::<B>(
+        name,
+        |_| {},
+        |w, r| render::run_text(w, r, view),
+        |r| render::run_page(r, view),
+    )
+}
+
+fn remedies<C, R, F>(name: &str, scenario: &str, findings: fn(&R) -> Vec<Finding>) -> Vec<String>
+where
+    RemedyReport<C, R, F>: Serialize + DeserializeOwned,
+{
+    check::<RemedyReport<C, R, F>>(
+        name,
+        |r| r.report.body.baseline_findings = findings(&r.report.body.baseline),
+        |w, r| render::remedies(w, r, scenario),
+        render::html::remedies_page,
+    )
+}
+
+/// Renders fixture `name` by its scenario, and by whether it is a `--remedies` table.
+fn render_fixture(name: &str) -> Vec<String> {
+    use tcpdoctor_lab::scenario::churn::ProbeRun;
+    let text = std::fs::read_to_string(dir().join(format!("{name}.json"))).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let scenario = v["scenario"].as_str().unwrap_or_default().to_string();
+    let table = v.get("baseline_label").is_some();
+    let probe: fn(&ProbeRun) -> Vec<Finding> = |r| r.findings.clone();
+    match (scenario.as_str(), table) {
+        ("accept-overflow", false) => run(name, render::views::accept_overflow),
+        ("accept-overflow", true) => {
+            remedies::<accept_overflow::Config, _, NoFacts>(name, &scenario, probe)
+        }
+        ("syn-drop", false) => run(name, render::views::syn_drop),
+        ("syn-drop", true) => remedies::<syn_drop::Config, _, NoFacts>(name, &scenario, probe),
+        ("port-exhaustion", false) => run(name, render::views::port_exhaustion),
+        ("port-exhaustion", true) => remedies::<
+            port_exhaustion::Config,
+            port_exhaustion::PortRun,
+            port_exhaustion::Facts,
+        >(name, &scenario, |r| r.findings.clone()),
+        ("timewait-collision", false) => run(name, render::views::timewait),
+        ("timewait-collision", true) => {
+            remedies::<timewait::Config, timewait::Run, NoFacts>(name, &scenario, |r| {
+                r.findings.clone()
+            })
+        }
+        ("slow-reader", false) => run(name, render::views::slow_reader),
+        ("slow-reader", true) => {
+            remedies::<slow_reader::Config, slow_reader::Run, NoFacts>(name, &scenario, |r| {
+                r.findings.clone()
+            })
+        }
+        ("stale-ack-race", false) => check::<stale_ack::Report>(
+            name,
+            |r| r.report.body.kernel_release = r.provenance.kernel_release.clone(),
+            |w, r| render::run_text(w, r, render::views::stale_ack),
+            |r| render::run_page(r, render::views::stale_ack),
+        ),
+        ("stale-ack-race", true) => {
+            type B = RemedyReport<stale_ack::Config, stale_ack::LoopRun, stale_ack::Facts>;
+            check::<B>(
+                name,
+                |r| {
+                    let b = &mut r.report.body;
+                    b.baseline_findings = b.baseline.run.findings.clone();
+                    b.facts.kernel_release = r.provenance.kernel_release.clone();
+                },
+                |w, r| render::remedies(w, r, "stale-ack-race"),
+                render::html::remedies_page,
+            )
+        }
+        ("incast", false) => run(name, render::views::incast),
+        ("incast", true) => {
+            remedies::<incast::Config, incast::Run, incast::Facts>(name, &scenario, |r| {
+                r.findings.clone()
+            })
+        }
+        (other, _) => vec![format!("{name}.json: unknown scenario '{other}'")],
+    }
+}
+
+#[test]
+fn recorded_lab_reports_render_as_their_goldens() {
+    let names = fixtures();
+    assert!(names.len() >= 22, "{names:?}");
+    let errors: Vec<String> = names.iter().flat_map(|n| render_fixture(n)).collect();
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
+}
+
+/// A fixture's text and page (the page with its charts), rendered by `view`.
+fn rendered<B: DeserializeOwned>(
+    name: &str,
+    view: for<'a> fn(&'a B) -> render::View<'a>,
+) -> (String, String) {
+    let r = read::<B>(name).report;
+    let mut text = Vec::new();
+    render::run_text(&mut text, &r, view).unwrap();
+    (String::from_utf8(text).unwrap(), render::run_page(&r, view))
+}
+
+#[test]
+fn an_incast_run_at_one_sender_count_draws_no_sweep_chart() {
+    // Issue 24: two RTO floors at 8 senders (--fix) drew an "Incast sweep".
+    let (_, page) = rendered::<incast::Report>("incast-fix", render::views::incast);
+    assert!(!page.contains("Incast sweep"), "incast-fix");
+    let (_, page) = rendered::<incast::Report>("incast-sweep", render::views::incast);
+    assert!(page.contains("Incast sweep"), "incast-sweep");
+}
+
+#[test]
+fn the_port_exhaustion_page_charts_connects_ok_and_eaddrnotavail_per_second() {
+    // Issue 24: the port-exhaustion page had no chart of its own.
+    let (_, page) =
+        rendered::<port_exhaustion::Report>("port-exhaustion-fix", render::views::port_exhaustion);
+    assert!(page.contains("<h2>Connects per second</h2>"), "{page}");
+    assert!(page.contains("<svg"), "no chart drawn");
+    for legend in [
+        "connects ok: before: new connection per request, tcp_tw_reuse=0",
+        "EADDRNOTAVAIL: before: new connection per request, tcp_tw_reuse=0",
+        "connects ok: after: new connection per request, tcp_tw_reuse=1",
+    ] {
+        assert!(page.contains(legend), "{legend}");
+    }
+    // Keep-alive opens one connection per worker: not drawn, and the caption says so.
+    assert!(page.contains("Not drawn (one persistent connection per worker): after: keep-alive"));
+}
+
+#[test]
+fn the_incast_bottleneck_rate_is_printed_in_units_not_in_tcs_syntax() {
+    // Issue 24: "tbf rate 100000000bit".
+    let (text, page) = rendered::<incast::Report>("incast", render::views::incast);
+    let first = text.lines().next().unwrap();
+    assert!(first.contains("bottleneck tbf at 100 Mbit/s"), "{first}");
+    assert!(!text.contains("100000000bit") && !page.contains("100000000bit"));
+    // The headline is written once: the page says the same words.
+    let headline = first
+        .strip_prefix("lab incast: ")
+        .and_then(|l| l.rsplit_once(" (run "))
+        .unwrap()
+        .0;
+    assert!(page.contains(headline), "{headline}");
+}
+
+#[test]
+fn trace_lines_name_each_namespace_in_words() {
+    // Issue 24: "clfc: stale_ack_race=2", "svfc: drop=1".
+    let r = read::<RemedyReport<stale_ack::Config, stale_ack::LoopRun, stale_ack::Facts>>(
+        "stale-ack-race-remedies",
+    )
+    .report;
+    let mut text = Vec::new();
+    render::remedies(&mut text, &r, "stale-ack-race").unwrap();
+    let text = String::from_utf8(text).unwrap();
+    assert!(text.contains("    client: stale_ack_race=2"), "{text}");
+    assert!(text.contains("    server: "), "{text}");
+    for short in ["cl:", "sv:", "clfc:", "svfc:", "clr0:", "svr0:"] {
+        assert!(!text.contains(&format!("    {short}")), "{short}");
+    }
+}
