@@ -856,6 +856,7 @@ mod tests {
             taken_at: Some(at),
             attribution: None,
             last_owners: None,
+            fin_timeout: None,
         };
         let t0 = std::time::Instant::now();
         let before = census(

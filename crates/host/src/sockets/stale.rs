@@ -165,6 +165,8 @@ mod tests {
             inode: 0,
             rcvbuf_bytes: None,
             sndbuf_bytes: None,
+            wmem_queued_bytes: None,
+            wmem_alloc_bytes: None,
             info: None,
             owners: Vec::new(),
             last_owner: None,

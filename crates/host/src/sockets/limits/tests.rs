@@ -497,6 +497,7 @@ fn a_zero_window_and_a_transfer_held_by_it_are_one_slow_reader_finding() {
         taken_at: Some(at),
         attribution: None,
         last_owners: None,
+        fin_timeout: None,
     };
     let mk = |busy, rwnd, acked| {
         let mut w = sender("127.0.0.1:40000", "127.0.0.1:5601", busy, rwnd, 0, acked);
