@@ -423,8 +423,11 @@ fn lab_html_report_shows_the_harm_before_and_after_each_remedy() {
             "Ephemeral ports exhausted",
             "Trace (eBPF)",
             &trace_eaddrnotavail(&v),
+            // Issue 24: the connects of each run per second, ok and failed.
+            "Connects per second",
         ],
-        1,
+        // The harm before and after each remedy, and the connects per second.
+        2,
     );
 }
 

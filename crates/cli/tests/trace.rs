@@ -251,7 +251,16 @@ fn stale_ack_race_is_named_and_its_syn_resends_equal_tcpsynretrans() {
         Some("stale_ack_race"),
         "{report:#}"
     );
-    assert_eq!(code, 1);
+    // Five reconnects, each a few milliseconds late (the resend follows the stale ACK at
+    // once): short stalls, fewer than the policy's pattern (PATTERN_MIN, 10), judged info,
+    // and a trace with nothing above info exits 0 (the policy's `rare` rule).
+    let worst = &report["findings"][0];
+    assert_eq!(worst["severity"], "info", "{report:#}");
+    assert!(
+        worst["impact"]["worst_stall_us"].as_u64().unwrap_or(0) < 200_000,
+        "{report:#}"
+    );
+    assert_eq!(code, 0);
     assert_eq!(report["lost_events"], 0);
     support::assert_traced_count(
         report["counts"]["retransmit_syn"].as_i64().unwrap(),

@@ -446,10 +446,11 @@ fn a_full_buffer_at_both_censuses_is_the_send_buffer_though_the_kernel_counted_l
     assert_eq!((x.limit, x.basis), (Limit::SendBuffer, Basis::CensusState));
     let f = findings(&t);
     assert_eq!(f[0].pathology, Pathology::SendBufferLimited);
-    // The time is not measured: short or unknown stalls hurting what was observed.
+    // The time is not measured, and one transfer is too few to call it common (the
+    // policy's sample: 100 observed or 10 hurt): rare, info.
     assert_eq!(
         (f[0].severity, f[0].severity_rule),
-        (Severity::Warning, Rule::Common)
+        (Severity::Info, Rule::Rare)
     );
     assert_eq!(f[0].impact.worst_stall_us, None);
 }
