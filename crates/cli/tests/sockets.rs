@@ -285,6 +285,48 @@ fn full_accept_queue_is_reported() {
     drop(held);
 }
 
+/// Issue 24: `sockets --watch` printed every finding's explanation and remedies again at
+/// every sample. They are printed once, at the sample that first shows the finding; later
+/// samples print its headline and evidence (what may change) and point back.
+#[test]
+fn watch_explains_each_finding_once_then_prints_what_changed() {
+    if !support::require_root("watch_explains_each_finding_once") {
+        return;
+    }
+    let ns = Netns::new("skwe");
+    let addr: SocketAddr = "127.0.0.1:5101".parse().unwrap();
+    let held = in_netns(&ns, move || {
+        let l = listener(addr, 1, None);
+        let clients: Vec<OwnedFd> = (0..20).map(|_| connect_nonblocking(addr)).collect();
+        (l, clients)
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let (code, out, err) = support::run_in(
+        &ns,
+        &[
+            "sockets", "--port", "5101", "--watch", "100ms", "--count", "3",
+        ],
+    );
+    drop(held);
+    assert_eq!(code, 1, "{out}{err}");
+    assert_eq!(out.matches("--- sample").count(), 3, "{out}");
+    let title = "] Listener accept queue overflowed";
+    // The finding in every sample, explained in the first only.
+    assert_eq!(out.matches(title).count(), 3, "{out}");
+    let lines = |start: &str| {
+        out.lines()
+            .filter(|l| l.trim_start().starts_with(start))
+            .count()
+    };
+    assert_eq!(lines("why: "), 1, "{out}");
+    assert_eq!(lines("what to do: "), 1, "{out}");
+    assert_eq!(
+        out.matches("why, what to do: as in sample 1").count(),
+        2,
+        "{out}"
+    );
+}
+
 #[test]
 fn slow_reader_is_flagged_with_zero_window() {
     if !support::require_root("slow_reader") {

@@ -20,11 +20,39 @@ pub fn title(f: &Finding) -> String {
     f.title()
 }
 
+/// What a repeating report (`sockets --watch`) has already explained: each finding's title
+/// with the sample that first printed its explanation and remedies.
+#[derive(Debug, Default)]
+pub struct Explained {
+    first: std::collections::BTreeMap<String, u64>,
+}
+
+/// [`write`] for sample `sample` of a repeating report: a finding whose title an earlier
+/// sample explained prints its headline and evidence (what changed) and points to that
+/// sample for its explanation and remedies, instead of printing them again.
+pub fn write_repeating<W: Write + ?Sized>(
+    w: &mut W,
+    findings: &[Finding],
+    explained: &mut Explained,
+    sample: u64,
+) -> io::Result<()> {
+    write_inner(w, findings, &style::current(), Some((explained, sample)))
+}
+
 /// [`write`] with an explicit layout. Continuation lines hang under the text they continue.
 pub fn write_with<W: Write + ?Sized>(
     w: &mut W,
     findings: &[Finding],
     layout: &Layout,
+) -> io::Result<()> {
+    write_inner(w, findings, layout, None)
+}
+
+fn write_inner<W: Write + ?Sized>(
+    w: &mut W,
+    findings: &[Finding],
+    layout: &Layout,
+    mut repeating: Option<(&mut Explained, u64)>,
 ) -> io::Result<()> {
     if findings.is_empty() {
         writeln!(w, "No findings.")?;
@@ -42,6 +70,14 @@ pub fn write_with<W: Write + ?Sized>(
         for e in &f.evidence {
             let line = evidence(e);
             writeln!(w, "{}", labelled("evidence:", &line, width))?;
+        }
+        if let Some((explained, sample)) = repeating.as_mut() {
+            let first = *explained.first.entry(title(f)).or_insert(*sample);
+            if first != *sample {
+                let line = format!("as in sample {first} (--json carries them in every sample)");
+                writeln!(w, "{}", labelled("why, what to do:", &line, width))?;
+                continue;
+            }
         }
         writeln!(w, "{}", labelled("why:", &f.explanation, width))?;
         for (j, r) in f.remedies.iter().enumerate() {

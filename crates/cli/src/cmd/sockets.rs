@@ -94,8 +94,9 @@ sample, for a limit that held a busy connection 200 ms or more of the window (se
 share of the window it held, as time lost): slow_reader (the receiver's window), one finding
 with the zero-window signs above; send_buffer_limited (the kernel's sndbuf-limited time, or
 the buffer full at both samples); retransmission (network-limited with resends) and
-network_latency (srtt 200 ms or more above min_rtt). Exit status 0 healthy, 1 findings, 2
-error.
+network_latency (srtt 200 ms or more above min_rtt). In a --watch, a finding's explanation
+and remedies are printed at the first sample that shows it; later samples print its headline
+and evidence (--json repeats everything). Exit status 0 healthy, 1 findings, 2 error.
 
 Examples:
   tcpdoctor sockets
@@ -262,6 +263,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
     let stop = output::stop_flag();
     let mut previous: Option<Census> = None;
+    // Each finding's explanation and remedies are printed once, at the sample that first
+    // shows it; later samples print what changed (headline and evidence).
+    let mut explained = tcpdoctor_report::findings::Explained::default();
     let mut worst = 0;
     let mut n = 0u64;
     loop {
@@ -283,7 +287,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         } else {
             output::with_stdout(|w| {
                 writeln!(w, "--- sample {n} ---")?;
-                render::text(w, &report, args.top)
+                render::text_watch(w, &report, args.top, &mut explained)
             })?;
         }
         previous = Some(census);

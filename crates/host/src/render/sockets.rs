@@ -24,6 +24,26 @@ pub struct Body<'a> {
 /// The human text of one census: totals, then destinations, listeners, flagged sockets and
 /// (with `--list`) every socket, `top` rows per table; then the findings and the verdict.
 pub fn text(w: &mut dyn Write, r: &Report<Body>, top: usize) -> io::Result<()> {
+    text_inner(w, r, top, None)
+}
+
+/// [`text`] for one sample of `--watch`: findings an earlier sample explained are not
+/// explained again ([`findings::write_repeating`]).
+pub fn text_watch(
+    w: &mut dyn Write,
+    r: &Report<Body>,
+    top: usize,
+    explained: &mut findings::Explained,
+) -> io::Result<()> {
+    text_inner(w, r, top, Some(explained))
+}
+
+fn text_inner(
+    w: &mut dyn Write,
+    r: &Report<Body>,
+    top: usize,
+    explained: Option<&mut findings::Explained>,
+) -> io::Result<()> {
     let s = r.body.summary;
     let ns = s
         .netns
@@ -250,7 +270,10 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>, top: usize) -> io::Result<()> {
         writeln!(w, "{t}")?;
     }
     writeln!(w)?;
-    findings::write(w, &r.findings)?;
+    match (explained, r.body.sample) {
+        (Some(e), Some(n)) => findings::write_repeating(w, &r.findings, e, n)?,
+        _ => findings::write(w, &r.findings)?,
+    }
     writeln!(w)?;
     findings::verdict(w, r)
 }
