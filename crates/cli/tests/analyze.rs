@@ -253,7 +253,7 @@ fn finding<'a>(v: &'a Value, p: &str) -> &'a Value {
 
 #[test]
 fn clean_keep_alive_traffic_has_no_finding() {
-    if !support::require_root("clean_keep_alive_traffic_has_no_finding") {
+    if !support::require_root_and_tools("clean_keep_alive_traffic_has_no_finding", &["tcpdump"]) {
         return;
     }
     let (c, s, ic, _) = pair("ancl", 11);
@@ -301,7 +301,10 @@ fn clean_keep_alive_traffic_has_no_finding() {
 
 #[test]
 fn dropped_syns_are_syn_retransmissions_on_the_linear_ladder() {
-    if !support::require_root("dropped_syns_are_syn_retransmissions_on_the_linear_ladder") {
+    if !support::require_root_and_tools(
+        "dropped_syns_are_syn_retransmissions_on_the_linear_ladder",
+        &["tcpdump"],
+    ) {
         return;
     }
     let (c, s, ic, _) = pair("ansyn", 12);
@@ -367,7 +370,10 @@ fn dropped_syns_are_syn_retransmissions_on_the_linear_ladder() {
 
 #[test]
 fn port_reuse_into_time_wait_without_timestamps_collides() {
-    if !support::require_root("port_reuse_into_time_wait_without_timestamps_collides") {
+    if !support::require_root_and_tools(
+        "port_reuse_into_time_wait_without_timestamps_collides",
+        &["tcpdump"],
+    ) {
         return;
     }
     let (c, s, ic, _) = pair("antw", 13);
@@ -543,7 +549,10 @@ fn incast_capture(rto_min: Option<&str>) -> (i32, Value, Duration) {
 
 #[test]
 fn tbf_bottleneck_with_several_senders_is_incast() {
-    if !support::require_root("tbf_bottleneck_with_several_senders_is_incast") {
+    if !support::require_root_and_tools(
+        "tbf_bottleneck_with_several_senders_is_incast",
+        &["tcpdump"],
+    ) {
         return;
     }
     // Synchronized tail losses are likely, not certain, on a shared 2-core machine: the
@@ -591,7 +600,10 @@ fn tbf_bottleneck_with_several_senders_is_incast() {
 
 #[test]
 fn slow_reader_with_16k_receive_buffer_shows_zero_windows() {
-    if !support::require_root("slow_reader_with_16k_receive_buffer_shows_zero_windows") {
+    if !support::require_root_and_tools(
+        "slow_reader_with_16k_receive_buffer_shows_zero_windows",
+        &["tcpdump"],
+    ) {
         return;
     }
     let (c, s, ic, _) = pair("anslow", 16);
@@ -693,7 +705,10 @@ fn lossy_capture(tag: &str, file: &TempFile, bytes: usize) {
 
 #[test]
 fn retransmission_count_agrees_with_tshark() {
-    if !support::require_root("retransmission_count_agrees_with_tshark") {
+    if !support::require_root_and_tools(
+        "retransmission_count_agrees_with_tshark",
+        &["tcpdump", "tshark"],
+    ) {
         return;
     }
     let file = TempFile::new("tshark");
@@ -735,7 +750,7 @@ fn truncate_copy(src: &TempFile, dst: &TempFile, keep: usize) {
 
 #[test]
 fn read_errors_keep_the_findings_so_far() {
-    if !support::require_root("read_errors_keep_the_findings_so_far") {
+    if !support::require_root_and_tools("read_errors_keep_the_findings_so_far", &["tcpdump"]) {
         return;
     }
     let file = TempFile::new("trunc-src");
@@ -799,7 +814,7 @@ fn read_errors_keep_the_findings_so_far() {
 
 #[test]
 fn flows_and_csv_list_each_incarnation() {
-    if !support::require_root("flows_and_csv_list_each_incarnation") {
+    if !support::require_root_and_tools("flows_and_csv_list_each_incarnation", &["tcpdump"]) {
         return;
     }
     let file = TempFile::new("flows");
@@ -1032,8 +1047,9 @@ fn help_teaches_and_bad_flags_are_one_line_errors() {
 /// flows caught are its evidence, not findings of their own.
 #[test]
 fn incast_with_a_5ms_rto_min_is_still_incast_and_says_the_remedy_is_in_effect() {
-    if !support::require_root(
+    if !support::require_root_and_tools(
         "incast_with_a_5ms_rto_min_is_still_incast_and_says_the_remedy_is_in_effect",
+        &["tcpdump"],
     ) {
         return;
     }
@@ -1120,8 +1136,9 @@ fn linger_zero(fd: i32) {
 /// the stale-ACK race, first; it is not port exhaustion, however fast the churn.
 #[test]
 fn linger_zero_churn_with_stale_acks_is_a_stale_ack_race_not_port_exhaustion() {
-    if !support::require_root(
+    if !support::require_root_and_tools(
         "linger_zero_churn_with_stale_acks_is_a_stale_ack_race_not_port_exhaustion",
+        &["tcpdump"],
     ) {
         return;
     }
@@ -1216,8 +1233,9 @@ fn linger_zero_churn_with_stale_acks_is_a_stale_ack_race_not_port_exhaustion() {
 /// connections filling its 200-port range, both parities, stays critical.)
 #[test]
 fn a_client_faster_than_the_default_port_budget_without_ports_running_short_is_an_exposure() {
-    if !support::require_root(
+    if !support::require_root_and_tools(
         "a_client_faster_than_the_default_port_budget_without_ports_running_short_is_an_exposure",
+        &["tcpdump"],
     ) {
         return;
     }

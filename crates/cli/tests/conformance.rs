@@ -1348,8 +1348,10 @@ fn markdown(rows: &[(String, Vec<String>, String)]) -> String {
 
 #[test]
 fn commands_that_can_see_a_pathology_agree_on_it_and_a_clean_run_is_healthy_everywhere() {
-    if !support::require_root(
+    // Every row captures with tcpdump; report 004's row also checks nginx and wrk.
+    if !support::require_root_and_tools(
         "commands_that_can_see_a_pathology_agree_on_it_and_a_clean_run_is_healthy_everywhere",
+        &["tcpdump"],
     ) {
         return;
     }

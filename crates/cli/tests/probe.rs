@@ -996,7 +996,10 @@ fn assert_rungs(what: &str, model: &SynLadder, measured: &[f64]) {
 
 #[test]
 fn syn_ladder_measured_in_a_namespace_matches_the_model() {
-    if !support::require_root("syn_ladder_measured_in_a_namespace_matches_the_model") {
+    if !support::require_root_and_tools(
+        "syn_ladder_measured_in_a_namespace_matches_the_model",
+        &["tcpdump"],
+    ) {
         return;
     }
     let port = 5997;

@@ -525,7 +525,10 @@ impl Drop for Nginx {
 #[test]
 fn watch_under_wrk_nginx_churn_flags_only_real_slow_readers() {
     let test = "watch_under_wrk_nginx_churn_flags_only_real_slow_readers";
-    if !support::require_root(test) || !have(test, "wrk") || !have(test, "nginx") {
+    if !support::require_root_and_tools(test, &["wrk", "nginx"])
+        || !have(test, "wrk")
+        || !have(test, "nginx")
+    {
         return;
     }
     // Its watch traces closes (eBPF): see bpf_exclusive.

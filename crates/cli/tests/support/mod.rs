@@ -76,6 +76,36 @@ pub fn require_root(test: &str) -> bool {
     false
 }
 
+/// [`require_root`], and the programs the test drives (tcpdump, tshark, nginx, wrk) are
+/// installed: outside CI a missing one skips the test with its name; in CI (`CI=true`) a skip
+/// is a failure (`scripts/test.sh` installs them as root).
+#[allow(dead_code)]
+pub fn require_root_and_tools(test: &str, tools: &[&str]) -> bool {
+    if !require_root(test) {
+        return false;
+    }
+    let missing: Vec<&str> = tools
+        .iter()
+        .copied()
+        .filter(|t| {
+            Command::new("sh")
+                .args(["-c", &format!("command -v {t}")])
+                .output()
+                .map(|o| !o.status.success())
+                .unwrap_or(true)
+        })
+        .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    let names = missing.join(", ");
+    if std::env::var("CI").map(|v| v == "true").unwrap_or(false) {
+        panic!("{test}: needs {names}, not installed, and CI=true forbids skipping");
+    }
+    eprintln!("SKIP {test}: needs {names}, not installed (scripts/test.sh installs it as root)");
+    false
+}
+
 /// Runs the tests of one binary that load the trace's eBPF programs one at a time (hold the
 /// guard for the whole test). While another program attaches to or detaches from the same
 /// tracepoints, the kernel sometimes does not run a program already attached, and counts no
