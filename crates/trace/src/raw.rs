@@ -6,8 +6,56 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use serde::{Deserialize, Serialize};
 
-/// Size of `struct event` (a `_Static_assert` in the C source pins it).
-pub const EVENT_BYTES: usize = 144;
+/// A record as the BPF program writes it: `struct event` of bpf/trace.bpf.c, field for field.
+/// build.rs computes the C struct's layout from that source and asserts at compile time that
+/// every offset and size here is the same (and defines [`EVENT_BYTES`], its size).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct RawEvent {
+    pub ts_ns: u64,
+    pub sk: u64,
+    pub netns: u32,
+    pub pid: u32,
+    pub ino: u32,
+    pub kind: u16,
+    pub family: u8,
+    pub state: u8,
+    pub sport: u16,
+    pub dport: u16,
+    pub a: u32,
+    pub b: u32,
+    pub c: u32,
+    pub owner: u8,
+    pub silent: u8,
+    pub err: i16,
+    pub saddr: [u8; 16],
+    pub daddr: [u8; 16],
+    pub comm: [u8; 16],
+    pub ifname: [u8; 16],
+    pub bytes_acked: u64,
+    pub bytes_received: u64,
+    pub born_ns: u64,
+}
+
+/// The size of a field, named by a function that borrows it (for build.rs's assertions).
+#[allow(dead_code)]
+const fn field_size<F>(_: fn(&RawEvent) -> &F) -> usize {
+    std::mem::size_of::<F>()
+}
+
+include!(concat!(env!("OUT_DIR"), "/event_layout.rs"));
+
+impl RawEvent {
+    /// The record in `b` (at least [`EVENT_BYTES`] long, in this host's byte order, as the
+    /// kernel wrote it).
+    fn read(b: &[u8]) -> RawEvent {
+        assert!(b.len() >= EVENT_BYTES);
+        // SAFETY: `b` holds at least size_of::<RawEvent>() bytes (build.rs: EVENT_BYTES is
+        // its size); every field is an integer or an array of them, for which any bytes are
+        // a value; read_unaligned takes no alignment from the ring buffer's bytes.
+        unsafe { std::ptr::read_unaligned(b.as_ptr().cast::<RawEvent>()) }
+    }
+}
 
 /// Index of each per-CPU counter (`enum counter` in the C source).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -378,20 +426,6 @@ pub enum Undecodable {
     Kind(u16),
 }
 
-fn u16_at(b: &[u8], o: usize) -> u16 {
-    u16::from_le_bytes([b[o], b[o + 1]])
-}
-
-fn u32_at(b: &[u8], o: usize) -> u32 {
-    u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
-}
-
-fn u64_at(b: &[u8], o: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[o..o + 8]);
-    u64::from_le_bytes(a)
-}
-
 fn cstr(b: &[u8]) -> String {
     let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
     String::from_utf8_lossy(&b[..end]).into_owned()
@@ -418,22 +452,16 @@ impl Event {
         if b.len() < EVENT_BYTES {
             return Err(Undecodable::Length(b.len()));
         }
-        let ts_ns = u64_at(b, 0);
-        let sk = u64_at(b, 8);
-        let netns = u32_at(b, 16);
-        let pid = u32_at(b, 20);
-        let ino = u32_at(b, 24);
-        let kind = u16_at(b, 28);
-        let family = b[30];
-        let state = TcpState::from_kernel(b[31]);
-        let sport = u16_at(b, 32);
-        let dport = u16_at(b, 34);
-        let (a, bb, c) = (u32_at(b, 36), u32_at(b, 40), u32_at(b, 44));
-        let owner = b[48];
-        let local = addr(family, &b[52..68], sport);
-        let remote = addr(family, &b[68..84], dport);
-        let comm = cstr(&b[84..100]);
-        let ifname = cstr(&b[100..116]);
+        let r = RawEvent::read(b);
+        let (ts_ns, sk, netns, pid, ino, kind, family) =
+            (r.ts_ns, r.sk, r.netns, r.pid, r.ino, r.kind, r.family);
+        let state = TcpState::from_kernel(r.state);
+        let (a, bb, c) = (r.a, r.b, r.c);
+        let owner = r.owner;
+        let local = addr(family, &r.saddr, r.sport);
+        let remote = addr(family, &r.daddr, r.dport);
+        let comm = cstr(&r.comm);
+        let ifname = cstr(&r.ifname);
         let process = match owner {
             1 => Some(ProcessSource::Connect),
             2 => Some(ProcessSource::Current),
@@ -461,8 +489,8 @@ impl Event {
                 class: RetransmitClass::from_raw(a),
                 attempt: bb,
                 waited_us: (c != 0).then_some(c),
-                peer_silent: b[49] != 0,
-                unsent_errno: match i16::from_le_bytes([b[50], b[51]]) {
+                peer_silent: r.silent != 0,
+                unsent_errno: match r.err {
                     e if e < 0 => Some(e.unsigned_abs()),
                     _ => None,
                 },
@@ -504,9 +532,9 @@ impl Event {
                 fin_received: a & 4 != 0,
                 how: PreviousClose::from_raw(bb),
                 errno: c,
-                bytes_acked: u64_at(b, 120),
-                bytes_received: u64_at(b, 128),
-                born_ns: u64_at(b, 136),
+                bytes_acked: r.bytes_acked,
+                bytes_received: r.bytes_received,
+                born_ns: r.born_ns,
             },
             k => return Err(Undecodable::Kind(k)),
         };
