@@ -7,24 +7,14 @@
 //! disappears with the process; nothing on the host changes).
 
 use std::ffi::CString;
-use std::os::fd::AsRawFd;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 
 /// Enters `/run/netns/NAME` (created by `ip netns add NAME`). Needs root (CAP_SYS_ADMIN).
 pub fn enter(name: &str) -> anyhow::Result<()> {
-    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
-        bail!("--netns '{name}': not a namespace name (see `ip netns list`)");
-    }
-    let path = format!("/run/netns/{name}");
-    let file = std::fs::File::open(&path)
-        .with_context(|| format!("--netns {name}: cannot open {path} (see `ip netns list`)"))?;
-    // SAFETY: plain syscalls on a valid fd and constant C strings.
+    tcpdoctor_host::netns::enter(name).with_context(|| format!("--netns {name}"))?;
+    // SAFETY: plain syscalls with constant C strings.
     unsafe {
-        if libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) != 0 {
-            return Err(std::io::Error::last_os_error())
-                .with_context(|| format!("--netns {name}: setns (needs root)"));
-        }
         // Fresh sysfs for /sys/class/net of the new namespace, in a private mount namespace.
         if libc::unshare(libc::CLONE_NEWNS) != 0 {
             return Err(std::io::Error::last_os_error())

@@ -18,7 +18,6 @@
 //! A failed census is counted and the previous result stays served; its age grows, which
 //! `tcpdoctor_census_age_seconds` shows.
 
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime};
@@ -81,22 +80,10 @@ impl Shared {
 
 /// Moves the calling thread into network namespace `name` (`/run/netns/NAME`).
 pub fn enter_netns(name: &str) -> Result<(), Error> {
-    let err = |source| Error::Netns {
+    tcpdoctor_host::netns::enter(name).map_err(|source| Error::Netns {
         name: name.to_string(),
         source,
-    };
-    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
-        return Err(err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a namespace name (see `ip netns list`)",
-        )));
-    }
-    let f = std::fs::File::open(format!("/run/netns/{name}")).map_err(err)?;
-    // SAFETY: setns on a valid descriptor; it moves only the calling thread.
-    if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-        return Err(err(std::io::Error::last_os_error()));
-    }
-    Ok(())
+    })
 }
 
 /// Why no census came out of a diagnosis.

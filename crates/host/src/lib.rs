@@ -7,6 +7,7 @@ pub mod burst;
 pub mod check;
 pub mod counters;
 pub mod netdev;
+pub mod netns;
 pub mod pressure;
 pub mod render;
 pub mod route;

@@ -381,35 +381,11 @@ where
     T: Send + 'static,
     F: FnOnce() -> T + Send + 'static,
 {
-    let path = PathBuf::from("/run/netns").join(name);
-    let err = |source: std::io::Error| Error::Netns {
+    crate::netns::run_in(name, f).map_err(|source| Error::Netns {
         name: name.to_string(),
-        path: path.clone(),
+        path: PathBuf::from(crate::netns::RUN_NETNS).join(name),
         source,
-    };
-    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
-        return Err(err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a namespace name",
-        )));
-    }
-    let file = std::fs::File::open(&path).map_err(err)?;
-    let handle = std::thread::Builder::new()
-        .name("tdoc-netns".into())
-        .spawn(move || {
-            use std::os::fd::AsRawFd;
-            // SAFETY: setns on a valid fd; affects only this thread.
-            let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-            if rc != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(f())
-        })
-        .map_err(err)?;
-    match handle.join() {
-        Ok(r) => r.map_err(err),
-        Err(_) => Err(err(std::io::Error::other("namespace thread panicked"))),
-    }
+    })
 }
 
 #[cfg(test)]

@@ -17,15 +17,12 @@ pub const THREAD_PROC_NET: &str = "/proc/thread-self/net";
 
 /// Opens the namespace file of `ns` (`/run/netns/<ns>`, made by `ip netns add`).
 pub fn open(ns: &str) -> Result<File> {
-    let path = PathBuf::from("/run/netns").join(ns);
-    File::open(&path).map_err(|e| Error::io(format!("open namespace {}", path.display()), e))
+    tcpdoctor_host::netns::open(ns).map_err(|e| Error::io(format!("open namespace {ns}"), e))
 }
 
 /// Moves the calling thread into namespace `ns`.
 pub fn enter(ns: &str) -> Result<()> {
-    let file = open(ns)?;
-    nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET)
-        .map_err(|e| Error::io(format!("enter namespace {ns}"), e.into()))
+    tcpdoctor_host::netns::enter(ns).map_err(|e| Error::io(format!("enter namespace {ns}"), e))
 }
 
 /// Spawns a thread named `name` that enters `ns` and runs `f`.
@@ -39,8 +36,8 @@ where
     let handle = std::thread::Builder::new()
         .name(name.to_string())
         .spawn(move || {
-            nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET)
-                .map_err(|e| Error::io(format!("enter namespace {ns_name}"), e.into()))?;
+            tcpdoctor_host::netns::enter_file(&file)
+                .map_err(|e| Error::io(format!("enter namespace {ns_name}"), e))?;
             drop(file);
             f()
         })
