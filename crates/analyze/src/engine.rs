@@ -763,9 +763,13 @@ impl Analyzer {
         done.rows.sort_by_key(|r| r.id);
         let span_ns = self.last_ts.saturating_sub(origin);
         let microbursts = self.own.bursts.rows(self.cfg.link_speed_bits_per_s);
-        let crate::detect::Conclusion { findings, details } =
-            done.detectors
-                .conclude(&self.cfg, &self.totals, origin, span_ns, &microbursts);
+        let crate::detect::Conclusion {
+            findings,
+            details,
+            services,
+        } = done
+            .detectors
+            .conclude(&self.cfg, &self.totals, origin, span_ns, &microbursts);
         Analysis {
             findings,
             totals: self.totals,
@@ -773,6 +777,7 @@ impl Analyzer {
             duration_us: span_ns / 1_000,
             details,
             microbursts,
+            services,
             flows: done.rows,
             retransmitted: self.retransmitted,
             worst_connections: done.worst.into_vec(),

@@ -716,6 +716,8 @@ pub struct Conn {
     /// Timeline marks (timeouts, zero windows, quick retransmissions) for the worst-connection
     /// charts; empty (no allocation) for a connection that never stalled.
     pub marks: crate::timeline::Marks,
+    /// The exchange in progress (where the time goes: [`crate::exchange`]).
+    pub turns: crate::exchange::Turns,
 }
 
 /// The part of a [`Conn`] that most connections never fill ([`Conn::rare`]).
@@ -858,6 +860,7 @@ impl Conn {
             in_scan: false,
             rare: None,
             marks: crate::timeline::Marks::default(),
+            turns: crate::exchange::Turns::default(),
             half_open_at: 0,
         }
     }

@@ -6,7 +6,7 @@ pub mod html;
 use std::io::{self, Write};
 
 use serde::Serialize;
-use tcpdoctor_analyze::{Analysis, FlowRow};
+use tcpdoctor_analyze::{Analysis, FlowRow, ServiceRow};
 use tcpdoctor_capture::{Compression, Format, Stats};
 use tcpdoctor_model::Report;
 use tcpdoctor_report::{findings, fmt, table};
@@ -115,6 +115,7 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>, show_flows: bool) -> io::Result
         table::align_right(&mut tb, &[0, 1, 2, 3, 4, 5, 6]);
         writeln!(w, "{tb}")?;
     }
+    services(w, &a.services)?;
     if show_flows {
         writeln!(w, "\nConnections (one row per incarnation):")?;
         let mut tb = table::new([
@@ -165,6 +166,59 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>, show_flows: bool) -> io::Result
         writeln!(w, "Stopped early: {e}")?;
     }
     findings::verdict(w, r)
+}
+
+/// Services shown in the text; the JSON has them all.
+const SERVICES_SHOWN: usize = 10;
+
+/// Where the time went, per service: its exchanges, the server's time, the round trip.
+fn services(w: &mut dyn Write, rows: &[ServiceRow]) -> io::Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        w,
+        "\nServices (where the time went; response: request's last byte to response's first, less the path's share):"
+    )?;
+    let mut tb = table::new([
+        "server",
+        "conns",
+        "exchanges",
+        "resp p50",
+        "resp p99",
+        "resp max",
+        "rtt p50",
+        "rtt p99",
+        "client wait p50",
+        "capture point",
+    ]);
+    let opt = |v: Option<u64>| v.map(fmt::micros).unwrap_or_else(|| "-".into());
+    for r in rows.iter().take(SERVICES_SHOWN) {
+        tb.add_row(vec![
+            r.server.clone(),
+            r.connections.to_string(),
+            r.exchanges.to_string(),
+            fmt::micros(r.response_p50_us),
+            fmt::micros(r.response_p99_us),
+            fmt::micros(r.response_max_us),
+            opt(r.rtt_p50_us),
+            opt(r.rtt_p99_us),
+            opt(r.client_delay_p50_us),
+            r.capture_point
+                .map(|p| p.name().to_string())
+                .unwrap_or_else(|| "-".into()),
+        ]);
+    }
+    table::align_right(&mut tb, &[1, 2, 3, 4, 5, 6, 7, 8]);
+    writeln!(w, "{tb}")?;
+    if rows.len() > SERVICES_SHOWN {
+        writeln!(
+            w,
+            "({} more services in --json)",
+            rows.len() - SERVICES_SHOWN
+        )?;
+    }
+    Ok(())
 }
 
 fn close_name(f: &FlowRow) -> &'static str {
