@@ -12,6 +12,9 @@ mod small_samples;
 #[path = "analyze/public.rs"]
 mod public;
 
+#[path = "analyze/time.rs"]
+mod time;
+
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, SocketAddrV4, TcpListener, TcpStream};

@@ -112,6 +112,8 @@ struct Slow {
     values: Option<Box<Hist>>,
     /// The worst few, worst first: (value us, example).
     examples: Vec<(u64, Example)>,
+    /// The largest value, exact (a histogram's is rounded to its bucket).
+    max_us: u64,
 }
 
 impl Slow {
@@ -119,6 +121,7 @@ impl Slow {
         self.values
             .get_or_insert_with(|| Box::new(hist()))
             .saturating_record(v_us.max(1));
+        self.max_us = self.max_us.max(v_us);
         if self.examples.len() < EXAMPLES || self.examples.last().is_some_and(|e| e.0 < v_us) {
             let at = self.examples.partition_point(|e| e.0 >= v_us);
             self.examples.insert(at, (v_us, make()));
@@ -132,6 +135,7 @@ struct Service {
     exchanges: u64,
     /// Every exchange's server time and transfer (us), for the table.
     server: Hist,
+    server_max_us: u64,
     transfer: Hist,
     /// Handshake round trips (us) of connections with a whole handshake.
     rtt: Hist,
@@ -148,6 +152,7 @@ impl Service {
             connections: 0,
             exchanges: 0,
             server: hist(),
+            server_max_us: 0,
             transfer: hist(),
             rtt: hist(),
             first: [hist(), hist(), hist()],
@@ -215,6 +220,7 @@ impl Time {
         };
         svc.exchanges += 1;
         svc.server.saturating_record(p.server_ns / 1_000);
+        svc.server_max_us = svc.server_max_us.max(p.server_ns / 1_000);
         svc.transfer.saturating_record(p.transfer_ns / 1_000);
         if !first {
             return;
@@ -377,8 +383,10 @@ impl Detector for Time {
     }
 }
 
+/// The value at quantile `q`, as the middle of its bucket (within 1% of the values in it),
+/// never above the largest value recorded.
 fn quantile(h: &Hist, q: f64) -> Option<u64> {
-    (!h.is_empty()).then(|| h.value_at_quantile(q))
+    (!h.is_empty()).then(|| h.median_equivalent(h.value_at_quantile(q)).min(h.max()))
 }
 
 fn row(k: &Endpoint, s: &Service) -> ServiceRow {
@@ -390,9 +398,9 @@ fn row(k: &Endpoint, s: &Service) -> ServiceRow {
         server: k.to_string(),
         connections: s.connections,
         exchanges: s.exchanges,
-        response_p50_us: quantile(server, 0.5).unwrap_or(0),
-        response_p99_us: quantile(server, 0.99).unwrap_or(0),
-        response_max_us: server.max(),
+        response_p50_us: quantile(server, 0.5).unwrap_or(0).min(s.server_max_us),
+        response_p99_us: quantile(server, 0.99).unwrap_or(0).min(s.server_max_us),
+        response_max_us: s.server_max_us,
         rtt_p50_us: quantile(&s.rtt, 0.5),
         rtt_p99_us: quantile(&s.rtt, 0.99),
         client_delay_p50_us: quantile(&s.first[Part::Client as usize], 0.5),
@@ -427,7 +435,7 @@ fn finding(part: Part, services: &Dense<Endpoint, Service>) -> Option<Finding> {
             continue;
         }
         affected += n;
-        worst_us = worst_us.max(values.max());
+        worst_us = worst_us.max(slow.max_us);
         for v in values.iter_recorded() {
             if v.value_iterated_to() >= thr {
                 slow_all.saturating_record_n(v.value_iterated_to(), v.count_at_value());
@@ -437,7 +445,7 @@ fn finding(part: Part, services: &Dense<Endpoint, Service>) -> Option<Finding> {
         lines.push(format!(
             "{k}: {n} of {} connections, up to {} (the service's median {})",
             s.firsts(),
-            us(values.max()),
+            us(slow.max_us),
             us(median)
         ));
         examples.extend(
@@ -451,7 +459,7 @@ fn finding(part: Part, services: &Dense<Endpoint, Service>) -> Option<Finding> {
         return None;
     }
     examples.sort_by(|a, b| b.0.cmp(&a.0));
-    let p50 = slow_all.value_at_quantile(0.5);
+    let p50 = quantile(&slow_all, 0.5).unwrap_or(0).min(worst_us);
     let what = "connections";
     let summary = match part {
         Part::Server => format!(
