@@ -103,6 +103,10 @@ pub struct TimeDetails {
     /// server both waited seconds: an interactive session, a protocol where either side
     /// speaks in turn): no one part to name.
     pub ambiguous: u64,
+    /// Slow client waits after the handshake at services the same capture shows the client
+    /// connecting to ahead of need (connections that carried nothing): a preconnect's idle,
+    /// not a wait anyone saw; named nowhere.
+    pub client_waits_preconnected: u64,
 }
 
 /// Slow exchanges of one part at one service.
@@ -183,8 +187,14 @@ impl Service {
 #[derive(Default)]
 pub(crate) struct Time {
     services: Dense<Endpoint, Service>,
+    /// Per server, connections that completed a handshake and carried nothing either way (at
+    /// most [`UNUSED_MAX`] servers).
+    unused: Dense<Endpoint, u32>,
     d: TimeDetails,
 }
+
+/// Servers whose unused connections are counted.
+pub const UNUSED_MAX: usize = 4096;
 
 fn ms(ns: u64) -> String {
     us(ns / 1_000)
@@ -256,6 +266,10 @@ impl Time {
             self.exchange(c, &e);
         }
         if c.turns.count == 0 && c.turns.phase != exchange::Phase::Response {
+            let unused = c.turns.ack.is_some() && c.half.sum(|h| h.bytes) == 0;
+            if unused && (self.unused.len() < UNUSED_MAX || self.unused.get(&c.server).is_some()) {
+                *self.unused.get_or_insert_with(c.server, || 0) += 1;
+            }
             return;
         }
         let Some(svc) = service(&mut self.services, c.server) else {
@@ -373,13 +387,14 @@ impl Detector for Time {
             .map(|(k, s)| row(k, s))
             .collect();
         rows.sort_by(|a, b| b.exchanges.cmp(&a.exchanges).then(a.server.cmp(&b.server)));
+        let mut d = self.d;
         for part in Part::ALL {
-            if let Some(f) = finding(part, &self.services) {
+            if let Some(f) = finding(part, &self.services, &self.unused, &mut d) {
                 out.findings.push(f);
             }
         }
         out.services = rows;
-        out.details.time = self.d;
+        out.details.time = d;
     }
 }
 
@@ -416,7 +431,12 @@ fn row(k: &Endpoint, s: &Service) -> ServiceRow {
 }
 
 /// The finding of one part, over every service where it was slow.
-fn finding(part: Part, services: &Dense<Endpoint, Service>) -> Option<Finding> {
+fn finding(
+    part: Part,
+    services: &Dense<Endpoint, Service>,
+    unused: &Dense<Endpoint, u32>,
+    d: &mut TimeDetails,
+) -> Option<Finding> {
     let mut affected = 0u64;
     let mut observed = 0u64;
     let mut worst_us = 0u64;
@@ -432,6 +452,12 @@ fn finding(part: Part, services: &Dense<Endpoint, Service>) -> Option<Finding> {
         let thr = s.threshold_us(part);
         let n = values.count_between(thr, HIST_MAX_US);
         if n == 0 {
+            continue;
+        }
+        if part == Part::Client && unused.get(k).is_some_and(|&u| u > 0) {
+            // The client opened connections here it never used: it connects ahead of need
+            // (a browser's preconnect, a pool), so a wait after a handshake is that habit.
+            d.client_waits_preconnected += n;
             continue;
         }
         affected += n;
@@ -459,7 +485,11 @@ fn finding(part: Part, services: &Dense<Endpoint, Service>) -> Option<Finding> {
         return None;
     }
     examples.sort_by(|a, b| b.0.cmp(&a.0));
-    let p50 = quantile(&slow_all, 0.5).unwrap_or(0).min(worst_us);
+    let p50 = if affected == 1 {
+        worst_us
+    } else {
+        quantile(&slow_all, 0.5).unwrap_or(0).min(worst_us)
+    };
     let what = "connections";
     let summary = match part {
         Part::Server => format!(

@@ -8,7 +8,7 @@
 use serde_json::Value;
 use tcpdoctor_capture::Segment;
 
-use super::small_samples::{cs, run, write, A, P, S};
+use super::small_samples::{at, cs, run, write, A, P, S};
 use super::{finding, pathologies, TempFile};
 
 const F: u8 = tcpdoctor_capture::TcpFlags::FIN;
@@ -291,4 +291,39 @@ fn a_clean_fast_capture_names_no_part_and_is_healthy() {
     let p50 = row["response_p50_us"].as_u64().unwrap();
     assert!((890..=910).contains(&p50), "{row:#}");
     assert_eq!(row["capture_point"], "between", "{row:#}");
+}
+
+/// The same 1.3 s wait, on a connection opened beside another to the same server that
+/// carried nothing: the client connects ahead of need (a browser's preconnect, a pool), and
+/// its wait after the handshake is that habit, not a wait anyone saw: no finding.
+#[test]
+fn a_client_wait_beside_an_unused_connection_is_a_preconnect_not_client_delay() {
+    let mut c = Conv::new(100, 100);
+    let end = c.exchange(1_300_200, None, 500);
+    let mut segs = c.close(end + 1_000);
+    // 10.0.0.1:40001 > 10.0.0.2:80: handshake at 10 us, closed 2 s later, no payload.
+    let other = |t, c2s, f, seq, ack| {
+        if c2s {
+            at(t, "10.0.0.1", 40001, "10.0.0.2", 80, f, seq, ack, 0, 502)
+        } else {
+            at(t, "10.0.0.2", 80, "10.0.0.1", 40001, f, seq, ack, 0, 65160)
+        }
+    };
+    segs.extend([
+        other(10, true, S, 7000, 0),
+        other(110, false, S | A, 9000, 7001),
+        other(210, true, A, 7001, 9001),
+        other(2_000_000, true, F | A, 7001, 9001),
+        other(2_000_100, false, F | A, 9001, 7002),
+        other(2_000_200, true, A, 7002, 9002),
+    ]);
+    let (code, v) = analyze("preconnect", segs);
+    assert_eq!(
+        time_findings(&v),
+        Vec::<String>::new(),
+        "{:#}",
+        v["findings"]
+    );
+    assert_eq!(v["details"]["time"]["client_waits_preconnected"], 1);
+    assert_eq!(code, 0, "{:#}", v["findings"]);
 }
