@@ -336,3 +336,84 @@ impl Exchange {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn hs(syn: u64, synack: u64, ack: u64) -> Handshake {
+        Handshake {
+            syn: (syn, 1),
+            synack: (synack, 2),
+            ack: (ack, 3),
+        }
+    }
+
+    #[test]
+    fn the_long_leg_of_the_handshake_places_the_capture_point() {
+        // SYN to SYN-ACK 40 ms, SYN-ACK to ACK 0.1 ms: the capture saw the client's side.
+        assert_eq!(
+            hs(0, 40 * MS, 40 * MS + 100_000).point(),
+            CapturePoint::NearClient
+        );
+        assert_eq!(hs(0, 100_000, 40 * MS).point(), CapturePoint::NearServer);
+        // Loopback: both legs tens of microseconds, whatever their ratio.
+        assert_eq!(hs(0, 10_000, 60_000).point(), CapturePoint::Between);
+        assert_eq!(hs(0, 20 * MS, 40 * MS).point(), CapturePoint::Between);
+    }
+
+    fn exchange(req_last: u64, req_ack: Option<u64>, resp_first: u64) -> Exchange {
+        Exchange {
+            index: 1,
+            turn_from: Some((MS, 3)),
+            turn_after_response: false,
+            req_first: (req_last, 4),
+            req_last: (req_last, 4),
+            req_ack: req_ack.map(|t| (t, 5)),
+            resp_first: (resp_first, 6),
+            resp_last: (resp_first + MS, 7),
+            tcp_wait_ns: 0,
+        }
+    }
+
+    #[test]
+    fn the_server_time_is_the_gap_less_the_path_share_from_the_capture_point() {
+        // Near the client, 40 ms to the server and back: a 340 ms gap is 300 ms of server.
+        let h = hs(0, 40 * MS, 40 * MS + 100_000);
+        let p = exchange(50 * MS, None, 390 * MS).parts(Some(&h));
+        assert_eq!(
+            (p.gap_ns, p.path_ns, p.server_ns),
+            (340 * MS, 40 * MS, 300 * MS)
+        );
+        assert_eq!(p.path_from, PathFrom::Handshake);
+        assert_eq!(p.handshake_ns, 40 * MS + 100_000);
+        // The client's wait: the handshake's ACK (1 ms) to the request (50 ms).
+        assert_eq!(p.client_ns, 49 * MS);
+        // An acknowledgement sooner than the handshake's leg bounds the path.
+        let p = exchange(50 * MS, Some(55 * MS), 390 * MS).parts(Some(&h));
+        assert_eq!((p.path_ns, p.server_ns), (5 * MS, 335 * MS));
+        assert_eq!(p.path_from, PathFrom::RequestAck);
+        // Nothing to measure the path by: the whole gap is the server's, said so.
+        let p = exchange(50 * MS, None, 390 * MS).parts(None);
+        assert_eq!((p.path_ns, p.path_from), (0, PathFrom::Unknown));
+        // A path share never exceeds the gap.
+        let p = exchange(50 * MS, None, 51 * MS).parts(Some(&h));
+        assert_eq!((p.path_ns, p.server_ns), (MS, 0));
+    }
+
+    #[test]
+    fn the_wait_after_a_response_is_less_the_clients_leg() {
+        let h = hs(0, 100_000, 30 * MS);
+        let mut e = exchange(500 * MS, None, 501 * MS);
+        e.index = 2;
+        e.turn_from = Some((100 * MS, 9));
+        e.turn_after_response = true;
+        let p = e.parts(Some(&h));
+        // 400 ms after the response's last byte, less the 29.9 ms to the client and back.
+        assert_eq!(p.client_ns, 400 * MS - (30 * MS - 100_000));
+        // Only a connection's first exchange carries the handshake.
+        assert_eq!(p.handshake_ns, 0);
+    }
+}
