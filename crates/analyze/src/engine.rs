@@ -88,7 +88,7 @@ const FORGET_AFTER_TIME_WAIT_NS: u64 = 5_000_000_000;
 pub const TOMBSTONES_MAX: usize = 1 << 18;
 /// At most this many connections that have sent only SYNs are held; past it the oldest is
 /// summarised as unanswered before its ladder ended (counted in
-/// [`Totals::half_open_summarised_early`]): a SYN flood. About 85 MiB (1344 bytes a `Conn`).
+/// [`Totals::half_open_summarised_early`]): a SYN flood. About 60 MiB (960 bytes a `Conn`).
 pub const HALF_OPEN_MAX: usize = 1 << 16;
 
 #[derive(Default)]
