@@ -6,6 +6,7 @@ pub mod html;
 use std::io::{self, Write};
 
 use serde::Serialize;
+use tcpdoctor_analyze::exchange::CapturePoint;
 use tcpdoctor_analyze::{Analysis, FlowRow, ServiceRow};
 use tcpdoctor_capture::{Compression, Format, Stats};
 use tcpdoctor_model::Report;
@@ -178,19 +179,19 @@ fn services(w: &mut dyn Write, rows: &[ServiceRow]) -> io::Result<()> {
     }
     writeln!(
         w,
-        "\nServices (where the time went; response: request's last byte to response's first, less the path's share):"
+        "\nServices (where the time went): resp = request's last byte to response's first, less the path's share; rtt = handshake; client wait = handshake to first request"
     )?;
     let mut tb = table::new([
         "server",
         "conns",
-        "exchanges",
+        "exch",
         "resp p50",
-        "resp p99",
-        "resp max",
+        "p99",
+        "max",
         "rtt p50",
-        "rtt p99",
-        "client wait p50",
-        "capture point",
+        "p99",
+        "client wait",
+        "captured",
     ]);
     let opt = |v: Option<u64>| v.map(fmt::micros).unwrap_or_else(|| "-".into());
     for r in rows.iter().take(SERVICES_SHOWN) {
@@ -204,9 +205,13 @@ fn services(w: &mut dyn Write, rows: &[ServiceRow]) -> io::Result<()> {
             opt(r.rtt_p50_us),
             opt(r.rtt_p99_us),
             opt(r.client_delay_p50_us),
-            r.capture_point
-                .map(|p| p.name().to_string())
-                .unwrap_or_else(|| "-".into()),
+            match r.capture_point {
+                Some(CapturePoint::NearClient) => "near client",
+                Some(CapturePoint::NearServer) => "near server",
+                Some(CapturePoint::Between) => "between",
+                None => "-",
+            }
+            .to_string(),
         ]);
     }
     table::align_right(&mut tb, &[1, 2, 3, 4, 5, 6, 7, 8]);
