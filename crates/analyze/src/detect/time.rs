@@ -84,6 +84,9 @@ pub struct ServiceRow {
     pub rtt_p99_us: Option<u64>,
     /// Client's wait from the handshake to its first request, median.
     pub client_delay_p50_us: Option<u64>,
+    /// Client's wait between a response's last byte and its next request's first byte (less
+    /// its leg of the path), median: idle time on a persistent connection, named nowhere.
+    pub client_between_p50_us: Option<u64>,
     /// Response's first byte to its last, median.
     pub transfer_p50_us: u64,
     /// Where the capture was taken, by most handshakes.
@@ -143,6 +146,8 @@ struct Service {
     transfer: Hist,
     /// Handshake round trips (us) of connections with a whole handshake.
     rtt: Hist,
+    /// The client's waits between a response and its next request (us).
+    between: Hist,
     /// First exchanges after a handshake: each part's value (us), what a slow one is judged
     /// against (its `len()` is how many were judged).
     first: [Hist; 3],
@@ -159,6 +164,7 @@ impl Service {
             server_max_us: 0,
             transfer: hist(),
             rtt: hist(),
+            between: hist(),
             first: [hist(), hist(), hist()],
             points: [0; 3],
             slow: Default::default(),
@@ -233,6 +239,9 @@ impl Time {
         svc.server_max_us = svc.server_max_us.max(p.server_ns / 1_000);
         svc.transfer.saturating_record(p.transfer_ns / 1_000);
         if !first {
+            if e.turn_after_response {
+                svc.between.saturating_record(p.client_ns / 1_000);
+            }
             return;
         }
         for part in Part::ALL {
@@ -419,6 +428,7 @@ fn row(k: &Endpoint, s: &Service) -> ServiceRow {
         rtt_p50_us: quantile(&s.rtt, 0.5),
         rtt_p99_us: quantile(&s.rtt, 0.99),
         client_delay_p50_us: quantile(&s.first[Part::Client as usize], 0.5),
+        client_between_p50_us: quantile(&s.between, 0.5),
         transfer_p50_us: quantile(&s.transfer, 0.5).unwrap_or(0),
         capture_point: point.map(|i| {
             [
@@ -553,9 +563,9 @@ mod tests {
             "{}",
             h.distinct_values()
         );
-        // Six per service, at most SERVICES_MAX services: under 100 MiB in the worst case,
+        // Seven per service, at most SERVICES_MAX services: under 100 MiB in the worst case,
         // a few hundred KiB for a capture of a few services.
-        assert!(SERVICES_MAX * 6 * h.distinct_values() * 4 < 100 << 20);
+        assert!(SERVICES_MAX * 7 * h.distinct_values() * 4 < 100 << 20);
     }
 
     #[test]

@@ -70,7 +70,8 @@ slow_readers, retransmissions, spurious_retransmissions, port_scans {scans[] {so
 ports, probes, open, closed, filtered, open_ports[], start_us, duration_us}}}; microbursts[] {resolution_us,\n\
 max_bytes, avg_bytes, max_bits_per_s, avg_bits_per_s, max_to_avg_ratio, peak_link_share};\n\
 services[] (per server ip:port: connections, exchanges, response_p50_us/_p99_us/_max_us,\n\
-rtt_p50_us/_p99_us, client_delay_p50_us, transfer_p50_us, capture_point near_client,\n\
+rtt_p50_us/_p99_us, client_delay_p50_us, client_between_p50_us, transfer_p50_us,\n\
+capture_point near_client,\n\
 near_server or between) and details.time {exchanges, exchanges_untracked, explained_by_tcp,\n\
 ambiguous, client_waits_preconnected};\n\
 with --flows, flows[] (one per connection incarnation).\n\

@@ -155,6 +155,9 @@ fn a_server_that_thinks_300_ms_before_each_reply_is_server_response() {
     let p50 = row["response_p50_us"].as_u64().unwrap();
     assert!((299_000..=301_000).contains(&p50), "{row:#}");
     assert_eq!(row["rtt_p50_us"], 200, "{row:#}");
+    // Between a response's last byte and the next request 1.05 ms, less the client's 100 us leg.
+    let between = row["client_between_p50_us"].as_u64().unwrap();
+    assert!((940..=960).contains(&between), "{row:#}");
     assert_eq!(code, 1);
     assert_eq!(v["verdict"], "findings");
 }
