@@ -1,18 +1,28 @@
 //! Where the time went (issue 22): per service (server ip:port), its exchanges' parts
 //! ([`crate::exchange`]): the path's (the handshake's round trip, the request's round trip),
 //! the server's (request's last byte to response's first, less the path's share) and the
-//! client's (handshake done to its first request). A slow exchange names the part that
-//! dominated it: `network_latency`, `server_response` or `client_delay`.
+//! client's (handshake done to its first request). Every exchange is measured for the
+//! services table; a connection's first request after a handshake seen whole is also judged,
+//! and when it was slow a finding names its part: `network_latency`, `server_response` or
+//! `client_delay`.
 //!
-//! Slow means two things at once: the part is at least [`STALL_WARNING`] (200 ms, the policy's
-//! floor of a stall worth a warning), and it stands out from the service: at least
-//! [`ABOVE_MEDIAN`] times the service's own median of that part, unless that median is itself
-//! past the floor (a service that is always slow is slow). Time TCP itself waited within the
-//! exchange (retransmission timeouts, zero windows) is that cause's, reported by its own
-//! detector: it is taken off the part first, and an exchange it explains names nothing here.
-//! The wait between a response and the next request is measured (the table) but names
-//! nothing: on a persistent connection it is idle time (keep-alive, a person typing), not a
-//! wait anyone saw.
+//! Slow means: one part alone is at least [`STALL_WARNING`] (200 ms, the policy's floor of a
+//! stall worth a warning), and it stands out from the service: at least [`ABOVE_MEDIAN`] times
+//! the service's own median of that part, unless that median is itself past the floor (a
+//! service that is always slow is slow). Time TCP itself waited within the exchange
+//! (retransmission timeouts, zero windows) is that cause's, reported by its own detector: it
+//! is taken off every part first, and an exchange it explains names nothing here. Two parts
+//! past the floor name neither (a conversation: either side may speak in turn).
+//!
+//! What names nothing, and why (each seen in the public captures, docs/public-captures.md):
+//! - later exchanges on a connection: their roles are not sure. A person typing in SSH,
+//!   OpenFlow echoes, BGP keepalives all look like a request answered seconds later;
+//! - the wait between a response and the next request: idle time on a persistent connection
+//!   (keep-alive, a person reading), not a wait anyone saw (`client_between_p50_us`);
+//! - a first request after a server's banner (SMTP, FTP, SSH, MySQL): the client answers the
+//!   server, its wait is a conversation's;
+//! - a client's wait where the same capture shows it opening connections to that server that
+//!   it never used: it connects ahead of need (a browser's preconnect, a pool).
 //!
 //! Memory: per service, fixed-size HDR histograms (2 significant digits, 1 us to 1 h, about
 //! 13 KiB each), at most [`SERVICES_MAX`] services (the exchanges of later ones are counted in
@@ -250,22 +260,19 @@ impl Time {
         let floor = STALL_WARNING.as_nanos() as u64;
         // What TCP waited within the exchange is its own cause's time.
         let left = values.map(|v| v.saturating_sub(e.tcp_wait_ns));
-        let slow: Vec<Part> = Part::ALL
-            .into_iter()
-            .filter(|&q| left[q as usize] >= floor)
-            .collect();
-        match slow[..] {
-            [] => {
+        let mut slow = Part::ALL.into_iter().filter(|&q| left[q as usize] >= floor);
+        match (slow.next(), slow.next()) {
+            (None, _) => {
                 if values.iter().any(|&v| v >= floor) {
                     self.d.explained_by_tcp += 1;
                 }
             }
-            [part] => {
+            (Some(part), None) => {
                 let flow = c.label();
                 let v = left[part as usize] / 1_000;
                 svc.slow[part as usize].add(v, || describe(part, &flow, e, &p, hs.as_ref()));
             }
-            _ => self.d.ambiguous += 1,
+            (Some(_), Some(_)) => self.d.ambiguous += 1,
         }
     }
 
@@ -503,12 +510,12 @@ fn finding(
     let what = "connections";
     let summary = match part {
         Part::Server => format!(
-            "{affected} of {observed} {what} waited ~{} for the server's first answer (up to {}): from the request's last byte to the response's first byte, less the path's share; the path and the client were quick, no retransmission timeout or zero window in that time",
+            "{affected} of {observed} {what} waited ~{} for the server's first answer (up to {}): from the request's last byte to the response's first byte, less the path's share; the path and the client were quick (a wait on a retransmission timeout or a zero window is left to that finding)",
             us(p50),
             us(worst_us)
         ),
         Part::Network => format!(
-            "{affected} of {observed} {what} spent ~{} on the path before their first answer (up to {}): the handshake's round trip and the request's; the server and the client were quick, no retransmission in that time",
+            "{affected} of {observed} {what} spent ~{} on the path before their first answer (up to {}): the handshake's round trip and the request's; the server and the client were quick (a wait on a retransmission timeout or a zero window is left to that finding)",
             us(p50),
             us(worst_us)
         ),
