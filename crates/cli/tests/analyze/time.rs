@@ -330,3 +330,32 @@ fn a_client_wait_beside_an_unused_connection_is_a_preconnect_not_client_delay() 
     assert_eq!(v["details"]["time"]["client_waits_preconnected"], 1);
     assert_eq!(code, 0, "{:#}", v["findings"]);
 }
+
+/// The client's request closes its own window (a zero window) and reopens it 400 ms later;
+/// the server answers at once: the wait is the zero window's (slow_reader), taken off the
+/// server's time; one cause, one finding.
+#[test]
+fn a_reply_held_by_the_clients_zero_window_is_not_server_time() {
+    let mut c = Conv::new(100, 100);
+    c.segs.push(cs(1_000, true, P | A, 1001, 5001, 100, 0));
+    c.segs.push(cs(1_050, false, A, 5001, 1101, 0, 65160));
+    c.segs.push(cs(401_000, true, A, 1101, 5001, 0, 502));
+    c.segs
+        .push(cs(401_100, false, P | A, 5001, 1101, 1000, 65160));
+    c.segs.push(cs(401_150, true, A, 1101, 6001, 0, 502));
+    c.c = 1101;
+    c.s = 6001;
+    let (_, v) = analyze("zero-window", c.close(402_000));
+    assert!(
+        pathologies(&v).contains(&"slow_reader".to_string()),
+        "{:#}",
+        v["findings"]
+    );
+    assert_eq!(
+        time_findings(&v),
+        Vec::<String>::new(),
+        "{:#}",
+        v["findings"]
+    );
+    assert_eq!(v["details"]["time"]["explained_by_tcp"], 1);
+}
