@@ -114,7 +114,7 @@ pub struct TimeDetails {
     pub explained_by_tcp: u64,
     /// Slow first exchanges where more than one part passed the floor (the client and the
     /// server both waited seconds: an interactive session, a protocol where either side
-    /// speaks in turn): no one part to name.
+    /// speaks in turn), or only the path, measured by no whole handshake: no one part to name.
     pub ambiguous: u64,
     /// Slow client waits after the handshake at services the same capture shows the client
     /// connecting to ahead of need (connections that carried nothing): a preconnect's idle,
@@ -230,8 +230,8 @@ impl Time {
         self.d.exchanges += 1;
         let hs = Handshake::of(c);
         let p = e.parts(hs.as_ref());
-        // The first request after a handshake seen: an exchange whose roles are sure (the
-        // client spoke first) and whose wait the client saw whole.
+        // The first request after a handshake: an exchange whose roles are sure (the client
+        // spoke first) and whose wait the client saw whole.
         let first = e.index == 1 && !e.turn_after_response && e.turn_from.is_some();
         let values = [
             // The handshake's round trip (when seen whole) and the request's share of the
@@ -267,6 +267,9 @@ impl Time {
                     self.d.explained_by_tcp += 1;
                 }
             }
+            // A path bounded only by an acknowledgement (no whole handshake: a SYN or SYN-ACK
+            // resent, whose timer is that finding's) may hold the server's wait: not named.
+            (Some(Part::Network), None) if hs.is_none() => self.d.ambiguous += 1,
             (Some(part), None) => {
                 let flow = c.label();
                 let v = left[part as usize] / 1_000;

@@ -359,3 +359,30 @@ fn a_reply_held_by_the_clients_zero_window_is_not_server_time() {
     );
     assert_eq!(v["details"]["time"]["explained_by_tcp"], 1);
 }
+
+/// The SYN resent after 1 s, then a server that thinks 300 ms: two causes, two findings. The
+/// connect's wait is the SYN retransmission's; the reply's is the server's (its path share
+/// bounded by its acknowledgement, the handshake's legs holding a timer).
+#[test]
+fn a_syn_resent_and_a_slow_reply_are_two_causes() {
+    let mut segs = vec![cs(0, true, S, 1000, 0, 0, 64240)];
+    let mut c = Conv::new(100, 100);
+    for s in &mut c.segs {
+        s.ts_ns += 1_000_000_000;
+    }
+    segs.append(&mut c.segs);
+    c.segs = segs;
+    let end = c.exchange(1_001_000, Some(50), 300_000);
+    let (_, v) = analyze("syn-then-think", c.close(end + 1_000));
+    let p = pathologies(&v);
+    assert!(p.contains(&"syn_retransmit".to_string()), "{p:?}");
+    assert_eq!(
+        time_findings(&v),
+        ["server_response"],
+        "{:#}",
+        v["findings"]
+    );
+    let f = finding(&v, "server_response");
+    assert_eq!(f["impact"]["worst_stall_us"], 299_950, "{f:#}");
+    assert!(packets(f)[0].1.contains("capture point unknown"), "{f:#}");
+}
