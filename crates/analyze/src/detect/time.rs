@@ -218,7 +218,7 @@ fn ms(ns: u64) -> String {
 
 /// The statistics of `server`, made when new unless [`SERVICES_MAX`] are kept.
 fn service(services: &mut Dense<Endpoint, Service>, server: Endpoint) -> Option<&mut Service> {
-    if services.get(&server).is_none() && services.len() >= SERVICES_MAX {
+    if services.len() >= SERVICES_MAX && services.get(&server).is_none() {
         return None;
     }
     Some(services.get_or_insert_with(server, Service::new))
