@@ -57,3 +57,41 @@ fn two_slow_parts_in_one_exchange_name_neither() {
     assert_eq!(a.details.time.ambiguous, 1);
     assert_eq!(a.details.time.exchanges, 1);
 }
+
+/// Ten connections to one server, nine answered after `usual_us` and one after 250 ms.
+fn one_slower_than_usual(usual_us: u64) -> crate::Analysis {
+    let mut c = Cap::new();
+    for i in 0..10u16 {
+        let tp = tuple("10.0.0.1", 40000 + i, "10.0.0.2", 80);
+        let t = u64::from(i) * 1_000_000;
+        let think = if i == 4 { 250_000 } else { usual_us };
+        c.handshake(t, tp, 1000, 5000);
+        c.pkt(t + 200, tp, true, P | A, 1001, 5001, 100, 502);
+        c.pkt(t + 200 + think, tp, false, P | A, 5001, 1101, 1000, 1000);
+        c.pkt(t + 250 + think, tp, true, A, 1101, 6001, 0, 502);
+    }
+    c.run(Config::default())
+}
+
+/// A reply of 250 ms stands out from a server that usually answers in 20 ms (12 times its
+/// median): named, one of ten. From one that usually takes 100 ms it is 2.5 times the median:
+/// the service's normal spread, not named, though past the 200 ms floor.
+#[test]
+fn a_slow_reply_is_named_only_well_above_the_services_median() {
+    let a = one_slower_than_usual(20_000);
+    assert_eq!(
+        time_findings(&a),
+        [Pathology::ServerResponse],
+        "{:#?}",
+        a.findings
+    );
+    let f = &a.findings[a
+        .findings
+        .iter()
+        .position(|f| f.pathology == Pathology::ServerResponse)
+        .unwrap()];
+    assert_eq!((f.impact.affected, f.impact.observed), (1, Some(10)));
+    let a = one_slower_than_usual(100_000);
+    assert_eq!(time_findings(&a), [], "{:#?}", a.findings);
+    assert_eq!(a.services[0].exchanges, 10);
+}
