@@ -830,6 +830,7 @@ fn finish_conn(
     worst.offer(c);
     if cfg.keep_flows {
         let k = |i: RetransKind| c.retrans_of(i);
+        let first = crate::exchange::first_exchange_us(c);
         rows.push(FlowRow {
             id: c.id,
             client: c.client.to_string(),
@@ -852,6 +853,9 @@ fn finish_conn(
             zero_window_ads: c.rare().sum(|h| h.zero_window_ads),
             zero_window_max_us: c.rare().c2s.zero_max_ns.max(c.rare().s2c.zero_max_ns) / 1_000,
             handshake_rtt_us: c.rtt_ns.map(|v| v / 1_000),
+            exchanges: c.turns.count + u32::from(c.turns.phase == crate::exchange::Phase::Response),
+            first_response_us: first.map(|f| f.0),
+            client_delay_us: first.and_then(|f| f.1),
             close,
             reuse_interval_us: c.reuse.map(|r| r.interval_ns / 1_000),
         });

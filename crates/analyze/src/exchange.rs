@@ -41,7 +41,7 @@ pub enum Phase {
 }
 
 /// The state of one connection's current exchange: a few words, kept in the [`Conn`].
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct Turns {
     pub phase: Phase,
     /// Exchanges finished so far (the current one is `count + 1`).
@@ -62,6 +62,34 @@ pub struct Turns {
     pub resp_last: At,
     /// The connection's TCP waits ([`tcp_wait_ns`]) when the exchange began.
     pub tcp_wait_from_ns: u64,
+    /// The first exchange's server time and client wait after the handshake (us, saturated;
+    /// [`NONE_US`]: none), kept for the connection's `--flows` row once later ones replace it.
+    pub first_server_us: u32,
+    pub first_client_us: u32,
+}
+
+/// "No value" in [`Turns::first_server_us`] and [`Turns::first_client_us`].
+pub const NONE_US: u32 = u32::MAX;
+
+impl Default for Turns {
+    fn default() -> Turns {
+        Turns {
+            phase: Phase::Idle,
+            count: 0,
+            ack: None,
+            turn_from: None,
+            turn_after_response: false,
+            req_first: (0, 0),
+            req_last: (0, 0),
+            req_end: 0,
+            req_ack: None,
+            resp_first: (0, 0),
+            resp_last: (0, 0),
+            tcp_wait_from_ns: 0,
+            first_server_us: NONE_US,
+            first_client_us: NONE_US,
+        }
+    }
 }
 
 /// One finished exchange, as the time detector receives it.
@@ -144,6 +172,9 @@ pub(crate) fn segment(
         }
         (Dir::C2s, Phase::Idle | Phase::Response) if payload && advanced => {
             let done = (t.phase == Phase::Response).then(|| finish(c));
+            if let Some(e) = done.filter(|e| e.index == 1) {
+                keep_first(c, &e);
+            }
             let wait = tcp_wait_ns(c);
             let t = &mut c.turns;
             if done.is_some() {
@@ -167,6 +198,41 @@ pub(crate) fn segment(
 /// response had begun.
 pub fn pending(c: &Conn) -> Option<Exchange> {
     (c.turns.phase == Phase::Response).then(|| finish(c))
+}
+
+/// Keeps the first exchange's server time and client wait in `c` (for its `--flows` row).
+fn keep_first(c: &mut Conn, e: &Exchange) {
+    let (server, client) = first_of(c, e);
+    c.turns.first_server_us = us_u32(server);
+    c.turns.first_client_us = client.map_or(NONE_US, us_u32);
+}
+
+/// Nanoseconds as microseconds in a u32, saturated below [`NONE_US`] (71 minutes).
+fn us_u32(ns: u64) -> u32 {
+    u32::try_from(ns / 1_000)
+        .unwrap_or(NONE_US - 1)
+        .min(NONE_US - 1)
+}
+
+/// The server time (ns) of `e`, `c`'s first exchange, and the client's wait before it when it
+/// followed the handshake.
+fn first_of(c: &Conn, e: &Exchange) -> (u64, Option<u64>) {
+    let p = e.parts(Handshake::of(c).as_ref());
+    let after_handshake = !e.turn_after_response && e.turn_from.is_some();
+    (p.server_ns, after_handshake.then_some(p.client_ns))
+}
+
+/// `c`'s first exchange, for its `--flows` row: (server time us, the client's wait after the
+/// handshake us), whether it finished or is still in progress.
+pub fn first_exchange_us(c: &Conn) -> Option<(u64, Option<u64>)> {
+    if c.turns.first_server_us != NONE_US {
+        let client =
+            (c.turns.first_client_us != NONE_US).then(|| u64::from(c.turns.first_client_us));
+        return Some((u64::from(c.turns.first_server_us), client));
+    }
+    let e = pending(c).filter(|e| e.index == 1)?;
+    let (server, client) = first_of(c, &e);
+    Some((server / 1_000, client.map(|v| v / 1_000)))
 }
 
 fn finish(c: &Conn) -> Exchange {
@@ -353,14 +419,11 @@ mod tests {
 
     #[test]
     fn a_connection_carries_a_few_words_for_its_exchange() {
-        // What every connection pays for this module: 160 bytes, two and a half cache lines
-        // of a `Conn` (960 bytes with them, 832 at most without; engine.rs bounds how many are held).
-        assert!(
-            std::mem::size_of::<Turns>() <= 160,
-            "{}",
-            std::mem::size_of::<Turns>()
-        );
-        assert!(std::mem::size_of::<crate::flow::Conn>() <= 960);
+        // What every connection pays for this module: 168 bytes, under three cache lines of a
+        // `Conn` (engine.rs bounds how many are held).
+        let (turns, conn) = (std::mem::size_of::<Turns>(), std::mem::size_of::<Conn>());
+        assert!(turns <= 168, "{turns}");
+        assert!(conn <= 960, "{conn}");
     }
 
     #[test]

@@ -95,3 +95,26 @@ fn a_slow_reply_is_named_only_well_above_the_services_median() {
     assert_eq!(time_findings(&a), [], "{:#?}", a.findings);
     assert_eq!(a.services[0].exchanges, 10);
 }
+
+/// `--flows` rows carry each connection's exchanges, its first one's server time and the
+/// client's wait after the handshake, also once later exchanges have replaced the first.
+#[test]
+fn a_flow_row_keeps_its_first_exchange() {
+    let tp = tuple("10.0.0.1", 40000, "10.0.0.2", 80);
+    let mut c = Cap::new();
+    // SYN-ACK 50 us after the SYN: the path's share.
+    c.handshake(0, tp, 1000, 5000);
+    c.pkt(5_100, tp, true, P | A, 1001, 5001, 100, 502);
+    c.pkt(305_100, tp, false, P | A, 5001, 1101, 1000, 1000);
+    c.pkt(306_000, tp, true, P | A, 1101, 6001, 100, 502);
+    c.pkt(307_000, tp, false, P | A, 6001, 1201, 1000, 1000);
+    c.pkt(307_050, tp, true, A, 1201, 7001, 0, 502);
+    let a = c.run(Config {
+        keep_flows: true,
+        ..Config::default()
+    });
+    let f = &a.flows[0];
+    assert_eq!(f.exchanges, 2);
+    assert_eq!(f.first_response_us, Some(299_950));
+    assert_eq!(f.client_delay_us, Some(5_000));
+}

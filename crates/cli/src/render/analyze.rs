@@ -245,12 +245,12 @@ fn close_name(f: &FlowRow) -> &'static str {
 pub fn write_csv(w: &mut dyn Write, rows: &[FlowRow]) -> io::Result<()> {
     writeln!(
         w,
-        "id,client,server,incarnation,start_us,duration_us,first_frame,packets_c2s,packets_s2c,bytes_c2s,bytes_s2c,retrans_c2s,retrans_s2c,rto,fast_retrans,tlp,syn_retrans,out_of_order,zero_window_ads,zero_window_max_us,handshake_rtt_us,close,reuse_interval_us"
+        "id,client,server,incarnation,start_us,duration_us,first_frame,packets_c2s,packets_s2c,bytes_c2s,bytes_s2c,retrans_c2s,retrans_s2c,rto,fast_retrans,tlp,syn_retrans,out_of_order,zero_window_ads,zero_window_max_us,handshake_rtt_us,close,reuse_interval_us,exchanges,first_response_us,client_delay_us"
     )?;
     for f in rows {
         writeln!(
             w,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             f.id,
             f.client,
             f.server,
@@ -277,7 +277,12 @@ pub fn write_csv(w: &mut dyn Write, rows: &[FlowRow]) -> io::Result<()> {
             close_name(f),
             f.reuse_interval_us
                 .map(|v| v.to_string())
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            f.exchanges,
+            f.first_response_us
+                .map(|v| v.to_string())
+                .unwrap_or_default(),
+            f.client_delay_us.map(|v| v.to_string()).unwrap_or_default()
         )?;
     }
     Ok(())
