@@ -15,8 +15,8 @@
 //! past the floor name neither (a conversation: either side may speak in turn).
 //!
 //! What names nothing, and why (each seen in the public captures, docs/public-captures.md):
-//! - later exchanges on a connection: their roles are not sure. A person typing in SSH,
-//!   OpenFlow echoes, BGP keepalives all look like a request answered seconds later;
+//! - later exchanges on a connection: their roles are not sure. A person typing in SSH, a
+//!   chat over IRC DCC, OpenFlow's echoes all look like a request answered seconds later;
 //! - the wait between a response and the next request: idle time on a persistent connection
 //!   (keep-alive, a person reading), not a wait anyone saw (`client_between_p50_us`);
 //! - a first request after a server's banner (SMTP, FTP, SSH, MySQL): the client answers the
