@@ -88,7 +88,7 @@ const FORGET_AFTER_TIME_WAIT_NS: u64 = 5_000_000_000;
 pub const TOMBSTONES_MAX: usize = 1 << 18;
 /// At most this many connections that have sent only SYNs are held; past it the oldest is
 /// summarised as unanswered before its ladder ended (counted in
-/// [`Totals::half_open_summarised_early`]): a SYN flood. About 85 MiB (1344 bytes a `Conn`).
+/// [`Totals::half_open_summarised_early`]): a SYN flood. About 60 MiB (960 bytes a `Conn`).
 pub const HALF_OPEN_MAX: usize = 1 << 16;
 
 #[derive(Default)]
@@ -763,9 +763,13 @@ impl Analyzer {
         done.rows.sort_by_key(|r| r.id);
         let span_ns = self.last_ts.saturating_sub(origin);
         let microbursts = self.own.bursts.rows(self.cfg.link_speed_bits_per_s);
-        let crate::detect::Conclusion { findings, details } =
-            done.detectors
-                .conclude(&self.cfg, &self.totals, origin, span_ns, &microbursts);
+        let crate::detect::Conclusion {
+            findings,
+            details,
+            services,
+        } = done
+            .detectors
+            .conclude(&self.cfg, &self.totals, origin, span_ns, &microbursts);
         Analysis {
             findings,
             totals: self.totals,
@@ -773,6 +777,7 @@ impl Analyzer {
             duration_us: span_ns / 1_000,
             details,
             microbursts,
+            services,
             flows: done.rows,
             retransmitted: self.retransmitted,
             worst_connections: done.worst.into_vec(),
@@ -825,6 +830,7 @@ fn finish_conn(
     worst.offer(c);
     if cfg.keep_flows {
         let k = |i: RetransKind| c.retrans_of(i);
+        let first = crate::exchange::first_exchange_us(c);
         rows.push(FlowRow {
             id: c.id,
             client: c.client.to_string(),
@@ -847,6 +853,9 @@ fn finish_conn(
             zero_window_ads: c.rare().sum(|h| h.zero_window_ads),
             zero_window_max_us: c.rare().c2s.zero_max_ns.max(c.rare().s2c.zero_max_ns) / 1_000,
             handshake_rtt_us: c.rtt_ns.map(|v| v / 1_000),
+            exchanges: c.turns.count + u32::from(c.turns.phase == crate::exchange::Phase::Response),
+            first_response_us: first.map(|f| f.0),
+            client_delay_us: first.and_then(|f| f.1),
             close,
             reuse_interval_us: c.reuse.map(|r| r.interval_ns / 1_000),
         });

@@ -716,6 +716,8 @@ pub struct Conn {
     /// Timeline marks (timeouts, zero windows, quick retransmissions) for the worst-connection
     /// charts; empty (no allocation) for a connection that never stalled.
     pub marks: crate::timeline::Marks,
+    /// The exchange in progress (where the time goes: [`crate::exchange`]).
+    pub turns: crate::exchange::Turns,
 }
 
 /// The part of a [`Conn`] that most connections never fill ([`Conn::rare`]).
@@ -858,6 +860,7 @@ impl Conn {
             in_scan: false,
             rare: None,
             marks: crate::timeline::Marks::default(),
+            turns: crate::exchange::Turns::default(),
             half_open_at: 0,
         }
     }
@@ -955,6 +958,12 @@ pub struct FlowRow {
     pub zero_window_ads: u32,
     pub zero_window_max_us: u64,
     pub handshake_rtt_us: Option<u64>,
+    /// Exchanges (a request answered), the first one's server time (request's last byte to
+    /// response's first, less the path's share) and the client's wait from the handshake to
+    /// its first request.
+    pub exchanges: u32,
+    pub first_response_us: Option<u64>,
+    pub client_delay_us: Option<u64>,
     pub close: CloseKind,
     /// Time since the previous incarnation on this 4-tuple ended, when there was one.
     pub reuse_interval_us: Option<u64>,

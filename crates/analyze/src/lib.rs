@@ -18,6 +18,7 @@
 pub mod burst;
 pub mod detect;
 pub mod engine;
+pub mod exchange;
 pub mod flow;
 pub mod ladder;
 pub mod pipeline;
@@ -30,7 +31,7 @@ use serde::Serialize;
 use tcpdoctor_model::Finding;
 
 pub use burst::{BurstMeter, BurstRow};
-pub use detect::Details;
+pub use detect::{Details, ServiceRow};
 pub use engine::{Analyzer, Config, Totals};
 pub use flow::{FlowRow, RetransKind};
 pub use prepare::{Prepare, Released, SegKey};
@@ -47,6 +48,9 @@ pub struct Analysis {
     pub duration_us: u64,
     pub details: Details,
     pub microbursts: Vec<BurstRow>,
+    /// Where the time went, per service (server ip:port): exchanges, server time and round
+    /// trip percentiles; most exchanges first.
+    pub services: Vec<ServiceRow>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub flows: Vec<FlowRow>,
     /// With `Config::keep_retransmissions`: (frame, kind) of every retransmission.

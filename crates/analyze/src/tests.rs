@@ -1609,3 +1609,4 @@ fn a_rate_over_the_port_budget_without_ports_running_short_is_an_exposure_not_ex
 }
 
 mod corpus;
+mod time;

@@ -77,6 +77,7 @@ pub(crate) fn segment(
     // or windows, or the new connection's data would look like retransmissions of it.
     let answer = d == Dir::S2c && !s.flags.syn() && c.synack.is_none() && c.awaiting_answer;
     handshake(c, s, d, totals);
+    let next_before = c.half[d].next_seq;
     let seen = if answer {
         Seen {
             retrans: None,
@@ -126,6 +127,18 @@ pub(crate) fn segment(
     }
     if s.payload_len > 0 {
         det.data(c, d, ts);
+    }
+    if !answer
+        && (s.payload_len > 0
+            || (d == Dir::S2c && c.turns.phase == crate::exchange::Phase::Request))
+    {
+        let advanced = s.payload_len > 0 && c.half[d].next_seq != next_before;
+        let ack = s.flags.ack().then_some(s.ack);
+        let at = (ts, s.frame);
+        let payload = s.payload_len > 0;
+        if let Some(ex) = crate::exchange::segment(c, d, at, payload, ack, advanced) {
+            det.exchange(c, &ex);
+        }
     }
     c.last_ts = c.last_ts.max(ts);
     c.last_frame = s.frame;
@@ -324,6 +337,7 @@ fn handshake(c: &mut Conn, s: &Segment, d: Dir, totals: &mut Totals) {
         && c.half.s2c.isn.map(|i| i.wrapping_add(1)) == Some(SeqNumber(s.ack))
     {
         c.established_ts = Some(ts);
+        crate::exchange::established(c, (ts, frame));
         if let Some(&(syn_ts, _)) = c.syn_list().last() {
             c.rtt_ns = Some(ts.saturating_sub(syn_ts));
         }

@@ -12,6 +12,9 @@ mod small_samples;
 #[path = "analyze/public.rs"]
 mod public;
 
+#[path = "analyze/time.rs"]
+mod time;
+
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, SocketAddrV4, TcpListener, TcpStream};
@@ -945,6 +948,9 @@ fn golden_captures_match_expected_json() {
         ("tw-collision", "pcap", Some("time_wait_collision")),
         ("slow-reader-16k", "pcap", Some("slow_reader")),
         ("clean-keepalive", "pcap", None),
+        ("time-server-300ms", "pcap", Some("server_response")),
+        ("time-path-440ms", "pcap", Some("network_latency")),
+        ("time-client-1300ms", "pcap", Some("client_delay")),
     ] {
         let rel = format!("tests/data/analyze/{name}.{ext}");
         let out = Command::new(support::bin())

@@ -20,6 +20,7 @@ mod scan;
 mod slow;
 mod spurious;
 mod syn;
+mod time;
 mod timeouts;
 mod unanswered;
 
@@ -42,6 +43,7 @@ pub use scan::{ScanDetails, ScanRow};
 pub use slow::SlowReaderDetails;
 pub use spurious::SpuriousDetails;
 pub use syn::{AttemptCount, LadderFit, SynDetails};
+pub use time::{ServiceRow, TimeDetails};
 pub use timeouts::RtoDetails;
 pub use unanswered::{Shape, UnansweredDetails};
 
@@ -116,6 +118,8 @@ pub struct Observed {
 pub struct Conclusion {
     pub findings: Vec<Finding>,
     pub details: Details,
+    /// Where the time went, per service (server ip:port), most exchanges first.
+    pub services: Vec<ServiceRow>,
 }
 
 /// A packet-level example: the same shape as `Evidence::Packets`.
@@ -156,6 +160,8 @@ pub struct Details {
     pub retransmissions: RetransDetails,
     pub spurious_retransmissions: SpuriousDetails,
     pub port_scans: ScanDetails,
+    /// Exchanges measured for the services table and the time findings.
+    pub time: TimeDetails,
 }
 
 /// One detector of each kind, in the order their findings are listed before ranking.
@@ -174,6 +180,7 @@ pub struct Detectors {
     slow: slow::SlowReaders,
     spurious: spurious::Spurious,
     microburst: microburst::Microbursts,
+    time: time::Time,
 }
 
 /// Runs `$call` on every detector of `$d`, in order.
@@ -227,6 +234,10 @@ macro_rules! each {
             let $x = &mut $d.microburst;
             $call;
         }
+        {
+            let $x = &mut $d.time;
+            $call;
+        }
     }};
 }
 
@@ -247,6 +258,7 @@ impl Detectors {
             slow: slow::SlowReaders::default(),
             spurious: spurious::Spurious::default(),
             microburst: microburst::Microbursts::new(cfg),
+            time: time::Time::default(),
         }
     }
 
@@ -263,6 +275,12 @@ impl Detectors {
     #[inline]
     pub fn retransmitted(&mut self, r: &Retransmission) {
         each!(self, d => d.retransmitted(r));
+    }
+
+    /// An exchange of `c` finished (a request answered, and the client spoke again).
+    #[inline]
+    pub fn exchange(&mut self, c: &Conn, e: &crate::exchange::Exchange) {
+        self.time.exchange(c, e);
     }
 
     pub fn spurious(&mut self, c: &Conn, dir: Dir, frame: u64) {
@@ -332,6 +350,7 @@ impl Detectors {
         self.slow.conclude(ctx, &mut out);
         self.spurious.conclude(ctx, &mut out);
         self.microburst.conclude(ctx, &mut out);
+        self.time.conclude(ctx, &mut out);
         out
     }
 }

@@ -47,8 +47,11 @@ retransmit_timeout (idle gap >= ~RTO floor ended by a retransmission), retransmi
 before the copy, or reported by a D-SACK), incast (losses of several flows into one\n\
 receiver within --incast-window, repaired by timeouts long or short or by fast recovery;\n\
 their retransmissions are its evidence), microburst (payload bytes per 10 us .. 1 s bin vs\n\
---link-speed), slow_reader (zero windows, probes, stall durations). Severity follows the\n\
-measured impact (impact{}, severity_rule).\n\
+--link-speed), slow_reader (zero windows, probes, stall durations), and where the time of\n\
+a connection's first answer went: server_response (request's last byte to response's first,\n\
+less the path's share), network_latency (the handshake's and the request's round trips),\n\
+client_delay (handshake to first request); one part alone past 200 ms and 3x the service's\n\
+median. Severity follows the measured impact (impact{}, severity_rule).\n\
 \n\
 Output fields (JSON; units in names): capture {name, format, compression (gzip, xz or zstd;\n\
 absent when plain), packets, tcp_segments, non_tcp, undecodable, cut_by_snaplen, ..., with several files\n\
@@ -66,6 +69,11 @@ ports_in_use_share, port_range, port_range_source), retransmit_timeouts, incast[
 slow_readers, retransmissions, spurious_retransmissions, port_scans {scans[] {source, target,\n\
 ports, probes, open, closed, filtered, open_ports[], start_us, duration_us}}}; microbursts[] {resolution_us,\n\
 max_bytes, avg_bytes, max_bits_per_s, avg_bits_per_s, max_to_avg_ratio, peak_link_share};\n\
+services[] (per server ip:port: connections, exchanges, response_p50_us/_p99_us/_max_us,\n\
+rtt_p50_us/_p99_us, client_delay_p50_us, client_between_p50_us, transfer_p50_us,\n\
+capture_point near_client,\n\
+near_server or between) and details.time {exchanges, exchanges_untracked, explained_by_tcp,\n\
+ambiguous, client_waits_preconnected};\n\
 with --flows, flows[] (one per connection incarnation).\n\
 \n\
 --html FILE also writes one self-contained page (inline SVG charts, no script, nothing\n\

@@ -6,7 +6,8 @@ pub mod html;
 use std::io::{self, Write};
 
 use serde::Serialize;
-use tcpdoctor_analyze::{Analysis, FlowRow};
+use tcpdoctor_analyze::exchange::CapturePoint;
+use tcpdoctor_analyze::{Analysis, FlowRow, ServiceRow};
 use tcpdoctor_capture::{Compression, Format, Stats};
 use tcpdoctor_model::Report;
 use tcpdoctor_report::{findings, fmt, table};
@@ -115,6 +116,7 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>, show_flows: bool) -> io::Result
         table::align_right(&mut tb, &[0, 1, 2, 3, 4, 5, 6]);
         writeln!(w, "{tb}")?;
     }
+    services(w, &a.services)?;
     if show_flows {
         writeln!(w, "\nConnections (one row per incarnation):")?;
         let mut tb = table::new([
@@ -167,6 +169,63 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>, show_flows: bool) -> io::Result
     findings::verdict(w, r)
 }
 
+/// Services shown in the text; the JSON has them all.
+const SERVICES_SHOWN: usize = 10;
+
+/// Where the time went, per service: its exchanges, the server's time, the round trip.
+fn services(w: &mut dyn Write, rows: &[ServiceRow]) -> io::Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        w,
+        "\nServices (where the time went): resp = request's last byte to response's first, less the path's share; rtt = handshake; client wait = handshake to first request"
+    )?;
+    let mut tb = table::new([
+        "server",
+        "conns",
+        "exch",
+        "resp p50",
+        "p99",
+        "max",
+        "rtt p50",
+        "p99",
+        "client wait",
+        "captured",
+    ]);
+    let opt = |v: Option<u64>| v.map(fmt::micros).unwrap_or_else(|| "-".into());
+    for r in rows.iter().take(SERVICES_SHOWN) {
+        tb.add_row(vec![
+            r.server.clone(),
+            r.connections.to_string(),
+            r.exchanges.to_string(),
+            fmt::micros(r.response_p50_us),
+            fmt::micros(r.response_p99_us),
+            fmt::micros(r.response_max_us),
+            opt(r.rtt_p50_us),
+            opt(r.rtt_p99_us),
+            opt(r.client_delay_p50_us),
+            match r.capture_point {
+                Some(CapturePoint::NearClient) => "near client",
+                Some(CapturePoint::NearServer) => "near server",
+                Some(CapturePoint::Between) => "between",
+                None => "-",
+            }
+            .to_string(),
+        ]);
+    }
+    table::align_right(&mut tb, &[1, 2, 3, 4, 5, 6, 7, 8]);
+    writeln!(w, "{tb}")?;
+    if rows.len() > SERVICES_SHOWN {
+        writeln!(
+            w,
+            "({} more services in --json)",
+            rows.len() - SERVICES_SHOWN
+        )?;
+    }
+    Ok(())
+}
+
 fn close_name(f: &FlowRow) -> &'static str {
     use tcpdoctor_analyze::flow::CloseKind;
     match f.close {
@@ -186,12 +245,12 @@ fn close_name(f: &FlowRow) -> &'static str {
 pub fn write_csv(w: &mut dyn Write, rows: &[FlowRow]) -> io::Result<()> {
     writeln!(
         w,
-        "id,client,server,incarnation,start_us,duration_us,first_frame,packets_c2s,packets_s2c,bytes_c2s,bytes_s2c,retrans_c2s,retrans_s2c,rto,fast_retrans,tlp,syn_retrans,out_of_order,zero_window_ads,zero_window_max_us,handshake_rtt_us,close,reuse_interval_us"
+        "id,client,server,incarnation,start_us,duration_us,first_frame,packets_c2s,packets_s2c,bytes_c2s,bytes_s2c,retrans_c2s,retrans_s2c,rto,fast_retrans,tlp,syn_retrans,out_of_order,zero_window_ads,zero_window_max_us,handshake_rtt_us,close,reuse_interval_us,exchanges,first_response_us,client_delay_us"
     )?;
     for f in rows {
         writeln!(
             w,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             f.id,
             f.client,
             f.server,
@@ -218,7 +277,12 @@ pub fn write_csv(w: &mut dyn Write, rows: &[FlowRow]) -> io::Result<()> {
             close_name(f),
             f.reuse_interval_us
                 .map(|v| v.to_string())
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            f.exchanges,
+            f.first_response_us
+                .map(|v| v.to_string())
+                .unwrap_or_default(),
+            f.client_delay_us.map(|v| v.to_string()).unwrap_or_default()
         )?;
     }
     Ok(())

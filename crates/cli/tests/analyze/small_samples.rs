@@ -11,16 +11,16 @@ use tcpdoctor_capture::{Segment, TcpFlags, TcpOptions};
 
 use super::{finding, pathologies, support, TempFile};
 
-const S: u8 = TcpFlags::SYN;
-const A: u8 = TcpFlags::ACK;
+pub(super) const S: u8 = TcpFlags::SYN;
+pub(super) const A: u8 = TcpFlags::ACK;
 const R: u8 = TcpFlags::RST;
-const P: u8 = TcpFlags::PSH;
+pub(super) const P: u8 = TcpFlags::PSH;
 
 const T0_NS: u64 = 1_700_000_000_000_000_000;
 
 /// One segment `t_us` after the start, `src:sp > dst:dp`.
 #[allow(clippy::too_many_arguments)]
-fn at(
+pub(super) fn at(
     t_us: u64,
     src: &str,
     sp: u16,
@@ -54,7 +54,15 @@ fn at(
 
 /// A client 10.0.0.1:40000 talking to 10.0.0.2:80 (`c2s` picks the direction).
 #[allow(clippy::too_many_arguments)]
-fn cs(t_us: u64, c2s: bool, flags: u8, seq: u32, ack: u32, len: u32, win: u16) -> Segment {
+pub(super) fn cs(
+    t_us: u64,
+    c2s: bool,
+    flags: u8,
+    seq: u32,
+    ack: u32,
+    len: u32,
+    win: u16,
+) -> Segment {
     if c2s {
         at(
             t_us, "10.0.0.1", 40000, "10.0.0.2", 80, flags, seq, ack, len, win,
@@ -67,7 +75,7 @@ fn cs(t_us: u64, c2s: bool, flags: u8, seq: u32, ack: u32, len: u32, win: u16) -
 }
 
 /// The handshake of [`cs`]'s connection at `t_us`: client ISN 1000, server ISN 5000.
-fn handshake(t_us: u64) -> Vec<Segment> {
+pub(super) fn handshake(t_us: u64) -> Vec<Segment> {
     vec![
         cs(t_us, true, S, 1000, 0, 0, 64240),
         cs(t_us + 100, false, S | A, 5000, 1001, 0, 65160),
@@ -76,7 +84,7 @@ fn handshake(t_us: u64) -> Vec<Segment> {
 }
 
 /// Writes `segs` (sorted by time here) as a raw-IP pcap with nanosecond timestamps.
-fn write(file: &TempFile, mut segs: Vec<Segment>) {
+pub(super) fn write(file: &TempFile, mut segs: Vec<Segment>) {
     segs.sort_by_key(|s| s.ts_ns);
     let mut w = PcapWriter::new(
         std::io::BufWriter::new(std::fs::File::create(&file.0).unwrap()),
@@ -92,7 +100,7 @@ fn write(file: &TempFile, mut segs: Vec<Segment>) {
 }
 
 /// `analyze FILE --json`: exit code and report.
-fn run(file: &TempFile) -> (i32, Value) {
+pub(super) fn run(file: &TempFile) -> (i32, Value) {
     let (code, out, err) = support::run(&["analyze", file.path(), "--json"]);
     assert!(code == 0 || code == 1, "exit {code}: {err}");
     (code, support::json(&out, &err))

@@ -1,0 +1,589 @@
+//! Where the time went (issue 22): per service (server ip:port), its exchanges' parts
+//! ([`crate::exchange`]): the path's (the handshake's round trip, the request's round trip),
+//! the server's (request's last byte to response's first, less the path's share) and the
+//! client's (handshake done to its first request). Every exchange is measured for the
+//! services table; a connection's first request after a handshake seen whole is also judged,
+//! and when it was slow a finding names its part: `network_latency`, `server_response` or
+//! `client_delay`.
+//!
+//! Slow means: one part alone is at least [`STALL_WARNING`] (200 ms, the policy's floor of a
+//! stall worth a warning), and it stands out from the service: at least [`ABOVE_MEDIAN`] times
+//! the service's own median of that part, unless that median is itself past the floor (a
+//! service that is always slow is slow). Time TCP itself waited within the exchange
+//! (retransmission timeouts, zero windows) is that cause's, reported by its own detector: it
+//! is taken off every part first, and an exchange it explains names nothing here. Two parts
+//! past the floor name neither (a conversation: either side may speak in turn).
+//!
+//! What names nothing, and why (each seen in the public captures, docs/public-captures.md):
+//! - later exchanges on a connection: their roles are not sure. A person typing in SSH, a
+//!   chat over IRC DCC, OpenFlow's echoes all look like a request answered seconds later;
+//! - the wait between a response and the next request: idle time on a persistent connection
+//!   (keep-alive, a person reading), not a wait anyone saw (`client_between_p50_us`);
+//! - a first request after a server's banner (SMTP, FTP, SSH, MySQL): the client answers the
+//!   server, its wait is a conversation's;
+//! - a client's wait where the same capture shows it opening connections to that server that
+//!   it never used: it connects ahead of need (a browser's preconnect, a pool).
+//!
+//! Memory: per service, fixed-size HDR histograms (2 significant digits, 1 us to 1 h, about
+//! 13 KiB each), at most [`SERVICES_MAX`] services (the exchanges of later ones are counted in
+//! [`TimeDetails::exchanges_untracked`]); per connection, the few words of
+//! [`crate::exchange::Turns`].
+
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use tcpdoctor_model::policy::STALL_WARNING;
+use tcpdoctor_model::{Evidence, Finding, Impact, Pathology, Source};
+
+use super::{us, Conclusion, Context, Detector, Example, EXAMPLES};
+use crate::exchange::{self, CapturePoint, Exchange, Handshake, Parts, PathFrom};
+use crate::flow::{Conn, Dense, Endpoint};
+
+/// Services with their own statistics; the exchanges of later ones are only counted.
+pub const SERVICES_MAX: usize = 1024;
+
+/// A slow part stands out from its service when it is at least this many times the service's
+/// median of that part (unless the median is past the floor itself).
+pub const ABOVE_MEDIAN: u64 = 3;
+
+/// Histogram range: 1 us to an hour, 2 significant digits.
+const HIST_MAX_US: u64 = 3_600_000_000;
+
+type Hist = Histogram<u32>;
+
+fn hist() -> Hist {
+    Histogram::new_with_bounds(1, HIST_MAX_US, 2).expect("valid bounds")
+}
+
+/// The part of an exchange that dominated it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Part {
+    Network = 0,
+    Server = 1,
+    Client = 2,
+}
+
+impl Part {
+    const ALL: [Part; 3] = [Part::Network, Part::Server, Part::Client];
+
+    fn pathology(self) -> Pathology {
+        match self {
+            Part::Network => Pathology::NetworkLatency,
+            Part::Server => Pathology::ServerResponse,
+            Part::Client => Pathology::ClientDelay,
+        }
+    }
+}
+
+/// One row of the services table: a server ip:port and how its exchanges went.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ServiceRow {
+    /// The server's ip:port.
+    pub server: String,
+    /// Connections that carried at least one exchange.
+    pub connections: u64,
+    pub exchanges: u64,
+    /// Server time (request's last byte to response's first, less the path's share).
+    pub response_p50_us: u64,
+    pub response_p99_us: u64,
+    pub response_max_us: u64,
+    /// Handshake round trip (SYN to ACK at the capture point), of connections whose handshake
+    /// was seen whole.
+    pub rtt_p50_us: Option<u64>,
+    pub rtt_p99_us: Option<u64>,
+    /// Client's wait from the handshake to its first request, median.
+    pub client_delay_p50_us: Option<u64>,
+    /// Client's wait between a response's last byte and its next request's first byte (less
+    /// its leg of the path), median: idle time on a persistent connection, named nowhere.
+    pub client_between_p50_us: Option<u64>,
+    /// Response's first byte to its last, median.
+    pub transfer_p50_us: u64,
+    /// Where the capture was taken, by most handshakes.
+    pub capture_point: Option<CapturePoint>,
+}
+
+/// What the time detector counted, for `--json`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct TimeDetails {
+    pub exchanges: u64,
+    /// Exchanges of services past [`SERVICES_MAX`]: counted, not in the table or the findings.
+    pub exchanges_untracked: u64,
+    /// Slow exchanges whose wait a retransmission timeout or a zero window explains: left to
+    /// those findings.
+    pub explained_by_tcp: u64,
+    /// Slow first exchanges where more than one part passed the floor (the client and the
+    /// server both waited seconds: an interactive session, a protocol where either side
+    /// speaks in turn), or only the path, measured by no whole handshake: no one part to name.
+    pub ambiguous: u64,
+    /// Slow client waits after the handshake at services the same capture shows the client
+    /// connecting to ahead of need (connections that carried nothing): a preconnect's idle,
+    /// not a wait anyone saw; named nowhere.
+    pub client_waits_preconnected: u64,
+}
+
+/// Slow exchanges of one part at one service.
+#[derive(Default)]
+struct Slow {
+    /// Their values (us), past the floor.
+    values: Option<Box<Hist>>,
+    /// The worst few, worst first: (value us, example).
+    examples: Vec<(u64, Example)>,
+    /// The largest value, exact (a histogram's is rounded to its bucket).
+    max_us: u64,
+}
+
+impl Slow {
+    fn add(&mut self, v_us: u64, make: impl FnOnce() -> Example) {
+        self.values
+            .get_or_insert_with(|| Box::new(hist()))
+            .saturating_record(v_us.max(1));
+        self.max_us = self.max_us.max(v_us);
+        if self.examples.len() < EXAMPLES || self.examples.last().is_some_and(|e| e.0 < v_us) {
+            let at = self.examples.partition_point(|e| e.0 >= v_us);
+            self.examples.insert(at, (v_us, make()));
+            self.examples.truncate(EXAMPLES);
+        }
+    }
+}
+
+struct Service {
+    connections: u64,
+    exchanges: u64,
+    /// Every exchange's server time and transfer (us), for the table.
+    server: Hist,
+    server_max_us: u64,
+    transfer: Hist,
+    /// Handshake round trips (us) of connections with a whole handshake.
+    rtt: Hist,
+    /// The client's waits between a response and its next request (us).
+    between: Hist,
+    /// First exchanges after a handshake: each part's value (us), what a slow one is judged
+    /// against (its `len()` is how many were judged).
+    first: [Hist; 3],
+    points: [u64; 3],
+    slow: [Slow; 3],
+}
+
+impl Service {
+    fn new() -> Service {
+        Service {
+            connections: 0,
+            exchanges: 0,
+            server: hist(),
+            server_max_us: 0,
+            transfer: hist(),
+            rtt: hist(),
+            between: hist(),
+            first: [hist(), hist(), hist()],
+            points: [0; 3],
+            slow: Default::default(),
+        }
+    }
+
+    /// First exchanges judged.
+    fn firsts(&self) -> u64 {
+        self.first[Part::Server as usize].len()
+    }
+
+    /// The threshold a part must reach to be slow here (us): the floor, and
+    /// [`ABOVE_MEDIAN`] times the median of the service's first exchanges unless that median
+    /// is past the floor itself.
+    fn threshold_us(&self, p: Part) -> u64 {
+        let floor = STALL_WARNING.as_micros() as u64;
+        let median = quantile(&self.first[p as usize], 0.5).unwrap_or(0);
+        if median >= floor {
+            floor
+        } else {
+            floor.max(median * ABOVE_MEDIAN)
+        }
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Time {
+    services: Dense<Endpoint, Service>,
+    /// Per server, connections that completed a handshake and carried nothing either way (at
+    /// most [`UNUSED_MAX`] servers).
+    unused: Dense<Endpoint, u32>,
+    d: TimeDetails,
+}
+
+/// Servers whose unused connections are counted.
+pub const UNUSED_MAX: usize = 4096;
+
+fn ms(ns: u64) -> String {
+    us(ns / 1_000)
+}
+
+/// The statistics of `server`, made when new unless [`SERVICES_MAX`] are kept.
+fn service(services: &mut Dense<Endpoint, Service>, server: Endpoint) -> Option<&mut Service> {
+    if services.len() >= SERVICES_MAX && services.get(&server).is_none() {
+        return None;
+    }
+    Some(services.get_or_insert_with(server, Service::new))
+}
+
+impl Time {
+    /// Takes one finished exchange of `c`.
+    pub(crate) fn exchange(&mut self, c: &Conn, e: &Exchange) {
+        self.d.exchanges += 1;
+        let hs = Handshake::of(c);
+        let p = e.parts(hs.as_ref());
+        // The first request after a handshake: an exchange whose roles are sure (the client
+        // spoke first) and whose wait the client saw whole.
+        let first = e.index == 1 && !e.turn_after_response && e.turn_from.is_some();
+        let values = [
+            // The handshake's round trip (when seen whole) and the request's share of the
+            // path (from the handshake, or bounded by the server's acknowledgement).
+            p.handshake_ns + p.path_ns,
+            p.server_ns,
+            if first { p.client_ns } else { 0 },
+        ];
+        let Some(svc) = service(&mut self.services, c.server) else {
+            self.d.exchanges_untracked += 1;
+            return;
+        };
+        svc.exchanges += 1;
+        svc.server.saturating_record(p.server_ns / 1_000);
+        svc.server_max_us = svc.server_max_us.max(p.server_ns / 1_000);
+        svc.transfer.saturating_record(p.transfer_ns / 1_000);
+        if !first {
+            if e.turn_after_response {
+                svc.between.saturating_record(p.client_ns / 1_000);
+            }
+            return;
+        }
+        for part in Part::ALL {
+            svc.first[part as usize].saturating_record(values[part as usize] / 1_000);
+        }
+        let floor = STALL_WARNING.as_nanos() as u64;
+        // What TCP waited within the exchange is its own cause's time.
+        let left = values.map(|v| v.saturating_sub(e.tcp_wait_ns));
+        let mut slow = Part::ALL.into_iter().filter(|&q| left[q as usize] >= floor);
+        match (slow.next(), slow.next()) {
+            (None, _) => {
+                if values.iter().any(|&v| v >= floor) {
+                    self.d.explained_by_tcp += 1;
+                }
+            }
+            // A path bounded only by an acknowledgement (no whole handshake: a SYN or SYN-ACK
+            // resent, whose timer is that finding's) may hold the server's wait: not named.
+            (Some(Part::Network), None) if hs.is_none() => self.d.ambiguous += 1,
+            (Some(part), None) => {
+                let flow = c.label();
+                let v = left[part as usize] / 1_000;
+                svc.slow[part as usize].add(v, || describe(part, &flow, e, &p, hs.as_ref()));
+            }
+            (Some(_), Some(_)) => self.d.ambiguous += 1,
+        }
+    }
+
+    /// The connection is summarised: its exchange in progress, its handshake.
+    fn summarise(&mut self, c: &Conn) {
+        if let Some(e) = exchange::pending(c) {
+            self.exchange(c, &e);
+        }
+        if c.turns.count == 0 && c.turns.phase != exchange::Phase::Response {
+            let unused = c.turns.ack.is_some() && c.half.sum(|h| h.bytes) == 0;
+            if unused && (self.unused.len() < UNUSED_MAX || self.unused.get(&c.server).is_some()) {
+                *self.unused.get_or_insert_with(c.server, || 0) += 1;
+            }
+            return;
+        }
+        let Some(svc) = service(&mut self.services, c.server) else {
+            return;
+        };
+        svc.connections += 1;
+        if let Some(h) = Handshake::of(c) {
+            svc.rtt.saturating_record(h.rtt_ns() / 1_000);
+            svc.points[h.point() as usize] += 1;
+        }
+    }
+}
+
+/// The packets and numbers of one slow exchange.
+fn describe(part: Part, flow: &str, e: &Exchange, p: &Parts, hs: Option<&Handshake>) -> Example {
+    let point = hs.map_or(
+        "capture point unknown (no whole handshake)".to_string(),
+        |h| format!("capture point {}", h.point().name()),
+    );
+    let rtt = hs.map_or(String::new(), |h| format!("; RTT {}", ms(h.rtt_ns())));
+    let acked = match e.req_ack {
+        Some(a) if a.1 != e.resp_first.1 => format!(
+            "; the server acknowledged the request at frame {}, {} after it",
+            a.1,
+            ms(a.0.saturating_sub(e.req_last.0))
+        ),
+        _ => String::new(),
+    };
+    let path = match p.path_from {
+        PathFrom::Handshake => format!("less the path's share {} (SYN to SYN-ACK)", ms(p.path_ns)),
+        PathFrom::RequestAck => format!(
+            "less the path's share {} (at most the request's acknowledgement)",
+            ms(p.path_ns)
+        ),
+        PathFrom::Unknown => "path share unknown (taken as none)".to_string(),
+    };
+    let (mut frames, description) = match part {
+        Part::Server => (
+            vec![e.req_last.1, e.resp_first.1],
+            format!(
+                "request's last byte at frame {}, response's first byte at frame {}: {}; {path}: server time {}{rtt}{acked}; {point}",
+                e.req_last.1,
+                e.resp_first.1,
+                ms(p.gap_ns),
+                ms(p.server_ns)
+            ),
+        ),
+        Part::Network => match hs.filter(|_| e.index == 1) {
+            Some(h) => (
+                vec![h.syn.1, h.synack.1, h.ack.1, e.req_last.1, e.resp_first.1],
+                format!(
+                    "SYN at frame {}, SYN-ACK at frame {}: {}; ACK at frame {}: {} later; {point}; the request's round trip {} (request's last byte at frame {}, response's first byte at frame {}: {}){acked}",
+                    h.syn.1,
+                    h.synack.1,
+                    ms(h.server_leg_ns()),
+                    h.ack.1,
+                    ms(h.client_leg_ns()),
+                    ms(p.path_ns),
+                    e.req_last.1,
+                    e.resp_first.1,
+                    ms(p.gap_ns)
+                ),
+            ),
+            None => (
+                vec![e.req_last.1, e.resp_first.1],
+                format!(
+                    "request's last byte at frame {}, response's first byte at frame {}: {}, of which the path's {}{acked}{rtt}; {point}",
+                    e.req_last.1,
+                    e.resp_first.1,
+                    ms(p.gap_ns),
+                    ms(p.path_ns)
+                ),
+            ),
+        },
+        Part::Client => {
+            let from = e.turn_from.unwrap_or(e.req_first);
+            (
+                vec![from.1, e.req_first.1, e.resp_first.1],
+                format!(
+                    "handshake done at frame {}, the client's first request byte at frame {}: {} later{rtt}; the server answered in {} (response's first byte at frame {})",
+                    from.1,
+                    e.req_first.1,
+                    ms(p.client_ns),
+                    ms(p.gap_ns),
+                    e.resp_first.1
+                ),
+            )
+        }
+    };
+    if let Some(a) = e
+        .req_ack
+        .filter(|a| a.1 != e.resp_first.1 && part != Part::Client)
+    {
+        frames.push(a.1);
+    }
+    frames.sort_unstable();
+    frames.dedup();
+    Example {
+        flow: flow.to_string(),
+        frames,
+        description,
+    }
+}
+
+impl Detector for Time {
+    fn finished(&mut self, c: &Conn) {
+        self.summarise(c);
+    }
+
+    fn conclude(self, _ctx: &Context, out: &mut Conclusion) {
+        let mut rows: Vec<ServiceRow> = self
+            .services
+            .iter()
+            .filter(|(_, s)| s.exchanges > 0)
+            .map(|(k, s)| row(k, s))
+            .collect();
+        rows.sort_by(|a, b| b.exchanges.cmp(&a.exchanges).then(a.server.cmp(&b.server)));
+        let mut d = self.d;
+        for part in Part::ALL {
+            if let Some(f) = finding(part, &self.services, &self.unused, &mut d) {
+                out.findings.push(f);
+            }
+        }
+        out.services = rows;
+        out.details.time = d;
+    }
+}
+
+/// The value at quantile `q`, as the middle of its bucket (within 1% of the values in it).
+/// Callers that know the exact largest value cap it there.
+fn quantile(h: &Hist, q: f64) -> Option<u64> {
+    (!h.is_empty()).then(|| h.median_equivalent(h.value_at_quantile(q)).min(h.max()))
+}
+
+fn row(k: &Endpoint, s: &Service) -> ServiceRow {
+    let server = &s.server;
+    let point = (0..3)
+        .max_by_key(|&i| (s.points[i], 3 - i))
+        .filter(|&i| s.points[i] > 0);
+    ServiceRow {
+        server: k.to_string(),
+        connections: s.connections,
+        exchanges: s.exchanges,
+        response_p50_us: quantile(server, 0.5).unwrap_or(0).min(s.server_max_us),
+        response_p99_us: quantile(server, 0.99).unwrap_or(0).min(s.server_max_us),
+        response_max_us: s.server_max_us,
+        rtt_p50_us: quantile(&s.rtt, 0.5),
+        rtt_p99_us: quantile(&s.rtt, 0.99),
+        client_delay_p50_us: quantile(&s.first[Part::Client as usize], 0.5),
+        client_between_p50_us: quantile(&s.between, 0.5),
+        transfer_p50_us: quantile(&s.transfer, 0.5).unwrap_or(0),
+        capture_point: point.map(|i| {
+            [
+                CapturePoint::NearClient,
+                CapturePoint::NearServer,
+                CapturePoint::Between,
+            ][i]
+        }),
+    }
+}
+
+/// The finding of one part, over every service where it was slow.
+fn finding(
+    part: Part,
+    services: &Dense<Endpoint, Service>,
+    unused: &Dense<Endpoint, u32>,
+    d: &mut TimeDetails,
+) -> Option<Finding> {
+    let mut affected = 0u64;
+    let mut observed = 0u64;
+    let mut worst_us = 0u64;
+    let mut lines = Vec::new();
+    let mut examples: Vec<(u64, &Example)> = Vec::new();
+    let mut slow_all = hist();
+    for (k, s) in services.iter() {
+        observed += s.firsts();
+        let slow = &s.slow[part as usize];
+        let Some(values) = slow.values.as_deref() else {
+            continue;
+        };
+        let thr = s.threshold_us(part);
+        let n = values.count_between(thr, HIST_MAX_US);
+        if n == 0 {
+            continue;
+        }
+        if part == Part::Client && unused.get(k).is_some_and(|&u| u > 0) {
+            // The client opened connections here it never used: it connects ahead of need
+            // (a browser's preconnect, a pool), so a wait after a handshake is that habit.
+            d.client_waits_preconnected += n;
+            continue;
+        }
+        affected += n;
+        worst_us = worst_us.max(slow.max_us);
+        for v in values.iter_recorded() {
+            if v.value_iterated_to() >= thr {
+                slow_all.saturating_record_n(v.value_iterated_to(), v.count_at_value());
+            }
+        }
+        let median = quantile(&s.first[part as usize], 0.5).unwrap_or(0);
+        lines.push(format!(
+            "{k}: {n} of {} connections, up to {} (the service's median {})",
+            s.firsts(),
+            us(slow.max_us),
+            us(median)
+        ));
+        examples.extend(
+            slow.examples
+                .iter()
+                .filter(|e| e.0 >= thr)
+                .map(|(v, e)| (*v, e)),
+        );
+    }
+    if affected == 0 {
+        return None;
+    }
+    examples.sort_by_key(|e| std::cmp::Reverse(e.0));
+    let p50 = if affected == 1 {
+        worst_us
+    } else {
+        quantile(&slow_all, 0.5).unwrap_or(0).min(worst_us)
+    };
+    let what = "connections";
+    let summary = match part {
+        Part::Server => format!(
+            "{affected} of {observed} {what} waited ~{} for the server's first answer (up to {}): from the request's last byte to the response's first byte, less the path's share; the path and the client were quick (a wait on a retransmission timeout or a zero window is left to that finding)",
+            us(p50),
+            us(worst_us)
+        ),
+        Part::Network => format!(
+            "{affected} of {observed} {what} spent ~{} on the path before their first answer (up to {}): the handshake's round trip and the request's; the server and the client were quick (a wait on a retransmission timeout or a zero window is left to that finding)",
+            us(p50),
+            us(worst_us)
+        ),
+        Part::Client => format!(
+            "{affected} of {observed} {what} waited ~{} (up to {}) between the handshake and the client's first request: the client held a connected socket and sent nothing; the path and the server were quick",
+            us(p50),
+            us(worst_us)
+        ),
+    };
+    let timing = match part {
+        Part::Server => "server time of the slow exchanges, median",
+        Part::Network => {
+            "path time (handshake + the request's round trip) of the slow exchanges, median"
+        }
+        Part::Client => "client's wait after the handshake, median of the slow ones",
+    };
+    let mut f = Finding::new(
+        part.pathology(),
+        Source::Analyze,
+        summary,
+        Impact::stalls(
+            affected,
+            Some(observed.max(affected)),
+            Some(Duration::from_micros(worst_us)),
+        ),
+    )
+    .with_evidence(Evidence::Timing {
+        what: timing.into(),
+        count: affected,
+        value_us: p50,
+    })
+    .with_evidence(Evidence::Examples {
+        what: "services (server ip:port)".into(),
+        items: lines,
+    });
+    for (_, e) in examples.iter().take(EXAMPLES) {
+        f = f.with_evidence(e.evidence());
+    }
+    Some(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_services_histograms_stay_small() {
+        // 2 significant digits from 1 us to an hour: 3,328 counters of 4 bytes.
+        let h = hist();
+        assert!(
+            h.distinct_values() * 4 <= 14 * 1024,
+            "{}",
+            h.distinct_values()
+        );
+        // Seven per service, at most SERVICES_MAX services: under 100 MiB in the worst case,
+        // a few hundred KiB for a capture of a few services.
+        assert!(SERVICES_MAX * 7 * h.distinct_values() * 4 < 100 << 20);
+    }
+
+    #[test]
+    fn quantiles_are_within_one_percent() {
+        let mut h = hist();
+        h.saturating_record(299_900);
+        let q = quantile(&h, 0.5).unwrap();
+        assert!(q.abs_diff(299_900) <= 299_900 / 100, "{q}");
+        assert_eq!(quantile(&hist(), 0.5), None);
+    }
+}
