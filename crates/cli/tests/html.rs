@@ -364,6 +364,54 @@ fn analyze_html_report_draws_zero_windows_on_the_timeline() {
     );
 }
 
+/// Issue 22 item 4: where the time went, on the page: the services table, a waterfall of the
+/// slow exchanges the findings named (each part in its colour), and each service's histogram
+/// of server time. A server that sleeps 300 ms before each reply (a real capture).
+#[test]
+fn analyze_html_report_shows_where_the_time_of_slow_exchanges_went() {
+    if !require_chromium("analyze_html_report_shows_where_the_time_of_slow_exchanges_went") {
+        return;
+    }
+    let dir = TempDir::new("analyze-time");
+    let page = dir.0.join("analyze.html");
+    let pcap = workspace().join("tests/data/analyze/time-server-300ms.pcap");
+    let (code, out, err) = support::run(&[
+        "analyze",
+        pcap.to_str().unwrap(),
+        "--json",
+        "--html",
+        page.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    let v = support::json(&out, &err);
+    let slow = v["details"]["time"]["slow_exchanges"].as_array().unwrap();
+    assert_eq!(slow.len(), 5, "{slow:?}");
+    for x in slow {
+        assert_eq!(x["named"], "server_response");
+        let server = x["server_us"].as_u64().unwrap();
+        assert!((299_000..302_000).contains(&server), "{x}");
+    }
+    assert_eq!(
+        v["services"][0]["response_histogram"],
+        serde_json::json!([[200000, 7]])
+    );
+    check_page(
+        &page,
+        &dir.0,
+        &[
+            "Where the time went",
+            "10.79.1.2:8080",
+            "Where the time of the 5 slowest exchanges went",
+            "server",
+            "handshake",
+            "Server time at 10.79.1.2:8080",
+            "Slow server response",
+        ],
+        // The waterfall, the service's histogram, the rate per time scale.
+        3,
+    );
+}
+
 #[test]
 fn analyze_html_to_an_unwritable_path_fails_before_reading() {
     let pcap = workspace().join("tests/data/analyze/syn-drop.pcap");

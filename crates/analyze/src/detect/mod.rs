@@ -43,7 +43,7 @@ pub use scan::{ScanDetails, ScanRow};
 pub use slow::SlowReaderDetails;
 pub use spurious::SpuriousDetails;
 pub use syn::{AttemptCount, LadderFit, SynDetails};
-pub use time::{ServiceRow, TimeDetails};
+pub use time::{ServiceRow, SlowExchange, TimeDetails};
 pub use timeouts::RtoDetails;
 pub use unanswered::{Shape, UnansweredDetails};
 

@@ -101,11 +101,55 @@ pub struct ServiceRow {
     pub transfer_p50_us: u64,
     /// Where the capture was taken, by most handshakes.
     pub capture_point: Option<CapturePoint>,
+    /// Exchanges per bucket of server time: (bucket's lower bound us, count), buckets in 1-2-5
+    /// steps per decade from the first to the last non-empty one.
+    pub response_histogram: Vec<(u64, u64)>,
 }
+
+/// One slow exchange a finding named, part by part (us), for the waterfall of the HTML page
+/// and `--json`: the connection's handshake, the client's wait before the request, the path's
+/// share of the request-to-response gap, the server's time, the transfer, and what TCP waited
+/// (a timeout or a zero window) within the exchange.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SlowExchange {
+    pub flow: String,
+    /// The part named: `server_response`, `network_latency` or `client_delay`.
+    pub named: &'static str,
+    pub handshake_us: u64,
+    pub client_us: u64,
+    pub network_us: u64,
+    pub server_us: u64,
+    pub transfer_us: u64,
+    pub tcp_us: u64,
+}
+
+impl SlowExchange {
+    /// The parts in the order they happen: (name, us).
+    pub fn parts(&self) -> [(&'static str, u64); 6] {
+        [
+            ("handshake", self.handshake_us),
+            ("client", self.client_us),
+            ("network", self.network_us),
+            ("server", self.server_us),
+            ("transfer", self.transfer_us),
+            ("tcp", self.tcp_us),
+        ]
+    }
+
+    pub fn total_us(&self) -> u64 {
+        self.parts().iter().map(|p| p.1).sum()
+    }
+}
+
+/// Slow exchanges kept for the waterfall, the slowest.
+pub const SLOW_EXCHANGES: usize = 24;
 
 /// What the time detector counted, for `--json`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct TimeDetails {
+    /// The slowest exchanges the findings named, part by part, slowest first (at most
+    /// [`SLOW_EXCHANGES`]).
+    pub slow_exchanges: Vec<SlowExchange>,
     pub exchanges: u64,
     /// Exchanges of services past [`SERVICES_MAX`]: counted, not in the table or the findings.
     pub exchanges_untracked: u64,
@@ -127,21 +171,22 @@ pub struct TimeDetails {
 struct Slow {
     /// Their values (us), past the floor.
     values: Option<Box<Hist>>,
-    /// The worst few, worst first: (value us, example).
-    examples: Vec<(u64, Example)>,
+    /// The worst few, worst first: (value us, example, its parts).
+    examples: Vec<(u64, Example, SlowExchange)>,
     /// The largest value, exact (a histogram's is rounded to its bucket).
     max_us: u64,
 }
 
 impl Slow {
-    fn add(&mut self, v_us: u64, make: impl FnOnce() -> Example) {
+    fn add(&mut self, v_us: u64, make: impl FnOnce() -> (Example, SlowExchange)) {
         self.values
             .get_or_insert_with(|| Box::new(hist()))
             .saturating_record(v_us.max(1));
         self.max_us = self.max_us.max(v_us);
         if self.examples.len() < EXAMPLES || self.examples.last().is_some_and(|e| e.0 < v_us) {
             let at = self.examples.partition_point(|e| e.0 >= v_us);
-            self.examples.insert(at, (v_us, make()));
+            let (e, x) = make();
+            self.examples.insert(at, (v_us, e, x));
             self.examples.truncate(EXAMPLES);
         }
     }
@@ -273,7 +318,23 @@ impl Time {
             (Some(part), None) => {
                 let flow = c.label();
                 let v = left[part as usize] / 1_000;
-                svc.slow[part as usize].add(v, || describe(part, &flow, e, &p, hs.as_ref()));
+                svc.slow[part as usize].add(v, || {
+                    let x = SlowExchange {
+                        flow: flow.clone(),
+                        named: part.pathology().name(),
+                        handshake_us: if e.index == 1 {
+                            p.handshake_ns / 1_000
+                        } else {
+                            0
+                        },
+                        client_us: p.client_ns / 1_000,
+                        network_us: p.path_ns / 1_000,
+                        server_us: p.server_ns.saturating_sub(e.tcp_wait_ns) / 1_000,
+                        transfer_us: p.transfer_ns / 1_000,
+                        tcp_us: e.tcp_wait_ns / 1_000,
+                    };
+                    (describe(part, &flow, e, &p, hs.as_ref()), x)
+                });
             }
             (Some(_), Some(_)) => self.d.ambiguous += 1,
         }
@@ -412,6 +473,9 @@ impl Detector for Time {
                 out.findings.push(f);
             }
         }
+        d.slow_exchanges
+            .sort_by(|a, b| b.total_us().cmp(&a.total_us()).then(a.flow.cmp(&b.flow)));
+        d.slow_exchanges.truncate(SLOW_EXCHANGES);
         out.services = rows;
         out.details.time = d;
     }
@@ -447,6 +511,34 @@ fn row(k: &Endpoint, s: &Service) -> ServiceRow {
                 CapturePoint::Between,
             ][i]
         }),
+        response_histogram: buckets_125(server),
+    }
+}
+
+/// A histogram's counts in 1-2-5 buckets per decade: (lower bound us, count), from the first
+/// non-empty bucket to the last (values of 0 us count in the first, 1 us).
+fn buckets_125(h: &Hist) -> Vec<(u64, u64)> {
+    let mut edges = Vec::new();
+    let mut decade = 1u64;
+    while decade <= HIST_MAX_US {
+        edges.extend([decade, 2 * decade, 5 * decade]);
+        decade *= 10;
+    }
+    edges.retain(|&e| e <= HIST_MAX_US);
+    let counts: Vec<(u64, u64)> = edges
+        .iter()
+        .enumerate()
+        .map(|(i, &lo)| {
+            let hi = edges.get(i + 1).map_or(HIST_MAX_US, |&e| e - 1);
+            let lo_eff = if i == 0 { 0 } else { lo };
+            (lo, h.count_between(lo_eff, hi.min(HIST_MAX_US)))
+        })
+        .collect();
+    let first = counts.iter().position(|c| c.1 > 0);
+    let last = counts.iter().rposition(|c| c.1 > 0);
+    match (first, last) {
+        (Some(a), Some(b)) => counts[a..=b].to_vec(),
+        _ => Vec::new(),
     }
 }
 
@@ -498,7 +590,13 @@ fn finding(
             slow.examples
                 .iter()
                 .filter(|e| e.0 >= thr)
-                .map(|(v, e)| (*v, e)),
+                .map(|(v, e, _)| (*v, e)),
+        );
+        d.slow_exchanges.extend(
+            slow.examples
+                .iter()
+                .filter(|e| e.0 >= thr)
+                .map(|e| e.2.clone()),
         );
     }
     if affected == 0 {

@@ -1,11 +1,14 @@
 //! The analyze report as one HTML page: the verdict and the ranked findings, then capture
-//! facts, a timeline of the connections that waited longest (SYNs resent along the ladder,
-//! idle gaps ended by a timeout, zero windows) and the microburst chart per time scale.
+//! facts, where the time went (the services table, a waterfall of the slow exchanges the
+//! findings named, each service's histogram of server time), a timeline of the connections
+//! that waited longest (SYNs resent along the ladder, idle gaps ended by a timeout, zero
+//! windows) and the microburst chart per time scale.
 
+use tcpdoctor_analyze::detect::SlowExchange;
 use tcpdoctor_analyze::timeline::{ConnTimeline, MarkKind};
 use tcpdoctor_analyze::{Analysis, BurstRow};
 use tcpdoctor_model::Report;
-use tcpdoctor_report::chart::{self, Axis, Rgb, Series, Style, Unit, Xy};
+use tcpdoctor_report::chart::{self, Axis, Bars, Rgb, Series, Style, Unit, Xy};
 use tcpdoctor_report::fmt;
 use tcpdoctor_report::html::Page;
 
@@ -70,6 +73,9 @@ pub fn page<B>(report: &Report<B>, a: &Analysis, capture: &str, link_speed: Opti
         ("zero-window ads", t.zero_window_ads.to_string()),
         ("resets", t.resets.to_string()),
     ]);
+
+    p.section("Where the time went");
+    time(&mut p, a);
 
     p.section("Connections that waited longest");
     worst(&mut p, &a.worst_connections, a.first_ts_ns.unwrap_or(0));
@@ -268,4 +274,162 @@ fn bursts(p: &mut Page, rows: &[BurstRow], link_speed: Option<u64>) {
         &table,
         &[0, 1, 2, 3, 4, 5, 6],
     );
+}
+
+/// Services drawn with their histogram of server time (the busiest).
+const HISTOGRAM_SERVICES: usize = 4;
+
+/// The colour of an exchange's part, the same on every page (probe's waterfall uses these).
+fn part_color(part: &str) -> Rgb {
+    match part {
+        "handshake" => Rgb::BLUE,
+        "client" => Rgb::GOLD,
+        "network" => Rgb::GREEN,
+        "server" => Rgb::ORANGE,
+        "transfer" => Rgb::PURPLE,
+        _ => Rgb::RED,
+    }
+}
+
+/// Where the time went: the services table, the waterfall of the slow exchanges the findings
+/// named, and the busiest services' histograms of server time.
+fn time(p: &mut Page, a: &Analysis) {
+    if a.services.is_empty() {
+        p.note("No exchange (payload one way answered by payload the other): no service to time.");
+        return;
+    }
+    let opt = |v: Option<u64>| v.map_or_else(|| "-".to_string(), fmt::micros);
+    let rows: Vec<Vec<String>> = a
+        .services
+        .iter()
+        .map(|r| {
+            vec![
+                r.server.clone(),
+                r.connections.to_string(),
+                r.exchanges.to_string(),
+                fmt::micros(r.response_p50_us),
+                fmt::micros(r.response_p99_us),
+                fmt::micros(r.response_max_us),
+                opt(r.rtt_p50_us),
+                opt(r.rtt_p99_us),
+                opt(r.client_delay_p50_us),
+                fmt::micros(r.transfer_p50_us),
+                r.capture_point
+                    .map_or_else(|| "-".into(), |c| c.name().to_string()),
+            ]
+        })
+        .collect();
+    p.table(
+        &[
+            "service",
+            "connections",
+            "exchanges",
+            "server p50",
+            "server p99",
+            "server max",
+            "RTT p50",
+            "RTT p99",
+            "client wait p50",
+            "transfer p50",
+            "capture point",
+        ],
+        &rows,
+        &[1, 2, 3, 4, 5, 6, 7, 8, 9],
+    );
+    let slow = &a.details.time.slow_exchanges;
+    if slow.is_empty() {
+        p.note("No exchange was slow enough for a finding: no waterfall.");
+    } else {
+        p.chart(
+            waterfall(slow).draw_along("time since the connection's first packet"),
+            &format!(
+                "The {} slowest exchanges the findings named, slowest on top, each from its \
+                 connection's first packet: the handshake (a connection's first exchange), the \
+                 client's wait before its request, the path's share of the wait for the \
+                 answer, the server's time, the transfer, and what TCP waited within it (a \
+                 timeout or a zero window), as measured at the capture point.",
+                slow.len()
+            ),
+        );
+    }
+    for r in a
+        .services
+        .iter()
+        .filter(|r| !r.response_histogram.is_empty())
+        .take(HISTOGRAM_SERVICES)
+    {
+        let buckets: Vec<(String, f64)> = r
+            .response_histogram
+            .iter()
+            .map(|&(lo, n)| (format!("≥{}", fmt::micros(lo)), n as f64))
+            .collect();
+        let h = Bars::histogram(
+            &format!("Server time at {}", r.server),
+            &buckets,
+            Axis::log("exchanges", Unit::Count),
+            "server time: request's last byte to response's first, less the path (bucket lower bound)",
+        );
+        p.chart(
+            h.draw(),
+            &format!(
+                "Exchanges of {} per bucket of server time (1-2-5 steps per decade; count on a \
+                 log scale): {} exchanges, p50 {}, p99 {}, max {}.",
+                r.server,
+                r.exchanges,
+                fmt::micros(r.response_p50_us),
+                fmt::micros(r.response_p99_us),
+                fmt::micros(r.response_max_us)
+            ),
+        );
+    }
+}
+
+/// One lane per slow exchange, its parts end to end.
+fn waterfall(slow: &[SlowExchange]) -> chart::Timeline {
+    let mut kinds: Vec<(String, Rgb)> = Vec::new();
+    let lanes = slow
+        .iter()
+        .map(|x| {
+            let mut at = 0.0;
+            let mut marks = Vec::new();
+            for (part, us) in x.parts() {
+                if us == 0 {
+                    continue;
+                }
+                let kind = match kinds.iter().position(|k| k.0 == part) {
+                    Some(i) => i,
+                    None => {
+                        kinds.push((part.to_string(), part_color(part)));
+                        kinds.len() - 1
+                    }
+                };
+                let d = us as f64 / 1e6;
+                marks.push(chart::Mark {
+                    start_s: at,
+                    end_s: Some(at + d),
+                    kind,
+                });
+                at += d;
+            }
+            // The client's end (the server is in the table above) and the total.
+            let client = x.flow.split(" > ").next().unwrap_or(&x.flow);
+            let mut label = format!("{client} {}", fmt::micros(x.total_us()));
+            if label.chars().count() > LABEL_CHARS {
+                label = label.chars().take(LABEL_CHARS - 1).collect::<String>() + "…";
+            }
+            chart::Lane {
+                label,
+                span_s: (0.0, at),
+                marks,
+            }
+        })
+        .collect();
+    chart::Timeline {
+        title: format!(
+            "Where the time of the {} slowest exchanges went",
+            slow.len()
+        ),
+        kinds,
+        lanes,
+    }
 }
