@@ -1608,5 +1608,49 @@ fn a_rate_over_the_port_budget_without_ports_running_short_is_an_exposure_not_ex
     );
 }
 
+/// Ports reused within the client's own TIME_WAIT toward loopback by SYNs carrying
+/// timestamps are Linux's tcp_tw_reuse=2 (its default, loopback only) at work, which recycles
+/// such ports whether or not the range is short: no sign of exhaustion (bench/analyze's wrk
+/// capture on lo, 62,954 such reuses, was a CRITICAL port_exhaustion). The same churn without
+/// timestamps, or toward another host, still is one.
+#[test]
+fn time_wait_reuse_toward_loopback_with_timestamps_is_not_exhaustion() {
+    let churn = |server: &str, ts: bool| {
+        let mut c = Cap::new();
+        // 1,500 connections at 1,000/s over 100 ports: each port back within 100 ms.
+        for i in 0..1_500u32 {
+            // Spread over the range as Linux hands ports out (one parity, no block filled).
+            let tp = tuple(server, 32_768 + ((i % 100) * 280) as u16, server, 8080);
+            let t = u64::from(i) * 1_000;
+            let isn = i.wrapping_mul(7_919_000);
+            c.handshake(t, tp, isn, 5_000);
+            if ts {
+                let n = c.segs.len();
+                c.segs[n - 3].options.timestamps = Some((1 + i, 0));
+            }
+            c.close(t + 200, tp, isn.wrapping_add(1), 5_001, true);
+        }
+        c.run(Config::default())
+    };
+    let a = churn("127.0.0.1", true);
+    let d = &a.details.destinations[0];
+    assert!(d.reuses_within_time_wait > 1_000, "{d:?}");
+    assert_eq!(
+        d.reuses_within_time_wait_loopback,
+        d.reuses_within_time_wait
+    );
+    assert!(!d.ran_short, "{d:?}");
+    let f = only(&a, Pathology::PortExhaustion);
+    assert_eq!(f.severity, tcpdoctor_model::Severity::Info, "{f:#?}");
+    assert!(f.summary.contains("tcp_tw_reuse=2"), "{}", f.summary);
+    for (server, ts) in [("127.0.0.1", false), ("10.0.0.2", true)] {
+        let a = churn(server, ts);
+        let d = &a.details.destinations[0];
+        assert!(d.ran_short, "{server} ts {ts}: {d:?}");
+        let f = only(&a, Pathology::PortExhaustion);
+        assert_eq!(f.severity, tcpdoctor_model::Severity::Critical, "{f:#?}");
+    }
+}
+
 mod corpus;
 mod time;

@@ -109,11 +109,16 @@ pub struct DestinationDetails {
     pub port_reuses: u64,
     /// Reuses of a port while the client's own TIME_WAIT on it was still running.
     pub reuses_within_time_wait: u64,
+    /// Of those, reuses toward a loopback address by a SYN carrying timestamps: what Linux's
+    /// default `tcp_tw_reuse=2` does on loopback whether or not ports are short, so they are
+    /// no sign that the ports ran short.
+    pub reuses_within_time_wait_loopback: u64,
     pub min_reuse_interval_us: Option<u64>,
     /// The source ports filled a contiguous block of at least 8 completely (both parities).
     pub filled_block: bool,
     /// Evidence that the ports ran short: 90% of the range held at once, a port reused within
-    /// the client's TIME_WAIT, or a filled block. Without it a rate over the budget is context.
+    /// the client's TIME_WAIT (other than toward loopback with timestamps), or a filled block.
+    /// Without it a rate over the budget is context.
     pub ran_short: bool,
 }
 
@@ -136,6 +141,7 @@ struct Dest {
     server_first: u64,
     reuses: u64,
     reuses_tw: u64,
+    reuses_tw_loopback: u64,
     min_reuse_ns: Option<u64>,
 }
 
@@ -292,9 +298,12 @@ impl Ports {
                     server_closed_first: d.server_first,
                     port_reuses: d.reuses,
                     reuses_within_time_wait: d.reuses_tw,
+                    reuses_within_time_wait_loopback: d.reuses_tw_loopback,
                     min_reuse_interval_us: d.min_reuse_ns.map(|v| v / 1_000),
                     filled_block: filled,
-                    ran_short: (in_use / len) >= BUDGET_CRITICAL || d.reuses_tw > 0 || filled,
+                    ran_short: (in_use / len) >= BUDGET_CRITICAL
+                        || d.reuses_tw > d.reuses_tw_loopback
+                        || filled,
                 }
             })
             .collect();
@@ -336,6 +345,7 @@ impl Detector for Ports {
                 server_first: 0,
                 reuses: 0,
                 reuses_tw: 0,
+                reuses_tw_loopback: 0,
                 min_reuse_ns: None,
             });
         d.conns += 1;
@@ -366,6 +376,19 @@ impl Detector for Ports {
         let Some(d) = self.dests.get_mut(&(c.client.addr, c.server)) else {
             return;
         };
+        // Linux reuses a TIME_WAIT port toward loopback when timestamps prove the new SYN
+        // newer (tcp_tw_reuse=2, the default), even with free ports left. Counted here, where
+        // the SYN's options are known (`opened` comes before them).
+        if let Some(r) = c.reuse {
+            let own_time_wait = r.prev_close == CloseKind::Fin { client_first: true };
+            if own_time_wait
+                && r.interval_ns < self.time_wait_ns
+                && c.server.addr.is_loopback()
+                && c.syn_ts_option
+            {
+                d.reuses_tw_loopback += 1;
+            }
+        }
         match c.close {
             CloseKind::Fin { client_first: true } => {
                 if d.tw == 0 || c.first_ts < d.tw_first_ts {
@@ -420,6 +443,17 @@ fn findings(dests: &[DestinationDetails], cfg: &Config) -> Vec<Finding> {
             (
                 Impact::rate(d.rate_vs_budget).with_budget(d.ports_in_use_share),
                 String::new(),
+            )
+        } else if d.reuses_within_time_wait_loopback > 0 {
+            // Ports reused within their TIME_WAIT toward loopback by SYNs with timestamps:
+            // the kernel recycles them (tcp_tw_reuse=2, Linux's default, on loopback), so the
+            // range does not bound the rate here.
+            (
+                Impact::none().with_budget(d.ports_in_use_share),
+                format!(
+                    "; {} port(s) reused within their TIME_WAIT toward loopback by SYNs carrying timestamps: Linux recycles such ports (tcp_tw_reuse=2, its default, applies to loopback), so this range does not bound the rate; no sign that the ports ran short",
+                    d.reuses_within_time_wait_loopback
+                ),
             )
         } else if d.rate_vs_budget >= 1.0 && d.span_us < RATE_SPAN_MIN_US {
             // A burst over the budget shorter than a second: not yet a rate.
