@@ -220,15 +220,11 @@ pub enum Cause {
     /// that 4-tuple (its own TIME_WAIT: a `time_wait_collision` refused locally; else a
     /// `connect_failure`). Not port exhaustion: [`connect`] gives the decision.
     TupleInUse,
-    /// A SYN resent by a connect that began before the trace (no connect() was traced for
-    /// its socket, and its first SYN fits before the trace's start): what answered or lost
-    /// the first SYN was not seen, so no cause is named.
-    BeforeTrace,
 }
 
 impl Cause {
     /// Every cause, in declaration order (exporters give each a series from the start).
-    pub const ALL: [Cause; 23] = [
+    pub const ALL: [Cause; 22] = [
         Cause::StaleAckRace,
         Cause::TimeWaitCollision,
         Cause::OldAck,
@@ -251,7 +247,6 @@ impl Cause {
         Cause::TimeWaitRefusedSyn,
         Cause::FinWait2RefusedSyn,
         Cause::TupleInUse,
-        Cause::BeforeTrace,
     ];
 
     pub fn name(self) -> &'static str {
@@ -278,7 +273,6 @@ impl Cause {
             Cause::TimeWaitRefusedSyn => "time_wait_refused_syn",
             Cause::FinWait2RefusedSyn => "fin_wait2_refused_syn",
             Cause::TupleInUse => "tuple_in_use",
-            Cause::BeforeTrace => "before_trace",
         }
     }
 }
@@ -607,9 +601,7 @@ impl Engine {
             }
             Cause::ZeroWindow | Cause::NotReading => Pathology::SlowReader,
             // Its pathology depends on the 4-tuple's holder ([`connect`]).
-            Cause::SlowConnect | Cause::Drop | Cause::TupleInUse | Cause::BeforeTrace => {
-                return None
-            }
+            Cause::SlowConnect | Cause::Drop | Cause::TupleInUse => return None,
         })
     }
 
@@ -811,21 +803,6 @@ impl Engine {
         crate::connections::from_event(&ev, self.start_ns, lookup.netns_name(ev.netns))
     }
 
-    /// Whether the connect of a SYN resend `ev` (attempt `attempt`) may have begun before
-    /// the trace: no connect() was traced for its socket (its process is not from the
-    /// connect's record) and its first SYN, sent at most the ladder's rung (1 s for an
-    /// unknown ladder) before it, fits before the trace's start.
-    fn began_before_trace(&self, ev: &Event, attempt: u32, ladder: Option<&SynLadder>) -> bool {
-        let traced_connect = ev
-            .process
-            .as_ref()
-            .is_some_and(|p| p.source == crate::raw::ProcessSource::Connect);
-        let before = ladder
-            .and_then(|l| l.retransmit_at(attempt))
-            .unwrap_or(Duration::from_secs(1));
-        !traced_connect && ev.ts_ns.saturating_sub(self.start_ns) <= before.as_nanos() as u64
-    }
-
     // The fields of one Detail::Retransmit, as the other handlers take theirs.
     #[allow(clippy::too_many_arguments)]
     fn retransmit(
@@ -907,11 +884,6 @@ impl Engine {
                                     li.local, li.backlog
                                 ));
                             (Cause::AcceptQueueFull, evidence)
-                        } else if self.began_before_trace(ev, attempt, ladder.as_ref()) {
-                            (
-                                Cause::BeforeTrace,
-                                format!("SYN resent by a connect that began before the trace: what answered or lost its first SYN was not seen, so no cause is named{rung}"),
-                            )
                         } else {
                             (
                                 Cause::SynLost,

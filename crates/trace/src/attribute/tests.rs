@@ -886,8 +886,7 @@ fn cause_all_lists_every_cause_once() {
         | Cause::Drop
         | Cause::TimeWaitRefusedSyn
         | Cause::FinWait2RefusedSyn
-        | Cause::TupleInUse
-        | Cause::BeforeTrace => 23,
+        | Cause::TupleInUse => 22,
     };
     let names: std::collections::BTreeSet<_> = Cause::ALL.iter().map(|c| c.name()).collect();
     assert_eq!(names.len(), Cause::ALL.len(), "a cause listed twice");
@@ -1009,35 +1008,4 @@ fn the_incast_finding_names_its_largest_episode_apart_from_the_flows_of_all_epis
     );
     // Harm is every flow that stalled, in any episode.
     assert_eq!(incast.impact.affected, 6);
-}
-
-/// A SYN resent 300 ms into the trace by a socket whose connect() the trace never saw (its
-/// first SYN, and the stale ACK or drop that made it resend, came before the trace started:
-/// measured in the conformance matrix's timewait-collision row, whose 500 ms window opens
-/// mid-run) names no cause: before, "SYN resent with no answer seen" made it a CRITICAL
-/// syn_retransmit. The same resend from a traced connect, or long after the start, still is.
-#[test]
-fn a_syn_resend_of_a_connect_begun_before_the_trace_names_no_cause() {
-    let untraced = |ts_ms| {
-        let mut e = ev(ts_ms, 9, TcpState::SynSent, C, S, syn(1));
-        e.process.as_mut().unwrap().source = ProcessSource::Current;
-        e
-    };
-    let mut e = engine();
-    let l = e.push(untraced(300), &mut NoLookup).unwrap();
-    assert_eq!(l.cause, Cause::BeforeTrace);
-    assert!(e
-        .findings(0, &mut NoLookup)
-        .iter()
-        .all(|f| f.pathology != Pathology::SynRetransmit));
-    // Long after the start, a connect the trace did not see is a lost owner record, not a
-    // connect from before the trace.
-    let mut e = engine();
-    let l = e.push(untraced(5_000), &mut NoLookup).unwrap();
-    assert_eq!(l.cause, Cause::SynLost);
-    let mut e = engine();
-    let l = e
-        .push(ev(300, 9, TcpState::SynSent, C, S, syn(1)), &mut NoLookup)
-        .unwrap();
-    assert_eq!(l.cause, Cause::SynLost);
 }
