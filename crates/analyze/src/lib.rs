@@ -23,6 +23,7 @@ pub mod flow;
 pub mod ladder;
 pub mod pipeline;
 pub mod prepare;
+pub mod render;
 pub mod seq;
 pub mod timeline;
 mod track;

@@ -12,7 +12,6 @@ mod help;
 mod html;
 mod netns;
 mod output;
-mod render;
 mod term;
 mod usage;
 

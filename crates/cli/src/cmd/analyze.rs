@@ -1,5 +1,5 @@
 //! `tcpdoctor analyze`: read a capture, run the flow engine and detectors
-//! (`tcpdoctor_analyze`), print ranked findings with packet evidence (`crate::render::analyze`).
+//! (`tcpdoctor_analyze`), print ranked findings with packet evidence (`tcpdoctor_analyze::render`).
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -10,7 +10,7 @@ use tcpdoctor_capture::{Merge, Reader, Stats};
 use tcpdoctor_model::{Measured, PortRange, Report};
 
 use crate::output;
-use crate::render::analyze::{self as render, Body, CaptureInfo};
+use tcpdoctor_analyze::render::{self, Body, CaptureInfo};
 
 /// Long help of `tcpdoctor analyze --help`.
 const ABOUT: &str = "\

@@ -5,9 +5,9 @@ pub mod html;
 
 use std::io::{self, Write};
 
+use crate::exchange::CapturePoint;
+use crate::{Analysis, FlowRow, ServiceRow};
 use serde::Serialize;
-use tcpdoctor_analyze::exchange::CapturePoint;
-use tcpdoctor_analyze::{Analysis, FlowRow, ServiceRow};
 use tcpdoctor_capture::{Compression, Format, Stats};
 use tcpdoctor_model::Report;
 use tcpdoctor_report::{findings, fmt, table};
@@ -227,7 +227,7 @@ fn services(w: &mut dyn Write, rows: &[ServiceRow]) -> io::Result<()> {
 }
 
 fn close_name(f: &FlowRow) -> &'static str {
-    use tcpdoctor_analyze::flow::CloseKind;
+    use crate::flow::CloseKind;
     match f.close {
         CloseKind::Open => "open",
         CloseKind::Idle => "idle",

@@ -4,9 +4,9 @@
 //! that waited longest (SYNs resent along the ladder, idle gaps ended by a timeout, zero
 //! windows) and the microburst chart per time scale.
 
-use tcpdoctor_analyze::detect::SlowExchange;
-use tcpdoctor_analyze::timeline::{ConnTimeline, MarkKind};
-use tcpdoctor_analyze::{Analysis, BurstRow};
+use crate::detect::SlowExchange;
+use crate::timeline::{ConnTimeline, MarkKind};
+use crate::{Analysis, BurstRow};
 use tcpdoctor_model::Report;
 use tcpdoctor_report::chart::{self, Axis, Bars, Rgb, Series, Style, Unit, Xy};
 use tcpdoctor_report::fmt;
@@ -189,7 +189,7 @@ fn worst(p: &mut Page, worst: &[ConnTimeline], origin_ns: u64) {
     if dropped > 0 {
         p.note(&format!(
             "{dropped} later marks of these connections are not drawn (each keeps its first {}).",
-            tcpdoctor_analyze::timeline::MARKS_MAX
+            crate::timeline::MARKS_MAX
         ));
     }
 }
