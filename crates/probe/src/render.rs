@@ -48,6 +48,97 @@ pub fn text(w: &mut dyn Write, r: &Report<Summary>) -> io::Result<()> {
         s.local_ports_used
     )?;
     writeln!(w)?;
+    outcomes(w, s)?;
+    if s.per_second.len() > 1 {
+        writeln!(w, "Per second:")?;
+        let mut t = table::new(["second", "ok", "failed", "p99 total", "max total"]);
+        for p in s.per_second.iter().take(30) {
+            t.add_row(vec![
+                p.second.to_string(),
+                p.ok.to_string(),
+                p.failed.to_string(),
+                // A second without a completed request measured no latency.
+                p.p99_total_us.map_or("-".into(), fmt::micros),
+                p.max_total_us.map_or("-".into(), fmt::micros),
+            ]);
+        }
+        table::align_right(&mut t, &[0, 1, 2, 3, 4]);
+        writeln!(w, "{t}\n")?;
+    }
+    writeln!(
+        w,
+        "Slow requests (total > {}): {}",
+        fmt::micros(s.spikes.threshold_us),
+        s.spikes.count
+    )?;
+    if !s.spikes.groups.is_empty() {
+        let mut t = table::new([
+            "cause",
+            "count",
+            "corroborated",
+            "typical slow phase",
+            "max total",
+            "example local ports",
+        ]);
+        for g in &s.spikes.groups {
+            t.add_row(vec![
+                g.label.clone(),
+                g.count.to_string(),
+                g.corroborated.to_string(),
+                fmt::micros(g.typical_phase_us),
+                fmt::micros(g.max_total_us),
+                join_ports(&g.example_local_ports),
+            ]);
+        }
+        table::align_right(&mut t, &[1, 2, 3, 4]);
+        writeln!(w, "{t}")?;
+    }
+    if let Some(c) = s.cpu_wait {
+        writeln!(w, "CPU contention: {}", cpu_wait_text(&c))?;
+    }
+    writeln!(w)?;
+    time_split(w, &s.time_split)?;
+    if !s.counters.is_empty() {
+        writeln!(w, "Kernel counters that moved (this network namespace):")?;
+        let mut t = table::new(["counter", "delta", "meaning"]);
+        for c in &s.counters {
+            t.add_row(vec![
+                c.name.clone(),
+                format!("{:+}", c.delta),
+                c.meaning.clone(),
+            ]);
+        }
+        table::align_right(&mut t, &[1]);
+        writeln!(w, "{t}\n")?;
+    }
+    let st = &s.settings;
+    let ladder: Vec<String> = st
+        .syn_ladder_ms
+        .iter()
+        .map(|ms| format!("{}", *ms as f64 / 1000.0))
+        .collect();
+    writeln!(
+        w,
+        "Settings: ip_local_port_range {} ({} ports usable), tcp_tw_reuse {}, SYN retransmits at {} s (gives up at {} s), RTO floor {} ({})\n",
+        st.ip_local_port_range,
+        st.ports_available,
+        st.tcp_tw_reuse.map_or("n/a".to_string(), |v| v.to_string()),
+        ladder.join(", "),
+        st.syn_give_up_ms as f64 / 1000.0,
+        fmt::micros(st.rto_min_us),
+        st.rto_min_source
+    )?;
+    findings::write(w, &r.findings)?;
+    writeln!(w)?;
+    if s.time_split.requests > 0 {
+        writeln!(w, "Where the time went: {}", s.time_split.headline)?;
+    }
+    findings::verdict(w, r)
+}
+
+/// What happened to the requests: the unanswered ones, the latency of the successful ones
+/// by phase, the errors and the HTTP status codes.
+fn outcomes(w: &mut dyn Write, s: &Summary) -> io::Result<()> {
     if !s.unanswered.is_empty() {
         writeln!(w, "Unanswered:")?;
         let mut t = table::new([
@@ -149,91 +240,7 @@ pub fn text(w: &mut dyn Write, r: &Report<Summary>) -> io::Result<()> {
             s.expect_status.as_deref().unwrap_or("2xx")
         )?;
     }
-    if s.per_second.len() > 1 {
-        writeln!(w, "Per second:")?;
-        let mut t = table::new(["second", "ok", "failed", "p99 total", "max total"]);
-        for p in s.per_second.iter().take(30) {
-            t.add_row(vec![
-                p.second.to_string(),
-                p.ok.to_string(),
-                p.failed.to_string(),
-                // A second without a completed request measured no latency.
-                p.p99_total_us.map_or("-".into(), fmt::micros),
-                p.max_total_us.map_or("-".into(), fmt::micros),
-            ]);
-        }
-        table::align_right(&mut t, &[0, 1, 2, 3, 4]);
-        writeln!(w, "{t}\n")?;
-    }
-    writeln!(
-        w,
-        "Slow requests (total > {}): {}",
-        fmt::micros(s.spikes.threshold_us),
-        s.spikes.count
-    )?;
-    if !s.spikes.groups.is_empty() {
-        let mut t = table::new([
-            "cause",
-            "count",
-            "corroborated",
-            "typical slow phase",
-            "max total",
-            "example local ports",
-        ]);
-        for g in &s.spikes.groups {
-            t.add_row(vec![
-                g.label.clone(),
-                g.count.to_string(),
-                g.corroborated.to_string(),
-                fmt::micros(g.typical_phase_us),
-                fmt::micros(g.max_total_us),
-                join_ports(&g.example_local_ports),
-            ]);
-        }
-        table::align_right(&mut t, &[1, 2, 3, 4]);
-        writeln!(w, "{t}")?;
-    }
-    if let Some(c) = s.cpu_wait {
-        writeln!(w, "CPU contention: {}", cpu_wait_text(&c))?;
-    }
-    writeln!(w)?;
-    time_split(w, &s.time_split)?;
-    if !s.counters.is_empty() {
-        writeln!(w, "Kernel counters that moved (this network namespace):")?;
-        let mut t = table::new(["counter", "delta", "meaning"]);
-        for c in &s.counters {
-            t.add_row(vec![
-                c.name.clone(),
-                format!("{:+}", c.delta),
-                c.meaning.clone(),
-            ]);
-        }
-        table::align_right(&mut t, &[1]);
-        writeln!(w, "{t}\n")?;
-    }
-    let st = &s.settings;
-    let ladder: Vec<String> = st
-        .syn_ladder_ms
-        .iter()
-        .map(|ms| format!("{}", *ms as f64 / 1000.0))
-        .collect();
-    writeln!(
-        w,
-        "Settings: ip_local_port_range {} ({} ports usable), tcp_tw_reuse {}, SYN retransmits at {} s (gives up at {} s), RTO floor {} ({})\n",
-        st.ip_local_port_range,
-        st.ports_available,
-        st.tcp_tw_reuse.map_or("n/a".to_string(), |v| v.to_string()),
-        ladder.join(", "),
-        st.syn_give_up_ms as f64 / 1000.0,
-        fmt::micros(st.rto_min_us),
-        st.rto_min_source
-    )?;
-    findings::write(w, &r.findings)?;
-    writeln!(w)?;
-    if s.time_split.requests > 0 {
-        writeln!(w, "Where the time went: {}", s.time_split.headline)?;
-    }
-    findings::verdict(w, r)
+    Ok(())
 }
 
 /// The time split table: each part's p50/p99/max over the completed requests, its share of

@@ -128,6 +128,24 @@ fn text_inner(
         None => {}
     }
 
+    destinations(w, s, top)?;
+    listeners(w, s, top)?;
+    flagged(w, s, top)?;
+    transfers(w, &s.transfers, top)?;
+    if let Some(list) = r.body.sockets {
+        socket_list(w, list)?;
+    }
+    writeln!(w)?;
+    match (explained, r.body.sample) {
+        (Some(e), Some(n)) => findings::write_repeating(w, &r.findings, e, n)?,
+        _ => findings::write(w, &r.findings)?,
+    }
+    writeln!(w)?;
+    findings::verdict(w, r)
+}
+
+/// The destinations table, with who left each destination's TIME_WAIT sockets.
+fn destinations(w: &mut dyn Write, s: &Summary, top: usize) -> io::Result<()> {
     if !s.destinations.is_empty() {
         writeln!(w, "\nDestinations (outgoing, by remote ip:port)")?;
         let mut t = table::new([
@@ -177,6 +195,11 @@ fn text_inner(
             )?;
         }
     }
+    Ok(())
+}
+
+/// The listeners table: accept queue against backlog.
+fn listeners(w: &mut dyn Write, s: &Summary, top: usize) -> io::Result<()> {
     if !s.listeners.is_empty() {
         writeln!(w, "\nListeners (local ip:port; accept queue vs backlog)")?;
         let mut t = table::new([
@@ -207,6 +230,11 @@ fn text_inner(
         writeln!(w, "{t}")?;
         more(w, s.listeners.len(), top)?;
     }
+    Ok(())
+}
+
+/// The flagged sockets: slow readers and those in retransmission backoff.
+fn flagged(w: &mut dyn Write, s: &Summary, top: usize) -> io::Result<()> {
     for (title, rows) in [
         ("Slow readers", &s.slow_readers),
         ("In retransmission backoff", &s.retransmitting),
@@ -243,39 +271,35 @@ fn text_inner(
         writeln!(w, "{t}")?;
         more(w, rows.len(), top)?;
     }
-    transfers(w, &s.transfers, top)?;
-    if let Some(list) = r.body.sockets {
-        writeln!(w, "\nSockets")?;
-        let mut t = table::new([
-            "STATE", "RECV_Q", "SEND_Q", "LOCAL", "REMOTE", "RTT", "RTO", "RETRANS", "PROCESS",
+    Ok(())
+}
+
+/// Every socket (`--list`).
+fn socket_list(w: &mut dyn Write, list: &[Socket]) -> io::Result<()> {
+    writeln!(w, "\nSockets")?;
+    let mut t = table::new([
+        "STATE", "RECV_Q", "SEND_Q", "LOCAL", "REMOTE", "RTT", "RTO", "RETRANS", "PROCESS",
+    ]);
+    for so in list {
+        let i = so.info.as_ref();
+        t.add_row(vec![
+            so.state.to_string(),
+            so.recv_q.to_string(),
+            so.send_q.to_string(),
+            so.local.to_string(),
+            so.remote.to_string(),
+            i.map(|i| fmt::micros(u64::from(i.rtt_us)))
+                .unwrap_or_else(|| "-".into()),
+            i.map(|i| fmt::micros(u64::from(i.rto_us)))
+                .unwrap_or_else(|| "-".into()),
+            i.map(|i| i.total_retrans.to_string())
+                .unwrap_or_else(|| "-".into()),
+            crate::sockets::who(&so.owners),
         ]);
-        for so in list {
-            let i = so.info.as_ref();
-            t.add_row(vec![
-                so.state.to_string(),
-                so.recv_q.to_string(),
-                so.send_q.to_string(),
-                so.local.to_string(),
-                so.remote.to_string(),
-                i.map(|i| fmt::micros(u64::from(i.rtt_us)))
-                    .unwrap_or_else(|| "-".into()),
-                i.map(|i| fmt::micros(u64::from(i.rto_us)))
-                    .unwrap_or_else(|| "-".into()),
-                i.map(|i| i.total_retrans.to_string())
-                    .unwrap_or_else(|| "-".into()),
-                crate::sockets::who(&so.owners),
-            ]);
-        }
-        table::align_right(&mut t, &[1, 2, 5, 6, 7]);
-        writeln!(w, "{t}")?;
     }
-    writeln!(w)?;
-    match (explained, r.body.sample) {
-        (Some(e), Some(n)) => findings::write_repeating(w, &r.findings, e, n)?,
-        _ => findings::write(w, &r.findings)?,
-    }
-    writeln!(w)?;
-    findings::verdict(w, r)
+    table::align_right(&mut t, &[1, 2, 5, 6, 7]);
+    writeln!(w, "{t}")?;
+    Ok(())
 }
 
 /// The busy connections and what limited each: the kernel's times as shares, the limit named,
