@@ -339,68 +339,15 @@ pub fn diagnose(
     }
 
     // Counters over the window, each timeout judged against the host's RTO floor.
-    let mut moved = BTreeMap::new();
-    match (&before, &after) {
-        (Ok(b), Ok(a)) => {
-            let d = a.delta_since(b);
-            let window_ms = window.as_millis() as u64;
-            let w = tcpdoctor_model::counters::Window {
-                length: Some(window),
-                rto_floor,
-            };
-            let counted = tcpdoctor_model::counters::findings(&d.changed, w);
-            let counted = match &mut traced {
-                Ok(o) => {
-                    // The trace's own counter window encloses doctor's: the resends it saw
-                    // outside doctor's are its edges plus what the kernel counted between the
-                    // two windows' ends.
-                    let syn = |m: &BTreeMap<String, i64>| {
-                        m.get("TcpExtTCPSynRetrans").copied().unwrap_or(0).max(0) as u64
-                    };
-                    let in_trace_window: u64 = o.kernel_counters.values().map(syn).sum();
-                    let at_edges =
-                        o.syn_traced_at_edges + in_trace_window.saturating_sub(syn(&d.changed));
-                    tcpdoctor_trace::reconcile::reconcile(
-                        counted,
-                        &mut o.findings,
-                        &o.summary.syn_resends,
-                        &d.changed,
-                        &o.missed_events,
-                        o.not_traced.values().sum(),
-                        at_edges,
-                        w,
-                    )
-                }
-                // Without the trace, the censuses can still show where the resends went.
-                Err(_) => match &sockets_summary {
-                    Some(sum) => syn_resends_in_the_census(counted, &d.changed, sum),
-                    None => counted,
-                },
-            };
-            // Trace findings first: a pathology both saw keeps the trace's attribution as
-            // its summary, the counters' evidence added ([`merge`]).
-            if let Ok(o) = &mut traced {
-                run.found.append(&mut o.findings);
-            }
-            run.found.extend(counted);
-            run.steps.push(Step {
-                step: "counters",
-                ran: true,
-                duration_us: window_ms * 1000,
-                detail: format!(
-                    "{} counters moved in {}",
-                    d.changed.len(),
-                    fmt::duration(window)
-                ),
-            });
-            moved = d.changed;
-            measured.push(format!(
-                "the kernel counters over {}",
-                fmt::duration(window)
-            ));
-        }
-        (Err(e), _) | (_, Err(e)) => run.skip("counters", format!("cannot read counters: {e}")),
-    }
+    let moved = counters_step(
+        &mut run,
+        &mut measured,
+        (&before, &after),
+        window,
+        rto_floor,
+        &mut traced,
+        &sockets_summary,
+    );
 
     // The trace's step: what it attributed, or what is missing.
     let (window_source, trace) = match traced {
@@ -511,6 +458,86 @@ pub fn diagnose(
         Report::new("doctor", merge(run.found), body, Measured::Something(what))
             .interrupted(run.interrupted),
     )
+}
+
+/// The counters' step of [`diagnose`]: the window's delta, its findings reconciled with the
+/// trace's (or, without the trace, with the censuses), the trace's findings then the
+/// counters' added to `run`. Returns the counters that moved.
+fn counters_step(
+    run: &mut Run,
+    measured: &mut Vec<String>,
+    (before, after): (
+        &Result<counters::Snapshot, tcpdoctor_host::Error>,
+        &Result<counters::Snapshot, tcpdoctor_host::Error>,
+    ),
+    window: Duration,
+    rto_floor: Option<Duration>,
+    traced: &mut Result<tcpdoctor_trace::session::Outcome, String>,
+    sockets_summary: &Option<Summary>,
+) -> BTreeMap<String, i64> {
+    let mut moved = BTreeMap::new();
+    match (&before, &after) {
+        (Ok(b), Ok(a)) => {
+            let d = a.delta_since(b);
+            let window_ms = window.as_millis() as u64;
+            let w = tcpdoctor_model::counters::Window {
+                length: Some(window),
+                rto_floor,
+            };
+            let counted = tcpdoctor_model::counters::findings(&d.changed, w);
+            let counted = match traced {
+                Ok(o) => {
+                    // The trace's own counter window encloses doctor's: the resends it saw
+                    // outside doctor's are its edges plus what the kernel counted between the
+                    // two windows' ends.
+                    let syn = |m: &BTreeMap<String, i64>| {
+                        m.get("TcpExtTCPSynRetrans").copied().unwrap_or(0).max(0) as u64
+                    };
+                    let in_trace_window: u64 = o.kernel_counters.values().map(syn).sum();
+                    let at_edges =
+                        o.syn_traced_at_edges + in_trace_window.saturating_sub(syn(&d.changed));
+                    tcpdoctor_trace::reconcile::reconcile(
+                        counted,
+                        &mut o.findings,
+                        &o.summary.syn_resends,
+                        &d.changed,
+                        &o.missed_events,
+                        o.not_traced.values().sum(),
+                        at_edges,
+                        w,
+                    )
+                }
+                // Without the trace, the censuses can still show where the resends went.
+                Err(_) => match &sockets_summary {
+                    Some(sum) => syn_resends_in_the_census(counted, &d.changed, sum),
+                    None => counted,
+                },
+            };
+            // Trace findings first: a pathology both saw keeps the trace's attribution as
+            // its summary, the counters' evidence added ([`merge`]).
+            if let Ok(o) = traced {
+                run.found.append(&mut o.findings);
+            }
+            run.found.extend(counted);
+            run.steps.push(Step {
+                step: "counters",
+                ran: true,
+                duration_us: window_ms * 1000,
+                detail: format!(
+                    "{} counters moved in {}",
+                    d.changed.len(),
+                    fmt::duration(window)
+                ),
+            });
+            moved = d.changed;
+            measured.push(format!(
+                "the kernel counters over {}",
+                fmt::duration(window)
+            ));
+        }
+        (Err(e), _) | (_, Err(e)) => run.skip("counters", format!("cannot read counters: {e}")),
+    }
+    moved
 }
 
 /// One finding per cause among everything the diagnosis saw: the rules of
