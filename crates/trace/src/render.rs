@@ -5,14 +5,14 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use serde::Serialize;
-use tcpdoctor_model::Report;
+use tcpdoctor_model::{Measured, Report};
 use tcpdoctor_report::fmt::{micros, tally};
 
 use crate::attribute::{Line, Summary};
 use crate::connections::{Connection, Ended, Opened, Totals};
 use crate::loader::Unavailable;
 use crate::repeats::RollUp;
-use crate::session::Netns;
+use crate::session::{Netns, Outcome};
 
 #[derive(Serialize)]
 pub struct EventLine<'a> {
@@ -69,6 +69,46 @@ pub struct Body {
     pub kernel_counters: BTreeMap<String, BTreeMap<String, i64>>,
     pub unavailable: Vec<Unavailable>,
     pub events_printed: u64,
+}
+
+/// The trace's report from what a session measured (`Session::finish`): its body, findings
+/// and what was measured (nothing when the traced namespaces saw no TCP activity); `printed`
+/// events were printed; `cut_short` when Ctrl-C ended it before its duration.
+pub fn report(outcome: Outcome, printed: u64, cut_short: bool) -> Report<Body> {
+    let activity = outcome
+        .counts
+        .iter()
+        .filter(|(k, _)| **k != "lost" && **k != "records")
+        .map(|(_, v)| v)
+        .sum::<u64>();
+    let measured = if activity == 0 {
+        Measured::Nothing("no TCP activity in the traced namespaces".into())
+    } else {
+        Measured::Something(format!(
+            "{} connects and {} kernel events over {:.1} s",
+            outcome.counts.get("connects").copied().unwrap_or(0),
+            outcome.counts.get("records").copied().unwrap_or(0),
+            outcome.duration_ms as f64 / 1000.0
+        ))
+    };
+    let body = Body {
+        kind: "report",
+        duration_ms: outcome.duration_ms,
+        netns: outcome.netns,
+        counts: outcome.counts,
+        lost_events: outcome.lost_events,
+        missed_events: outcome.missed_events,
+        not_traced: outcome.not_traced,
+        syn_traced_at_edges: outcome.syn_traced_at_edges,
+        drops_by_reason: outcome.drops_by_reason,
+        benign_drops_by_reason: outcome.benign_drops_by_reason,
+        summary: outcome.summary,
+        connections: outcome.connections,
+        kernel_counters: outcome.kernel_counters,
+        unavailable: outcome.unavailable,
+        events_printed: printed,
+    };
+    Report::new("trace", outcome.findings, body, measured).interrupted(cut_short)
 }
 
 /// The text printed when tracing starts: the scope (`scope`, `until`: "for 5s", "until

@@ -7,11 +7,10 @@ use std::io::{self, Write};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use tcpdoctor_model::{Measured, Report};
 use tcpdoctor_trace::attribute::{Config, EventFilter, Line};
 use tcpdoctor_trace::connections::Connection;
 use tcpdoctor_trace::raw::Counter;
-use tcpdoctor_trace::render::{self, Body, SummaryLine};
+use tcpdoctor_trace::render::{self, SummaryLine};
 use tcpdoctor_trace::repeats::Repeats;
 use tcpdoctor_trace::session::{Netns, Options, Scope, Session};
 
@@ -274,40 +273,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         // A closed pipe ends the output; the report below meets the same error.
         let _ = write_connections(&outcome.last_connections, json);
     }
-    let activity = outcome
-        .counts
-        .iter()
-        .filter(|(k, _)| **k != "lost" && **k != "records")
-        .map(|(_, v)| v)
-        .sum::<u64>();
-    let measured = if activity == 0 {
-        Measured::Nothing("no TCP activity in the traced namespaces".into())
-    } else {
-        Measured::Something(format!(
-            "{} connects and {} kernel events over {:.1} s",
-            outcome.counts.get("connects").copied().unwrap_or(0),
-            outcome.counts.get("records").copied().unwrap_or(0),
-            outcome.duration_ms as f64 / 1000.0
-        ))
-    };
-    let body = Body {
-        kind: "report",
-        duration_ms: outcome.duration_ms,
-        netns: outcome.netns,
-        counts: outcome.counts,
-        lost_events: outcome.lost_events,
-        missed_events: outcome.missed_events,
-        not_traced: outcome.not_traced,
-        syn_traced_at_edges: outcome.syn_traced_at_edges,
-        drops_by_reason: outcome.drops_by_reason,
-        benign_drops_by_reason: outcome.benign_drops_by_reason,
-        summary: outcome.summary,
-        connections: outcome.connections,
-        kernel_counters: outcome.kernel_counters,
-        unavailable: outcome.unavailable,
-        events_printed: printed,
-    };
-    let report = Report::new("trace", outcome.findings, body, measured).interrupted(cut_short);
+    let report = render::report(outcome, printed, cut_short);
     if json {
         output::json_line(&report)?;
     } else {
