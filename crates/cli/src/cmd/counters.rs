@@ -9,11 +9,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use tcpdoctor_host::check;
 use tcpdoctor_host::counters::{self, Snapshot};
-use tcpdoctor_host::render::counters::{self as render, Body, FileInfo, Mode, Row};
+use tcpdoctor_host::render::counters::{self as render, FileInfo};
 use tcpdoctor_host::saved::{self, Saved};
 use tcpdoctor_host::sockets;
-use tcpdoctor_model::counters::{self as meaning, COUNTERS};
-use tcpdoctor_model::{Measured, Report};
 
 use crate::output;
 
@@ -136,8 +134,15 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             let (after, took) = take()?;
             let elapsed = t_before.elapsed();
             n += 1;
-            let mut report =
-                delta_report(&args, &before, &after, Some(elapsed), rto_floor, Vec::new());
+            let mut report = render::delta_report(
+                args.all,
+                args.netns.clone(),
+                &before,
+                &after,
+                Some(elapsed),
+                rto_floor,
+                Vec::new(),
+            );
             report.body.sample = Some(n);
             report.body.snapshot_duration_us = Some(took.as_micros() as u64);
             let report = report.interrupted(stop.load(Ordering::SeqCst));
@@ -164,8 +169,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         let t0 = Instant::now();
         wait(interval);
         let (after, took) = take()?;
-        let mut report = delta_report(
-            &args,
+        let mut report = render::delta_report(
+            args.all,
+            args.netns.clone(),
             &before,
             &after,
             Some(t0.elapsed()),
@@ -178,7 +184,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
 
     let (snap, took) = take()?;
-    let mut report = snapshot_report(&args, &snap, None, Vec::new());
+    let mut report = render::snapshot_report(args.all, args.netns.clone(), &snap, None, Vec::new());
     report.body.snapshot_duration_us = Some(took.as_micros() as u64);
     output::emit(&report, args.json, |w, r| render::text(w, r, args.all))
 }
@@ -209,7 +215,7 @@ fn saved_mode(args: &Args, from: PathBuf) -> anyhow::Result<i32> {
     let a = read_saved(&from)?;
     let mut files = vec![file_info(&from, &a)];
     let report = match &args.to {
-        None => snapshot_report(args, &a.snapshot, Some(&a), files),
+        None => render::snapshot_report(args.all, args.netns.clone(), &a.snapshot, Some(&a), files),
         Some(to) => {
             let b = read_saved(to)?;
             if !a.format.comparable(b.format) {
@@ -242,7 +248,15 @@ fn saved_mode(args: &Args, from: PathBuf) -> anyhow::Result<i32> {
                 );
             }
             files.push(file_info(to, &b));
-            let mut r = delta_report(args, &a.snapshot, &b.snapshot, None, None, files);
+            let mut r = render::delta_report(
+                args.all,
+                args.netns.clone(),
+                &a.snapshot,
+                &b.snapshot,
+                None,
+                None,
+                files,
+            );
             // Native names from the later file.
             for row in &mut r.body.counters {
                 row.native_name = b.mapped.get(&row.name).cloned();
@@ -263,163 +277,5 @@ fn file_info(path: &Path, s: &Saved) -> FileInfo {
         mapped: s.mapped.clone(),
         unmapped: s.unmapped.clone(),
         unparsed: s.unparsed.clone(),
-    }
-}
-
-fn row(name: &str) -> Row {
-    let info = meaning::info(name);
-    Row {
-        name: name.to_string(),
-        value: None,
-        delta: None,
-        rate_per_s: None,
-        meaning: info.map(|i| i.meaning),
-        pathology: info.and_then(|i| i.pathology),
-        native_name: None,
-    }
-}
-
-fn snapshot_report(
-    args: &Args,
-    snap: &Snapshot,
-    saved: Option<&Saved>,
-    files: Vec<FileInfo>,
-) -> Report<Body> {
-    let names: Vec<String> = if args.all {
-        snap.values.keys().cloned().collect()
-    } else {
-        COUNTERS
-            .iter()
-            .filter(|c| snap.values.contains_key(c.name))
-            .map(|c| c.name.to_string())
-            .collect()
-    };
-    let counters = names
-        .iter()
-        .map(|n| Row {
-            value: snap.get(n),
-            native_name: saved.and_then(|s| s.mapped.get(n).cloned()),
-            ..row(n)
-        })
-        .collect();
-    Report::new(
-        "counters",
-        Vec::new(),
-        Body {
-            mode: Mode::Snapshot,
-            source: "live",
-            netns: args.netns.clone(),
-            interval_ms: None,
-            sample: None,
-            snapshot_duration_us: None,
-            rto_floor_us: None,
-            counters,
-            unchanged: 0,
-            files,
-        },
-        Measured::Nothing(
-            "a snapshot holds totals since boot; judge a window with --interval or --from/--to"
-                .into(),
-        ),
-    )
-}
-
-fn delta_report(
-    args: &Args,
-    before: &Snapshot,
-    after: &Snapshot,
-    elapsed: Option<Duration>,
-    rto_floor: Option<Duration>,
-    files: Vec<FileInfo>,
-) -> Report<Body> {
-    let delta = after.delta_since(before);
-    let secs = elapsed.map(|e| e.as_secs_f64()).filter(|s| *s > 0.0);
-    // A level (TcpCurrEstab) has a change but no rate: connections per second "established"
-    // would read as a rate of new connections, which it is not.
-    let gauge = |n: &str| tcpdoctor_model::counters::info(n).is_some_and(|c| c.gauge);
-    let mk = |n: &str| Row {
-        value: after.get(n),
-        delta: Some(delta.get(n)),
-        rate_per_s: secs.filter(|_| !gauge(n)).map(|s| delta.get(n) as f64 / s),
-        ..row(n)
-    };
-    let (counters, unchanged): (Vec<Row>, u64) = if args.all {
-        (delta.changed.keys().map(|n| mk(n)).collect(), 0)
-    } else {
-        let present: Vec<&str> = COUNTERS
-            .iter()
-            .map(|c| c.name)
-            .filter(|n| after.values.contains_key(*n) || before.values.contains_key(*n))
-            .collect();
-        let unchanged = present.iter().filter(|n| delta.get(n) == 0).count() as u64;
-        (present.into_iter().map(mk).collect(), unchanged)
-    };
-    let window_ms = elapsed.map(|e| e.as_millis() as u64);
-    let findings = meaning::findings(
-        &delta.changed,
-        meaning::Window {
-            length: elapsed,
-            rto_floor,
-        },
-    );
-    let measured = Measured::Something(match elapsed {
-        Some(e) => format!("counter deltas over {:.1} s", e.as_secs_f64()),
-        None => "counter deltas between two saved snapshots".into(),
-    });
-    Report::new(
-        "counters",
-        findings,
-        Body {
-            mode: Mode::Delta,
-            source: "live",
-            netns: args.netns.clone(),
-            interval_ms: window_ms,
-            sample: None,
-            snapshot_duration_us: None,
-            rto_floor_us: rto_floor.map(|d| d.as_micros() as u64),
-            counters,
-            unchanged,
-            files,
-        },
-        measured,
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Issue 24: counters gave TcpCurrEstab, a level, a rate per second.
-    #[test]
-    fn a_level_gets_a_change_but_no_rate() {
-        let args = Args {
-            json: true,
-            interval: None,
-            watch: None,
-            count: None,
-            all: true,
-            from: None,
-            to: None,
-            netns: None,
-        };
-        let snap = |estab: u64, opens: u64| Snapshot {
-            values: [
-                ("TcpCurrEstab".to_string(), estab),
-                ("TcpActiveOpens".to_string(), opens),
-            ]
-            .into(),
-        };
-        let r = delta_report(
-            &args,
-            &snap(10, 100),
-            &snap(30, 300),
-            Some(Duration::from_secs(2)),
-            None,
-            Vec::new(),
-        );
-        let row = |n: &str| r.body.counters.iter().find(|c| c.name == n).unwrap();
-        assert_eq!(row("TcpCurrEstab").delta, Some(20));
-        assert_eq!(row("TcpCurrEstab").rate_per_s, None);
-        assert_eq!(row("TcpActiveOpens").rate_per_s, Some(100.0));
     }
 }

@@ -6,10 +6,14 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 
 use serde::Serialize;
-use tcpdoctor_model::{Pathology, Report};
+use std::time::Duration;
+
+use tcpdoctor_model::counters::{self as meaning, COUNTERS};
+use tcpdoctor_model::{Measured, Pathology, Report};
 use tcpdoctor_report::{findings, table};
 
-use crate::saved::{Format, Unparsed};
+use crate::counters::Snapshot;
+use crate::saved::{Format, Saved, Unparsed};
 
 #[derive(Serialize, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -157,4 +161,160 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>, all: bool) -> io::Result<()> {
     findings::write(w, &r.findings)?;
     writeln!(w)?;
     findings::verdict(w, r)
+}
+
+fn row(name: &str) -> Row {
+    let info = meaning::info(name);
+    Row {
+        name: name.to_string(),
+        value: None,
+        delta: None,
+        rate_per_s: None,
+        meaning: info.map(|i| i.meaning),
+        pathology: info.and_then(|i| i.pathology),
+        native_name: None,
+    }
+}
+
+/// The report of one snapshot (totals since boot: nothing judged), every counter with
+/// `all`, else the relevant ones; `saved` names the file's own names of the counters.
+pub fn snapshot_report(
+    all: bool,
+    netns: Option<String>,
+    snap: &Snapshot,
+    saved: Option<&Saved>,
+    files: Vec<FileInfo>,
+) -> Report<Body> {
+    let names: Vec<String> = if all {
+        snap.values.keys().cloned().collect()
+    } else {
+        COUNTERS
+            .iter()
+            .filter(|c| snap.values.contains_key(c.name))
+            .map(|c| c.name.to_string())
+            .collect()
+    };
+    let counters = names
+        .iter()
+        .map(|n| Row {
+            value: snap.get(n),
+            native_name: saved.and_then(|s| s.mapped.get(n).cloned()),
+            ..row(n)
+        })
+        .collect();
+    Report::new(
+        "counters",
+        Vec::new(),
+        Body {
+            mode: Mode::Snapshot,
+            source: "live",
+            netns,
+            interval_ms: None,
+            sample: None,
+            snapshot_duration_us: None,
+            rto_floor_us: None,
+            counters,
+            unchanged: 0,
+            files,
+        },
+        Measured::Nothing(
+            "a snapshot holds totals since boot; judge a window with --interval or --from/--to"
+                .into(),
+        ),
+    )
+}
+
+/// The report of the change between two snapshots `elapsed` apart (unknown between two
+/// saved files): each counter's change and rate (none for a level), the findings of the
+/// counters that moved, timeouts judged against `rto_floor`.
+pub fn delta_report(
+    all: bool,
+    netns: Option<String>,
+    before: &Snapshot,
+    after: &Snapshot,
+    elapsed: Option<Duration>,
+    rto_floor: Option<Duration>,
+    files: Vec<FileInfo>,
+) -> Report<Body> {
+    let delta = after.delta_since(before);
+    let secs = elapsed.map(|e| e.as_secs_f64()).filter(|s| *s > 0.0);
+    // A level (TcpCurrEstab) has a change but no rate: connections per second "established"
+    // would read as a rate of new connections, which it is not.
+    let gauge = |n: &str| tcpdoctor_model::counters::info(n).is_some_and(|c| c.gauge);
+    let mk = |n: &str| Row {
+        value: after.get(n),
+        delta: Some(delta.get(n)),
+        rate_per_s: secs.filter(|_| !gauge(n)).map(|s| delta.get(n) as f64 / s),
+        ..row(n)
+    };
+    let (counters, unchanged): (Vec<Row>, u64) = if all {
+        (delta.changed.keys().map(|n| mk(n)).collect(), 0)
+    } else {
+        let present: Vec<&str> = COUNTERS
+            .iter()
+            .map(|c| c.name)
+            .filter(|n| after.values.contains_key(*n) || before.values.contains_key(*n))
+            .collect();
+        let unchanged = present.iter().filter(|n| delta.get(n) == 0).count() as u64;
+        (present.into_iter().map(mk).collect(), unchanged)
+    };
+    let window_ms = elapsed.map(|e| e.as_millis() as u64);
+    let findings = meaning::findings(
+        &delta.changed,
+        meaning::Window {
+            length: elapsed,
+            rto_floor,
+        },
+    );
+    let measured = Measured::Something(match elapsed {
+        Some(e) => format!("counter deltas over {:.1} s", e.as_secs_f64()),
+        None => "counter deltas between two saved snapshots".into(),
+    });
+    Report::new(
+        "counters",
+        findings,
+        Body {
+            mode: Mode::Delta,
+            source: "live",
+            netns,
+            interval_ms: window_ms,
+            sample: None,
+            snapshot_duration_us: None,
+            rto_floor_us: rto_floor.map(|d| d.as_micros() as u64),
+            counters,
+            unchanged,
+            files,
+        },
+        measured,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 24: counters gave TcpCurrEstab, a level, a rate per second.
+    #[test]
+    fn a_level_gets_a_change_but_no_rate() {
+        let snap = |estab: u64, opens: u64| Snapshot {
+            values: [
+                ("TcpCurrEstab".to_string(), estab),
+                ("TcpActiveOpens".to_string(), opens),
+            ]
+            .into(),
+        };
+        let r = delta_report(
+            true,
+            None,
+            &snap(10, 100),
+            &snap(30, 300),
+            Some(Duration::from_secs(2)),
+            None,
+            Vec::new(),
+        );
+        let row = |n: &str| r.body.counters.iter().find(|c| c.name == n).unwrap();
+        assert_eq!(row("TcpCurrEstab").delta, Some(20));
+        assert_eq!(row("TcpCurrEstab").rate_per_s, None);
+        assert_eq!(row("TcpActiveOpens").rate_per_s, Some(100.0));
+    }
 }
