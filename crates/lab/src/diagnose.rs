@@ -362,6 +362,41 @@ pub fn merge_trace_folding_syn_cost(
 
 /// Folds `others` into `g`: their summaries after `label`, their evidence appended, and
 /// with `judge` their impacts merged into `g`'s and the severity judged again by the policy.
+/// The capture of a run sees every packet: when analyze names the resent SYNs a collision
+/// with an old connection (`time_wait_collision` or `stale_ack_race`) and finds no SYN resent
+/// without an answer, a `syn_retransmit` finding from another source (the trace's "SYN
+/// resent with no answer seen", when it missed the old ACK's records, or the counters' count
+/// of resends) is that collision's evidence, not a second cause: folded into it, its severity
+/// unchanged. Measured: a `lab timewait-collision` run whose trace saw 2 of 3 collisions
+/// ranked a CRITICAL syn_retransmit before the capture's time_wait_collision.
+pub fn fold_resends_the_capture_explains(findings: &mut Vec<Finding>) {
+    let from_capture =
+        |f: &Finding, p: &[Pathology]| f.source == Source::Analyze && p.contains(&f.pathology);
+    if findings
+        .iter()
+        .any(|f| from_capture(f, &[Pathology::SynRetransmit]))
+    {
+        return;
+    }
+    let collision = [Pathology::TimeWaitCollision, Pathology::StaleAckRace];
+    if !findings.iter().any(|f| from_capture(f, &collision)) {
+        return;
+    }
+    let (resends, rest): (Vec<Finding>, Vec<Finding>) = std::mem::take(findings)
+        .into_iter()
+        .partition(|f| f.pathology == Pathology::SynRetransmit);
+    *findings = rest;
+    if let Some(g) = findings.iter_mut().find(|f| from_capture(f, &collision)) {
+        absorb(
+            g,
+            "SYN resends whose answer another source did not see (the capture saw it)",
+            resends,
+            false,
+        );
+    }
+    tcpdoctor_model::finding::rank(findings);
+}
+
 fn absorb(g: &mut Finding, label: &str, others: Vec<Finding>, judge: bool) {
     if others.is_empty() {
         return;
@@ -658,5 +693,44 @@ mod tests {
             "{f:#?}"
         );
         assert!(format!("{f:?}").contains("connects waited"));
+    }
+    /// docs/examples/lab.md's timewait-collision run: the trace saw 2 of 3 collisions and
+    /// called the third resend a SYN with no answer (a CRITICAL syn_retransmit ranked first);
+    /// the capture saw the old ACK answer every resend.
+    #[test]
+    fn resends_the_capture_attributes_to_a_collision_are_its_evidence() {
+        let collision = Finding::new(
+            Pathology::TimeWaitCollision,
+            Source::Analyze,
+            "3 of 4 connection attempt(s) reused a 4-tuple into TIME_WAIT",
+            Impact::stalls(3, Some(4), Some(Duration::from_millis(13))),
+        );
+        let unanswered = Finding::new(
+            Pathology::SynRetransmit,
+            Source::Trace,
+            "SYN resent with no answer or dropped: 1 connection(s), 1 resend(s)",
+            Impact::stalls(1, None, Some(Duration::from_secs(1))),
+        );
+        assert_eq!(unanswered.severity, Severity::Critical);
+        let mut f = vec![unanswered.clone(), collision.clone()];
+        fold_resends_the_capture_explains(&mut f);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].pathology, Pathology::TimeWaitCollision);
+        assert_eq!(f[0].severity, collision.severity);
+        assert!(
+            f[0].summary.contains("no answer or dropped"),
+            "{}",
+            f[0].summary
+        );
+        // A capture that itself saw a SYN resent without an answer keeps both findings.
+        let lost = Finding::new(
+            Pathology::SynRetransmit,
+            Source::Analyze,
+            "1 connection attempt waited for a SYN retransmission",
+            Impact::stalls(1, Some(4), Some(Duration::from_secs(1))),
+        );
+        let mut f = vec![unanswered, collision, lost];
+        fold_resends_the_capture_explains(&mut f);
+        assert_eq!(f.len(), 3);
     }
 }

@@ -378,6 +378,7 @@ fn one(
         window,
         &trace,
     );
+    diagnose::fold_resends_the_capture_explains(&mut findings);
     let slow = records
         .iter()
         .filter(|r| r.connect_us > SLOW_CONNECT.as_micros() as u64)
