@@ -101,17 +101,7 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>, show_flows: bool) -> io::Result
             "peak/link",
         ]);
         for m in &a.microbursts {
-            tb.add_row(vec![
-                fmt::micros(m.resolution_us),
-                fmt::bytes(m.max_bytes),
-                fmt::bytes(m.avg_bytes as u64),
-                fmt::bitrate(m.max_bits_per_s),
-                fmt::bitrate(m.avg_bits_per_s),
-                format!("{:.1}", m.max_to_avg_ratio),
-                m.peak_link_share
-                    .map(|v| format!("{:.0}%", 100.0 * v))
-                    .unwrap_or_else(|| "-".into()),
-            ]);
+            tb.add_row(burst_cells(m));
         }
         table::align_right(&mut tb, &[0, 1, 2, 3, 4, 5, 6]);
         writeln!(w, "{tb}")?;
@@ -286,4 +276,19 @@ pub fn write_csv(w: &mut dyn Write, rows: &[FlowRow]) -> io::Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// One time scale's row of the microburst table, as the text and the HTML page print it.
+pub(crate) fn burst_cells(m: &crate::BurstRow) -> Vec<String> {
+    vec![
+        fmt::micros(m.resolution_us),
+        fmt::bytes(m.max_bytes),
+        fmt::bytes(m.avg_bytes as u64),
+        fmt::bitrate(m.max_bits_per_s),
+        fmt::bitrate(m.avg_bits_per_s),
+        format!("{:.1}", m.max_to_avg_ratio),
+        m.peak_link_share
+            .map(|v| format!("{:.0}%", 100.0 * v))
+            .unwrap_or_else(|| "-".into()),
+    ]
 }

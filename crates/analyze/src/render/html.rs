@@ -245,22 +245,7 @@ fn bursts(p: &mut Page, rows: &[BurstRow], link_speed: Option<u64>) {
         }
     };
     p.chart(chart.draw(), caption);
-    let table: Vec<Vec<String>> = rows
-        .iter()
-        .map(|m| {
-            vec![
-                fmt::micros(m.resolution_us),
-                fmt::bytes(m.max_bytes),
-                fmt::bytes(m.avg_bytes as u64),
-                fmt::bitrate(m.max_bits_per_s),
-                fmt::bitrate(m.avg_bits_per_s),
-                format!("{:.1}", m.max_to_avg_ratio),
-                m.peak_link_share
-                    .map(|v| format!("{:.0}%", 100.0 * v))
-                    .unwrap_or_else(|| "-".into()),
-            ]
-        })
-        .collect();
+    let table: Vec<Vec<String>> = rows.iter().map(super::burst_cells).collect();
     p.table(
         &[
             "bin",

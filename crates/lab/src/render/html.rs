@@ -216,27 +216,7 @@ pub fn remedies_page<C, R, F>(report: &Report<scenario::RemedyReport<C, R, F>>) 
 }
 
 fn remedy_row<R>(row: &Row<R>) -> Vec<String> {
-    let predicted = match (&row.prediction, &row.not_predicted) {
-        (Some(p), _) => format!("{} => {}", p.formula, p.effect),
-        (None, Some(why)) => format!("no prediction: {why}"),
-        (None, None) => "-".into(),
-    };
-    vec![
-        row.remedy.clone(),
-        row.changes.clone(),
-        predicted,
-        row.measured
-            .as_ref()
-            .map(|m| m.text.clone())
-            .unwrap_or_else(|| "-".into()),
-        row.agreement_note.clone(),
-        match row.pathology_gone {
-            Some(true) => "yes".into(),
-            Some(false) => "no".into(),
-            None => "-".into(),
-        },
-        row.why.clone(),
-    ]
+    super::remedy_cells(row, " => ")
 }
 
 /// What the eBPF trace attributed in each run (the text report's "Trace" lines), or why it

@@ -300,27 +300,7 @@ pub fn remedies<C, R, F>(
     ]);
     table::wrap(&mut t, 200);
     for row in &b.remedies {
-        let predicted = match (&row.prediction, &row.not_predicted) {
-            (Some(p), _) => format!("{}\n=> {}", p.formula, p.effect),
-            (None, Some(why)) => format!("no prediction: {why}"),
-            (None, None) => "-".into(),
-        };
-        t.add_row(vec![
-            row.remedy.clone(),
-            row.changes.clone(),
-            predicted,
-            row.measured
-                .as_ref()
-                .map(|m| m.text.clone())
-                .unwrap_or_else(|| "-".into()),
-            row.agreement_note.clone(),
-            match row.pathology_gone {
-                Some(true) => "yes".into(),
-                Some(false) => "no".into(),
-                None => "-".into(),
-            },
-            row.why.clone(),
-        ]);
+        t.add_row(remedy_cells(row, "\n=> "));
     }
     writeln!(w, "{t}")?;
     writeln!(w)?;
@@ -435,4 +415,31 @@ fn trace_lines(w: &mut dyn Write, t: &crate::trace::LabTrace) -> io::Result<()> 
         }
     }
     writeln!(w)
+}
+
+/// The cells of one row of the remedies table, as the text and the HTML page print it:
+/// `arrow` joins a prediction's formula to its effect ("\n=> " in a text cell, " => " in
+/// HTML).
+pub(crate) fn remedy_cells<R>(row: &crate::remedy::Row<R>, arrow: &str) -> Vec<String> {
+    let predicted = match (&row.prediction, &row.not_predicted) {
+        (Some(p), _) => format!("{}{arrow}{}", p.formula, p.effect),
+        (None, Some(why)) => format!("no prediction: {why}"),
+        (None, None) => "-".into(),
+    };
+    vec![
+        row.remedy.clone(),
+        row.changes.clone(),
+        predicted,
+        row.measured
+            .as_ref()
+            .map(|m| m.text.clone())
+            .unwrap_or_else(|| "-".into()),
+        row.agreement_note.clone(),
+        match row.pathology_gone {
+            Some(true) => "yes".into(),
+            Some(false) => "no".into(),
+            None => "-".into(),
+        },
+        row.why.clone(),
+    ]
 }
