@@ -226,6 +226,33 @@ pub struct Socket {
     pub last_owner: Option<LastOwner>,
 }
 
+impl Socket {
+    /// A socket of `state` between `local` and `remote` with nothing else known: empty
+    /// queues, no timer, no buffers, no tcp_info, no owner (what a census entry holds before
+    /// its optional parts; tests set the fields they need over it).
+    pub fn new(state: TcpState, local: SocketAddr, remote: SocketAddr) -> Socket {
+        Socket {
+            state,
+            local,
+            remote,
+            recv_q: 0,
+            send_q: 0,
+            timer: Timer::Off,
+            timer_expires_ms: 0,
+            timer_retransmits: 0,
+            uid: 0,
+            inode: 0,
+            rcvbuf_bytes: None,
+            sndbuf_bytes: None,
+            wmem_queued_bytes: None,
+            wmem_alloc_bytes: None,
+            info: None,
+            owners: Vec::new(),
+            last_owner: None,
+        }
+    }
+}
+
 /// The process that called connect() on a connection that is now in TIME_WAIT, as the eBPF
 /// trace recorded it when the connection closed (`tcpdoctor_trace::history`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -417,23 +444,12 @@ mod tests {
         assert_eq!(f.state_mask(), (1 << 6) | (1 << 10));
         assert_eq!(Filter::default().state_mask(), 0x1ffe);
         let s = Socket {
-            state: TcpState::TimeWait,
-            local: "[::ffff:127.0.0.1]:40000".parse().unwrap(),
-            remote: "127.0.0.1:5000".parse().unwrap(),
-            recv_q: 0,
-            send_q: 0,
             timer: Timer::TimeWait,
-            timer_expires_ms: 0,
-            timer_retransmits: 0,
-            uid: 0,
-            inode: 0,
-            rcvbuf_bytes: None,
-            sndbuf_bytes: None,
-            wmem_queued_bytes: None,
-            wmem_alloc_bytes: None,
-            info: None,
-            owners: Vec::new(),
-            last_owner: None,
+            ..Socket::new(
+                TcpState::TimeWait,
+                "[::ffff:127.0.0.1]:40000".parse().unwrap(),
+                "127.0.0.1:5000".parse().unwrap(),
+            )
         };
         assert!(f.matches(&s));
         let by_port = Filter {

@@ -79,23 +79,13 @@ fn summary(dests: usize) -> Summary {
     for i in 0..dests {
         for _ in 0..10 * (i + 1) {
             sockets.push(Socket {
-                state: TcpState::TimeWait,
-                local: format!("10.0.0.1:{port}").parse().unwrap(),
-                remote: format!("10.0.1.{}:80", i + 1).parse().unwrap(),
-                recv_q: 0,
-                send_q: 0,
                 timer: Timer::TimeWait,
                 timer_expires_ms: 30_000,
-                timer_retransmits: 0,
-                uid: 0,
-                inode: 0,
-                rcvbuf_bytes: None,
-                sndbuf_bytes: None,
-                wmem_queued_bytes: None,
-                wmem_alloc_bytes: None,
-                info: None,
-                owners: Vec::new(),
-                last_owner: None,
+                ..Socket::new(
+                    TcpState::TimeWait,
+                    format!("10.0.0.1:{port}").parse().unwrap(),
+                    format!("10.0.1.{}:80", i + 1).parse().unwrap(),
+                )
             });
             port += 1;
         }
@@ -176,7 +166,7 @@ fn destinations_beyond_the_top_are_summed_under_other() {
 /// Two censuses 2 s apart of connections toward three destinations: per destination its
 /// RTT, fastest round trip, busy time in the window and the shares each limit held.
 fn busy_summary() -> Summary {
-    use tcpdoctor_host::sockets::{Census, Socket, TcpInfo, Timer};
+    use tcpdoctor_host::sockets::{Census, Socket, TcpInfo};
     let sock =
         |port: u16, remote: &str, rtt_us: u32, busy_ms: u64, rwnd_ms: u64, sndbuf_ms: u64| {
             let mut i = TcpInfo::parse(&[0u8; 280]).unwrap();
@@ -186,23 +176,13 @@ fn busy_summary() -> Summary {
             i.rwnd_limited_us = Some(rwnd_ms * 1000);
             i.sndbuf_limited_us = Some(sndbuf_ms * 1000);
             Socket {
-                state: TcpState::Established,
-                local: format!("10.0.0.1:{port}").parse().unwrap(),
-                remote: remote.parse().unwrap(),
-                recv_q: 0,
-                send_q: 0,
-                timer: Timer::Off,
-                timer_expires_ms: 0,
-                timer_retransmits: 0,
-                uid: 0,
                 inode: 1,
-                rcvbuf_bytes: None,
-                sndbuf_bytes: None,
-                wmem_queued_bytes: None,
-                wmem_alloc_bytes: None,
                 info: Some(Box::new(i)),
-                owners: Vec::new(),
-                last_owner: None,
+                ..Socket::new(
+                    TcpState::Established,
+                    format!("10.0.0.1:{port}").parse().unwrap(),
+                    remote.parse().unwrap(),
+                )
             }
         };
     let census = |sockets, at| Census {

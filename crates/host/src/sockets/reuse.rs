@@ -123,23 +123,13 @@ mod tests {
 
     fn tw(local: &str, remote: &str, left_ms: u32) -> Socket {
         Socket {
-            state: TcpState::TimeWait,
-            local: local.parse().unwrap(),
-            remote: remote.parse().unwrap(),
-            recv_q: 0,
-            send_q: 0,
             timer: Timer::TimeWait,
             timer_expires_ms: left_ms,
-            timer_retransmits: 0,
-            uid: 0,
-            inode: 0,
-            rcvbuf_bytes: None,
-            sndbuf_bytes: None,
-            wmem_queued_bytes: None,
-            wmem_alloc_bytes: None,
-            info: None,
-            owners: Vec::new(),
-            last_owner: None,
+            ..Socket::new(
+                TcpState::TimeWait,
+                local.parse().unwrap(),
+                remote.parse().unwrap(),
+            )
         }
     }
 

@@ -153,23 +153,9 @@ mod tests {
 
     fn sock(state: TcpState, timer: Timer, local: &str, remote: &str, left_ms: u32) -> Socket {
         Socket {
-            state,
-            local: local.parse().unwrap(),
-            remote: remote.parse().unwrap(),
-            recv_q: 0,
-            send_q: 0,
             timer,
             timer_expires_ms: left_ms,
-            timer_retransmits: 0,
-            uid: 0,
-            inode: 0,
-            rcvbuf_bytes: None,
-            sndbuf_bytes: None,
-            wmem_queued_bytes: None,
-            wmem_alloc_bytes: None,
-            info: None,
-            owners: Vec::new(),
-            last_owner: None,
+            ..Socket::new(state, local.parse().unwrap(), remote.parse().unwrap())
         }
     }
 

@@ -10,23 +10,9 @@ use tcpdoctor_model::{Pathology, Rule, Severity};
 
 fn sock(state: TcpState, local: &str, remote: &str, inode: u32) -> Socket {
     Socket {
-        state,
-        local: local.parse().unwrap(),
-        remote: remote.parse().unwrap(),
-        recv_q: 0,
-        send_q: 0,
-        timer: Timer::Off,
-        timer_expires_ms: 0,
-        timer_retransmits: 0,
-        uid: 0,
         inode,
-        rcvbuf_bytes: None,
-        sndbuf_bytes: None,
-        wmem_queued_bytes: None,
-        wmem_alloc_bytes: None,
         info: Some(Box::new(TcpInfo::parse(&[0u8; 248]).unwrap())),
-        owners: Vec::new(),
-        last_owner: None,
+        ..Socket::new(state, local.parse().unwrap(), remote.parse().unwrap())
     }
 }
 

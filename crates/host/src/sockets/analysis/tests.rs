@@ -3,25 +3,7 @@ use super::*;
 use tcpdoctor_model::{Rule, Severity};
 
 fn sock(state: TcpState, local: &str, remote: &str) -> Socket {
-    Socket {
-        state,
-        local: local.parse().unwrap(),
-        remote: remote.parse().unwrap(),
-        recv_q: 0,
-        send_q: 0,
-        timer: Timer::Off,
-        timer_expires_ms: 0,
-        timer_retransmits: 0,
-        uid: 0,
-        inode: 0,
-        rcvbuf_bytes: None,
-        sndbuf_bytes: None,
-        wmem_queued_bytes: None,
-        wmem_alloc_bytes: None,
-        info: None,
-        owners: Vec::new(),
-        last_owner: None,
-    }
+    Socket::new(state, local.parse().unwrap(), remote.parse().unwrap())
 }
 
 fn info() -> TcpInfo {

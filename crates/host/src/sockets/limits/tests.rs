@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::*;
-use crate::sockets::{Owner, Socket, TcpInfo, TcpState, Timer};
+use crate::sockets::{Owner, Socket, TcpInfo, TcpState};
 use tcpdoctor_model::{Rule, Severity};
 
 const MS: u64 = 1000;
@@ -39,27 +39,21 @@ fn sender(
     i.bytes_retrans = Some(0);
     i.data_segs_out = Some((acked / 1448) as u32);
     Socket {
-        state: TcpState::Established,
-        local: local.parse().unwrap(),
-        remote: remote.parse().unwrap(),
-        recv_q: 0,
-        send_q: 0,
-        timer: Timer::Off,
-        timer_expires_ms: 0,
-        timer_retransmits: 0,
-        uid: 0,
         inode: 7,
         rcvbuf_bytes: Some(131_072),
         sndbuf_bytes: Some(16_384),
         wmem_queued_bytes: Some(0),
-        wmem_alloc_bytes: None,
         info: Some(Box::new(i)),
         owners: vec![Owner {
             pid: 100,
             comm: "writer".into(),
             fd: 3,
         }],
-        last_owner: None,
+        ..Socket::new(
+            TcpState::Established,
+            local.parse().unwrap(),
+            remote.parse().unwrap(),
+        )
     }
 }
 
