@@ -357,6 +357,16 @@ const KNOWN: &[(&str, Cmd, &str)] = &[
         "tracing only the client's namespace, it once (1 of 4 matrix runs) named a collision's resent SYN stale_ack_race: without the server's timewait socket in view it falls back on how the client's previous connection ended, which it recorded as a reset",
     ),
     (
+        "stale-ack-race",
+        Cmd::Trace,
+        "the race fires 1-3 times in the lab's 10 s run and the lab counts it over the whole run, the trace over its 7 s window: a run whose races all fell outside the window leaves it nothing to name (1 of 5 matrix runs this stop)",
+    ),
+    (
+        "stale-ack-race",
+        Cmd::Doctor,
+        "as the trace: its 7 s window over a 10 s run with 1-3 races can miss them all (1 of 5 matrix runs this stop)",
+    ),
+    (
         "timewait-collision",
         Cmd::Trace,
         "its 500 ms window opens mid-run: a SYN resent just after it opened, whose first SYN and stale ACK came before, reads as a SYN with no answer (syn_retransmit critical, 1 of 3 matrix runs); it cannot tell a connect begun before the trace from one whose owner record it lost (naming such resends 'before_trace' also silenced the syn-drop row's, whose owner records are missing too: reverted)",
