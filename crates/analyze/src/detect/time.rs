@@ -14,9 +14,18 @@
 //! is taken off every part first, and an exchange it explains names nothing here. Two parts
 //! past the floor name neither (a conversation: either side may speak in turn).
 //!
+//! A SYN-ACK past the floor whose leg the request's own round trip shows the path does not
+//! explain (a third of it or less, on no SYN-ACK resend timer) stays `network_latency`, and
+//! says so: the SYN's first pass through a middlebox or the server's SYN handling held it,
+//! which one capture point cannot tell apart.
+//!
 //! What names nothing, and why (each seen in the public captures, docs/public-captures.md):
 //! - later exchanges on a connection: their roles are not sure. A person typing in SSH, a
-//!   chat over IRC DCC, OpenFlow's echoes all look like a request answered seconds later;
+//!   chat over IRC DCC, OpenFlow's echoes all look like a request answered seconds later; an
+//!   SSH client's window adjust after output splits a command's output into "a request and a
+//!   slow answer". Judging later exchanges against their service's median (tried, with the
+//!   client's own pause excluded) named six public captures' SSH, IRC and SOCKS sessions
+//!   slow servers, most of them wrongly; their times stay in the services table;
 //! - the wait between a response and the next request: idle time on a persistent connection
 //!   (keep-alive, a person reading), not a wait anyone saw (`client_between_p50_us`);
 //! - a first request after a server's banner (SMTP, FTP, SSH, MySQL): the client answers the
@@ -39,6 +48,7 @@ use tcpdoctor_model::{Evidence, Finding, Impact, Pathology, Source};
 use super::{us, Conclusion, Context, Detector, Example, EXAMPLES};
 use crate::exchange::{self, CapturePoint, Exchange, Handshake, Parts, PathFrom};
 use crate::flow::{Conn, Dense, Endpoint};
+use crate::ladder::Ladders;
 
 /// Services with their own statistics; the exchanges of later ones are only counted.
 pub const SERVICES_MAX: usize = 1024;
@@ -164,6 +174,10 @@ pub struct TimeDetails {
     /// connecting to ahead of need (connections that carried nothing): a preconnect's idle,
     /// not a wait anyone saw; named nowhere.
     pub client_waits_preconnected: u64,
+    /// Slow first exchanges named `network_latency` whose SYN-ACK took more than the path's
+    /// round trip explains (the request's own round trip a third of the SYN-ACK's leg or less,
+    /// no SYN-ACK resend timer fitting): the SYN's first pass or the server's SYN handling.
+    pub syn_ack_beyond_path: u64,
 }
 
 /// Slow exchanges of one part at one service.
@@ -316,6 +330,9 @@ impl Time {
             // resent, whose timer is that finding's) may hold the server's wait: not named.
             (Some(Part::Network), None) if hs.is_none() => self.d.ambiguous += 1,
             (Some(part), None) => {
+                if part == Part::Network && hs.is_some_and(|h| syn_ack_beyond_path_ns(&h, &p) > 0) {
+                    self.d.syn_ack_beyond_path += 1;
+                }
                 let flow = c.label();
                 let v = left[part as usize] / 1_000;
                 svc.slow[part as usize].add(v, || {
@@ -360,6 +377,38 @@ impl Time {
             svc.rtt.saturating_record(h.rtt_ns() / 1_000);
             svc.points[h.point() as usize] += 1;
         }
+    }
+}
+
+/// How much of a slow SYN-ACK's leg (ns) the path's round trip does not explain: the leg is
+/// past the floor, the request's own round trip (bounded by the server's acknowledgement or
+/// its answer) is a third of it or less, and the leg fits no SYN-ACK resend timer (a SYN-ACK
+/// lost and resent is the path's loss). 0 otherwise.
+fn syn_ack_beyond_path_ns(h: &Handshake, p: &Parts) -> u64 {
+    let leg = h.server_leg_ns();
+    let floor = STALL_WARNING.as_nanos() as u64;
+    if leg < floor || p.path_ns.saturating_mul(ABOVE_MEDIAN) > leg {
+        return 0;
+    }
+    let ladders = Ladders::default();
+    let (leg_d, slack) = (Duration::from_nanos(leg), Duration::from_millis(50));
+    if ladders.exponential.attempt_for(leg_d, slack).is_some()
+        || ladders.linear.attempt_for(leg_d, slack).is_some()
+    {
+        return 0;
+    }
+    leg - p.path_ns
+}
+
+/// What a slow handshake's description adds when the path's round trip does not explain its
+/// SYN-ACK ([`syn_ack_beyond_path_ns`]): who may have held it, and what would tell.
+fn beyond_the_path(h: &Handshake, p: &Parts) -> String {
+    match syn_ack_beyond_path_ns(h, p) {
+        0 => String::new(),
+        x => format!(
+            "; the SYN-ACK came {} later than the request's own round trip, and on no SYN-ACK resend timer: the SYN's first pass (a middlebox setting up the flow, a SYN proxy) or the server's SYN handling held it, which a capture near the server would tell apart (there the SYN-ACK's leg is the server's alone), so the capture point above is a guess",
+            ms(x)
+        ),
     }
 }
 
@@ -411,7 +460,7 @@ fn describe(part: Part, flow: &str, e: &Exchange, p: &Parts, hs: Option<&Handsha
                     e.req_last.1,
                     e.resp_first.1,
                     ms(p.gap_ns)
-                ),
+                ) + &beyond_the_path(h, p),
             ),
             None => (
                 vec![e.req_last.1, e.resp_first.1],
@@ -615,11 +664,20 @@ fn finding(
             us(p50),
             us(worst_us)
         ),
-        Part::Network => format!(
-            "{affected} of {observed} {what} spent ~{} on the path before their first answer (up to {}): the handshake's round trip and the request's; the server and the client were quick (a wait on a retransmission timeout or a zero window is left to that finding)",
-            us(p50),
-            us(worst_us)
-        ),
+        Part::Network => {
+            let mut s = format!(
+                "{affected} of {observed} {what} spent ~{} on the path before their first answer (up to {}): the handshake's round trip and the request's; the server and the client were quick (a wait on a retransmission timeout or a zero window is left to that finding)",
+                us(p50),
+                us(worst_us)
+            );
+            if d.syn_ack_beyond_path > 0 {
+                s.push_str(&format!(
+                    "; in {} of them the SYN-ACK took more than the path's round trip explains: the SYN's first pass (a middlebox setting up the flow, a SYN proxy) or the server's SYN handling, which a capture near the server would tell apart",
+                    d.syn_ack_beyond_path
+                ));
+            }
+            s
+        }
         Part::Client => format!(
             "{affected} of {observed} {what} waited ~{} (up to {}) between the handshake and the client's first request: the client held a connected socket and sent nothing; the path and the server were quick",
             us(p50),

@@ -73,7 +73,7 @@ services[] (per server ip:port: connections, exchanges, response_p50_us/_p99_us/
 rtt_p50_us/_p99_us, client_delay_p50_us, client_between_p50_us, transfer_p50_us,\n\
 capture_point near_client,\n\
 near_server or between) and details.time {exchanges, exchanges_untracked, explained_by_tcp,\n\
-ambiguous, client_waits_preconnected};\n\
+ambiguous, client_waits_preconnected, syn_ack_beyond_path};\n\
 with --flows, flows[] (one per connection incarnation).\n\
 \n\
 --html FILE also writes one self-contained page (inline SVG charts, no script, nothing\n\

@@ -192,6 +192,8 @@ fn a_syn_ack_after_880_ms_is_network_latency() {
     assert!((875_000..=885_000).contains(&rtt), "{row:#}");
     // The server answered at once: its time is the 0.1 ms past the path's share.
     assert!(row["response_p50_us"].as_u64().unwrap() <= 100, "{row:#}");
+    // The request's round trip was as long: the path explains the SYN-ACK.
+    assert_eq!(v["details"]["time"]["syn_ack_beyond_path"], 0);
 }
 
 /// A client that sent its request 1.3 s after the handshake, answered in 0.5 ms.
@@ -385,4 +387,54 @@ fn a_syn_resent_and_a_slow_reply_are_two_causes() {
     let f = finding(&v, "server_response");
     assert_eq!(f["impact"]["worst_stall_us"], 299_950, "{f:#}");
     assert!(packets(f)[0].1.contains("capture point unknown"), "{f:#}");
+}
+
+/// A SYN-ACK 880 ms after the SYN, but the request acknowledged 0.5 ms after it and answered
+/// in 1 ms: the path's round trip does not explain the SYN-ACK. Still the handshake's time
+/// (network_latency), and the finding says what held it may be and what would tell.
+#[test]
+fn a_slow_syn_ack_with_a_quick_request_round_trip_says_what_one_capture_cannot_tell() {
+    let mut c = Conv::new(880_000, 100);
+    let end = c.exchange(880_300, Some(500), 1_000);
+    let (_, v) = analyze("synack-beyond", c.close(end + 1_000));
+    assert_eq!(
+        time_findings(&v),
+        ["network_latency"],
+        "{:#}",
+        v["findings"]
+    );
+    let f = finding(&v, "network_latency");
+    let s = f["summary"].as_str().unwrap();
+    assert!(
+        s.contains("in 1 of them the SYN-ACK took more than the path's round trip explains"),
+        "{s}"
+    );
+    let p = packets(f);
+    assert!(
+        p[0].1
+            .contains("the SYN-ACK came 879.5 ms later than the request's own round trip"),
+        "{p:?}"
+    );
+    assert_eq!(v["details"]["time"]["syn_ack_beyond_path"], 1);
+}
+
+/// A SYN-ACK 1.004 s after the SYN (Linux's SYN-ACK resend timer: the first one lost before
+/// the capture point) with a quick request: a loss on the path, left to the path.
+#[test]
+fn a_syn_ack_on_its_resend_timer_stays_the_paths() {
+    let mut c = Conv::new(1_004_000, 100);
+    let end = c.exchange(1_004_300, Some(500), 1_000);
+    let (_, v) = analyze("synack-timer", c.close(end + 1_000));
+    assert_eq!(
+        time_findings(&v),
+        ["network_latency"],
+        "{:#}",
+        v["findings"]
+    );
+    assert_eq!(v["details"]["time"]["syn_ack_beyond_path"], 0);
+    let s = finding(&v, "network_latency")["summary"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(!s.contains("the SYN-ACK took more"), "{s}");
 }
