@@ -14,6 +14,11 @@
 //!   bytes per second).
 //! - Counts take SI suffixes: `10k` = 10,000, `1M` = 1,000,000.
 //! - Negative values, NaN, infinities and empty strings are refused with a one-line reason.
+//!
+//! It is also the one home of durations printed for people ([`duration`], [`micros`] and
+//! their siblings below): every report formats a duration through one of these. Their
+//! styles differ where reports have always differed (a space before the unit or not, how
+//! many decimals); each function names its style and its tests pin its exact text.
 
 use std::fmt;
 use std::str::FromStr;
@@ -307,6 +312,128 @@ impl FromStr for Count {
     }
 }
 
+// Durations printed for people. Each style below is the exact text some report prints
+// (and its goldens hold); a new report picks [`duration`] unless it matches another.
+
+/// `850us`, `1.23ms`, `40.1ms`, `301ms`, `1.004s`: three significant digits, no space, the
+/// unit chosen by magnitude. The style of tables and charts.
+pub fn duration(d: std::time::Duration) -> String {
+    micros(d.as_micros() as u64)
+}
+
+/// Like [`duration`], from microseconds.
+pub fn micros(us: u64) -> String {
+    if us < 1_000 {
+        format!("{us}us")
+    } else if us < 1_000_000 {
+        let ms = us as f64 / 1_000.0;
+        if ms < 10.0 {
+            format!("{ms:.2}ms")
+        } else if ms < 100.0 {
+            format!("{ms:.1}ms")
+        } else {
+            format!("{ms:.0}ms")
+        }
+    } else {
+        format!("{:.3}s", us as f64 / 1_000_000.0)
+    }
+}
+
+/// Like [`micros`], from nanoseconds, keeping a tenth of a microsecond below 10 us:
+/// `0.8us`, `9.5us`, then `12us`, `1.23ms`.
+pub fn nanos(ns: u64) -> String {
+    if ns < 10_000 {
+        format!("{:.1}us", ns as f64 / 1000.0)
+    } else {
+        micros(ns / 1000)
+    }
+}
+
+/// `850 us`, `12.5 ms`, `1.027 s`: a space before the unit; milliseconds to a tenth,
+/// seconds to a thousandth. The style of `analyze`'s findings.
+pub fn micros_spaced(us: u64) -> String {
+    if us < 1_000 {
+        format!("{us} us")
+    } else if us < 1_000_000 {
+        format!("{:.1} ms", us as f64 / 1e3)
+    } else {
+        format!("{:.3} s", us as f64 / 1e6)
+    }
+}
+
+/// `840 us`, `4.2 ms`, `120 ms`, `1.02 s`: spaced and short; whole milliseconds (cut, not
+/// rounded) from 10 ms, seconds to a hundredth. The style of `probe`'s findings.
+pub fn micros_coarse(us: u64) -> String {
+    if us >= 1_000_000 {
+        format!("{:.2} s", us as f64 / 1e6)
+    } else if us >= 10_000 {
+        format!("{} ms", us / 1_000)
+    } else if us >= 1_000 {
+        format!("{:.1} ms", us as f64 / 1_000.0)
+    } else {
+        format!("{us} us")
+    }
+}
+
+/// Always milliseconds, from microseconds: `0.8 ms`, `9.9 ms`, then whole (rounded) from
+/// 10 ms: `12 ms`, `1500 ms`. The style of `trace`'s attributions.
+pub fn micros_in_ms(us: u64) -> String {
+    if us >= 10_000 {
+        format!("{:.0} ms", us as f64 / 1000.0)
+    } else {
+        format!("{:.1} ms", us as f64 / 1000.0)
+    }
+}
+
+/// Milliseconds to a tenth below a second, seconds to a hundredth from one (whole
+/// microseconds first): `0.9 ms`, `250.0 ms`, `1.50 s`.
+pub fn ms_or_s(d: std::time::Duration) -> String {
+    let us = d.as_micros() as u64;
+    if us >= 1_000_000 {
+        format!("{:.2} s", us as f64 / 1e6)
+    } else {
+        format!("{:.1} ms", us as f64 / 1e3)
+    }
+}
+
+/// Whole milliseconds below a second, seconds to a tenth from one: `250 ms`, `1.0 s`,
+/// `1.5 s`.
+pub fn ms_or_s_coarse(d: std::time::Duration) -> String {
+    let ms = d.as_secs_f64() * 1000.0;
+    if ms >= 1000.0 {
+        format!("{:.1} s", ms / 1000.0)
+    } else {
+        format!("{ms:.0} ms")
+    }
+}
+
+/// Seconds as a bare number rounded to a hundredth, as a SYN ladder is listed: `7`, `1.5`,
+/// `0.33`.
+pub fn bare_secs(d: std::time::Duration) -> String {
+    format!("{}", (d.as_secs_f64() * 100.0).round() / 100.0)
+}
+
+/// Seconds as a bare number, exactly, from milliseconds: `3`, `1.5`, `1.234`.
+pub fn bare_secs_of_ms(ms: u64) -> String {
+    format!("{}", ms as f64 / 1000.0)
+}
+
+/// A time scale (a bin width, a resolution) by its short name: whole units where exact
+/// (`250ns`, `100us`, `1ms`, `1s`), else milliseconds to a tenth (`1.5ms`).
+pub fn time_scale(ns: u64) -> String {
+    if ns >= 1_000_000_000 && ns.is_multiple_of(1_000_000_000) {
+        format!("{}s", ns / 1_000_000_000)
+    } else if ns >= 1_000_000 && ns.is_multiple_of(1_000_000) {
+        format!("{}ms", ns / 1_000_000)
+    } else if ns >= 1_000_000 {
+        format!("{:.1}ms", ns as f64 / 1e6)
+    } else if ns >= 1_000 && ns.is_multiple_of(1_000) {
+        format!("{}us", ns / 1_000)
+    } else {
+        format!("{ns}ns")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -341,6 +468,73 @@ mod tests {
             d(&Duration(D::from_micros(1500)).to_string()),
             Ok(D::from_micros(1500))
         );
+    }
+
+    #[test]
+    fn durations_for_people_keep_their_exact_text() {
+        assert_eq!(micros(0), "0us");
+        assert_eq!(micros(850), "850us");
+        assert_eq!(micros(999), "999us");
+        assert_eq!(micros(1_000), "1.00ms");
+        assert_eq!(micros(1_234), "1.23ms");
+        assert_eq!(micros(40_100), "40.1ms");
+        assert_eq!(micros(301_000), "301ms");
+        assert_eq!(micros(999_999), "1000ms");
+        assert_eq!(micros(1_004_000), "1.004s");
+        assert_eq!(duration(D::from_nanos(1_234_999)), "1.23ms");
+        assert_eq!(duration(D::from_secs(2)), "2.000s");
+
+        assert_eq!(nanos(800), "0.8us");
+        assert_eq!(nanos(9_999), "10.0us");
+        assert_eq!(nanos(10_000), "10us");
+        assert_eq!(nanos(1_234_000), "1.23ms");
+
+        assert_eq!(micros_spaced(850), "850 us");
+        assert_eq!(micros_spaced(1_000), "1.0 ms");
+        assert_eq!(micros_spaced(12_500), "12.5 ms");
+        assert_eq!(micros_spaced(999_999), "1000.0 ms");
+        assert_eq!(micros_spaced(1_027_000), "1.027 s");
+
+        assert_eq!(micros_coarse(840), "840 us");
+        assert_eq!(micros_coarse(4_200), "4.2 ms");
+        assert_eq!(micros_coarse(9_999), "10.0 ms");
+        assert_eq!(micros_coarse(10_999), "10 ms");
+        assert_eq!(micros_coarse(120_900), "120 ms");
+        assert_eq!(micros_coarse(1_020_000), "1.02 s");
+
+        assert_eq!(micros_in_ms(800), "0.8 ms");
+        assert_eq!(micros_in_ms(9_900), "9.9 ms");
+        assert_eq!(micros_in_ms(12_400), "12 ms");
+        assert_eq!(micros_in_ms(12_600), "13 ms");
+        assert_eq!(micros_in_ms(1_500_000), "1500 ms");
+
+        assert_eq!(ms_or_s(D::from_micros(900)), "0.9 ms");
+        assert_eq!(ms_or_s(D::from_millis(250)), "250.0 ms");
+        assert_eq!(ms_or_s(D::from_nanos(999_999_999)), "1000.0 ms");
+        assert_eq!(ms_or_s(D::from_millis(1_500)), "1.50 s");
+
+        assert_eq!(ms_or_s_coarse(D::from_millis(250)), "250 ms");
+        assert_eq!(ms_or_s_coarse(D::from_micros(999_400)), "999 ms");
+        assert_eq!(ms_or_s_coarse(D::from_secs(1)), "1.0 s");
+        assert_eq!(ms_or_s_coarse(D::from_millis(1_500)), "1.5 s");
+
+        assert_eq!(bare_secs(D::from_secs(7)), "7");
+        assert_eq!(bare_secs(D::from_millis(1_500)), "1.5");
+        assert_eq!(bare_secs(D::from_millis(333)), "0.33");
+        assert_eq!(bare_secs(D::from_millis(1_005)), "1"); // 100.4999..., binary floating point
+        assert_eq!(bare_secs(D::from_millis(1_006)), "1.01");
+
+        assert_eq!(bare_secs_of_ms(3_000), "3");
+        assert_eq!(bare_secs_of_ms(1_500), "1.5");
+        assert_eq!(bare_secs_of_ms(1_234), "1.234");
+
+        assert_eq!(time_scale(250), "250ns");
+        assert_eq!(time_scale(1_500), "1500ns");
+        assert_eq!(time_scale(100_000), "100us");
+        assert_eq!(time_scale(1_000_000), "1ms");
+        assert_eq!(time_scale(1_500_000), "1.5ms");
+        assert_eq!(time_scale(2_500_000_000), "2500ms");
+        assert_eq!(time_scale(1_000_000_000), "1s");
     }
 
     #[test]

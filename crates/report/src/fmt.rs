@@ -1,36 +1,16 @@
-//! Human formatting of durations, rates and sizes. Units always printed.
+//! Human formatting of durations, rates and sizes. Units always printed. Durations are
+//! formatted in [`tcpdoctor_model::units`], their one home; [`duration`] and [`micros`] are
+//! re-exported here for the printers.
 
 use std::fmt::Display;
-use std::time::Duration;
+
+pub use tcpdoctor_model::units::{duration, micros};
 
 /// `NETFILTER_DROP 4, TCP_INVALID_SYN 3`: labelled counts in the order given (per cause,
 /// drop reason, hook, state), as every report lists them; empty for none.
 pub fn tally<K: Display, V: Display>(items: impl IntoIterator<Item = (K, V)>) -> String {
     let parts: Vec<String> = items.into_iter().map(|(k, v)| format!("{k} {v}")).collect();
     parts.join(", ")
-}
-
-/// `850us`, `12.3ms`, `1.004s`: three significant digits, unit chosen by magnitude.
-pub fn duration(d: Duration) -> String {
-    micros(d.as_micros() as u64)
-}
-
-/// Like [`duration`], from microseconds.
-pub fn micros(us: u64) -> String {
-    if us < 1_000 {
-        format!("{us}us")
-    } else if us < 1_000_000 {
-        let ms = us as f64 / 1_000.0;
-        if ms < 10.0 {
-            format!("{ms:.2}ms")
-        } else if ms < 100.0 {
-            format!("{ms:.1}ms")
-        } else {
-            format!("{ms:.0}ms")
-        }
-    } else {
-        format!("{:.3}s", us as f64 / 1_000_000.0)
-    }
 }
 
 /// `1.2 k`, `3.4 M` style counts (SI, three significant digits).
@@ -92,14 +72,6 @@ mod tests {
         let m: std::collections::BTreeMap<&str, u64> = [("b", 2), ("a", 10)].into();
         assert_eq!(tally(&m), "a 10, b 2");
         assert_eq!(tally(Vec::<(&str, u64)>::new()), "");
-    }
-
-    #[test]
-    fn durations_pick_units() {
-        assert_eq!(micros(850), "850us");
-        assert_eq!(micros(1_234), "1.23ms");
-        assert_eq!(micros(40_100), "40.1ms");
-        assert_eq!(micros(1_004_000), "1.004s");
     }
 
     #[test]
