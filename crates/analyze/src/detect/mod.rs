@@ -356,15 +356,7 @@ impl Detectors {
 }
 
 /// A duration in microseconds for a human: `850 us`, `12.5 ms`, `1.027 s`.
-pub(crate) fn us(v: u64) -> String {
-    if v < 1_000 {
-        format!("{v} us")
-    } else if v < 1_000_000 {
-        format!("{:.1} ms", v as f64 / 1e3)
-    } else {
-        format!("{:.3} s", v as f64 / 1e6)
-    }
-}
+pub(crate) use tcpdoctor_model::units::micros_spaced as us;
 
 /// A byte count for a human: `512 B`, `3.0 KiB`, `1.5 MiB`.
 pub(crate) fn bytes_h(n: u64) -> String {

@@ -271,10 +271,6 @@ pub(crate) struct Time {
 /// Servers whose unused connections are counted.
 pub const UNUSED_MAX: usize = 4096;
 
-fn ms(ns: u64) -> String {
-    us(ns / 1_000)
-}
-
 /// The statistics of `server`, made when new unless [`SERVICES_MAX`] are kept.
 fn service(services: &mut Dense<Endpoint, Service>, server: Endpoint) -> Option<&mut Service> {
     if services.len() >= SERVICES_MAX && services.get(&server).is_none() {
@@ -407,7 +403,7 @@ fn beyond_the_path(h: &Handshake, p: &Parts) -> String {
         0 => String::new(),
         x => format!(
             "; the SYN-ACK came {} later than the request's own round trip, and on no SYN-ACK resend timer: the SYN's first pass (a middlebox setting up the flow, a SYN proxy) or the server's SYN handling held it, which a capture near the server would tell apart (there the SYN-ACK's leg is the server's alone), so the capture point above is a guess",
-            ms(x)
+            us(x / 1_000)
         ),
     }
 }
@@ -418,20 +414,25 @@ fn describe(part: Part, flow: &str, e: &Exchange, p: &Parts, hs: Option<&Handsha
         "capture point unknown (no whole handshake)".to_string(),
         |h| format!("capture point {}", h.point().name()),
     );
-    let rtt = hs.map_or(String::new(), |h| format!("; RTT {}", ms(h.rtt_ns())));
+    let rtt = hs.map_or(String::new(), |h| {
+        format!("; RTT {}", us(h.rtt_ns() / 1_000))
+    });
     let acked = match e.req_ack {
         Some(a) if a.1 != e.resp_first.1 => format!(
             "; the server acknowledged the request at frame {}, {} after it",
             a.1,
-            ms(a.0.saturating_sub(e.req_last.0))
+            us(a.0.saturating_sub(e.req_last.0) / 1_000)
         ),
         _ => String::new(),
     };
     let path = match p.path_from {
-        PathFrom::Handshake => format!("less the path's share {} (SYN to SYN-ACK)", ms(p.path_ns)),
+        PathFrom::Handshake => format!(
+            "less the path's share {} (SYN to SYN-ACK)",
+            us(p.path_ns / 1_000)
+        ),
         PathFrom::RequestAck => format!(
             "less the path's share {} (at most the request's acknowledgement)",
-            ms(p.path_ns)
+            us(p.path_ns / 1_000)
         ),
         PathFrom::Unknown => "path share unknown (taken as none)".to_string(),
     };
@@ -442,8 +443,8 @@ fn describe(part: Part, flow: &str, e: &Exchange, p: &Parts, hs: Option<&Handsha
                 "request's last byte at frame {}, response's first byte at frame {}: {}; {path}: server time {}{rtt}{acked}; {point}",
                 e.req_last.1,
                 e.resp_first.1,
-                ms(p.gap_ns),
-                ms(p.server_ns)
+                us(p.gap_ns / 1_000),
+                us(p.server_ns / 1_000)
             ),
         ),
         Part::Network => match hs.filter(|_| e.index == 1) {
@@ -453,13 +454,13 @@ fn describe(part: Part, flow: &str, e: &Exchange, p: &Parts, hs: Option<&Handsha
                     "SYN at frame {}, SYN-ACK at frame {}: {}; ACK at frame {}: {} later; {point}; the request's round trip {} (request's last byte at frame {}, response's first byte at frame {}: {}){acked}",
                     h.syn.1,
                     h.synack.1,
-                    ms(h.server_leg_ns()),
+                    us(h.server_leg_ns() / 1_000),
                     h.ack.1,
-                    ms(h.client_leg_ns()),
-                    ms(p.path_ns),
+                    us(h.client_leg_ns() / 1_000),
+                    us(p.path_ns / 1_000),
                     e.req_last.1,
                     e.resp_first.1,
-                    ms(p.gap_ns)
+                    us(p.gap_ns / 1_000)
                 ) + &beyond_the_path(h, p),
             ),
             None => (
@@ -468,8 +469,8 @@ fn describe(part: Part, flow: &str, e: &Exchange, p: &Parts, hs: Option<&Handsha
                     "request's last byte at frame {}, response's first byte at frame {}: {}, of which the path's {}{acked}{rtt}; {point}",
                     e.req_last.1,
                     e.resp_first.1,
-                    ms(p.gap_ns),
-                    ms(p.path_ns)
+                    us(p.gap_ns / 1_000),
+                    us(p.path_ns / 1_000)
                 ),
             ),
         },
@@ -481,8 +482,8 @@ fn describe(part: Part, flow: &str, e: &Exchange, p: &Parts, hs: Option<&Handsha
                     "handshake done at frame {}, the client's first request byte at frame {}: {} later{rtt}; the server answered in {} (response's first byte at frame {})",
                     from.1,
                     e.req_first.1,
-                    ms(p.client_ns),
-                    ms(p.gap_ns),
+                    us(p.client_ns / 1_000),
+                    us(p.gap_ns / 1_000),
                     e.resp_first.1
                 ),
             )
