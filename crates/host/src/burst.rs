@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde::Serialize;
-use tcpdoctor_model::{Evidence, Finding, Impact, Pathology, Source};
+use tcpdoctor_model::{units, Evidence, Finding, Impact, Pathology, Source};
 
 use crate::netdev::{CounterFiles, Stat};
 use crate::Error;
@@ -489,21 +489,6 @@ pub fn analyze(
         .collect()
 }
 
-/// A time scale as a short name: `100us`, `1ms`, `1.5ms`, `1s`.
-pub fn scale(ns: u64) -> String {
-    if ns >= 1_000_000_000 && ns.is_multiple_of(1_000_000_000) {
-        format!("{}s", ns / 1_000_000_000)
-    } else if ns >= 1_000_000 && ns.is_multiple_of(1_000_000) {
-        format!("{}ms", ns / 1_000_000)
-    } else if ns >= 1_000_000 {
-        format!("{:.1}ms", ns as f64 / 1e6)
-    } else if ns >= 1_000 && ns.is_multiple_of(1_000) {
-        format!("{}us", ns / 1_000)
-    } else {
-        format!("{ns}ns")
-    }
-}
-
 /// When a burst is worth a finding.
 #[derive(Clone, Copy, Debug)]
 pub struct Thresholds {
@@ -551,7 +536,7 @@ pub fn findings(iface: &str, reports: &[DirectionReport], th: &Thresholds) -> Ve
         if ratio < th.ratio || r.peak_bin_packets < th.min_packets {
             continue;
         }
-        let res = scale(r.resolution_ns);
+        let res = units::time_scale(r.resolution_ns);
         // The link's capacity is the finite budget a burst spends: the share of it used in
         // the busiest bin is what the policy judges (half or more: pressure; 90%: used up,
         // queues build and drop). Without a link speed there is no budget to judge against:
@@ -601,7 +586,7 @@ pub fn findings(iface: &str, reports: &[DirectionReport], th: &Thresholds) -> Ve
                 .map(|x| {
                     format!(
                         "{}: {}",
-                        scale(x.resolution_ns),
+                        units::time_scale(x.resolution_ns),
                         x.max_avg_ratio
                             .map_or("-".to_string(), |v| format!("{v:.1}x"))
                     )

@@ -14,6 +14,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tcpdoctor_model::timers::GiveUp;
 use tcpdoctor_model::timers::SYN_INITIAL_RTO;
+use tcpdoctor_model::units;
 use tcpdoctor_model::{Finding, Impact, Pathology, Remedy, Source, SynLadder};
 
 use crate::sysctl::{self, TcpSettings, TIME_WAIT};
@@ -636,7 +637,7 @@ fn syn_ladder(t: &TcpSettings, ladder: &SynLadder, out: &mut Vec<Finding>) {
         format!(
             "{ladder}: a lost SYN costs one of these rungs (tcp_syn_retries={}, {linear}; the retransmissions stop at a {} s time budget or at their count, whichever comes first, and late timers push the failure to at most {} s); connect spikes at these values are SYN retransmits",
             t.tcp_syn_retries,
-            secs(budget),
+            units::bare_secs(budget),
             ladder.give_up_latest().as_secs_f64().ceil(),
         ),
         impact,
@@ -645,7 +646,11 @@ fn syn_ladder(t: &TcpSettings, ladder: &SynLadder, out: &mut Vec<Finding>) {
     if let Some(n) = t.tcp_syn_linear_timeouts {
         f = f.setting("net.ipv4.tcp_syn_linear_timeouts", n);
     }
-    let rungs: Vec<String> = ladder.rungs().iter().map(|d| secs(*d)).collect();
+    let rungs: Vec<String> = ladder
+        .rungs()
+        .iter()
+        .map(|d| units::bare_secs(*d))
+        .collect();
     let linear_n = t.tcp_syn_linear_timeouts.unwrap_or(0);
     let ended = match ladder.ended_by() {
         GiveUp::Count => format!(
@@ -654,7 +659,7 @@ fn syn_ladder(t: &TcpSettings, ladder: &SynLadder, out: &mut Vec<Finding>) {
         ),
         GiveUp::Time => format!(
             "at the first expiry past the {} s time budget",
-            secs(budget)
+            units::bare_secs(budget)
         ),
     };
     f = f
@@ -677,11 +682,6 @@ fn syn_ladder(t: &TcpSettings, ladder: &SynLadder, out: &mut Vec<Finding>) {
             round2(ladder.give_up_latest().as_secs_f64()),
         );
     out.push(f);
-}
-
-/// Seconds as the ladder prints them (`7`, `1.5`).
-fn secs(d: Duration) -> String {
-    format!("{}", round2(d.as_secs_f64()))
 }
 
 fn rto(t: &TcpSettings, routes: &[RouteRto], out: &mut Vec<Finding>) {

@@ -3,10 +3,10 @@
 use std::io::{self, Write};
 
 use serde::Serialize;
-use tcpdoctor_model::Report;
+use tcpdoctor_model::{units, Report};
 use tcpdoctor_report::{findings, fmt, table};
 
-use crate::burst::{self, DirectionReport, IntervalStats, Mode};
+use crate::burst::{DirectionReport, IntervalStats, Mode};
 
 /// How the sampled interface was chosen. JSON values: `argument`, `busiest`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -70,14 +70,6 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>) -> io::Result<()> {
     findings::verdict(w, r)
 }
 
-fn ns(v: u64) -> String {
-    if v < 10_000 {
-        format!("{:.1}us", v as f64 / 1000.0)
-    } else {
-        fmt::micros(v / 1000)
-    }
-}
-
 fn write_text(w: &mut dyn Write, b: &Body) -> io::Result<()> {
     let how = match (b.mode, b.pinned_cpu) {
         (Mode::BusyPoll { .. }, Some(c)) => format!("busy-poll pinned to CPU {c}"),
@@ -107,15 +99,15 @@ fn write_text(w: &mut dyn Write, b: &Body) -> io::Result<()> {
     writeln!(
         w,
         "sampling interval: target {}, achieved p50 {}, p99 {}, max {}; error vs target p50 {}, p99 {}; {} missed, {} dropped (read preempted); one read {}",
-        ns(s.target_ns),
-        ns(s.p50_ns),
-        ns(s.p99_ns),
-        ns(s.max_ns),
-        ns(s.error_p50_ns),
-        ns(s.error_p99_ns),
+        units::nanos(s.target_ns),
+        units::nanos(s.p50_ns),
+        units::nanos(s.p99_ns),
+        units::nanos(s.max_ns),
+        units::nanos(s.error_p50_ns),
+        units::nanos(s.error_p99_ns),
         s.missed_slots,
         b.uncertain_samples,
-        ns(b.read_cost_p50_ns)
+        units::nanos(b.read_cost_p50_ns)
     )?;
     // Preempted more than 10 targets' worth at the 99th percentile: say how to do better.
     if s.error_p99_ns > 10 * s.target_ns {
@@ -127,8 +119,8 @@ fn write_text(w: &mut dyn Write, b: &Body) -> io::Result<()> {
         writeln!(
             w,
             "note: the sampler was delayed (p99 error {}); time scales below {} are smoothed; {fix}",
-            ns(s.error_p99_ns),
-            ns(s.p99_ns)
+            units::nanos(s.error_p99_ns),
+            units::nanos(s.p99_ns)
         )?;
     }
     match b.link_speed_bits_per_s {
@@ -164,7 +156,7 @@ fn write_text(w: &mut dyn Write, b: &Body) -> io::Result<()> {
         let pct = |u: Option<f64>| u.map_or("-".to_string(), |u| format!("{:.1}%", u * 100.0));
         for r in &d.resolutions {
             t.add_row([
-                burst::scale(r.resolution_ns),
+                units::time_scale(r.resolution_ns),
                 r.max_avg_ratio
                     .map_or("-".to_string(), |v| format!("{v:.1}x")),
                 fmt::bitrate(r.peak_rate_bits_per_s),

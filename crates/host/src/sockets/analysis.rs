@@ -25,6 +25,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tcpdoctor_model::policy::{BUDGET_CRITICAL, BUDGET_WARNING};
 use tcpdoctor_model::timers::SYN_INITIAL_RTO;
+use tcpdoctor_model::units;
 use tcpdoctor_model::{merge, Evidence, Finding, Impact, Pathology, PortRange, Source};
 
 use super::limits::{self, PathStats, Transfers};
@@ -1063,7 +1064,7 @@ fn findings(sum: &Summary) -> Vec<Finding> {
                 format!(
                     "{n} socket(s) waiting on retransmission timeouts (backoff up to {max_backoff}, RTO up to {} ms; the worst has waited {} or more)",
                     max_rto / 1000,
-                    stall.map_or("?".to_string(), fmt_duration)
+                    stall.map_or("?".to_string(), units::ms_or_s_coarse)
                 ),
                 Impact::stalls(n, Some(sum.data_sockets.max(n)), stall),
             )
@@ -1136,7 +1137,7 @@ fn slow_reader_finding(sum: &Summary) -> Finding {
     let queued: u64 = flagged.iter().map(|f| u64::from(f.recv_q_bytes)).sum();
     let stall = worst_stall(&flagged);
     let persisted = match (stall, sum.interval_ms) {
-        (Some(s), _) => format!("; stalled for at least {}", fmt_duration(s)),
+        (Some(s), _) => format!("; stalled for at least {}", units::ms_or_s_coarse(s)),
         (None, Some(_)) => "; not yet seen persisting across censuses".to_string(),
         (None, None) => "; one census: how long it lasts is unknown".to_string(),
     };
@@ -1181,7 +1182,7 @@ fn slow_reader_finding(sum: &Summary) -> Finding {
                         f.send_q_bytes,
                         f.stalled_at_least_us.map_or(String::new(), |us| format!(
                             " stalled {} or more",
-                            fmt_duration(Duration::from_micros(us))
+                            units::ms_or_s_coarse(Duration::from_micros(us))
                         )),
                         by_whom(&f.owners)
                     )
@@ -1226,7 +1227,7 @@ fn overflow_finding(sum: &Summary, l: &Listener) -> Finding {
             u.closed_by_client,
             waited.map_or(String::new(), |w| format!(
                 ", the oldest waiting {} or more",
-                fmt_duration(w)
+                units::ms_or_s_coarse(w)
             ))
         )
     } else {
@@ -1239,7 +1240,7 @@ fn overflow_finding(sum: &Summary, l: &Listener) -> Finding {
             "listener {}{} has a full accept queue: {q} waiting{queued}, backlog {b}; each SYN it drops waits {} for its retransmission",
             l.local,
             by_whom(&l.owners),
-            fmt_duration(SYN_INITIAL_RTO)
+            units::ms_or_s_coarse(SYN_INITIAL_RTO)
         ),
         // tcp_conn_request (net/ipv4/tcp_input.c) drops a SYN while sk_acceptq_is_full; the
         // client resends it after TCP_TIMEOUT_INIT. A connection waiting in the queue waits
@@ -1269,7 +1270,7 @@ fn overflow_finding(sum: &Summary, l: &Listener) -> Finding {
                 "in the accept queue, never accepted (inode 0): {} bytes in Recv-Q, {} closed by the client{}",
                 u.unread_bytes,
                 u.closed_by_client,
-                waited.map_or(String::new(), |w| format!(", waiting {} or more", fmt_duration(w)))
+                waited.map_or(String::new(), |w| format!(", waiting {} or more", units::ms_or_s_coarse(w)))
             )),
         });
     }
@@ -1293,7 +1294,7 @@ fn overflow_finding(sum: &Summary, l: &Listener) -> Finding {
         let between = match (l.syn_resends_between_censuses, sum.interval_ms) {
             (Some(n), Some(ms)) => format!(
                 "; {n} SYN resend(s) toward it in the {} between the two censuses",
-                fmt_duration(Duration::from_millis(ms))
+                units::ms_or_s_coarse(Duration::from_millis(ms))
             ),
             _ => String::new(),
         };
@@ -1318,7 +1319,7 @@ fn syn_finding(sum: &Summary, syn: &[&FlaggedSocket], toward: &str) -> Finding {
         Source::Sockets,
         format!(
             "{n} connect(s) in SYN_SENT{toward} have retransmitted their SYN (up to {most} times: waiting {} or more)",
-            stall.map_or("?".to_string(), fmt_duration)
+            stall.map_or("?".to_string(), units::ms_or_s_coarse)
         ),
         Impact::stalls(n, Some(connecting.max(n)), stall),
     )
@@ -1337,16 +1338,6 @@ fn syn_finding(sum: &Summary, syn: &[&FlaggedSocket], toward: &str) -> Finding {
             .map(|f| format!("{} -> {}{}", f.local, f.remote, by_whom(&f.owners)))
             .collect(),
     })
-}
-
-/// `1 s`, `250 ms`, `1.5 s`.
-fn fmt_duration(d: Duration) -> String {
-    let ms = d.as_secs_f64() * 1000.0;
-    if ms >= 1000.0 {
-        format!("{:.1} s", ms / 1000.0)
-    } else {
-        format!("{ms:.0} ms")
-    }
 }
 
 #[cfg(test)]
