@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use tcpdoctor_model::{Evidence, Finding, Impact, Pathology, Source};
+use tcpdoctor_model::{units, Evidence, Finding, Impact, Pathology, Source};
 
 /// A many-to-one exchange as measured: rounds of simultaneous replies from `senders` flows.
 #[derive(Clone, Debug, PartialEq)]
@@ -106,7 +106,7 @@ pub fn fan_in(o: &FanIn) -> Vec<Finding> {
     let lost_evidence = Evidence::Arithmetic {
         formula: format!(
             "time lost = sum(round - reference round {}) / sum(round), {} rounds (reference: the median round, or the fastest when most rounds stalled)",
-            fmt_us(o.reference_round()),
+            units::ms_or_s(o.reference_round()),
             o.round_us.len()
         ),
         result: lost,
@@ -154,7 +154,7 @@ pub fn fan_in(o: &FanIn) -> Vec<Finding> {
                 o.rounds,
                 share * 100.0,
                 o.slow_threshold.as_millis(),
-                fmt_us(o.worst_stall()),
+                units::ms_or_s(o.worst_stall()),
                 lost * 100.0,
             ),
             o.impact(),
@@ -192,7 +192,7 @@ pub fn fan_in(o: &FanIn) -> Vec<Finding> {
                     o.slow_rounds,
                     o.rounds,
                     o.slow_threshold.as_millis(),
-                    fmt_us(o.worst_stall()),
+                    units::ms_or_s(o.worst_stall()),
                 ),
                 o.impact(),
             )
@@ -251,15 +251,6 @@ pub fn time_lost_share(round_us: &[u64], line_round_us: Option<u64>) -> f64 {
     }
     let lost: u64 = round_us.iter().map(|r| r.saturating_sub(reference)).sum();
     lost as f64 / total as f64
-}
-
-fn fmt_us(d: Duration) -> String {
-    let us = d.as_micros() as u64;
-    if us >= 1_000_000 {
-        format!("{:.2} s", us as f64 / 1e6)
-    } else {
-        format!("{:.1} ms", us as f64 / 1e3)
-    }
 }
 
 /// Findings of `tcpdoctor analyze`'s detectors on a capture the lab made, and how many

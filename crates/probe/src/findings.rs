@@ -8,25 +8,12 @@ use std::time::Duration;
 
 use tcpdoctor_host::counters::Delta;
 use tcpdoctor_host::sysctl::TIME_WAIT;
-use tcpdoctor_model::{Evidence, Finding, Impact, Pathology, Remedy, Source};
+use tcpdoctor_model::{units, Evidence, Finding, Impact, Pathology, Remedy, Source};
 
 use crate::classify::{Spike, SpikeCause};
 use crate::record::{ErrorKind, Phase};
 use crate::stats::{Context, ErrorCount, Stage, Summary, Unanswered};
 use crate::CloseFirst;
-
-/// `840 us`, `4.2 ms`, `120 ms`, `1.02 s`.
-fn dur(us: u64) -> String {
-    if us >= 1_000_000 {
-        format!("{:.2} s", us as f64 / 1e6)
-    } else if us >= 10_000 {
-        format!("{} ms", us / 1_000)
-    } else if us >= 1_000 {
-        format!("{:.1} ms", us as f64 / 1_000.0)
-    } else {
-        format!("{us} us")
-    }
-}
 
 fn micros(us: u64) -> Duration {
     Duration::from_micros(us)
@@ -110,7 +97,7 @@ pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec
                     format!(
                         "{} connections waited ~{} while the listener's accept queue overflowed{}",
                         g.count,
-                        dur(g.typical_phase_us),
+                        units::micros_coarse(g.typical_phase_us),
                         lost_text(lost)
                     ),
                     Impact::stalls(g.count, Some(started(s)), worst).with_time_lost(lost),
@@ -129,7 +116,7 @@ pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec
                     format!(
                         "{} connects took ~{}: SYN answered by a stale ACK and resent quickly",
                         g.count,
-                        dur(g.typical_phase_us)
+                        units::micros_coarse(g.typical_phase_us)
                     ),
                     Impact::stalls(g.count, Some(s.connects_attempted), worst).with_time_lost(lost),
                 ),
@@ -144,8 +131,8 @@ pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec
                         "{} of {} replies waited ~{} for a retransmission timeout (RTO floor {}){}",
                         g.count,
                         started(s),
-                        dur(g.typical_phase_us),
-                        dur(s.settings.rto_min_us),
+                        units::micros_coarse(g.typical_phase_us),
+                        units::micros_coarse(s.settings.rto_min_us),
                         lost_text(lost)
                     ),
                     Impact::stalls(g.count, Some(started(s)), worst).with_time_lost(lost),
@@ -169,7 +156,7 @@ pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec
                         "{} of {} replies waited ~{}: a delayed ACK held a small write{}",
                         g.count,
                         s.requests_ok,
-                        dur(g.typical_phase_us),
+                        units::micros_coarse(g.typical_phase_us),
                         lost_text(lost)
                     ),
                     // The share of requests with ~40 ms stalls decides (policy: common or rare).
@@ -216,9 +203,9 @@ pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec
                         "{} of {} requests were slower than {} (typical slow phase {}, worst {}) with no TCP timer signature{}{whose}",
                         g.count,
                         s.requests_ok,
-                        dur(s.spikes.threshold_us),
-                        dur(g.typical_phase_us),
-                        dur(g.max_phase_us),
+                        units::micros_coarse(s.spikes.threshold_us),
+                        units::micros_coarse(g.typical_phase_us),
+                        units::micros_coarse(g.max_phase_us),
                         lost_text(lost)
                     ),
                     impact,
@@ -463,7 +450,7 @@ fn failures(errors: &[&ErrorCount]) -> Evidence {
                     e.count,
                     e.errno,
                     phase_call(e.phase),
-                    dur(e.first_at_us)
+                    units::micros_coarse(e.first_at_us)
                 )
             })
             .collect(),
@@ -499,7 +486,8 @@ fn unanswered(ctx: &Context, s: &Summary, u: &Unanswered, delta: &Delta) -> Find
         };
         ended.push(format!(
             "{ours} cut by {flag} {}",
-            u.timeout_us.map_or("(its value)".to_string(), dur)
+            u.timeout_us
+                .map_or("(its value)".to_string(), units::micros_coarse)
         ));
     }
     if u.cut > 0 {
@@ -510,14 +498,23 @@ fn unanswered(ctx: &Context, s: &Summary, u: &Unanswered, delta: &Delta) -> Find
         };
         ended.push(format!("{} still waiting {when}", u.cut));
     }
-    let waited = if dur(u.min_wait_us) == dur(u.max_wait_us) {
-        dur(u.max_wait_us)
+    let waited = if units::micros_coarse(u.min_wait_us) == units::micros_coarse(u.max_wait_us) {
+        units::micros_coarse(u.max_wait_us)
     } else {
-        format!("{} to {}", dur(u.min_wait_us), dur(u.max_wait_us))
+        format!(
+            "{} to {}",
+            units::micros_coarse(u.min_wait_us),
+            units::micros_coarse(u.max_wait_us)
+        )
     };
     let fired = u
         .first_timeout_at_us
-        .map(|t| format!("; the first timeout fired {} into the run", dur(t)))
+        .map(|t| {
+            format!(
+                "; the first timeout fired {} into the run",
+                units::micros_coarse(t)
+            )
+        })
         .unwrap_or_default();
     let impact = Impact {
         affected: u.count,
@@ -547,16 +544,15 @@ fn unanswered(ctx: &Context, s: &Summary, u: &Unanswered, delta: &Delta) -> Find
             // time passed surely left; one due but possibly not yet sent (timers fire late)
             // is named as such.
             let st = &s.settings;
-            let secs = |ms: u64| format!("{}", ms as f64 / 1000.0);
             let wait_ms = u.max_wait_us / 1_000;
             let mut sent = vec!["0".to_string()];
             let mut maybe = Vec::new();
             for (i, &at) in st.syn_ladder_ms.iter().enumerate() {
                 let latest = st.syn_ladder_latest_ms.get(i).copied().unwrap_or(at);
                 if latest <= wait_ms {
-                    sent.push(secs(at));
+                    sent.push(units::bare_secs_of_ms(at));
                 } else if at <= wait_ms {
-                    maybe.push(secs(at));
+                    maybe.push(units::bare_secs_of_ms(at));
                 }
             }
             let maybe = if maybe.is_empty() {
@@ -588,10 +584,10 @@ fn unanswered(ctx: &Context, s: &Summary, u: &Unanswered, delta: &Delta) -> Find
                     s.settings
                         .syn_ladder_ms
                         .iter()
-                        .map(|ms| format!("{}", *ms as f64 / 1000.0))
+                        .map(|&ms| units::bare_secs_of_ms(ms))
                         .collect::<Vec<_>>()
                         .join(", "),
-                    s.settings.syn_give_up_ms as f64 / 1000.0
+                    units::bare_secs_of_ms(s.settings.syn_give_up_ms)
                 ),
             );
             counter_evidence(
@@ -744,7 +740,7 @@ fn syn_retransmits(s: &Summary, spikes: &[Spike], delta: &Delta, out: &mut Vec<F
         .settings
         .syn_ladder_ms
         .iter()
-        .map(|ms| format!("{}", *ms as f64 / 1000.0))
+        .map(|&ms| units::bare_secs_of_ms(ms))
         .collect();
     let corroborated: u64 = groups.iter().map(|g| g.corroborated).sum();
     let lost = time_lost(s, spikes, |c| matches!(c, SpikeCause::SynRetransmit { .. }));
@@ -759,7 +755,7 @@ fn syn_retransmits(s: &Summary, spikes: &[Spike], delta: &Delta, out: &mut Vec<F
                 .map(|g| format!("{} x {}", g.count, g.label))
                 .collect::<Vec<_>>()
                 .join(", "),
-            dur(worst),
+            units::micros_coarse(worst),
             lost_text(lost),
             if corroborated < n {
                 "; TcpExtTCPSynRetrans did not move enough to confirm all of them"

@@ -4,15 +4,11 @@
 //! each finding's [`Impact`]. Pure.
 
 use tcpdoctor_host::counters::Delta;
-use tcpdoctor_model::{Evidence, Finding, Impact, Pathology, Source};
+use tcpdoctor_model::{units, Evidence, Finding, Impact, Pathology, Source};
 
 use crate::classify::{Spike, SpikeCause};
 use crate::split::{Component, TcpState};
 use crate::stats::Summary;
-
-fn dur(us: u64) -> String {
-    tcpdoctor_report::fmt::micros(us)
-}
 
 /// Median and maximum of `v` (sorted here).
 fn p50_max(v: &mut [u64]) -> (u64, u64) {
@@ -61,7 +57,7 @@ pub fn slow_part(s: &Summary, spikes: &[Spike], cause: SpikeCause) -> Option<Fin
     let named_us: u64 = values.iter().sum();
     let (p50, max) = p50_max(&mut values);
     let split = &s.time_split;
-    let rtt = dur(split.path_rtt_us);
+    let rtt = units::micros(split.path_rtt_us);
     let tcp = if split.tcp == TcpState::Fine {
         format!(
             "; TCP is fine: none of {} requests failed or waited for a TCP timer",
@@ -74,14 +70,14 @@ pub fn slow_part(s: &Summary, spikes: &[Spike], cause: SpikeCause) -> Option<Fin
         Component::Server => format!(
             "{n} of {} requests waited ~{} for the server: from the request to the first byte of the reply less the path's {rtt} round trip, the longest {}; no TCP timer slowed them{tcp}",
             s.requests_ok,
-            dur(p50),
-            dur(max)
+            units::micros(p50),
+            units::micros(max)
         ),
         _ => format!(
             "{n} of {} requests spent ~{} on the path's round trips (the handshake and the request's, {rtt} each at the median), the longest {}; no TCP timer slowed them{tcp}",
             s.requests_ok,
-            dur(p50),
-            dur(max)
+            units::micros(p50),
+            units::micros(max)
         ),
     };
     let mut f = Finding::new(
@@ -182,8 +178,8 @@ pub fn transfer_holds(s: &Summary, delta: &Delta) -> Option<Result<Finding, Evid
             "{} of {} replies waited ~{} after their first byte (the longest {}): a reply small enough for one flight was held until the client's delayed ACK, the server's Nagle keeping the rest of a reply written in parts",
             h.count,
             s.requests_ok,
-            dur(h.p50_us),
-            dur(h.max_us)
+            units::micros(h.p50_us),
+            units::micros(h.max_us)
         ),
         Impact::stalls(
             h.count,
@@ -229,18 +225,21 @@ pub(crate) fn unexplained_split(s: &Summary, spikes: &[Spike]) -> Option<Evidenc
             format!(
                 "the CPU waits that could hide in the {} whose server or path was largest: their workers' {} (schedstat run_delay since each one's previous slow request){}",
                 considered.len(),
-                dur(workers_us),
+                units::micros(workers_us),
                 server_us
-                    .map(|us| format!(", the embedded server's threads' {} over the run", dur(us)))
+                    .map(|us| format!(", the embedded server's threads' {} over the run", units::micros(us)))
                     .unwrap_or_default()
             )
         }
         (Some(w), Some(e)) => format!(
             "the workers waited {} and the embedded server's threads {} for a CPU during the run",
-            dur(w),
-            dur(e)
+            units::micros(w),
+            units::micros(e)
         ),
-        (Some(w), None) => format!("the workers waited {} for a CPU during the run", dur(w)),
+        (Some(w), None) => format!(
+            "the workers waited {} for a CPU during the run",
+            units::micros(w)
+        ),
         _ => "the workers' CPU waits are unknown (no schedstat)".into(),
     };
     Some(Evidence::Examples {

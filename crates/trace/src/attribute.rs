@@ -27,7 +27,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tcpdoctor_model::{Evidence, Finding, Impact, Pathology, PortRange, Source, SynLadder};
+use tcpdoctor_model::{units, Evidence, Finding, Impact, Pathology, PortRange, Source, SynLadder};
 
 use crate::btf::Reasons;
 use crate::raw::{
@@ -497,14 +497,6 @@ fn unsent_text(errno: u16) -> String {
     }
 }
 
-fn ms(us: u64) -> String {
-    if us >= 10_000 {
-        format!("{:.0} ms", us as f64 / 1000.0)
-    } else {
-        format!("{:.1} ms", us as f64 / 1000.0)
-    }
-}
-
 impl Engine {
     /// `start_ns`: CLOCK_MONOTONIC when tracing started (the events' clock).
     pub fn new(cfg: Config, start_ns: u64, reasons: Reasons) -> Engine {
@@ -688,7 +680,7 @@ impl Engine {
                     Self::pathology_of(cause),
                     format!(
                         "connected after {} ({} SYN resend(s), cause {})",
-                        ms(u64::from(connect_us)),
+                        units::micros_in_ms(u64::from(connect_us)),
                         hs.resends,
                         cause.name()
                     ),
@@ -713,7 +705,7 @@ impl Engine {
                     Some(p),
                     format!(
                         "{how} after {} ({} SYN resend(s), cause {})",
-                        ms(u64::from(after_us)),
+                        units::micros_in_ms(u64::from(after_us)),
                         hs.resends,
                         cause.name()
                     ),
@@ -835,7 +827,9 @@ impl Engine {
                         let when = self
                             .handshakes
                             .get(&ev.sk)
-                            .map(|h| ms(ev.ts_ns.saturating_sub(h.last_ts_ns) / 1000))
+                            .map(|h| {
+                                units::micros_in_ms(ev.ts_ns.saturating_sub(h.last_ts_ns) / 1000)
+                            })
                             .unwrap_or_default();
                         (
                             c,
@@ -942,7 +936,12 @@ impl Engine {
             RetransmitClass::Timeout => {
                 let waited = waited_us.map(u64::from);
                 let mut text = waited
-                    .map(|w| format!(" after {} without an ACK of new data", ms(w)))
+                    .map(|w| {
+                        format!(
+                            " after {} without an ACK of new data",
+                            units::micros_in_ms(w)
+                        )
+                    })
                     .unwrap_or_default();
                 if peer_silent {
                     text.push_str("; the peer has acknowledged none of this connection's data and sent none: it may never have taken the connection (a full accept queue drops the handshake's last ACK)");
@@ -1308,7 +1307,7 @@ impl Engine {
                         "; no closed window seen to last (a window probe or a timer resend into it after it closed)".to_string(),
                         |(d, (a, b))| format!(
                             "; the longest closed window lasted {} or more ({a} <-> {b}, from the window closing to the last probe that found it closed)",
-                            tcpdoctor_report::fmt::duration(d)
+                            units::duration(d)
                         ),
                     );
                     let readers: Vec<&String> = self.windows.readers.keys().collect();

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use tcpdoctor_model::units;
 
 use super::{attribute, Baseline, Component, CpuWaits};
 use crate::classify::{Spike, SpikeCause};
@@ -213,11 +214,6 @@ impl TimeSplit {
     }
 }
 
-/// `840us`, `4.2ms`, `301ms`, `1.02s`.
-fn dur(us: u64) -> String {
-    tcpdoctor_report::fmt::micros(us)
-}
-
 fn headline(s: &TimeSplit, stalled: u64, unexplained: u64, failed: u64) -> String {
     let (requests, them) = match unexplained {
         1 => ("request stays", "it"),
@@ -259,8 +255,8 @@ fn headline(s: &TimeSplit, stalled: u64, unexplained: u64, failed: u64) -> Strin
     let took = if c.p50_us * 2 >= s.total_p50_us && c.p50_us > 0 {
         format!(
             "{who} took {} of {} per request (p50; {what})",
-            dur(c.p50_us),
-            dur(s.total_p50_us)
+            units::micros(c.p50_us),
+            units::micros(s.total_p50_us)
         )
     } else {
         format!(
