@@ -1,6 +1,6 @@
 use super::super::TcpInfo;
 use super::*;
-use tcpdoctor_model::{Rule, Severity};
+use tcpdoctor_model::{Evidence, Pathology, Rule, Severity};
 
 fn sock(state: TcpState, local: &str, remote: &str) -> Socket {
     Socket::new(state, local.parse().unwrap(), remote.parse().unwrap())
