@@ -1,6 +1,7 @@
 //! Timeouts, incast episodes and closed windows.
 
 use super::*;
+use crate::attribute::retransmit::unsent_text;
 
 /// A first retransmission timeout the kernel refused (-EBUSY): nothing was sent.
 fn busy_timeout() -> Detail {

@@ -1,0 +1,321 @@
+//! Retransmissions by what sent them: a SYN resent (after a stale ACK or a TIME_WAIT
+//! collision, into a full accept queue, dropped where the trace saw it, or lost) and data
+//! resent by the timer, a tail-loss probe or fast retransmit; timeouts of several flows into
+//! one receiver are incast. Part of the engine ([`Engine`]); pure like it.
+
+use super::*;
+
+/// What the evidence of a resend that sent nothing adds (the tracepoint's result).
+pub(super) fn unsent_text(errno: u16) -> String {
+    match i32::from(errno) {
+        libc::EBUSY => {
+            "; nothing sent: EBUSY, the first copy was still in this host's qdisc or driver"
+                .to_string()
+        }
+        e => {
+            let what = std::io::Error::from_raw_os_error(e).to_string();
+            let what = what.split(" (os error").next().unwrap_or_default();
+            format!("; nothing sent: the kernel's result was -{e} ({what})")
+        }
+    }
+}
+
+impl Engine {
+    // The fields of one Detail::Retransmit, as the other handlers take theirs.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn retransmit(
+        &mut self,
+        ev: &Event,
+        class: RetransmitClass,
+        attempt: u32,
+        waited_us: Option<u32>,
+        peer_silent: bool,
+        unsent_errno: Option<u16>,
+        lookup: &mut dyn Lookup,
+    ) -> Option<Line> {
+        let unsent = unsent_errno.is_some();
+        let line = match class {
+            RetransmitClass::Syn if ev.state == Some(TcpState::SynSent) => {
+                let ladder = lookup.syn_ladder(ev.netns);
+                let rung = ladder
+                    .as_ref()
+                    .and_then(|l| l.retransmit_at(attempt))
+                    .map(|d| {
+                        format!(
+                            ", rung {attempt} of this host's SYN ladder ({} s after the first SYN)",
+                            d.as_secs_f64()
+                        )
+                    })
+                    .unwrap_or_else(|| format!(", attempt {attempt}"));
+                let known = self.handshakes.get(&ev.sk).and_then(|h| h.cause);
+                let (cause, evidence) = match known {
+                    Some(c @ (Cause::StaleAckRace | Cause::TimeWaitCollision | Cause::OldAck)) => {
+                        let when = self
+                            .handshakes
+                            .get(&ev.sk)
+                            .map(|h| {
+                                units::micros_in_ms(ev.ts_ns.saturating_sub(h.last_ts_ns) / 1000)
+                            })
+                            .unwrap_or_default();
+                        (
+                            c,
+                            format!(
+                                "SYN resent {when} after the old ACK was reset (attempt {attempt})"
+                            ),
+                        )
+                    }
+                    _ => {
+                        if let Some(found) = self.refused_by_timewait(ev, &rung) {
+                            found
+                        } else if let Some(d) = self.syn_drops.get(&(ev.local, ev.remote)) {
+                            let at = d
+                                .ifname
+                                .as_ref()
+                                .map(|i| format!(" on {i}"))
+                                .unwrap_or_default();
+                            (
+                                Cause::SynDropped,
+                                format!(
+                                    "SYN resent: the previous one was dropped{at}, reason {}{rung}",
+                                    d.reason
+                                ),
+                            )
+                        } else if let Some((li, counted)) = self.refusing_listener(ev, lookup) {
+                            let who = li
+                                .process
+                                .as_ref()
+                                .map(|p| format!(", held by {} (pid {})", p.comm, p.pid))
+                                .unwrap_or_default();
+                            let evidence = match counted {
+                                None => format!(
+                                    "SYN resent: the listener {} accept queue full ({} queued, backlog {}){who}, so the kernel drops SYNs{rung}",
+                                    li.local, li.queued, li.backlog
+                                ),
+                                Some((rise, acks)) => format!(
+                                    "SYN resent: listener {} refused SYNs for a full accept queue (backlog {}){who}: TcpExtListenOverflows +{rise} in its namespace, {acks} of them handshake ACKs traced as TCP_LISTEN_OVERFLOW; a refused SYN leaves no drop record{rung}",
+                                    li.local, li.backlog
+                                ),
+                            };
+                            self.tallies
+                                .entry(Pathology::AcceptQueueOverflow)
+                                .or_default()
+                                .detail(format!(
+                                    "listener {} backlog {}{who}",
+                                    li.local, li.backlog
+                                ));
+                            (Cause::AcceptQueueFull, evidence)
+                        } else {
+                            (
+                                Cause::SynLost,
+                                format!("SYN resent with no answer seen{rung}"),
+                            )
+                        }
+                    }
+                };
+                let hs = self.handshakes.entry(ev.sk).or_default();
+                hs.resends += 1;
+                hs.last_ts_ns = ev.ts_ns;
+                if !matches!(
+                    hs.cause,
+                    Some(Cause::StaleAckRace | Cause::TimeWaitCollision | Cause::OldAck)
+                ) {
+                    hs.cause = Some(cause);
+                }
+                let p = Self::pathology_of(cause);
+                let l = self.line(ev, cause, p, evidence, lookup);
+                if let Some(p) = p {
+                    *self.summary.syn_resends.entry(p).or_default() += 1;
+                    let t = self.tally(p, &l);
+                    t.resends += 1;
+                    // A stale-ACK resend comes within milliseconds, not on the ladder: its
+                    // stall is the connect time reported when the handshake completes.
+                    let on_ladder = !matches!(
+                        cause,
+                        Cause::StaleAckRace | Cause::TimeWaitCollision | Cause::OldAck
+                    );
+                    if let Some(d) = ladder
+                        .as_ref()
+                        .filter(|_| on_ladder)
+                        .and_then(|lad| lad.retransmit_at(attempt))
+                    {
+                        t.worst_us = t.worst_us.max(d.as_micros() as u64);
+                    }
+                }
+                Some(l)
+            }
+            RetransmitClass::Syn => {
+                let l = self.line(
+                    ev,
+                    Cause::SynAckResend,
+                    Some(Pathology::SynRetransmit),
+                    format!("SYN-ACK resent (attempt {attempt})"),
+                    lookup,
+                );
+                self.tally(Pathology::SynRetransmit, &l);
+                *self
+                    .summary
+                    .syn_resends
+                    .entry(Pathology::SynRetransmit)
+                    .or_default() += 1;
+                Some(l)
+            }
+            RetransmitClass::Timeout => {
+                let waited = waited_us.map(u64::from);
+                let mut text = waited
+                    .map(|w| {
+                        format!(
+                            " after {} without an ACK of new data",
+                            units::micros_in_ms(w)
+                        )
+                    })
+                    .unwrap_or_default();
+                if peer_silent {
+                    text.push_str("; the peer has acknowledged none of this connection's data and sent none: it may never have taken the connection (a full accept queue drops the handshake's last ACK)");
+                }
+                let l = self.line(
+                    ev,
+                    Cause::Timeout,
+                    Some(Pathology::RetransmitTimeout),
+                    format!("retransmission timeout {attempt}{text}"),
+                    lookup,
+                );
+                let t = self.tally(Pathology::RetransmitTimeout, &l);
+                if let Some(w) = waited {
+                    t.worst_us = t.worst_us.max(w);
+                }
+                // A peer that never took the connection is not a receiver whose buffer the
+                // senders overflowed together (the capture analyzer leaves such flows out of
+                // incast too); nor is a timeout whose first copy had not left this host.
+                if !peer_silent && !unsent {
+                    self.incast(ev, waited.unwrap_or(0));
+                }
+                Some(l)
+            }
+            RetransmitClass::TailLossProbe => {
+                let l = self.line(
+                    ev,
+                    Cause::TailLossProbe,
+                    Some(Pathology::Retransmission),
+                    "tail-loss probe: the last segment resent to draw an ACK (RFC 8985)".into(),
+                    lookup,
+                );
+                self.tally(Pathology::Retransmission, &l);
+                Some(l)
+            }
+            RetransmitClass::Fast => {
+                let l = self.line(
+                    ev,
+                    Cause::FastRetransmit,
+                    Some(Pathology::Retransmission),
+                    "fast retransmit: duplicate ACKs / SACK reported a hole".into(),
+                    lookup,
+                );
+                self.tally(Pathology::Retransmission, &l);
+                Some(l)
+            }
+            RetransmitClass::AfterTimeout => Some(self.line(
+                ev,
+                Cause::AfterTimeout,
+                Some(Pathology::RetransmitTimeout),
+                "resent after a timeout (loss recovery)".into(),
+                lookup,
+            )),
+            RetransmitClass::ZeroWindow => {
+                let l = self.line(ev, Cause::ZeroWindow, Some(Pathology::SlowReader), "the retransmission timer fired with the peer's window at zero: its application is not reading, this socket's writer waits".into(), lookup);
+                self.windows.resent_into(ev);
+                self.writer_tally(&l);
+                Some(l)
+            }
+            RetransmitClass::Other => {
+                let l = self.line(
+                    ev,
+                    Cause::Retransmission,
+                    Some(Pathology::Retransmission),
+                    "retransmission".into(),
+                    lookup,
+                );
+                self.tally(Pathology::Retransmission, &l);
+                Some(l)
+            }
+        };
+        // A resend that sent nothing is still what happened (a timeout did fire, the kernel
+        // counted it): attributed as any other, its line saying that nothing went out.
+        line.map(|mut l| {
+            if let Some(errno) = unsent_errno {
+                l.evidence.push_str(&unsent_text(errno));
+            }
+            l
+        })
+    }
+
+    fn incast(&mut self, ev: &Event, waited_us: u64) {
+        let window = self.cfg.incast_window.as_nanos() as u64;
+        let q = self.rtos.entry(ev.remote.ip()).or_default();
+        q.push_back((ev.ts_ns, (ev.local, ev.remote), waited_us));
+        while q
+            .front()
+            .is_some_and(|&(t, _, _)| ev.ts_ns.saturating_sub(t) > window)
+        {
+            q.pop_front();
+        }
+        let flows: BTreeSet<_> = q.iter().map(|&(_, f, _)| f).collect();
+        if flows.len() < self.cfg.incast_min_flows {
+            return;
+        }
+        let start_ns = q.front().map(|&(t, _, _)| t).unwrap_or(ev.ts_ns);
+        let start_us = start_ns.saturating_sub(self.start_ns) / 1000;
+        let worst = q.iter().map(|&(_, _, w)| w).max().unwrap_or(0);
+        let receiver = ev.remote.ip();
+        // One episode per burst: extend the last one if it started within the window.
+        match self.summary.incast_episodes.last_mut() {
+            Some(e)
+                if e.receiver == receiver
+                    && start_us.saturating_sub(e.start_us) * 1000 <= window =>
+            {
+                e.flows = e.flows.max(flows.len() as u64);
+                e.worst_wait_us = e.worst_wait_us.max(worst);
+            }
+            _ => self.summary.incast_episodes.push(IncastEpisode {
+                receiver,
+                start_us,
+                flows: flows.len() as u64,
+                worst_wait_us: worst,
+            }),
+        }
+        let t = self.tallies.entry(Pathology::Incast).or_default();
+        for f in flows {
+            t.flows.insert(f);
+        }
+        t.worst_us = t.worst_us.max(worst);
+    }
+
+    /// The listener of `ev.remote` (in a traced namespace) when it is refusing SYNs: its
+    /// accept queue full now, or its namespace's TcpExtListenOverflows risen by more than
+    /// the refused handshake ACKs traced and the SYN resends already put down to it (then
+    /// with that rise and those ACKs). Either way the listener refused SYNs in the window;
+    /// with the counter, which SYN it refused is inferred by count, not seen.
+    fn refusing_listener(
+        &mut self,
+        ev: &Event,
+        lookup: &mut dyn Lookup,
+    ) -> Option<(Listener, Option<(u64, u64)>)> {
+        let li = lookup.listener(ev.remote)?;
+        if li.full() {
+            return Some((li, None));
+        }
+        let mut rise = lookup.listen_overflows(li.netns)?;
+        let o = self.listen_overflow.entry(li.netns).or_default();
+        if rise.saturating_sub(o.acks_traced) <= o.syn_resends_attributed {
+            // The refused handshake ACKs are counted as traced, the counter as last read:
+            // ACKs refused since that reading would hide as many refused SYNs. Read it now.
+            rise = lookup.listen_overflows_now(li.netns)?;
+        }
+        let unseen = rise.saturating_sub(o.acks_traced);
+        if unseen <= o.syn_resends_attributed {
+            return None;
+        }
+        o.syn_resends_attributed += 1;
+        let acks = o.acks_traced;
+        Some((li, Some((rise, acks))))
+    }
+}
