@@ -24,6 +24,8 @@ fn unknown_command_is_a_usage_error() {
 /// and by which build it was printed, so saved outputs can be lined up later.
 #[test]
 fn every_commands_json_carries_its_provenance() {
+    // Runs trace and doctor, which load the eBPF programs (support::bpf_exclusive).
+    let _bpf = support::bpf_exclusive();
     let root = env!("CARGO_MANIFEST_DIR").to_string() + "/../..";
     let pcap = format!("{root}/tests/data/analyze/syn-drop.pcap");
     let nstat1 = format!("{root}/tests/data/counters/linux-nstat-a.1.txt");

@@ -1372,6 +1372,8 @@ fn commands_that_can_see_a_pathology_agree_on_it_and_a_clean_run_is_healthy_ever
     ) {
         return;
     }
+    // Its rows trace (support::bpf_exclusive): no other test binary's trace meanwhile.
+    let _bpf = support::bpf_exclusive();
     let mut rows = Vec::new();
     let mut failures = Vec::new();
     // TDOC_CONFORMANCE_ROWS=a,b runs only the rows whose names contain one of the parts (to

@@ -433,6 +433,8 @@ fn lab_html_report_shows_the_harm_before_and_after_each_remedy() {
     if !support::require_root(name) || !require_chromium(name) {
         return;
     }
+    // It loads the trace's eBPF programs (support::bpf_exclusive).
+    let _bpf = support::bpf_exclusive();
     let dir = TempDir::new("lab-fix");
     let page = dir.0.join("lab.html");
     let (code, out, err) = support::run(&[
@@ -494,6 +496,8 @@ fn lab_html_report_draws_the_incast_sweep_and_its_svg_file() {
     if !support::require_root(name) || !require_chromium(name) {
         return;
     }
+    // It loads the trace's eBPF programs (support::bpf_exclusive).
+    let _bpf = support::bpf_exclusive();
     let dir = TempDir::new("lab-incast");
     let page = dir.0.join("incast.html");
     let prefix = dir.0.join("sweep");
@@ -563,6 +567,8 @@ fn doctor_html_report_charts_the_census_and_the_counter_window() {
     if !support::require_root(name) || !require_chromium(name) {
         return;
     }
+    // It loads the trace's eBPF programs (support::bpf_exclusive).
+    let _bpf = support::bpf_exclusive();
     let dir = TempDir::new("doctor");
     let page = dir.0.join("doctor.html");
     // Churn inside a namespace of our own during the window: sockets for the census and

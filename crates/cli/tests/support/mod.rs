@@ -106,21 +106,43 @@ pub fn require_root_and_tools(test: &str, tools: &[&str]) -> bool {
     false
 }
 
-/// Runs the tests of one binary that load the trace's eBPF programs one at a time (hold the
-/// guard for the whole test). While another program attaches to or detaches from the same
-/// tracepoints, the kernel sometimes does not run a program already attached, and counts no
-/// skip (measured with `kernel.bpf_stats_enabled`: the trace's `tcp_retransmit_skb` program
-/// ran 682 times for 688 tracepoint hits counted by `perf stat`, and 859 for 860, while
-/// another trace started and stopped every 0.3 s; 873, 816 and 73 of as many without). It
-/// also misses some with no other tracer (21 of 3,959 SYN resends in 160 accept-overflow lab
-/// runs; README), which the traces report as `not_traced` and the tests allow; the lock
+/// Runs the tests that load the trace's eBPF programs one at a time, across every test binary
+/// (hold the guard for the whole test). While another program attaches to or detaches from
+/// the same tracepoints, the kernel sometimes does not run a program already attached, and
+/// counts no skip (measured with `kernel.bpf_stats_enabled`: the trace's `tcp_retransmit_skb`
+/// program ran 682 times for 688 tracepoint hits counted by `perf stat`, and 859 for 860,
+/// while another trace started and stopped every 0.3 s; 873, 816 and 73 of as many without).
+/// It also misses some with no other tracer (21 of 3,959 SYN resends in 160 accept-overflow
+/// lab runs; README), which the traces report as `not_traced` and the tests allow; the lock
 /// removes the trigger that can be removed. These tests compare what was traced with the
-/// kernel's own counters, so no other test of theirs may attach or detach meanwhile. Test binaries run one after another: a lock per
-/// binary is enough. A test that failed holding it (poisoned) does not matter to the next.
+/// kernel's own counters, so no other test may attach or detach meanwhile. scripts/test.sh
+/// runs two test binaries at once, so the lock is a file lock (`flock`) in the workspace's
+/// target directory, taken after a lock within the binary (whose threads share one open file
+/// description otherwise). A test that failed holding it (poisoned) does not matter to the
+/// next; the kernel drops a file lock when its process ends.
 #[allow(dead_code)]
-pub fn bpf_exclusive() -> std::sync::MutexGuard<'static, ()> {
+pub fn bpf_exclusive() -> BpfGuard {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+    let inner = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let path = concat!(env!("CARGO_TARGET_TMPDIR"), "/tcpdoctor-bpf.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+    file.lock().unwrap_or_else(|e| panic!("flock {path}: {e}"));
+    BpfGuard {
+        _file: file,
+        _inner: inner,
+    }
+}
+
+/// Held while a test loads eBPF programs ([`bpf_exclusive`]); the file lock goes with the file.
+#[allow(dead_code)]
+pub struct BpfGuard {
+    _file: std::fs::File,
+    _inner: std::sync::MutexGuard<'static, ()>,
 }
 
 /// Runs a command and panics with its output when it fails.
