@@ -57,6 +57,11 @@ pub const SERVICES_MAX: usize = 1024;
 /// median of that part (unless the median is past the floor itself).
 pub const ABOVE_MEDIAN: u64 = 3;
 
+/// A server wait this long at the median is also what a long poll or a push channel held open
+/// by design looks like: the server finding says so (a capture cannot tell them from a server
+/// stuck for as long).
+pub const HELD_OPEN: Duration = Duration::from_secs(10);
+
 /// Histogram range: 1 us to an hour, 2 significant digits.
 const HIST_MAX_US: u64 = 3_600_000_000;
 
@@ -660,11 +665,17 @@ fn finding(
     };
     let what = "connections";
     let summary = match part {
-        Part::Server => format!(
-            "{affected} of {observed} {what} waited ~{} for the server's first answer (up to {}): from the request's last byte to the response's first byte, less the path's share; the path and the client were quick (a wait on a retransmission timeout or a zero window is left to that finding)",
-            us(p50),
-            us(worst_us)
-        ),
+        Part::Server => {
+            let mut s = format!(
+                "{affected} of {observed} {what} waited ~{} for the server's first answer (up to {}): from the request's last byte to the response's first byte, less the path's share; the path and the client were quick (a wait on a retransmission timeout or a zero window is left to that finding)",
+                us(p50),
+                us(worst_us)
+            );
+            if p50 >= HELD_OPEN.as_micros() as u64 {
+                s.push_str("; waits this long are also what a long poll or a push channel looks like (the server answers when it has news): if this service holds requests open by design, that is this wait, not a slow server");
+            }
+            s
+        }
         Part::Network => {
             let mut s = format!(
                 "{affected} of {observed} {what} spent ~{} on the path before their first answer (up to {}): the handshake's round trip and the request's; the server and the client were quick (a wait on a retransmission timeout or a zero window is left to that finding)",

@@ -438,3 +438,37 @@ fn a_syn_ack_on_its_resend_timer_stays_the_paths() {
         .to_string();
     assert!(!s.contains("the SYN-ACK took more"), "{s}");
 }
+
+/// A request answered 30 s later on each of two connections: server time, named, and the
+/// finding says that a long poll or a push channel looks the same (a capture cannot tell).
+#[test]
+fn a_thirty_second_answer_is_named_and_said_to_look_like_a_long_poll() {
+    let mut segs = Vec::new();
+    for k in 0..2u16 {
+        let mut c = Conv::new(100, 100);
+        let end = c.exchange(1_000, Some(100), 30_000_000);
+        for mut s in c.close(end + 1_000) {
+            // The second connection 40 s later, from the next client port.
+            s.ts_ns += u64::from(k) * 40_000_000_000;
+            if s.src_port != 80 {
+                s.src_port += k;
+            } else {
+                s.dst_port += k;
+            }
+            segs.push(s);
+        }
+    }
+    let (_, v) = analyze("longpoll", segs);
+    assert_eq!(
+        time_findings(&v),
+        ["server_response"],
+        "{:#}",
+        v["findings"]
+    );
+    let s = finding(&v, "server_response")["summary"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(s.contains("2 of 2 connections waited ~"), "{s}");
+    assert!(s.contains("a long poll or a push channel"), "{s}");
+}
