@@ -18,7 +18,7 @@
 //! - `retransmit_timeout` and `syn_retransmit`: the time the socket has provably waited, from
 //!   its RTO and backoff, or from this host's SYN ladder and the SYN's retransmission count.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -297,29 +297,128 @@ fn key(s: &Socket) -> Key {
     (s.local, s.remote)
 }
 
+/// What the analysis of each socket needs from the whole census and the earlier one.
+struct Context<'a> {
+    census: &'a Census,
+    range: PortRange,
+    /// Ephemeral ports connect() may use ([`PortRange::connect_ports`]).
+    ports: u32,
+    /// Connects per second the range sustains while each port is held in TIME_WAIT.
+    sustainable: f64,
+    /// Time between the earlier census and this one, when both carry a time.
+    interval: Option<Duration>,
+    /// Whether an earlier census was given.
+    has_previous: bool,
+    /// The earlier census's connections, by 4-tuple ([`previous_connections`]).
+    before: HashMap<Key, &'a Socket>,
+    /// With a trace: how long it has watched the closes.
+    traced_for: Option<Duration>,
+}
+
+impl<'a> Context<'a> {
+    /// The earlier census's socket on the same 4-tuple, if it was a connection then.
+    fn earlier(&self, s: &Socket) -> Option<&'a Socket> {
+        self.before.get(&key(s)).copied()
+    }
+}
+
+/// The census's sockets other than listeners, grouped under the listener that accepted them
+/// (or an orphaned local service), or under the destination they connect to.
+struct Grouping {
+    listeners: Vec<Listener>,
+    /// Connections in a listener's accept queue: not a reader's.
+    unaccepted: HashSet<Key>,
+    dests: HashMap<SocketAddr, Destination>,
+    /// Sockets per process (pid, comm), per destination.
+    dest_owners: HashMap<SocketAddr, BTreeMap<(u32, String), u64>>,
+    /// With a trace: TIME_WAIT sockets per last owner, per destination.
+    closers: HashMap<SocketAddr, BTreeMap<LastOwner, u64>>,
+}
+
+/// Sockets flagged while walking the census, and how many carry data.
+#[derive(Default)]
+struct Flagged {
+    slow_readers: Vec<FlaggedSocket>,
+    retransmitting: Vec<FlaggedSocket>,
+    data_sockets: u64,
+}
+
 /// Analyzes a census; `previous` (an earlier census of the same namespace) adds what only
 /// two samples show: Recv-Q growth with data left unread, and zero windows that persisted.
 pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
     let range = census.port_range;
     let ports = range.connect_ports();
-    let tw_s = TIME_WAIT.as_secs();
     let sustainable = f64::from(ports) / TIME_WAIT.as_secs_f64();
-    let reuse = census.tw_reuse;
 
     let mut by_state: BTreeMap<TcpState, u64> = BTreeMap::new();
     for s in &census.sockets {
         *by_state.entry(s.state).or_default() += 1;
     }
 
-    let interval = match (previous.and_then(|p| p.taken_at), census.taken_at) {
+    let cx = Context {
+        census,
+        range,
+        ports,
+        sustainable,
+        interval: interval_between(previous, census),
+        has_previous: previous.is_some(),
+        before: previous_connections(previous),
+        traced_for: traced_for(census),
+    };
+    let Grouping {
+        mut listeners,
+        unaccepted,
+        dests,
+        dest_owners,
+        closers,
+    } = group(&cx);
+    let destinations = destinations(&cx, dests, dest_owners, closers);
+    sort_listeners(&mut listeners);
+    let flagged = flag_sockets(&cx, &unaccepted, &mut listeners);
+
+    let summary = Summary {
+        netns: census.netns.clone(),
+        total_sockets: census.sockets.len() as u64,
+        by_state,
+        port_range: range,
+        ephemeral_ports: ports,
+        time_wait_duration_s: TIME_WAIT.as_secs(),
+        sustainable_connect_rate_per_s: sustainable,
+        tw_reuse: census.tw_reuse,
+        interval_ms: cx.interval.map(|d| d.as_millis() as u64),
+        data_sockets: flagged.data_sockets,
+        destinations,
+        listeners,
+        slow_readers: flagged.slow_readers,
+        retransmitting: flagged.retransmitting,
+        transfers: limits::transfers(&census.sockets, previous.map(|_| &cx.before), cx.interval),
+        undecoded_messages: census.undecoded_messages,
+        attribution: census.attribution.clone(),
+        last_owners: census.last_owners.clone(),
+        stale_fin_wait2: super::stale::find(census),
+    };
+    let mut findings = findings(&summary);
+    findings.extend(super::stale::finding(
+        &summary.stale_fin_wait2,
+        census.fin_timeout,
+    ));
+    Analysis { summary, findings }
+}
+
+/// Time between the earlier census and this one, when both carry the time they were taken.
+fn interval_between(previous: Option<&Census>, census: &Census) -> Option<Duration> {
+    match (previous.and_then(|p| p.taken_at), census.taken_at) {
         (Some(a), Some(b)) => Some(b.saturating_duration_since(a)),
         _ => None,
-    };
-    // The earlier census's connections, by 4-tuple. A TIME_WAIT socket is no longer a
-    // connection (no queues, no windows): a socket on its 4-tuple now is a new connection, not
-    // its continuation. Leaving them out also keeps the map small where they are the bulk of
-    // the census (50,000 TIME_WAIT: BENCHMARKS.md, exporter).
-    let before: HashMap<Key, &Socket> = previous
+    }
+}
+
+/// The earlier census's connections, by 4-tuple. A TIME_WAIT socket is no longer a
+/// connection (no queues, no windows): a socket on its 4-tuple now is a new connection, not
+/// its continuation. Leaving them out also keeps the map small where they are the bulk of
+/// the census (50,000 TIME_WAIT: BENCHMARKS.md, exporter).
+fn previous_connections(previous: Option<&Census>) -> HashMap<Key, &Socket> {
+    previous
         .map(|p| {
             p.sockets
                 .iter()
@@ -327,8 +426,22 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
                 .map(|s| (key(s), s))
                 .collect()
         })
-        .unwrap_or_default();
-    // Listeners first, so accepted sockets can be attributed to them.
+        .unwrap_or_default()
+}
+
+/// With a trace of the last owners: how long it has watched the closes.
+fn traced_for(census: &Census) -> Option<Duration> {
+    match &census.last_owners {
+        Some(LastOwners::Traced { traced_for_ms, .. }) => {
+            Some(Duration::from_millis(*traced_for_ms))
+        }
+        _ => None,
+    }
+}
+
+/// The census's listening sockets as listeners, and their indices by local port (several
+/// listeners may share a port on different addresses).
+fn listening(census: &Census) -> (Vec<Listener>, HashMap<u16, Vec<usize>>) {
     let mut listeners: Vec<Listener> = Vec::new();
     let mut listen_idx: HashMap<u16, Vec<usize>> = HashMap::new();
     for s in census
@@ -353,92 +466,125 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
             syn_resends_between_censuses: None,
         });
     }
-    // Connections in a listener's accept queue: not a reader's (below).
-    let mut unaccepted: std::collections::HashSet<Key> = std::collections::HashSet::new();
-    let mut orphan_idx: HashMap<SocketAddr, usize> = HashMap::new();
-    let mut dests: HashMap<SocketAddr, Destination> = HashMap::new();
-    let mut dest_owners: HashMap<SocketAddr, BTreeMap<(u32, String), u64>> = HashMap::new();
-    // With a trace: how long it has watched the closes, and who closed what.
-    let traced_for = match &census.last_owners {
-        Some(LastOwners::Traced { traced_for_ms, .. }) => {
-            Some(Duration::from_millis(*traced_for_ms))
-        }
-        _ => None,
+    (listeners, listen_idx)
+}
+
+/// A local service nobody listens on any more, known only by its inbound connections.
+fn orphaned(local: SocketAddr) -> Listener {
+    Listener {
+        local,
+        listening: false,
+        accept_queue: None,
+        backlog: None,
+        full: false,
+        connections: BTreeMap::new(),
+        owners: Vec::new(),
+        unaccepted: Unaccepted::default(),
+        syn_resent_toward: 0,
+        syn_resends_between_censuses: None,
+    }
+}
+
+/// A destination with no sockets counted yet; with a trace, its closers start empty.
+fn new_destination(
+    remote: SocketAddr,
+    sustainable: f64,
+    traced_for: Option<Duration>,
+) -> Destination {
+    Destination {
+        remote,
+        sockets: 0,
+        by_state: BTreeMap::new(),
+        time_wait: 0,
+        tw_reuse: false,
+        time_wait_reusable: 0,
+        ephemeral_ports_in_use: 0,
+        ports_unavailable: 0,
+        headroom_ports: 0,
+        used_percent: 0.0,
+        time_wait_rate_per_s: 0.0,
+        sustainable_connect_rate_per_s: sustainable,
+        processes: Vec::new(),
+        path: None,
+        closed_by: traced_for.map(|_| Vec::new()),
+        closed_by_unknown: traced_for.map(|_| 0),
+        closed_by_unknown_before_trace: traced_for.map(|_| 0),
+    }
+}
+
+/// Groups the census: listeners first, so accepted sockets can be attributed to them; then
+/// each other socket under its listener, an orphaned local service (inbound to a port nobody
+/// listens on any more, e.g. server-side TIME_WAIT), or the destination it connects to.
+fn group(cx: &Context<'_>) -> Grouping {
+    let (listeners, listen_idx) = listening(cx.census);
+    let mut g = Grouping {
+        listeners,
+        unaccepted: HashSet::new(),
+        dests: HashMap::new(),
+        dest_owners: HashMap::new(),
+        closers: HashMap::new(),
     };
-    let mut closers: HashMap<SocketAddr, BTreeMap<LastOwner, u64>> = HashMap::new();
-    for s in census
+    let mut orphan_idx: HashMap<SocketAddr, usize> = HashMap::new();
+    for s in cx
+        .census
         .sockets
         .iter()
         .filter(|s| s.state != TcpState::Listen)
     {
         let lport = s.local.port();
         if let Some(idx) = listen_idx.get(&lport) {
-            let i = idx
-                .iter()
-                .copied()
-                .find(|&i| {
-                    let l = listeners[i].local.ip();
-                    l.is_unspecified() || canonical(l) == canonical(s.local.ip())
-                })
-                .unwrap_or(idx[0]);
-            *listeners[i].connections.entry(s.state).or_default() += 1;
-            if unaccepted_sign(s) {
-                let earlier = before.get(&key(s)).copied();
-                listeners[i]
-                    .unaccepted
-                    .add(s, earlier.filter(|b| unaccepted_sign(b)), interval);
-                unaccepted.insert(key(s));
-            }
-            continue;
-        }
-        if !range.contains(lport) && range.contains(s.remote.port()) {
-            // Inbound to a port nobody listens on any more (e.g. server-side TIME_WAIT).
+            g.add_accepted(cx, s, idx);
+        } else if !cx.range.contains(lport) && cx.range.contains(s.remote.port()) {
+            let listeners = &mut g.listeners;
             let i = *orphan_idx.entry(s.local).or_insert_with(|| {
-                listeners.push(Listener {
-                    local: s.local,
-                    listening: false,
-                    accept_queue: None,
-                    backlog: None,
-                    full: false,
-                    connections: BTreeMap::new(),
-                    owners: Vec::new(),
-                    unaccepted: Unaccepted::default(),
-                    syn_resent_toward: 0,
-                    syn_resends_between_censuses: None,
-                });
+                listeners.push(orphaned(s.local));
                 listeners.len() - 1
             });
             *listeners[i].connections.entry(s.state).or_default() += 1;
-            continue;
+        } else {
+            g.add_outgoing(cx, s);
         }
-        let d = dests.entry(s.remote).or_insert_with(|| Destination {
-            remote: s.remote,
-            sockets: 0,
-            by_state: BTreeMap::new(),
-            time_wait: 0,
-            tw_reuse: false,
-            time_wait_reusable: 0,
-            ephemeral_ports_in_use: 0,
-            ports_unavailable: 0,
-            headroom_ports: 0,
-            used_percent: 0.0,
-            time_wait_rate_per_s: 0.0,
-            sustainable_connect_rate_per_s: sustainable,
-            processes: Vec::new(),
-            path: None,
-            closed_by: traced_for.map(|_| Vec::new()),
-            closed_by_unknown: traced_for.map(|_| 0),
-            closed_by_unknown_before_trace: traced_for.map(|_| 0),
-        });
+    }
+    g
+}
+
+impl Grouping {
+    /// Counts a connection to a listening port under the first listener on that port bound
+    /// to its address or to the wildcard (else the port's first), and records it if it
+    /// still waits in the accept queue.
+    fn add_accepted(&mut self, cx: &Context<'_>, s: &Socket, idx: &[usize]) {
+        let i = idx
+            .iter()
+            .copied()
+            .find(|&i| {
+                let l = self.listeners[i].local.ip();
+                l.is_unspecified() || canonical(l) == canonical(s.local.ip())
+            })
+            .unwrap_or(idx[0]);
+        let listener = &mut self.listeners[i];
+        *listener.connections.entry(s.state).or_default() += 1;
+        if unaccepted_sign(s) {
+            listener
+                .unaccepted
+                .add(s, cx.earlier(s).filter(|b| unaccepted_sign(b)), cx.interval);
+            self.unaccepted.insert(key(s));
+        }
+    }
+
+    /// Counts an outgoing socket toward its destination: its state, owners and path; for
+    /// TIME_WAIT, whether connect() may reuse it and (with a trace) who closed it; and the
+    /// ephemeral port it holds.
+    fn add_outgoing(&mut self, cx: &Context<'_>, s: &Socket) {
+        let reuse = cx.census.tw_reuse;
+        let d = self
+            .dests
+            .entry(s.remote)
+            .or_insert_with(|| new_destination(s.remote, cx.sustainable, cx.traced_for));
         d.sockets += 1;
-        PathStats::add(
-            &mut d.path,
-            s,
-            before.get(&key(s)).copied(),
-            previous.is_some(),
-        );
+        PathStats::add(&mut d.path, s, cx.earlier(s), cx.has_previous);
         for o in dedup_pids(&s.owners) {
-            *dest_owners
+            *self
+                .dest_owners
                 .entry(s.remote)
                 .or_default()
                 .entry((o.pid, o.comm.clone()))
@@ -450,10 +596,11 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
             if reuse.applies(s.local.ip(), s.remote.ip()) {
                 d.tw_reuse = true;
             }
-            if let Some(traced) = traced_for {
+            if let Some(traced) = cx.traced_for {
                 match &s.last_owner {
                     Some(o) => {
-                        *closers
+                        *self
+                            .closers
                             .entry(s.remote)
                             .or_default()
                             .entry(o.clone())
@@ -468,13 +615,26 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
                 }
             }
         }
-        if range.contains(lport) {
+        if cx.range.contains(s.local.port()) {
             d.ephemeral_ports_in_use += 1;
             if reuse.reusable(s) {
                 d.time_wait_reusable += 1;
             }
         }
     }
+}
+
+/// Completes each destination (ports unavailable, headroom, rates, the processes holding
+/// its sockets and who closed its TIME_WAIT sockets) and sorts them, most ports unavailable
+/// first.
+fn destinations(
+    cx: &Context<'_>,
+    dests: HashMap<SocketAddr, Destination>,
+    mut dest_owners: HashMap<SocketAddr, BTreeMap<(u32, String), u64>>,
+    mut closers: HashMap<SocketAddr, BTreeMap<LastOwner, u64>>,
+) -> Vec<Destination> {
+    let ports = cx.ports;
+    let reuse = cx.census.tw_reuse;
     let mut destinations: Vec<Destination> = dests
         .into_values()
         .map(|mut d| {
@@ -519,6 +679,12 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
             .then(b.sockets.cmp(&a.sockets))
             .then(a.remote.cmp(&b.remote))
     });
+    destinations
+}
+
+/// Sorts listeners busiest first: full accept queues, then the longest queue, then the most
+/// connections.
+fn sort_listeners(listeners: &mut [Listener]) {
     let conns = |l: &Listener| l.connections.values().sum::<u64>();
     listeners.sort_by(|a, b| {
         b.full
@@ -527,104 +693,109 @@ pub fn analyze(census: &Census, previous: Option<&Census>) -> Analysis {
             .then(conns(b).cmp(&conns(a)))
             .then(a.local.cmp(&b.local))
     });
+}
 
-    let mut slow_readers = Vec::new();
-    let mut retransmitting = Vec::new();
-    let mut data_sockets = 0u64;
-    for s in &census.sockets {
+/// Walks the census for slow readers and retransmissions, and counts the sockets that carry
+/// data (connections still in an accept queue are not a reader's). `listeners` must be
+/// sorted: a retransmitted SYN is counted against the first full listener that accepts it.
+fn flag_sockets(
+    cx: &Context<'_>,
+    unaccepted: &HashSet<Key>,
+    listeners: &mut [Listener],
+) -> Flagged {
+    let mut out = Flagged::default();
+    for s in &cx.census.sockets {
         if s.state == TcpState::SynSent {
             // A connect whose SYN went unanswered: the SYN ladder, not a data timeout.
-            let resent = syn_resends(s);
-            if resent > 0 {
-                if let Some(l) = listeners
-                    .iter_mut()
-                    .find(|l| l.full && accepts_for(l, s.remote))
-                {
-                    // Resends since the earlier census: all of them for a connect new since.
-                    let earlier = before
-                        .get(&key(s))
-                        .filter(|b| b.state == TcpState::SynSent)
-                        .map_or(0, |b| syn_resends(b));
-                    l.syn_resent_toward += 1;
-                    if interval.is_some() {
-                        *l.syn_resends_between_censuses.get_or_insert(0) +=
-                            u64::from(resent.saturating_sub(earlier));
-                    }
-                }
-                let mut f = flag(s, SlowSign::SynRetransmit, None);
-                // Retransmission N leaves at rung N of the ladder: the connect has waited
-                // at least that long.
-                f.stalled_at_least_us = census
-                    .syn_ladder
-                    .as_ref()
-                    .and_then(|l| l.retransmit_at(u32::from(resent)))
-                    .or(Some(SYN_INITIAL_RTO))
-                    .map(micros);
-                retransmitting.push(f);
-            }
+            out.retransmitting.extend(syn_retransmit(cx, s, listeners));
             continue;
         }
         if !carries_data(s.state) || unaccepted.contains(&key(s)) {
             continue;
         }
-        data_sockets += 1;
-        let earlier = before.get(&key(s)).copied();
-        if let Some(sign) = slow_sign(s, earlier) {
-            let growth = earlier.map(|b| i64::from(s.recv_q) - i64::from(b.recv_q));
-            let mut f = flag(s, sign, growth);
-            // A zero window seen in both censuses, or data that stayed unread from one to
-            // the next: stalled for at least their interval.
-            let persisted = match sign {
-                SlowSign::ReceiveQueueGrowing | SlowSign::DataLeftUnread => true,
-                _ => earlier.is_some_and(|b| zero_window_sign(b).is_some()),
-            };
-            if persisted {
-                f.stalled_at_least_us = interval.map(micros);
-            }
-            // What this census alone proves: how long the data has waited unread, or how
-            // long the writer has probed a closed window.
-            f.stalled_at_least_us = f.stalled_at_least_us.max(window_closed_for(s).map(micros));
-            slow_readers.push(f);
-        }
-        if let Some(i) = &s.info {
-            // Zero-window probing also backs off (icsk_backoff, tcp_probe_timer in
-            // net/ipv4/tcp_timer.c) but is the slow reader's doing, not a loss.
-            let probing = s.timer == Timer::ZeroWindowProbe || i.snd_wnd_bytes == Some(0);
-            if i.retransmits > 0 || (i.backoff > 0 && !probing) {
-                let mut f = flag(s, SlowSign::RetransmitBackoff, None);
-                f.stalled_at_least_us = Some(backoff_wait_us(i.rto_us, i.backoff, i.retransmits));
-                retransmitting.push(f);
-            }
+        out.data_sockets += 1;
+        out.slow_readers.extend(slow_reader(cx, s));
+        out.retransmitting.extend(retransmit_backoff(s));
+    }
+    out
+}
+
+/// A SYN_SENT socket whose SYN was retransmitted, flagged with the wait its retransmission
+/// count implies; the resends are also counted against a full listener on this host that
+/// accepts for its destination.
+fn syn_retransmit(
+    cx: &Context<'_>,
+    s: &Socket,
+    listeners: &mut [Listener],
+) -> Option<FlaggedSocket> {
+    let resent = syn_resends(s);
+    if resent == 0 {
+        return None;
+    }
+    if let Some(l) = listeners
+        .iter_mut()
+        .find(|l| l.full && accepts_for(l, s.remote))
+    {
+        // Resends since the earlier census: all of them for a connect new since.
+        let earlier = cx
+            .before
+            .get(&key(s))
+            .filter(|b| b.state == TcpState::SynSent)
+            .map_or(0, |b| syn_resends(b));
+        l.syn_resent_toward += 1;
+        if cx.interval.is_some() {
+            *l.syn_resends_between_censuses.get_or_insert(0) +=
+                u64::from(resent.saturating_sub(earlier));
         }
     }
+    let mut f = flag(s, SlowSign::SynRetransmit, None);
+    // Retransmission N leaves at rung N of the ladder: the connect has waited at least
+    // that long.
+    f.stalled_at_least_us = cx
+        .census
+        .syn_ladder
+        .as_ref()
+        .and_then(|l| l.retransmit_at(u32::from(resent)))
+        .or(Some(SYN_INITIAL_RTO))
+        .map(micros);
+    Some(f)
+}
 
-    let summary = Summary {
-        netns: census.netns.clone(),
-        total_sockets: census.sockets.len() as u64,
-        by_state,
-        port_range: range,
-        ephemeral_ports: ports,
-        time_wait_duration_s: tw_s,
-        sustainable_connect_rate_per_s: sustainable,
-        tw_reuse: reuse,
-        interval_ms: interval.map(|d| d.as_millis() as u64),
-        data_sockets,
-        destinations,
-        listeners,
-        slow_readers,
-        retransmitting,
-        transfers: limits::transfers(&census.sockets, previous.map(|_| &before), interval),
-        undecoded_messages: census.undecoded_messages,
-        attribution: census.attribution.clone(),
-        last_owners: census.last_owners.clone(),
-        stale_fin_wait2: super::stale::find(census),
+/// A data socket showing a slow reader's sign, flagged with how long it has provably
+/// stalled.
+fn slow_reader(cx: &Context<'_>, s: &Socket) -> Option<FlaggedSocket> {
+    let earlier = cx.earlier(s);
+    let sign = slow_sign(s, earlier)?;
+    let growth = earlier.map(|b| i64::from(s.recv_q) - i64::from(b.recv_q));
+    let mut f = flag(s, sign, growth);
+    // A zero window seen in both censuses, or data that stayed unread from one to the next:
+    // stalled for at least their interval.
+    let persisted = match sign {
+        SlowSign::ReceiveQueueGrowing | SlowSign::DataLeftUnread => true,
+        _ => earlier.is_some_and(|b| zero_window_sign(b).is_some()),
     };
-    let mut findings = findings(&summary);
-    findings.extend(super::stale::finding(
-        &summary.stale_fin_wait2,
-        census.fin_timeout,
-    ));
-    Analysis { summary, findings }
+    if persisted {
+        f.stalled_at_least_us = cx.interval.map(micros);
+    }
+    // What this census alone proves: how long the data has waited unread, or how long the
+    // writer has probed a closed window.
+    f.stalled_at_least_us = f.stalled_at_least_us.max(window_closed_for(s).map(micros));
+    Some(f)
+}
+
+/// A data socket that retransmitted or backed off its RTO, flagged with the wait its backoff
+/// implies. Zero-window probing also backs off (icsk_backoff, tcp_probe_timer in
+/// net/ipv4/tcp_timer.c) but is the slow reader's doing, not a loss.
+fn retransmit_backoff(s: &Socket) -> Option<FlaggedSocket> {
+    let i = s.info.as_ref()?;
+    let probing = s.timer == Timer::ZeroWindowProbe || i.snd_wnd_bytes == Some(0);
+    if i.retransmits > 0 || (i.backoff > 0 && !probing) {
+        let mut f = flag(s, SlowSign::RetransmitBackoff, None);
+        f.stalled_at_least_us = Some(backoff_wait_us(i.rto_us, i.backoff, i.retransmits));
+        Some(f)
+    } else {
+        None
+    }
 }
 
 #[cfg(test)]
