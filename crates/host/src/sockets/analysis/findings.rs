@@ -9,7 +9,8 @@ use tcpdoctor_model::{merge, Evidence, Finding, Impact, Pathology, Source};
 
 use super::signs::accepts_for;
 use super::{
-    limits, Destination, FlaggedSocket, Listener, SlowSign, Summary, EXAMPLES, HEADROOM_WARNING,
+    limits, ClosedBy, Destination, FlaggedSocket, Listener, SlowSign, Summary, EXAMPLES,
+    HEADROOM_WARNING,
 };
 use crate::sockets::{Owner, TcpState};
 
@@ -92,133 +93,7 @@ pub(super) fn findings(sum: &Summary) -> Vec<Finding> {
         if used < HEADROOM_WARNING {
             continue;
         }
-        let reusable = if d.time_wait_reusable > 0 {
-            format!(
-                ", {} of them reusable by connect() (tcp_tw_reuse={})",
-                d.time_wait_reusable,
-                sum.tw_reuse.tcp_tw_reuse.unwrap_or(0)
-            )
-        } else if d.tw_reuse {
-            format!(
-                ", none in TIME_WAIT for the {} ms connect() needs before reusing them",
-                sum.tw_reuse.tcp_tw_reuse_delay_ms
-            )
-        } else {
-            String::new()
-        };
-        let budget_formula = if d.tw_reuse {
-            format!(
-                "{ports} ports / {} ms tcp_tw_reuse_delay (sustainable new connections per s)",
-                sum.tw_reuse.tcp_tw_reuse_delay_ms
-            )
-        } else {
-            format!(
-                "{ports} ports / {} s TIME_WAIT (sustainable new connections per s)",
-                sum.time_wait_duration_s
-            )
-        };
-        out.push(
-            Finding::new(
-                Pathology::PortExhaustion,
-                Source::Sockets,
-                format!(
-                    "{} of {} ephemeral ports toward {} are held ({} in TIME_WAIT{reusable}); {} left",
-                    d.ports_unavailable, ports, d.remote, d.time_wait, d.headroom_ports
-                ),
-                Impact::budget(used),
-            )
-            .with_evidence(Evidence::Sockets {
-                state: TcpState::TimeWait.name().to_string(),
-                count: d.time_wait,
-                local: None,
-                remote: Some(d.remote.to_string()),
-                detail: Some(format!("{} sockets toward it in all states", d.sockets)),
-            })
-            .setting("net.ipv4.ip_local_port_range", sum.port_range)
-            .setting(
-                "net.ipv4.tcp_tw_reuse",
-                sum.tw_reuse
-                    .tcp_tw_reuse
-                    .map_or("(absent)".to_string(), |v| v.to_string()),
-            )
-            .arithmetic(
-                format!(
-                    "{ports} ports - ({} in use - {} reusable TIME_WAIT) (headroom ports)",
-                    d.ephemeral_ports_in_use, d.time_wait_reusable
-                ),
-                d.headroom_ports as f64,
-            )
-            .arithmetic(budget_formula, d.sustainable_connect_rate_per_s)
-            .arithmetic(
-                format!(
-                    "{} TIME_WAIT / {} s (connects per s over the last minute, at least)",
-                    d.time_wait, sum.time_wait_duration_s
-                ),
-                d.time_wait_rate_per_s,
-            ),
-        );
-        if let Some(closed) = &d.closed_by {
-            let f = out.last_mut().expect("just pushed");
-            let unknown = d.closed_by_unknown.unwrap_or(0);
-            let before = d.closed_by_unknown_before_trace.unwrap_or(0);
-            let mut items: Vec<String> = closed
-                .iter()
-                .take(EXAMPLES)
-                .map(|c| {
-                    format!(
-                        "{} pid {}{}: {} TIME_WAIT",
-                        c.comm,
-                        c.pid,
-                        if c.exited { " (exited)" } else { "" },
-                        c.time_wait_sockets
-                    )
-                })
-                .collect();
-            if closed.len() > EXAMPLES {
-                items.push(format!("{} more processes", closed.len() - EXAMPLES));
-            }
-            items.push(format!(
-                "last owner unknown: {unknown} TIME_WAIT ({before} in TIME_WAIT since before the trace started, {} not in the trace's history)",
-                unknown - before
-            ));
-            f.evidence.push(Evidence::Examples {
-                what: format!(
-                    "processes that closed the {} TIME_WAIT sockets toward {} (the last owner of each, recorded by the trace at the close)",
-                    d.time_wait, d.remote
-                ),
-                items,
-            });
-            f.summary.push_str(&format!("; {}", closed_by_line(d)));
-        }
-        if sum.attribution.is_some() {
-            let f = out.last_mut().expect("just pushed");
-            let mut items: Vec<String> = d
-                .processes
-                .iter()
-                .take(EXAMPLES)
-                .map(|p| format!("{} pid {}: {} live socket(s)", p.comm, p.pid, p.sockets))
-                .collect();
-            if items.is_empty() {
-                items.push("none: no live socket toward it".into());
-            }
-            f.evidence.push(Evidence::Examples {
-                what: if d.closed_by.is_some() {
-                    format!("processes with live sockets toward {}", d.remote)
-                } else {
-                    format!(
-                        "processes with live sockets toward {} (the {} TIME_WAIT sockets have no owner: the kernel forgets the process at close; naming their last owner needs a trace watching the close: `tcpdoctor sockets --watch` as root)",
-                        d.remote, d.time_wait
-                    )
-                },
-                items,
-            });
-            if let Some(p) = d.processes.first() {
-                f.summary.push_str(&format!(
-                    "; live sockets toward it held by {} pid {}",
-                    p.comm, p.pid
-                ));
-            }
-        }
+        out.push(port_exhaustion_finding(sum, d, used));
     }
     for l in sum.listeners.iter().filter(|l| l.full) {
         out.push(overflow_finding(sum, l));
@@ -247,48 +122,203 @@ pub(super) fn findings(sum: &Summary) -> Vec<Finding> {
         .filter(|f| f.sign == SlowSign::RetransmitBackoff)
         .collect();
     if !data.is_empty() {
-        let n = data.len() as u64;
-        let max_rto = data.iter().filter_map(|f| f.rto_us).max().unwrap_or(0);
-        let max_backoff = data.iter().filter_map(|f| f.backoff).max().unwrap_or(0);
-        let stall = worst_stall(&data);
-        out.push(
-            Finding::new(
-                Pathology::RetransmitTimeout,
-                Source::Sockets,
-                format!(
-                    "{n} socket(s) waiting on retransmission timeouts (backoff up to {max_backoff}, RTO up to {} ms; the worst has waited {} or more)",
-                    max_rto / 1000,
-                    stall.map_or("?".to_string(), units::ms_or_s_coarse)
-                ),
-                Impact::stalls(n, Some(sum.data_sockets.max(n)), stall),
-            )
-            .with_evidence(Evidence::Timing {
-                what: "current RTO of the worst socket".into(),
-                count: n,
-                value_us: u64::from(max_rto),
-            })
-            .with_evidence(Evidence::Examples {
-                what: "sockets (local -> remote backoff RTO)".into(),
-                items: data
-                    .iter()
-                    .take(EXAMPLES)
-                    .map(|f| {
-                        format!(
-                            "{} -> {} backoff {} RTO {} ms{}",
-                            f.local,
-                            f.remote,
-                            f.backoff.unwrap_or(0),
-                            f.rto_us.unwrap_or(0) / 1000,
-                            by_whom(&f.owners)
-                        )
-                    })
-                    .collect(),
-            }),
-        );
+        out.push(retransmit_timeout_finding(sum, &data));
     }
     // What limited the busy connections; a transfer held by its receiver's window is one
     // more sign of the slow reader above: one finding, its summary saying each thing once.
-    for f in limits::findings(&sum.transfers) {
+    merge_limits(&mut out, limits::findings(&sum.transfers));
+    out
+}
+
+/// The `port_exhaustion` finding of one destination holding `used` of the ephemeral range:
+/// the ports held and the budget arithmetic, then who closed its TIME_WAIT sockets (with a
+/// trace) and who holds its live sockets (with process attribution).
+fn port_exhaustion_finding(sum: &Summary, d: &Destination, used: f64) -> Finding {
+    let ports = u64::from(sum.ephemeral_ports);
+    let reusable = if d.time_wait_reusable > 0 {
+        format!(
+            ", {} of them reusable by connect() (tcp_tw_reuse={})",
+            d.time_wait_reusable,
+            sum.tw_reuse.tcp_tw_reuse.unwrap_or(0)
+        )
+    } else if d.tw_reuse {
+        format!(
+            ", none in TIME_WAIT for the {} ms connect() needs before reusing them",
+            sum.tw_reuse.tcp_tw_reuse_delay_ms
+        )
+    } else {
+        String::new()
+    };
+    let budget_formula = if d.tw_reuse {
+        format!(
+            "{ports} ports / {} ms tcp_tw_reuse_delay (sustainable new connections per s)",
+            sum.tw_reuse.tcp_tw_reuse_delay_ms
+        )
+    } else {
+        format!(
+            "{ports} ports / {} s TIME_WAIT (sustainable new connections per s)",
+            sum.time_wait_duration_s
+        )
+    };
+    let mut f = Finding::new(
+        Pathology::PortExhaustion,
+        Source::Sockets,
+        format!(
+            "{} of {} ephemeral ports toward {} are held ({} in TIME_WAIT{reusable}); {} left",
+            d.ports_unavailable, ports, d.remote, d.time_wait, d.headroom_ports
+        ),
+        Impact::budget(used),
+    )
+    .with_evidence(Evidence::Sockets {
+        state: TcpState::TimeWait.name().to_string(),
+        count: d.time_wait,
+        local: None,
+        remote: Some(d.remote.to_string()),
+        detail: Some(format!("{} sockets toward it in all states", d.sockets)),
+    })
+    .setting("net.ipv4.ip_local_port_range", sum.port_range)
+    .setting(
+        "net.ipv4.tcp_tw_reuse",
+        sum.tw_reuse
+            .tcp_tw_reuse
+            .map_or("(absent)".to_string(), |v| v.to_string()),
+    )
+    .arithmetic(
+        format!(
+            "{ports} ports - ({} in use - {} reusable TIME_WAIT) (headroom ports)",
+            d.ephemeral_ports_in_use, d.time_wait_reusable
+        ),
+        d.headroom_ports as f64,
+    )
+    .arithmetic(budget_formula, d.sustainable_connect_rate_per_s)
+    .arithmetic(
+        format!(
+            "{} TIME_WAIT / {} s (connects per s over the last minute, at least)",
+            d.time_wait, sum.time_wait_duration_s
+        ),
+        d.time_wait_rate_per_s,
+    );
+    if let Some(closed) = &d.closed_by {
+        add_closers(&mut f, d, closed);
+    }
+    if sum.attribution.is_some() {
+        add_live_owners(&mut f, d);
+    }
+    f
+}
+
+/// Adds to a `port_exhaustion` finding the processes a trace saw close the destination's
+/// TIME_WAIT sockets, and how many it could not name.
+fn add_closers(f: &mut Finding, d: &Destination, closed: &[ClosedBy]) {
+    let unknown = d.closed_by_unknown.unwrap_or(0);
+    let before = d.closed_by_unknown_before_trace.unwrap_or(0);
+    let mut items: Vec<String> = closed
+        .iter()
+        .take(EXAMPLES)
+        .map(|c| {
+            format!(
+                "{} pid {}{}: {} TIME_WAIT",
+                c.comm,
+                c.pid,
+                if c.exited { " (exited)" } else { "" },
+                c.time_wait_sockets
+            )
+        })
+        .collect();
+    if closed.len() > EXAMPLES {
+        items.push(format!("{} more processes", closed.len() - EXAMPLES));
+    }
+    items.push(format!(
+        "last owner unknown: {unknown} TIME_WAIT ({before} in TIME_WAIT since before the trace started, {} not in the trace's history)",
+        unknown - before
+    ));
+    f.evidence.push(Evidence::Examples {
+        what: format!(
+            "processes that closed the {} TIME_WAIT sockets toward {} (the last owner of each, recorded by the trace at the close)",
+            d.time_wait, d.remote
+        ),
+        items,
+    });
+    f.summary.push_str(&format!("; {}", closed_by_line(d)));
+}
+
+/// Adds to a `port_exhaustion` finding the processes holding live sockets toward the
+/// destination, and names the busiest in its summary.
+fn add_live_owners(f: &mut Finding, d: &Destination) {
+    let mut items: Vec<String> = d
+        .processes
+        .iter()
+        .take(EXAMPLES)
+        .map(|p| format!("{} pid {}: {} live socket(s)", p.comm, p.pid, p.sockets))
+        .collect();
+    if items.is_empty() {
+        items.push("none: no live socket toward it".into());
+    }
+    f.evidence.push(Evidence::Examples {
+        what: if d.closed_by.is_some() {
+            format!("processes with live sockets toward {}", d.remote)
+        } else {
+            format!(
+                "processes with live sockets toward {} (the {} TIME_WAIT sockets have no owner: the kernel forgets the process at close; naming their last owner needs a trace watching the close: `tcpdoctor sockets --watch` as root)",
+                d.remote, d.time_wait
+            )
+        },
+        items,
+    });
+    if let Some(p) = d.processes.first() {
+        f.summary.push_str(&format!(
+            "; live sockets toward it held by {} pid {}",
+            p.comm, p.pid
+        ));
+    }
+}
+
+/// The `retransmit_timeout` finding of the data sockets waiting on RTO backoff: the worst
+/// RTO, backoff and proven wait, with examples.
+fn retransmit_timeout_finding(sum: &Summary, data: &[&FlaggedSocket]) -> Finding {
+    let n = data.len() as u64;
+    let max_rto = data.iter().filter_map(|f| f.rto_us).max().unwrap_or(0);
+    let max_backoff = data.iter().filter_map(|f| f.backoff).max().unwrap_or(0);
+    let stall = worst_stall(data);
+    Finding::new(
+        Pathology::RetransmitTimeout,
+        Source::Sockets,
+        format!(
+            "{n} socket(s) waiting on retransmission timeouts (backoff up to {max_backoff}, RTO up to {} ms; the worst has waited {} or more)",
+            max_rto / 1000,
+            stall.map_or("?".to_string(), units::ms_or_s_coarse)
+        ),
+        Impact::stalls(n, Some(sum.data_sockets.max(n)), stall),
+    )
+    .with_evidence(Evidence::Timing {
+        what: "current RTO of the worst socket".into(),
+        count: n,
+        value_us: u64::from(max_rto),
+    })
+    .with_evidence(Evidence::Examples {
+        what: "sockets (local -> remote backoff RTO)".into(),
+        items: data
+            .iter()
+            .take(EXAMPLES)
+            .map(|f| {
+                format!(
+                    "{} -> {} backoff {} RTO {} ms{}",
+                    f.local,
+                    f.remote,
+                    f.backoff.unwrap_or(0),
+                    f.rto_us.unwrap_or(0) / 1000,
+                    by_whom(&f.owners)
+                )
+            })
+            .collect(),
+    })
+}
+
+/// Merges the findings of what limited the busy connections into `out`: one of a pathology
+/// already found joins it (impact merged, evidence appended, its summary saying each thing
+/// once); others are added.
+fn merge_limits(out: &mut Vec<Finding>, limit_findings: Vec<Finding>) {
+    for f in limit_findings {
         match out.iter_mut().find(|g| g.pathology == f.pathology) {
             Some(g) => {
                 let extra: Vec<&str> = f
@@ -304,7 +334,6 @@ pub(super) fn findings(sum: &Summary) -> Vec<Finding> {
             None => out.push(f),
         }
     }
-    out
 }
 
 /// The slow-reader finding of the flagged sockets: how long the worst one is proven stalled
