@@ -247,17 +247,7 @@ pub fn diagnose(
     let census_ms = t.elapsed();
     // The trace attaches before the first counter snapshot and detaches after the last, so
     // every event the counters count in the window happened while it was attached.
-    let mut tracer = match &cfg.trace {
-        TraceMode::Off(why) => Err(why.clone()),
-        TraceMode::Auto => {
-            progress("attaching the eBPF trace");
-            Session::start(TraceOptions {
-                scope: Scope::Current,
-                ..TraceOptions::default()
-            })
-            .map_err(|e| e.to_string())
-        }
-    };
+    let mut tracer = start_trace(&cfg.trace, progress);
     let before = counters::snapshot();
 
     // 3. The window: nothing of ours runs in it (the trace only drains the kernel's records).
@@ -283,9 +273,99 @@ pub fn diagnose(
     }
 
     // Sockets: the later census, compared with the earlier (Recv-Q growth).
+    let (sockets_summary, listeners) = sockets_step(
+        &mut run,
+        &mut measured,
+        (&census0, &census1),
+        census_ms,
+        window,
+        root,
+    );
+
+    // Settings audit, now with listener backlogs.
+    let (settings, rto_floor) = check_step(&mut run, &mut measured, inputs, listeners, settings_ms);
+
+    // Counters over the window, each timeout judged against the host's RTO floor.
+    let moved = counters_step(
+        &mut run,
+        &mut measured,
+        (&before, &after),
+        window,
+        rto_floor,
+        &mut traced,
+        &sockets_summary,
+    );
+
+    // The trace's step: what it attributed, or what is missing.
+    let (window_source, trace) = trace_step(&mut run, &mut measured, traced, window);
+
+    // 4. Loopback self-probe.
+    let probe = probe_if_asked(cfg, &mut run, &mut measured, settings.as_ref(), progress);
+    run.interrupted |= run.stopped();
+
+    if run.steps.iter().all(|s| !s.ran) {
+        let reasons: Vec<String> = run
+            .skipped
+            .iter()
+            .map(|s| format!("{}: {}", s.step, s.reason))
+            .collect();
+        return Err(Error::NothingExamined(reasons.join("; ")));
+    }
+
+    let what = measured_line(&measured, run.interrupted, window, cfg.window);
+    let body = Body {
+        netns: cfg.netns.clone(),
+        root,
+        window_ms: window.as_millis() as u64,
+        window_requested_ms: cfg.window.as_millis() as u64,
+        window_source,
+        trace,
+        steps: run.steps,
+        skipped: run.skipped,
+        settings,
+        sockets: sockets_summary,
+        counters_moved: moved,
+        probe,
+    };
+    Ok(
+        Report::new("doctor", merge(run.found), body, Measured::Something(what))
+            .interrupted(run.interrupted),
+    )
+}
+
+/// Attaches the eBPF trace when the mode allows it; the error is why the window is observed
+/// by the counters only.
+fn start_trace(mode: &TraceMode, progress: &dyn Fn(&str)) -> Result<Session, String> {
+    match mode {
+        TraceMode::Off(why) => Err(why.clone()),
+        TraceMode::Auto => {
+            progress("attaching the eBPF trace");
+            Session::start(TraceOptions {
+                scope: Scope::Current,
+                ..TraceOptions::default()
+            })
+            .map_err(|e| e.to_string())
+        }
+    }
+}
+
+/// The sockets' step of [`diagnose`]: the later census analyzed against the earlier, its
+/// findings added to `run`. Returns the summary and the listener backlogs the settings audit
+/// needs (none when a census failed, the step then skipped).
+fn sockets_step(
+    run: &mut Run,
+    measured: &mut Vec<String>,
+    (census0, census1): (
+        &Result<sockets::Census, sockets::Error>,
+        &Result<sockets::Census, sockets::Error>,
+    ),
+    census_ms: Duration,
+    window: Duration,
+    root: bool,
+) -> (Option<Summary>, Vec<check::ListenerBacklog>) {
     let mut sockets_summary = None;
     let mut listeners = Vec::new();
-    match (&census0, &census1) {
+    match (census0, census1) {
         (Ok(c0), Ok(c1)) => {
             let a = sockets::analyze(c1, Some(c0));
             listeners = check::listener_backlogs(&a.summary);
@@ -314,8 +394,19 @@ pub fn diagnose(
             format!("sock_diag census failed: {e}{}", hint(root)),
         ),
     }
+    (sockets_summary, listeners)
+}
 
-    // Settings audit, now with listener backlogs.
+/// The settings' step of [`diagnose`]: the audit of the settings read at the start, now with
+/// the census's listener backlogs, its findings added to `run`. Returns the audit and the
+/// host's RTO floor (both `None` when the settings could not be read).
+fn check_step(
+    run: &mut Run,
+    measured: &mut Vec<String>,
+    inputs: Option<Inputs>,
+    listeners: Vec<check::ListenerBacklog>,
+    settings_ms: Duration,
+) -> (Option<Audit>, Option<Duration>) {
     let mut settings = None;
     let mut rto_floor = None;
     if let Some(mut i) = inputs {
@@ -337,20 +428,18 @@ pub fn diagnose(
         run.found.extend(f);
         settings = Some(Audit::new(i));
     }
+    (settings, rto_floor)
+}
 
-    // Counters over the window, each timeout judged against the host's RTO floor.
-    let moved = counters_step(
-        &mut run,
-        &mut measured,
-        (&before, &after),
-        window,
-        rto_floor,
-        &mut traced,
-        &sockets_summary,
-    );
-
-    // The trace's step: what it attributed, or what is missing.
-    let (window_source, trace) = match traced {
+/// The trace's step of [`diagnose`]: what it attributed (its findings added to `run`), or
+/// why it did not run. Returns which source observed the window and the trace's record.
+fn trace_step(
+    run: &mut Run,
+    measured: &mut Vec<String>,
+    traced: Result<tcpdoctor_trace::session::Outcome, String>,
+    window: Duration,
+) -> (WindowSource, TraceWindow) {
+    match traced {
         Ok(mut o) => {
             run.found.append(&mut o.findings);
             let attributed: u64 = o.summary.causes.values().sum();
@@ -399,10 +488,19 @@ pub fn diagnose(
                 },
             )
         }
-    };
+    }
+}
 
-    // 4. Loopback self-probe.
-    let probe = match &cfg.probe {
+/// The loopback self-probe, unless the configuration skips it or the run was interrupted
+/// (either recorded as skipped).
+fn probe_if_asked(
+    cfg: &Config,
+    run: &mut Run,
+    measured: &mut Vec<String>,
+    settings: Option<&Audit>,
+    progress: &dyn Fn(&str),
+) -> Option<tcpdoctor_probe::Summary> {
+    match &cfg.probe {
         Probe::Skip(reason) => {
             run.skip("probe", reason.clone());
             None
@@ -413,51 +511,31 @@ pub fn diagnose(
         }
         Probe::Run => {
             progress("loopback self-probe");
-            let p = probe_step(&mut run, settings.as_ref());
+            let p = probe_step(run, settings);
             if let Some(s) = &p {
                 measured.push(format!("{} loopback connections", s.requests));
             }
             p
         }
-    };
-    run.interrupted |= run.stopped();
-
-    if run.steps.iter().all(|s| !s.ran) {
-        let reasons: Vec<String> = run
-            .skipped
-            .iter()
-            .map(|s| format!("{}: {}", s.step, s.reason))
-            .collect();
-        return Err(Error::NothingExamined(reasons.join("; ")));
     }
+}
 
-    let what = if run.interrupted && window < cfg.window {
+/// What was measured, for the verdict line; a window cut short says how long was asked for.
+fn measured_line(
+    measured: &[String],
+    interrupted: bool,
+    window: Duration,
+    requested: Duration,
+) -> String {
+    if interrupted && window < requested {
         format!(
             "{} (of the {} window asked for)",
             measured.join(", "),
-            humantime::format_duration(cfg.window)
+            humantime::format_duration(requested)
         )
     } else {
         measured.join(", ")
-    };
-    let body = Body {
-        netns: cfg.netns.clone(),
-        root,
-        window_ms: window.as_millis() as u64,
-        window_requested_ms: cfg.window.as_millis() as u64,
-        window_source,
-        trace,
-        steps: run.steps,
-        skipped: run.skipped,
-        settings,
-        sockets: sockets_summary,
-        counters_moved: moved,
-        probe,
-    };
-    Ok(
-        Report::new("doctor", merge(run.found), body, Measured::Something(what))
-            .interrupted(run.interrupted),
-    )
+    }
 }
 
 /// The counters' step of [`diagnose`]: the window's delta, its findings reconciled with the
