@@ -36,183 +36,29 @@ impl Engine {
         let unsent = unsent_errno.is_some();
         let line = match class {
             RetransmitClass::Syn if ev.state == Some(TcpState::SynSent) => {
-                let ladder = lookup.syn_ladder(ev.netns);
-                let rung = ladder
-                    .as_ref()
-                    .and_then(|l| l.retransmit_at(attempt))
-                    .map(|d| {
-                        format!(
-                            ", rung {attempt} of this host's SYN ladder ({} s after the first SYN)",
-                            d.as_secs_f64()
-                        )
-                    })
-                    .unwrap_or_else(|| format!(", attempt {attempt}"));
-                let known = self.handshakes.get(&ev.sk).and_then(|h| h.cause);
-                let (cause, evidence) = match known {
-                    Some(c @ (Cause::StaleAckRace | Cause::TimeWaitCollision | Cause::OldAck)) => {
-                        let when = self
-                            .handshakes
-                            .get(&ev.sk)
-                            .map(|h| {
-                                units::micros_in_ms(ev.ts_ns.saturating_sub(h.last_ts_ns) / 1000)
-                            })
-                            .unwrap_or_default();
-                        (
-                            c,
-                            format!(
-                                "SYN resent {when} after the old ACK was reset (attempt {attempt})"
-                            ),
-                        )
-                    }
-                    _ => {
-                        if let Some(found) = self.refused_by_timewait(ev, &rung) {
-                            found
-                        } else if let Some(d) = self.syn_drops.get(&(ev.local, ev.remote)) {
-                            let at = d
-                                .ifname
-                                .as_ref()
-                                .map(|i| format!(" on {i}"))
-                                .unwrap_or_default();
-                            (
-                                Cause::SynDropped,
-                                format!(
-                                    "SYN resent: the previous one was dropped{at}, reason {}{rung}",
-                                    d.reason
-                                ),
-                            )
-                        } else if let Some((li, counted)) = self.refusing_listener(ev, lookup) {
-                            let who = li
-                                .process
-                                .as_ref()
-                                .map(|p| format!(", held by {} (pid {})", p.comm, p.pid))
-                                .unwrap_or_default();
-                            let evidence = match counted {
-                                None => format!(
-                                    "SYN resent: the listener {} accept queue full ({} queued, backlog {}){who}, so the kernel drops SYNs{rung}",
-                                    li.local, li.queued, li.backlog
-                                ),
-                                Some((rise, acks)) => format!(
-                                    "SYN resent: listener {} refused SYNs for a full accept queue (backlog {}){who}: TcpExtListenOverflows +{rise} in its namespace, {acks} of them handshake ACKs traced as TCP_LISTEN_OVERFLOW; a refused SYN leaves no drop record{rung}",
-                                    li.local, li.backlog
-                                ),
-                            };
-                            self.tallies
-                                .entry(Pathology::AcceptQueueOverflow)
-                                .or_default()
-                                .detail(format!(
-                                    "listener {} backlog {}{who}",
-                                    li.local, li.backlog
-                                ));
-                            (Cause::AcceptQueueFull, evidence)
-                        } else {
-                            (
-                                Cause::SynLost,
-                                format!("SYN resent with no answer seen{rung}"),
-                            )
-                        }
-                    }
-                };
-                let hs = self.handshakes.entry(ev.sk).or_default();
-                hs.resends += 1;
-                hs.last_ts_ns = ev.ts_ns;
-                if !matches!(
-                    hs.cause,
-                    Some(Cause::StaleAckRace | Cause::TimeWaitCollision | Cause::OldAck)
-                ) {
-                    hs.cause = Some(cause);
-                }
-                let p = Self::pathology_of(cause);
-                let l = self.line(ev, cause, p, evidence, lookup);
-                if let Some(p) = p {
-                    *self.summary.syn_resends.entry(p).or_default() += 1;
-                    let t = self.tally(p, &l);
-                    t.resends += 1;
-                    // A stale-ACK resend comes within milliseconds, not on the ladder: its
-                    // stall is the connect time reported when the handshake completes.
-                    let on_ladder = !matches!(
-                        cause,
-                        Cause::StaleAckRace | Cause::TimeWaitCollision | Cause::OldAck
-                    );
-                    if let Some(d) = ladder
-                        .as_ref()
-                        .filter(|_| on_ladder)
-                        .and_then(|lad| lad.retransmit_at(attempt))
-                    {
-                        t.worst_us = t.worst_us.max(d.as_micros() as u64);
-                    }
-                }
-                Some(l)
+                Some(self.syn_resend(ev, attempt, lookup))
             }
-            RetransmitClass::Syn => {
-                let l = self.line(
-                    ev,
-                    Cause::SynAckResend,
-                    Some(Pathology::SynRetransmit),
-                    format!("SYN-ACK resent (attempt {attempt})"),
-                    lookup,
-                );
-                self.tally(Pathology::SynRetransmit, &l);
-                *self
-                    .summary
-                    .syn_resends
-                    .entry(Pathology::SynRetransmit)
-                    .or_default() += 1;
-                Some(l)
-            }
-            RetransmitClass::Timeout => {
-                let waited = waited_us.map(u64::from);
-                let mut text = waited
-                    .map(|w| {
-                        format!(
-                            " after {} without an ACK of new data",
-                            units::micros_in_ms(w)
-                        )
-                    })
-                    .unwrap_or_default();
-                if peer_silent {
-                    text.push_str("; the peer has acknowledged none of this connection's data and sent none: it may never have taken the connection (a full accept queue drops the handshake's last ACK)");
-                }
-                let l = self.line(
-                    ev,
-                    Cause::Timeout,
-                    Some(Pathology::RetransmitTimeout),
-                    format!("retransmission timeout {attempt}{text}"),
-                    lookup,
-                );
-                let t = self.tally(Pathology::RetransmitTimeout, &l);
-                if let Some(w) = waited {
-                    t.worst_us = t.worst_us.max(w);
-                }
-                // A peer that never took the connection is not a receiver whose buffer the
-                // senders overflowed together (the capture analyzer leaves such flows out of
-                // incast too); nor is a timeout whose first copy had not left this host.
-                if !peer_silent && !unsent {
-                    self.incast(ev, waited.unwrap_or(0));
-                }
-                Some(l)
-            }
-            RetransmitClass::TailLossProbe => {
-                let l = self.line(
-                    ev,
-                    Cause::TailLossProbe,
-                    Some(Pathology::Retransmission),
-                    "tail-loss probe: the last segment resent to draw an ACK (RFC 8985)".into(),
-                    lookup,
-                );
-                self.tally(Pathology::Retransmission, &l);
-                Some(l)
-            }
-            RetransmitClass::Fast => {
-                let l = self.line(
-                    ev,
-                    Cause::FastRetransmit,
-                    Some(Pathology::Retransmission),
-                    "fast retransmit: duplicate ACKs / SACK reported a hole".into(),
-                    lookup,
-                );
-                self.tally(Pathology::Retransmission, &l);
-                Some(l)
-            }
+            RetransmitClass::Syn => Some(self.syn_ack_resend(ev, attempt, lookup)),
+            RetransmitClass::Timeout => Some(self.retransmission_timeout(
+                ev,
+                attempt,
+                waited_us,
+                peer_silent,
+                unsent,
+                lookup,
+            )),
+            RetransmitClass::TailLossProbe => Some(self.data_resent(
+                ev,
+                Cause::TailLossProbe,
+                "tail-loss probe: the last segment resent to draw an ACK (RFC 8985)".into(),
+                lookup,
+            )),
+            RetransmitClass::Fast => Some(self.data_resent(
+                ev,
+                Cause::FastRetransmit,
+                "fast retransmit: duplicate ACKs / SACK reported a hole".into(),
+                lookup,
+            )),
             RetransmitClass::AfterTimeout => Some(self.line(
                 ev,
                 Cause::AfterTimeout,
@@ -227,15 +73,7 @@ impl Engine {
                 Some(l)
             }
             RetransmitClass::Other => {
-                let l = self.line(
-                    ev,
-                    Cause::Retransmission,
-                    Some(Pathology::Retransmission),
-                    "retransmission".into(),
-                    lookup,
-                );
-                self.tally(Pathology::Retransmission, &l);
-                Some(l)
+                Some(self.data_resent(ev, Cause::Retransmission, "retransmission".into(), lookup))
             }
         };
         // A resend that sent nothing is still what happened (a timeout did fire, the kernel
@@ -246,6 +84,211 @@ impl Engine {
             }
             l
         })
+    }
+
+    /// A connect's SYN resent: attributed to its cause ([`Self::syn_cause`]), recorded on
+    /// the handshake and, for a pathology, tallied with the wait its rung of this host's SYN
+    /// ladder implies.
+    fn syn_resend(&mut self, ev: &Event, attempt: u32, lookup: &mut dyn Lookup) -> Line {
+        let ladder = lookup.syn_ladder(ev.netns);
+        let rung = ladder
+            .as_ref()
+            .and_then(|l| l.retransmit_at(attempt))
+            .map(|d| {
+                format!(
+                    ", rung {attempt} of this host's SYN ladder ({} s after the first SYN)",
+                    d.as_secs_f64()
+                )
+            })
+            .unwrap_or_else(|| format!(", attempt {attempt}"));
+        let (cause, evidence) = self.syn_cause(ev, attempt, &rung, lookup);
+        let hs = self.handshakes.entry(ev.sk).or_default();
+        hs.resends += 1;
+        hs.last_ts_ns = ev.ts_ns;
+        if !matches!(
+            hs.cause,
+            Some(Cause::StaleAckRace | Cause::TimeWaitCollision | Cause::OldAck)
+        ) {
+            hs.cause = Some(cause);
+        }
+        let p = Self::pathology_of(cause);
+        let l = self.line(ev, cause, p, evidence, lookup);
+        if let Some(p) = p {
+            *self.summary.syn_resends.entry(p).or_default() += 1;
+            let t = self.tally(p, &l);
+            t.resends += 1;
+            // A stale-ACK resend comes within milliseconds, not on the ladder: its
+            // stall is the connect time reported when the handshake completes.
+            let on_ladder = !matches!(
+                cause,
+                Cause::StaleAckRace | Cause::TimeWaitCollision | Cause::OldAck
+            );
+            if let Some(d) = ladder
+                .as_ref()
+                .filter(|_| on_ladder)
+                .and_then(|lad| lad.retransmit_at(attempt))
+            {
+                t.worst_us = t.worst_us.max(d.as_micros() as u64);
+            }
+        }
+        l
+    }
+
+    /// Why a connect's SYN was resent, and the evidence: the old ACK its handshake already
+    /// met, a TIME_WAIT socket refusing it, a drop the trace saw, a listener refusing SYNs,
+    /// or else no answer seen. `rung` ends the evidence with where the SYN ladder is.
+    fn syn_cause(
+        &mut self,
+        ev: &Event,
+        attempt: u32,
+        rung: &str,
+        lookup: &mut dyn Lookup,
+    ) -> (Cause, String) {
+        let known = self.handshakes.get(&ev.sk).and_then(|h| h.cause);
+        match known {
+            Some(c @ (Cause::StaleAckRace | Cause::TimeWaitCollision | Cause::OldAck)) => {
+                let when = self
+                    .handshakes
+                    .get(&ev.sk)
+                    .map(|h| units::micros_in_ms(ev.ts_ns.saturating_sub(h.last_ts_ns) / 1000))
+                    .unwrap_or_default();
+                (
+                    c,
+                    format!("SYN resent {when} after the old ACK was reset (attempt {attempt})"),
+                )
+            }
+            _ => {
+                if let Some(found) = self.refused_by_timewait(ev, rung) {
+                    found
+                } else if let Some(d) = self.syn_drops.get(&(ev.local, ev.remote)) {
+                    let at = d
+                        .ifname
+                        .as_ref()
+                        .map(|i| format!(" on {i}"))
+                        .unwrap_or_default();
+                    (
+                        Cause::SynDropped,
+                        format!(
+                            "SYN resent: the previous one was dropped{at}, reason {}{rung}",
+                            d.reason
+                        ),
+                    )
+                } else if let Some((li, counted)) = self.refusing_listener(ev, lookup) {
+                    self.accept_queue_full(&li, counted, rung)
+                } else {
+                    (
+                        Cause::SynLost,
+                        format!("SYN resent with no answer seen{rung}"),
+                    )
+                }
+            }
+        }
+    }
+
+    /// A SYN resent because listener `li` refused it for a full accept queue (seen full, or
+    /// `counted`: inferred from its namespace's TcpExtListenOverflows rise and the refused
+    /// handshake ACKs traced); the listener is noted on the accept-queue tally.
+    fn accept_queue_full(
+        &mut self,
+        li: &Listener,
+        counted: Option<(u64, u64)>,
+        rung: &str,
+    ) -> (Cause, String) {
+        let who = li
+            .process
+            .as_ref()
+            .map(|p| format!(", held by {} (pid {})", p.comm, p.pid))
+            .unwrap_or_default();
+        let evidence = match counted {
+            None => format!(
+                "SYN resent: the listener {} accept queue full ({} queued, backlog {}){who}, so the kernel drops SYNs{rung}",
+                li.local, li.queued, li.backlog
+            ),
+            Some((rise, acks)) => format!(
+                "SYN resent: listener {} refused SYNs for a full accept queue (backlog {}){who}: TcpExtListenOverflows +{rise} in its namespace, {acks} of them handshake ACKs traced as TCP_LISTEN_OVERFLOW; a refused SYN leaves no drop record{rung}",
+                li.local, li.backlog
+            ),
+        };
+        self.tallies
+            .entry(Pathology::AcceptQueueOverflow)
+            .or_default()
+            .detail(format!("listener {} backlog {}{who}", li.local, li.backlog));
+        (Cause::AcceptQueueFull, evidence)
+    }
+
+    /// A listener's SYN-ACK resent: tallied as a SYN retransmission.
+    fn syn_ack_resend(&mut self, ev: &Event, attempt: u32, lookup: &mut dyn Lookup) -> Line {
+        let l = self.line(
+            ev,
+            Cause::SynAckResend,
+            Some(Pathology::SynRetransmit),
+            format!("SYN-ACK resent (attempt {attempt})"),
+            lookup,
+        );
+        self.tally(Pathology::SynRetransmit, &l);
+        *self
+            .summary
+            .syn_resends
+            .entry(Pathology::SynRetransmit)
+            .or_default() += 1;
+        l
+    }
+
+    /// A retransmission timeout: tallied with how long the data waited, and (when the peer
+    /// took part and the first copy left this host) counted toward incast.
+    fn retransmission_timeout(
+        &mut self,
+        ev: &Event,
+        attempt: u32,
+        waited_us: Option<u32>,
+        peer_silent: bool,
+        unsent: bool,
+        lookup: &mut dyn Lookup,
+    ) -> Line {
+        let waited = waited_us.map(u64::from);
+        let mut text = waited
+            .map(|w| {
+                format!(
+                    " after {} without an ACK of new data",
+                    units::micros_in_ms(w)
+                )
+            })
+            .unwrap_or_default();
+        if peer_silent {
+            text.push_str("; the peer has acknowledged none of this connection's data and sent none: it may never have taken the connection (a full accept queue drops the handshake's last ACK)");
+        }
+        let l = self.line(
+            ev,
+            Cause::Timeout,
+            Some(Pathology::RetransmitTimeout),
+            format!("retransmission timeout {attempt}{text}"),
+            lookup,
+        );
+        let t = self.tally(Pathology::RetransmitTimeout, &l);
+        if let Some(w) = waited {
+            t.worst_us = t.worst_us.max(w);
+        }
+        // A peer that never took the connection is not a receiver whose buffer the
+        // senders overflowed together (the capture analyzer leaves such flows out of
+        // incast too); nor is a timeout whose first copy had not left this host.
+        if !peer_silent && !unsent {
+            self.incast(ev, waited.unwrap_or(0));
+        }
+        l
+    }
+
+    /// Data resent other than by the timer (tail-loss probe, fast retransmit, other): a line
+    /// for `cause` with `evidence`, tallied as a retransmission.
+    fn data_resent(
+        &mut self,
+        ev: &Event,
+        cause: Cause,
+        evidence: String,
+        lookup: &mut dyn Lookup,
+    ) -> Line {
+        let l = self.line(ev, cause, Some(Pathology::Retransmission), evidence, lookup);
+        self.tally(Pathology::Retransmission, &l);
+        l
     }
 
     fn incast(&mut self, ev: &Event, waited_us: u64) {
