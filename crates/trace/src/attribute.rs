@@ -585,27 +585,7 @@ impl Engine {
                 lookup,
             ),
             Detail::SynAckRetransmit { attempt } => {
-                // The handshake's ACK, refused by a full accept queue (tcp_check_req keeps
-                // the request and its timer resends the SYN-ACK: tcp_abort_on_overflow=0).
-                let refused = self.listen_acks_refused.remove(&(ev.remote, ev.local));
-                let (cause, pathology, evidence) = if refused {
-                    (
-                        Cause::AcceptQueueFull,
-                        Pathology::AcceptQueueOverflow,
-                        format!("SYN-ACK resent (attempt {attempt}): the handshake's final ACK was refused by the listener's full accept queue (TCP_LISTEN_OVERFLOW)"),
-                    )
-                } else {
-                    (
-                        Cause::SynAckResend,
-                        Pathology::SynRetransmit,
-                        format!("SYN-ACK resent (attempt {attempt}): the handshake's final ACK did not arrive or did not fit the accept queue"),
-                    )
-                };
-                let l = self.line(&ev, cause, Some(pathology), evidence, lookup);
-                self.tally(pathology, &l);
-                // tcp_rtx_synack counts it in TcpExtTCPSynRetrans (net/ipv4/tcp_output.c).
-                *self.summary.syn_resends.entry(pathology).or_default() += 1;
-                Some(l)
+                Some(self.syn_ack_retransmit(&ev, attempt, lookup))
             }
             Detail::ResetSent {
                 reason,
@@ -613,81 +593,13 @@ impl Engine {
                 previous_age_ms,
                 ..
             } => self.reset_sent(&ev, reason, previous, previous_age_ms, lookup),
-            Detail::ResetReceived => {
-                if ev.state == Some(TcpState::SynSent) {
-                    let l = self.line(
-                        &ev,
-                        Cause::Refused,
-                        Some(Pathology::ConnectFailure),
-                        "the peer answered the SYN with a reset (nothing listening, or refused)"
-                            .into(),
-                        lookup,
-                    );
-                    // Not tallied: the same connect ends with a ConnectFailed event
-                    // (ECONNREFUSED), which counts it once.
-                    Some(l)
-                } else {
-                    None
-                }
-            }
+            Detail::ResetReceived => self.reset_received(&ev, lookup),
             Detail::Connected { flags, connect_us } => {
-                let hs = self.handshakes.remove(&ev.sk).unwrap_or_default();
-                let cause = hs.cause.unwrap_or(if flags & OWNER_STALE_ACK != 0 {
-                    Cause::OldAck
-                } else {
-                    Cause::SynLost
-                });
-                if let Some(p) = Self::pathology_of(cause) {
-                    let t = self.tallies.entry(p).or_default();
-                    t.worst_us = t.worst_us.max(u64::from(connect_us));
-                }
-                Some(self.line(
-                    &ev,
-                    Cause::SlowConnect,
-                    Self::pathology_of(cause),
-                    format!(
-                        "connected after {} ({} SYN resend(s), cause {})",
-                        units::micros_in_ms(u64::from(connect_us)),
-                        hs.resends,
-                        cause.name()
-                    ),
-                    lookup,
-                ))
+                Some(self.connected(&ev, flags, connect_us, lookup))
             }
             Detail::ConnectFailed {
                 after_us, errno, ..
-            } => {
-                let hs = self.handshakes.remove(&ev.sk).unwrap_or_default();
-                let cause = hs.cause.unwrap_or(Cause::ConnectFailed);
-                let p = Self::pathology_of(cause).unwrap_or(Pathology::ConnectFailure);
-                let how = match errno {
-                    0 => "the application closed the connecting socket",
-                    110 => "connect gave up (ETIMEDOUT)",
-                    111 => "connect refused (ECONNREFUSED)",
-                    _ => "connect failed",
-                };
-                let l = self.line(
-                    &ev,
-                    Cause::ConnectFailed,
-                    Some(p),
-                    format!(
-                        "{how} after {} ({} SYN resend(s), cause {})",
-                        units::micros_in_ms(u64::from(after_us)),
-                        hs.resends,
-                        cause.name()
-                    ),
-                    lookup,
-                );
-                if errno != 0 {
-                    self.connect_failed_records += 1;
-                }
-                let t = self.tally(p, &l);
-                if errno != 0 {
-                    t.failed += 1;
-                }
-                t.worst_us = t.worst_us.max(u64::from(after_us));
-                Some(l)
-            }
+            } => Some(self.connect_failed(&ev, after_us, errno, lookup)),
             Detail::ConnectError { errno } => Some(self.no_port(&ev, errno, lookup)),
             Detail::Drop {
                 reason,
@@ -696,33 +608,8 @@ impl Engine {
                 tcp_flags,
                 timewait,
             } => Some(self.drop(&ev, reason, ifname, tcp_flags, timewait, lookup)),
-            Detail::ZeroWindow => {
-                let l = self.line(
-                    &ev,
-                    Cause::ZeroWindow,
-                    Some(Pathology::SlowReader),
-                    "the peer advertised a zero window: its application is not reading, this socket's writer waits".into(),
-                    lookup,
-                );
-                self.windows.closed(&ev);
-                self.writer_tally(&l);
-                Some(l)
-            }
-            Detail::WindowProbe => {
-                let who = ev
-                    .process
-                    .as_ref()
-                    .map(|p| format!("{} (pid {})", p.comm, p.pid))
-                    .unwrap_or_else(|| "its process".into());
-                let l = self.line(&ev, Cause::NotReading, Some(Pathology::SlowReader), format!("zero-window probe received with the receive window at 0: {who} is not reading this socket"), lookup);
-                self.windows.probed(&ev);
-                let t = self.tally(Pathology::SlowReader, &l);
-                t.detail(format!(
-                    "not reading: {who} on {}",
-                    flow_text(ev.local, ev.remote)
-                ));
-                Some(l)
-            }
+            Detail::ZeroWindow => Some(self.zero_window(&ev, lookup)),
+            Detail::WindowProbe => Some(self.window_probe(&ev, lookup)),
             Detail::TimeWaitAck { reason, substate } => {
                 Some(self.time_wait_ack(&ev, reason, substate, lookup))
             }
@@ -733,6 +620,156 @@ impl Engine {
             *self.summary.causes.entry(l.cause).or_default() += 1;
         }
         line
+    }
+
+    /// A SYN-ACK resent: the handshake's final ACK refused by a full accept queue (when the
+    /// trace saw it refused), else lost or not fitting; tallied and counted as a SYN resend.
+    fn syn_ack_retransmit(&mut self, ev: &Event, attempt: u32, lookup: &mut dyn Lookup) -> Line {
+        // The handshake's ACK, refused by a full accept queue (tcp_check_req keeps
+        // the request and its timer resends the SYN-ACK: tcp_abort_on_overflow=0).
+        let refused = self.listen_acks_refused.remove(&(ev.remote, ev.local));
+        let (cause, pathology, evidence) = if refused {
+            (
+                Cause::AcceptQueueFull,
+                Pathology::AcceptQueueOverflow,
+                format!("SYN-ACK resent (attempt {attempt}): the handshake's final ACK was refused by the listener's full accept queue (TCP_LISTEN_OVERFLOW)"),
+            )
+        } else {
+            (
+                Cause::SynAckResend,
+                Pathology::SynRetransmit,
+                format!("SYN-ACK resent (attempt {attempt}): the handshake's final ACK did not arrive or did not fit the accept queue"),
+            )
+        };
+        let l = self.line(ev, cause, Some(pathology), evidence, lookup);
+        self.tally(pathology, &l);
+        // tcp_rtx_synack counts it in TcpExtTCPSynRetrans (net/ipv4/tcp_output.c).
+        *self.summary.syn_resends.entry(pathology).or_default() += 1;
+        l
+    }
+
+    /// A reset received: a line for a connect the peer refused; any other is only counted.
+    fn reset_received(&mut self, ev: &Event, lookup: &mut dyn Lookup) -> Option<Line> {
+        if ev.state == Some(TcpState::SynSent) {
+            let l = self.line(
+                ev,
+                Cause::Refused,
+                Some(Pathology::ConnectFailure),
+                "the peer answered the SYN with a reset (nothing listening, or refused)".into(),
+                lookup,
+            );
+            // Not tallied: the same connect ends with a ConnectFailed event
+            // (ECONNREFUSED), which counts it once.
+            Some(l)
+        } else {
+            None
+        }
+    }
+
+    /// A connect that completed after SYN resends (or a stale ACK): its handshake's cause,
+    /// and its connect time as that pathology's worst wait.
+    fn connected(
+        &mut self,
+        ev: &Event,
+        flags: u32,
+        connect_us: u32,
+        lookup: &mut dyn Lookup,
+    ) -> Line {
+        let hs = self.handshakes.remove(&ev.sk).unwrap_or_default();
+        let cause = hs.cause.unwrap_or(if flags & OWNER_STALE_ACK != 0 {
+            Cause::OldAck
+        } else {
+            Cause::SynLost
+        });
+        if let Some(p) = Self::pathology_of(cause) {
+            let t = self.tallies.entry(p).or_default();
+            t.worst_us = t.worst_us.max(u64::from(connect_us));
+        }
+        self.line(
+            ev,
+            Cause::SlowConnect,
+            Self::pathology_of(cause),
+            format!(
+                "connected after {} ({} SYN resend(s), cause {})",
+                units::micros_in_ms(u64::from(connect_us)),
+                hs.resends,
+                cause.name()
+            ),
+            lookup,
+        )
+    }
+
+    /// A connecting socket closed before it was established: how (`errno`), after how long,
+    /// and its handshake's cause; tallied as a failure unless the application closed it.
+    fn connect_failed(
+        &mut self,
+        ev: &Event,
+        after_us: u32,
+        errno: u32,
+        lookup: &mut dyn Lookup,
+    ) -> Line {
+        let hs = self.handshakes.remove(&ev.sk).unwrap_or_default();
+        let cause = hs.cause.unwrap_or(Cause::ConnectFailed);
+        let p = Self::pathology_of(cause).unwrap_or(Pathology::ConnectFailure);
+        let how = match errno {
+            0 => "the application closed the connecting socket",
+            110 => "connect gave up (ETIMEDOUT)",
+            111 => "connect refused (ECONNREFUSED)",
+            _ => "connect failed",
+        };
+        let l = self.line(
+            ev,
+            Cause::ConnectFailed,
+            Some(p),
+            format!(
+                "{how} after {} ({} SYN resend(s), cause {})",
+                units::micros_in_ms(u64::from(after_us)),
+                hs.resends,
+                cause.name()
+            ),
+            lookup,
+        );
+        if errno != 0 {
+            self.connect_failed_records += 1;
+        }
+        let t = self.tally(p, &l);
+        if errno != 0 {
+            t.failed += 1;
+        }
+        t.worst_us = t.worst_us.max(u64::from(after_us));
+        l
+    }
+
+    /// The peer advertised a zero window: its reader is slow, this socket's writer waits.
+    fn zero_window(&mut self, ev: &Event, lookup: &mut dyn Lookup) -> Line {
+        let l = self.line(
+            ev,
+            Cause::ZeroWindow,
+            Some(Pathology::SlowReader),
+            "the peer advertised a zero window: its application is not reading, this socket's writer waits".into(),
+            lookup,
+        );
+        self.windows.closed(ev);
+        self.writer_tally(&l);
+        l
+    }
+
+    /// A zero-window probe received with the receive window at 0: this socket's process is
+    /// not reading it.
+    fn window_probe(&mut self, ev: &Event, lookup: &mut dyn Lookup) -> Line {
+        let who = ev
+            .process
+            .as_ref()
+            .map(|p| format!("{} (pid {})", p.comm, p.pid))
+            .unwrap_or_else(|| "its process".into());
+        let l = self.line(ev, Cause::NotReading, Some(Pathology::SlowReader), format!("zero-window probe received with the receive window at 0: {who} is not reading this socket"), lookup);
+        self.windows.probed(ev);
+        let t = self.tally(Pathology::SlowReader, &l);
+        t.detail(format!(
+            "not reading: {who} on {}",
+            flow_text(ev.local, ev.remote)
+        ));
+        l
     }
 
     /// The event with its process named (by its socket's file when the kernel did not name
