@@ -58,6 +58,24 @@ fn us(ns: u64) -> f64 {
 pub fn page(report: &Report<Summary>, records: &[Record], spikes: &[Spike]) -> String {
     let s = &report.body;
     let mut p = Page::new("tcpdoctor probe");
+    header(&mut p, report);
+    // Findings first: what is wrong and what to do, before the evidence drawn below.
+    p.findings(&report.findings);
+    run_facts(&mut p, s);
+    over_time_section(&mut p, s, records, spikes);
+    histogram_section(&mut p, records);
+    time_split(&mut p, s, records, spikes);
+    phases_table(&mut p, s);
+    causes_table(&mut p, s);
+    unanswered_table(&mut p, s);
+    errors_table(&mut p, s);
+    counters_table(&mut p, s);
+    p.finish()
+}
+
+/// The page's header: the verdict, and what was probed (mode, target, workers, duration).
+fn header(p: &mut Page, report: &Report<Summary>) {
+    let s = &report.body;
     let mode = match (&s.url, s.keepalive) {
         (Some(u), Some(k)) => format!("http {u} keep-alive {}", if k { "on" } else { "off" }),
         _ => s.mode.clone(),
@@ -76,8 +94,10 @@ pub fn page(report: &Report<Summary>, records: &[Record], spikes: &[Spike]) -> S
             fmt::micros(s.elapsed_us)
         ),
     );
-    // Findings first: what is wrong and what to do, before the evidence drawn below.
-    p.findings(&report.findings);
+}
+
+/// "The run": requests, failures, connections, ports, slow requests, CPU contention.
+fn run_facts(p: &mut Page, s: &Summary) {
     p.section("The run");
     let mut facts = vec![
         (
@@ -108,7 +128,11 @@ pub fn page(report: &Report<Summary>, records: &[Record], spikes: &[Spike]) -> S
         facts.push(("CPU contention", crate::render::cpu_wait_text(&c)));
     }
     p.facts(&facts);
+}
 
+/// "Latency over time": the chart of each request's latency by when it started, slow ones
+/// coloured by cause.
+fn over_time_section(p: &mut Page, s: &Summary, records: &[Record], spikes: &[Spike]) {
     p.section("Latency over time");
     let (over_time, dropped) = latency_over_time(s, records, spikes);
     let mut caption = format!(
@@ -122,7 +146,10 @@ pub fn page(report: &Report<Summary>, records: &[Record], spikes: &[Spike]) -> S
         caption += &format!(" {dropped} dots beyond {MAX_DOTS} per series are not drawn.");
     }
     p.chart(over_time.draw(), &caption);
+}
 
+/// "Latency histogram" of the successful requests, on a log count scale.
+fn histogram_section(p: &mut Page, records: &[Record]) {
     p.section("Latency histogram");
     let totals: Vec<u64> = records
         .iter()
@@ -144,9 +171,10 @@ pub fn page(report: &Report<Summary>, records: &[Record], spikes: &[Spike]) -> S
              that a handful of slow requests stays visible next to thousands of fast ones.",
         );
     }
+}
 
-    time_split(&mut p, s, records, spikes);
-
+/// The table of phase latencies of the successful requests (when any succeeded).
+fn phases_table(p: &mut Page, s: &Summary) {
     if !s.phases.is_empty() && s.requests_ok > 0 {
         p.section("Latency of successful requests");
         let rows: Vec<Vec<String>> = s
@@ -176,6 +204,10 @@ pub fn page(report: &Report<Summary>, records: &[Record], spikes: &[Spike]) -> S
             &[1, 2, 3, 4, 5, 6, 7, 8],
         );
     }
+}
+
+/// The table of slow requests by cause (when any).
+fn causes_table(p: &mut Page, s: &Summary) {
     if !s.spikes.groups.is_empty() {
         p.section("Slow requests by cause");
         let rows: Vec<Vec<String>> = s
@@ -204,6 +236,10 @@ pub fn page(report: &Report<Summary>, records: &[Record], spikes: &[Spike]) -> S
             &[1, 2, 3, 4],
         );
     }
+}
+
+/// The table of requests left unanswered, by what they waited for (when any).
+fn unanswered_table(p: &mut Page, s: &Summary) {
     if !s.unanswered.is_empty() {
         p.section("Unanswered");
         let rows: Vec<Vec<String>> = s
@@ -232,6 +268,10 @@ pub fn page(report: &Report<Summary>, records: &[Record], spikes: &[Spike]) -> S
             &[1, 2, 3],
         );
     }
+}
+
+/// The table of errors by errno and phase (when any).
+fn errors_table(p: &mut Page, s: &Summary) {
     if !s.errors.is_empty() {
         p.section("Errors");
         let rows: Vec<Vec<String>> = s
@@ -248,6 +288,10 @@ pub fn page(report: &Report<Summary>, records: &[Record], spikes: &[Spike]) -> S
             .collect();
         p.table(&["error", "phase", "count", "first at"], &rows, &[2, 3]);
     }
+}
+
+/// The table of kernel counters that moved during the run (when any).
+fn counters_table(p: &mut Page, s: &Summary) {
     if !s.counters.is_empty() {
         p.section("Kernel counters that moved");
         let rows: Vec<Vec<String>> = s
@@ -257,7 +301,6 @@ pub fn page(report: &Report<Summary>, records: &[Record], spikes: &[Spike]) -> S
             .collect();
         p.table(&["counter", "delta", "meaning"], &rows, &[1]);
     }
-    p.finish()
 }
 
 /// At most this many slow requests get a lane in the waterfall (the slowest).
