@@ -12,7 +12,7 @@ use tcpdoctor_model::{units, Evidence, Finding, Impact, Pathology, Remedy, Sourc
 
 use crate::classify::{Spike, SpikeCause};
 use crate::record::{ErrorKind, Phase};
-use crate::stats::{Context, ErrorCount, Stage, Summary, Unanswered};
+use crate::stats::{Context, ErrorCount, SpikeGroup, Stage, Summary, Unanswered};
 use crate::CloseFirst;
 
 fn micros(us: u64) -> Duration {
@@ -78,158 +78,190 @@ pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec
     http_errors(s, &mut out);
     connect_failures(s, delta, &mut out);
     for g in &s.spikes.groups {
-        let examples = Evidence::Examples {
-            what: "local ports of slow connections".into(),
-            items: ports(&g.example_local_ports),
-        };
-        let worst = Some(micros(g.max_phase_us));
-        let lost = time_lost(s, spikes, |c| c == g.cause);
-        let f = match g.cause {
-            SpikeCause::SynRetransmit { .. } => continue, // grouped below
-            SpikeCause::ServerResponse | SpikeCause::NetworkLatency => {
-                out.extend(crate::time_findings::slow_part(s, spikes, g.cause));
-                continue;
-            }
-            SpikeCause::AcceptQueueOverflow => counter_evidence(
-                Finding::new(
-                    Pathology::AcceptQueueOverflow,
-                    Source::Probe,
-                    format!(
-                        "{} connections waited ~{} while the listener's accept queue overflowed{}",
-                        g.count,
-                        units::micros_coarse(g.typical_phase_us),
-                        lost_text(lost)
-                    ),
-                    Impact::stalls(g.count, Some(started(s)), worst).with_time_lost(lost),
-                ),
-                delta,
-                &[
-                    "TcpExtListenOverflows",
-                    "TcpExtListenDrops",
-                    "TcpExtTCPSynRetrans",
-                ],
-            ),
-            SpikeCause::StaleAckResend => counter_evidence(
-                Finding::new(
-                    Pathology::StaleAckRace,
-                    Source::Probe,
-                    format!(
-                        "{} connects took ~{}: SYN answered by a stale ACK and resent quickly",
-                        g.count,
-                        units::micros_coarse(g.typical_phase_us)
-                    ),
-                    Impact::stalls(g.count, Some(s.connects_attempted), worst).with_time_lost(lost),
-                ),
-                delta,
-                &["TcpExtTCPSynRetrans", "TcpOutRsts"],
-            ),
-            SpikeCause::DataRto => counter_evidence(
-                Finding::new(
-                    Pathology::RetransmitTimeout,
-                    Source::Probe,
-                    format!(
-                        "{} of {} replies waited ~{} for a retransmission timeout (RTO floor {}){}",
-                        g.count,
-                        started(s),
-                        units::micros_coarse(g.typical_phase_us),
-                        units::micros_coarse(s.settings.rto_min_us),
-                        lost_text(lost)
-                    ),
-                    Impact::stalls(g.count, Some(started(s)), worst).with_time_lost(lost),
-                ),
-                delta,
-                &["TcpExtTCPTimeouts", "TcpRetransSegs"],
-            )
-            .setting(
-                if s.settings.rto_min_source == crate::stats::RtoMinSource::Route {
-                    "route rto_min"
-                } else {
-                    "net.ipv4.tcp_rto_min_us"
-                },
-                s.settings.rto_min_us,
-            ),
-            SpikeCause::DelayedAck => counter_evidence(
-                Finding::new(
-                    Pathology::DelayedAck,
-                    Source::Probe,
-                    format!(
-                        "{} of {} replies waited ~{}: a delayed ACK held a small write{}",
-                        g.count,
-                        s.requests_ok,
-                        units::micros_coarse(g.typical_phase_us),
-                        lost_text(lost)
-                    ),
-                    // The share of requests with ~40 ms stalls decides (policy: common or rare).
-                    Impact::stalls(g.count, Some(s.requests_ok), worst).with_time_lost(lost),
-                ),
-                delta,
-                &["TcpExtDelayedACKs"],
-            )
-            .setting("TCP_NODELAY", ctx.cfg.nodelay),
-            SpikeCause::Unexplained => {
-                // Requests whose largest part was the probe's own time (open-loop lateness,
-                // waking after the SYN-ACK, closing), or a server or path part that the CPU
-                // waits of the probe's workers and server could account for (split::assign
-                // left those unnamed for that), measured this host's load, not the target:
-                // a clean loopback run at 99% CPU pressure had 11 of 800 such requests, ~8 ms
-                // each, and at a load average of 12, 127 of 800 (105 client time, 21 within
-                // their CPU waits). Such a finding is context; a stall the waits cannot
-                // account for is not.
-                let own = spikes
-                    .iter()
-                    .filter(|sp| sp.cause == SpikeCause::Unexplained)
-                    .all(|sp| {
-                        sp.split.dominant() == crate::split::Component::Client
-                            || sp.cpu_wait_bound_ns.is_some()
-                    });
-                let impact = if own {
-                    Impact::none()
-                } else {
-                    // Not judged by the time lost: an unexplained stall includes the scheduling
-                    // of the probe's own threads, which share the CPUs with what they measure.
-                    // The share of requests hurt and the longest stall decide; the text gives
-                    // the time.
-                    Impact::stalls(g.count, Some(s.requests_ok), worst)
-                };
-                let whose = if own {
-                    ": each within the probe's own time (its lateness, waking, closing) or the CPU waits of its workers and server, so it measures this host's load, not the target"
-                } else {
-                    ""
-                };
-                let f = Finding::new(
-                    Pathology::UnexplainedDelay,
-                    Source::Probe,
-                    format!(
-                        "{} of {} requests were slower than {} (typical slow phase {}, worst {}) with no TCP timer signature{}{whose}",
-                        g.count,
-                        s.requests_ok,
-                        units::micros_coarse(s.spikes.threshold_us),
-                        units::micros_coarse(g.typical_phase_us),
-                        units::micros_coarse(g.max_phase_us),
-                        lost_text(lost)
-                    ),
-                    impact,
-                );
-                let f = match crate::time_findings::unexplained_split(s, spikes) {
-                    Some(e) => f.with_evidence(e),
-                    None => f,
-                };
-                match cpu_wait_evidence(s) {
-                    Some(e) => f.with_evidence(e),
-                    None => f,
-                }
-            }
-        };
-        out.push(
-            f.with_evidence(Evidence::Timing {
-                what: format!("slow phase ({})", g.label),
-                count: g.count,
-                value_us: g.typical_phase_us,
-            })
-            .with_evidence(examples),
-        );
+        spike_group(ctx, s, spikes, delta, g, &mut out);
     }
     syn_retransmits(s, spikes, delta, &mut out);
+    transfer_holds(s, delta, &mut out);
+    out
+}
+
+/// The finding of one group of slow requests by cause, with its counters, slow phase and
+/// example ports. SYN retransmits are grouped apart ([`syn_retransmits`]); a slow server
+/// or network part is described by [`crate::time_findings::slow_part`].
+fn spike_group(
+    ctx: &Context,
+    s: &Summary,
+    spikes: &[Spike],
+    delta: &Delta,
+    g: &SpikeGroup,
+    out: &mut Vec<Finding>,
+) {
+    let examples = Evidence::Examples {
+        what: "local ports of slow connections".into(),
+        items: ports(&g.example_local_ports),
+    };
+    let worst = Some(micros(g.max_phase_us));
+    let lost = time_lost(s, spikes, |c| c == g.cause);
+    let f = match g.cause {
+        SpikeCause::SynRetransmit { .. } => return, // grouped apart: syn_retransmits
+        SpikeCause::ServerResponse | SpikeCause::NetworkLatency => {
+            out.extend(crate::time_findings::slow_part(s, spikes, g.cause));
+            return;
+        }
+        SpikeCause::AcceptQueueOverflow => counter_evidence(
+            Finding::new(
+                Pathology::AcceptQueueOverflow,
+                Source::Probe,
+                format!(
+                    "{} connections waited ~{} while the listener's accept queue overflowed{}",
+                    g.count,
+                    units::micros_coarse(g.typical_phase_us),
+                    lost_text(lost)
+                ),
+                Impact::stalls(g.count, Some(started(s)), worst).with_time_lost(lost),
+            ),
+            delta,
+            &[
+                "TcpExtListenOverflows",
+                "TcpExtListenDrops",
+                "TcpExtTCPSynRetrans",
+            ],
+        ),
+        SpikeCause::StaleAckResend => counter_evidence(
+            Finding::new(
+                Pathology::StaleAckRace,
+                Source::Probe,
+                format!(
+                    "{} connects took ~{}: SYN answered by a stale ACK and resent quickly",
+                    g.count,
+                    units::micros_coarse(g.typical_phase_us)
+                ),
+                Impact::stalls(g.count, Some(s.connects_attempted), worst).with_time_lost(lost),
+            ),
+            delta,
+            &["TcpExtTCPSynRetrans", "TcpOutRsts"],
+        ),
+        SpikeCause::DataRto => counter_evidence(
+            Finding::new(
+                Pathology::RetransmitTimeout,
+                Source::Probe,
+                format!(
+                    "{} of {} replies waited ~{} for a retransmission timeout (RTO floor {}){}",
+                    g.count,
+                    started(s),
+                    units::micros_coarse(g.typical_phase_us),
+                    units::micros_coarse(s.settings.rto_min_us),
+                    lost_text(lost)
+                ),
+                Impact::stalls(g.count, Some(started(s)), worst).with_time_lost(lost),
+            ),
+            delta,
+            &["TcpExtTCPTimeouts", "TcpRetransSegs"],
+        )
+        .setting(
+            if s.settings.rto_min_source == crate::stats::RtoMinSource::Route {
+                "route rto_min"
+            } else {
+                "net.ipv4.tcp_rto_min_us"
+            },
+            s.settings.rto_min_us,
+        ),
+        SpikeCause::DelayedAck => counter_evidence(
+            Finding::new(
+                Pathology::DelayedAck,
+                Source::Probe,
+                format!(
+                    "{} of {} replies waited ~{}: a delayed ACK held a small write{}",
+                    g.count,
+                    s.requests_ok,
+                    units::micros_coarse(g.typical_phase_us),
+                    lost_text(lost)
+                ),
+                // The share of requests with ~40 ms stalls decides (policy: common or rare).
+                Impact::stalls(g.count, Some(s.requests_ok), worst).with_time_lost(lost),
+            ),
+            delta,
+            &["TcpExtDelayedACKs"],
+        )
+        .setting("TCP_NODELAY", ctx.cfg.nodelay),
+        SpikeCause::Unexplained => unexplained(s, spikes, g, worst, lost),
+    };
+    out.push(
+        f.with_evidence(Evidence::Timing {
+            what: format!("slow phase ({})", g.label),
+            count: g.count,
+            value_us: g.typical_phase_us,
+        })
+        .with_evidence(examples),
+    );
+}
+
+/// The finding of slow requests with no TCP timer signature: context (no impact) when each
+/// stall lies within the probe's own time or its CPU waits, with the split of their time and
+/// the CPU contention as evidence.
+fn unexplained(
+    s: &Summary,
+    spikes: &[Spike],
+    g: &SpikeGroup,
+    worst: Option<Duration>,
+    lost: f64,
+) -> Finding {
+    // Requests whose largest part was the probe's own time (open-loop lateness,
+    // waking after the SYN-ACK, closing), or a server or path part that the CPU
+    // waits of the probe's workers and server could account for (split::assign
+    // left those unnamed for that), measured this host's load, not the target:
+    // a clean loopback run at 99% CPU pressure had 11 of 800 such requests, ~8 ms
+    // each, and at a load average of 12, 127 of 800 (105 client time, 21 within
+    // their CPU waits). Such a finding is context; a stall the waits cannot
+    // account for is not.
+    let own = spikes
+        .iter()
+        .filter(|sp| sp.cause == SpikeCause::Unexplained)
+        .all(|sp| {
+            sp.split.dominant() == crate::split::Component::Client || sp.cpu_wait_bound_ns.is_some()
+        });
+    let impact = if own {
+        Impact::none()
+    } else {
+        // Not judged by the time lost: an unexplained stall includes the scheduling
+        // of the probe's own threads, which share the CPUs with what they measure.
+        // The share of requests hurt and the longest stall decide; the text gives
+        // the time.
+        Impact::stalls(g.count, Some(s.requests_ok), worst)
+    };
+    let whose = if own {
+        ": each within the probe's own time (its lateness, waking, closing) or the CPU waits of its workers and server, so it measures this host's load, not the target"
+    } else {
+        ""
+    };
+    let f = Finding::new(
+        Pathology::UnexplainedDelay,
+        Source::Probe,
+        format!(
+            "{} of {} requests were slower than {} (typical slow phase {}, worst {}) with no TCP timer signature{}{whose}",
+            g.count,
+            s.requests_ok,
+            units::micros_coarse(s.spikes.threshold_us),
+            units::micros_coarse(g.typical_phase_us),
+            units::micros_coarse(g.max_phase_us),
+            lost_text(lost)
+        ),
+        impact,
+    );
+    let f = match crate::time_findings::unexplained_split(s, spikes) {
+        Some(e) => f.with_evidence(e),
+        None => f,
+    };
+    match cpu_wait_evidence(s) {
+        Some(e) => f.with_evidence(e),
+        None => f,
+    }
+}
+
+/// Replies a delayed ACK held after their first byte
+/// ([`crate::time_findings::transfer_holds`]): a finding of their own, or evidence added to
+/// the delayed-ACK group's finding already in `out`.
+fn transfer_holds(s: &Summary, delta: &Delta, out: &mut Vec<Finding>) {
     match crate::time_findings::transfer_holds(s, delta) {
         Some(Ok(f)) => out.push(f),
         Some(Err(e)) => {
@@ -242,7 +274,6 @@ pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec
         }
         None => {}
     }
-    out
 }
 
 /// How contended the host's CPUs were during the run: context for a delay no TCP timer
