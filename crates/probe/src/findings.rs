@@ -499,45 +499,24 @@ fn phase_call(p: Phase) -> &'static str {
     }
 }
 
+/// What a finding of unanswered requests says whatever they waited for (a SYN-ACK or a
+/// reply): how long, how they ended, when the first timeout fired, what it cost, and the
+/// evidence every such finding carries.
+struct Unheard {
+    /// How long they waited: one duration, or a range.
+    waited: String,
+    /// How they ended: given up by the kernel, cut by a timeout flag, still waiting.
+    ended: String,
+    /// `; the first timeout fired 2 s into the run`, or empty.
+    fired: String,
+    impact: Impact,
+    timing: Evidence,
+    ports: Evidence,
+}
+
 /// Requests that got no answer: no SYN-ACK ([`Pathology::UnansweredSyn`]) or no (complete)
 /// reply ([`Pathology::NoReply`]), with how long they waited and what ended the wait.
 fn unanswered(ctx: &Context, s: &Summary, u: &Unanswered, delta: &Delta) -> Finding {
-    let mut ended = Vec::new();
-    let ours = u.timed_out - u.etimedout;
-    if u.etimedout > 0 {
-        ended.push(format!(
-            "{} ended with ETIMEDOUT when the kernel gave up",
-            u.etimedout
-        ));
-    }
-    if ours > 0 {
-        let flag = match u.stage {
-            Stage::Handshake => "--connect-timeout",
-            Stage::Reply => "--timeout",
-        };
-        ended.push(format!(
-            "{ours} cut by {flag} {}",
-            u.timeout_us
-                .map_or("(its value)".to_string(), units::micros_coarse)
-        ));
-    }
-    if u.cut > 0 {
-        let when = if ctx.cfg.duration.as_micros() as u64 <= s.elapsed_us + 50_000 {
-            "when -d ended the run"
-        } else {
-            "when the run was stopped"
-        };
-        ended.push(format!("{} still waiting {when}", u.cut));
-    }
-    let waited = if units::micros_coarse(u.min_wait_us) == units::micros_coarse(u.max_wait_us) {
-        units::micros_coarse(u.max_wait_us)
-    } else {
-        format!(
-            "{} to {}",
-            units::micros_coarse(u.min_wait_us),
-            units::micros_coarse(u.max_wait_us)
-        )
-    };
     let fired = u
         .first_timeout_at_us
         .map(|t| {
@@ -569,110 +548,186 @@ fn unanswered(ctx: &Context, s: &Summary, u: &Unanswered, delta: &Delta) -> Find
         count: u.count,
         value_us: u.max_wait_us,
     };
+    let heard = Unheard {
+        waited: waited_text(u),
+        ended: how_ended(ctx, s, u).join(", "),
+        fired,
+        impact,
+        timing,
+        ports,
+    };
     match u.stage {
-        Stage::Handshake => {
-            // The SYNs this host sent in that time, from its SYN ladder: those whose latest
-            // time passed surely left; one due but possibly not yet sent (timers fire late)
-            // is named as such.
-            let st = &s.settings;
-            let wait_ms = u.max_wait_us / 1_000;
-            let mut sent = vec!["0".to_string()];
-            let mut maybe = Vec::new();
-            for (i, &at) in st.syn_ladder_ms.iter().enumerate() {
-                let latest = st.syn_ladder_latest_ms.get(i).copied().unwrap_or(at);
-                if latest <= wait_ms {
-                    sent.push(units::bare_secs_of_ms(at));
-                } else if at <= wait_ms {
-                    maybe.push(units::bare_secs_of_ms(at));
-                }
-            }
-            let maybe = if maybe.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    ", perhaps again at {} s (due, not certainly sent)",
-                    maybe.join(", ")
-                )
-            };
-            let f = Finding::new(
-                Pathology::UnansweredSyn,
-                Source::Probe,
-                format!(
-                    "{} connects to {} got no SYN-ACK in {waited}: the SYN went out at {} s on this host's SYN ladder{maybe}, unanswered ({}{fired})",
-                    u.count,
-                    s.target,
-                    sent.join(", "),
-                    ended.join(", ")
-                ),
-                impact,
-            )
-            .with_evidence(timing)
-            .with_evidence(ports)
-            .setting(
-                "SYN ladder (tcp_syn_retries, tcp_syn_linear_timeouts)",
-                format!(
-                    "{} s, fail at {} s",
-                    s.settings
-                        .syn_ladder_ms
-                        .iter()
-                        .map(|&ms| units::bare_secs_of_ms(ms))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    units::bare_secs_of_ms(s.settings.syn_give_up_ms)
-                ),
-            );
-            counter_evidence(
-                f,
-                delta,
-                &[
-                    "TcpExtTCPSynRetrans",
-                    "TcpAttemptFails",
-                    "TcpExtListenDrops",
-                ],
-            )
-        }
-        Stage::Reply => {
-            let what = if u.partial_replies == 0 {
-                format!("were accepted, never replied: no reply byte in {waited}")
-            } else {
-                let expected = u
-                    .expected_reply_bytes
-                    .map(|e| format!(" of {e}"))
-                    .unwrap_or_default();
-                let rate = u.max_received_bytes as f64 / (u.max_wait_us as f64 / 1e6).max(1e-6);
-                format!(
-                    "were accepted but the reply dribbled: {} received part of it, at most {}{expected} bytes in {waited} (~{rate:.1} bytes/s), none completed",
-                    u.partial_replies, u.max_received_bytes
-                )
-            };
-            let f = Finding::new(
-                Pathology::NoReply,
-                Source::Probe,
-                format!(
-                    "{} requests to {} {what} ({}{fired})",
-                    u.count,
-                    s.target,
-                    ended.join(", ")
-                ),
-                impact,
-            )
-            .with_evidence(timing)
-            .with_evidence(ports);
-            let f = if u.partial_replies > 0 {
-                f.with_evidence(Evidence::Timing {
-                    what: format!(
-                        "partial replies: most bytes received ({})",
-                        u.max_received_bytes
-                    ),
-                    count: u.partial_replies,
-                    value_us: u.max_wait_us,
-                })
-            } else {
-                f
-            };
-            counter_evidence(f, delta, &["TcpExtTCPAbortOnData", "TcpExtTCPAbortOnClose"])
+        Stage::Handshake => unanswered_syn(s, u, delta, heard),
+        Stage::Reply => no_reply(s, u, delta, heard),
+    }
+}
+
+/// How unanswered requests ended: given up by the kernel (ETIMEDOUT), cut by the probe's
+/// own timeout flag, or still waiting when the run ended or was stopped.
+fn how_ended(ctx: &Context, s: &Summary, u: &Unanswered) -> Vec<String> {
+    let mut ended = Vec::new();
+    let ours = u.timed_out - u.etimedout;
+    if u.etimedout > 0 {
+        ended.push(format!(
+            "{} ended with ETIMEDOUT when the kernel gave up",
+            u.etimedout
+        ));
+    }
+    if ours > 0 {
+        let flag = match u.stage {
+            Stage::Handshake => "--connect-timeout",
+            Stage::Reply => "--timeout",
+        };
+        ended.push(format!(
+            "{ours} cut by {flag} {}",
+            u.timeout_us
+                .map_or("(its value)".to_string(), units::micros_coarse)
+        ));
+    }
+    if u.cut > 0 {
+        let when = if ctx.cfg.duration.as_micros() as u64 <= s.elapsed_us + 50_000 {
+            "when -d ended the run"
+        } else {
+            "when the run was stopped"
+        };
+        ended.push(format!("{} still waiting {when}", u.cut));
+    }
+    ended
+}
+
+/// How long unanswered requests waited: one duration when the shortest and longest wait
+/// read the same, else `shortest to longest`.
+fn waited_text(u: &Unanswered) -> String {
+    if units::micros_coarse(u.min_wait_us) == units::micros_coarse(u.max_wait_us) {
+        units::micros_coarse(u.max_wait_us)
+    } else {
+        format!(
+            "{} to {}",
+            units::micros_coarse(u.min_wait_us),
+            units::micros_coarse(u.max_wait_us)
+        )
+    }
+}
+
+/// The finding of connects that got no SYN-ACK: which SYNs this host's ladder sent in the
+/// time they waited, the ladder as a setting, and the SYN counters.
+fn unanswered_syn(s: &Summary, u: &Unanswered, delta: &Delta, heard: Unheard) -> Finding {
+    let Unheard {
+        waited,
+        ended,
+        fired,
+        impact,
+        timing,
+        ports,
+    } = heard;
+    // The SYNs this host sent in that time, from its SYN ladder: those whose latest
+    // time passed surely left; one due but possibly not yet sent (timers fire late)
+    // is named as such.
+    let st = &s.settings;
+    let wait_ms = u.max_wait_us / 1_000;
+    let mut sent = vec!["0".to_string()];
+    let mut maybe = Vec::new();
+    for (i, &at) in st.syn_ladder_ms.iter().enumerate() {
+        let latest = st.syn_ladder_latest_ms.get(i).copied().unwrap_or(at);
+        if latest <= wait_ms {
+            sent.push(units::bare_secs_of_ms(at));
+        } else if at <= wait_ms {
+            maybe.push(units::bare_secs_of_ms(at));
         }
     }
+    let maybe = if maybe.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ", perhaps again at {} s (due, not certainly sent)",
+            maybe.join(", ")
+        )
+    };
+    let f = Finding::new(
+        Pathology::UnansweredSyn,
+        Source::Probe,
+        format!(
+            "{} connects to {} got no SYN-ACK in {waited}: the SYN went out at {} s on this host's SYN ladder{maybe}, unanswered ({ended}{fired})",
+            u.count,
+            s.target,
+            sent.join(", "),
+        ),
+        impact,
+    )
+    .with_evidence(timing)
+    .with_evidence(ports)
+    .setting(
+        "SYN ladder (tcp_syn_retries, tcp_syn_linear_timeouts)",
+        format!(
+            "{} s, fail at {} s",
+            s.settings
+                .syn_ladder_ms
+                .iter()
+                .map(|&ms| units::bare_secs_of_ms(ms))
+                .collect::<Vec<_>>()
+                .join(", "),
+            units::bare_secs_of_ms(s.settings.syn_give_up_ms)
+        ),
+    );
+    counter_evidence(
+        f,
+        delta,
+        &[
+            "TcpExtTCPSynRetrans",
+            "TcpAttemptFails",
+            "TcpExtListenDrops",
+        ],
+    )
+}
+
+/// The finding of accepted requests that got no reply, or only a dribble of it (how much,
+/// how fast), with the abort counters.
+fn no_reply(s: &Summary, u: &Unanswered, delta: &Delta, heard: Unheard) -> Finding {
+    let Unheard {
+        waited,
+        ended,
+        fired,
+        impact,
+        timing,
+        ports,
+    } = heard;
+    let what = if u.partial_replies == 0 {
+        format!("were accepted, never replied: no reply byte in {waited}")
+    } else {
+        let expected = u
+            .expected_reply_bytes
+            .map(|e| format!(" of {e}"))
+            .unwrap_or_default();
+        let rate = u.max_received_bytes as f64 / (u.max_wait_us as f64 / 1e6).max(1e-6);
+        format!(
+            "were accepted but the reply dribbled: {} received part of it, at most {}{expected} bytes in {waited} (~{rate:.1} bytes/s), none completed",
+            u.partial_replies, u.max_received_bytes
+        )
+    };
+    let f = Finding::new(
+        Pathology::NoReply,
+        Source::Probe,
+        format!(
+            "{} requests to {} {what} ({ended}{fired})",
+            u.count, s.target
+        ),
+        impact,
+    )
+    .with_evidence(timing)
+    .with_evidence(ports);
+    let f = if u.partial_replies > 0 {
+        f.with_evidence(Evidence::Timing {
+            what: format!(
+                "partial replies: most bytes received ({})",
+                u.max_received_bytes
+            ),
+            count: u.partial_replies,
+            value_us: u.max_wait_us,
+        })
+    } else {
+        f
+    };
+    counter_evidence(f, delta, &["TcpExtTCPAbortOnData", "TcpExtTCPAbortOnClose"])
 }
 
 /// HTTP answers outside `--expect-status`: failures, as wrk and oha count them.
