@@ -372,6 +372,67 @@ pub fn summarize(
     let failed = records.len() as u64 - ok.len() as u64 - cut;
     let opened = records.iter().filter(|r| r.connected_ns.is_some()).count() as u64;
     let secs = ctx.elapsed.as_secs_f64().max(1e-9);
+    let phases = latency_phases(cfg, &ok, opened);
+
+    let ports: BTreeSet<u16> = records
+        .iter()
+        .map(|r| r.local_port)
+        .filter(|&p| p != 0)
+        .collect();
+    let (status_codes, status_classes) = status_counts(records);
+    let (keepalive, url) = match &cfg.mode {
+        Mode::Http { url, keepalive, .. } => (Some(*keepalive), Some(url.to_string())),
+        _ => (None, None),
+    };
+    let errors = errors(records);
+    let unanswered = unanswered(ctx, records);
+    let not_carried = not_carried(&errors, &unanswered);
+    let time_split = split::summarize(records, spikes, ctx.baseline, ctx.cpu_waits, not_carried);
+    Summary {
+        target: ctx.target.to_string(),
+        mode: cfg.mode.name().to_string(),
+        keepalive,
+        url,
+        concurrency: cfg.concurrency,
+        close_first: cfg.close_first,
+        linger0: cfg.linger0,
+        nodelay: cfg.nodelay,
+        rate_limit_per_s: cfg.rate_per_s,
+        duration_limit_us: cfg.duration.as_micros() as u64,
+        count_limit: cfg.count,
+        embedded_server: ctx.embedded_server,
+        elapsed_us: ctx.elapsed.as_micros() as u64,
+        requests: ok.len() as u64 + failed,
+        requests_ok: ok.len() as u64,
+        requests_failed: failed,
+        requests_cut: cut,
+        connections_opened: opened,
+        connects_attempted: connects_attempted(records),
+        requests_ok_per_s: ok.len() as f64 / secs,
+        connections_per_s: opened as f64 / secs,
+        local_ports_used: ports.len() as u64,
+        phases,
+        errors,
+        status_codes,
+        status_classes,
+        expect_status: matches!(cfg.mode, Mode::Http { .. }).then(|| cfg.expect_status.to_string()),
+        unanswered,
+        ports_toward_target: ctx.ports_toward_target,
+        per_second: per_second(records),
+        spikes: spike_summary(spikes, ctx.threshold),
+        time_split,
+        counters: counter_moves(delta),
+        cpu_wait: ctx.cpu_wait_us.map(|some_us| CpuWait {
+            some_us,
+            share: (some_us as f64 / ctx.elapsed.as_micros().max(1) as f64).min(1.0),
+        }),
+        settings: settings_used(ctx, sig),
+    }
+}
+
+/// The latency phases measured for the successful requests: connect (when connections
+/// were opened), TLS (when any did TLS), first byte (but in connect mode), and the total.
+fn latency_phases(cfg: &Config, ok: &[&Record], opened: u64) -> Vec<PhaseStats> {
     let mut phases = Vec::new();
     if opened > 0 {
         phases.push(phase_stats(
@@ -395,12 +456,11 @@ pub fn summarize(
         LatencyPhase::Total,
         ok.iter().map(|r| r.total_ns()),
     ));
+    phases
+}
 
-    let ports: BTreeSet<u16> = records
-        .iter()
-        .map(|r| r.local_port)
-        .filter(|&p| p != 0)
-        .collect();
+/// Responses by HTTP status code and by class (`2xx`, ...).
+fn status_counts(records: &[Record]) -> (BTreeMap<String, u64>, BTreeMap<String, u64>) {
     let mut status_codes = BTreeMap::new();
     let mut status_classes = BTreeMap::new();
     for r in records.iter().filter(|r| r.status != 0) {
@@ -409,16 +469,13 @@ pub fn summarize(
             .entry(format!("{}xx", r.status / 100))
             .or_insert(0) += 1;
     }
-    let (keepalive, url) = match &cfg.mode {
-        Mode::Http { url, keepalive, .. } => (Some(*keepalive), Some(url.to_string())),
-        _ => (None, None),
-    };
-    let range = ctx.settings.ip_local_port_range;
-    let errors = errors(records);
-    let unanswered = unanswered(ctx, records);
-    // Requests TCP did not carry through: failures other than an unexpected HTTP status
-    // (answered, over a working connection), and requests left without an answer.
-    let not_carried = errors
+    (status_codes, status_classes)
+}
+
+/// Requests TCP did not carry through: failures other than an unexpected HTTP status
+/// (answered, over a working connection), and requests left without an answer.
+fn not_carried(errors: &[ErrorCount], unanswered: &[Unanswered]) -> u64 {
+    errors
         .iter()
         .filter(|e| !matches!(e.kind, ErrorKind::HttpStatus { .. }))
         .map(|e| e.count)
@@ -426,87 +483,59 @@ pub fn summarize(
         + unanswered
             .iter()
             .map(|u| u.count - u.timed_out)
-            .sum::<u64>();
-    let time_split = split::summarize(records, spikes, ctx.baseline, ctx.cpu_waits, not_carried);
-    Summary {
-        target: ctx.target.to_string(),
-        mode: cfg.mode.name().to_string(),
-        keepalive,
-        url,
-        concurrency: cfg.concurrency,
-        close_first: cfg.close_first,
-        linger0: cfg.linger0,
-        nodelay: cfg.nodelay,
-        rate_limit_per_s: cfg.rate_per_s,
-        duration_limit_us: cfg.duration.as_micros() as u64,
-        count_limit: cfg.count,
-        embedded_server: ctx.embedded_server,
-        elapsed_us: ctx.elapsed.as_micros() as u64,
-        requests: ok.len() as u64 + failed,
-        requests_ok: ok.len() as u64,
-        requests_failed: failed,
-        requests_cut: cut,
-        connections_opened: opened,
-        connects_attempted: records
+            .sum::<u64>()
+}
+
+/// Connects attempted: connections opened, and connects that failed or were cut.
+fn connects_attempted(records: &[Record]) -> u64 {
+    records
+        .iter()
+        .filter(|r| {
+            r.connected_ns.is_some()
+                || matches!(
+                    r.outcome,
+                    Outcome::Error {
+                        phase: Phase::Connect,
+                        ..
+                    } | Outcome::Cut {
+                        phase: Phase::Connect
+                    }
+                )
+        })
+        .count() as u64
+}
+
+/// The settings the run used: the port range, the SYN ladder and the RTO floor with where
+/// it came from, and the spike threshold.
+fn settings_used(ctx: &Context, sig: &Signatures) -> SettingsUsed {
+    let cfg = ctx.cfg;
+    let range = ctx.settings.ip_local_port_range;
+    SettingsUsed {
+        ip_local_port_range: range.to_string(),
+        ports_available: cfg.local_ports.map_or(range.connect_ports(), |r| r.len()),
+        tcp_tw_reuse: ctx.settings.tcp_tw_reuse,
+        tcp_syn_retries: ctx.settings.tcp_syn_retries,
+        tcp_syn_linear_timeouts: ctx.settings.tcp_syn_linear_timeouts,
+        syn_ladder_ms: sig
+            .ladder
+            .rungs()
             .iter()
-            .filter(|r| {
-                r.connected_ns.is_some()
-                    || matches!(
-                        r.outcome,
-                        Outcome::Error {
-                            phase: Phase::Connect,
-                            ..
-                        } | Outcome::Cut {
-                            phase: Phase::Connect
-                        }
-                    )
-            })
-            .count() as u64,
-        requests_ok_per_s: ok.len() as f64 / secs,
-        connections_per_s: opened as f64 / secs,
-        local_ports_used: ports.len() as u64,
-        phases,
-        errors,
-        status_codes,
-        status_classes,
-        expect_status: matches!(cfg.mode, Mode::Http { .. }).then(|| cfg.expect_status.to_string()),
-        unanswered,
-        ports_toward_target: ctx.ports_toward_target,
-        per_second: per_second(records),
-        spikes: spike_summary(spikes, ctx.threshold),
-        time_split,
-        counters: counter_moves(delta),
-        cpu_wait: ctx.cpu_wait_us.map(|some_us| CpuWait {
-            some_us,
-            share: (some_us as f64 / ctx.elapsed.as_micros().max(1) as f64).min(1.0),
-        }),
-        settings: SettingsUsed {
-            ip_local_port_range: range.to_string(),
-            ports_available: cfg.local_ports.map_or(range.connect_ports(), |r| r.len()),
-            tcp_tw_reuse: ctx.settings.tcp_tw_reuse,
-            tcp_syn_retries: ctx.settings.tcp_syn_retries,
-            tcp_syn_linear_timeouts: ctx.settings.tcp_syn_linear_timeouts,
-            syn_ladder_ms: sig
-                .ladder
-                .rungs()
-                .iter()
-                .map(|d| d.as_millis() as u64)
-                .collect(),
-            syn_ladder_latest_ms: (1..=sig.ladder.rungs().len() as u32)
-                .filter_map(|a| sig.ladder.latest(a))
-                .map(|d| d.as_millis() as u64)
-                .collect(),
-            syn_give_up_ms: sig.ladder.give_up_at().as_millis() as u64,
-            rto_min_us: sig.rto_min.as_micros() as u64,
-            rto_min_source: if ctx.route_rto_min.is_some() {
-                RtoMinSource::Route
-            } else if ctx.settings.tcp_rto_min_us.is_some() {
-                RtoMinSource::Sysctl
-            } else {
-                RtoMinSource::Default
-            },
-            spike_threshold_us: ctx.threshold.as_micros() as u64,
+            .map(|d| d.as_millis() as u64)
+            .collect(),
+        syn_ladder_latest_ms: (1..=sig.ladder.rungs().len() as u32)
+            .filter_map(|a| sig.ladder.latest(a))
+            .map(|d| d.as_millis() as u64)
+            .collect(),
+        syn_give_up_ms: sig.ladder.give_up_at().as_millis() as u64,
+        rto_min_us: sig.rto_min.as_micros() as u64,
+        rto_min_source: if ctx.route_rto_min.is_some() {
+            RtoMinSource::Route
+        } else if ctx.settings.tcp_rto_min_us.is_some() {
+            RtoMinSource::Sysctl
+        } else {
+            RtoMinSource::Default
         },
+        spike_threshold_us: ctx.threshold.as_micros() as u64,
     }
 }
 
