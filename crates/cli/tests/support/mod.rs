@@ -115,10 +115,11 @@ pub fn require_root_and_tools(test: &str, tools: &[&str]) -> bool {
 /// It also misses some with no other tracer (21 of 3,959 SYN resends in 160 accept-overflow
 /// lab runs; README), which the traces report as `not_traced` and the tests allow; the lock
 /// removes the trigger that can be removed. These tests compare what was traced with the
-/// kernel's own counters, so no other test may attach or detach meanwhile. scripts/test.sh
-/// runs two test binaries at once, so the lock is a file lock (`flock`) in the workspace's
-/// target directory, taken after a lock within the binary (whose threads share one open file
-/// description otherwise). A test that failed holding it (poisoned) does not matter to the
+/// kernel's own counters, so no other test may attach or detach meanwhile. The lock is a file
+/// lock (`flock`) in the workspace's target directory, so it holds also across test binaries
+/// run at once (scripts/test.sh runs them one after another: running two lanes side by side
+/// was tried and failed 4 tests in 1 of 3 runs, cause not found), taken after a lock within
+/// the binary (whose threads share one open file description otherwise). A test that failed holding it (poisoned) does not matter to the
 /// next; the kernel drops a file lock when its process ends.
 #[allow(dead_code)]
 pub fn bpf_exclusive() -> BpfGuard {
