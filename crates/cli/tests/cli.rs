@@ -303,6 +303,8 @@ const HUMAN_RUNS: &[&[&str]] = &[
 
 #[test]
 fn every_command_fits_width_80_with_colour_off() {
+    // doctor loads the trace's eBPF programs as root (support::bpf_exclusive).
+    let _bpf = support::bpf_exclusive();
     for args in HUMAN_RUNS {
         let mut args = args.to_vec();
         args.extend(["--width", "80"]);
