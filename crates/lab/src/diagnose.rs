@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use tcpdoctor_model::merge::{absorb, Judge};
 use tcpdoctor_model::{units, Evidence, Finding, Impact, Pathology, Source};
 
 /// A many-to-one exchange as measured: rounds of simultaneous replies from `senders` flows.
@@ -275,11 +276,7 @@ pub fn capture(path: &std::path::Path) -> crate::Result<(Vec<Finding>, u64)> {
 
 /// Appends `more` to `findings`, skipping pathologies already named, and ranks the result.
 pub fn merge(findings: &mut Vec<Finding>, more: Vec<Finding>) {
-    for f in more {
-        if !findings.iter().any(|g| g.pathology == f.pathology) {
-            findings.push(f);
-        }
-    }
+    tcpdoctor_model::merge::add_new(findings, more);
     tcpdoctor_model::finding::rank(findings);
 }
 
@@ -325,7 +322,7 @@ pub fn merge_counted_and_traced(
         .iter_mut()
         .find(|g| g.pathology == Pathology::SynRetransmit)
     {
-        Some(g) => absorb(g, "kernel counters", residual, false),
+        Some(g) => absorb(g, "kernel counters", residual, Judge::Keep),
         None => findings.extend(residual),
     }
     merge_trace_folding_syn_cost(findings, traced, trace);
@@ -344,7 +341,7 @@ pub fn merge_trace_folding_syn_cost(
         // The cause's own finding (from counters or the trace) may carry no time measure:
         // the waits are its cost, judged with it.
         match findings.iter_mut().find(|g| g.pathology == cause) {
-            Some(g) => absorb(g, "what the resent SYNs cost", vec![s], true),
+            Some(g) => absorb(g, "what the resent SYNs cost", vec![s], Judge::Again),
             None => findings.push(s),
         }
         tcpdoctor_model::finding::rank(findings);
@@ -382,27 +379,10 @@ pub fn fold_resends_the_capture_explains(findings: &mut Vec<Finding>) {
             g,
             "SYN resends whose answer another source did not see (the capture saw it)",
             resends,
-            false,
+            Judge::Keep,
         );
     }
     tcpdoctor_model::finding::rank(findings);
-}
-
-fn absorb(g: &mut Finding, label: &str, others: Vec<Finding>, judge: bool) {
-    if others.is_empty() {
-        return;
-    }
-    let summaries: Vec<&str> = others.iter().map(|o| o.summary.as_str()).collect();
-    let mut merged = g.clone();
-    merged.summary = format!("{}; {label}: {}", g.summary, summaries.join("; "));
-    for o in others {
-        if judge {
-            let impact = merged.impact.merge(&o.impact);
-            merged = merged.with_impact(impact);
-        }
-        merged.evidence.extend(o.evidence);
-    }
-    *g = merged;
 }
 
 /// The run's own "connects waited for SYN retransmissions" finding (the probe's latency
@@ -448,7 +428,12 @@ pub fn merge_trace_into_incast(findings: &mut Vec<Finding>, traced: Vec<Finding>
     let (repairs, rest): (Vec<Finding>, Vec<Finding>) = traced
         .into_iter()
         .partition(|t| REPAIRS.contains(&t.pathology));
-    absorb(incast, "trace, the incast's loss repairs", repairs, false);
+    absorb(
+        incast,
+        "trace, the incast's loss repairs",
+        repairs,
+        Judge::Keep,
+    );
     merge_trace(findings, rest);
 }
 
@@ -459,7 +444,7 @@ pub fn merge_trace_into_incast(findings: &mut Vec<Finding>, traced: Vec<Finding>
 pub fn merge_trace(findings: &mut Vec<Finding>, traced: Vec<Finding>) {
     for t in traced {
         match findings.iter_mut().find(|g| g.pathology == t.pathology) {
-            Some(g) => absorb(g, "trace", vec![t], true),
+            Some(g) => absorb(g, "trace", vec![t], Judge::Again),
             None => findings.push(t),
         }
     }

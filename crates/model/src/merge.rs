@@ -21,6 +21,13 @@
 //!    apart: they describe exposure, not events.
 //!
 //! Remedies are unioned, each at most once ([`crate::catalogue::same_remedy`]).
+//!
+//! The same primitives serve the other places that put findings together, so that each is
+//! written once: [`absorb`] (the lab folds a trace's or a capture's findings into its own
+//! under a label), [`take_evidence`] (the trace's reconciliation folds the counters' "SYN
+//! retransmitted" into the one cause it attributed every resend to), [`join_new_parts`] (the
+//! sockets census joins its busy-connection limits into a finding of the same pathology) and
+//! [`add_new`] (a source's findings of pathologies not yet named).
 
 use crate::finding::{Evidence, Finding, Source};
 
@@ -59,6 +66,66 @@ fn attach_setting(g: &mut Finding, s: Finding) {
     });
     g.evidence.extend(s.evidence);
     g.add_remedies(&s.remedies);
+}
+
+/// Whether folding a finding into another judges the impact again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Judge {
+    /// The impacts are merged and the policy judges the result.
+    Again,
+    /// The host finding's impact stays (the folded findings are evidence only).
+    Keep,
+}
+
+/// Folds `others` into `g`: `g`'s summary gains "; <label>: <their summaries, joined by '; '>",
+/// its evidence theirs, and with [`Judge::Again`] its impact theirs merged and judged again.
+/// Nothing happens when `others` is empty.
+pub fn absorb(g: &mut Finding, label: &str, others: Vec<Finding>, judge: Judge) {
+    if others.is_empty() {
+        return;
+    }
+    let summaries: Vec<&str> = others.iter().map(|o| o.summary.as_str()).collect();
+    let mut merged = g.clone();
+    merged.summary = format!("{}; {label}: {}", g.summary, summaries.join("; "));
+    for o in others {
+        if judge == Judge::Again {
+            let impact = merged.impact.merge(&o.impact);
+            merged = merged.with_impact(impact);
+        }
+        merged.evidence.extend(o.evidence);
+    }
+    *g = merged;
+}
+
+/// Adds `other`'s evidence to `g` and merges its impact, judged again; `g`'s summary stays.
+pub fn take_evidence(g: &mut Finding, other: &Finding) {
+    let impact = g.impact.merge(&other.impact);
+    *g = g.clone().with_impact(impact);
+    g.evidence.extend(other.evidence.iter().cloned());
+}
+
+/// Joins `f` into `g` (one pathology): the impacts merged and judged again, the evidence
+/// appended, and of `f`'s summary (parts separated by "; ") the parts `g`'s does not already
+/// say appended, so each thing is said once.
+pub fn join_new_parts(g: &mut Finding, f: Finding) {
+    let extra: Vec<&str> = f
+        .summary
+        .split("; ")
+        .filter(|part| !g.summary.contains(part))
+        .collect();
+    let mut joined = g.clone().with_impact(g.impact.merge(&f.impact));
+    joined.summary = format!("{}; {}", g.summary, extra.join("; "));
+    joined.evidence.extend(f.evidence);
+    *g = joined;
+}
+
+/// Appends the findings of `more` whose pathology `findings` does not name yet (unranked).
+pub fn add_new(findings: &mut Vec<Finding>, more: Vec<Finding>) {
+    for f in more {
+        if !findings.iter().any(|g| g.pathology == f.pathology) {
+            findings.push(f);
+        }
+    }
 }
 
 fn live(f: &Finding) -> bool {
@@ -123,6 +190,75 @@ mod tests {
 
     fn f(p: Pathology, impact: Impact, src: Source, s: &str) -> Finding {
         Finding::new(p, src, s, impact).counter(s, 1)
+    }
+
+    #[test]
+    fn absorb_labels_the_folded_summaries_and_judges_only_when_asked() {
+        let host = || {
+            f(
+                Pathology::Incast,
+                Impact::stalls(1, Some(100), None),
+                Source::Lab,
+                "incast",
+            )
+        };
+        let long = || {
+            f(
+                Pathology::RetransmitTimeout,
+                Impact::stalls(20, None, Some(Duration::from_secs(3))),
+                Source::Trace,
+                "rto",
+            )
+        };
+        let mut kept = host();
+        absorb(&mut kept, "trace", vec![long(), long()], Judge::Keep);
+        assert_eq!(kept.summary, "incast; trace: rto; rto");
+        assert_eq!(kept.evidence.len(), 3);
+        assert_eq!(kept.severity, host().severity);
+        let mut judged = host();
+        absorb(&mut judged, "trace", vec![long()], Judge::Again);
+        assert!(judged.severity > host().severity, "{:?}", judged.severity);
+        let mut none = host();
+        absorb(&mut none, "trace", Vec::new(), Judge::Again);
+        assert_eq!(none.summary, "incast");
+    }
+
+    #[test]
+    fn take_evidence_keeps_the_summary_and_join_new_parts_says_each_part_once() {
+        let mut g = f(
+            Pathology::SlowReader,
+            Impact::stalls(1, Some(40), None),
+            Source::Sockets,
+            "zero window; reader pid 7",
+        );
+        let other = f(
+            Pathology::SlowReader,
+            Impact::stalls(5, None, Some(Duration::from_secs(2))),
+            Source::Counters,
+            "reader pid 7; writer blocked",
+        );
+        let mut t = g.clone();
+        take_evidence(&mut t, &other);
+        assert_eq!(t.summary, g.summary);
+        assert_eq!(t.evidence.len(), 2);
+        assert_eq!(t.impact, g.impact.merge(&other.impact));
+        join_new_parts(&mut g, other);
+        assert_eq!(g.summary, "zero window; reader pid 7; writer blocked");
+        let mut list = vec![g];
+        add_new(
+            &mut list,
+            vec![
+                f(
+                    Pathology::SlowReader,
+                    Impact::none(),
+                    Source::Trace,
+                    "again",
+                ),
+                f(Pathology::Incast, Impact::none(), Source::Trace, "new"),
+            ],
+        );
+        assert_eq!(list.len(), 2);
+        assert_eq!(list[1].summary, "new");
     }
 
     #[test]

@@ -100,9 +100,7 @@ pub fn reconcile(
         );
         if sole == Some(f.pathology) {
             for c in &syn_findings {
-                let impact = g.impact.merge(&c.impact);
-                g = g.with_impact(impact);
-                g.evidence.extend(c.evidence.iter().cloned());
+                tcpdoctor_model::merge::take_evidence(&mut g, c);
             }
         }
         *f = g;

@@ -320,17 +320,7 @@ fn retransmit_timeout_finding(sum: &Summary, data: &[&FlaggedSocket]) -> Finding
 fn merge_limits(out: &mut Vec<Finding>, limit_findings: Vec<Finding>) {
     for f in limit_findings {
         match out.iter_mut().find(|g| g.pathology == f.pathology) {
-            Some(g) => {
-                let extra: Vec<&str> = f
-                    .summary
-                    .split("; ")
-                    .filter(|part| !g.summary.contains(part))
-                    .collect();
-                let mut joined = g.clone().with_impact(g.impact.merge(&f.impact));
-                joined.summary = format!("{}; {}", g.summary, extra.join("; "));
-                joined.evidence.extend(f.evidence);
-                *g = joined;
-            }
+            Some(g) => tcpdoctor_model::merge::join_new_parts(g, f),
             None => out.push(f),
         }
     }
