@@ -598,5 +598,6 @@ pub fn findings(iface: &str, reports: &[DirectionReport], th: &Thresholds) -> Ve
     out
 }
 
+pub mod report;
 #[cfg(test)]
 mod tests;

@@ -4,10 +4,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use tcpdoctor_host::burst::{self, Direction, Mode, Thresholds};
-use tcpdoctor_host::netdev::{self, Stat};
-use tcpdoctor_host::render::burst::{self as render, Body, IfaceChosenBy, LinkSpeedSource};
-use tcpdoctor_model::{Measured, Report};
+use tcpdoctor_host::burst::{self, report, Direction, Mode};
+use tcpdoctor_host::netdev;
+use tcpdoctor_host::render::burst::{self as render, IfaceChosenBy, LinkSpeedSource};
 
 /// The long help of `tcpdoctor burst --help` (what it needs, overhead, fields, example).
 const ABOUT: &str = r#"Prints, per time scale (100us, 1ms, 10ms, 100ms, 1s), the busiest interval over the
@@ -92,33 +91,6 @@ pub enum ModeArg {
 
 /// The busiest non-loopback interface over `window`, by bytes moved; ties (and an idle
 /// host) fall back to the largest total.
-fn busiest(window: Duration) -> anyhow::Result<String> {
-    let names: Vec<String> = netdev::interfaces()?
-        .into_iter()
-        .filter(|n| n != "lo")
-        .collect();
-    let total = |n: &str| -> u64 {
-        [Stat::RxBytes, Stat::TxBytes]
-            .iter()
-            .map(|&s| netdev::read_stat(n, s).unwrap_or(0))
-            .sum()
-    };
-    let before: Vec<u64> = names.iter().map(|n| total(n)).collect();
-    std::thread::sleep(window);
-    let best = names
-        .iter()
-        .zip(before)
-        .map(|(n, b)| {
-            let a = total(n);
-            (a.saturating_sub(b), a, n)
-        })
-        .max();
-    match best {
-        Some((_, _, n)) => Ok(n.clone()),
-        None => bail!("no interface other than lo here; name one: tcpdoctor burst IFACE"),
-    }
-}
-
 pub fn run(args: Args) -> anyhow::Result<i32> {
     if let Some(ns) = &args.netns {
         crate::netns::enter(ns)?;
@@ -148,7 +120,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             }
             (i.clone(), IfaceChosenBy::Argument)
         }
-        None => (busiest(Duration::from_millis(200))?, IfaceChosenBy::Busiest),
+        None => match report::busiest(Duration::from_millis(200))? {
+            Some(i) => (i, IfaceChosenBy::Busiest),
+            None => bail!("no interface other than lo here; name one: tcpdoctor burst IFACE"),
+        },
     };
     // What the sampler would otherwise ignore silently is refused before the run.
     let pinned = match args.mode {
@@ -201,7 +176,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     };
     let cfg = burst::Config {
         iface: iface.clone(),
-        directions: directions.clone(),
+        directions,
         interval: args.interval,
         duration: args.duration,
         mode,
@@ -215,61 +190,18 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             humantime::format_duration(args.duration)
         ),
     );
-    let samples = burst::sample(&cfg, crate::output::stop_flag())
-        .with_context(|| format!("sampling {iface}"))?;
+    let stop = crate::output::stop_flag();
+    let run = report::Run {
+        cfg,
+        chosen_by,
+        link_bits_per_s: link,
+        link_source,
+        threshold: args.threshold,
+    };
+    let report = report::run(run, stop).with_context(|| format!("sampling {iface}"))?;
     bar.finish_and_clear();
-    let sampling = burst::interval_stats(&samples.t_ns, args.interval, samples.missed_slots);
-    let reports = burst::analyze(
-        &samples,
-        &directions,
-        &burst::RESOLUTIONS,
-        sampling.p50_ns,
-        link,
-    );
-    let th = Thresholds {
-        ratio: args.threshold,
-        ..Thresholds::default()
-    };
-    let found = burst::findings(&iface, &reports, &th);
-    let body = Body {
-        iface,
-        iface_chosen_by: chosen_by,
-        link_speed_bits_per_s: link,
-        link_speed_source: link_source,
-        mode,
-        pinned_cpu: samples.cpu,
-        realtime: samples.realtime,
-        duration_ns: samples.t_ns.last().copied().unwrap_or(0),
-        read_cost_p50_ns: samples.read_cost_p50_ns,
-        uncertain_samples: samples.uncertain_samples,
-        sampling,
-        threshold_ratio: args.threshold,
-        directions: reports,
-    };
-    let interrupted = samples.interrupted || crate::output::stop_flag().load(Ordering::SeqCst);
-    let measured = measured(&body);
-    let report = Report::new("burst", found, body, measured).interrupted(interrupted);
-    crate::output::emit(&report, args.json, render::text)
-}
-
-/// What a run measured. No traffic at all is nothing to judge bursts of (issue 24: `burst lo`
-/// said healthy with 0 packets). Missed samples are not counted against it here: the report
-/// says which scales they smooth, and the coarser scales stay true (a 100 us sampler that
-/// missed most slots under CPU load still measured a 10x burst at 1 ms within 5-15x).
-fn measured(body: &Body) -> Measured {
-    let n = body.sampling.samples;
-    if n < 2 {
-        return Measured::Nothing("fewer than two samples of the interface counters".into());
-    }
-    let packets: u64 = body.directions.iter().map(|d| d.total_packets).sum();
-    let secs = body.duration_ns as f64 / 1e9;
-    if packets == 0 {
-        return Measured::Nothing(format!(
-            "no packets on {} in {secs:.3} s: no traffic to measure bursts of",
-            body.iface
-        ));
-    }
-    Measured::Something(format!("{n} samples, {packets} packets"))
+    let interrupted = report.interrupted || stop.load(Ordering::SeqCst);
+    crate::output::emit(&report.interrupted(interrupted), args.json, render::text)
 }
 
 #[cfg(test)]
