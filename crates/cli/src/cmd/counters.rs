@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use tcpdoctor_host::check;
 use tcpdoctor_host::counters::{self, Snapshot};
-use tcpdoctor_host::render::counters::{self as render, FileInfo};
+use tcpdoctor_host::render::counters as render;
 use tcpdoctor_host::saved::{self, Saved};
 use tcpdoctor_host::sockets;
 
@@ -213,69 +213,17 @@ fn saved_mode(args: &Args, from: PathBuf) -> anyhow::Result<i32> {
         anyhow::bail!("--from - --to -: standard input can hold only one of the two files");
     }
     let a = read_saved(&from)?;
-    let mut files = vec![file_info(&from, &a)];
-    let report = match &args.to {
-        None => render::snapshot_report(args.all, args.netns.clone(), &a.snapshot, Some(&a), files),
-        Some(to) => {
-            let b = read_saved(to)?;
-            if !a.format.comparable(b.format) {
-                anyhow::bail!(
-                    "cannot compare {} ({}) with {} ({}): different tools name and cover different counters; save both with the same command",
-                    shown(&from),
-                    a.format.name(),
-                    shown(to),
-                    b.format.name()
-                );
-            }
-            let back = b.snapshot.went_backwards(&a.snapshot);
-            // Name a TCP counter when one went down: the files are about TCP.
-            if let Some(first) = back
-                .iter()
-                .find(|b| b.name.starts_with("Tcp"))
-                .or(back.first())
-            {
-                let more = match back.len() {
-                    1 => String::new(),
-                    n => format!(" and {} more", n - 1),
-                };
-                anyhow::bail!(
-                    "counters went backwards from {} to {} ({} {} -> {}{more}): files swapped or host rebooted?",
-                    shown(&from),
-                    shown(to),
-                    first.name,
-                    first.before,
-                    first.after
-                );
-            }
-            files.push(file_info(to, &b));
-            let mut r = render::delta_report(
-                args.all,
-                args.netns.clone(),
-                &a.snapshot,
-                &b.snapshot,
-                None,
-                None,
-                files,
-            );
-            // Native names from the later file.
-            for row in &mut r.body.counters {
-                row.native_name = b.mapped.get(&row.name).cloned();
-            }
-            r
-        }
+    let b = match &args.to {
+        Some(to) => Some((read_saved(to)?, shown(to))),
+        None => None,
     };
-    let mut report = report;
-    report.body.source = "saved";
+    let from_name = shown(&from);
+    let report = render::saved_report(
+        args.all,
+        args.netns.clone(),
+        (&a, &from_name),
+        b.as_ref().map(|(b, name)| (b, name.as_str())),
+    )
+    .map_err(anyhow::Error::msg)?;
     output::emit(&report, args.json, |w, r| render::text(w, r, args.all))
-}
-
-fn file_info(path: &Path, s: &Saved) -> FileInfo {
-    FileInfo {
-        path: PathBuf::from(shown(path)),
-        format: s.format,
-        format_name: s.format.name(),
-        mapped: s.mapped.clone(),
-        unmapped: s.unmapped.clone(),
-        unparsed: s.unparsed.clone(),
-    }
 }

@@ -224,6 +224,67 @@ pub fn snapshot_report(
     )
 }
 
+/// The report of saved counter files: `from` alone (a snapshot) or `from` to `to` (a delta),
+/// each with the name it is shown by. Refused, with the reason, when the two were saved by
+/// tools that name and cover different counters, or when a counter went backwards between
+/// them (files swapped, or a reboot in between).
+pub fn saved_report(
+    all: bool,
+    netns: Option<String>,
+    from: (&Saved, &str),
+    to: Option<(&Saved, &str)>,
+) -> Result<Report<Body>, String> {
+    let (a, a_name) = from;
+    let mut files = vec![file_info(a_name, a)];
+    let mut report = match to {
+        None => snapshot_report(all, netns, &a.snapshot, Some(a), files),
+        Some((b, b_name)) => {
+            if !a.format.comparable(b.format) {
+                return Err(format!(
+                    "cannot compare {a_name} ({}) with {b_name} ({}): different tools name and cover different counters; save both with the same command",
+                    a.format.name(),
+                    b.format.name()
+                ));
+            }
+            let back = b.snapshot.went_backwards(&a.snapshot);
+            if let Some(first) = back
+                .iter()
+                .find(|b| b.name.starts_with("Tcp"))
+                .or(back.first())
+            {
+                let more = match back.len() {
+                    1 => String::new(),
+                    n => format!(" and {} more", n - 1),
+                };
+                return Err(format!(
+                    "counters went backwards from {a_name} to {b_name} ({} {} -> {}{more}): files swapped or host rebooted?",
+                    first.name, first.before, first.after
+                ));
+            }
+            files.push(file_info(b_name, b));
+            let mut r = delta_report(all, netns, &a.snapshot, &b.snapshot, None, None, files);
+            for row in &mut r.body.counters {
+                row.native_name = b.mapped.get(&row.name).cloned();
+            }
+            r
+        }
+    };
+    report.body.source = "saved";
+    Ok(report)
+}
+
+/// What the report says of one saved file, shown as `name`.
+fn file_info(name: &str, s: &Saved) -> FileInfo {
+    FileInfo {
+        path: PathBuf::from(name),
+        format: s.format,
+        format_name: s.format.name(),
+        mapped: s.mapped.clone(),
+        unmapped: s.unmapped.clone(),
+        unparsed: s.unparsed.clone(),
+    }
+}
+
 /// The report of the change between two snapshots `elapsed` apart (unknown between two
 /// saved files): each counter's change and rate (none for a level), the findings of the
 /// counters that moved, timeouts judged against `rto_floor`.
