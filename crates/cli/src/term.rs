@@ -148,6 +148,15 @@ pub fn describe(e: &anyhow::Error) -> (String, Option<i32>) {
     (msg, errno)
 }
 
+/// An error document with the provenance every report carries.
+#[derive(serde::Serialize)]
+struct StampedError<'a> {
+    #[serde(flatten)]
+    doc: &'a ErrorReport,
+    #[serde(flatten)]
+    provenance: &'a tcpdoctor_model::report::Provenance,
+}
+
 /// Prints the error line (and the JSON document when asked) and exits with status 2.
 pub fn fail(kind: ErrorKind, msg: &str, errno: Option<i32>, run: &Run) -> ! {
     let _ = writeln!(io::stderr(), "tcpdoctor: error: {msg}");
@@ -157,6 +166,12 @@ pub fn fail(kind: ErrorKind, msg: &str, errno: Option<i32>, run: &Run) -> ! {
             (k, _) => k,
         };
         let doc = ErrorReport::new(run.command.as_deref(), kind, msg, errno);
+        // Stamped as every report is: when, where and by which build the error was printed.
+        let provenance = crate::output::provenance();
+        let doc = StampedError {
+            doc: &doc,
+            provenance: &provenance,
+        };
         let mut out = io::stdout().lock();
         let _ = tcpdoctor_report::json(&mut out, &doc).and_then(|_| out.flush());
     }

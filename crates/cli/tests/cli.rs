@@ -82,7 +82,9 @@ fn every_commands_json_carries_its_provenance() {
         assert!(docs.len() >= if watch { 2 } else { 1 }, "{args:?}: {out}");
         let mut stamps = Vec::new();
         for d in &docs {
-            let at = d["generated_at"].as_str().expect("generated_at");
+            let at = d["generated_at"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{args:?}: no generated_at in {d}"));
             let t = humantime::parse_rfc3339(at).unwrap_or_else(|e| panic!("{at}: {e}"));
             // Printed during this run (the clock's millisecond rounding aside).
             let slack = std::time::Duration::from_millis(1);
@@ -650,4 +652,27 @@ fn a_full_stdout_is_named_in_the_error() {
         "{err}"
     );
     assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+/// An error printed as JSON carries the same provenance as a report: when, on which host and
+/// kernel, by which build (found as non-root: `lab cleanup --json` printed an error document
+/// with none of it).
+#[test]
+fn an_error_document_carries_its_provenance() {
+    let (code, out, err) = support::run(&["analyze", "/nonexistent/x.pcap", "--json"]);
+    assert_eq!(code, 2, "{out}{err}");
+    let v = support::json(&out, &err);
+    assert_eq!(v["verdict"], "error", "{v:#}");
+    for key in [
+        "generated_at",
+        "host_name",
+        "kernel_release",
+        "tcpdoctor_version",
+        "tcpdoctor_commit",
+    ] {
+        assert!(
+            v[key].as_str().is_some_and(|s| !s.is_empty()),
+            "{key}: {v:#}"
+        );
+    }
 }

@@ -126,13 +126,23 @@ pub fn bpf_exclusive() -> BpfGuard {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let inner = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let path = concat!(env!("CARGO_TARGET_TMPDIR"), "/tcpdoctor-bpf.lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path)
-        .unwrap_or_else(|e| panic!("{path}: {e}"));
-    file.lock().unwrap_or_else(|e| panic!("flock {path}: {e}"));
+    // flock needs only a read descriptor: a user who cannot write the file (made by a root
+    // run) still takes the lock. One who cannot create it either loads no eBPF program
+    // (that needs root), so the lock within the binary is enough there.
+    let file = std::fs::File::open(path).or_else(|_| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+    });
+    let file = match file {
+        Ok(f) => {
+            f.lock().unwrap_or_else(|e| panic!("flock {path}: {e}"));
+            Some(f)
+        }
+        Err(_) => None,
+    };
     BpfGuard {
         _file: file,
         _inner: inner,
@@ -142,7 +152,7 @@ pub fn bpf_exclusive() -> BpfGuard {
 /// Held while a test loads eBPF programs ([`bpf_exclusive`]); the file lock goes with the file.
 #[allow(dead_code)]
 pub struct BpfGuard {
-    _file: std::fs::File,
+    _file: Option<std::fs::File>,
     _inner: std::sync::MutexGuard<'static, ()>,
 }
 
