@@ -365,6 +365,26 @@ pub struct Census {
     pub fin_timeout: Option<Duration>,
 }
 
+impl Census {
+    /// A census of `sockets` in a namespace whose port range is `port_range`, with nothing
+    /// else known (no settings read, no instant, no attribution): what a test or a replay
+    /// builds; set the other fields it knows.
+    pub fn new(sockets: Vec<Socket>, port_range: PortRange) -> Census {
+        Census {
+            netns: None,
+            port_range,
+            sockets,
+            undecoded_messages: 0,
+            tw_reuse: TwReuse::default(),
+            syn_ladder: None,
+            taken_at: None,
+            attribution: None,
+            last_owners: None,
+            fin_timeout: None,
+        }
+    }
+}
+
 /// Takes the census of the caller's network namespace.
 pub fn census(filter: &Filter) -> Result<Census, Error> {
     let settings = crate::sysctl::TcpSettings::read()?;

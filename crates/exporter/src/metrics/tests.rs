@@ -90,18 +90,7 @@ fn summary(dests: usize) -> Summary {
             port += 1;
         }
     }
-    let c = Census {
-        netns: None,
-        port_range: "40000-40199".parse().unwrap(),
-        sockets,
-        undecoded_messages: 0,
-        tw_reuse: Default::default(),
-        syn_ladder: None,
-        taken_at: None,
-        attribution: None,
-        last_owners: None,
-        fin_timeout: None,
-    };
+    let c = Census::new(sockets, "40000-40199".parse().unwrap());
     tcpdoctor_host::sockets::analyze(&c, None).summary
 }
 
@@ -186,16 +175,8 @@ fn busy_summary() -> Summary {
             }
         };
     let census = |sockets, at| Census {
-        netns: None,
-        port_range: "40000-40199".parse().unwrap(),
-        sockets,
-        undecoded_messages: 0,
-        tw_reuse: Default::default(),
-        syn_ladder: None,
         taken_at: Some(at),
-        attribution: None,
-        last_owners: None,
-        fin_timeout: None,
+        ..Census::new(sockets, "40000-40199".parse().unwrap())
     };
     let t0 = std::time::Instant::now();
     let before = census(

@@ -149,7 +149,6 @@ pub fn finding(found: &[StaleFinWait2], fin_timeout: Option<Duration>) -> Option
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sockets::TwReuse;
 
     fn sock(state: TcpState, timer: Timer, local: &str, remote: &str, left_ms: u32) -> Socket {
         Socket {
@@ -161,16 +160,8 @@ mod tests {
 
     fn census(sockets: Vec<Socket>) -> Census {
         Census {
-            netns: None,
-            port_range: "32768-60999".parse().unwrap(),
-            sockets,
-            undecoded_messages: 0,
-            tw_reuse: TwReuse::default(),
-            syn_ladder: None,
-            taken_at: None,
-            attribution: None,
-            last_owners: None,
             fin_timeout: Some(Duration::from_secs(60)),
+            ..Census::new(sockets, "32768-60999".parse().unwrap())
         }
     }
 

@@ -11,18 +11,7 @@ fn info() -> TcpInfo {
 }
 
 fn census(sockets: Vec<Socket>, range: &str) -> Census {
-    Census {
-        netns: None,
-        port_range: range.parse().unwrap(),
-        sockets,
-        undecoded_messages: 0,
-        tw_reuse: TwReuse::default(),
-        syn_ladder: None,
-        taken_at: None,
-        attribution: None,
-        last_owners: None,
-        fin_timeout: None,
-    }
+    Census::new(sockets, range.parse().unwrap())
 }
 
 /// Two censuses `gap` apart: (earlier, later).

@@ -481,18 +481,10 @@ fn path_stats_sum_the_window_and_keep_the_fastest_round_trip() {
 
 #[test]
 fn a_zero_window_and_a_transfer_held_by_it_are_one_slow_reader_finding() {
-    use crate::sockets::{analyze, Census, TwReuse};
+    use crate::sockets::{analyze, Census};
     let census = |sockets, at| Census {
-        netns: None,
-        port_range: "32768-60999".parse().unwrap(),
-        sockets,
-        undecoded_messages: 0,
-        tw_reuse: TwReuse::default(),
-        syn_ladder: None,
         taken_at: Some(at),
-        attribution: None,
-        last_owners: None,
-        fin_timeout: None,
+        ..Census::new(sockets, "32768-60999".parse().unwrap())
     };
     let mk = |busy, rwnd, acked| {
         let mut w = sender("127.0.0.1:40000", "127.0.0.1:5601", busy, rwnd, 0, acked);
