@@ -5,6 +5,7 @@
 
 pub mod accept_overflow;
 pub mod churn;
+pub mod driver;
 pub mod incast;
 pub mod port_exhaustion;
 pub mod slow_reader;

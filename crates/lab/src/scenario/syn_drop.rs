@@ -7,11 +7,13 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use tcpdoctor_model::Pathology;
 use tcpdoctor_probe::server::{Protocol, ServerConfig};
 
 use super::churn::{self, Pair, ProbeRun};
+use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::{Common, Header, Outcome};
-use crate::remedy::{Check, Harm};
+use crate::remedy::{Check, Harm, Measured, Prediction, Tolerance, Verdict};
 use crate::reproduce::{Event, Reproduction, Reproductions};
 use crate::{naming, Error, Result};
 
@@ -113,13 +115,19 @@ pub fn ruleset(pct: u32, port: u16) -> String {
     )
 }
 
-pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
+/// The drop share must be 1..=90%.
+fn validate(cfg: &Config) -> Result<()> {
     if cfg.drop_percent == 0 || cfg.drop_percent > 90 {
         return Err(Error::invalid(
             format!("--drop-percent {}", cfg.drop_percent),
             "must be 1..=90",
         ));
     }
+    Ok(())
+}
+
+pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
+    validate(cfg)?;
     let pair = Pair::build(common, "")?;
     let server = pair.serve(ServerConfig::new(
         pair.server_addr.into(),
@@ -185,7 +193,7 @@ pub const REMEDIES: [&str; 3] = ["remove-drop", "larger-backlog", "faster-accept
 /// The server side of a run: whether SYNs are dropped, the acceptor threads, the listen
 /// backlog and, when set, the server namespace's net.core.somaxconn.
 #[derive(Clone, Copy, Debug)]
-struct Side {
+pub struct Side {
     drop: bool,
     threads: usize,
     backlog: i32,
@@ -208,11 +216,7 @@ fn run_variant(
     label: &str,
     side: Side,
     stop: &AtomicBool,
-) -> Result<(
-    ProbeRun,
-    Vec<String>,
-    Option<crate::capture::CaptureSummary>,
-)> {
+) -> Result<Ran<ProbeRun>> {
     let Side {
         drop,
         threads,
@@ -251,7 +255,11 @@ fn run_variant(
     let run = churn::probe(&pair, label, pcfg, stop);
     let capture = churn::stop_capture(cap);
     server.stop();
-    Ok((run?, pair.lab.namespaces().to_vec(), capture?))
+    Ok(Ran {
+        run: run?,
+        namespaces: pair.lab.namespaces().to_vec(),
+        capture: capture?,
+    })
 }
 
 /// SYN retransmissions per finished connect.
@@ -278,6 +286,189 @@ fn measured(run: &ProbeRun) -> crate::remedy::Measured {
     }
 }
 
+/// Dropped SYNs as `--remedies` drives them.
+pub struct SynDrop(pub Config);
+
+impl SynDrop {
+    /// The drop probability of each SYN.
+    fn p(&self) -> f64 {
+        f64::from(self.0.drop_percent) / 100.0
+    }
+
+    /// Each SYN, first or resent, is dropped with probability p: a connect resends
+    /// p / (1 - p) SYNs on average (geometric).
+    fn expect(&self) -> f64 {
+        self.p() / (1.0 - self.p())
+    }
+
+    /// Three standard deviations of the mean over `n` connects (variance p / (1 - p)^2).
+    fn tolerance(&self, n: u64) -> f64 {
+        let p = self.p();
+        3.0 * (p / (1.0 - p).powi(2) / n.max(1) as f64).sqrt()
+    }
+}
+
+impl Scenario for SynDrop {
+    type Config = Config;
+    type Run = ProbeRun;
+    type Variant = Side;
+    type Facts = super::NoFacts;
+    const NAME: &'static str = "syn-drop";
+    const PATHOLOGY: Pathology = Pathology::SynRetransmit;
+    const DIAGNOSED_BY: &'static [&'static str] = &DIAGNOSED_BY;
+
+    fn config(&self) -> &Config {
+        &self.0
+    }
+
+    fn validate(&self) -> Result<()> {
+        validate(&self.0)
+    }
+
+    fn baseline(&self) -> (String, Side) {
+        ("before: nftables drops SYNs".into(), BASE_SIDE)
+    }
+
+    fn run(
+        &self,
+        common: &Common,
+        tag: &'static str,
+        label: &str,
+        side: &Side,
+        stop: &AtomicBool,
+    ) -> Result<Ran<ProbeRun>> {
+        run_variant(common, &self.0, tag, label, *side, stop)
+    }
+
+    fn harm(&self, run: &ProbeRun) -> Harm {
+        harm(run)
+    }
+
+    fn reproduction(&self, run: &ProbeRun) -> Reproduction {
+        reproduction(run)
+    }
+
+    fn remedy(&mut self, name: &str, base: &ProbeRun) -> Result<Remedy<Side>> {
+        let n = base.summary.requests;
+        let (p, expect) = (self.p(), self.expect());
+        let overflows = base.server_counter("TcpExtListenOverflows");
+        let untouched = |label: &str, side: Side, changes: &str| {
+            Remedy {
+            label: label.into(),
+            variant: side,
+            prediction: Ok(Prediction::value(
+                format!(
+                    "the SYNs are dropped before the listener sees them (the baseline's accept queue overflowed {overflows} times): each SYN is still lost with p = {p:.2}, so a connect resends p / (1 - p) = {expect:.3} SYNs on average"
+                ),
+                "no effect: the listener was not the bottleneck",
+                expect,
+                "SYN retransmissions per connect",
+                Tolerance::Absolute(self.tolerance(n)),
+                format!("three standard deviations of a geometric count over the baseline's {n} connects"),
+            )),
+            changes: changes.into(),
+        }
+        };
+        Ok(match name {
+            "remove-drop" => Remedy {
+                label: "SYN drop removed".into(),
+                variant: Side {
+                    drop: false,
+                    ..BASE_SIDE
+                },
+                prediction: Ok(Prediction::value(
+                    "no SYN is dropped: 0 retransmissions",
+                    "every connect completes on its first SYN",
+                    0.0,
+                    "SYN retransmissions per connect",
+                    Tolerance::Absolute(0.0),
+                    "a count: no noise",
+                )),
+                changes: "the nftables rule is gone (find and remove the loss: firewall, rate limit, overloaded path)".into(),
+            },
+            "larger-backlog" => untouched(
+                "somaxconn and listen backlog 65535",
+                Side {
+                    backlog: 65535,
+                    somaxconn: Some(65535),
+                    ..BASE_SIDE
+                },
+                "net.core.somaxconn=65535 in the server namespace and listen(65535) (baseline: 4096)",
+            ),
+            "faster-accept" => untouched(
+                "32 acceptor threads",
+                Side {
+                    threads: 32,
+                    ..BASE_SIDE
+                },
+                "the server accepts with 32 threads instead of 8",
+            ),
+            other => return Err(driver::unknown(other, "a syn-drop")),
+        })
+    }
+
+    fn measured(&self, _name: &str, run: &ProbeRun, _base: &ProbeRun) -> Measured {
+        measured(run)
+    }
+
+    /// SYN retransmission counts depend on how many connects a run made: a remedy that
+    /// keeps the drop is judged by the per-connect rate against the baseline's, within the
+    /// same noise.
+    fn override_verdict(
+        &self,
+        name: &str,
+        _check: &Check,
+        run: &ProbeRun,
+        base: &ProbeRun,
+    ) -> Option<(Verdict, String)> {
+        (name != "remove-drop"
+            && (per_connect(run) - per_connect(base)).abs()
+                <= self.tolerance(run.summary.requests.min(base.summary.requests)))
+        .then(|| {
+            (
+                Verdict::NoEffect,
+                format!(
+                    "{:.3} SYN retransmissions per connect (baseline {:.3}): the drops happen before the listener",
+                    per_connect(run),
+                    per_connect(base)
+                ),
+            )
+        })
+    }
+
+    fn tail(&self, base: &ProbeRun) -> Tail<super::NoFacts> {
+        let (cfg, p) = (&self.0, self.p());
+        let ladder = churn::ladder_cost(base, Some(p));
+        let notes = vec![
+            format!(
+                "nftables drops each SYN to the server with probability p = {p:.2} (numgen random mod 100 < {}); the baseline: {:.3} SYN retransmissions per connect (predicted p / (1 - p) = {:.3}).",
+                cfg.drop_percent,
+                per_connect(base),
+                self.expect()
+            ),
+            format!(
+                "SYN ladder of the client namespace: retransmissions at {} ms after the first SYN (model::timers); a connect whose first SYN is lost waits the first rung.",
+                ladder
+                    .ladder_ms
+                    .iter()
+                    .map(|m| m.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ];
+        let baseline_label = format!(
+            "nftables drops {}% of SYNs; 8 acceptor threads, backlog 4096; {} concurrent clients, {} s",
+            cfg.drop_percent,
+            cfg.concurrency,
+            cfg.duration_ms / 1000
+        );
+        Tail {
+            syn_ladder: Some(ladder),
+            ..Tail::new(baseline_label, notes)
+        }
+    }
+}
+
 /// `--remedies`: the baseline and each selected remedy in fresh namespaces.
 pub fn remedies(
     common: &Common,
@@ -285,181 +476,5 @@ pub fn remedies(
     selected: &[String],
     stop: &AtomicBool,
 ) -> Result<Outcome<super::RemedyReport<Config, ProbeRun>>> {
-    use crate::remedy::{self, Prediction, Tolerance};
-    let (base, mut namespaces, capture) = run_variant(
-        common,
-        cfg,
-        "",
-        "before: nftables drops SYNs",
-        BASE_SIDE,
-        stop,
-    )?;
-    let p = f64::from(cfg.drop_percent) / 100.0;
-    // Each SYN, first or resent, is dropped with probability p: a connect resends
-    // p / (1 - p) SYNs on average (geometric), with variance p / (1 - p)^2.
-    let expect = p / (1.0 - p);
-    let tolerance = |n: u64| 3.0 * (p / (1.0 - p).powi(2) / n.max(1) as f64).sqrt();
-    let overflows = base.server_counter("TcpExtListenOverflows");
-    let mut rows = Vec::new();
-    for (i, name) in selected.iter().enumerate() {
-        let tag = ["r0", "r1", "r2"][i.min(2)];
-        let n = base.summary.requests;
-        let (label, side, prediction, changes) = match name.as_str() {
-            "remove-drop" => (
-                "SYN drop removed",
-                Side {
-                    drop: false,
-                    ..BASE_SIDE
-                },
-                Prediction::value(
-                    "no SYN is dropped: 0 retransmissions",
-                    "every connect completes on its first SYN",
-                    0.0,
-                    "SYN retransmissions per connect",
-                    Tolerance::Absolute(0.0),
-                    "a count: no noise",
-                ),
-                "the nftables rule is gone (find and remove the loss: firewall, rate limit, overloaded path)".to_string(),
-            ),
-            "larger-backlog" | "faster-accept" => {
-                let (label, side, changes) = if name == "larger-backlog" {
-                    (
-                        "somaxconn and listen backlog 65535",
-                        Side {
-                            backlog: 65535,
-                            somaxconn: Some(65535),
-                            ..BASE_SIDE
-                        },
-                        "net.core.somaxconn=65535 in the server namespace and listen(65535) (baseline: 4096)".to_string(),
-                    )
-                } else {
-                    (
-                        "32 acceptor threads",
-                        Side {
-                            threads: 32,
-                            ..BASE_SIDE
-                        },
-                        "the server accepts with 32 threads instead of 8".to_string(),
-                    )
-                };
-                (
-                    label,
-                    side,
-                    Prediction::value(
-                        format!(
-                            "the SYNs are dropped before the listener sees them (the baseline's accept queue overflowed {overflows} times): each SYN is still lost with p = {p:.2}, so a connect resends p / (1 - p) = {expect:.3} SYNs on average"
-                        ),
-                        "no effect: the listener was not the bottleneck",
-                        expect,
-                        "SYN retransmissions per connect",
-                        Tolerance::Absolute(tolerance(n)),
-                        format!("three standard deviations of a geometric count over the baseline's {n} connects"),
-                    ),
-                    changes,
-                )
-            }
-            other => {
-                return Err(crate::Error::invalid(
-                    format!("remedy {other}"),
-                    "not a syn-drop remedy",
-                ))
-            }
-        };
-        let (run, ns, _) = run_variant(common, cfg, tag, label, side, stop)?;
-        namespaces.extend(ns);
-        let check = remedy::judge(
-            &run.label,
-            tcpdoctor_model::Pathology::SynRetransmit,
-            harm(&base),
-            &base.findings,
-            harm(&run),
-            &run.findings,
-        )
-        .with_trace(
-            base.trace.harm(tcpdoctor_model::Pathology::SynRetransmit),
-            run.trace.harm(tcpdoctor_model::Pathology::SynRetransmit),
-        )
-        .with_reproduction(&reproduction(&run));
-        // SYN retransmission counts depend on how many connects a run made: judge the
-        // per-connect rate against the baseline's, within the same noise.
-        let override_verdict = (side.drop
-            && (per_connect(&run) - per_connect(&base)).abs()
-                <= tolerance(run.summary.requests.min(base.summary.requests)))
-        .then(|| {
-            (
-                remedy::Verdict::NoEffect,
-                format!(
-                    "{:.3} SYN retransmissions per connect (baseline {:.3}): the drops happen before the listener",
-                    per_connect(&run),
-                    per_connect(&base)
-                ),
-            )
-        });
-        rows.push(remedy::row(remedy::Outcome {
-            remedy: name.clone(),
-            changes,
-            prediction: Ok(prediction),
-            measured: measured(&run),
-            check,
-            override_verdict,
-            disagreement_reason: None,
-            run,
-        }));
-    }
-    let ladder = churn::ladder_cost(&base, Some(p));
-    let notes = vec![
-        format!(
-            "nftables drops each SYN to the server with probability p = {p:.2} (numgen random mod 100 < {}); the baseline: {:.3} SYN retransmissions per connect (predicted p / (1 - p) = {expect:.3}).",
-            cfg.drop_percent,
-            per_connect(&base)
-        ),
-        format!(
-            "SYN ladder of the client namespace: retransmissions at {} ms after the first SYN (model::timers); a connect whose first SYN is lost waits the first rung.",
-            ladder
-                .ladder_ms
-                .iter()
-                .map(|m| m.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    ];
-    let report = super::RemedyReport {
-        header: Header {
-            scenario: "syn-drop".into(),
-            run_id: std::process::id(),
-            subnet: common.subnet.to_string(),
-            namespaces,
-            capture,
-            trace: churn::traces(
-                std::iter::once(&base).chain(rows.iter().filter_map(|r| r.run.as_ref())),
-            ),
-            diagnosed_by: DIAGNOSED_BY.map(String::from).to_vec(),
-            reproduction: super::remedy_reproductions(&base, &rows, reproduction),
-        },
-        config: cfg.clone(),
-        facts: super::NoFacts {},
-        baseline_label: format!(
-            "nftables drops {}% of SYNs; 8 acceptor threads, backlog 4096; {} concurrent clients, {} s",
-            cfg.drop_percent,
-            cfg.concurrency,
-            cfg.duration_ms / 1000
-        ),
-        baseline_harm: harm(&base),
-        baseline_findings: base.findings.clone(),
-        baseline: base,
-        remedies: rows,
-        notes,
-        syn_ladder: Some(ladder),
-    };
-    let remedied = report.remedied(
-        |r| r.findings.clone(),
-        |row| super::row_reproduction(row, reproduction),
-    );
-    Ok(Outcome {
-        reproduction: report.header.reproduction.baseline().cloned(),
-        findings: report.baseline.findings.clone(),
-        interrupted: stop.load(std::sync::atomic::Ordering::Relaxed),
-        remedied,
-        body: report,
-    })
+    driver::remedies(SynDrop(cfg.clone()), common, selected, stop)
 }

@@ -1,0 +1,274 @@
+//! `--remedies` for every scenario: one driver runs the baseline, then each selected remedy
+//! in fresh namespaces, judges each against the baseline and its prediction, and assembles
+//! the [`RemedyReport`]. A scenario supplies what is its own through [`Scenario`]: how one
+//! variant runs, its remedies as data (label, change, prediction) and the report's words.
+//! Nothing here prints.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tcpdoctor_model::{Finding, Pathology};
+
+use super::{churn, Common, Header, NoFacts, Outcome, RemedyReport};
+use crate::capture::CaptureSummary;
+use crate::remedy::{self, Check, Harm, Measured, Prediction, Verdict};
+use crate::reproduce::Reproduction;
+use crate::trace::{LabTrace, RunTrace};
+use crate::Result;
+
+/// What the driver reads of a scenario's record of one run.
+pub trait Record {
+    /// The run's label (its column in the remedy table).
+    fn label(&self) -> &str;
+    /// The findings tcpdoctor's detectors produced from the run.
+    fn findings(&self) -> &[Finding];
+    /// What the eBPF trace saw in the run.
+    fn trace(&self) -> &RunTrace;
+}
+
+impl Record for churn::ProbeRun {
+    fn label(&self) -> &str {
+        &self.label
+    }
+    fn findings(&self) -> &[Finding] {
+        &self.findings
+    }
+    fn trace(&self) -> &RunTrace {
+        &self.trace
+    }
+}
+
+/// One variant as run: the scenario's record, the namespaces it used and, for the
+/// baseline, the capture it saved.
+pub struct Ran<R> {
+    pub run: R,
+    pub namespaces: Vec<String>,
+    pub capture: Option<CaptureSummary>,
+}
+
+/// One remedy as data: the run's label, the variant that builds it, tcpdoctor's
+/// prediction (or why there is none) and what it changes, in words.
+pub struct Remedy<V> {
+    pub label: String,
+    pub variant: V,
+    pub prediction: std::result::Result<Prediction, String>,
+    pub changes: String,
+}
+
+/// The report's words about the baseline, from the baseline's measurement.
+pub struct Tail<F> {
+    /// What the baseline is, in words.
+    pub baseline_label: String,
+    /// Measured facts the predictions rest on.
+    pub notes: Vec<String>,
+    /// What the SYN ladder cost the baseline (connection scenarios).
+    pub syn_ladder: Option<churn::LadderCost>,
+    /// What was measured besides the runs.
+    pub facts: F,
+}
+
+impl Tail<NoFacts> {
+    /// A tail with no facts beyond the runs.
+    pub fn new(baseline_label: String, notes: Vec<String>) -> Tail<NoFacts> {
+        Tail {
+            baseline_label,
+            notes,
+            syn_ladder: None,
+            facts: NoFacts {},
+        }
+    }
+}
+
+/// A scenario as `--remedies` drives it: built from a validated config, it runs one variant
+/// at a time and names its remedies.
+pub trait Scenario {
+    /// The config, as the report carries it.
+    type Config: Clone;
+    /// The record of one run.
+    type Run: Record;
+    /// What differs between the baseline and a remedy (a server side, a sysctl, ...).
+    type Variant;
+    /// What the scenario measures besides its runs.
+    type Facts;
+
+    /// The scenario's name, as `tcpdoctor lab` takes it and the header carries it.
+    const NAME: &'static str;
+    /// The pathology the scenario reproduces and its remedies are judged on.
+    const PATHOLOGY: Pathology;
+    /// What diagnosed each run, in words.
+    const DIAGNOSED_BY: &'static [&'static str];
+
+    fn config(&self) -> &Self::Config;
+
+    /// Rejects a config the scenario cannot run.
+    fn validate(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// The baseline: its run's label and variant.
+    fn baseline(&self) -> (String, Self::Variant);
+
+    /// Runs one variant in fresh namespaces tagged `tag` (`""`: the baseline, which saves
+    /// the capture `common` asks for).
+    fn run(
+        &self,
+        common: &Common,
+        tag: &'static str,
+        label: &str,
+        variant: &Self::Variant,
+        stop: &AtomicBool,
+    ) -> Result<Ran<Self::Run>>;
+
+    /// Measures what the remedies rest on besides the baseline (after it); returns the
+    /// namespaces it used.
+    fn after_baseline(&mut self, _common: &Common, _base: &Self::Run) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+
+    /// The harm the remedies are judged on, as measured in `run`.
+    fn harm(&self, run: &Self::Run) -> Harm;
+
+    /// Whether `run` reproduced the pathology.
+    fn reproduction(&self, run: &Self::Run) -> Reproduction;
+
+    /// The remedy `name` (an error for a name the scenario does not know).
+    fn remedy(&mut self, name: &str, base: &Self::Run) -> Result<Remedy<Self::Variant>>;
+
+    /// What the remedy `name` measured in `run`.
+    fn measured(&self, name: &str, run: &Self::Run, base: &Self::Run) -> Measured;
+
+    /// A verdict the arithmetic imposes beyond the check's (see [`remedy::Outcome`]).
+    fn override_verdict(
+        &self,
+        _name: &str,
+        _check: &Check,
+        _run: &Self::Run,
+        _base: &Self::Run,
+    ) -> Option<(Verdict, String)> {
+        None
+    }
+
+    /// Why a measurement may disagree with its prediction, when the scenario knows.
+    fn disagreement_reason(&self, _name: &str, _run: &Self::Run) -> Option<String> {
+        None
+    }
+
+    /// The header's trace of all runs (a scenario may add runs of its own).
+    fn header_trace(&self, runs: LabTrace) -> LabTrace {
+        runs
+    }
+
+    /// The report's words about the baseline.
+    fn tail(&self, base: &Self::Run) -> Tail<Self::Facts>;
+}
+
+/// Namespace tags of the remedied runs, in table order.
+const TAGS: [&str; 9] = ["r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8"];
+
+/// The report of `--remedies`.
+pub type Remedies<S> =
+    RemedyReport<<S as Scenario>::Config, <S as Scenario>::Run, <S as Scenario>::Facts>;
+
+/// `--remedies`: the baseline and each selected remedy in fresh namespaces.
+pub fn remedies<S: Scenario>(
+    mut s: S,
+    common: &Common,
+    selected: &[String],
+    stop: &AtomicBool,
+) -> Result<Outcome<Remedies<S>>> {
+    s.validate()?;
+    let (label, variant) = s.baseline();
+    let Ran {
+        run: base,
+        mut namespaces,
+        capture,
+    } = s.run(common, "", &label, &variant, stop)?;
+    namespaces.extend(s.after_baseline(common, &base)?);
+    let mut rows = Vec::new();
+    for (i, name) in selected.iter().enumerate() {
+        let r = s.remedy(name, &base)?;
+        let ran = s.run(
+            common,
+            TAGS[i.min(TAGS.len() - 1)],
+            &r.label,
+            &r.variant,
+            stop,
+        )?;
+        namespaces.extend(ran.namespaces);
+        rows.push(row(&s, name, r, ran.run, &base));
+    }
+    let tail = s.tail(&base);
+    let trace = LabTrace::of(
+        std::iter::once(&base)
+            .chain(rows.iter().filter_map(|r| r.run.as_ref()))
+            .map(|r| r.trace().clone())
+            .collect(),
+    );
+    let report = RemedyReport {
+        header: Header {
+            scenario: S::NAME.into(),
+            run_id: std::process::id(),
+            subnet: common.subnet.to_string(),
+            namespaces,
+            capture,
+            trace: s.header_trace(trace),
+            diagnosed_by: S::DIAGNOSED_BY.iter().map(|s| s.to_string()).collect(),
+            reproduction: super::remedy_reproductions(&base, &rows, |r| s.reproduction(r)),
+        },
+        config: s.config().clone(),
+        facts: tail.facts,
+        baseline_label: tail.baseline_label,
+        baseline_harm: s.harm(&base),
+        baseline_findings: base.findings().to_vec(),
+        baseline: base,
+        remedies: rows,
+        notes: tail.notes,
+        syn_ladder: tail.syn_ladder,
+    };
+    let remedied = report.remedied(
+        |r| r.findings().to_vec(),
+        |row| super::row_reproduction(row, |r| s.reproduction(r)),
+    );
+    Ok(Outcome {
+        reproduction: report.header.reproduction.baseline().cloned(),
+        findings: report.baseline.findings().to_vec(),
+        interrupted: stop.load(Ordering::Relaxed),
+        remedied,
+        body: report,
+    })
+}
+
+/// The table row of remedy `name`: its run judged against the baseline and its prediction.
+fn row<S: Scenario>(
+    s: &S,
+    name: &str,
+    r: Remedy<S::Variant>,
+    run: S::Run,
+    base: &S::Run,
+) -> remedy::Row<S::Run> {
+    let p = S::PATHOLOGY;
+    let check = remedy::judge(
+        run.label(),
+        p,
+        s.harm(base),
+        base.findings(),
+        s.harm(&run),
+        run.findings(),
+    )
+    .with_trace(base.trace().harm(p), run.trace().harm(p))
+    .with_reproduction(&s.reproduction(&run));
+    remedy::row(remedy::Outcome {
+        remedy: name.to_string(),
+        changes: r.changes,
+        prediction: r.prediction,
+        measured: s.measured(name, &run, base),
+        override_verdict: s.override_verdict(name, &check, &run, base),
+        disagreement_reason: s.disagreement_reason(name, &run),
+        check,
+        run,
+    })
+}
+
+/// The error for a remedy name a scenario does not know (`what`: "a syn-drop").
+pub fn unknown(name: &str, what: &str) -> crate::Error {
+    crate::Error::invalid(format!("remedy {name}"), format!("not {what} remedy"))
+}
