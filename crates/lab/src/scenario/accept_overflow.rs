@@ -8,11 +8,13 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use tcpdoctor_model::Pathology;
 use tcpdoctor_probe::server::{Protocol, ServerConfig};
 
 use super::churn::{self, Pair, ProbeRun};
+use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::{Common, Header, Outcome};
-use crate::remedy::{Check, Harm};
+use crate::remedy::{Check, Harm, Measured, Prediction, Tolerance};
 use crate::reproduce::{Event, Reproduction, Reproductions};
 use crate::Result;
 
@@ -190,23 +192,52 @@ fn measured(run: &ProbeRun) -> crate::remedy::Measured {
     }
 }
 
-/// `--remedies`: the baseline and each selected remedy in fresh namespaces.
-pub fn remedies(
-    common: &Common,
-    cfg: &Config,
-    selected: &[String],
-    stop: &AtomicBool,
-) -> Result<Outcome<super::RemedyReport<Config, ProbeRun>>> {
-    use crate::remedy::{self, Prediction, Tolerance};
-    let one = |tag: &str,
-               label: &str,
-               threads: usize,
-               backlog: i32|
-     -> Result<(
-        ProbeRun,
-        Vec<String>,
-        Option<crate::capture::CaptureSummary>,
-    )> {
+/// The accept-queue overflow as `--remedies` drives it.
+pub struct AcceptOverflow(pub Config);
+
+/// The server of a run: acceptor threads and listen backlog.
+#[derive(Clone, Copy, Debug)]
+pub struct Side {
+    threads: usize,
+    backlog: i32,
+}
+
+impl Scenario for AcceptOverflow {
+    type Config = Config;
+    type Run = ProbeRun;
+    type Variant = Side;
+    type Facts = super::NoFacts;
+    const NAME: &'static str = "accept-overflow";
+    const PATHOLOGY: Pathology = Pathology::AcceptQueueOverflow;
+    const DIAGNOSED_BY: &'static [&'static str] = &DIAGNOSED_BY;
+
+    fn config(&self) -> &Config {
+        &self.0
+    }
+
+    fn baseline(&self) -> (String, Side) {
+        let cfg = &self.0;
+        (
+            format!(
+                "before: {} acceptor thread(s), backlog {}",
+                cfg.server_threads, cfg.backlog
+            ),
+            Side {
+                threads: cfg.server_threads,
+                backlog: cfg.backlog,
+            },
+        )
+    }
+
+    fn run(
+        &self,
+        common: &Common,
+        tag: &'static str,
+        label: &str,
+        side: &Side,
+        stop: &AtomicBool,
+    ) -> Result<Ran<ProbeRun>> {
+        let cfg = &self.0;
         let pair = Pair::build(common, tag)?;
         let cap = if tag.is_empty() {
             pair.capture(common)?
@@ -216,25 +247,28 @@ pub fn remedies(
         let mut pcfg =
             churn::probe_config(pair.server_addr, Duration::from_millis(cfg.duration_ms));
         pcfg.concurrency = cfg.concurrency;
-        let server = pair.serve(server_config(&pair, threads, backlog))?;
+        let server = pair.serve(server_config(&pair, side.threads, side.backlog))?;
         let run = churn::probe(&pair, label, pcfg, stop);
         server.stop();
         let capture = churn::stop_capture(cap);
-        Ok((run?, pair.lab.namespaces().to_vec(), capture?))
-    };
-    let (base, mut namespaces, capture) = one(
-        "",
-        &format!(
-            "before: {} acceptor thread(s), backlog {}",
-            cfg.server_threads, cfg.backlog
-        ),
-        cfg.server_threads,
-        cfg.backlog,
-    )?;
-    let c = cfg.concurrency;
-    let mut rows = Vec::new();
-    for (i, name) in selected.iter().enumerate() {
-        let tag = ["r0", "r1", "r2"][i.min(2)];
+        Ok(Ran {
+            run: run?,
+            namespaces: pair.lab.namespaces().to_vec(),
+            capture: capture?,
+        })
+    }
+
+    fn harm(&self, run: &ProbeRun) -> Harm {
+        harm(run)
+    }
+
+    fn reproduction(&self, run: &ProbeRun) -> Reproduction {
+        reproduction(run)
+    }
+
+    fn remedy(&mut self, name: &str, _base: &ProbeRun) -> Result<Remedy<Side>> {
+        let cfg = &self.0;
+        let c = cfg.concurrency;
         let zero = |formula: String| {
             Prediction::value(
                 formula,
@@ -245,7 +279,7 @@ pub fn remedies(
                 "a count: no noise",
             )
         };
-        let (label, threads, backlog, prediction, changes) = match name.as_str() {
+        let (label, threads, backlog, prediction, changes) = match name {
             "larger-backlog" => (
                 "backlog 4096".to_string(),
                 cfg.server_threads,
@@ -285,96 +319,59 @@ pub fn remedies(
                     cfg.server_threads, cfg.backlog
                 ),
             ),
-            other => {
-                return Err(crate::Error::invalid(
-                    format!("remedy {other}"),
-                    "not an accept-overflow remedy",
-                ))
-            }
+            other => return Err(driver::unknown(other, "an accept-overflow")),
         };
-        let (run, ns, _) = one(tag, &label, threads, backlog)?;
-        namespaces.extend(ns);
-        let check = remedy::judge(
-            &run.label,
-            tcpdoctor_model::Pathology::AcceptQueueOverflow,
-            harm(&base),
-            &base.findings,
-            harm(&run),
-            &run.findings,
-        )
-        .with_trace(
-            base.trace
-                .harm(tcpdoctor_model::Pathology::AcceptQueueOverflow),
-            run.trace
-                .harm(tcpdoctor_model::Pathology::AcceptQueueOverflow),
-        )
-        .with_reproduction(&reproduction(&run));
-        rows.push(remedy::row(remedy::Outcome {
-            remedy: name.clone(),
-            changes,
+        Ok(Remedy {
+            label,
+            variant: Side { threads, backlog },
             prediction: Ok(prediction),
-            measured: measured(&run),
-            check,
-            override_verdict: None,
-            disagreement_reason: None,
-            run,
-        }));
+            changes,
+        })
     }
-    let ladder = churn::ladder_cost(&base, None);
-    let notes = vec![
-        format!(
-            "The accept queue holds backlog + 1 completed connections (sk_acceptq_is_full compares with >); when it is full the kernel drops the SYN (or the final ACK), and the client resends on its SYN ladder: {} ms.",
-            ladder
-                .ladder_ms
-                .iter()
-                .map(|m| m.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        format!(
-            "Baseline: {} overflows (server TcpExtListenOverflows), {} SYN retransmissions on the client.",
-            base.server_counter("TcpExtListenOverflows"),
-            base.client_counter("TcpExtTCPSynRetrans")
-        ),
-    ];
-    let report = super::RemedyReport {
-        header: Header {
-            scenario: "accept-overflow".into(),
-            run_id: std::process::id(),
-            subnet: common.subnet.to_string(),
-            namespaces,
-            capture,
-            trace: churn::traces(
-                std::iter::once(&base).chain(rows.iter().filter_map(|r| r.run.as_ref())),
+
+    fn measured(&self, _name: &str, run: &ProbeRun, _base: &ProbeRun) -> Measured {
+        measured(run)
+    }
+
+    fn tail(&self, base: &ProbeRun) -> Tail<super::NoFacts> {
+        let cfg = &self.0;
+        let ladder = churn::ladder_cost(base, None);
+        let notes = vec![
+            format!(
+                "The accept queue holds backlog + 1 completed connections (sk_acceptq_is_full compares with >); when it is full the kernel drops the SYN (or the final ACK), and the client resends on its SYN ladder: {} ms.",
+                ladder
+                    .ladder_ms
+                    .iter()
+                    .map(|m| m.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
-            diagnosed_by: DIAGNOSED_BY.map(String::from).to_vec(),
-            reproduction: super::remedy_reproductions(&base, &rows, reproduction),
-        },
-        config: cfg.clone(),
-        facts: super::NoFacts {},
-        baseline_label: format!(
+            format!(
+                "Baseline: {} overflows (server TcpExtListenOverflows), {} SYN retransmissions on the client.",
+                base.server_counter("TcpExtListenOverflows"),
+                base.client_counter("TcpExtTCPSynRetrans")
+            ),
+        ];
+        let baseline_label = format!(
             "{} acceptor thread(s), listen backlog {}, {} concurrent clients, {} s",
             cfg.server_threads,
             cfg.backlog,
             cfg.concurrency,
             cfg.duration_ms / 1000
-        ),
-        baseline_harm: harm(&base),
-        baseline_findings: base.findings.clone(),
-        baseline: base,
-        remedies: rows,
-        notes,
-        syn_ladder: Some(ladder),
-    };
-    let remedied = report.remedied(
-        |r| r.findings.clone(),
-        |row| super::row_reproduction(row, reproduction),
-    );
-    Ok(Outcome {
-        reproduction: report.header.reproduction.baseline().cloned(),
-        findings: report.baseline.findings.clone(),
-        interrupted: stop.load(std::sync::atomic::Ordering::Relaxed),
-        remedied,
-        body: report,
-    })
+        );
+        Tail {
+            syn_ladder: Some(ladder),
+            ..Tail::new(baseline_label, notes)
+        }
+    }
+}
+
+/// `--remedies`: the baseline and each selected remedy in fresh namespaces.
+pub fn remedies(
+    common: &Common,
+    cfg: &Config,
+    selected: &[String],
+    stop: &AtomicBool,
+) -> Result<Outcome<super::RemedyReport<Config, ProbeRun>>> {
+    driver::remedies(AcceptOverflow(cfg.clone()), common, selected, stop)
 }
