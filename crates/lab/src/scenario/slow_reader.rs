@@ -15,11 +15,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use tcpdoctor_model::Finding;
+use tcpdoctor_model::{Finding, Pathology};
 
 use super::churn::Pair;
+use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::{Common, Header, Outcome};
-use crate::remedy::{self, Check, Harm};
+use crate::remedy::{self, Check, Harm, Measured, Prediction, Tolerance, Verdict};
 use crate::reproduce::{Event, Reproduction, Reproductions};
 use crate::{capture, diagnose, netns, traffic, Error, Result};
 
@@ -160,159 +161,239 @@ pub const REMEDIES: [&str; 3] = ["larger-buffer", "faster-reader", "writer-backp
 /// The application queue of the `writer-backpressure` remedy.
 pub const BACKPRESSURE_BOUND: u64 = 256 << 10;
 
-/// `--remedies`: the baseline and each selected remedy in fresh namespaces.
-pub fn remedies(
-    common: &Common,
-    cfg: &Config,
-    selected: &[String],
-    stop: &AtomicBool,
-) -> Result<Outcome<super::RemedyReport<Config, Run>>> {
-    use crate::remedy::{Prediction, Tolerance, Verdict};
-    let base_v = Variant::baseline(cfg);
-    let (base, mut namespaces, capture) = one(common, cfg, &base_v, common.pcap.as_deref(), stop)?;
-    let w = cfg.writer_rate_bytes_per_s as f64;
-    let r = cfg.reader_rate_bytes_per_s as f64;
-    let d = cfg.duration_ms as f64 / 1000.0;
-    let kib = |b: f64| b / 1024.0;
-    let mib = |b: f64| b / (1u64 << 20) as f64;
-    let tick = base_v.reader_tick.as_secs_f64();
-    // tcp_wmem's maximum: how far the writer's send buffer may autotune.
-    let wmem_max = base.writer_wmem_max_bytes;
-    let mut notes = vec![
-        format!(
-            "The writer offers {:.1} MiB/s in 10 ms slices; the reader wakes every {:.0} ms and takes at most {:.1} MiB/s; SO_RCVBUF {:.0} KiB (the kernel doubles it for its bookkeeping, socket(7); the window offered is about the size asked for).",
-            mib(w),
-            tick * 1e3,
-            mib(r),
-            kib(cfg.reader_rcvbuf_bytes as f64)
-        ),
-        "The window stays open when the reader keeps up on average (reader rate >= writer rate) and between two wake-ups (writer rate x wake-up interval <= window); otherwise it closes and a blocking writer waits for the share 1 - reader/writer of the time.".to_string(),
-    ];
-    let blocked = |r: f64, window: f64| -> (f64, f64) {
-        // Time to fill the window at the difference of the rates, then blocked for the
-        // share the reader cannot take.
+fn kib(b: f64) -> f64 {
+    b / 1024.0
+}
+
+fn mib(b: f64) -> f64 {
+    b / (1u64 << 20) as f64
+}
+
+/// The slow reader as `--remedies` drives it.
+pub struct SlowReader(pub Config);
+
+impl SlowReader {
+    /// The writer's rate, the reader's rate (bytes/s) and the run's length (s).
+    fn rates(&self) -> (f64, f64, f64) {
+        let cfg = &self.0;
+        (
+            cfg.writer_rate_bytes_per_s as f64,
+            cfg.reader_rate_bytes_per_s as f64,
+            cfg.duration_ms as f64 / 1000.0,
+        )
+    }
+
+    /// With a reader at `r` bytes/s and a `window`: the time to fill the window at the
+    /// difference of the rates (s), then the share of the run the writer is blocked (the
+    /// share the reader cannot take).
+    fn blocked(&self, r: f64, window: f64) -> (f64, f64) {
+        let (w, _, d) = self.rates();
         if r >= w {
             return (f64::INFINITY, 0.0);
         }
         let fill = window / (w - r);
         (fill, (1.0 - r / w) * ((d - fill).max(0.0) / d))
-    };
-    let mut rows = Vec::new();
-    for (i, name) in selected.iter().enumerate() {
-        let tag: &'static str = ["r0", "r1", "r2"][i.min(2)];
-        let (v, prediction, changes): (Variant, std::result::Result<Prediction, String>, String) =
-            match name.as_str() {
-                "larger-buffer" => {
-                    let b = (cfg.reader_rcvbuf_bytes * 64).max(1 << 20);
-                    // Before the writer blocks, the receive queue (the window asked for, up
-                    // to the doubled SO_RCVBUF) and the writer's send buffer (autotuned up
-                    // to tcp_wmem's maximum) fill: a range.
-                    let (fill, high) = blocked(r, b as f64);
-                    let (fill_max, low) = blocked(r, 2.0 * b as f64 + wmem_max as f64);
-                    let share = (high + low) / 2.0;
-                    (
-                        Variant {
-                            tag,
-                            label: format!("SO_RCVBUF {:.0} KiB", kib(b as f64)),
-                            rcvbuf_bytes: b,
-                            ..base_v.clone()
-                        },
-                        Ok(Prediction::value(
-                            format!(
-                                "reader {:.1} < writer {:.1} MiB/s: the buffers fill at {:.1} MiB/s in {fill:.2} s ({:.0} KiB window) to {fill_max:.2} s (2 x {:.0} KiB receive memory + {:.1} MiB tcp_wmem max send buffer), then the writer is blocked (1 - {:.1}/{:.1}) of the time: {:.0}-{:.0}% of {d:.0} s",
-                                mib(r), mib(w), mib(w - r), kib(b as f64), kib(b as f64), mib(wmem_max as f64), mib(r), mib(w), low * 100.0, high * 100.0
-                            ),
-                            "the stall starts later; the writer is still held to the reader's rate",
-                            share * 100.0,
-                            "% blocked",
-                            Tolerance::Absolute(((high - low) / 2.0 * 100.0).max(5.0)),
-                            "how far the writer's send buffer autotunes (range above); 10 ms writer slices",
-                        )),
-                        format!("the reader's SO_RCVBUF = {:.0} KiB (64x, at least 1 MiB)", kib(b as f64)),
-                    )
-                }
-                "faster-reader" => (
-                    Variant {
-                        tag,
-                        label: "reader takes data as it arrives".into(),
-                        reader_rate_bytes_per_s: u64::MAX,
-                        reader_tick: Duration::ZERO,
-                        ..base_v.clone()
-                    },
-                    Ok(Prediction::value(
-                        format!(
-                            "a reader blocked in read() takes each segment as it arrives, at memory speed (GiB/s) >= writer {:.1} MiB/s; {:.1} MiB/s x 10 ms = {:.0} KiB per writer slice, within reach of the {:.0} KiB window as long as the reader runs within a fraction of a slice",
-                            mib(w), mib(w), kib(w * 0.01), kib(cfg.reader_rcvbuf_bytes as f64)
-                        ),
-                        "the window stays open; the writer is never blocked",
-                        0.0,
-                        "% blocked",
-                        Tolerance::Absolute(5.0),
-                        "the reader thread shares 2 CPUs with the writer and the kernel; a late wake-up can close the window for a moment",
-                    )),
-                    format!("the reader reads as soon as data arrives (blocking read, no pacing; same {:.0} KiB buffer)", kib(cfg.reader_rcvbuf_bytes as f64)),
+    }
+
+    fn larger_buffer(&self, wmem_max: u64) -> Remedy<Variant> {
+        let cfg = &self.0;
+        let (w, r, d) = self.rates();
+        let b = (cfg.reader_rcvbuf_bytes * 64).max(1 << 20);
+        // Before the writer blocks, the receive queue (the window asked for, up to the
+        // doubled SO_RCVBUF) and the writer's send buffer (autotuned up to tcp_wmem's
+        // maximum) fill: a range.
+        let (fill, high) = self.blocked(r, b as f64);
+        let (fill_max, low) = self.blocked(r, 2.0 * b as f64 + wmem_max as f64);
+        let share = (high + low) / 2.0;
+        Remedy::of(
+            Variant {
+                label: format!("SO_RCVBUF {:.0} KiB", kib(b as f64)),
+                rcvbuf_bytes: b,
+                ..Variant::baseline(cfg)
+            },
+            Ok(Prediction::value(
+                format!(
+                    "reader {:.1} < writer {:.1} MiB/s: the buffers fill at {:.1} MiB/s in {fill:.2} s ({:.0} KiB window) to {fill_max:.2} s (2 x {:.0} KiB receive memory + {:.1} MiB tcp_wmem max send buffer), then the writer is blocked (1 - {:.1}/{:.1}) of the time: {:.0}-{:.0}% of {d:.0} s",
+                    mib(r), mib(w), mib(w - r), kib(b as f64), kib(b as f64), mib(wmem_max as f64), mib(r), mib(w), low * 100.0, high * 100.0
                 ),
-                "writer-backpressure" => {
-                    let window = cfg.reader_rcvbuf_bytes as f64;
-                    // The kernel takes what the reader reads plus the window and the
-                    // writer's own send buffer; the application queue holds the bound.
-                    let dropped = ((w - r) * d - window - BACKPRESSURE_BOUND as f64).max(0.0);
-                    (
-                        Variant {
-                            tag,
-                            label: format!(
-                                "non-blocking writer, {:.0} KiB bound",
-                                kib(BACKPRESSURE_BOUND as f64)
-                            ),
-                            writer: WriterMode::NonBlocking {
-                                bound_bytes: BACKPRESSURE_BOUND,
-                            },
-                            ..base_v.clone()
-                        },
-                        Ok(Prediction::value(
-                            format!(
-                                "the writer never waits; it can hand over only what the reader takes, so it drops ({:.1} - {:.1} MiB/s) x {d:.0} s - {:.0} KiB window - {:.0} KiB bound = {:.1} MiB (less the kernel's send buffer)",
-                                mib(w), mib(r), kib(window), kib(BACKPRESSURE_BOUND as f64), mib(dropped)
-                            ),
-                            "the writer thread stays free; the data the reader cannot take is dropped, and the window still closes",
-                            mib(dropped),
-                            "MiB dropped",
-                            Tolerance::Relative(0.25),
-                            "the kernel's send buffer (tcp_wmem, autotuned) also absorbs a share, up to a few MiB",
-                        )),
-                        format!(
-                            "the writer uses O_NONBLOCK and an application queue of {:.0} KiB; slices that do not fit are dropped and counted",
-                            kib(BACKPRESSURE_BOUND as f64)
-                        ),
-                    )
-                }
-                other => {
-                    return Err(crate::Error::invalid(
-                        format!("remedy {other}"),
-                        "not a slow-reader remedy",
-                    ))
-                }
-            };
-        let (run, ns, _) = one(common, cfg, &v, None, stop)?;
-        namespaces.extend(ns);
-        let check = remedy::judge(
-            &run.label,
-            tcpdoctor_model::Pathology::SlowReader,
-            harm(&base),
-            &base.findings,
-            harm(&run),
-            &run.findings,
+                "the stall starts later; the writer is still held to the reader's rate",
+                share * 100.0,
+                "% blocked",
+                Tolerance::Absolute(((high - low) / 2.0 * 100.0).max(5.0)),
+                "how far the writer's send buffer autotunes (range above); 10 ms writer slices",
+            )),
+            format!("the reader's SO_RCVBUF = {:.0} KiB (64x, at least 1 MiB)", kib(b as f64)),
         )
-        .with_trace(
-            base.trace.harm(tcpdoctor_model::Pathology::SlowReader),
-            run.trace.harm(tcpdoctor_model::Pathology::SlowReader),
+    }
+
+    fn faster_reader(&self) -> Remedy<Variant> {
+        let cfg = &self.0;
+        let (w, _, _) = self.rates();
+        Remedy::of(
+            Variant {
+                label: "reader takes data as it arrives".into(),
+                reader_rate_bytes_per_s: u64::MAX,
+                reader_tick: Duration::ZERO,
+                ..Variant::baseline(cfg)
+            },
+            Ok(Prediction::value(
+                format!(
+                    "a reader blocked in read() takes each segment as it arrives, at memory speed (GiB/s) >= writer {:.1} MiB/s; {:.1} MiB/s x 10 ms = {:.0} KiB per writer slice, within reach of the {:.0} KiB window as long as the reader runs within a fraction of a slice",
+                    mib(w), mib(w), kib(w * 0.01), kib(cfg.reader_rcvbuf_bytes as f64)
+                ),
+                "the window stays open; the writer is never blocked",
+                0.0,
+                "% blocked",
+                Tolerance::Absolute(5.0),
+                "the reader thread shares 2 CPUs with the writer and the kernel; a late wake-up can close the window for a moment",
+            )),
+            format!("the reader reads as soon as data arrives (blocking read, no pacing; same {:.0} KiB buffer)", kib(cfg.reader_rcvbuf_bytes as f64)),
         )
-        .with_reproduction(&reproduction(&run, cfg.duration_ms));
-        let value = match name.as_str() {
-            "writer-backpressure" => run.bytes_dropped_by_writer as f64 / (1u64 << 20) as f64,
-            _ => run.writer_stall_share * 100.0,
+    }
+
+    fn writer_backpressure(&self) -> Remedy<Variant> {
+        let cfg = &self.0;
+        let (w, r, d) = self.rates();
+        let window = cfg.reader_rcvbuf_bytes as f64;
+        // The kernel takes what the reader reads plus the window and the writer's own send
+        // buffer; the application queue holds the bound.
+        let dropped = ((w - r) * d - window - BACKPRESSURE_BOUND as f64).max(0.0);
+        Remedy::of(
+            Variant {
+                label: format!(
+                    "non-blocking writer, {:.0} KiB bound",
+                    kib(BACKPRESSURE_BOUND as f64)
+                ),
+                writer: WriterMode::NonBlocking {
+                    bound_bytes: BACKPRESSURE_BOUND,
+                },
+                ..Variant::baseline(cfg)
+            },
+            Ok(Prediction::value(
+                format!(
+                    "the writer never waits; it can hand over only what the reader takes, so it drops ({:.1} - {:.1} MiB/s) x {d:.0} s - {:.0} KiB window - {:.0} KiB bound = {:.1} MiB (less the kernel's send buffer)",
+                    mib(w), mib(r), kib(window), kib(BACKPRESSURE_BOUND as f64), mib(dropped)
+                ),
+                "the writer thread stays free; the data the reader cannot take is dropped, and the window still closes",
+                mib(dropped),
+                "MiB dropped",
+                Tolerance::Relative(0.25),
+                "the kernel's send buffer (tcp_wmem, autotuned) also absorbs a share, up to a few MiB",
+            )),
+            format!(
+                "the writer uses O_NONBLOCK and an application queue of {:.0} KiB; slices that do not fit are dropped and counted",
+                kib(BACKPRESSURE_BOUND as f64)
+            ),
+        )
+    }
+}
+
+impl Remedy<Variant> {
+    /// A remedy labelled as its variant.
+    fn of(
+        variant: Variant,
+        prediction: std::result::Result<Prediction, String>,
+        changes: String,
+    ) -> Remedy<Variant> {
+        Remedy {
+            label: variant.label.clone(),
+            variant,
+            prediction,
+            changes,
+        }
+    }
+}
+
+impl driver::Record for Run {
+    fn label(&self) -> &str {
+        &self.label
+    }
+    fn findings(&self) -> &[Finding] {
+        &self.findings
+    }
+    fn trace(&self) -> &crate::trace::RunTrace {
+        &self.trace
+    }
+}
+
+impl Scenario for SlowReader {
+    type Config = Config;
+    type Run = Run;
+    type Variant = Variant;
+    type Facts = super::NoFacts;
+    const NAME: &'static str = "slow-reader";
+    const PATHOLOGY: Pathology = Pathology::SlowReader;
+    const DIAGNOSED_BY: &'static [&'static str] = &DIAGNOSED_BY;
+
+    fn config(&self) -> &Config {
+        &self.0
+    }
+
+    fn baseline(&self) -> (String, Variant) {
+        let v = Variant::baseline(&self.0);
+        (v.label.clone(), v)
+    }
+
+    fn run(
+        &self,
+        common: &Common,
+        tag: &'static str,
+        label: &str,
+        v: &Variant,
+        stop: &AtomicBool,
+    ) -> Result<Ran<Run>> {
+        let v = Variant {
+            tag,
+            label: label.to_string(),
+            ..v.clone()
         };
-        let override_verdict = (name == "writer-backpressure").then(|| {
+        let dest = if tag.is_empty() {
+            common.pcap.as_deref()
+        } else {
+            None
+        };
+        let (run, namespaces, capture) = one(common, &self.0, &v, dest, stop)?;
+        Ok(Ran {
+            run,
+            namespaces,
+            capture,
+        })
+    }
+
+    fn harm(&self, run: &Run) -> Harm {
+        harm(run)
+    }
+
+    fn reproduction(&self, run: &Run) -> Reproduction {
+        reproduction(run, self.0.duration_ms)
+    }
+
+    fn remedy(&mut self, name: &str, base: &Run) -> Result<Remedy<Variant>> {
+        Ok(match name {
+            // tcp_wmem's maximum: how far the writer's send buffer may autotune.
+            "larger-buffer" => self.larger_buffer(base.writer_wmem_max_bytes),
+            "faster-reader" => self.faster_reader(),
+            "writer-backpressure" => self.writer_backpressure(),
+            other => return Err(driver::unknown(other, "a slow-reader")),
+        })
+    }
+
+    fn measured(&self, name: &str, run: &Run, _base: &Run) -> Measured {
+        run.measured(match name {
+            "writer-backpressure" => mib(run.bytes_dropped_by_writer as f64),
+            _ => run.writer_stall_share * 100.0,
+        })
+    }
+
+    fn override_verdict(
+        &self,
+        name: &str,
+        _check: &Check,
+        run: &Run,
+        base: &Run,
+    ) -> Option<(Verdict, String)> {
+        let (_, r, _) = self.rates();
+        (name == "writer-backpressure").then(|| {
             if run.bytes_dropped_by_writer > 0 || run.zero_window_advertisements > 0 {
                 (
                     Verdict::Partial,
@@ -320,7 +401,7 @@ pub fn remedies(
                         "the writer was blocked {:.0}% of the time (baseline {:.0}%), but {:.1} MiB were dropped at its bound and the window closed {} times: the reader still limits the stream to {:.1} MiB/s",
                         run.writer_stall_share * 100.0,
                         base.writer_stall_share * 100.0,
-                        run.bytes_dropped_by_writer as f64 / (1u64 << 20) as f64,
+                        mib(run.bytes_dropped_by_writer as f64),
                         run.zero_window_advertisements,
                         mib(r)
                     ),
@@ -331,71 +412,50 @@ pub fn remedies(
                     "the writer never blocked and dropped nothing".to_string(),
                 )
             }
-        });
-        rows.push(remedy::row(remedy::Outcome {
-            remedy: name.clone(),
-            changes,
-            prediction,
-            measured: run.measured(value),
-            check,
-            override_verdict,
-            disagreement_reason: None,
-            run,
-        }));
+        })
     }
-    let (fill, share) = blocked(r, cfg.reader_rcvbuf_bytes as f64);
-    notes.push(format!(
-        "Baseline predicted: the {:.0} KiB window fills in {:.3} s, then the writer is blocked {:.0}% of the time; measured {:.0}%.",
-        kib(cfg.reader_rcvbuf_bytes as f64),
-        fill,
-        share * 100.0,
-        base.writer_stall_share * 100.0
-    ));
-    let report = super::RemedyReport {
-        header: Header {
-            scenario: "slow-reader".into(),
-            run_id: std::process::id(),
-            subnet: common.subnet.to_string(),
-            namespaces,
-            capture,
-            trace: crate::trace::LabTrace::of(
-                std::iter::once(&base)
-                    .chain(rows.iter().filter_map(|r| r.run.as_ref()))
-                    .map(|r| r.trace.clone())
-                    .collect(),
+
+    fn tail(&self, base: &Run) -> Tail<super::NoFacts> {
+        let cfg = &self.0;
+        let (w, r, d) = self.rates();
+        let tick = READER_TICK.as_secs_f64();
+        let (fill, share) = self.blocked(r, cfg.reader_rcvbuf_bytes as f64);
+        let notes = vec![
+            format!(
+                "The writer offers {:.1} MiB/s in 10 ms slices; the reader wakes every {:.0} ms and takes at most {:.1} MiB/s; SO_RCVBUF {:.0} KiB (the kernel doubles it for its bookkeeping, socket(7); the window offered is about the size asked for).",
+                mib(w),
+                tick * 1e3,
+                mib(r),
+                kib(cfg.reader_rcvbuf_bytes as f64)
             ),
-            diagnosed_by: DIAGNOSED_BY.map(String::from).to_vec(),
-            reproduction: super::remedy_reproductions(&base, &rows, |r| {
-                reproduction(r, cfg.duration_ms)
-            }),
-        },
-        config: cfg.clone(),
-        facts: super::NoFacts {},
-        baseline_label: format!(
+            "The window stays open when the reader keeps up on average (reader rate >= writer rate) and between two wake-ups (writer rate x wake-up interval <= window); otherwise it closes and a blocking writer waits for the share 1 - reader/writer of the time.".to_string(),
+            format!(
+                "Baseline predicted: the {:.0} KiB window fills in {:.3} s, then the writer is blocked {:.0}% of the time; measured {:.0}%.",
+                kib(cfg.reader_rcvbuf_bytes as f64),
+                fill,
+                share * 100.0,
+                base.writer_stall_share * 100.0
+            ),
+        ];
+        let baseline_label = format!(
             "writer {:.1} MiB/s, reader {:.1} MiB/s every {:.0} ms, reader SO_RCVBUF {:.0} KiB, blocking writes, {d:.0} s",
             mib(w),
             mib(r),
             tick * 1e3,
             kib(cfg.reader_rcvbuf_bytes as f64)
-        ),
-        baseline_harm: harm(&base),
-        baseline_findings: base.findings.clone(),
-        baseline: base,
-        remedies: rows,
-        notes,
-        syn_ladder: None,
-    };
-    let remedied = report.remedied(
-        |r| r.findings.clone(),
-        |row| super::row_reproduction(row, |r| reproduction(r, cfg.duration_ms)),
-    );
-    Ok(Outcome {
-        reproduction: report.header.reproduction.baseline().cloned(),
-        findings: report.baseline.findings.clone(),
-        interrupted: stop.load(Ordering::Relaxed),
-        remedied,
-        body: report,
-    })
+        );
+        Tail::new(baseline_label, notes)
+    }
+}
+
+/// `--remedies`: the baseline and each selected remedy in fresh namespaces.
+pub fn remedies(
+    common: &Common,
+    cfg: &Config,
+    selected: &[String],
+    stop: &AtomicBool,
+) -> Result<Outcome<super::RemedyReport<Config, Run>>> {
+    driver::remedies(SlowReader(cfg.clone()), common, selected, stop)
 }
 
 /// The writer paces itself in slices of this length.
