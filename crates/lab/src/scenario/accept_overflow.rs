@@ -14,7 +14,7 @@ use tcpdoctor_probe::server::{Protocol, ServerConfig};
 use super::churn::{self, Pair, ProbeRun};
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::{Common, Header, Outcome};
-use crate::remedy::{Check, Harm, Measured, Prediction, Tolerance};
+use crate::remedy::{Check, Harm, Measured, Prediction, Row, Tolerance};
 use crate::reproduce::{Event, Reproduction, Reproductions};
 use crate::Result;
 
@@ -333,7 +333,7 @@ impl Scenario for AcceptOverflow {
         measured(run)
     }
 
-    fn tail(&self, base: &ProbeRun) -> Tail<super::NoFacts> {
+    fn tail(&self, base: &ProbeRun, _rows: &[Row<ProbeRun>]) -> Tail<super::NoFacts> {
         let cfg = &self.0;
         let ladder = churn::ladder_cost(base, None);
         let notes = vec![

@@ -133,6 +133,17 @@ pub trait Scenario {
     /// The remedy `name` (an error for a name the scenario does not know).
     fn remedy(&mut self, name: &str, base: &Self::Run) -> Result<Remedy<Self::Variant>>;
 
+    /// Completes the prediction of remedy `name` from its own run, where the prediction's
+    /// noise is the run's resolution (one event in this run's connections).
+    fn complete(
+        &self,
+        _name: &str,
+        prediction: std::result::Result<Prediction, String>,
+        _run: &Self::Run,
+    ) -> std::result::Result<Prediction, String> {
+        prediction
+    }
+
     /// What the remedy `name` measured in `run`.
     fn measured(&self, name: &str, run: &Self::Run, base: &Self::Run) -> Measured;
 
@@ -157,8 +168,8 @@ pub trait Scenario {
         runs
     }
 
-    /// The report's words about the baseline.
-    fn tail(&self, base: &Self::Run) -> Tail<Self::Facts>;
+    /// The report's words about the baseline (`rows`: the remedies as measured).
+    fn tail(&self, base: &Self::Run, rows: &[remedy::Row<Self::Run>]) -> Tail<Self::Facts>;
 }
 
 /// Namespace tags of the remedied runs, in table order.
@@ -196,7 +207,7 @@ pub fn remedies<S: Scenario>(
         namespaces.extend(ran.namespaces);
         rows.push(row(&s, name, r, ran.run, &base));
     }
-    let tail = s.tail(&base);
+    let tail = s.tail(&base, &rows);
     let trace = LabTrace::of(
         std::iter::once(&base)
             .chain(rows.iter().filter_map(|r| r.run.as_ref()))
@@ -259,7 +270,7 @@ fn row<S: Scenario>(
     remedy::row(remedy::Outcome {
         remedy: name.to_string(),
         changes: r.changes,
-        prediction: r.prediction,
+        prediction: s.complete(name, r.prediction, &run),
         measured: s.measured(name, &run, base),
         override_verdict: s.override_verdict(name, &check, &run, base),
         disagreement_reason: s.disagreement_reason(name, &run),

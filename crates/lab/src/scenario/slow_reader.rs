@@ -415,7 +415,7 @@ impl Scenario for SlowReader {
         })
     }
 
-    fn tail(&self, base: &Run) -> Tail<super::NoFacts> {
+    fn tail(&self, base: &Run, _rows: &[remedy::Row<Run>]) -> Tail<super::NoFacts> {
         let cfg = &self.0;
         let (w, r, d) = self.rates();
         let tick = READER_TICK.as_secs_f64();

@@ -26,12 +26,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use tcpdoctor_model::Pathology;
 use tcpdoctor_probe::record::{ErrorKind, Outcome as ProbeOutcome, Phase};
 use tcpdoctor_probe::{CloseFirst, Mode, ProbeResult, Record};
 
 use super::churn::{self, Pair, ProbeRun};
+use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::{Common, Header, Outcome};
-use crate::remedy::{Check, Harm};
+use crate::remedy::{Check, Effect, Harm, Measured, Prediction, Row, Tolerance, Verdict};
 use crate::reproduce::{Event, Reproduction, Reproductions};
 use crate::{naming, netns, traffic, Error, Result};
 
@@ -739,6 +741,228 @@ fn measured(run: &LoopRun) -> crate::remedy::Measured {
     }
 }
 
+/// What the forced check measured: this kernel's behaviour, its namespaces' trace and the
+/// kernel's release.
+struct Checked {
+    forced: Forced,
+    trace: crate::trace::RunTrace,
+    kernel: String,
+}
+
+/// The stale-ACK race as `--remedies` drives it: the SO_LINGER 0 loop, each selected
+/// remedy, and the forced check that names this kernel's behaviour.
+pub struct StaleAck {
+    cfg: Config,
+    /// The CPUs of each loop's server and client.
+    cpus: Option<(usize, usize)>,
+    /// The forced check, once the baseline has run.
+    checked: Option<Checked>,
+}
+
+impl StaleAck {
+    pub fn new(cfg: Config) -> StaleAck {
+        StaleAck {
+            cfg,
+            cpus: traffic::two_cpus(),
+            checked: None,
+        }
+    }
+
+    fn checked(&self) -> &Checked {
+        self.checked
+            .as_ref()
+            .expect("the forced check runs right after the baseline")
+    }
+
+    /// This kernel's behaviour in the forced check, in words.
+    fn behaviour(&self) -> String {
+        let forced = &self.checked().forced;
+        match forced.behaviour {
+            ResendBehaviour::QuickResend => format!(
+                "this kernel resends the SYN within milliseconds of resetting the stale ACK, not on the 1 s SYN timer: a race cost the connect {:.1} ms",
+                forced.connect_us as f64 / 1e3
+            ),
+            ResendBehaviour::TimerResend => format!(
+                "this kernel resends the SYN on its 1 s timer after resetting the stale ACK: a race cost the connect {:.3} s",
+                forced.connect_us as f64 / 1e6
+            ),
+            ResendBehaviour::NotReproduced => {
+                "the forced stale ACK did not happen: the kernel's behaviour is unknown".to_string()
+            }
+            ResendBehaviour::Failed => "the forced reconnect failed".to_string(),
+        }
+    }
+}
+
+impl driver::Record for LoopRun {
+    fn label(&self) -> &str {
+        &self.run.label
+    }
+    fn findings(&self) -> &[tcpdoctor_model::Finding] {
+        &self.run.findings
+    }
+    fn trace(&self) -> &crate::trace::RunTrace {
+        &self.run.trace
+    }
+}
+
+impl Scenario for StaleAck {
+    type Config = Config;
+    type Run = LoopRun;
+    /// Whether the client closes with SO_LINGER 0.
+    type Variant = bool;
+    type Facts = Facts;
+    const NAME: &'static str = "stale-ack-race";
+    const PATHOLOGY: Pathology = Pathology::StaleAckRace;
+    const DIAGNOSED_BY: &'static [&'static str] = &DIAGNOSED_BY;
+
+    fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    fn baseline(&self) -> (String, bool) {
+        (
+            "before: connection per request, SO_LINGER 0, TCP_NODELAY, server closes first".into(),
+            true,
+        )
+    }
+
+    fn run(
+        &self,
+        common: &Common,
+        tag: &'static str,
+        label: &str,
+        linger0: &bool,
+        stop: &AtomicBool,
+    ) -> Result<Ran<LoopRun>> {
+        let capture = tag.is_empty();
+        let (run, namespaces, capture) = loop_run(
+            common, &self.cfg, tag, label, *linger0, capture, self.cpus, stop,
+        )?;
+        Ok(Ran {
+            run,
+            namespaces,
+            capture,
+        })
+    }
+
+    fn after_baseline(&mut self, common: &Common, _base: &LoopRun) -> Result<Vec<String>> {
+        let (forced, ns, trace) = forced_check(common)?;
+        self.checked = Some(Checked {
+            forced,
+            trace,
+            kernel: kernel_release(),
+        });
+        Ok(ns)
+    }
+
+    fn harm(&self, run: &LoopRun) -> Harm {
+        harm(run)
+    }
+
+    fn reproduction(&self, run: &LoopRun) -> Reproduction {
+        let c = self.checked();
+        reproduction(run, &c.forced, &c.kernel)
+    }
+
+    fn remedy(&mut self, name: &str, _base: &LoopRun) -> Result<Remedy<bool>> {
+        if name != "graceful-close" {
+            return Err(driver::unknown(name, "a stale-ack-race"));
+        }
+        Ok(Remedy {
+            label: "graceful close (FIN) instead of SO_LINGER 0".into(),
+            variant: false,
+            prediction: Ok(Prediction::value(
+                "a FIN close keeps the client's port in LAST_ACK until the server has acknowledged it, and the server's TIME_WAIT takes a newer SYN (timestamps): only a reset (SO_LINGER 0) frees the port while the server still holds the old connection, so no SYN meets a stale ACK",
+                "0 SYN resends per million connections",
+                0.0,
+                "per million",
+                Tolerance::Absolute(0.0),
+                "",
+            )),
+            changes: "the client closes with a FIN (no SO_LINGER 0); the server still closes first"
+                .into(),
+        })
+    }
+
+    /// The noise of a count per million: one resend in the remedied run.
+    fn complete(
+        &self,
+        _name: &str,
+        prediction: std::result::Result<Prediction, String>,
+        run: &LoopRun,
+    ) -> std::result::Result<Prediction, String> {
+        let resolution = 1e6 / run.run.summary.connections_opened.max(1) as f64;
+        prediction.map(|p| Prediction {
+            noise: format!("one resend in this run is {resolution:.0} per million"),
+            ..p
+        })
+    }
+
+    fn measured(&self, _name: &str, run: &LoopRun, _base: &LoopRun) -> Measured {
+        measured(run)
+    }
+
+    fn override_verdict(
+        &self,
+        _name: &str,
+        check: &Check,
+        _run: &LoopRun,
+        base: &LoopRun,
+    ) -> Option<(Verdict, String)> {
+        (check.effect == Effect::NothingToFix).then(|| {
+            (
+                Verdict::NothingToFix,
+                format!(
+                    "the SO_LINGER 0 loop made {} connections without a stale ACK (0 per million; one would be {:.0} per million); {}",
+                    crate::remedy::thousands(base.run.summary.connections_opened),
+                    1e6 / base.run.summary.connections_opened.max(1) as f64,
+                    self.behaviour()
+                ),
+            )
+        })
+    }
+
+    fn header_trace(&self, runs: crate::trace::LabTrace) -> crate::trace::LabTrace {
+        with_forced(runs, self.checked().trace.clone())
+    }
+
+    fn tail(&self, base: &LoopRun, _rows: &[Row<LoopRun>]) -> Tail<Facts> {
+        let (cfg, c) = (&self.cfg, self.checked());
+        let base_rate = harm(base).amount;
+        let mut notes = vec![
+            format!(
+                "Forced check (the client's reset dropped by nftables, reconnect from port {FORCED_PORT}): {}.",
+                self.behaviour()
+            ),
+            format!(
+                "Baseline: {:.0} SYN resends per million connections; at the forced check's cost that is {:.1} ms of connect time per million connections.",
+                base_rate,
+                base_rate * c.forced.connect_us as f64 / 1e3
+            ),
+        ];
+        if let Some((server, client)) = self.cpus {
+            notes.push(format!(
+                "Each loop's server ran on CPU {server}, its client on CPU {client}: the race needs the two on different CPUs."
+            ));
+        }
+        Tail {
+            baseline_label: format!(
+                "connection per request with SO_LINGER 0 and TCP_NODELAY, the server closes first, {} loop(s), {} s",
+                cfg.concurrency,
+                cfg.duration_ms / 1000
+            ),
+            notes,
+            syn_ladder: None,
+            facts: Facts {
+                forced: c.forced.clone(),
+                loop_cpus: self.cpus.map(|(s, c)| [s, c]),
+                kernel_release: c.kernel.clone(),
+            },
+        }
+    }
+}
+
 /// `--remedies`: the SO_LINGER 0 loop, each selected remedy, and the forced check that names
 /// this kernel's behaviour, in fresh namespaces.
 pub fn remedies(
@@ -747,168 +971,5 @@ pub fn remedies(
     selected: &[String],
     stop: &AtomicBool,
 ) -> Result<Outcome<super::RemedyReport<Config, LoopRun, Facts>>> {
-    use crate::remedy::{self, Prediction, Tolerance};
-    let cpus = traffic::two_cpus();
-    let (base, mut namespaces, capture) = loop_run(
-        common,
-        cfg,
-        "",
-        "before: connection per request, SO_LINGER 0, TCP_NODELAY, server closes first",
-        true,
-        true,
-        cpus,
-        stop,
-    )?;
-    let (forced, ns, forced_trace) = forced_check(common)?;
-    namespaces.extend(ns);
-    let kernel = kernel_release();
-    let of = |r: &LoopRun| reproduction(r, &forced, &kernel);
-    let behaviour = match forced.behaviour {
-        ResendBehaviour::QuickResend => format!(
-            "this kernel resends the SYN within milliseconds of resetting the stale ACK, not on the 1 s SYN timer: a race cost the connect {:.1} ms",
-            forced.connect_us as f64 / 1e3
-        ),
-        ResendBehaviour::TimerResend => format!(
-            "this kernel resends the SYN on its 1 s timer after resetting the stale ACK: a race cost the connect {:.3} s",
-            forced.connect_us as f64 / 1e6
-        ),
-        ResendBehaviour::NotReproduced => {
-            "the forced stale ACK did not happen: the kernel's behaviour is unknown".to_string()
-        }
-        ResendBehaviour::Failed => "the forced reconnect failed".to_string(),
-    };
-    let base_rate = harm(&base).amount;
-    let mut rows = Vec::new();
-    for name in selected {
-        let tag = "r0";
-        match name.as_str() {
-            "graceful-close" => {}
-            other => {
-                return Err(crate::Error::invalid(
-                    format!("remedy {other}"),
-                    "not a stale-ack-race remedy",
-                ))
-            }
-        }
-        let (run, ns, _) = loop_run(
-            common,
-            cfg,
-            tag,
-            "graceful close (FIN) instead of SO_LINGER 0",
-            false,
-            false,
-            cpus,
-            stop,
-        )?;
-        namespaces.extend(ns);
-        let resolution = 1e6 / run.run.summary.connections_opened.max(1) as f64;
-        let prediction = Prediction::value(
-            "a FIN close keeps the client's port in LAST_ACK until the server has acknowledged it, and the server's TIME_WAIT takes a newer SYN (timestamps): only a reset (SO_LINGER 0) frees the port while the server still holds the old connection, so no SYN meets a stale ACK",
-            "0 SYN resends per million connections",
-            0.0,
-            "per million",
-            Tolerance::Absolute(0.0),
-            format!(
-                "one resend in this run is {resolution:.0} per million"
-            ),
-        );
-        let check = remedy::judge(
-            &run.run.label,
-            tcpdoctor_model::Pathology::StaleAckRace,
-            harm(&base),
-            &base.run.findings,
-            harm(&run),
-            &run.run.findings,
-        )
-        .with_trace(
-            base.run
-                .trace
-                .harm(tcpdoctor_model::Pathology::StaleAckRace),
-            run.run.trace.harm(tcpdoctor_model::Pathology::StaleAckRace),
-        )
-        .with_reproduction(&of(&run));
-        let override_verdict = (check.effect == remedy::Effect::NothingToFix).then(|| {
-            (
-                remedy::Verdict::NothingToFix,
-                format!(
-                    "the SO_LINGER 0 loop made {} connections without a stale ACK (0 per million; one would be {:.0} per million); {behaviour}",
-                    remedy::thousands(base.run.summary.connections_opened),
-                    1e6 / base.run.summary.connections_opened.max(1) as f64
-                ),
-            )
-        });
-        rows.push(remedy::row(remedy::Outcome {
-            remedy: name.clone(),
-            changes: "the client closes with a FIN (no SO_LINGER 0); the server still closes first"
-                .into(),
-            prediction: Ok(prediction),
-            measured: measured(&run),
-            check,
-            override_verdict,
-            disagreement_reason: None,
-            run,
-        }));
-    }
-    let mut notes = vec![
-        format!(
-            "Forced check (the client's reset dropped by nftables, reconnect from port {FORCED_PORT}): {behaviour}."
-        ),
-        format!(
-            "Baseline: {:.0} SYN resends per million connections; at the forced check's cost that is {:.1} ms of connect time per million connections.",
-            base_rate,
-            base_rate * forced.connect_us as f64 / 1e3
-        ),
-    ];
-    if let Some((server, client)) = cpus {
-        notes.push(format!(
-            "Each loop's server ran on CPU {server}, its client on CPU {client}: the race needs the two on different CPUs."
-        ));
-    }
-    let report = super::RemedyReport {
-        header: Header {
-            scenario: "stale-ack-race".into(),
-            run_id: std::process::id(),
-            subnet: common.subnet.to_string(),
-            namespaces,
-            capture,
-            trace: with_forced(
-                churn::traces(
-                    std::iter::once(&base)
-                        .chain(rows.iter().filter_map(|r| r.run.as_ref()))
-                        .map(|r| &r.run),
-                ),
-                forced_trace,
-            ),
-            diagnosed_by: DIAGNOSED_BY.map(String::from).to_vec(),
-            reproduction: super::remedy_reproductions(&base, &rows, of),
-        },
-        config: cfg.clone(),
-        facts: Facts {
-            forced: forced.clone(),
-            loop_cpus: cpus.map(|(s, c)| [s, c]),
-            kernel_release: kernel.clone(),
-        },
-        baseline_label: format!(
-            "connection per request with SO_LINGER 0 and TCP_NODELAY, the server closes first, {} loop(s), {} s",
-            cfg.concurrency,
-            cfg.duration_ms / 1000
-        ),
-        baseline_harm: harm(&base),
-        baseline_findings: base.run.findings.clone(),
-        baseline: base,
-        remedies: rows,
-        notes,
-        syn_ladder: None,
-    };
-    let remedied = report.remedied(
-        |r| r.run.findings.clone(),
-        |row| super::row_reproduction(row, of),
-    );
-    Ok(Outcome {
-        reproduction: report.header.reproduction.baseline().cloned(),
-        findings: report.baseline.run.findings.clone(),
-        interrupted: stop.load(Ordering::Relaxed),
-        remedied,
-        body: report,
-    })
+    driver::remedies(StaleAck::new(cfg.clone()), common, selected, stop)
 }

@@ -13,7 +13,7 @@ use tcpdoctor_probe::server::{Protocol, ServerConfig};
 use super::churn::{self, Pair, ProbeRun};
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::{Common, Header, Outcome};
-use crate::remedy::{Check, Harm, Measured, Prediction, Tolerance, Verdict};
+use crate::remedy::{Check, Harm, Measured, Prediction, Row, Tolerance, Verdict};
 use crate::reproduce::{Event, Reproduction, Reproductions};
 use crate::{naming, Error, Result};
 
@@ -436,7 +436,7 @@ impl Scenario for SynDrop {
         })
     }
 
-    fn tail(&self, base: &ProbeRun) -> Tail<super::NoFacts> {
+    fn tail(&self, base: &ProbeRun, _rows: &[Row<ProbeRun>]) -> Tail<super::NoFacts> {
         let (cfg, p) = (&self.0, self.p());
         let ladder = churn::ladder_cost(base, Some(p));
         let notes = vec![
