@@ -18,13 +18,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use tcpdoctor_model::Finding;
+use tcpdoctor_model::{Finding, Pathology};
 use tcpdoctor_probe::server::{Protocol, ServerConfig};
 use tcpdoctor_probe::CloseFirst;
 
 use super::churn::Pair;
+use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::{Common, Header, Outcome};
-use crate::remedy::{self, Check, Harm};
+use crate::remedy::{self, Check, Harm, Measured, Prediction, Tolerance, Verdict};
 use crate::reproduce::{Event, Reproduction, Reproductions};
 use crate::traffic::{self, ConnRecord, Outcome as ConnOutcome};
 use crate::{capture, diagnose, netns, Result};
@@ -537,176 +538,246 @@ pub fn rfc1337_failures(
 /// for the SYN ladder (1, 2, 3 s...) until TIME_WAIT ends, so the run stops waiting here.
 pub const RFC1337_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// `--remedies`: the baseline and each selected remedy in fresh namespaces.
-pub fn remedies(
-    common: &Common,
-    cfg: &Config,
-    selected: &[String],
-    stop: &AtomicBool,
-) -> Result<Outcome<super::RemedyReport<Config, Run>>> {
-    use crate::remedy::{Prediction, Tolerance, Verdict};
-    let base_v = Variant::baseline(cfg);
-    let (base, mut namespaces, capture) = one(common, cfg, &base_v, common.pcap.as_deref(), stop)?;
-    let n = base.connections.len() as u64;
-    let gap_ms = base_v.gap.as_millis();
-    let bytes = cfg.request_bytes as u64;
-    let mut ok_us: Vec<u64> = base
-        .connections
-        .iter()
-        .filter(|c| c.outcome == ConnOutcome::Ok)
-        .map(|c| c.total_us)
-        .collect();
-    ok_us.sort_unstable();
-    let conn = Duration::from_micros(ok_us.get(ok_us.len() / 2).copied().unwrap_or(0));
-    let window = Duration::from_nanos((bytes + 2) * ISN_TICK_NS);
-    // Reconnects that meet the old TIME_WAIT: each comes one connection plus the gap after
-    // the previous SYN, before the ISN clock passes the old sequence numbers.
-    let reuses = if collides(conn + base_v.gap, bytes) {
-        n.saturating_sub(1)
-    } else {
-        0
-    };
-    let rfc_failures = rfc1337_failures(n, conn, base_v.gap, RFC1337_CONNECT_TIMEOUT, bytes);
-    let mut rows = Vec::new();
-    let mut notes = vec![
-        format!(
-            "The baseline connects {n} times from port {CLIENT_PORT}, {gap_ms} ms after each connection ends (a connection took {:.1} ms), uploading {} bytes each time.",
-            conn.as_secs_f64() * 1e3,
-            crate::remedy::thousands(bytes)
-        ),
-        format!(
-            "The ISN advances one step per {ISN_TICK_NS} ns (secure_tcp_seq): a reconnect on the same 4-tuple within {} bytes x {ISN_TICK_NS} ns = {:.2} s of the previous SYN is still below the old sequence numbers, and without timestamps the server's TIME_WAIT takes it for an old duplicate: predicted {reuses} collisions, measured {} SYN resends.",
-            crate::remedy::thousands(bytes + 2),
-            window.as_secs_f64(),
-            base.syn_resends()
-        ),
-    ];
-    for (i, name) in selected.iter().enumerate() {
-        let tag: &'static str = ["r0", "r1", "r2", "r3"][i.min(3)];
-        let zero = |formula: &str, effect: &str| {
-            Ok(Prediction::value(
-                formula,
-                effect,
-                0.0,
-                "SYN resends and failed connects",
-                Tolerance::Absolute(0.0),
-                "a count: no noise",
-            ))
+/// The TIME_WAIT collision as `--remedies` drives it.
+pub struct Timewait(pub Config);
+
+/// What the baseline's measurement predicts: `n` connections of `conn` each (the median of
+/// those that completed), `gap` apart, each uploading `bytes`.
+struct Model {
+    n: u64,
+    conn: Duration,
+    gap: Duration,
+    bytes: u64,
+    /// How long after a SYN the ISN clock has not yet passed the old sequence numbers.
+    window: Duration,
+    /// Reconnects that meet the old TIME_WAIT.
+    reuses: u64,
+    /// Reconnects that fail with tcp_rfc1337=1.
+    rfc_failures: u64,
+}
+
+impl Timewait {
+    fn model(&self, base: &Run) -> Model {
+        let gap = Variant::baseline(&self.0).gap;
+        let n = base.connections.len() as u64;
+        let bytes = self.0.request_bytes as u64;
+        let mut ok_us: Vec<u64> = base
+            .connections
+            .iter()
+            .filter(|c| c.outcome == ConnOutcome::Ok)
+            .map(|c| c.total_us)
+            .collect();
+        ok_us.sort_unstable();
+        let conn = Duration::from_micros(ok_us.get(ok_us.len() / 2).copied().unwrap_or(0));
+        // Reconnects that meet the old TIME_WAIT: each comes one connection plus the gap
+        // after the previous SYN, before the ISN clock passes the old sequence numbers.
+        let reuses = if collides(conn + gap, bytes) {
+            n.saturating_sub(1)
+        } else {
+            0
         };
-        let (v, prediction, changes): (Variant, std::result::Result<Prediction, String>, String) =
-            match name.as_str() {
-                "timestamps" => (
-                    Variant {
-                        tag,
-                        label: "timestamps on".into(),
-                        timestamps: true,
-                        ..base_v.clone()
-                    },
-                    zero(
-                        &format!("TIME_WAIT takes a SYN whose timestamp is newer than the last one it saw (tcp_timewait_state_process, RFC 6191); the timestamp clock ticks every 1 ms and reconnects come {gap_ms} ms apart"),
-                        "every reconnect is accepted into the old TIME_WAIT: 0 SYN resends",
-                    ),
-                    "net.ipv4.tcp_timestamps=1 at both ends".into(),
+        Model {
+            n,
+            conn,
+            gap,
+            bytes,
+            window: Duration::from_nanos((bytes + 2) * ISN_TICK_NS),
+            reuses,
+            rfc_failures: rfc1337_failures(n, conn, gap, RFC1337_CONNECT_TIMEOUT, bytes),
+        }
+    }
+
+    /// Whether remedy `name` is the contrast run: the baseline already has tcp_rfc1337=0.
+    fn contrast(&self, name: &str) -> bool {
+        name == "rfc1337-off" && !self.0.rfc1337
+    }
+}
+
+impl Remedy<Variant> {
+    /// A remedy labelled as its variant.
+    fn of(variant: Variant, prediction: Prediction, changes: String) -> Remedy<Variant> {
+        Remedy {
+            label: variant.label.clone(),
+            variant,
+            prediction: Ok(prediction),
+            changes,
+        }
+    }
+}
+
+impl driver::Record for Run {
+    fn label(&self) -> &str {
+        &self.label
+    }
+    fn findings(&self) -> &[Finding] {
+        &self.findings
+    }
+    fn trace(&self) -> &crate::trace::RunTrace {
+        &self.trace
+    }
+}
+
+/// A prediction of `value` SYN resends and failed connects, exact.
+fn resends(formula: String, effect: &str, value: f64) -> Prediction {
+    Prediction::value(
+        formula,
+        effect,
+        value,
+        "SYN resends and failed connects",
+        Tolerance::Absolute(0.0),
+        "a count: no noise",
+    )
+}
+
+impl Scenario for Timewait {
+    type Config = Config;
+    type Run = Run;
+    type Variant = Variant;
+    type Facts = super::NoFacts;
+    const NAME: &'static str = "timewait-collision";
+    const PATHOLOGY: Pathology = Pathology::TimeWaitCollision;
+    const DIAGNOSED_BY: &'static [&'static str] = &DIAGNOSED_BY;
+
+    fn config(&self) -> &Config {
+        &self.0
+    }
+
+    fn baseline(&self) -> (String, Variant) {
+        let v = Variant::baseline(&self.0);
+        (v.label.clone(), v)
+    }
+
+    fn run(
+        &self,
+        common: &Common,
+        tag: &'static str,
+        label: &str,
+        v: &Variant,
+        stop: &AtomicBool,
+    ) -> Result<Ran<Run>> {
+        let v = Variant {
+            tag,
+            label: label.to_string(),
+            ..v.clone()
+        };
+        let dest = if tag.is_empty() {
+            common.pcap.as_deref()
+        } else {
+            None
+        };
+        let (run, namespaces, capture) = one(common, &self.0, &v, dest, stop)?;
+        Ok(Ran {
+            run,
+            namespaces,
+            capture,
+        })
+    }
+
+    fn harm(&self, run: &Run) -> Harm {
+        harm(run)
+    }
+
+    fn reproduction(&self, run: &Run) -> Reproduction {
+        reproduction(run)
+    }
+
+    fn remedy(&mut self, name: &str, base: &Run) -> Result<Remedy<Variant>> {
+        let m = self.model(base);
+        let base_v = Variant::baseline(&self.0);
+        let gap_ms = m.gap.as_millis();
+        Ok(match name {
+            "timestamps" => Remedy::of(
+                Variant {
+                    label: "timestamps on".into(),
+                    timestamps: true,
+                    ..base_v
+                },
+                resends(
+                    format!("TIME_WAIT takes a SYN whose timestamp is newer than the last one it saw (tcp_timewait_state_process, RFC 6191); the timestamp clock ticks every 1 ms and reconnects come {gap_ms} ms apart"),
+                    "every reconnect is accepted into the old TIME_WAIT: 0 SYN resends",
+                    0.0,
                 ),
-                "rfc1337-off" if !cfg.rfc1337 => (
-                    // The baseline already runs tcp_rfc1337=0: measure what it saves by
-                    // running the same collisions with 1.
-                    Variant {
-                        tag,
-                        label: "contrast: tcp_rfc1337=1".into(),
-                        rfc1337: true,
-                        connect_timeout: RFC1337_CONNECT_TIMEOUT,
-                        ..base_v.clone()
-                    },
-                    Ok(Prediction::value(
-                        format!("with tcp_rfc1337=1 the server ignores the client's reset in TIME_WAIT (RFC 1337): a colliding SYN meets the old ACK on every retransmission, so the connect waits out the {} s timeout; the next reconnect comes {:.1} s later, after the ISN clock passed the old sequence numbers ({:.2} s): {rfc_failures} of {} reconnects fail", RFC1337_CONNECT_TIMEOUT.as_secs(), RFC1337_CONNECT_TIMEOUT.as_secs_f64(), window.as_secs_f64(), n.saturating_sub(1)),
-                        "already in effect in the baseline (tcp_rfc1337=0 lets the reset end TIME_WAIT); the contrast run with 1 shows what it saves",
-                        rfc_failures as f64,
-                        "failed connects",
-                        Tolerance::Absolute(0.0),
-                        "a count: no noise",
-                    )),
-                    "none (the baseline has net.ipv4.tcp_rfc1337=0); contrast run with net.ipv4.tcp_rfc1337=1 on the server".into(),
+                "net.ipv4.tcp_timestamps=1 at both ends".into(),
+            ),
+            "rfc1337-off" if self.contrast(name) => Remedy::of(
+                // The baseline already runs tcp_rfc1337=0: measure what it saves by running
+                // the same collisions with 1.
+                Variant {
+                    label: "contrast: tcp_rfc1337=1".into(),
+                    rfc1337: true,
+                    connect_timeout: RFC1337_CONNECT_TIMEOUT,
+                    ..base_v
+                },
+                Prediction::value(
+                    format!("with tcp_rfc1337=1 the server ignores the client's reset in TIME_WAIT (RFC 1337): a colliding SYN meets the old ACK on every retransmission, so the connect waits out the {} s timeout; the next reconnect comes {:.1} s later, after the ISN clock passed the old sequence numbers ({:.2} s): {} of {} reconnects fail", RFC1337_CONNECT_TIMEOUT.as_secs(), RFC1337_CONNECT_TIMEOUT.as_secs_f64(), m.window.as_secs_f64(), m.rfc_failures, m.n.saturating_sub(1)),
+                    "already in effect in the baseline (tcp_rfc1337=0 lets the reset end TIME_WAIT); the contrast run with 1 shows what it saves",
+                    m.rfc_failures as f64,
+                    "failed connects",
+                    Tolerance::Absolute(0.0),
+                    "a count: no noise",
                 ),
-                "rfc1337-off" => (
-                    Variant {
-                        tag,
-                        label: "tcp_rfc1337=0".into(),
-                        rfc1337: false,
-                        connect_timeout: RFC1337_CONNECT_TIMEOUT,
-                        ..base_v.clone()
-                    },
-                    Ok(Prediction::value(
-                        format!("the client's reset ends the server's TIME_WAIT (tcp_rfc1337=0): each of the {reuses} colliding reconnects resends its SYN once, within milliseconds on this kernel, and none fails"),
-                        "the collisions remain but cost a SYN resend each instead of a stalled connect",
-                        reuses as f64,
-                        "SYN resends and failed connects",
-                        Tolerance::Absolute(0.0),
-                        "a count: no noise",
-                    )),
-                    "net.ipv4.tcp_rfc1337=0 on the server".into(),
+                "none (the baseline has net.ipv4.tcp_rfc1337=0); contrast run with net.ipv4.tcp_rfc1337=1 on the server".into(),
+            ),
+            "rfc1337-off" => Remedy::of(
+                Variant {
+                    label: "tcp_rfc1337=0".into(),
+                    rfc1337: false,
+                    connect_timeout: RFC1337_CONNECT_TIMEOUT,
+                    ..base_v
+                },
+                resends(
+                    format!("the client's reset ends the server's TIME_WAIT (tcp_rfc1337=0): each of the {} colliding reconnects resends its SYN once, within milliseconds on this kernel, and none fails", m.reuses),
+                    "the collisions remain but cost a SYN resend each instead of a stalled connect",
+                    m.reuses as f64,
                 ),
-                "ephemeral-port" => (
-                    Variant {
-                        tag,
-                        label: "a new ephemeral port per connection".into(),
-                        fixed_port: false,
-                        ..base_v.clone()
-                    },
-                    zero(
-                        "a new local port each time gives a new 4-tuple: no TIME_WAIT to meet",
-                        "0 SYN resends",
-                    ),
-                    format!("the client lets connect() pick its port instead of binding {CLIENT_PORT}"),
+                "net.ipv4.tcp_rfc1337=0 on the server".into(),
+            ),
+            "ephemeral-port" => Remedy::of(
+                Variant {
+                    label: "a new ephemeral port per connection".into(),
+                    fixed_port: false,
+                    ..base_v
+                },
+                resends(
+                    "a new local port each time gives a new 4-tuple: no TIME_WAIT to meet".into(),
+                    "0 SYN resends",
+                    0.0,
                 ),
-                "client-closes-first" => (
-                    Variant {
-                        tag,
-                        label: "client closes first".into(),
-                        close_first: CloseFirst::Client,
-                        ..base_v.clone()
-                    },
-                    Ok(Prediction::value(
-                        format!("TIME_WAIT moves to the client: the server has none to collide with, but the fixed 4-tuple sits in the client's own TIME_WAIT for 60 s, and tcp_tw_reuse cannot reuse it without timestamps: each of the {} reconnects fails with EADDRNOTAVAIL", n.saturating_sub(1)),
-                        "no collision at the server; every reconnect fails at the client",
-                        n.saturating_sub(1) as f64,
-                        "SYN resends and failed connects",
-                        Tolerance::Absolute(0.0),
-                        "a count: no noise",
-                    )),
-                    "the client closes each connection first (the server after it)".into(),
+                format!("the client lets connect() pick its port instead of binding {CLIENT_PORT}"),
+            ),
+            "client-closes-first" => Remedy::of(
+                Variant {
+                    label: "client closes first".into(),
+                    close_first: CloseFirst::Client,
+                    ..base_v
+                },
+                resends(
+                    format!("TIME_WAIT moves to the client: the server has none to collide with, but the fixed 4-tuple sits in the client's own TIME_WAIT for 60 s, and tcp_tw_reuse cannot reuse it without timestamps: each of the {} reconnects fails with EADDRNOTAVAIL", m.n.saturating_sub(1)),
+                    "no collision at the server; every reconnect fails at the client",
+                    m.n.saturating_sub(1) as f64,
                 ),
-                other => {
-                    return Err(crate::Error::invalid(
-                        format!("remedy {other}"),
-                        "not a timewait-collision remedy",
-                    ))
-                }
-            };
-        let (run, ns, _) = one(common, cfg, &v, None, stop)?;
-        namespaces.extend(ns);
-        let check = remedy::judge(
-            &run.label,
-            tcpdoctor_model::Pathology::TimeWaitCollision,
-            harm(&base),
-            &base.findings,
-            harm(&run),
-            &run.findings,
-        )
-        .with_trace(
-            base.trace
-                .harm(tcpdoctor_model::Pathology::TimeWaitCollision),
-            run.trace
-                .harm(tcpdoctor_model::Pathology::TimeWaitCollision),
-        )
-        .with_reproduction(&reproduction(&run));
-        let contrast = name == "rfc1337-off" && !cfg.rfc1337;
-        let value = if contrast {
+                "the client closes each connection first (the server after it)".into(),
+            ),
+            other => return Err(driver::unknown(other, "a timewait-collision")),
+        })
+    }
+
+    fn measured(&self, name: &str, run: &Run, _base: &Run) -> Measured {
+        run.measured(if self.contrast(name) {
             run.failed() as f64
         } else {
-            harm(&run).amount
-        };
-        let override_verdict = if contrast {
+            harm(run).amount
+        })
+    }
+
+    fn override_verdict(
+        &self,
+        name: &str,
+        _check: &Check,
+        run: &Run,
+        base: &Run,
+    ) -> Option<(Verdict, String)> {
+        if self.contrast(name) {
             Some(if run.failed() + run.slow_connects > 0 {
                 (
                     Verdict::Works,
@@ -740,64 +811,54 @@ pub fn remedies(
             ))
         } else {
             None
-        };
-        rows.push(remedy::row(remedy::Outcome {
-            remedy: name.clone(),
-            changes,
-            prediction,
-            measured: run.measured(value),
-            check,
-            override_verdict,
-            disagreement_reason: None,
-            run,
-        }));
+        }
     }
-    if !selected.is_empty() {
-        notes.push(format!(
-            "Harm counted per run: SYN resends (client TcpExtTCPSynRetrans) plus failed connects; the baseline measured {}.",
-            harm(&base)
-        ));
-    }
-    let report = super::RemedyReport {
-        header: Header {
-            scenario: "timewait-collision".into(),
-            run_id: std::process::id(),
-            subnet: common.subnet.to_string(),
-            namespaces,
-            capture,
-            trace: crate::trace::LabTrace::of(
-                std::iter::once(&base)
-                    .chain(rows.iter().filter_map(|r| r.run.as_ref()))
-                    .map(|r| r.trace.clone())
-                    .collect(),
+
+    fn tail(&self, base: &Run, rows: &[remedy::Row<Run>]) -> Tail<super::NoFacts> {
+        let m = self.model(base);
+        let mut notes = vec![
+            format!(
+                "The baseline connects {} times from port {CLIENT_PORT}, {} ms after each connection ends (a connection took {:.1} ms), uploading {} bytes each time.",
+                m.n,
+                m.gap.as_millis(),
+                m.conn.as_secs_f64() * 1e3,
+                crate::remedy::thousands(m.bytes)
             ),
-            diagnosed_by: DIAGNOSED_BY.map(String::from).to_vec(),
-            reproduction: super::remedy_reproductions(&base, &rows, reproduction),
-        },
-        config: cfg.clone(),
-        facts: super::NoFacts {},
-        baseline_label: format!(
-            "{n} reconnects from one source port, timestamps off, server closes first{}",
-            if cfg.rfc1337 { ", tcp_rfc1337=1" } else { "" }
-        ),
-        baseline_harm: harm(&base),
-        baseline_findings: base.findings.clone(),
-        baseline: base,
-        remedies: rows,
-        notes,
-        syn_ladder: None,
-    };
-    let remedied = report.remedied(
-        |r| r.findings.clone(),
-        |row| super::row_reproduction(row, reproduction),
-    );
-    Ok(Outcome {
-        reproduction: report.header.reproduction.baseline().cloned(),
-        findings: report.baseline.findings.clone(),
-        interrupted: stop.load(Ordering::Relaxed),
-        remedied,
-        body: report,
-    })
+            format!(
+                "The ISN advances one step per {ISN_TICK_NS} ns (secure_tcp_seq): a reconnect on the same 4-tuple within {} bytes x {ISN_TICK_NS} ns = {:.2} s of the previous SYN is still below the old sequence numbers, and without timestamps the server's TIME_WAIT takes it for an old duplicate: predicted {} collisions, measured {} SYN resends.",
+                crate::remedy::thousands(m.bytes + 2),
+                m.window.as_secs_f64(),
+                m.reuses,
+                base.syn_resends()
+            ),
+        ];
+        if !rows.is_empty() {
+            notes.push(format!(
+                "Harm counted per run: SYN resends (client TcpExtTCPSynRetrans) plus failed connects; the baseline measured {}.",
+                harm(base)
+            ));
+        }
+        let baseline_label = format!(
+            "{} reconnects from one source port, timestamps off, server closes first{}",
+            m.n,
+            if self.0.rfc1337 {
+                ", tcp_rfc1337=1"
+            } else {
+                ""
+            }
+        );
+        Tail::new(baseline_label, notes)
+    }
+}
+
+/// `--remedies`: the baseline and each selected remedy in fresh namespaces.
+pub fn remedies(
+    common: &Common,
+    cfg: &Config,
+    selected: &[String],
+    stop: &AtomicBool,
+) -> Result<Outcome<super::RemedyReport<Config, Run>>> {
+    driver::remedies(Timewait(cfg.clone()), common, selected, stop)
 }
 
 #[cfg(test)]
