@@ -230,7 +230,7 @@ impl Scenario for AcceptOverflow {
     }
 
     fn run(
-        &self,
+        &mut self,
         common: &Common,
         tag: &'static str,
         label: &str,

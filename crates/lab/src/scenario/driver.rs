@@ -108,9 +108,9 @@ pub trait Scenario {
     fn baseline(&self) -> (String, Self::Variant);
 
     /// Runs one variant in fresh namespaces tagged `tag` (`""`: the baseline, which saves
-    /// the capture `common` asks for).
+    /// the capture `common` asks for, and may keep what it measured of its namespaces).
     fn run(
-        &self,
+        &mut self,
         common: &Common,
         tag: &'static str,
         label: &str,
@@ -151,6 +151,7 @@ pub trait Scenario {
     fn override_verdict(
         &self,
         _name: &str,
+        _variant: &Self::Variant,
         _check: &Check,
         _run: &Self::Run,
         _base: &Self::Run,
@@ -256,6 +257,12 @@ fn row<S: Scenario>(
     run: S::Run,
     base: &S::Run,
 ) -> remedy::Row<S::Run> {
+    let Remedy {
+        variant,
+        prediction,
+        changes,
+        ..
+    } = r;
     let p = S::PATHOLOGY;
     let check = remedy::judge(
         run.label(),
@@ -269,10 +276,10 @@ fn row<S: Scenario>(
     .with_reproduction(&s.reproduction(&run));
     remedy::row(remedy::Outcome {
         remedy: name.to_string(),
-        changes: r.changes,
-        prediction: s.complete(name, r.prediction, &run),
+        changes,
+        prediction: s.complete(name, prediction, &run),
         measured: s.measured(name, &run, base),
-        override_verdict: s.override_verdict(name, &check, &run, base),
+        override_verdict: s.override_verdict(name, &variant, &check, &run, base),
         disagreement_reason: s.disagreement_reason(name, &run),
         check,
         run,

@@ -10,13 +10,14 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tcpdoctor_model::PortRange;
+use tcpdoctor_model::{Pathology, PortRange};
 use tcpdoctor_probe::server::{Protocol, ServerConfig};
 use tcpdoctor_probe::{CloseFirst, Mode};
 
 use super::churn::{self, Pair, ProbeRun};
+use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::{Common, Header, Outcome};
-use crate::remedy::{Check, Harm};
+use crate::remedy::{thousands, Check, Harm, Measured, Prediction, Row, Tolerance, Verdict};
 use crate::reproduce::{Event, Reproduction, Reproductions};
 use crate::{netns, Result};
 
@@ -141,7 +142,7 @@ fn measured_steady(run: &ProbeRun) -> Option<f64> {
 
 /// One way of running the client: what the baseline does, or a remedy.
 #[derive(Clone, Debug)]
-struct Variant {
+pub struct Variant {
     /// Namespace tag (`""` for the baseline, which may be captured).
     tag: &'static str,
     label: String,
@@ -413,13 +414,6 @@ impl PortRun {
         Harm::count(self.eaddrnotavail, "connects failed with EADDRNOTAVAIL")
     }
 
-    /// The harm as the trace of this run counted it (the trace is the first probe's).
-    fn trace_harm(&self) -> Option<Harm> {
-        self.probes
-            .first()
-            .and_then(|p| p.trace.harm(tcpdoctor_model::Pathology::PortExhaustion))
-    }
-
     /// Whether this run reproduced port exhaustion: [`reproduction`] over its probes (the
     /// trace is the first probe's).
     fn reproduction(&self) -> Reproduction {
@@ -491,218 +485,305 @@ fn demand_per_s(base: &ProbeRun) -> f64 {
     }
 }
 
-/// `--remedies`: the baseline and each selected remedy in fresh namespaces.
-pub fn remedies(
-    common: &Common,
-    cfg: &Config,
-    selected: &[String],
-    stop: &AtomicBool,
-) -> Result<Outcome<super::RemedyReport<Config, PortRun, Facts>>> {
-    use crate::remedy::{self, Prediction, Tolerance, Verdict};
-    let base_v = Variant::baseline(cfg);
-    let ((runs, mut namespaces, capture), reuse_delay_ms) =
-        run_variant_with(common, cfg, &base_v, stop)?;
-    let base = PortRun::of(runs, cfg.ports, 1);
-    let base_probe = &base.probes[0];
-    let p = f64::from(cfg.ports.len());
-    let d_s = cfg.duration_ms as f64 / 1000.0;
-    let tw_s = tcpdoctor_host::sysctl::TIME_WAIT.as_secs_f64();
-    let demand = demand_per_s(base_probe);
-    // The reuse delay of this kernel (net.ipv4.tcp_tw_reuse_delay, 6.13 and later), else
-    // the one second older kernels wait (the timestamp clock's second, tcp_twsk_unique).
-    let delay_ms = reuse_delay_ms.unwrap_or(1000);
-    let delay_s = delay_ms as f64 / 1000.0;
-    let mut notes = vec![
-        format!(
-            "Demand: {demand:.0} new connections/s to one destination ({} connects before the first EADDRNOTAVAIL, the probe's start-up included: a lower bound).",
-            base_probe
-                .summary
-                .errors
-                .iter()
-                .find(|e| e.errno == "EADDRNOTAVAIL")
-                .map(|e| e.ok_before_first)
-                .unwrap_or(base.connections_opened)
-        ),
-        format!(
-            "TIME_WAIT lasts {tw_s:.0} s (TCP_TIMEWAIT_LEN): {p:.0} ports sustain {:.2} new connections/s to one destination.",
-            p / tw_s
-        ),
-        format!(
-            "tcp_tw_reuse=1 lets a connect reuse a TIME_WAIT port {delay_ms} ms after the last timestamp received on it (net.ipv4.tcp_tw_reuse_delay; measured here: 1.001-1.012 s), and only when both ends sent timestamps."
-        ),
-    ];
-    let mut rows = Vec::new();
-    for (i, name) in selected.iter().enumerate() {
-        let tag: &'static str = ["r0", "r1", "r2", "r3", "r4", "r5"][i.min(5)];
-        let (v, prediction, changes): (Variant, std::result::Result<Prediction, String>, String) =
-            match name.as_str() {
-                "keep-alive" => (
-                    Variant {
-                        tag,
-                        label: "keep-alive: one connection per worker".into(),
-                        mode: Mode::Rr,
-                        ..base_v.clone()
-                    },
-                    Ok(Prediction::value(
-                        format!(
-                            "{} workers x 1 connection = {} local ports held for the whole run, of {p:.0}",
-                            cfg.concurrency, cfg.concurrency
-                        ),
-                        "no connect after the first per worker: 0 EADDRNOTAVAIL",
-                        0.0,
-                        "EADDRNOTAVAIL",
-                        Tolerance::Absolute(0.0),
-                        "a count: no noise",
-                    )),
-                    "requests reuse their connection (probe rr mode) instead of one connection each".into(),
+/// Port exhaustion as `--remedies` drives it.
+pub struct PortExhaustion {
+    cfg: Config,
+    /// `net.ipv4.tcp_tw_reuse_delay` of the baseline's client namespace, once it ran.
+    reuse_delay_ms: Option<u64>,
+}
+
+/// The baseline's arithmetic the predictions rest on.
+struct Budget {
+    /// Ports of the client's range.
+    p: f64,
+    /// The run's length, s.
+    d_s: f64,
+    /// TIME_WAIT, s.
+    tw_s: f64,
+    /// Connects per second the client asks for ([`demand_per_s`]).
+    demand: f64,
+    /// The reuse delay of this kernel (net.ipv4.tcp_tw_reuse_delay, 6.13 and later), else
+    /// the one second older kernels wait (the timestamp clock's second, tcp_twsk_unique).
+    delay_ms: u64,
+    delay_s: f64,
+}
+
+impl PortExhaustion {
+    pub fn new(cfg: Config) -> PortExhaustion {
+        PortExhaustion {
+            cfg,
+            reuse_delay_ms: None,
+        }
+    }
+
+    fn budget(&self, base: &PortRun) -> Budget {
+        let delay_ms = self.reuse_delay_ms.unwrap_or(1000);
+        Budget {
+            p: f64::from(self.cfg.ports.len()),
+            d_s: self.cfg.duration_ms as f64 / 1000.0,
+            tw_s: tcpdoctor_host::sysctl::TIME_WAIT.as_secs_f64(),
+            demand: demand_per_s(&base.probes[0]),
+            delay_ms,
+            delay_s: delay_ms as f64 / 1000.0,
+        }
+    }
+}
+
+impl Remedy<Variant> {
+    /// A remedy labelled as its variant.
+    fn of(variant: Variant, prediction: Prediction, changes: String) -> Remedy<Variant> {
+        Remedy {
+            label: variant.label.clone(),
+            variant,
+            prediction: Ok(prediction),
+            changes,
+        }
+    }
+}
+
+/// A prediction of 0 EADDRNOTAVAIL.
+fn none_fail(formula: String, effect: &str) -> Prediction {
+    Prediction::value(
+        formula,
+        effect,
+        0.0,
+        "EADDRNOTAVAIL",
+        Tolerance::Absolute(0.0),
+        "a count: no noise",
+    )
+}
+
+impl driver::Record for PortRun {
+    fn label(&self) -> &str {
+        &self.label
+    }
+    fn findings(&self) -> &[tcpdoctor_model::Finding] {
+        &self.findings
+    }
+    /// The first probe's trace (a run has a probe per destination, at least one).
+    fn trace(&self) -> &crate::trace::RunTrace {
+        &self.probes[0].trace
+    }
+}
+
+impl Scenario for PortExhaustion {
+    type Config = Config;
+    type Run = PortRun;
+    type Variant = Variant;
+    type Facts = Facts;
+    const NAME: &'static str = "port-exhaustion";
+    const PATHOLOGY: Pathology = Pathology::PortExhaustion;
+    const DIAGNOSED_BY: &'static [&'static str] = &DIAGNOSED_BY;
+
+    fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    fn baseline(&self) -> (String, Variant) {
+        let v = Variant::baseline(&self.cfg);
+        (v.label.clone(), v)
+    }
+
+    fn run(
+        &mut self,
+        common: &Common,
+        tag: &'static str,
+        label: &str,
+        v: &Variant,
+        stop: &AtomicBool,
+    ) -> Result<Ran<PortRun>> {
+        let v = Variant {
+            tag,
+            label: label.to_string(),
+            ..v.clone()
+        };
+        let ((probes, namespaces, capture), reuse_delay_ms) =
+            run_variant_with(common, &self.cfg, &v, stop)?;
+        if tag.is_empty() {
+            self.reuse_delay_ms = reuse_delay_ms;
+        }
+        Ok(Ran {
+            run: PortRun::of(probes, v.ports, v.destinations),
+            namespaces,
+            capture,
+        })
+    }
+
+    fn harm(&self, run: &PortRun) -> Harm {
+        run.harm()
+    }
+
+    fn reproduction(&self, run: &PortRun) -> Reproduction {
+        run.reproduction()
+    }
+
+    fn remedy(&mut self, name: &str, base: &PortRun) -> Result<Remedy<Variant>> {
+        let Budget {
+            p,
+            d_s,
+            tw_s,
+            demand,
+            delay_s,
+            ..
+        } = self.budget(base);
+        let cfg = &self.cfg;
+        let base_v = Variant::baseline(cfg);
+        Ok(match name {
+            "keep-alive" => Remedy::of(
+                Variant {
+                    label: "keep-alive: one connection per worker".into(),
+                    mode: Mode::Rr,
+                    ..base_v
+                },
+                none_fail(
+                    format!(
+                        "{} workers x 1 connection = {} local ports held for the whole run, of {p:.0}",
+                        cfg.concurrency, cfg.concurrency
+                    ),
+                    "no connect after the first per worker: 0 EADDRNOTAVAIL",
                 ),
-                "tw-reuse" => (
-                    Variant {
-                        tag,
-                        label: "tcp_tw_reuse=1".into(),
-                        tw_reuse: 1,
-                        ..base_v.clone()
+                "requests reuse their connection (probe rr mode) instead of one connection each".into(),
+            ),
+            "tw-reuse" => Remedy::of(
+                Variant {
+                    label: "tcp_tw_reuse=1".into(),
+                    tw_reuse: 1,
+                    ..base_v
+                },
+                Prediction::value(
+                    format!(
+                        "{p:.0} ports / {delay_s:.3} s (tcp_tw_reuse_delay) = {:.0} connects/s, against a demand of {demand:.0}/s",
+                        p / delay_s
+                    ),
+                    if demand > p / delay_s {
+                        "connects succeed at the budget's rate; the rest still fail"
+                    } else {
+                        "every connect succeeds"
                     },
-                    Ok(Prediction::value(
+                    (p / delay_s).min(demand),
+                    "connects/s",
+                    Tolerance::Relative(0.2),
+                    "ports come back on a 1 ms clock, a run's first and last second are partial",
+                ),
+                "net.ipv4.tcp_tw_reuse=1 in the client namespace (timestamps on at both ends)".into(),
+            ),
+            "tw-reuse-no-timestamps" => Remedy::of(
+                Variant {
+                    label: "tcp_tw_reuse=1, timestamps off".into(),
+                    tw_reuse: 1,
+                    timestamps: false,
+                    ..base_v
+                },
+                Prediction::value(
+                    format!(
+                        "no timestamp in TIME_WAIT: no reuse before {tw_s:.0} s, so {p:.0} connects per {tw_s:.0} s, as the baseline"
+                    ),
+                    "no effect: the range is spent once, then EADDRNOTAVAIL",
+                    p.min(demand * d_s),
+                    "connections",
+                    Tolerance::Absolute(0.0),
+                    "a count: no noise",
+                ),
+                "net.ipv4.tcp_tw_reuse=1 with net.ipv4.tcp_timestamps=0 at both ends".into(),
+            ),
+            "wider-range" => {
+                let wide = f64::from(WIDE_RANGE.len());
+                Remedy::of(
+                    Variant {
+                        label: format!("ip_local_port_range {WIDE_RANGE}"),
+                        ports: WIDE_RANGE,
+                        ..base_v
+                    },
+                    Prediction::value(
                         format!(
-                            "{p:.0} ports / {delay_s:.3} s (tcp_tw_reuse_delay) = {:.0} connects/s, against a demand of {demand:.0}/s",
-                            p / delay_s
+                            "{wide:.0} ports / {demand:.0} connects/s = {:.1} s before the first EADDRNOTAVAIL, so max(0, {demand:.0}/s x {d_s:.0} s - {wide:.0}) = {:.0} failures in this run; sustainable {wide:.0} / {tw_s:.0} s = {:.0}/s",
+                            wide / demand,
+                            (demand * d_s - wide).max(0.0),
+                            wide / tw_s
                         ),
-                        if demand > p / delay_s {
-                            "connects succeed at the budget's rate; the rest still fail"
+                        if wide / demand > d_s {
+                            "no EADDRNOTAVAIL within this run; exhaustion postponed, not avoided, while the rate exceeds the sustainable one"
                         } else {
-                            "every connect succeeds"
+                            "exhaustion postponed, not avoided"
                         },
-                        (p / delay_s).min(demand),
-                        "connects/s",
-                        Tolerance::Relative(0.2),
-                        "ports come back on a 1 ms clock, a run's first and last second are partial",
-                    )),
-                    "net.ipv4.tcp_tw_reuse=1 in the client namespace (timestamps on at both ends)".into(),
-                ),
-                "tw-reuse-no-timestamps" => (
-                    Variant {
-                        tag,
-                        label: "tcp_tw_reuse=1, timestamps off".into(),
-                        tw_reuse: 1,
-                        timestamps: false,
-                        ..base_v.clone()
-                    },
-                    Ok(Prediction::value(
-                        format!(
-                            "no timestamp in TIME_WAIT: no reuse before {tw_s:.0} s, so {p:.0} connects per {tw_s:.0} s, as the baseline"
-                        ),
-                        "no effect: the range is spent once, then EADDRNOTAVAIL",
-                        p.min(demand * d_s),
-                        "connections",
-                        Tolerance::Absolute(0.0),
-                        "a count: no noise",
-                    )),
-                    "net.ipv4.tcp_tw_reuse=1 with net.ipv4.tcp_timestamps=0 at both ends".into(),
-                ),
-                "wider-range" => {
-                    let wide = f64::from(WIDE_RANGE.len());
-                    (
-                        Variant {
-                            tag,
-                            label: format!("ip_local_port_range {WIDE_RANGE}"),
-                            ports: WIDE_RANGE,
-                            ..base_v.clone()
-                        },
-                        Ok(Prediction::value(
-                            format!(
-                                "{wide:.0} ports / {demand:.0} connects/s = {:.1} s before the first EADDRNOTAVAIL, so max(0, {demand:.0}/s x {d_s:.0} s - {wide:.0}) = {:.0} failures in this run; sustainable {wide:.0} / {tw_s:.0} s = {:.0}/s",
-                                wide / demand,
-                                (demand * d_s - wide).max(0.0),
-                                wide / tw_s
-                            ),
-                            if wide / demand > d_s {
-                                "no EADDRNOTAVAIL within this run; exhaustion postponed, not avoided, while the rate exceeds the sustainable one"
-                            } else {
-                                "exhaustion postponed, not avoided"
-                            },
-                            (demand * d_s - wide).max(0.0).round(),
-                            "EADDRNOTAVAIL",
-                            Tolerance::Relative(0.35),
-                            "the demand is read from the baseline's first connects (a lower bound: they include the probe's start); crr rates vary by about a third between runs here",
-                        )),
-                        format!("net.ipv4.ip_local_port_range = {WIDE_RANGE} ({wide:.0} ports) in the client namespace"),
-                    )
-                }
-                "more-destinations" => {
-                    let k = f64::from(DESTINATIONS);
-                    (
-                        Variant {
-                            tag,
-                            label: format!("{DESTINATIONS} destination ports"),
-                            destinations: DESTINATIONS,
-                            ..base_v.clone()
-                        },
-                        Ok(Prediction::value(
-                            format!(
-                                "{DESTINATIONS} destinations x {p:.0} ports = {:.0} connections before exhaustion (a 4-tuple per destination); sustainable {:.2}/s",
-                                k * p,
-                                k * p / tw_s
-                            ),
-                            "the range lasts 4 times as long; exhaustion is postponed, not avoided",
-                            (k * p).min(demand * d_s),
-                            "connections",
-                            Tolerance::Relative(0.05),
-                            "a count; one port per destination may stay busy at the end",
-                        )),
-                        format!(
-                            "the server listens on {DESTINATIONS} ports ({}-{}); {DESTINATIONS} clients, one per port, {} worker(s) each",
-                            crate::traffic::SERVER_PORT,
-                            crate::traffic::SERVER_PORT + DESTINATIONS - 1,
-                            (cfg.concurrency / usize::from(DESTINATIONS)).max(1)
-                        ),
-                    )
-                }
-                "server-closes-first" => (
-                    Variant {
-                        tag,
-                        label: "server closes first".into(),
-                        close_first: CloseFirst::Server,
-                        ..base_v.clone()
-                    },
-                    Ok(Prediction::value(
-                        "TIME_WAIT moves to the server; a client port is free once its FIN is acknowledged, and the server takes a newer SYN into its TIME_WAIT (timestamps, tcp_timewait_state_process)",
-                        "0 EADDRNOTAVAIL",
-                        0.0,
+                        (demand * d_s - wide).max(0.0).round(),
                         "EADDRNOTAVAIL",
-                        Tolerance::Absolute(0.0),
-                        "a count: no noise",
-                    )),
-                    "the server closes each connection first (client closes after it)".into(),
+                        Tolerance::Relative(0.35),
+                        "the demand is read from the baseline's first connects (a lower bound: they include the probe's start); crr rates vary by about a third between runs here",
+                    ),
+                    format!("net.ipv4.ip_local_port_range = {WIDE_RANGE} ({wide:.0} ports) in the client namespace"),
+                )
+            }
+            "more-destinations" => {
+                let k = f64::from(DESTINATIONS);
+                Remedy::of(
+                    Variant {
+                        label: format!("{DESTINATIONS} destination ports"),
+                        destinations: DESTINATIONS,
+                        ..base_v
+                    },
+                    Prediction::value(
+                        format!(
+                            "{DESTINATIONS} destinations x {p:.0} ports = {:.0} connections before exhaustion (a 4-tuple per destination); sustainable {:.2}/s",
+                            k * p,
+                            k * p / tw_s
+                        ),
+                        "the range lasts 4 times as long; exhaustion is postponed, not avoided",
+                        (k * p).min(demand * d_s),
+                        "connections",
+                        Tolerance::Relative(0.05),
+                        "a count; one port per destination may stay busy at the end",
+                    ),
+                    format!(
+                        "the server listens on {DESTINATIONS} ports ({}-{}); {DESTINATIONS} clients, one per port, {} worker(s) each",
+                        crate::traffic::SERVER_PORT,
+                        crate::traffic::SERVER_PORT + DESTINATIONS - 1,
+                        (cfg.concurrency / usize::from(DESTINATIONS)).max(1)
+                    ),
+                )
+            }
+            "server-closes-first" => Remedy::of(
+                Variant {
+                    label: "server closes first".into(),
+                    close_first: CloseFirst::Server,
+                    ..base_v
+                },
+                none_fail(
+                    "TIME_WAIT moves to the server; a client port is free once its FIN is acknowledged, and the server takes a newer SYN into its TIME_WAIT (timestamps, tcp_timewait_state_process)".into(),
+                    "0 EADDRNOTAVAIL",
                 ),
-                other => {
-                    return Err(crate::Error::invalid(
-                        format!("remedy {other}"),
-                        "not a port-exhaustion remedy",
-                    ))
-                }
-            };
-        let (probes, ns, _) = run_variant(common, cfg, &v, stop)?;
-        namespaces.extend(ns);
-        let run = PortRun::of(probes, v.ports, v.destinations);
-        let check = remedy::judge(
-            &run.label,
-            tcpdoctor_model::Pathology::PortExhaustion,
-            base.harm(),
-            &base.findings,
-            run.harm(),
-            &run.findings,
-        )
-        .with_trace(base.trace_harm(), run.trace_harm())
-        .with_reproduction(&run.reproduction());
-        let value = match name.as_str() {
+                "the server closes each connection first (client closes after it)".into(),
+            ),
+            other => return Err(driver::unknown(other, "a port-exhaustion")),
+        })
+    }
+
+    fn measured(&self, name: &str, run: &PortRun, _base: &PortRun) -> Measured {
+        run.measured(match name {
             "keep-alive" | "server-closes-first" | "wider-range" => run.eaddrnotavail as f64,
             "tw-reuse" => run.connects_ok_per_s,
             _ => run.connections_opened as f64,
-        };
+        })
+    }
+
+    fn override_verdict(
+        &self,
+        name: &str,
+        v: &Variant,
+        _check: &Check,
+        run: &PortRun,
+        base: &PortRun,
+    ) -> Option<(Verdict, String)> {
+        let Budget {
+            p,
+            tw_s,
+            demand,
+            delay_s,
+            ..
+        } = self.budget(base);
         let budget_ports = f64::from(run.ports.len()) * f64::from(run.destinations);
         let sustainable = budget_ports / tw_s;
-        let override_verdict = if run.eaddrnotavail == 0 {
+        if run.eaddrnotavail == 0 {
             // No failure within a short run does not make a rate sustainable: judge the
             // measured rate against ports / TIME_WAIT when new connections still end in
             // the client's TIME_WAIT.
@@ -727,7 +808,7 @@ pub fn remedies(
                 format!(
                     "{:.0} connects/s succeed, the budget of {p:.0} ports / {delay_s:.0} s; {} EADDRNOTAVAIL remain because the demand ({demand:.0}/s) is above it",
                     run.connects_ok_per_s,
-                    remedy::thousands(run.eaddrnotavail)
+                    thousands(run.eaddrnotavail)
                 ),
             ))
         } else if run.connections_opened as f64 > 1.5 * base.connections_opened as f64 {
@@ -737,10 +818,10 @@ pub fn remedies(
                 Verdict::Partial,
                 format!(
                     "{} connections succeeded instead of {} ({:.1}x), then {} EADDRNOTAVAIL: exhaustion postponed, not avoided (sustainable {sustainable:.2}/s)",
-                    remedy::thousands(run.connections_opened),
-                    remedy::thousands(base.connections_opened),
+                    thousands(run.connections_opened),
+                    thousands(base.connections_opened),
                     run.connections_opened as f64 / base.connections_opened.max(1) as f64,
-                    remedy::thousands(run.eaddrnotavail)
+                    thousands(run.eaddrnotavail)
                 ),
             ))
         } else {
@@ -748,74 +829,79 @@ pub fn remedies(
                 Verdict::NoEffect,
                 format!(
                     "{} connections succeeded (baseline {}), then {} EADDRNOTAVAIL",
-                    remedy::thousands(run.connections_opened),
-                    remedy::thousands(base.connections_opened),
-                    remedy::thousands(run.eaddrnotavail)
+                    thousands(run.connections_opened),
+                    thousands(base.connections_opened),
+                    thousands(run.eaddrnotavail)
                 ),
             ))
-        };
-        let disagreement_reason = match name.as_str() {
+        }
+    }
+
+    fn disagreement_reason(&self, name: &str, run: &PortRun) -> Option<String> {
+        let delay_s = self.reuse_delay_ms.unwrap_or(1000) as f64 / 1000.0;
+        let p = f64::from(self.cfg.ports.len());
+        match name {
             "wider-range" => Some("the connect rate with free ports differs from the baseline's first connects".to_string()),
             "tw-reuse" if run.connects_ok_per_s < p / delay_s * 0.8 => Some("ports were reused later than the delay: the probe's workers retry only after a failure".to_string()),
             _ => None,
-        };
-        rows.push(remedy::row(remedy::Outcome {
-            remedy: name.clone(),
-            changes,
-            prediction,
-            measured: run.measured(value),
-            check,
-            override_verdict,
-            disagreement_reason,
-            run,
-        }));
+        }
     }
-    if selected.iter().any(|s| s == "more-destinations") {
-        notes.push(format!(
-            "more-destinations runs {DESTINATIONS} probes at once (one per server port): the total concurrency is {DESTINATIONS} x max(1, {} / {DESTINATIONS}).",
-            cfg.concurrency
-        ));
-    }
-    let report = super::RemedyReport {
-        header: Header {
-            scenario: "port-exhaustion".into(),
-            run_id: std::process::id(),
-            subnet: common.subnet.to_string(),
-            namespaces,
-            capture,
-            trace: churn::traces(
-                std::iter::once(&base)
-                    .chain(rows.iter().filter_map(|r| r.run.as_ref()))
-                    .flat_map(|r| r.probes.first()),
+
+    fn tail(&self, base: &PortRun, rows: &[Row<PortRun>]) -> Tail<Facts> {
+        let cfg = &self.cfg;
+        let Budget {
+            p,
+            d_s,
+            tw_s,
+            demand,
+            delay_ms,
+            ..
+        } = self.budget(base);
+        let mut notes = vec![
+            format!(
+                "Demand: {demand:.0} new connections/s to one destination ({} connects before the first EADDRNOTAVAIL, the probe's start-up included: a lower bound).",
+                base.probes[0]
+                    .summary
+                    .errors
+                    .iter()
+                    .find(|e| e.errno == "EADDRNOTAVAIL")
+                    .map(|e| e.ok_before_first)
+                    .unwrap_or(base.connections_opened)
             ),
-            diagnosed_by: DIAGNOSED_BY.map(String::from).to_vec(),
-            reproduction: super::remedy_reproductions(&base, &rows, PortRun::reproduction),
-        },
-        config: cfg.clone(),
-        facts: Facts {
-            tw_reuse_delay_ms: reuse_delay_ms,
-        },
-        baseline_label: format!(
-            "new connection per request to one destination, {} ports, tcp_tw_reuse=0, client closes first, {d_s:.0} s",
-            cfg.ports.len()
-        ),
-        baseline_harm: base.harm(),
-        baseline_findings: base.findings.clone(),
-        baseline: base,
-        remedies: rows,
-        notes,
-        syn_ladder: None,
-    };
-    let remedied = report.remedied(
-        |r| r.findings.clone(),
-        |row| super::row_reproduction(row, PortRun::reproduction),
-    );
-    let interrupted = stop.load(std::sync::atomic::Ordering::Relaxed);
-    Ok(Outcome {
-        reproduction: report.header.reproduction.baseline().cloned(),
-        findings: report.baseline.findings.clone(),
-        body: report,
-        interrupted,
-        remedied,
-    })
+            format!(
+                "TIME_WAIT lasts {tw_s:.0} s (TCP_TIMEWAIT_LEN): {p:.0} ports sustain {:.2} new connections/s to one destination.",
+                p / tw_s
+            ),
+            format!(
+                "tcp_tw_reuse=1 lets a connect reuse a TIME_WAIT port {delay_ms} ms after the last timestamp received on it (net.ipv4.tcp_tw_reuse_delay; measured here: 1.001-1.012 s), and only when both ends sent timestamps."
+            ),
+        ];
+        if rows.iter().any(|r| r.remedy == "more-destinations") {
+            notes.push(format!(
+                "more-destinations runs {DESTINATIONS} probes at once (one per server port): the total concurrency is {DESTINATIONS} x max(1, {} / {DESTINATIONS}).",
+                cfg.concurrency
+            ));
+        }
+        Tail {
+            baseline_label: format!(
+                "new connection per request to one destination, {} ports, tcp_tw_reuse=0, client closes first, {d_s:.0} s",
+                cfg.ports.len()
+            ),
+            notes,
+            syn_ladder: None,
+            facts: Facts {
+                tw_reuse_delay_ms: self.reuse_delay_ms,
+            },
+        }
+    }
+}
+
+/// `--remedies`: the baseline and each selected remedy in fresh namespaces.
+pub fn remedies(
+    common: &Common,
+    cfg: &Config,
+    selected: &[String],
+    stop: &AtomicBool,
+) -> Result<Outcome<super::RemedyReport<Config, PortRun, Facts>>> {
+    driver::remedies(PortExhaustion::new(cfg.clone()), common, selected, stop)
 }

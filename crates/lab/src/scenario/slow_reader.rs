@@ -335,7 +335,7 @@ impl Scenario for SlowReader {
     }
 
     fn run(
-        &self,
+        &mut self,
         common: &Common,
         tag: &'static str,
         label: &str,
@@ -388,6 +388,7 @@ impl Scenario for SlowReader {
     fn override_verdict(
         &self,
         name: &str,
+        _variant: &Variant,
         _check: &Check,
         run: &Run,
         base: &Run,

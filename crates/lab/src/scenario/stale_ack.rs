@@ -828,7 +828,7 @@ impl Scenario for StaleAck {
     }
 
     fn run(
-        &self,
+        &mut self,
         common: &Common,
         tag: &'static str,
         label: &str,
@@ -906,6 +906,7 @@ impl Scenario for StaleAck {
     fn override_verdict(
         &self,
         _name: &str,
+        _variant: &bool,
         check: &Check,
         _run: &LoopRun,
         base: &LoopRun,

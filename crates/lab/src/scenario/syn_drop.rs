@@ -330,7 +330,7 @@ impl Scenario for SynDrop {
     }
 
     fn run(
-        &self,
+        &mut self,
         common: &Common,
         tag: &'static str,
         label: &str,
@@ -416,12 +416,13 @@ impl Scenario for SynDrop {
     /// same noise.
     fn override_verdict(
         &self,
-        name: &str,
+        _name: &str,
+        side: &Side,
         _check: &Check,
         run: &ProbeRun,
         base: &ProbeRun,
     ) -> Option<(Verdict, String)> {
-        (name != "remove-drop"
+        (side.drop
             && (per_connect(run) - per_connect(base)).abs()
                 <= self.tolerance(run.summary.requests.min(base.summary.requests)))
         .then(|| {

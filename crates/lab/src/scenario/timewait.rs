@@ -648,7 +648,7 @@ impl Scenario for Timewait {
     }
 
     fn run(
-        &self,
+        &mut self,
         common: &Common,
         tag: &'static str,
         label: &str,
@@ -773,6 +773,7 @@ impl Scenario for Timewait {
     fn override_verdict(
         &self,
         name: &str,
+        _variant: &Variant,
         _check: &Check,
         run: &Run,
         base: &Run,
