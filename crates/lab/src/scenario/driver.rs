@@ -164,9 +164,32 @@ pub trait Scenario {
         None
     }
 
-    /// The header's trace of all runs (a scenario may add runs of its own).
-    fn header_trace(&self, runs: LabTrace) -> LabTrace {
-        runs
+    /// The rows of remedy `name`, measured in namespaces tagged `tag`, and the namespaces
+    /// they used: by default its variant run once and judged against the baseline
+    /// ([`variant_row`]). A scenario that sweeps (incast) measures a row per run.
+    fn rows(
+        &mut self,
+        common: &Common,
+        tag: &'static str,
+        name: &str,
+        base: &Self::Run,
+        stop: &AtomicBool,
+    ) -> Result<Rows<Self::Run>>
+    where
+        Self: Sized,
+    {
+        variant_row(self, common, tag, name, base, stop)
+    }
+
+    /// The header's trace: the baseline's and each measured row's (a scenario may add runs
+    /// of its own).
+    fn header_trace(&self, base: &Self::Run, rows: &[remedy::Row<Self::Run>]) -> LabTrace {
+        LabTrace::of(
+            std::iter::once(base)
+                .chain(rows.iter().filter_map(|r| r.run.as_ref()))
+                .map(|r| r.trace().clone())
+                .collect(),
+        )
     }
 
     /// The report's words about the baseline (`rows`: the remedies as measured).
@@ -197,24 +220,12 @@ pub fn remedies<S: Scenario>(
     namespaces.extend(s.after_baseline(common, &base)?);
     let mut rows = Vec::new();
     for (i, name) in selected.iter().enumerate() {
-        let r = s.remedy(name, &base)?;
-        let ran = s.run(
-            common,
-            TAGS[i.min(TAGS.len() - 1)],
-            &r.label,
-            &r.variant,
-            stop,
-        )?;
-        namespaces.extend(ran.namespaces);
-        rows.push(row(&s, name, r, ran.run, &base));
+        let r = s.rows(common, TAGS[i.min(TAGS.len() - 1)], name, &base, stop)?;
+        namespaces.extend(r.namespaces);
+        rows.extend(r.rows);
     }
     let tail = s.tail(&base, &rows);
-    let trace = LabTrace::of(
-        std::iter::once(&base)
-            .chain(rows.iter().filter_map(|r| r.run.as_ref()))
-            .map(|r| r.trace().clone())
-            .collect(),
-    );
+    let trace = s.header_trace(&base, &rows);
     let report = RemedyReport {
         header: Header {
             scenario: S::NAME.into(),
@@ -222,7 +233,7 @@ pub fn remedies<S: Scenario>(
             subnet: common.subnet.to_string(),
             namespaces,
             capture,
-            trace: s.header_trace(trace),
+            trace,
             diagnosed_by: S::DIAGNOSED_BY.iter().map(|s| s.to_string()).collect(),
             reproduction: super::remedy_reproductions(&base, &rows, |r| s.reproduction(r)),
         },
@@ -249,8 +260,32 @@ pub fn remedies<S: Scenario>(
     })
 }
 
-/// The table row of remedy `name`: its run judged against the baseline and its prediction.
-fn row<S: Scenario>(
+/// The rows of one remedy and the namespaces they used.
+pub struct Rows<R> {
+    pub rows: Vec<remedy::Row<R>>,
+    pub namespaces: Vec<String>,
+}
+
+/// Remedy `name` as most scenarios measure it: its variant run once in namespaces tagged
+/// `tag` and judged against the baseline.
+pub fn variant_row<S: Scenario>(
+    s: &mut S,
+    common: &Common,
+    tag: &'static str,
+    name: &str,
+    base: &S::Run,
+    stop: &AtomicBool,
+) -> Result<Rows<S::Run>> {
+    let r = s.remedy(name, base)?;
+    let ran = s.run(common, tag, &r.label, &r.variant, stop)?;
+    Ok(Rows {
+        rows: vec![row(s, name, r, ran.run, base)],
+        namespaces: ran.namespaces,
+    })
+}
+
+/// The table row of remedy `name`: its run judged against `base` and its prediction.
+pub fn row<S: Scenario>(
     s: &S,
     name: &str,
     r: Remedy<S::Variant>,

@@ -924,8 +924,15 @@ impl Scenario for StaleAck {
         })
     }
 
-    fn header_trace(&self, runs: crate::trace::LabTrace) -> crate::trace::LabTrace {
-        with_forced(runs, self.checked().trace.clone())
+    fn header_trace(&self, base: &LoopRun, rows: &[Row<LoopRun>]) -> crate::trace::LabTrace {
+        with_forced(
+            churn::traces(
+                std::iter::once(base)
+                    .chain(rows.iter().filter_map(|r| r.run.as_ref()))
+                    .map(|r| &r.run),
+            ),
+            self.checked().trace.clone(),
+        )
     }
 
     fn tail(&self, base: &LoopRun, _rows: &[Row<LoopRun>]) -> Tail<Facts> {
