@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use tcpdoctor_lab::cleanup::{self, Scope};
 use tcpdoctor_lab::render::{self, remedies as render_remedies};
+use tcpdoctor_lab::scenario::driver::Scenario as LabScenario;
 use tcpdoctor_lab::scenario::{
     self, accept_overflow, incast, port_exhaustion, slow_reader, stale_ack, syn_drop, timewait,
     Common,
@@ -440,14 +441,23 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
 }
 
-/// The remedies `--remedies` names from the scenario's table (`known`), checked before
-/// anything runs; `None` without the flag.
-fn chosen_remedies(args: &CommonArgs, known: &[&str]) -> anyhow::Result<Option<Vec<String>>> {
-    Ok(args
-        .remedies
-        .as_deref()
-        .map(|s| tcpdoctor_lab::remedy::select(s, known))
-        .transpose()?)
+/// `--remedies SPEC` of scenario `s`: the remedies named from its table (checked before
+/// anything runs), the baseline and each remedy measured, the table printed.
+fn run_remedies<S: LabScenario>(
+    s: S,
+    spec: &str,
+    common: &Common,
+    json: bool,
+    html: Option<HtmlOut>,
+) -> anyhow::Result<i32>
+where
+    scenario::driver::Remedies<S>: serde::Serialize,
+{
+    let selected = tcpdoctor_lab::remedy::select(spec, S::REMEDIES)?;
+    let o = running(S::NAME, || {
+        scenario::driver::remedies(s, common, &selected, output::stop_flag())
+    })?;
+    emit_remedies(o, S::NAME, json, html)
 }
 
 /// Runs `work`, scenario `name`'s traffic, as root with a progress line on a terminal.
@@ -573,11 +583,8 @@ fn run_incast(a: IncastArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
             a.cc
         );
     }
-    if let Some(selected) = chosen_remedies(&a.common, &incast::REMEDIES)? {
-        let o = running("incast", || {
-            incast::remedies(&common, &cfg, &selected, output::stop_flag())
-        })?;
-        return emit_remedies(o, "incast", a.common.json, html);
+    if let Some(spec) = &a.common.remedies {
+        return run_remedies(incast::Incast::new(cfg), spec, &common, a.common.json, html);
     }
     let outcome = running("incast", || incast::run(&common, &cfg, output::stop_flag()))?;
     if a.sweep.is_some() {
@@ -635,11 +642,14 @@ fn run_port_exhaustion(a: PortArgs, html: Option<HtmlOut>) -> anyhow::Result<i32
         concurrency: check_concurrency(a.concurrency)?,
         close_first,
     };
-    if let Some(selected) = chosen_remedies(&a.common, &port_exhaustion::REMEDIES)? {
-        let o = running("port-exhaustion", || {
-            port_exhaustion::remedies(&common, &cfg, &selected, output::stop_flag())
-        })?;
-        return emit_remedies(o, "port-exhaustion", a.common.json, html);
+    if let Some(spec) = &a.common.remedies {
+        return run_remedies(
+            port_exhaustion::PortExhaustion::new(cfg),
+            spec,
+            &common,
+            a.common.json,
+            html,
+        );
     }
     let o = running("port-exhaustion", || {
         port_exhaustion::run(&common, &cfg, output::stop_flag())
@@ -657,11 +667,8 @@ fn run_syn_drop(a: SynDropArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
     if !(1..=90).contains(&cfg.drop_percent) {
         anyhow::bail!("--drop-percent {}: must be 1..=90", cfg.drop_percent);
     }
-    if let Some(selected) = chosen_remedies(&a.common, &syn_drop::REMEDIES)? {
-        let o = running("syn-drop", || {
-            syn_drop::remedies(&common, &cfg, &selected, output::stop_flag())
-        })?;
-        return emit_remedies(o, "syn-drop", a.common.json, html);
+    if let Some(spec) = &a.common.remedies {
+        return run_remedies(syn_drop::SynDrop(cfg), spec, &common, a.common.json, html);
     }
     let o = running("syn-drop", || {
         syn_drop::run(&common, &cfg, output::stop_flag())
@@ -680,11 +687,14 @@ fn run_accept_overflow(a: AcceptArgs, html: Option<HtmlOut>) -> anyhow::Result<i
         duration_ms: a.duration.as_millis() as u64,
         concurrency: check_concurrency(a.concurrency)?,
     };
-    if let Some(selected) = chosen_remedies(&a.common, &accept_overflow::REMEDIES)? {
-        let o = running("accept-overflow", || {
-            accept_overflow::remedies(&common, &cfg, &selected, output::stop_flag())
-        })?;
-        return emit_remedies(o, "accept-overflow", a.common.json, html);
+    if let Some(spec) = &a.common.remedies {
+        return run_remedies(
+            accept_overflow::AcceptOverflow(cfg),
+            spec,
+            &common,
+            a.common.json,
+            html,
+        );
     }
     let o = running("accept-overflow", || {
         accept_overflow::run(&common, &cfg, output::stop_flag())
@@ -707,11 +717,8 @@ fn run_timewait(a: TimewaitArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
         rfc1337: a.rfc1337,
         ..timewait::Config::default()
     };
-    if let Some(selected) = chosen_remedies(&a.common, &timewait::REMEDIES)? {
-        let o = running("timewait-collision", || {
-            timewait::remedies(&common, &cfg, &selected, output::stop_flag())
-        })?;
-        return emit_remedies(o, "timewait-collision", a.common.json, html);
+    if let Some(spec) = &a.common.remedies {
+        return run_remedies(timewait::Timewait(cfg), spec, &common, a.common.json, html);
     }
     let o = running("timewait-collision", || {
         timewait::run(&common, &cfg, output::stop_flag())
@@ -730,11 +737,14 @@ fn run_slow_reader(a: SlowReaderArgs, html: Option<HtmlOut>) -> anyhow::Result<i
     if cfg.writer_rate_bytes_per_s > 1 << 30 || cfg.reader_rcvbuf_bytes > 64 << 20 {
         anyhow::bail!("--writer-rate is at most 1gb and --rcvbuf at most 64mb");
     }
-    if let Some(selected) = chosen_remedies(&a.common, &slow_reader::REMEDIES)? {
-        let o = running("slow-reader", || {
-            slow_reader::remedies(&common, &cfg, &selected, output::stop_flag())
-        })?;
-        return emit_remedies(o, "slow-reader", a.common.json, html);
+    if let Some(spec) = &a.common.remedies {
+        return run_remedies(
+            slow_reader::SlowReader(cfg),
+            spec,
+            &common,
+            a.common.json,
+            html,
+        );
     }
     let o = running("slow-reader", || {
         slow_reader::run(&common, &cfg, output::stop_flag())
@@ -748,11 +758,14 @@ fn run_stale_ack(a: StaleAckArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> 
         duration_ms: a.duration.as_millis() as u64,
         concurrency: check_concurrency(a.concurrency)?,
     };
-    if let Some(selected) = chosen_remedies(&a.common, &stale_ack::REMEDIES)? {
-        let o = running("stale-ack-race", || {
-            stale_ack::remedies(&common, &cfg, &selected, output::stop_flag())
-        })?;
-        return emit_remedies(o, "stale-ack-race", a.common.json, html);
+    if let Some(spec) = &a.common.remedies {
+        return run_remedies(
+            stale_ack::StaleAck::new(cfg),
+            spec,
+            &common,
+            a.common.json,
+            html,
+        );
     }
     let o = running("stale-ack-race", || {
         stale_ack::run(&common, &cfg, output::stop_flag())

@@ -210,6 +210,7 @@ impl Scenario for AcceptOverflow {
     const NAME: &'static str = "accept-overflow";
     const PATHOLOGY: Pathology = Pathology::AcceptQueueOverflow;
     const DIAGNOSED_BY: &'static [&'static str] = &DIAGNOSED_BY;
+    const REMEDIES: &'static [&'static str] = &REMEDIES;
 
     fn config(&self) -> &Config {
         &self.0
@@ -364,14 +365,4 @@ impl Scenario for AcceptOverflow {
             ..Tail::new(baseline_label, notes)
         }
     }
-}
-
-/// `--remedies`: the baseline and each selected remedy in fresh namespaces.
-pub fn remedies(
-    common: &Common,
-    cfg: &Config,
-    selected: &[String],
-    stop: &AtomicBool,
-) -> Result<Outcome<super::RemedyReport<Config, ProbeRun>>> {
-    driver::remedies(AcceptOverflow(cfg.clone()), common, selected, stop)
 }

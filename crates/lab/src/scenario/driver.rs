@@ -96,6 +96,8 @@ pub trait Scenario {
     const PATHOLOGY: Pathology;
     /// What diagnosed each run, in words.
     const DIAGNOSED_BY: &'static [&'static str];
+    /// The remedies `--remedies` measures, in table order.
+    const REMEDIES: &'static [&'static str];
 
     fn config(&self) -> &Self::Config;
 

@@ -30,7 +30,7 @@ mod measure;
 mod remedies;
 
 use measure::measure;
-pub use remedies::{remedies, Facts, REMEDIES, REMEDY_RTO_MIN_US};
+pub use remedies::{Facts, Incast, REMEDIES, REMEDY_RTO_MIN_US};
 
 /// A round that took this much longer than a typical round (the median round, or the fastest
 /// when most rounds stalled: [`diagnose::reference_round_us`]) waited for a timer: the

@@ -574,6 +574,7 @@ impl Scenario for PortExhaustion {
     const NAME: &'static str = "port-exhaustion";
     const PATHOLOGY: Pathology = Pathology::PortExhaustion;
     const DIAGNOSED_BY: &'static [&'static str] = &DIAGNOSED_BY;
+    const REMEDIES: &'static [&'static str] = &REMEDIES;
 
     fn config(&self) -> &Config {
         &self.cfg
@@ -894,14 +895,4 @@ impl Scenario for PortExhaustion {
             },
         }
     }
-}
-
-/// `--remedies`: the baseline and each selected remedy in fresh namespaces.
-pub fn remedies(
-    common: &Common,
-    cfg: &Config,
-    selected: &[String],
-    stop: &AtomicBool,
-) -> Result<Outcome<super::RemedyReport<Config, PortRun, Facts>>> {
-    driver::remedies(PortExhaustion::new(cfg.clone()), common, selected, stop)
 }

@@ -324,6 +324,7 @@ impl Scenario for SlowReader {
     const NAME: &'static str = "slow-reader";
     const PATHOLOGY: Pathology = Pathology::SlowReader;
     const DIAGNOSED_BY: &'static [&'static str] = &DIAGNOSED_BY;
+    const REMEDIES: &'static [&'static str] = &REMEDIES;
 
     fn config(&self) -> &Config {
         &self.0
@@ -447,16 +448,6 @@ impl Scenario for SlowReader {
         );
         Tail::new(baseline_label, notes)
     }
-}
-
-/// `--remedies`: the baseline and each selected remedy in fresh namespaces.
-pub fn remedies(
-    common: &Common,
-    cfg: &Config,
-    selected: &[String],
-    stop: &AtomicBool,
-) -> Result<Outcome<super::RemedyReport<Config, Run>>> {
-    driver::remedies(SlowReader(cfg.clone()), common, selected, stop)
 }
 
 /// The writer paces itself in slices of this length.

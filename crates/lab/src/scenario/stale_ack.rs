@@ -753,7 +753,7 @@ struct Checked {
 /// remedy, and the forced check that names this kernel's behaviour.
 pub struct StaleAck {
     cfg: Config,
-    /// The CPUs of each loop's server and client.
+    /// The CPUs of each loop's server and client, chosen when the baseline runs.
     cpus: Option<(usize, usize)>,
     /// The forced check, once the baseline has run.
     checked: Option<Checked>,
@@ -763,7 +763,7 @@ impl StaleAck {
     pub fn new(cfg: Config) -> StaleAck {
         StaleAck {
             cfg,
-            cpus: traffic::two_cpus(),
+            cpus: None,
             checked: None,
         }
     }
@@ -815,6 +815,7 @@ impl Scenario for StaleAck {
     const NAME: &'static str = "stale-ack-race";
     const PATHOLOGY: Pathology = Pathology::StaleAckRace;
     const DIAGNOSED_BY: &'static [&'static str] = &DIAGNOSED_BY;
+    const REMEDIES: &'static [&'static str] = &REMEDIES;
 
     fn config(&self) -> &Config {
         &self.cfg
@@ -836,6 +837,9 @@ impl Scenario for StaleAck {
         stop: &AtomicBool,
     ) -> Result<Ran<LoopRun>> {
         let capture = tag.is_empty();
+        if capture {
+            self.cpus = traffic::two_cpus();
+        }
         let (run, namespaces, capture) = loop_run(
             common, &self.cfg, tag, label, *linger0, capture, self.cpus, stop,
         )?;
@@ -969,15 +973,4 @@ impl Scenario for StaleAck {
             },
         }
     }
-}
-
-/// `--remedies`: the SO_LINGER 0 loop, each selected remedy, and the forced check that names
-/// this kernel's behaviour, in fresh namespaces.
-pub fn remedies(
-    common: &Common,
-    cfg: &Config,
-    selected: &[String],
-    stop: &AtomicBool,
-) -> Result<Outcome<super::RemedyReport<Config, LoopRun, Facts>>> {
-    driver::remedies(StaleAck::new(cfg.clone()), common, selected, stop)
 }

@@ -316,6 +316,7 @@ impl Scenario for SynDrop {
     const NAME: &'static str = "syn-drop";
     const PATHOLOGY: Pathology = Pathology::SynRetransmit;
     const DIAGNOSED_BY: &'static [&'static str] = &DIAGNOSED_BY;
+    const REMEDIES: &'static [&'static str] = &REMEDIES;
 
     fn config(&self) -> &Config {
         &self.0
@@ -468,14 +469,4 @@ impl Scenario for SynDrop {
             ..Tail::new(baseline_label, notes)
         }
     }
-}
-
-/// `--remedies`: the baseline and each selected remedy in fresh namespaces.
-pub fn remedies(
-    common: &Common,
-    cfg: &Config,
-    selected: &[String],
-    stop: &AtomicBool,
-) -> Result<Outcome<super::RemedyReport<Config, ProbeRun>>> {
-    driver::remedies(SynDrop(cfg.clone()), common, selected, stop)
 }

@@ -637,6 +637,7 @@ impl Scenario for Timewait {
     const NAME: &'static str = "timewait-collision";
     const PATHOLOGY: Pathology = Pathology::TimeWaitCollision;
     const DIAGNOSED_BY: &'static [&'static str] = &DIAGNOSED_BY;
+    const REMEDIES: &'static [&'static str] = &REMEDIES;
 
     fn config(&self) -> &Config {
         &self.0
@@ -850,16 +851,6 @@ impl Scenario for Timewait {
         );
         Tail::new(baseline_label, notes)
     }
-}
-
-/// `--remedies`: the baseline and each selected remedy in fresh namespaces.
-pub fn remedies(
-    common: &Common,
-    cfg: &Config,
-    selected: &[String],
-    stop: &AtomicBool,
-) -> Result<Outcome<super::RemedyReport<Config, Run>>> {
-    driver::remedies(Timewait(cfg.clone()), common, selected, stop)
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use crate::diagnose;
 use crate::remedy::{self, Harm, Measured, Prediction, Row, Tolerance};
 use crate::reproduce::Reproduction;
 use crate::scenario::driver::{self, Ran, Remedy, Rows, Scenario, Tail};
-use crate::scenario::{Common, Outcome, RemedyReport};
+use crate::scenario::Common;
 use crate::topo::Lab;
 use crate::Result;
 
@@ -467,6 +467,7 @@ impl Scenario for Incast {
     const NAME: &'static str = "incast";
     const PATHOLOGY: Pathology = Pathology::Incast;
     const DIAGNOSED_BY: &'static [&'static str] = &DIAGNOSED_BY;
+    const REMEDIES: &'static [&'static str] = &REMEDIES;
 
     fn config(&self) -> &Config {
         &self.cfg
@@ -738,15 +739,4 @@ impl Incast {
         ));
         Ok(ns)
     }
-}
-
-/// `--remedies` over the fan-in sweep: the baseline and each selected remedy, each in a
-/// fresh topology, at every sender count.
-pub fn remedies(
-    common: &Common,
-    cfg: &Config,
-    selected: &[String],
-    stop: &AtomicBool,
-) -> Result<Outcome<RemedyReport<Config, Run, Facts>>> {
-    driver::remedies(Incast::new(cfg.clone()), common, selected, stop)
 }
