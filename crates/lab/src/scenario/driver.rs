@@ -25,17 +25,29 @@ pub trait Record {
     fn trace(&self) -> &RunTrace;
 }
 
-impl Record for churn::ProbeRun {
-    fn label(&self) -> &str {
-        &self.label
-    }
-    fn findings(&self) -> &[Finding] {
-        &self.findings
-    }
-    fn trace(&self) -> &RunTrace {
-        &self.trace
-    }
+/// [`Record`] for run types that keep their `label`, `findings` and `trace` as fields.
+macro_rules! record {
+    ($($run:ty),*) => {$(
+        impl Record for $run {
+            fn label(&self) -> &str {
+                &self.label
+            }
+            fn findings(&self) -> &[Finding] {
+                &self.findings
+            }
+            fn trace(&self) -> &RunTrace {
+                &self.trace
+            }
+        }
+    )*};
 }
+
+record!(
+    churn::ProbeRun,
+    super::slow_reader::Run,
+    super::timewait::Run,
+    super::incast::Run
+);
 
 /// One variant as run: the scenario's record, the namespaces it used and, for the
 /// baseline, the capture it saved.

@@ -304,18 +304,6 @@ impl Remedy<Variant> {
     }
 }
 
-impl driver::Record for Run {
-    fn label(&self) -> &str {
-        &self.label
-    }
-    fn findings(&self) -> &[Finding] {
-        &self.findings
-    }
-    fn trace(&self) -> &crate::trace::RunTrace {
-        &self.trace
-    }
-}
-
 impl Scenario for SlowReader {
     type Config = Config;
     type Run = Run;

@@ -605,18 +605,6 @@ impl Remedy<Variant> {
     }
 }
 
-impl driver::Record for Run {
-    fn label(&self) -> &str {
-        &self.label
-    }
-    fn findings(&self) -> &[Finding] {
-        &self.findings
-    }
-    fn trace(&self) -> &crate::trace::RunTrace {
-        &self.trace
-    }
-}
-
 /// A prediction of `value` SYN resends and failed connects, exact.
 fn resends(formula: String, effect: &str, value: f64) -> Prediction {
     Prediction::value(

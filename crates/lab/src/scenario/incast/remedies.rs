@@ -447,18 +447,6 @@ impl Incast {
     }
 }
 
-impl driver::Record for Run {
-    fn label(&self) -> &str {
-        &self.label
-    }
-    fn findings(&self) -> &[tcpdoctor_model::Finding] {
-        &self.findings
-    }
-    fn trace(&self) -> &crate::trace::RunTrace {
-        &self.trace
-    }
-}
-
 impl Scenario for Incast {
     type Config = Config;
     type Run = Run;
