@@ -417,3 +417,25 @@ fn no_rate_is_computed_from_no_success() {
     let r = rate_vs_budget(400, 2.0, 3.3).unwrap();
     assert!((r - 200.0 / 3.3).abs() < 1e-9, "{r}");
 }
+
+/// A connect still waiting for its SYN-ACK inside the ladder when the run ended, in a run
+/// whose other connects completed after SYN resends: the same SYN loss caught mid-ladder, one
+/// finding (syn_retransmit) holding the unanswered connect as its consequence.
+#[test]
+fn a_connect_caught_in_its_syn_ladder_at_the_end_is_the_resends_consequence() {
+    let rs = vec![
+        rec(0, 0, Outcome::Ok),
+        rec(1, 1_000, Outcome::Ok),
+        rec(2, 1_000, Outcome::Ok),
+        cut(40, false, 1_960, 0),
+    ];
+    let delta = Delta {
+        changed: BTreeMap::from([("TcpExtTCPSynRetrans".to_string(), 4)]),
+    };
+    let f = findings_with(&short_run(), &rs, &delta, None);
+    let names: Vec<Pathology> = f.iter().map(|f| f.pathology).collect();
+    assert_eq!(names, [Pathology::SynRetransmit], "{f:#?}");
+    let s = &f[0].summary;
+    assert!(s.contains("; consequence: "), "{s}");
+    assert!(s.contains("got no SYN-ACK"), "{s}");
+}
