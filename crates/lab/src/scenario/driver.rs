@@ -57,6 +57,27 @@ pub struct Ran<R> {
     pub capture: Option<CaptureSummary>,
 }
 
+impl<R> From<(R, Vec<String>, Option<CaptureSummary>)> for Ran<R> {
+    /// From what a scenario's variant runner returns: (record, namespaces, capture).
+    fn from((run, namespaces, capture): (R, Vec<String>, Option<CaptureSummary>)) -> Ran<R> {
+        Ran {
+            run,
+            namespaces,
+            capture,
+        }
+    }
+}
+
+/// Where a variant tagged `tag` saves its capture: `--pcap`'s file for the baseline (the
+/// empty tag), nowhere for a remedy's run.
+pub fn baseline_pcap<'a>(common: &'a Common, tag: &str) -> Option<&'a std::path::Path> {
+    if tag.is_empty() {
+        common.pcap.as_deref()
+    } else {
+        None
+    }
+}
+
 /// One remedy as data: the run's label, the variant that builds it, tcpdoctor's
 /// prediction (or why there is none) and what it changes, in words.
 pub struct Remedy<V> {

@@ -336,17 +336,8 @@ impl Scenario for SlowReader {
             label: label.to_string(),
             ..v.clone()
         };
-        let dest = if tag.is_empty() {
-            common.pcap.as_deref()
-        } else {
-            None
-        };
-        let (run, namespaces, capture) = one(common, &self.0, &v, dest, stop)?;
-        Ok(Ran {
-            run,
-            namespaces,
-            capture,
-        })
+        let dest = super::driver::baseline_pcap(common, tag);
+        Ok(one(common, &self.0, &v, dest, stop)?.into())
     }
 
     fn harm(&self, run: &Run) -> Harm {

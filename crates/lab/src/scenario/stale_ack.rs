@@ -840,14 +840,10 @@ impl Scenario for StaleAck {
         if capture {
             self.cpus = traffic::two_cpus();
         }
-        let (run, namespaces, capture) = loop_run(
+        Ok(loop_run(
             common, &self.cfg, tag, label, *linger0, capture, self.cpus, stop,
-        )?;
-        Ok(Ran {
-            run,
-            namespaces,
-            capture,
-        })
+        )?
+        .into())
     }
 
     fn after_baseline(&mut self, common: &Common, _base: &LoopRun) -> Result<Vec<String>> {
