@@ -15,9 +15,9 @@
 //! past the floor name neither (a conversation: either side may speak in turn).
 //!
 //! A SYN-ACK past the floor whose leg the request's own round trip shows the path does not
-//! explain (a third of it or less, on no SYN-ACK resend timer) stays `network_latency`, and
-//! says so: the SYN's first pass through a middlebox or the server's SYN handling held it,
-//! which one capture point cannot tell apart.
+//! explain (a third of it or less, on no SYN-ACK resend timer) is `unexplained_delay`: the
+//! SYN's first pass through a middlebox or the server's SYN handling held it, which one
+//! capture point cannot tell apart, and the finding says what would.
 //!
 //! What names nothing, and why (each seen in the public captures, docs/public-captures.md):
 //! - later exchanges on a connection: their roles are not sure. A person typing in SSH, a
@@ -179,9 +179,9 @@ pub struct TimeDetails {
     /// connecting to ahead of need (connections that carried nothing): a preconnect's idle,
     /// not a wait anyone saw; named nowhere.
     pub client_waits_preconnected: u64,
-    /// Slow first exchanges named `network_latency` whose SYN-ACK took more than the path's
-    /// round trip explains (the request's own round trip a third of the SYN-ACK's leg or less,
-    /// no SYN-ACK resend timer fitting): the SYN's first pass or the server's SYN handling.
+    /// Slow first exchanges whose SYN-ACK took more than the path's round trip explains (the
+    /// request's own round trip a third of the SYN-ACK's leg or less, no SYN-ACK resend timer
+    /// fitting): the SYN's first pass or the server's SYN handling; named `unexplained_delay`.
     pub syn_ack_beyond_path: u64,
 }
 
@@ -227,6 +227,9 @@ struct Service {
     first: [Hist; 3],
     points: [u64; 3],
     slow: [Slow; 3],
+    /// Slow first exchanges whose SYN-ACK the path's round trip does not explain
+    /// ([`syn_ack_beyond_path_ns`]): their wait, named `unexplained_delay`.
+    unexplained: Slow,
 }
 
 impl Service {
@@ -242,6 +245,7 @@ impl Service {
             first: [hist(), hist(), hist()],
             points: [0; 3],
             slow: Default::default(),
+            unexplained: Slow::default(),
         }
     }
 
@@ -331,15 +335,22 @@ impl Time {
             // resent, whose timer is that finding's) may hold the server's wait: not named.
             (Some(Part::Network), None) if hs.is_none() => self.d.ambiguous += 1,
             (Some(part), None) => {
-                if part == Part::Network && hs.is_some_and(|h| syn_ack_beyond_path_ns(&h, &p) > 0) {
+                // A SYN-ACK the path's round trip does not explain: the wait is real, its
+                // cause not shown (a middlebox's first pass or the server's SYN handling).
+                let unexplained =
+                    part == Part::Network && hs.is_some_and(|h| syn_ack_beyond_path_ns(&h, &p) > 0);
+                let (slow, named) = if unexplained {
                     self.d.syn_ack_beyond_path += 1;
-                }
+                    (&mut svc.unexplained, Pathology::UnexplainedDelay.name())
+                } else {
+                    (&mut svc.slow[part as usize], part.pathology().name())
+                };
                 let flow = c.label();
                 let v = left[part as usize] / 1_000;
-                svc.slow[part as usize].add(v, || {
+                slow.add(v, || {
                     let x = SlowExchange {
                         flow: flow.clone(),
-                        named: part.pathology().name(),
+                        named,
                         handshake_us: if e.index == 1 {
                             p.handshake_ns / 1_000
                         } else {
@@ -528,6 +539,9 @@ impl Detector for Time {
                 out.findings.push(f);
             }
         }
+        if let Some(f) = unexplained_finding(&self.services, &mut d) {
+            out.findings.push(f);
+        }
         d.slow_exchanges
             .sort_by(|a, b| b.total_us().cmp(&a.total_us()).then(a.flow.cmp(&b.flow)));
         d.slow_exchanges.truncate(SLOW_EXCHANGES);
@@ -595,6 +609,60 @@ fn buckets_125(h: &Hist) -> Vec<(u64, u64)> {
         (Some(a), Some(b)) => counts[a..=b].to_vec(),
         _ => Vec::new(),
     }
+}
+
+/// The finding of slow first exchanges whose SYN-ACK the path's round trip does not explain
+/// (judged against the service as the path's part is): the wait is measured, its cause is
+/// not shown by one capture point, so it is `unexplained_delay`, saying what is missing.
+fn unexplained_finding(
+    services: &Dense<Endpoint, Service>,
+    d: &mut TimeDetails,
+) -> Option<Finding> {
+    let (mut affected, mut observed, mut worst_us) = (0u64, 0u64, 0u64);
+    let mut examples: Vec<(u64, &Example)> = Vec::new();
+    for (_, s) in services.iter() {
+        observed += s.firsts();
+        let Some(values) = s.unexplained.values.as_deref() else {
+            continue;
+        };
+        let thr = s.threshold_us(Part::Network);
+        let n = values.count_between(thr, HIST_MAX_US);
+        if n == 0 {
+            continue;
+        }
+        affected += n;
+        worst_us = worst_us.max(s.unexplained.max_us);
+        let kept = s.unexplained.examples.iter().filter(|e| e.0 >= thr);
+        examples.extend(kept.clone().map(|(v, e, _)| (*v, e)));
+        d.slow_exchanges.extend(kept.map(|e| e.2.clone()));
+    }
+    if affected == 0 {
+        return None;
+    }
+    examples.sort_by_key(|e| std::cmp::Reverse(e.0));
+    let summary = format!(
+        "{affected} of {observed} connections waited up to {} before their first answer, most of it on a SYN-ACK that took more than the path's round trip explains (the request's own round trip was a third of the SYN-ACK's leg or less, and the leg fits no SYN-ACK resend timer): the SYN's first pass through a middlebox (its flow setup, a SYN proxy) or the server's SYN handling held it; one capture point cannot tell which (a capture near the server would: there the SYN-ACK's leg is the server's alone)",
+        us(worst_us)
+    );
+    let mut f = Finding::new(
+        Pathology::UnexplainedDelay,
+        Source::Analyze,
+        summary,
+        Impact::stalls(
+            affected,
+            Some(observed.max(affected)),
+            Some(Duration::from_micros(worst_us)),
+        ),
+    )
+    .with_evidence(Evidence::Timing {
+        what: "handshake and request round trip of the slow exchanges, longest".into(),
+        count: affected,
+        value_us: worst_us,
+    });
+    for (_, e) in examples.iter().take(EXAMPLES) {
+        f = f.with_evidence(e.evidence());
+    }
+    Some(f)
 }
 
 /// The finding of one part, over every service where it was slow.
@@ -676,20 +744,11 @@ fn finding(
             }
             s
         }
-        Part::Network => {
-            let mut s = format!(
-                "{affected} of {observed} {what} spent ~{} on the path before their first answer (up to {}): the handshake's round trip and the request's; the server and the client were quick (a wait on a retransmission timeout or a zero window is left to that finding)",
-                us(p50),
-                us(worst_us)
-            );
-            if d.syn_ack_beyond_path > 0 {
-                s.push_str(&format!(
-                    "; in {} of them the SYN-ACK took more than the path's round trip explains: the SYN's first pass (a middlebox setting up the flow, a SYN proxy) or the server's SYN handling, which a capture near the server would tell apart",
-                    d.syn_ack_beyond_path
-                ));
-            }
-            s
-        }
+        Part::Network => format!(
+            "{affected} of {observed} {what} spent ~{} on the path before their first answer (up to {}): the handshake's round trip and the request's; the server and the client were quick (a wait on a retransmission timeout or a zero window is left to that finding)",
+            us(p50),
+            us(worst_us)
+        ),
         Part::Client => format!(
             "{affected} of {observed} {what} waited ~{} (up to {}) between the handshake and the client's first request: the client held a connected socket and sent nothing; the path and the server were quick",
             us(p50),
