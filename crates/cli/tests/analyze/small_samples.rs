@@ -428,3 +428,67 @@ fn the_same_capture_given_twice_is_refused_with_one_line() {
     let (code, _, err) = support::run(&["analyze", file.path(), other.path(), "--json"]);
     assert!(code == 0 || code == 1, "{err}");
 }
+
+/// One cause, one finding: a connect that completed after a SYN resend, and another still
+/// resending its SYN when the capture ended (inside its ladder, not given up). The second is
+/// the same SYN loss caught mid-ladder: one syn_retransmit finding says it as a consequence,
+/// and no unanswered_syn ranks beside it. Without the completed connect it stays an
+/// unanswered_syn of its own.
+#[test]
+fn a_connect_still_in_its_syn_ladder_at_the_end_is_the_resends_consequence() {
+    let caught = |t_us: u64| {
+        [
+            at(
+                t_us, "10.0.0.1", 40001, "10.0.0.2", 80, S, 9000, 0, 0, 64240,
+            ),
+            at(
+                t_us + 1_000_000,
+                "10.0.0.1",
+                40001,
+                "10.0.0.2",
+                80,
+                S,
+                9000,
+                0,
+                0,
+                64240,
+            ),
+        ]
+    };
+    // Connection 1: SYN at 0, resent at 1 s, answered; one exchange.
+    let mut segs = vec![cs(0, true, S, 1000, 0, 0, 64240)];
+    segs.extend(handshake(1_000_000));
+    segs.extend([
+        cs(1_001_000, true, P | A, 1001, 5001, 100, 502),
+        cs(1_002_000, false, A, 5001, 1101, 0, 65160),
+    ]);
+    segs.extend(caught(2_000_000));
+    segs.push(cs(3_100_000, true, P | A, 1101, 5001, 100, 502));
+    let file = TempFile::new("inladder");
+    write(&file, segs);
+    let (_, v) = run(&file);
+    let p = pathologies(&v);
+    assert!(!p.contains(&"unanswered_syn".to_string()), "{p:?}");
+    let f = finding(&v, "syn_retransmit");
+    let summary = f["summary"].as_str().unwrap();
+    assert!(summary.contains("consequence"), "{summary}");
+    assert!(summary.contains("still resending"), "{summary}");
+    assert_eq!(v["details"]["unanswered_syns"]["waiting_resent"], 1);
+
+    // The same attempt alone: no resends completed, so it is a finding of its own.
+    let mut alone = handshake(0);
+    alone.extend([
+        cs(1_000, true, P | A, 1001, 5001, 100, 502),
+        cs(2_000, false, A, 5001, 1101, 0, 65160),
+    ]);
+    alone.extend(caught(2_000_000));
+    alone.push(cs(3_100_000, true, P | A, 1101, 5001, 100, 502));
+    let file = TempFile::new("inladder-alone");
+    write(&file, alone);
+    let (_, v) = run(&file);
+    let f = finding(&v, "unanswered_syn");
+    assert!(
+        f["summary"].as_str().unwrap().contains("still resending"),
+        "{f:#}"
+    );
+}
