@@ -385,9 +385,10 @@ impl Analyzer {
         out.append(&mut self.released);
     }
 
-    fn take(&mut self, s: &Segment, k: SegKey) {
-        let (idx, from_lo) = (k.slot, k.from_lo);
-        let ts = s.ts_ns;
+    /// Moves the capture's clock to `ts`: counts the segment, and ends the connections idle
+    /// past their timeout and the half-open ones whose SYN ladder ran out.
+    #[inline(always)]
+    fn advance_clock(&mut self, ts: u64) {
         self.totals.segments += 1;
         if self.first_ts.is_none() {
             self.first_ts = Some(ts);
@@ -404,6 +405,12 @@ impl Analyzer {
         if self.half_open.front().is_some_and(|f| f.deadline < ts) {
             self.sweep_half_open(ts);
         }
+    }
+
+    fn take(&mut self, s: &Segment, k: SegKey) {
+        let (idx, from_lo) = (k.slot, k.from_lo);
+        let ts = s.ts_ns;
+        self.advance_clock(ts);
         let pure_syn = s.flags.syn() && !s.flags.ack();
         if idx as usize >= self.slots.len() {
             self.slots.resize_with(idx as usize + 1, Slot::default);
@@ -442,32 +449,7 @@ impl Analyzer {
             if let Some(t) = self.done.retire(slot, None, &self.cfg, origin) {
                 self.tombs.push_back((idx, t));
             }
-            let src = Endpoint {
-                addr: s.src,
-                port: s.src_port,
-            };
-            let dst = Endpoint {
-                addr: s.dst,
-                port: s.dst_port,
-            };
-            let (client_is_src, roles_known) = if pure_syn {
-                (true, true)
-            } else if s.flags.syn() {
-                (false, true)
-            } else {
-                (src.port >= dst.port, false)
-            };
-            let (client, server) = if client_is_src {
-                (src, dst)
-            } else {
-                (dst, src)
-            };
-            // A 4-tuple whose ends are equal has both directions "from lo" and "from the client".
-            let client_lo = if src == dst {
-                true
-            } else {
-                client_is_src == from_lo
-            };
+            let r = roles(s, pure_syn, from_lo);
             slot.incarnations += 1;
             self.next_id += 1;
             self.totals.connections += 1;
@@ -477,9 +459,9 @@ impl Analyzer {
             let fresh = Conn::new(
                 self.next_id,
                 slot.incarnations,
-                client,
-                server,
-                roles_known,
+                r.client,
+                r.server,
+                r.known,
                 ts,
             );
             let mut conn = match self.done.pool.pop() {
@@ -490,20 +472,12 @@ impl Analyzer {
                 None => Box::new(fresh),
             };
             conn.first_frame = s.frame;
-            conn.client_lo = client_lo;
+            conn.client_lo = r.client_lo;
             if pure_syn {
                 self.totals.connection_attempts += 1;
                 let forget = self.cfg.time_wait.as_nanos() as u64 + FORGET_AFTER_TIME_WAIT_NS;
-                let recent = |p: &Tomb| ts.saturating_sub(p.last_ts) <= forget;
-                if let Some(prev) = slot.prev.filter(|p| p.client_lo == client_lo && recent(p)) {
-                    self.totals.reused_ports += 1;
-                    conn.reuse = Some(Reuse {
-                        interval_ns: ts.saturating_sub(prev.last_ts),
-                        prev_close: prev.close,
-                        prev_client_next: prev.client_next,
-                        prev_last_frame: prev.last_frame,
-                    });
-                }
+                conn.reuse = reuse_of(slot.prev, r.client_lo, ts, forget);
+                self.totals.reused_ports += u64::from(conn.reuse.is_some());
                 self.done.detectors.opened(&conn, ts);
             }
             slot.conn = Some(conn);
@@ -802,6 +776,61 @@ fn syn_after_its_answer(c: &Conn, s: &Segment, from_lo: bool) -> bool {
 }
 
 /// Summarises an incarnation into the accumulators (and a flow row) and returns its tombstone.
+/// Who is the client of a connection first seen at segment `s`, and whether that is known.
+struct Roles {
+    client: Endpoint,
+    server: Endpoint,
+    /// Known from a SYN (else guessed: the higher port is the client's).
+    known: bool,
+    /// The client is the 4-tuple's "lo" end.
+    client_lo: bool,
+}
+
+#[inline(always)]
+fn roles(s: &Segment, pure_syn: bool, from_lo: bool) -> Roles {
+    let src = Endpoint {
+        addr: s.src,
+        port: s.src_port,
+    };
+    let dst = Endpoint {
+        addr: s.dst,
+        port: s.dst_port,
+    };
+    let (client_is_src, known) = if pure_syn {
+        (true, true)
+    } else if s.flags.syn() {
+        (false, true)
+    } else {
+        (src.port >= dst.port, false)
+    };
+    let (client, server) = if client_is_src {
+        (src, dst)
+    } else {
+        (dst, src)
+    };
+    Roles {
+        client,
+        server,
+        known,
+        // A 4-tuple whose ends are equal has both directions "from lo" and "from the client".
+        client_lo: src == dst || client_is_src == from_lo,
+    }
+}
+
+/// The port reuse a new SYN at `ts` makes, when the 4-tuple's previous incarnation (same
+/// client end) was seen within `forget_ns`.
+#[inline]
+fn reuse_of(prev: Option<Tomb>, client_lo: bool, ts: u64, forget_ns: u64) -> Option<Reuse> {
+    let prev =
+        prev.filter(|p| p.client_lo == client_lo && ts.saturating_sub(p.last_ts) <= forget_ns)?;
+    Some(Reuse {
+        interval_ns: ts.saturating_sub(prev.last_ts),
+        prev_close: prev.close,
+        prev_client_next: prev.client_next,
+        prev_last_frame: prev.last_frame,
+    })
+}
+
 fn finish_conn(
     c: &mut Conn,
     close: CloseKind,
