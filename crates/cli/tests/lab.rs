@@ -638,7 +638,7 @@ fn port_exhaustion_is_named_with_its_arithmetic_and_keepalive_fixes_it() {
     {
         return;
     }
-    let _bpf = support::bpf_exclusive();
+    let _bpf = support::bpf_shared();
     let (code, v) = lab(&[
         "port-exhaustion",
         "--ports",
@@ -691,7 +691,7 @@ fn syn_drop_spikes_are_syn_retransmissions() {
     if !support::require_root("syn_drop_spikes_are_syn_retransmissions") {
         return;
     }
-    let _bpf = support::bpf_exclusive();
+    let _bpf = support::bpf_shared();
     let (code, v) = lab(&["syn-drop", "--drop-percent", "30", "--duration", "3s"]);
     assert_eq!(code, 1, "{v:#}");
     assert_eq!(v["scenario"], "syn-drop");
@@ -879,7 +879,7 @@ fn slow_reader_is_named_and_the_fix_removes_the_stall() {
     if !support::require_root("slow_reader_is_named_and_the_fix_removes_the_stall") {
         return;
     }
-    let _bpf = support::bpf_exclusive();
+    let _bpf = support::bpf_shared();
     let (code, v) = lab(&["slow-reader", "--duration", "2s", "--fix"]);
     assert_eq!(v["scenario"], "slow-reader");
     assert!(
@@ -1012,7 +1012,7 @@ fn a_reproduced_pathology_is_named_in_the_verdict_line_with_its_evidence() {
     if !support::require_root(test) {
         return;
     }
-    let _bpf = support::bpf_exclusive();
+    let _bpf = support::bpf_shared();
     let (code, out, err) = support::run(&[
         "lab",
         "syn-drop",
@@ -1051,7 +1051,7 @@ fn a_run_that_did_not_reproduce_its_pathology_is_not_called_healthy() {
     if !support::require_root(test) {
         return;
     }
-    let _bpf = support::bpf_exclusive();
+    let _bpf = support::bpf_shared();
     let (code, v) = lab(&[
         "port-exhaustion",
         "--ports",
@@ -1202,7 +1202,7 @@ fn port_exhaustion_remedies_table_follows_the_measurement() {
     if !support::require_root("port_exhaustion_remedies_table_follows_the_measurement") {
         return;
     }
-    let _bpf = support::bpf_exclusive();
+    let _bpf = support::bpf_shared();
     let (code, v) = lab(&[
         "port-exhaustion",
         "--remedies",
@@ -1277,7 +1277,7 @@ fn timewait_remedies_table_follows_the_measurement() {
     if !support::require_root("timewait_remedies_table_follows_the_measurement") {
         return;
     }
-    let _bpf = support::bpf_exclusive();
+    let _bpf = support::bpf_shared();
     let (code, v) = lab(&[
         "timewait-collision",
         "--remedies",
@@ -1340,7 +1340,7 @@ fn slow_reader_remedies_table_follows_the_measurement() {
     if !support::require_root("slow_reader_remedies_table_follows_the_measurement") {
         return;
     }
-    let _bpf = support::bpf_exclusive();
+    let _bpf = support::bpf_shared();
     let (code, v) = lab(&["slow-reader", "--remedies", "--duration", "2s"]);
     let rows = remedy_rows(
         code,
@@ -1385,7 +1385,7 @@ fn syn_drop_remedies_and_the_ladder_cost_follow_the_measurement() {
     if !support::require_root("syn_drop_remedies_and_the_ladder_cost_follow_the_measurement") {
         return;
     }
-    let _bpf = support::bpf_exclusive();
+    let _bpf = support::bpf_shared();
     let (code, v) = lab(&[
         "syn-drop",
         "--remedies",
@@ -1431,7 +1431,7 @@ fn accept_overflow_remedies_table_follows_the_measurement() {
     if !support::require_root("accept_overflow_remedies_table_follows_the_measurement") {
         return;
     }
-    let _bpf = support::bpf_exclusive();
+    let _bpf = support::bpf_shared();
     let (code, v) = lab(&["accept-overflow", "--remedies", "--duration", "2s"]);
     let rows = remedy_rows(code, &v, &["larger-backlog", "faster-accept", "both"]);
     assert!(
@@ -1468,7 +1468,7 @@ fn stale_ack_remedy_is_judged_per_million_with_the_kernel_named() {
     if !support::require_root("stale_ack_remedy_is_judged_per_million_with_the_kernel_named") {
         return;
     }
-    let _bpf = support::bpf_exclusive();
+    let _bpf = support::bpf_shared();
     let (code, v) = lab(&["stale-ack-race", "--remedies", "--duration", "2s"]);
     let rows = remedy_rows(code, &v, &["graceful-close"]);
     let r = rows[0].1;
@@ -1505,7 +1505,7 @@ fn incast_remedies_table_follows_the_measurement() {
     if !support::require_root("incast_remedies_table_follows_the_measurement") {
         return;
     }
-    let _bpf = support::bpf_exclusive();
+    let _bpf = support::bpf_shared();
     let (code, v) = lab(&["incast", "--remedies", "--senders", "8", "--rounds", "20"]);
     let rows = remedy_rows(
         code,
@@ -1741,7 +1741,7 @@ fn lab_without_trace_says_what_is_missing_in_one_line() {
     if !support::require_root("lab_without_trace_says_what_is_missing_in_one_line") {
         return;
     }
-    let _bpf = support::bpf_exclusive();
+    let _bpf = support::bpf_shared();
     let (code, out, err) = support::run(&[
         "lab",
         "port-exhaustion",

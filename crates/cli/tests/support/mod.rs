@@ -123,8 +123,25 @@ pub fn require_root_and_tools(test: &str, tools: &[&str]) -> bool {
 /// next; the kernel drops a file lock when its process ends.
 #[allow(dead_code)]
 pub fn bpf_exclusive() -> BpfGuard {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let inner = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    bpf_lock(true)
+}
+
+/// For the tests that load the trace's eBPF programs (a lab run traces by default) but do
+/// not compare what was traced with the kernel's counters: they may run beside each other,
+/// never beside a [`bpf_exclusive`] test (their attaching and detaching is what that test
+/// must not see). A shared `flock` on the same file, after a read lock within the binary.
+#[allow(dead_code)]
+pub fn bpf_shared() -> BpfGuard {
+    bpf_lock(false)
+}
+
+fn bpf_lock(exclusive: bool) -> BpfGuard {
+    static LOCK: std::sync::RwLock<()> = std::sync::RwLock::new(());
+    let inner = if exclusive {
+        Inner::Write(LOCK.write().unwrap_or_else(|e| e.into_inner()))
+    } else {
+        Inner::Read(LOCK.read().unwrap_or_else(|e| e.into_inner()))
+    };
     let path = concat!(env!("CARGO_TARGET_TMPDIR"), "/tcpdoctor-bpf.lock");
     // flock needs only a read descriptor: a user who cannot write the file (made by a root
     // run) still takes the lock. One who cannot create it either loads no eBPF program
@@ -138,7 +155,8 @@ pub fn bpf_exclusive() -> BpfGuard {
     });
     let file = match file {
         Ok(f) => {
-            f.lock().unwrap_or_else(|e| panic!("flock {path}: {e}"));
+            let locked = if exclusive { f.lock() } else { f.lock_shared() };
+            locked.unwrap_or_else(|e| panic!("flock {path}: {e}"));
             Some(f)
         }
         Err(_) => None,
@@ -149,11 +167,18 @@ pub fn bpf_exclusive() -> BpfGuard {
     }
 }
 
-/// Held while a test loads eBPF programs ([`bpf_exclusive`]); the file lock goes with the file.
+/// Held while a test loads eBPF programs ([`bpf_exclusive`], [`bpf_shared`]); the file lock
+/// goes with the file.
 #[allow(dead_code)]
 pub struct BpfGuard {
     _file: Option<std::fs::File>,
-    _inner: std::sync::MutexGuard<'static, ()>,
+    _inner: Inner,
+}
+
+#[allow(dead_code)]
+enum Inner {
+    Read(std::sync::RwLockReadGuard<'static, ()>),
+    Write(std::sync::RwLockWriteGuard<'static, ()>),
 }
 
 /// Runs a command and panics with its output when it fails.
