@@ -32,7 +32,7 @@ fn doctor_names_accept_queue_overflow() {
     if !support::require_root("doctor_names_accept_queue_overflow") {
         return;
     }
-    let _bpf = support::bpf_exclusive();
+    let _bpf = support::bpf_shared();
     let ns = Netns::new("draq");
     let addr: SocketAddrV4 = "127.0.0.1:5300".parse().unwrap();
     // A listener with backlog 1 that never accepts.
@@ -109,7 +109,7 @@ fn doctor_names_a_slow_reader() {
     if !support::require_root("doctor_names_a_slow_reader") {
         return;
     }
-    let _bpf = support::bpf_exclusive();
+    let _bpf = support::bpf_shared();
     let ns = Netns::new("drsr");
     let addr: SocketAddrV4 = "127.0.0.1:5400".parse().unwrap();
     let held = support::in_netns(&ns, move || {
@@ -160,7 +160,7 @@ fn doctor_in_a_fresh_namespace_is_healthy() {
     if !support::require_root("doctor_in_a_fresh_namespace_is_healthy") {
         return;
     }
-    let _bpf = support::bpf_exclusive();
+    let _bpf = support::bpf_shared();
     let ns = Netns::new("drok");
     let (code, out, err) = support::run_in(&ns, &["doctor", "--json", "--window", "500ms"]);
     let v = support::json(&out, &err);
@@ -215,7 +215,7 @@ fn doctor_runs_without_root() {
     if !support::require_root("doctor_runs_without_root") {
         return;
     }
-    let _bpf = support::bpf_exclusive();
+    let _bpf = support::bpf_shared();
     let ns = Netns::new("drnr");
     let out = std::process::Command::new("ip")
         .args([
@@ -269,7 +269,7 @@ fn doctor_interrupted_mid_window_is_inconclusive_not_healthy() {
     if !support::require_root("doctor_interrupted_mid_window_is_inconclusive_not_healthy") {
         return;
     }
-    let _bpf = support::bpf_exclusive();
+    let _bpf = support::bpf_shared();
     // A fresh namespace has nothing to find: only the interruption decides the verdict.
     let ns = Netns::new("drint");
     for json in [true, false] {
@@ -352,7 +352,7 @@ fn doctor_skips_the_probe_when_loopback_is_down() {
     if !support::require_root("doctor_skips_the_probe_when_loopback_is_down") {
         return;
     }
-    let _bpf = support::bpf_exclusive();
+    let _bpf = support::bpf_shared();
     let ns = Netns::new("drlo");
     ns.exec("ip link set lo down");
     let (code, out, err) = support::run_in(&ns, &["doctor", "--json", "--window", "200ms"]);
@@ -610,7 +610,7 @@ fn doctor_without_the_trace_says_counters_only_and_why() {
     if !support::require_root("doctor_without_the_trace_says_counters_only_and_why") {
         return;
     }
-    let _bpf = support::bpf_exclusive();
+    let _bpf = support::bpf_shared();
     // Turned off by the flag.
     let (code, out, err) = support::run(&["doctor", "--quick", "--window", "200ms", "--no-trace"]);
     assert!(code == 0 || code == 1, "{err}\n{out}");
@@ -680,7 +680,7 @@ fn doctor_gives_a_listener_that_never_accepts_one_finding_with_its_consequences(
     ) {
         return;
     }
-    let _bpf = support::bpf_exclusive();
+    let _bpf = support::bpf_shared();
     let ns = Netns::new("d21a");
     let addr: SocketAddrV4 = "127.0.0.1:5310".parse().unwrap();
     // Backlog 1: two connections fill the queue; each sends a request, one also its FIN.
