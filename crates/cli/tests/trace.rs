@@ -840,7 +840,7 @@ fn without_privileges_one_line_names_what_is_missing_and_exits_2() {
     if !support::require_root("without_privileges_one_line_names_what_is_missing_and_exits_2") {
         return;
     }
-    let _bpf = support::bpf_exclusive();
+    let _bpf = support::bpf_shared();
     let out = Command::new("setpriv")
         .args([
             "--reuid=65534",
@@ -1445,7 +1445,7 @@ fn port_filter_and_human_output_with_rolling_summaries() {
     if !support::require_root("port_filter_and_human_output_with_rolling_summaries") {
         return;
     }
-    let _bpf = support::bpf_exclusive();
+    let _bpf = support::bpf_shared();
     let ns = Netns::new("trfilt");
     ns.exec("nft add table inet tdoc && nft add chain inet tdoc in { type filter hook input priority 0 \\; } && nft add rule inet tdoc in tcp dport { 5111, 5112 } tcp flags syn drop");
     let mut child = Command::new(support::bin())
@@ -1641,7 +1641,7 @@ fn the_header_names_the_traced_namespace() {
     if !support::require_root("the_header_names_the_traced_namespace") {
         return;
     }
-    let _bpf = support::bpf_exclusive();
+    let _bpf = support::bpf_shared();
     let ns = Netns::new("trhead");
     let here = ns_inode("/proc/self/ns/net");
     let first_line = |args: &[&str]| {
