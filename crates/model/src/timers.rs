@@ -38,7 +38,7 @@ pub fn timer_lag_max(delay: Duration) -> Duration {
 }
 
 /// What ended a SYN ladder (net/ipv4/tcp_timer.c, `tcp_write_timeout`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum GiveUp {
     /// `tcp_syn_retries + tcp_syn_linear_timeouts` retransmissions were sent.
     Count,
@@ -67,7 +67,10 @@ pub enum GiveUp {
 /// ([`timer_lag_max`]) and the lateness adds up along the ladder, which [`SynLadder::latest`]
 /// bounds rung by rung. Without linear timeouts (older kernels, or the sysctl at 0): 1, 3, 7,
 /// 15, 31, 63 s, failing at 127 s.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// Serialized as its computed rungs (a recorded trace keeps the ladder its namespace had:
+/// `tcpdoctor_trace::recording`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SynLadder {
     /// `at[i]` is when retransmission `i + 1` is sent (nominal).
     at: Vec<Duration>,

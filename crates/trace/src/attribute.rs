@@ -82,7 +82,7 @@ impl EventFilter {
 }
 
 /// A listening socket as the caller found it (sock_diag in the traced namespace).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Listener {
     pub local: SocketAddr,
     /// Connections waiting in its accept queue.
@@ -90,7 +90,8 @@ pub struct Listener {
     /// Its listen() backlog (capped by net.core.somaxconn).
     pub backlog: u32,
     pub process: Option<Process>,
-    /// The namespace it listens in (inode).
+    /// The namespace it listens in (inode). Not in reports; a recording keeps it beside the
+    /// listener ([`crate::recording`]).
     #[serde(skip)]
     pub netns: u32,
 }

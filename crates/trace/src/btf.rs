@@ -116,8 +116,10 @@ impl<'a> Reader<'a> {
 }
 
 /// Value -> name of one kernel enum, with a prefix removed from each name
-/// (`SKB_DROP_REASON_QDISC_DROP` -> `QDISC_DROP`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// (`SKB_DROP_REASON_QDISC_DROP` -> `QDISC_DROP`). Serialized as value -> name (a recorded
+/// trace keeps the names of the kernel it was recorded on: [`crate::recording`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
 pub struct EnumNames {
     names: BTreeMap<u64, String>,
 }
@@ -163,7 +165,7 @@ impl EnumNames {
 }
 
 /// The kernel's drop and reset reasons.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Reasons {
     pub drop: EnumNames,
     pub reset: EnumNames,

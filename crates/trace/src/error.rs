@@ -31,4 +31,15 @@ pub enum Error {
     /// The kernel's BTF could not be parsed for reason names.
     #[error("reading drop-reason names from the kernel BTF: {0}")]
     Btf(String),
+    /// A recording could not be written ([`crate::recording`]).
+    #[error("recording the trace to {path}: {source}")]
+    Record {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A recording could not be read back: line `line` (1-based) is not what a recording
+    /// holds there.
+    #[error("replaying a recorded trace, line {line}: {message}")]
+    Replay { line: usize, message: String },
 }

@@ -3,7 +3,8 @@
 //! The BPF half (bpf/trace.bpf.c, compiled into the committed bpf/trace.bpf.o by
 //! bpf/build.sh) counts TCP events in the kernel and sends a record per event worth
 //! attributing; [`loader`] loads and attaches it, [`raw`] decodes records, [`btf`] names the
-//! kernel's drop and reset reasons.
+//! kernel's drop and reset reasons. [`recording`] keeps a session's evidence so that its
+//! attribution can be replayed without root.
 
 pub mod attribute;
 pub mod btf;
@@ -13,6 +14,7 @@ pub mod history;
 pub mod loader;
 pub mod raw;
 pub mod reconcile;
+pub mod recording;
 pub mod render;
 pub mod repeats;
 pub mod session;

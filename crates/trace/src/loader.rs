@@ -195,9 +195,15 @@ impl Probe {
 
     /// Takes every record waiting in the ring buffer.
     pub fn drain(&mut self, mut f: impl FnMut(Result<Event, Undecodable>)) -> usize {
+        self.drain_bytes(|b| f(Event::decode(b)))
+    }
+
+    /// Takes every record waiting in the ring buffer, as the kernel wrote its bytes (a
+    /// recording keeps them: [`crate::recording`]).
+    pub fn drain_bytes(&mut self, mut f: impl FnMut(&[u8])) -> usize {
         let mut n = 0;
         while let Some(item) = self.ring.next() {
-            f(Event::decode(&item));
+            f(&item);
             n += 1;
         }
         n

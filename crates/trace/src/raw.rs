@@ -129,6 +129,11 @@ impl Counter {
         Counter::BenignDrops,
     ];
 
+    /// The counter of a [`Counter::name`].
+    pub fn from_name(name: &str) -> Option<Counter> {
+        Counter::ALL.into_iter().find(|c| c.name() == name)
+    }
+
     /// snake_case name, as in JSON.
     pub fn name(self) -> &'static str {
         match self {
@@ -163,7 +168,7 @@ impl Counter {
 }
 
 /// TCP states as the kernel numbers them (include/net/tcp_states.h).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum TcpState {
     Established,

@@ -19,9 +19,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tcpdoctor_host::sockets::{self, Filter, TcpState as HostState};
 use tcpdoctor_model::{Finding, SynLadder};
 
@@ -31,6 +32,7 @@ use crate::connections::{Connection, Totals};
 pub use crate::loader::Hooks;
 use crate::loader::{Probe, Unavailable};
 use crate::raw::{Counter, Detail, Event, Process, ProcessSource};
+use crate::recording::{Finish, Recorded, Recorder};
 use crate::Error;
 
 /// Drop reasons that lose nothing, counted apart from drops and never sent as records:
@@ -59,10 +61,13 @@ pub struct Options {
     /// Report each connection's lifetime, bytes and process at its close
     /// ([`Session::take_connections`]; `trace --connections`).
     pub connections: bool,
+    /// Write what the session measures to this file, to be replayed without root
+    /// ([`crate::recording`]; `trace --record`).
+    pub record: Option<PathBuf>,
 }
 
 /// A traced namespace.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Netns {
     pub inode: u32,
     /// The `ip netns` name, or `None` for the namespace tcpdoctor runs in when it has none.
@@ -138,6 +143,9 @@ pub struct Outcome {
     pub unavailable: Vec<Unavailable>,
     #[serde(skip)]
     pub findings: Vec<Finding>,
+    /// Why the recording asked for ([`Options::record`]) is incomplete, when it is.
+    #[serde(skip)]
+    pub record_error: Option<String>,
 }
 
 /// For `skip_serializing_if`: a count that is zero is left out of the report.
@@ -183,17 +191,120 @@ fn named_namespaces() -> HashMap<u32, String> {
 /// A running trace.
 pub struct Session {
     probe: Probe,
-    engine: Engine,
-    lookup: Live,
+    judge: Judge<Recorded<Live>>,
     started: Instant,
     netns: Vec<Netns>,
-    counters_before: BTreeMap<String, tcpdoctor_host::counters::Snapshot>,
+    /// The TCP counters (`Tcp*`) of each named namespace when the counters' window opened.
+    counters_before: BTreeMap<String, BTreeMap<String, u64>>,
     /// SYN and SYN-ACK resends traced before the counters' window opened.
     syn_at_open: u64,
-    /// Connections closed since the last [`Session::take_connections`].
+}
+
+/// What a session decides from the kernel's records, apart from the kernel: the engine, the
+/// lookup it asks, the connections reported. The live session feeds it from the ring buffer,
+/// a replay from a recording ([`crate::recording`]): one path for both.
+pub(crate) struct Judge<L> {
+    pub(crate) engine: Engine,
+    pub(crate) lookup: L,
+    /// Connections closed since the last [`Judge::take_connections`].
     connections: Vec<Connection>,
     /// Over the whole session; `None` unless [`Options::connections`].
     connection_totals: Option<Totals>,
+}
+
+impl<L: Lookup> Judge<L> {
+    pub(crate) fn new(engine: Engine, lookup: L, connections: bool) -> Judge<L> {
+        Judge {
+            engine,
+            lookup,
+            connections: Vec::new(),
+            connection_totals: connections.then(Totals::default),
+        }
+    }
+
+    /// Decodes and attributes one record as the kernel wrote it: the line to print, if any
+    /// (a close is kept as a connection; an undecodable record is counted).
+    pub(crate) fn push(&mut self, bytes: &[u8]) -> Option<Line> {
+        match Event::decode(bytes) {
+            Ok(
+                ev @ Event {
+                    detail: Detail::Closed { .. },
+                    ..
+                },
+            ) => {
+                if let Some(c) = self.engine.push_connection(ev, &mut self.lookup) {
+                    if let Some(t) = &mut self.connection_totals {
+                        t.add(&c);
+                    }
+                    self.connections.push(c);
+                }
+                None
+            }
+            Ok(ev) => self.engine.push(ev, &mut self.lookup),
+            Err(_) => {
+                self.engine.undecoded();
+                None
+            }
+        }
+    }
+
+    pub(crate) fn take_connections(&mut self) -> Vec<Connection> {
+        std::mem::take(&mut self.connections)
+    }
+
+    /// The outcome of a session over `netns`, from what it read of the kernel at its end.
+    pub(crate) fn outcome(&mut self, netns: &[Netns], fin: &Finish) -> Outcome {
+        let counts: BTreeMap<Counter, u64> = fin
+            .counts
+            .iter()
+            .filter_map(|(name, &n)| Some((Counter::from_name(name)?, n)))
+            .collect();
+        let kernel = KernelCounts::from_counters(&counts);
+        let findings = self.engine.findings_with(&kernel, &mut self.lookup);
+        let reasons = self.engine.reasons();
+        let (benign_drops_by_reason, drops_by_reason): (BTreeMap<_, _>, BTreeMap<_, _>) = fin
+            .drop_reasons
+            .iter()
+            .map(|(&r, &n)| (reasons.drop.describe(r), n))
+            .partition(|(name, _)| BENIGN_DROPS.contains(&name.as_str()));
+        let mut kernel_counters = BTreeMap::new();
+        for n in netns {
+            if let (Some(before), Some(after)) = (
+                fin.counters_before.get(&n.label()),
+                fin.counters_after.get(&n.label()),
+            ) {
+                let snapshot =
+                    |values: &BTreeMap<String, u64>| tcpdoctor_host::counters::Snapshot {
+                        values: values.clone(),
+                    };
+                kernel_counters.insert(
+                    n.label(),
+                    snapshot(after).delta_since(&snapshot(before)).tcp(),
+                );
+            }
+        }
+        let syn_traced = syn_traced(&counts);
+        let not_traced =
+            crate::reconcile::not_traced(&kernel_counters, syn_traced, &fin.missed_events);
+        Outcome {
+            duration_ms: fin.duration_ms,
+            not_traced,
+            syn_traced_at_edges: fin.syn_at_open + syn_traced.saturating_sub(fin.syn_at_close),
+            netns: netns.to_vec(),
+            lost_events: counts.get(&Counter::Lost).copied().unwrap_or(0),
+            missed_events: fin.missed_events.clone(),
+            counts: counts.iter().map(|(c, &n)| (c.name(), n)).collect(),
+            drops_by_reason,
+            benign_drops_by_reason,
+            summary: self.engine.summary(),
+            connections: self.connection_totals.clone(),
+            last_connections: self.take_connections(),
+            kernel_counters,
+            unavailable: fin.unavailable.clone(),
+            findings,
+            record_error: None,
+        }
+    }
 }
 
 impl Session {
@@ -263,20 +374,12 @@ impl Session {
         let probe = Probe::load(filter.as_deref(), &quiet, hooks, opts.connections)?;
         // The counters' window opens once the programs are attached: every event it counts
         // reaches its tracepoint while they are.
-        let mut counters_before = BTreeMap::new();
-        for n in &netns {
-            if let Ok(s) = counters_in(n) {
-                counters_before.insert(n.label(), s);
-            }
-        }
+        let counters_before = tcp_counters(&netns);
         let syn_at_open = syn_traced(&probe.counters().unwrap_or_default());
         let overflows_at_start: HashMap<u32, u64> = netns
             .iter()
             .filter_map(|n| {
-                let v = counters_before
-                    .get(&n.label())?
-                    .values
-                    .get(LISTEN_OVERFLOWS)?;
+                let v = counters_before.get(&n.label())?.get(LISTEN_OVERFLOWS)?;
                 Some((n.inode, *v))
             })
             .collect();
@@ -286,16 +389,32 @@ impl Session {
                 all_names.insert(n.inode, name.clone());
             }
         }
+        let recorder = match &opts.record {
+            Some(path) => Some(Recorder::create(
+                path,
+                crate::recording::Header::new(
+                    start_ns,
+                    &netns,
+                    &all_names,
+                    &reasons,
+                    &opts.config,
+                    opts.connections,
+                ),
+            )?),
+            None => None,
+        };
+        let live = Live::new(current, all_names, overflows_at_start, filter);
         Ok(Session {
             probe,
-            engine: Engine::new(opts.config, start_ns, reasons),
-            lookup: Live::new(current, all_names, overflows_at_start, filter),
+            judge: Judge::new(
+                Engine::new(opts.config, start_ns, reasons),
+                Recorded::new(live, recorder),
+                opts.connections,
+            ),
             started: Instant::now(),
             netns,
             counters_before,
             syn_at_open,
-            connections: Vec::new(),
-            connection_totals: opts.connections.then(Totals::default),
         })
     }
 
@@ -312,30 +431,11 @@ impl Session {
     /// Drains the kernel's records and attributes them; returns the lines to print.
     pub fn poll(&mut self) -> Vec<Line> {
         let mut raw = Vec::new();
-        self.probe.drain(|r| raw.push(r));
+        self.probe.drain_bytes(|b| raw.push(b.to_vec()));
         let mut out = Vec::new();
-        for r in raw {
-            match r {
-                Ok(
-                    ev @ Event {
-                        detail: Detail::Closed { .. },
-                        ..
-                    },
-                ) => {
-                    if let Some(c) = self.engine.push_connection(ev, &mut self.lookup) {
-                        if let Some(t) = &mut self.connection_totals {
-                            t.add(&c);
-                        }
-                        self.connections.push(c);
-                    }
-                }
-                Ok(ev) => {
-                    if let Some(l) = self.engine.push(ev, &mut self.lookup) {
-                        out.push(l);
-                    }
-                }
-                Err(_) => self.engine.undecoded(),
-            }
+        for b in raw {
+            self.judge.lookup.record(&b);
+            out.extend(self.judge.push(&b));
         }
         out
     }
@@ -343,7 +443,7 @@ impl Session {
     /// The connections that closed since the last call, in the order they closed (filled by
     /// [`Session::poll`] when [`Options::connections`] is set).
     pub fn take_connections(&mut self) -> Vec<Connection> {
-        std::mem::take(&mut self.connections)
+        self.judge.take_connections()
     }
 
     /// Throws away the records waiting in the ring buffer without attributing them (for a
@@ -384,7 +484,7 @@ impl Session {
 
     /// Counts per cause so far (the rolling summary).
     pub fn summary(&self) -> Summary {
-        self.engine.summary()
+        self.judge.engine.summary()
     }
 
     /// Time since the session started.
@@ -395,7 +495,9 @@ impl Session {
     /// Findings from what was attributed so far.
     pub fn findings(&mut self) -> Vec<Finding> {
         let kernel = KernelCounts::from_counters(&self.probe.counters().unwrap_or_default());
-        self.engine.findings_with(&kernel, &mut self.lookup)
+        self.judge
+            .engine
+            .findings_with(&kernel, &mut self.judge.lookup)
     }
 
     /// Drains what is left, detaches, and reports. The returned lines of the last drain
@@ -407,52 +509,31 @@ impl Session {
     /// have reached its tracepoint yet. A caller that reads counters of its own does so before
     /// calling this, for the same reason.
     pub fn finish(mut self) -> Outcome {
-        let mut counters_after = BTreeMap::new();
-        for n in &self.netns {
-            if let Ok(s) = counters_in(n) {
-                counters_after.insert(n.label(), s);
-            }
-        }
+        let counters_after = tcp_counters(&self.netns);
         let syn_at_close = syn_traced(&self.probe.counters().unwrap_or_default());
         std::thread::sleep(SETTLE);
         let _ = self.poll();
-        let counts = self.probe.counters().unwrap_or_default();
         let (missed_events, skips_unknown) = self.probe.missed();
-        let drops = self.probe.drop_reasons().unwrap_or_default();
-        let findings = self.findings();
-        let reasons = self.engine.reasons();
-        let (benign_drops_by_reason, drops_by_reason): (BTreeMap<_, _>, BTreeMap<_, _>) = drops
-            .into_iter()
-            .map(|(r, n)| (reasons.drop.describe(r), n))
-            .partition(|(name, _)| BENIGN_DROPS.contains(&name.as_str()));
-        let mut kernel_counters = BTreeMap::new();
-        for n in &self.netns {
-            if let (Some(before), Some(after)) = (
-                self.counters_before.get(&n.label()),
-                counters_after.get(&n.label()),
-            ) {
-                kernel_counters.insert(n.label(), after.delta_since(before).tcp());
-            }
-        }
-        let syn_traced = syn_traced(&counts);
-        let not_traced = crate::reconcile::not_traced(&kernel_counters, syn_traced, &missed_events);
-        Outcome {
+        let fin = Finish {
             duration_ms: self.started.elapsed().as_millis() as u64,
-            not_traced,
-            syn_traced_at_edges: self.syn_at_open + syn_traced.saturating_sub(syn_at_close),
-            netns: self.netns.clone(),
-            lost_events: counts.get(&Counter::Lost).copied().unwrap_or(0),
+            counts: self
+                .probe
+                .counters()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(c, n)| (c.name().to_string(), n))
+                .collect(),
             missed_events,
-            counts: counts.iter().map(|(c, &n)| (c.name(), n)).collect(),
-            drops_by_reason,
-            benign_drops_by_reason,
-            summary: self.engine.summary(),
-            connections: self.connection_totals.clone(),
-            last_connections: std::mem::take(&mut self.connections),
-            kernel_counters,
+            drop_reasons: self.probe.drop_reasons().unwrap_or_default(),
+            counters_before: std::mem::take(&mut self.counters_before),
+            counters_after,
+            syn_at_open: self.syn_at_open,
+            syn_at_close,
             unavailable: [self.probe.unavailable(), &skips_unknown[..]].concat(),
-            findings,
-        }
+        };
+        let mut outcome = self.judge.outcome(&self.netns, &fin);
+        outcome.record_error = self.judge.lookup.finish(&fin).err().map(|e| e.to_string());
+        outcome
     }
 }
 
@@ -500,6 +581,23 @@ impl Netns {
             ),
         }
     }
+}
+
+/// The TCP counters (`Tcp*`, as [`Outcome::kernel_counters`] keeps their changes) of each
+/// named namespace that could be read, by [`Netns::label`].
+fn tcp_counters(netns: &[Netns]) -> BTreeMap<String, BTreeMap<String, u64>> {
+    let mut out = BTreeMap::new();
+    for n in netns {
+        if let Ok(s) = counters_in(n) {
+            let tcp = s
+                .values
+                .into_iter()
+                .filter(|(k, _)| k.starts_with("Tcp"))
+                .collect();
+            out.insert(n.label(), tcp);
+        }
+    }
+    out
 }
 
 fn counters_in(n: &Netns) -> Result<tcpdoctor_host::counters::Snapshot, String> {

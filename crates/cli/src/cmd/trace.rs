@@ -4,6 +4,7 @@
 //! `tcpdoctor_trace`.
 
 use std::io::{self, Write};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -147,6 +148,18 @@ pub struct Args {
     /// bcc's tcplife); events are still attributed for the report.
     #[arg(long)]
     connections: bool,
+    /// Also write what the trace measured (the kernel's records, the answers of the live
+    /// system, the counters' window) to FILE, to be replayed without root
+    /// (tests/data/trace/record.sh).
+    #[arg(long, value_name = "FILE", hide = true)]
+    record: Option<PathBuf>,
+    /// Print a recording (--record FILE) again through the same attribution and printers,
+    /// without root: no BPF, no namespace, nothing asked of this host. The recording's
+    /// filters apply; its repeats are rolled up at the end.
+    #[arg(long, value_name = "FILE", hide = true, conflicts_with_all = [
+        "record", "netns", "all_netns", "duration", "pid", "comm", "port", "connections",
+    ])]
+    replay: Option<PathBuf>,
 }
 
 /// Flags checked before anything is attached (issue 24: `--duration 0s` traced for 0 s where
@@ -191,6 +204,9 @@ fn summary_line(session: &Session) -> SummaryLine {
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     check(&args)?;
+    if let Some(path) = &args.replay {
+        return replay(path, args.json);
+    }
     let scope = if args.all_netns {
         Scope::All
     } else if args.netns.is_empty() {
@@ -209,6 +225,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             ..Config::default()
         },
         connections: args.connections,
+        record: args.record.clone(),
     };
     let mut session = Session::start(opts)?;
     let json = args.json;
@@ -269,10 +286,25 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let cut_short =
         stop.load(Ordering::SeqCst) && args.duration.is_some_and(|d| started.elapsed() < d);
     let outcome = session.finish();
+    let record_error = outcome.record_error.clone();
     if !pipe_closed && !outcome.last_connections.is_empty() {
         // A closed pipe ends the output; the report below meets the same error.
         let _ = write_connections(&outcome.last_connections, json);
     }
+    let code = print_report(outcome, printed, cut_short, json)?;
+    if let Some(e) = record_error {
+        anyhow::bail!("{e}");
+    }
+    Ok(code)
+}
+
+/// The final report, as JSON or text; returns the exit code its verdict gives.
+fn print_report(
+    outcome: tcpdoctor_trace::session::Outcome,
+    printed: u64,
+    cut_short: bool,
+    json: bool,
+) -> anyhow::Result<i32> {
     let report = render::report(outcome, printed, cut_short);
     if json {
         output::json_line(&report)?;
@@ -280,6 +312,42 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         output::with_stdout(|w| render::text(w, &report))?;
     }
     Ok(report.verdict.exit_code())
+}
+
+/// `--replay FILE`: a recording printed as the live run printed it: its events (in the text,
+/// repeats rolled up at the end), its connections, then the report.
+fn replay(path: &Path, json: bool) -> anyhow::Result<i32> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("--replay {}: {e}", path.display()))?;
+    let r = tcpdoctor_trace::recording::replay(&text)?;
+    let connections = r.header.connections;
+    if !json {
+        let scope = Netns::describe_all(&r.header.netns);
+        output::with_stdout(|w| {
+            render::header(
+                w,
+                &scope,
+                "(replayed from a recording)",
+                &r.outcome.unavailable,
+                connections,
+            )
+        })?;
+    }
+    let mut lines = r.lines;
+    let mut repeats = Repeats::new();
+    if !json {
+        lines.retain(|l| !connections && repeats.admit(l));
+    }
+    write_connections(&r.connections, json)?;
+    write_all(&lines, json)?;
+    if !json {
+        let ups = repeats.roll_up();
+        write_stdout(|w| ups.iter().try_for_each(|u| render::write_roll_up(w, u)))?;
+    }
+    let mut outcome = r.outcome;
+    // Printed above with the others.
+    outcome.last_connections.clear();
+    print_report(outcome, lines.len() as u64, false, json)
 }
 
 fn write_stdout(f: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> io::Result<()> {

@@ -18,7 +18,11 @@ impl Engine {
                 count,
             })
             .collect();
-        flows.sort_by(|a, b| b.count.cmp(&a.count).then(a.src.cmp(&b.src)));
+        // A total order: the flows are kept in a HashMap, whose order differs run to run.
+        flows.sort_by(|a, b| {
+            let key = |f: &DropFlow| (f.src, f.dst, f.reason.clone(), f.ifname.clone());
+            b.count.cmp(&a.count).then_with(|| key(a).cmp(&key(b)))
+        });
         flows.truncate(20);
         s.drop_flows = flows;
         s.no_local_port = self
