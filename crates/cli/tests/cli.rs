@@ -569,10 +569,20 @@ fn spawn_grouped(args: &[&str]) -> std::process::Child {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("spawn tcpdoctor");
-    let status = format!("/proc/{}/status", child.id());
+    if !catches_sigint_soon(child.id()) {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("tcpdoctor {args:?} installed no SIGINT handler in 10 s");
+    }
+    child
+}
+
+/// Waits up to 10 s for process `pid` to catch SIGINT (SigCgt in /proc/PID/status: bit n-1
+/// for signal n).
+fn catches_sigint_soon(pid: u32) -> bool {
+    let status = format!("/proc/{pid}/status");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        // SigCgt: the signals with a handler, bit n-1 for signal n.
+    while std::time::Instant::now() < deadline {
         let caught = std::fs::read_to_string(&status)
             .ok()
             .and_then(|t| {
@@ -585,15 +595,11 @@ fn spawn_grouped(args: &[&str]) -> std::process::Child {
             })
             .is_some_and(|mask| mask & (1 << (libc::SIGINT - 1)) != 0);
         if caught {
-            return child;
-        }
-        if std::time::Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("tcpdoctor {args:?} installed no SIGINT handler in 10 s");
+            return true;
         }
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
+    false
 }
 
 /// One SIGINT delivered twice at once, as `timeout -s INT` delivers it (to the command, then
