@@ -188,37 +188,6 @@ impl ProbeRun {
     }
 }
 
-/// Judges each remedied run against `before` on `harm` for `pathology`; a run that still
-/// reproduced the pathology (`reproduction`) did not make the remedy work.
-pub fn judge_runs(
-    pathology: Pathology,
-    before: &ProbeRun,
-    after: &[ProbeRun],
-    harm: impl Fn(&ProbeRun) -> crate::remedy::Harm,
-    reproduction: impl Fn(&ProbeRun) -> crate::reproduce::Reproduction,
-) -> (Vec<crate::remedy::Check>, Option<super::Remedied>) {
-    let reproductions: Vec<_> = after.iter().map(&reproduction).collect();
-    let checks: Vec<_> = after
-        .iter()
-        .zip(&reproductions)
-        .map(|(r, rep)| {
-            crate::remedy::judge(
-                &r.label,
-                pathology,
-                harm(before),
-                &before.findings,
-                harm(r),
-                &r.findings,
-            )
-            .with_trace(before.trace.harm(pathology), r.trace.harm(pathology))
-            .with_reproduction(rep)
-        })
-        .collect();
-    let findings: Vec<&[Finding]> = after.iter().map(|r| r.findings.as_slice()).collect();
-    let remedied = super::remedied(&checks, &findings, &reproductions);
-    (checks, remedied)
-}
-
 /// Runs probe with `cfg` (its target must be set) from inside the client namespace. `stop`
 /// (Ctrl-C) is forwarded to the probe.
 pub fn probe(

@@ -17,11 +17,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tcpdoctor_model::Finding;
+use tcpdoctor_model::{Finding, Pathology};
 
-use super::{Common, Header, Outcome};
+use super::{driver, Common, Header, Outcome};
 use crate::diagnose::{self, FanIn};
-use crate::remedy::{self, Check, Harm};
+use crate::remedy::{Check, Harm};
 use crate::reproduce::{Event, Reproduction, Reproductions};
 use crate::topo::Lab;
 use crate::{capture, exec, naming, Error, Result};
@@ -584,72 +584,50 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
         .as_ref()
         .map(|r| r.findings.clone())
         .unwrap_or_default();
-    let remedies: Vec<Check> = match (&before, &after) {
-        (Some(b), Some(a)) => vec![remedy::judge(
-            &a.label,
-            tcpdoctor_model::Pathology::Incast,
-            harm(b),
-            &b.findings,
-            harm(a),
-            &a.findings,
-        )
-        .with_trace(
-            b.trace.harm(tcpdoctor_model::Pathology::Incast),
-            a.trace.harm(tcpdoctor_model::Pathology::Incast),
-        )
-        .with_reproduction(&reproduction(a))],
-        _ => Vec::new(),
-    };
-    let remedied = super::remedied(
-        &remedies,
-        &after
-            .iter()
-            .map(|a| a.findings.as_slice())
-            .collect::<Vec<_>>(),
-        &after.iter().map(reproduction).collect::<Vec<_>>(),
-    );
     // The baseline first, then every other run (sweep points, other RTO floors).
-    let reproductions = match &before {
-        Some(b) => Reproductions::of(
-            reproduction(b),
-            runs.iter()
-                .filter(|r| !(r.senders == b.senders && r.rto_min_us == b.rto_min_us))
-                .map(reproduction),
-        ),
-        None => Reproductions::default(),
+    let judged = match &before {
+        Some(b) => {
+            let mut j = driver::judge(Pathology::Incast, b, after.as_slice(), harm, reproduction);
+            let others = runs
+                .iter()
+                .filter(|r| !(r.senders == b.senders && r.rto_min_us == b.rto_min_us));
+            j.reproductions = Reproductions::of(reproduction(b), others.map(reproduction));
+            j
+        }
+        None => driver::Judged {
+            checks: Vec::new(),
+            remedied: None,
+            reproductions: Reproductions::default(),
+        },
     };
-    let mut diagnosed_by = DIAGNOSED_BY.map(String::from).to_vec();
+    let mut diagnosed_by = DIAGNOSED_BY.to_vec();
     // With a capture, analyze's detectors read it too (it spans every run of this scenario).
     if let Some(path) = &common.pcap {
         let (more, _) = diagnose::capture(path)?;
         diagnose::merge(&mut findings, more);
-        diagnosed_by.push("analyze's detectors on the receiver's capture (all runs)".into());
+        diagnosed_by.push("analyze's detectors on the receiver's capture (all runs)");
     }
-    let header = Header {
-        scenario: "incast".into(),
-        run_id: topo.lab.run_id(),
-        subnet: common.subnet.to_string(),
-        namespaces: topo.lab.namespaces().to_vec(),
-        capture,
-        diagnosed_by,
-        trace: crate::trace::LabTrace::of(runs.iter().map(|r| r.trace.clone()).collect()),
-        reproduction: reproductions,
-    };
+    let trace = crate::trace::LabTrace::of(runs.iter().map(|r| r.trace.clone()).collect());
+    let namespaces = topo.lab.namespaces().to_vec();
     drop(topo);
-    Ok(Outcome {
-        remedied,
-        reproduction: header.reproduction.baseline().cloned(),
-        findings,
-        body: Report {
-            header,
+    Ok(
+        judged.outcome(findings, interrupted, |rep, remedies| Report {
+            header: Header::of(
+                "incast",
+                common,
+                namespaces,
+                capture,
+                trace,
+                &diagnosed_by,
+                rep,
+            ),
             config: cfg.clone(),
             runs,
             before,
             after,
             remedies,
-        },
-        interrupted,
-    })
+        }),
+    )
 }
 
 fn fan_in_of(r: &Run) -> FanIn {

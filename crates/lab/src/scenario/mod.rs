@@ -57,21 +57,6 @@ pub struct Remedied {
     pub reproduction: Option<Reproduction>,
 }
 
-/// The run the verdict follows among remedied runs (`checks[i]` judges `findings[i]`, and
-/// `reproductions[i]` says whether that run still reproduced the pathology).
-pub fn remedied(
-    checks: &[remedy::Check],
-    findings: &[&[Finding]],
-    reproductions: &[Reproduction],
-) -> Option<Remedied> {
-    let i = remedy::followed(checks)?;
-    Some(Remedied {
-        run: checks[i].run.clone(),
-        findings: findings.get(i).map(|f| f.to_vec()).unwrap_or_default(),
-        reproduction: reproductions.get(i).cloned(),
-    })
-}
-
 /// Whether a remedy row's run reproduced the pathology (`of` a run), marked with the remedy's
 /// name; `None` when the remedy could not be built.
 pub fn row_reproduction<R>(
@@ -139,6 +124,44 @@ pub struct Header {
     /// signature (`reproduced`: the baseline; `reproduction[]`: every run).
     #[serde(flatten)]
     pub reproduction: Reproductions,
+}
+
+impl Header {
+    /// The header of scenario `name`'s run in `common`'s subnet, this process's run id.
+    pub fn of(
+        name: &str,
+        common: &Common,
+        namespaces: Vec<String>,
+        capture: Option<CaptureSummary>,
+        trace: crate::trace::LabTrace,
+        diagnosed_by: &[&str],
+        reproduction: Reproductions,
+    ) -> Header {
+        Header {
+            scenario: name.into(),
+            run_id: std::process::id(),
+            subnet: common.subnet.to_string(),
+            namespaces,
+            capture,
+            diagnosed_by: diagnosed_by.iter().map(|s| s.to_string()).collect(),
+            trace,
+            reproduction,
+        }
+    }
+}
+
+/// `--fix` of a scenario with one remedied run: the baseline (`before`) and, with `--fix`,
+/// the remedied run judged against it ([`driver::fix`]).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FixReport<C, R> {
+    #[serde(flatten)]
+    pub header: Header,
+    pub config: C,
+    pub before: R,
+    pub after: Option<R>,
+    /// The remedied run judged against the baseline (with --fix).
+    #[serde(rename = "fix_results")]
+    pub remedies: Vec<remedy::Check>,
 }
 
 /// `--remedies`: the baseline and each selected remedy, measured in fresh namespaces, each

@@ -18,7 +18,7 @@ use super::churn::{self, Pair, ProbeRun};
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::{Common, Header, Outcome};
 use crate::remedy::{thousands, Check, Harm, Measured, Prediction, Row, Tolerance, Verdict};
-use crate::reproduce::{Event, Reproduction, Reproductions};
+use crate::reproduce::{Event, Reproduction};
 use crate::{netns, Result};
 
 /// What diagnosed each run, in words: the report's "Diagnosis ... (by ...)" heading.
@@ -109,7 +109,7 @@ pub fn reproduction(run: &ProbeRun) -> Reproduction {
     };
     Reproduction::of(
         &run.label,
-        tcpdoctor_model::Pathology::PortExhaustion,
+        Pathology::PortExhaustion,
         signature,
         run.tried(),
         cost,
@@ -289,38 +289,35 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
     let interrupted = before.interrupted || after.iter().any(|r| r.interrupted);
     let computed = f64::from(cfg.ports.len()) / tcpdoctor_host::sysctl::TIME_WAIT.as_secs_f64();
     let measured = measured_steady(&before);
-    let (remedies, remedied) = churn::judge_runs(
-        tcpdoctor_model::Pathology::PortExhaustion,
+    let judged = driver::judge(
+        Pathology::PortExhaustion,
         &before,
         &after,
         harm,
         reproduction,
     );
-    let reproductions = Reproductions::of(reproduction(&before), after.iter().map(reproduction));
-    Ok(Outcome {
-        remedied,
-        reproduction: reproductions.baseline().cloned(),
-        findings: before.findings.clone(),
-        body: Report {
-            header: Header {
-                scenario: "port-exhaustion".into(),
-                run_id: std::process::id(),
-                subnet: common.subnet.to_string(),
-                namespaces,
-                capture,
-                trace: churn::traces(std::iter::once(&before).chain(after.iter())),
-                diagnosed_by: DIAGNOSED_BY.map(String::from).to_vec(),
-                reproduction: reproductions,
-            },
-            config: cfg.clone(),
-            computed_sustainable_per_s: computed,
-            measured_sustainable_per_s: measured,
-            before,
-            after,
-            remedies,
-        },
-        interrupted,
-    })
+    let trace = churn::traces(std::iter::once(&before).chain(&after));
+    Ok(
+        judged.outcome(before.findings.clone(), interrupted, |rep, remedies| {
+            Report {
+                header: Header::of(
+                    PortExhaustion::NAME,
+                    common,
+                    namespaces,
+                    capture,
+                    trace,
+                    &DIAGNOSED_BY,
+                    rep,
+                ),
+                config: cfg.clone(),
+                computed_sustainable_per_s: computed,
+                measured_sustainable_per_s: measured,
+                before,
+                after,
+                remedies,
+            }
+        }),
+    )
 }
 
 /// What `--remedies` measured besides the runs.
@@ -436,7 +433,7 @@ impl PortRun {
             .sum();
         Reproduction::of(
             &self.label,
-            tcpdoctor_model::Pathology::PortExhaustion,
+            Pathology::PortExhaustion,
             signature,
             crate::reproduce::Tried::new(attempts, "connects", self.elapsed_us / 1000),
             || {

@@ -19,9 +19,9 @@ use tcpdoctor_model::{Finding, Pathology};
 
 use super::churn::Pair;
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
-use super::{Common, Header, Outcome};
+use super::{Common, Outcome};
 use crate::remedy::{self, Check, Harm, Measured, Prediction, Tolerance, Verdict};
-use crate::reproduce::{Event, Reproduction, Reproductions};
+use crate::reproduce::{Event, Reproduction};
 use crate::{capture, diagnose, netns, traffic, Error, Result};
 
 /// What diagnosed each run, in words: the report's "Diagnosis ... (by ...)" heading.
@@ -79,59 +79,8 @@ pub struct Run {
     pub trace: crate::trace::RunTrace,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Report {
-    #[serde(flatten)]
-    pub header: Header,
-    pub config: Config,
-    pub before: Run,
-    pub after: Option<Run>,
-    /// The remedied run judged against the baseline (with --fix).
-    #[serde(rename = "fix_results")]
-    pub remedies: Vec<Check>,
-}
-
-/// The harm: the share of the run the writer spent blocked in write() waiting for the
-/// reader (the window it closed: `TcpExtTCPToZeroWindowAdv` counts how often).
-pub fn harm(run: &Run) -> Harm {
-    Harm::share(run.writer_stall_share, "of the run the writer was blocked")
-}
-
-/// Whether a run reproduced the slow reader: the reader's kernel advertised a zero window
-/// (`TcpExtTCPToZeroWindowAdv`; also as the eBPF trace saw it); the cost is the time the
-/// writer spent blocked. `duration_ms`: the run's length.
-pub fn reproduction(run: &Run, duration_ms: u64) -> Reproduction {
-    let mut signature = vec![Event::new(
-        run.zero_window_advertisements.max(0) as u64,
-        "zero-window advertisements",
-        "reader TcpExtTCPToZeroWindowAdv",
-    )];
-    if let Some(h) = run.trace.harm(tcpdoctor_model::Pathology::SlowReader) {
-        signature.push(Event::new(h.amount as u64, h.what, "eBPF trace"));
-    }
-    Reproduction::of(
-        &run.label,
-        tcpdoctor_model::Pathology::SlowReader,
-        signature,
-        crate::reproduce::Tried::new(run.bytes_written, "bytes written", duration_ms),
-        || {
-            Some(format!(
-                "the writer was blocked {} ({:.0}% of the run){}",
-                tcpdoctor_report::fmt::micros(run.writer_stall_us),
-                run.writer_stall_share * 100.0,
-                if run.bytes_dropped_by_writer > 0 {
-                    format!(
-                        " and dropped {} at its bound",
-                        tcpdoctor_report::fmt::bytes(run.bytes_dropped_by_writer)
-                    )
-                } else {
-                    String::new()
-                }
-            ))
-        },
-        None,
-    )
-}
+/// The `--fix` report: the baseline, and the remedied run judged against it.
+pub type Report = super::FixReport<Config, Run>;
 
 impl Run {
     fn measured(&self, value: f64) -> crate::remedy::Measured {
@@ -340,12 +289,46 @@ impl Scenario for SlowReader {
         Ok(one(common, &self.0, &v, dest, stop)?.into())
     }
 
+    /// The harm: the share of the run the writer spent blocked in write() waiting for the
+    /// reader (the window it closed: `TcpExtTCPToZeroWindowAdv` counts how often).
     fn harm(&self, run: &Run) -> Harm {
-        harm(run)
+        Harm::share(run.writer_stall_share, "of the run the writer was blocked")
     }
 
+    /// Whether a run reproduced the slow reader: the reader's kernel advertised a zero window
+    /// (`TcpExtTCPToZeroWindowAdv`; also as the eBPF trace saw it); the cost is the time the
+    /// writer spent blocked.
     fn reproduction(&self, run: &Run) -> Reproduction {
-        reproduction(run, self.0.duration_ms)
+        let mut signature = vec![Event::new(
+            run.zero_window_advertisements.max(0) as u64,
+            "zero-window advertisements",
+            "reader TcpExtTCPToZeroWindowAdv",
+        )];
+        if let Some(h) = run.trace.harm(Pathology::SlowReader) {
+            signature.push(Event::new(h.amount as u64, h.what, "eBPF trace"));
+        }
+        Reproduction::of(
+            &run.label,
+            Pathology::SlowReader,
+            signature,
+            crate::reproduce::Tried::new(run.bytes_written, "bytes written", self.0.duration_ms),
+            || {
+                Some(format!(
+                    "the writer was blocked {} ({:.0}% of the run){}",
+                    tcpdoctor_report::fmt::micros(run.writer_stall_us),
+                    run.writer_stall_share * 100.0,
+                    if run.bytes_dropped_by_writer > 0 {
+                        format!(
+                            " and dropped {} at its bound",
+                            tcpdoctor_report::fmt::bytes(run.bytes_dropped_by_writer)
+                        )
+                    } else {
+                        String::new()
+                    }
+                ))
+            },
+            None,
+        )
     }
 
     fn remedy(&mut self, name: &str, base: &Run) -> Result<Remedy<Variant>> {
@@ -702,85 +685,13 @@ fn one(
     Ok((run, pair.lab.namespaces().to_vec(), saved.kept()))
 }
 
+/// `--fix`: the baseline, then a 64x buffer read 10x faster.
 pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
-    let r = one(
-        common,
-        cfg,
-        &Variant::baseline(cfg),
-        common.pcap.as_deref(),
-        stop,
-    );
-    let (before, mut namespaces, capture) = r?;
-    let after = if common.fix {
-        let fixed = Variant {
-            tag: "fx",
-            label: "after: 64x buffer, reader 10x faster".into(),
-            rcvbuf_bytes: (cfg.reader_rcvbuf_bytes * 64).max(1 << 20),
-            reader_rate_bytes_per_s: cfg.reader_rate_bytes_per_s * 10,
-            ..Variant::baseline(cfg)
-        };
-        let r = one(common, cfg, &fixed, None, stop);
-        let (r, ns, _) = r?;
-        namespaces.extend(ns);
-        Some(r)
-    } else {
-        None
+    let fixed = Variant {
+        rcvbuf_bytes: (cfg.reader_rcvbuf_bytes * 64).max(1 << 20),
+        reader_rate_bytes_per_s: cfg.reader_rate_bytes_per_s * 10,
+        ..Variant::baseline(cfg)
     };
-    let remedies: Vec<Check> = after
-        .iter()
-        .map(|a| {
-            remedy::judge(
-                &a.label,
-                tcpdoctor_model::Pathology::SlowReader,
-                harm(&before),
-                &before.findings,
-                harm(a),
-                &a.findings,
-            )
-            .with_trace(
-                before.trace.harm(tcpdoctor_model::Pathology::SlowReader),
-                a.trace.harm(tcpdoctor_model::Pathology::SlowReader),
-            )
-            .with_reproduction(&reproduction(a, cfg.duration_ms))
-        })
-        .collect();
-    let reproductions = Reproductions::of(
-        reproduction(&before, cfg.duration_ms),
-        after.iter().map(|a| reproduction(a, cfg.duration_ms)),
-    );
-    let remedied = super::remedied(
-        &remedies,
-        &after
-            .iter()
-            .map(|a| a.findings.as_slice())
-            .collect::<Vec<_>>(),
-        &reproductions.reproduction[1..],
-    );
-    Ok(Outcome {
-        remedied,
-        reproduction: reproductions.baseline().cloned(),
-        findings: before.findings.clone(),
-        body: Report {
-            header: Header {
-                scenario: "slow-reader".into(),
-                run_id: std::process::id(),
-                subnet: common.subnet.to_string(),
-                namespaces,
-                capture,
-                trace: crate::trace::LabTrace::of(
-                    std::iter::once(&before)
-                        .chain(after.iter())
-                        .map(|r| r.trace.clone())
-                        .collect(),
-                ),
-                diagnosed_by: DIAGNOSED_BY.map(String::from).to_vec(),
-                reproduction: reproductions,
-            },
-            config: cfg.clone(),
-            before,
-            after,
-            remedies,
-        },
-        interrupted: stop.load(Ordering::Relaxed),
-    })
+    let label = "after: 64x buffer, reader 10x faster".to_string();
+    driver::fix(SlowReader(cfg.clone()), common, ("fx", label, fixed), stop)
 }

@@ -34,7 +34,7 @@ use super::churn::{self, Pair, ProbeRun};
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::{Common, Header, Outcome};
 use crate::remedy::{Check, Effect, Harm, Measured, Prediction, Row, Tolerance, Verdict};
-use crate::reproduce::{Event, Reproduction, Reproductions};
+use crate::reproduce::{Event, Reproduction};
 use crate::{naming, netns, traffic, Error, Result};
 
 /// Source port of the forced check: below `ip_local_port_range`.
@@ -653,51 +653,22 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
     let timer = count(&|c| matches!(c, tcpdoctor_probe::SpikeCause::SynRetransmit { .. }));
     let kernel = kernel_release();
     let of = |r: &LoopRun| reproduction(r, &forced, &kernel);
-    let remedies: Vec<Check> = after
-        .iter()
-        .map(|a| {
-            crate::remedy::judge(
-                &a.run.label,
-                tcpdoctor_model::Pathology::StaleAckRace,
-                harm(&loop_run),
-                &base.findings,
-                harm(a),
-                &a.run.findings,
-            )
-            .with_trace(
-                base.trace.harm(tcpdoctor_model::Pathology::StaleAckRace),
-                a.run.trace.harm(tcpdoctor_model::Pathology::StaleAckRace),
-            )
-            .with_reproduction(&of(a))
-        })
-        .collect();
-    let reproductions = Reproductions::of(of(&loop_run), after.iter().map(of));
-    let remedied = super::remedied(
-        &remedies,
-        &after
-            .iter()
-            .map(|a| a.run.findings.as_slice())
-            .collect::<Vec<_>>(),
-        &reproductions.reproduction[1..],
-    );
-    Ok(Outcome {
-        remedied,
-        reproduction: reproductions.baseline().cloned(),
-        findings: base.findings.clone(),
-        body: Report {
-            header: Header {
-                scenario: "stale-ack-race".into(),
-                run_id: std::process::id(),
-                subnet: common.subnet.to_string(),
+    let judged = driver::judge(Pathology::StaleAckRace, &loop_run, &after, harm, of);
+    let runs = std::iter::once(base).chain(after.iter().map(|a| &a.run));
+    let trace = with_forced(churn::traces(runs), forced_trace);
+    let findings = base.findings.clone();
+    let interrupted = stop.load(Ordering::Relaxed);
+    Ok(
+        judged.outcome(findings, interrupted, |rep, remedies| Report {
+            header: Header::of(
+                StaleAck::NAME,
+                common,
                 namespaces,
                 capture,
-                trace: with_forced(
-                    churn::traces(std::iter::once(base).chain(after.iter().map(|a| &a.run))),
-                    forced_trace,
-                ),
-                diagnosed_by: DIAGNOSED_BY.map(String::from).to_vec(),
-                reproduction: reproductions,
-            },
+                trace,
+                &DIAGNOSED_BY,
+                rep,
+            ),
             config: cfg.clone(),
             loop_cpus: cpus.map(|(s, c)| [s, c]),
             kernel_release: kernel,
@@ -708,9 +679,8 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
             after,
             remedies,
             forced,
-        },
-        interrupted: stop.load(Ordering::Relaxed),
-    })
+        }),
+    )
 }
 
 /// What `--remedies` measured besides the runs: the forced check, the loop's CPUs and the

@@ -12,9 +12,9 @@ use tcpdoctor_probe::server::{Protocol, ServerConfig};
 
 use super::churn::{self, Pair, ProbeRun};
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
-use super::{Common, Header, Outcome};
+use super::{Common, Outcome};
 use crate::remedy::{Check, Harm, Measured, Prediction, Row, Tolerance, Verdict};
-use crate::reproduce::{Event, Reproduction, Reproductions};
+use crate::reproduce::{Event, Reproduction};
 use crate::{naming, Error, Result};
 
 /// What diagnosed each run, in words: the report's "Diagnosis ... (by ...)" heading.
@@ -41,51 +41,8 @@ impl Default for Config {
     }
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Report {
-    #[serde(flatten)]
-    pub header: Header,
-    pub config: Config,
-    pub before: ProbeRun,
-    pub after: Option<ProbeRun>,
-    /// The remedied run judged against the baseline (with --fix).
-    #[serde(rename = "fix_results")]
-    pub remedies: Vec<Check>,
-}
-
-/// The harm: SYNs the client had to send again (`TcpExtTCPSynRetrans`).
-pub fn harm(run: &ProbeRun) -> Harm {
-    Harm::count(
-        run.client_counter("TcpExtTCPSynRetrans").max(0) as u64,
-        "SYN retransmissions (TcpExtTCPSynRetrans)",
-    )
-}
-
-/// Whether a run reproduced dropped SYNs: SYNs the client resent (`TcpExtTCPSynRetrans`), as
-/// the kernel counted them and as the eBPF trace attributed them; the cost is the connects
-/// that waited on the SYN ladder.
-pub fn reproduction(run: &ProbeRun) -> Reproduction {
-    let mut signature = vec![Event::new(
-        run.client_counter("TcpExtTCPSynRetrans").max(0) as u64,
-        "SYNs resent",
-        "client TcpExtTCPSynRetrans",
-    )];
-    if run.trace.used {
-        signature.push(Event::new(
-            run.trace.syn_resends_attributed,
-            "SYN resends attributed",
-            "eBPF trace",
-        ));
-    }
-    Reproduction::of(
-        &run.label,
-        tcpdoctor_model::Pathology::SynRetransmit,
-        signature,
-        run.tried(),
-        || ladder_wait(run),
-        None,
-    )
-}
+/// The `--fix` report: the baseline, and the remedied run judged against it.
+pub type Report = super::FixReport<Config, ProbeRun>;
 
 /// What the SYN ladder cost a run's connects: how many waited, typically how long.
 pub fn ladder_wait(run: &ProbeRun) -> Option<String> {
@@ -155,36 +112,13 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
     server.stop();
     let capture = capture?;
     let interrupted = before.interrupted || after.as_ref().is_some_and(|r| r.interrupted);
-    let (remedies, remedied) = churn::judge_runs(
-        tcpdoctor_model::Pathology::SynRetransmit,
-        &before,
-        after.as_slice(),
-        harm,
-        reproduction,
-    );
-    let reproductions = Reproductions::of(reproduction(&before), after.iter().map(reproduction));
-    Ok(Outcome {
-        remedied,
-        reproduction: reproductions.baseline().cloned(),
-        findings: before.findings.clone(),
-        body: Report {
-            header: Header {
-                scenario: "syn-drop".into(),
-                run_id: pair.lab.run_id(),
-                subnet: common.subnet.to_string(),
-                namespaces: pair.lab.namespaces().to_vec(),
-                capture,
-                trace: churn::traces(std::iter::once(&before).chain(after.iter())),
-                diagnosed_by: DIAGNOSED_BY.map(String::from).to_vec(),
-                reproduction: reproductions,
-            },
-            config: cfg.clone(),
-            before,
-            after,
-            remedies,
-        },
-        interrupted,
-    })
+    let before = Ran {
+        run: before,
+        namespaces: pair.lab.namespaces().to_vec(),
+        capture,
+    };
+    let s = SynDrop(cfg.clone());
+    Ok(driver::fixed(&s, common, before, after, interrupted))
 }
 
 /// The remedies `--remedies` measures for dropped SYNs, in table order.
@@ -341,12 +275,38 @@ impl Scenario for SynDrop {
         run_variant(common, &self.0, tag, label, *side, stop)
     }
 
+    /// The harm: SYNs the client had to send again (`TcpExtTCPSynRetrans`).
     fn harm(&self, run: &ProbeRun) -> Harm {
-        harm(run)
+        Harm::count(
+            run.client_counter("TcpExtTCPSynRetrans").max(0) as u64,
+            "SYN retransmissions (TcpExtTCPSynRetrans)",
+        )
     }
 
+    /// Whether a run reproduced dropped SYNs: SYNs the client resent (`TcpExtTCPSynRetrans`), as
+    /// the kernel counted them and as the eBPF trace attributed them; the cost is the connects
+    /// that waited on the SYN ladder.
     fn reproduction(&self, run: &ProbeRun) -> Reproduction {
-        reproduction(run)
+        let mut signature = vec![Event::new(
+            run.client_counter("TcpExtTCPSynRetrans").max(0) as u64,
+            "SYNs resent",
+            "client TcpExtTCPSynRetrans",
+        )];
+        if run.trace.used {
+            signature.push(Event::new(
+                run.trace.syn_resends_attributed,
+                "SYN resends attributed",
+                "eBPF trace",
+            ));
+        }
+        Reproduction::of(
+            &run.label,
+            Pathology::SynRetransmit,
+            signature,
+            run.tried(),
+            || ladder_wait(run),
+            None,
+        )
     }
 
     fn remedy(&mut self, name: &str, base: &ProbeRun) -> Result<Remedy<Side>> {

@@ -24,9 +24,9 @@ use tcpdoctor_probe::CloseFirst;
 
 use super::churn::Pair;
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
-use super::{Common, Header, Outcome};
+use super::{Common, Outcome};
 use crate::remedy::{self, Check, Harm, Measured, Prediction, Tolerance, Verdict};
-use crate::reproduce::{Event, Reproduction, Reproductions};
+use crate::reproduce::{Event, Reproduction};
 use crate::traffic::{self, ConnRecord, Outcome as ConnOutcome};
 use crate::{capture, diagnose, netns, Result};
 
@@ -64,74 +64,8 @@ impl Default for Config {
     }
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Report {
-    #[serde(flatten)]
-    pub header: Header,
-    pub config: Config,
-    pub before: Run,
-    pub after: Option<Run>,
-    /// The remedied run judged against the baseline (with --fix).
-    #[serde(rename = "fix_results")]
-    pub remedies: Vec<Check>,
-}
-
-/// The harm: SYNs resent because they met the previous connection's TIME_WAIT
-/// (`TcpExtTCPSynRetrans` of the client namespace), plus connects that failed.
-pub fn harm(run: &Run) -> Harm {
-    Harm::count(
-        run.syn_resends() + run.failed(),
-        "SYN resends and failed connects",
-    )
-}
-
-/// Whether a run reproduced the collision: SYNs the eBPF trace saw answered by an ACK of the
-/// server's TIME_WAIT connection and resent, SYNs the client resent (`TcpExtTCPSynRetrans`:
-/// nothing else drops or answers a SYN between the lab's two namespaces), and reconnects that
-/// timed out against the old connection (`tcp_rfc1337=1`).
-pub fn reproduction(run: &Run) -> Reproduction {
-    let mut signature = Vec::new();
-    if let Some(h) = run
-        .trace
-        .harm(tcpdoctor_model::Pathology::TimeWaitCollision)
-    {
-        signature.push(Event::new(h.amount as u64, h.what, "eBPF trace"));
-    }
-    signature.push(Event::new(
-        run.syn_resends(),
-        "SYNs resent",
-        "client TcpExtTCPSynRetrans",
-    ));
-    signature.push(Event::new(
-        run.connections
-            .iter()
-            .filter(|c| c.outcome == ConnOutcome::Etimedout)
-            .count() as u64,
-        "reconnects that timed out",
-        "the lab's client",
-    ));
-    let span_us = run
-        .connections
-        .iter()
-        .map(|c| c.start_us + c.total_us)
-        .max()
-        .unwrap_or(0);
-    Reproduction::of(
-        &run.label,
-        tcpdoctor_model::Pathology::TimeWaitCollision,
-        signature,
-        crate::reproduce::Tried::new(run.connections.len() as u64, "connects", span_us / 1000),
-        || {
-            Some(format!(
-                "longest connect {}, {} connect(s) over {} ms",
-                tcpdoctor_report::fmt::micros(run.connect_max_us),
-                run.slow_connects,
-                SLOW_CONNECT.as_millis()
-            ))
-        },
-        None,
-    )
-}
+/// The `--fix` report: the baseline, and the remedied run judged against it.
+pub type Report = super::FixReport<Config, Run>;
 
 impl Run {
     /// `TcpExtTCPSynRetrans` of the client namespace.
@@ -397,94 +331,21 @@ fn one(
     Ok((run, pair.lab.namespaces().to_vec(), saved.kept()))
 }
 
+/// `--fix`: timestamps on and a gap between reconnects, in fresh namespaces. (The
+/// baseline's short gap lets the previous client socket finish LAST_ACK before the port is
+/// bound again; the server's TIME_WAIT lasts 60 s, so the collision is unaffected.)
 pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
-    // A short gap lets the previous client socket finish LAST_ACK before the port is bound
-    // again; the server's TIME_WAIT lasts 60 s, so the collision is unaffected.
-    let result = one(
-        common,
-        cfg,
-        &Variant::baseline(cfg),
-        common.pcap.as_deref(),
-        stop,
-    );
-    let (before, mut namespaces, capture) = result?;
-    let findings: Vec<Finding> = before.findings.clone();
-    let after = if common.fix {
-        let fix = Variant {
-            tag: "fx",
-            label: format!(
-                "after: timestamps on, {} ms between reconnects",
-                cfg.fix_gap_ms
-            ),
-            timestamps: true,
-            rfc1337: false,
-            gap: Duration::from_millis(cfg.fix_gap_ms),
-            ..Variant::baseline(cfg)
-        };
-        let r = one(common, cfg, &fix, None, stop);
-        let (r, ns, _) = r?;
-        namespaces.extend(ns);
-        Some(r)
-    } else {
-        None
+    let fixed = Variant {
+        timestamps: true,
+        rfc1337: false,
+        gap: Duration::from_millis(cfg.fix_gap_ms),
+        ..Variant::baseline(cfg)
     };
-    let interrupted = stop.load(Ordering::Relaxed);
-    let remedies: Vec<Check> = after
-        .iter()
-        .map(|a| {
-            remedy::judge(
-                &a.label,
-                tcpdoctor_model::Pathology::TimeWaitCollision,
-                harm(&before),
-                &before.findings,
-                harm(a),
-                &a.findings,
-            )
-            .with_trace(
-                before
-                    .trace
-                    .harm(tcpdoctor_model::Pathology::TimeWaitCollision),
-                a.trace.harm(tcpdoctor_model::Pathology::TimeWaitCollision),
-            )
-            .with_reproduction(&reproduction(a))
-        })
-        .collect();
-    let reproductions = Reproductions::of(reproduction(&before), after.iter().map(reproduction));
-    let remedied = super::remedied(
-        &remedies,
-        &after
-            .iter()
-            .map(|a| a.findings.as_slice())
-            .collect::<Vec<_>>(),
-        &reproductions.reproduction[1..],
+    let label = format!(
+        "after: timestamps on, {} ms between reconnects",
+        cfg.fix_gap_ms
     );
-    Ok(Outcome {
-        remedied,
-        reproduction: reproductions.baseline().cloned(),
-        findings,
-        body: Report {
-            header: Header {
-                scenario: "timewait-collision".into(),
-                run_id: std::process::id(),
-                subnet: common.subnet.to_string(),
-                namespaces,
-                capture,
-                trace: crate::trace::LabTrace::of(
-                    std::iter::once(&before)
-                        .chain(after.iter())
-                        .map(|r| r.trace.clone())
-                        .collect(),
-                ),
-                diagnosed_by: DIAGNOSED_BY.map(String::from).to_vec(),
-                reproduction: reproductions,
-            },
-            config: cfg.clone(),
-            before,
-            after,
-            remedies,
-        },
-        interrupted,
-    })
+    driver::fix(Timewait(cfg.clone()), common, ("fx", label, fixed), stop)
 }
 
 /// The remedies `--remedies` measures for the TIME_WAIT collision, in table order.
@@ -653,12 +514,58 @@ impl Scenario for Timewait {
         Ok(one(common, &self.0, &v, dest, stop)?.into())
     }
 
+    /// The harm: SYNs resent because they met the previous connection's TIME_WAIT
+    /// (`TcpExtTCPSynRetrans` of the client namespace), plus connects that failed.
     fn harm(&self, run: &Run) -> Harm {
-        harm(run)
+        Harm::count(
+            run.syn_resends() + run.failed(),
+            "SYN resends and failed connects",
+        )
     }
 
+    /// Whether a run reproduced the collision: SYNs the eBPF trace saw answered by an ACK of the
+    /// server's TIME_WAIT connection and resent, SYNs the client resent (`TcpExtTCPSynRetrans`:
+    /// nothing else drops or answers a SYN between the lab's two namespaces), and reconnects that
+    /// timed out against the old connection (`tcp_rfc1337=1`).
     fn reproduction(&self, run: &Run) -> Reproduction {
-        reproduction(run)
+        let mut signature = Vec::new();
+        if let Some(h) = run.trace.harm(Pathology::TimeWaitCollision) {
+            signature.push(Event::new(h.amount as u64, h.what, "eBPF trace"));
+        }
+        signature.push(Event::new(
+            run.syn_resends(),
+            "SYNs resent",
+            "client TcpExtTCPSynRetrans",
+        ));
+        signature.push(Event::new(
+            run.connections
+                .iter()
+                .filter(|c| c.outcome == ConnOutcome::Etimedout)
+                .count() as u64,
+            "reconnects that timed out",
+            "the lab's client",
+        ));
+        let span_us = run
+            .connections
+            .iter()
+            .map(|c| c.start_us + c.total_us)
+            .max()
+            .unwrap_or(0);
+        Reproduction::of(
+            &run.label,
+            Pathology::TimeWaitCollision,
+            signature,
+            crate::reproduce::Tried::new(run.connections.len() as u64, "connects", span_us / 1000),
+            || {
+                Some(format!(
+                    "longest connect {}, {} connect(s) over {} ms",
+                    tcpdoctor_report::fmt::micros(run.connect_max_us),
+                    run.slow_connects,
+                    SLOW_CONNECT.as_millis()
+                ))
+            },
+            None,
+        )
     }
 
     fn remedy(&mut self, name: &str, base: &Run) -> Result<Remedy<Variant>> {
@@ -746,7 +653,7 @@ impl Scenario for Timewait {
         run.measured(if self.contrast(name) {
             run.failed() as f64
         } else {
-            harm(run).amount
+            self.harm(run).amount
         })
     }
 
@@ -816,7 +723,7 @@ impl Scenario for Timewait {
         if !rows.is_empty() {
             notes.push(format!(
                 "Harm counted per run: SYN resends (client TcpExtTCPSynRetrans) plus failed connects; the baseline measured {}.",
-                harm(base)
+                self.harm(base)
             ));
         }
         let baseline_label = format!(
