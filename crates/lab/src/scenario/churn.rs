@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, SocketAddrV4};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -256,12 +256,7 @@ pub fn run_engines(
             engine(&flag)
         })?);
     }
-    while !workers.iter().all(|w| w.is_finished()) {
-        if stop.load(Ordering::Relaxed) {
-            inner.store(true, Ordering::Relaxed);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    netns::wait(|| workers.iter().all(|w| w.is_finished()), stop, &inner);
     let results: Vec<_> = workers
         .into_iter()
         .map(|w| w.join())

@@ -226,11 +226,6 @@ pub struct Run {
 }
 
 impl Run {
-    /// The fastest round: what a round costs here when nothing waits for a timer.
-    pub fn fastest_round_us(&self) -> u64 {
-        self.round_us.iter().copied().min().unwrap_or(0)
-    }
-
     /// Bytes a round carries (the block, split evenly over the senders).
     pub fn round_bytes(&self, block_bytes: u64) -> u64 {
         block_bytes / u64::from(self.senders.max(1)) * u64::from(self.senders.max(1))
@@ -556,13 +551,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
                 interrupted = true;
                 break 'outer;
             }
-            set_rto_min(&topo, n, rto)?;
-            let mut r = measure(&topo, cfg, n, rto, None, stop)?;
-            r.congestion_control = cfg.congestion_control.clone();
-            let fan = fan_in_of(&r);
-            r.time_lost_share = fan.time_lost_share();
-            r.findings = diagnose::fan_in(&fan);
-            diagnose::merge_trace_into_incast(&mut r.findings, r.trace.findings.clone());
+            let r = diagnosed_run(&topo, cfg, &Setup::default(), (n, rto), None, stop)?;
             interrupted |= r.interrupted;
             runs.push(r);
         }
@@ -628,6 +617,29 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
             remedies,
         }),
     )
+}
+
+/// One run of `n` senders at RTO floor `rto_min_us` in `topo` (built with `setup`), each
+/// sender paced at `pace` bits/s when given, diagnosed by the lab's fan-in detector and the
+/// trace.
+fn diagnosed_run(
+    topo: &Topology,
+    cfg: &Config,
+    setup: &Setup,
+    (n, rto_min_us): (u32, u64),
+    pace: Option<f64>,
+    stop: &AtomicBool,
+) -> Result<Run> {
+    set_rto_min(topo, n, rto_min_us)?;
+    let mut r = measure(topo, cfg, n, rto_min_us, pace, stop)?;
+    let fan = fan_in_of(&r);
+    r.time_lost_share = fan.time_lost_share();
+    r.findings = diagnose::fan_in(&fan);
+    diagnose::merge_trace_into_incast(&mut r.findings, r.trace.findings.clone());
+    r.congestion_control = topo.cc.clone();
+    r.bottleneck_limit_bytes = setup.limit_bytes.unwrap_or(cfg.limit_bytes);
+    r.sender_rate_bits_per_s = pace;
+    Ok(r)
 }
 
 fn fan_in_of(r: &Run) -> FanIn {

@@ -164,6 +164,13 @@ pub struct FixReport<C, R> {
     pub remedies: Vec<remedy::Check>,
 }
 
+impl<C, R> FixReport<C, R> {
+    /// The baseline, then the remedied run.
+    pub fn runs(&self) -> Vec<&R> {
+        std::iter::once(&self.before).chain(&self.after).collect()
+    }
+}
+
 /// `--remedies`: the baseline and each selected remedy, measured in fresh namespaces, each
 /// remedy predicted by tcpdoctor's arithmetic and judged from its measurement.
 #[derive(Clone, Debug, Serialize, Deserialize)]

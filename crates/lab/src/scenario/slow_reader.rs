@@ -633,12 +633,7 @@ fn one(
     let wr = netns::spawn(&pair.client, "tdoc-writer", move || {
         writer(addr, wrate, dur, wmode, &f2)
     })?;
-    while !(wr.is_finished() && rd.is_finished()) {
-        if stop.load(Ordering::Relaxed) {
-            inner.store(true, Ordering::Relaxed);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    netns::wait(|| wr.is_finished() && rd.is_finished(), stop, &inner);
     let w = wr.join();
     let r = rd.join();
     let saved = cap.stop();

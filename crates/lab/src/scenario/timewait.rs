@@ -287,12 +287,7 @@ fn one(
     let worker = netns::spawn(&pair.client, "tdoc-twc", move || {
         client_loop(to, bind, &c2, &v2, &flag)
     })?;
-    while !worker.is_finished() {
-        if stop.load(Ordering::Relaxed) {
-            inner.store(true, Ordering::Relaxed);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    netns::wait(|| worker.is_finished(), stop, &inner);
     let records = worker.join();
     let saved = cap.stop();
     server.stop();

@@ -54,12 +54,7 @@ pub(super) fn measure(
     let receiver = netns::spawn(&t.receiver, "tdoc-rx", move || {
         receive_rounds(&sender_addrs, rounds, block, deadline, &rx_stop)
     })?;
-    while !receiver.is_finished() {
-        if ext_stop.load(Ordering::Relaxed) {
-            local_stop.store(true, Ordering::Relaxed);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    netns::wait(|| receiver.is_finished(), ext_stop, &local_stop);
     let result = receiver.join();
     local_stop.store(true, Ordering::Relaxed);
     let tcp: Vec<SenderTcp> = workers

@@ -9,8 +9,8 @@ use tcpdoctor_model::Pathology;
 
 use super::measure::measure;
 use super::{
-    build, fan_in_of, harm, payload_share, reproduction, set_pacing, set_rto_min, validate, Config,
-    Pacing, Run, Setup, DIAGNOSED_BY, PACING_BURST_BYTES,
+    build, diagnosed_run, harm, payload_share, reproduction, set_pacing, set_rto_min, validate,
+    Config, Pacing, Run, Setup, DIAGNOSED_BY, PACING_BURST_BYTES,
 };
 use crate::diagnose;
 use crate::remedy::{self, Harm, Measured, Prediction, Row, Tolerance};
@@ -93,25 +93,20 @@ fn run_setup(
         if stop.load(Ordering::Relaxed) {
             break;
         }
-        set_rto_min(&topo, n, rto_min_us)?;
         let pace = match setup.pacing {
             Pacing::None => None,
             Pacing::EachAt(share) => Some(share * rate),
             Pacing::SharedAt(share) => Some(share * rate / f64::from(n)),
         };
         set_pacing(&topo, cfg, n, pace)?;
-        let mut r = measure(&topo, cfg, n, rto_min_us, pace, stop)?;
-        let fan = fan_in_of(&r);
-        r.time_lost_share = fan.time_lost_share();
-        r.findings = diagnose::fan_in(&fan);
-        diagnose::merge_trace_into_incast(&mut r.findings, r.trace.findings.clone());
-        r.congestion_control = setup
-            .congestion_control
-            .clone()
-            .unwrap_or_else(|| cfg.congestion_control.clone());
-        r.bottleneck_limit_bytes = setup.limit_bytes.unwrap_or(cfg.limit_bytes);
-        r.sender_rate_bits_per_s = pace;
-        runs.push(r);
+        runs.push(diagnosed_run(
+            &topo,
+            cfg,
+            setup,
+            (n, rto_min_us),
+            pace,
+            stop,
+        )?);
     }
     Ok((runs, topo.lab.namespaces().to_vec()))
 }
@@ -323,7 +318,7 @@ impl Incast {
         let frame_share = self.frame_share();
         let deep_limit = self.deep_limit();
         let n = base.senders;
-        let rb = (cfg.block_bytes / u64::from(n) * u64::from(n)) as f64;
+        let rb = base.round_bytes(cfg.block_bytes) as f64;
         let reference =
             diagnose::reference_round_us(&base.round_us, base.line_round_us).unwrap_or(0) as f64;
         // Each round: its typical part and what it lost beyond the reference.
