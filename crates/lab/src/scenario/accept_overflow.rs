@@ -14,7 +14,7 @@ use tcpdoctor_probe::server::{Protocol, ServerConfig};
 use super::churn::{self, Pair, ProbeRun};
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::{Common, Outcome};
-use crate::remedy::{Harm, Measured, Prediction, Row, Tolerance};
+use crate::remedy::{Harm, Measured, Prediction, Row};
 use crate::reproduce::{Event, Reproduction};
 use crate::Result;
 
@@ -200,14 +200,7 @@ impl Scenario for AcceptOverflow {
         let cfg = &self.0;
         let c = cfg.concurrency;
         let zero = |formula: String| {
-            Prediction::value(
-                formula,
-                "0 accept-queue overflows",
-                0.0,
-                "overflows",
-                Tolerance::Absolute(0.0),
-                "a count: no noise",
-            )
+            Prediction::count(formula, "0 accept-queue overflows", 0.0, "overflows")
         };
         let (label, threads, backlog, prediction, changes) = match name {
             "larger-backlog" => (

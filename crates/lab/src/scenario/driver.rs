@@ -87,6 +87,23 @@ pub struct Remedy<V> {
     pub changes: String,
 }
 
+impl<V> Remedy<V> {
+    /// Remedy `label`: its run is `variant`, predicted by `prediction`; it `changes` that.
+    pub fn new(
+        label: impl Into<String>,
+        variant: V,
+        prediction: Prediction,
+        changes: impl Into<String>,
+    ) -> Remedy<V> {
+        Remedy {
+            label: label.into(),
+            variant,
+            prediction: Ok(prediction),
+            changes: changes.into(),
+        }
+    }
+}
+
 /// The report's words about the baseline, from the baseline's measurement.
 pub struct Tail<F> {
     /// What the baseline is, in words.

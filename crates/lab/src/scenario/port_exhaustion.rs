@@ -170,7 +170,6 @@ impl Variant {
     }
 }
 
-/// Runs `v` in a fresh pair of namespaces: one probe per destination port, all at once.
 /// The probes of a run (one per destination), the namespaces it used, its capture.
 type VariantRuns = (
     Vec<ProbeRun>,
@@ -178,18 +177,10 @@ type VariantRuns = (
     Option<crate::capture::CaptureSummary>,
 );
 
+/// Runs `v` in a fresh pair of namespaces: one probe per destination port, all at once.
+/// Also returns the client namespace's `net.ipv4.tcp_tw_reuse_delay` (milliseconds; `None` on
+/// kernels without it).
 fn run_variant(
-    common: &Common,
-    cfg: &Config,
-    v: &Variant,
-    stop: &AtomicBool,
-) -> Result<VariantRuns> {
-    run_variant_with(common, cfg, v, stop).map(|(runs, _)| runs)
-}
-
-/// [`run_variant`], also returning the client namespace's `net.ipv4.tcp_tw_reuse_delay`
-/// (milliseconds; `None` on kernels without it).
-fn run_variant_with(
     common: &Common,
     cfg: &Config,
     v: &Variant,
@@ -248,23 +239,14 @@ fn run_variant_with(
     ))
 }
 
-fn one_run(
-    common: &Common,
-    cfg: &Config,
-    v: &Variant,
-    stop: &AtomicBool,
-) -> Result<(
-    ProbeRun,
-    Vec<String>,
-    Option<crate::capture::CaptureSummary>,
-)> {
-    let (mut runs, ns, cap) = run_variant(common, cfg, v, stop)?;
-    Ok((runs.remove(0), ns, cap))
-}
-
 pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
+    // The first probe of a run (it has one destination).
+    let one_run = |v: &Variant| {
+        let ((mut runs, ns, cap), _) = run_variant(common, cfg, v, stop)?;
+        Ok::<_, crate::Error>((runs.remove(0), ns, cap))
+    };
     let base = Variant::baseline(cfg);
-    let (before, mut namespaces, capture) = one_run(common, cfg, &base, stop)?;
+    let (before, mut namespaces, capture) = one_run(&base)?;
     let mut after = Vec::new();
     if common.fix {
         for v in [
@@ -281,7 +263,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
                 ..base.clone()
             },
         ] {
-            let (r, ns, _) = one_run(common, cfg, &v, stop)?;
+            let (r, ns, _) = one_run(&v)?;
             namespaces.extend(ns);
             after.push(r);
         }
@@ -526,28 +508,9 @@ impl PortExhaustion {
     }
 }
 
-impl Remedy<Variant> {
-    /// A remedy labelled as its variant.
-    fn of(variant: Variant, prediction: Prediction, changes: String) -> Remedy<Variant> {
-        Remedy {
-            label: variant.label.clone(),
-            variant,
-            prediction: Ok(prediction),
-            changes,
-        }
-    }
-}
-
 /// A prediction of 0 EADDRNOTAVAIL.
 fn none_fail(formula: String, effect: &str) -> Prediction {
-    Prediction::value(
-        formula,
-        effect,
-        0.0,
-        "EADDRNOTAVAIL",
-        Tolerance::Absolute(0.0),
-        "a count: no noise",
-    )
+    Prediction::count(formula, effect, 0.0, "EADDRNOTAVAIL")
 }
 
 impl driver::Record for PortRun {
@@ -596,7 +559,7 @@ impl Scenario for PortExhaustion {
             ..v.clone()
         };
         let ((probes, namespaces, capture), reuse_delay_ms) =
-            run_variant_with(common, &self.cfg, &v, stop)?;
+            run_variant(common, &self.cfg, &v, stop)?;
         if tag.is_empty() {
             self.reuse_delay_ms = reuse_delay_ms;
         }
@@ -627,9 +590,9 @@ impl Scenario for PortExhaustion {
         let cfg = &self.cfg;
         let base_v = Variant::baseline(cfg);
         Ok(match name {
-            "keep-alive" => Remedy::of(
+            "keep-alive" => Remedy::new(
+                "keep-alive: one connection per worker",
                 Variant {
-                    label: "keep-alive: one connection per worker".into(),
                     mode: Mode::Rr,
                     ..base_v
                 },
@@ -640,11 +603,11 @@ impl Scenario for PortExhaustion {
                     ),
                     "no connect after the first per worker: 0 EADDRNOTAVAIL",
                 ),
-                "requests reuse their connection (probe rr mode) instead of one connection each".into(),
+                "requests reuse their connection (probe rr mode) instead of one connection each",
             ),
-            "tw-reuse" => Remedy::of(
+            "tw-reuse" => Remedy::new(
+                "tcp_tw_reuse=1",
                 Variant {
-                    label: "tcp_tw_reuse=1".into(),
                     tw_reuse: 1,
                     ..base_v
                 },
@@ -663,32 +626,29 @@ impl Scenario for PortExhaustion {
                     Tolerance::Relative(0.2),
                     "ports come back on a 1 ms clock, a run's first and last second are partial",
                 ),
-                "net.ipv4.tcp_tw_reuse=1 in the client namespace (timestamps on at both ends)".into(),
+                "net.ipv4.tcp_tw_reuse=1 in the client namespace (timestamps on at both ends)",
             ),
-            "tw-reuse-no-timestamps" => Remedy::of(
+            "tw-reuse-no-timestamps" => Remedy::new(
+                "tcp_tw_reuse=1, timestamps off",
                 Variant {
-                    label: "tcp_tw_reuse=1, timestamps off".into(),
                     tw_reuse: 1,
                     timestamps: false,
                     ..base_v
                 },
-                Prediction::value(
+                Prediction::count(
                     format!(
                         "no timestamp in TIME_WAIT: no reuse before {tw_s:.0} s, so {p:.0} connects per {tw_s:.0} s, as the baseline"
                     ),
                     "no effect: the range is spent once, then EADDRNOTAVAIL",
                     p.min(demand * d_s),
-                    "connections",
-                    Tolerance::Absolute(0.0),
-                    "a count: no noise",
-                ),
-                "net.ipv4.tcp_tw_reuse=1 with net.ipv4.tcp_timestamps=0 at both ends".into(),
+                    "connections"),
+                "net.ipv4.tcp_tw_reuse=1 with net.ipv4.tcp_timestamps=0 at both ends",
             ),
             "wider-range" => {
                 let wide = f64::from(WIDE_RANGE.len());
-                Remedy::of(
+                Remedy::new(
+                    format!("ip_local_port_range {WIDE_RANGE}"),
                     Variant {
-                        label: format!("ip_local_port_range {WIDE_RANGE}"),
                         ports: WIDE_RANGE,
                         ..base_v
                     },
@@ -714,9 +674,9 @@ impl Scenario for PortExhaustion {
             }
             "more-destinations" => {
                 let k = f64::from(DESTINATIONS);
-                Remedy::of(
+                Remedy::new(
+                    format!("{DESTINATIONS} destination ports"),
                     Variant {
-                        label: format!("{DESTINATIONS} destination ports"),
                         destinations: DESTINATIONS,
                         ..base_v
                     },
@@ -740,9 +700,9 @@ impl Scenario for PortExhaustion {
                     ),
                 )
             }
-            "server-closes-first" => Remedy::of(
+            "server-closes-first" => Remedy::new(
+                "server closes first",
                 Variant {
-                    label: "server closes first".into(),
                     close_first: CloseFirst::Server,
                     ..base_v
                 },
@@ -750,7 +710,7 @@ impl Scenario for PortExhaustion {
                     "TIME_WAIT moves to the server; a client port is free once its FIN is acknowledged, and the server takes a newer SYN into its TIME_WAIT (timestamps, tcp_timewait_state_process)".into(),
                     "0 EADDRNOTAVAIL",
                 ),
-                "the server closes each connection first (client closes after it)".into(),
+                "the server closes each connection first (client closes after it)",
             ),
             other => return Err(driver::unknown(other, "a port-exhaustion")),
         })

@@ -154,13 +154,13 @@ impl SlowReader {
         let (fill, high) = self.blocked(r, b as f64);
         let (fill_max, low) = self.blocked(r, 2.0 * b as f64 + wmem_max as f64);
         let share = (high + low) / 2.0;
-        Remedy::of(
+        Remedy::new(
+            format!("SO_RCVBUF {:.0} KiB", kib(b as f64)),
             Variant {
-                label: format!("SO_RCVBUF {:.0} KiB", kib(b as f64)),
                 rcvbuf_bytes: b,
                 ..Variant::baseline(cfg)
             },
-            Ok(Prediction::value(
+            Prediction::value(
                 format!(
                     "reader {:.1} < writer {:.1} MiB/s: the buffers fill at {:.1} MiB/s in {fill:.2} s ({:.0} KiB window) to {fill_max:.2} s (2 x {:.0} KiB receive memory + {:.1} MiB tcp_wmem max send buffer), then the writer is blocked (1 - {:.1}/{:.1}) of the time: {:.0}-{:.0}% of {d:.0} s",
                     mib(r), mib(w), mib(w - r), kib(b as f64), kib(b as f64), mib(wmem_max as f64), mib(r), mib(w), low * 100.0, high * 100.0
@@ -170,7 +170,7 @@ impl SlowReader {
                 "% blocked",
                 Tolerance::Absolute(((high - low) / 2.0 * 100.0).max(5.0)),
                 "how far the writer's send buffer autotunes (range above); 10 ms writer slices",
-            )),
+            ),
             format!("the reader's SO_RCVBUF = {:.0} KiB (64x, at least 1 MiB)", kib(b as f64)),
         )
     }
@@ -178,14 +178,14 @@ impl SlowReader {
     fn faster_reader(&self) -> Remedy<Variant> {
         let cfg = &self.0;
         let (w, _, _) = self.rates();
-        Remedy::of(
+        Remedy::new(
+            "reader takes data as it arrives",
             Variant {
-                label: "reader takes data as it arrives".into(),
                 reader_rate_bytes_per_s: u64::MAX,
                 reader_tick: Duration::ZERO,
                 ..Variant::baseline(cfg)
             },
-            Ok(Prediction::value(
+            Prediction::value(
                 format!(
                     "a reader blocked in read() takes each segment as it arrives, at memory speed (GiB/s) >= writer {:.1} MiB/s; {:.1} MiB/s x 10 ms = {:.0} KiB per writer slice, within reach of the {:.0} KiB window as long as the reader runs within a fraction of a slice",
                     mib(w), mib(w), kib(w * 0.01), kib(cfg.reader_rcvbuf_bytes as f64)
@@ -195,7 +195,7 @@ impl SlowReader {
                 "% blocked",
                 Tolerance::Absolute(5.0),
                 "the reader thread shares 2 CPUs with the writer and the kernel; a late wake-up can close the window for a moment",
-            )),
+            ),
             format!("the reader reads as soon as data arrives (blocking read, no pacing; same {:.0} KiB buffer)", kib(cfg.reader_rcvbuf_bytes as f64)),
         )
     }
@@ -207,18 +207,18 @@ impl SlowReader {
         // The kernel takes what the reader reads plus the window and the writer's own send
         // buffer; the application queue holds the bound.
         let dropped = ((w - r) * d - window - BACKPRESSURE_BOUND as f64).max(0.0);
-        Remedy::of(
-            Variant {
-                label: format!(
+        Remedy::new(
+            format!(
                     "non-blocking writer, {:.0} KiB bound",
                     kib(BACKPRESSURE_BOUND as f64)
                 ),
+            Variant {
                 writer: WriterMode::NonBlocking {
                     bound_bytes: BACKPRESSURE_BOUND,
                 },
                 ..Variant::baseline(cfg)
             },
-            Ok(Prediction::value(
+            Prediction::value(
                 format!(
                     "the writer never waits; it can hand over only what the reader takes, so it drops ({:.1} - {:.1} MiB/s) x {d:.0} s - {:.0} KiB window - {:.0} KiB bound = {:.1} MiB (less the kernel's send buffer)",
                     mib(w), mib(r), kib(window), kib(BACKPRESSURE_BOUND as f64), mib(dropped)
@@ -228,28 +228,12 @@ impl SlowReader {
                 "MiB dropped",
                 Tolerance::Relative(0.25),
                 "the kernel's send buffer (tcp_wmem, autotuned) also absorbs a share, up to a few MiB",
-            )),
+            ),
             format!(
                 "the writer uses O_NONBLOCK and an application queue of {:.0} KiB; slices that do not fit are dropped and counted",
                 kib(BACKPRESSURE_BOUND as f64)
             ),
         )
-    }
-}
-
-impl Remedy<Variant> {
-    /// A remedy labelled as its variant.
-    fn of(
-        variant: Variant,
-        prediction: std::result::Result<Prediction, String>,
-        changes: String,
-    ) -> Remedy<Variant> {
-        Remedy {
-            label: variant.label.clone(),
-            variant,
-            prediction,
-            changes,
-        }
     }
 }
 

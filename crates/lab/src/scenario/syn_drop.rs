@@ -314,39 +314,37 @@ impl Scenario for SynDrop {
         let (p, expect) = (self.p(), self.expect());
         let overflows = base.server_counter("TcpExtListenOverflows");
         let untouched = |label: &str, side: Side, changes: &str| {
-            Remedy {
-            label: label.into(),
-            variant: side,
-            prediction: Ok(Prediction::value(
-                format!(
-                    "the SYNs are dropped before the listener sees them (the baseline's accept queue overflowed {overflows} times): each SYN is still lost with p = {p:.2}, so a connect resends p / (1 - p) = {expect:.3} SYNs on average"
-                ),
+            let formula = format!(
+                "the SYNs are dropped before the listener sees them (the baseline's accept queue overflowed {overflows} times): each SYN is still lost with p = {p:.2}, so a connect resends p / (1 - p) = {expect:.3} SYNs on average"
+            );
+            let noise = format!(
+                "three standard deviations of a geometric count over the baseline's {n} connects"
+            );
+            let prediction = Prediction::value(
+                formula,
                 "no effect: the listener was not the bottleneck",
                 expect,
                 "SYN retransmissions per connect",
                 Tolerance::Absolute(self.tolerance(n)),
-                format!("three standard deviations of a geometric count over the baseline's {n} connects"),
-            )),
-            changes: changes.into(),
-        }
+                noise,
+            );
+            Remedy::new(label, side, prediction, changes)
         };
         Ok(match name {
-            "remove-drop" => Remedy {
-                label: "SYN drop removed".into(),
-                variant: Side {
+            "remove-drop" => Remedy::new(
+                "SYN drop removed",
+                Side {
                     drop: false,
                     ..BASE_SIDE
                 },
-                prediction: Ok(Prediction::value(
+                Prediction::count(
                     "no SYN is dropped: 0 retransmissions",
                     "every connect completes on its first SYN",
                     0.0,
                     "SYN retransmissions per connect",
-                    Tolerance::Absolute(0.0),
-                    "a count: no noise",
-                )),
-                changes: "the nftables rule is gone (find and remove the loss: firewall, rate limit, overloaded path)".into(),
-            },
+                ),
+                "the nftables rule is gone (find and remove the loss: firewall, rate limit, overloaded path)",
+            ),
             "larger-backlog" => untouched(
                 "somaxconn and listen backlog 65535",
                 Side {

@@ -25,7 +25,7 @@ use tcpdoctor_probe::CloseFirst;
 use super::churn::Pair;
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::{Common, Outcome};
-use crate::remedy::{self, Check, Harm, Measured, Prediction, Tolerance, Verdict};
+use crate::remedy::{self, Check, Harm, Measured, Prediction, Verdict};
 use crate::reproduce::{Event, Reproduction};
 use crate::traffic::{self, ConnRecord, Outcome as ConnOutcome};
 use crate::{capture, diagnose, netns, Result};
@@ -449,28 +449,9 @@ impl Timewait {
     }
 }
 
-impl Remedy<Variant> {
-    /// A remedy labelled as its variant.
-    fn of(variant: Variant, prediction: Prediction, changes: String) -> Remedy<Variant> {
-        Remedy {
-            label: variant.label.clone(),
-            variant,
-            prediction: Ok(prediction),
-            changes,
-        }
-    }
-}
-
 /// A prediction of `value` SYN resends and failed connects, exact.
 fn resends(formula: String, effect: &str, value: f64) -> Prediction {
-    Prediction::value(
-        formula,
-        effect,
-        value,
-        "SYN resends and failed connects",
-        Tolerance::Absolute(0.0),
-        "a count: no noise",
-    )
+    Prediction::count(formula, effect, value, "SYN resends and failed connects")
 }
 
 impl Scenario for Timewait {
@@ -568,9 +549,9 @@ impl Scenario for Timewait {
         let base_v = Variant::baseline(&self.0);
         let gap_ms = m.gap.as_millis();
         Ok(match name {
-            "timestamps" => Remedy::of(
+            "timestamps" => Remedy::new(
+                "timestamps on",
                 Variant {
-                    label: "timestamps on".into(),
                     timestamps: true,
                     ..base_v
                 },
@@ -579,30 +560,27 @@ impl Scenario for Timewait {
                     "every reconnect is accepted into the old TIME_WAIT: 0 SYN resends",
                     0.0,
                 ),
-                "net.ipv4.tcp_timestamps=1 at both ends".into(),
+                "net.ipv4.tcp_timestamps=1 at both ends",
             ),
-            "rfc1337-off" if self.contrast(name) => Remedy::of(
+            "rfc1337-off" if self.contrast(name) => Remedy::new(
                 // The baseline already runs tcp_rfc1337=0: measure what it saves by running
                 // the same collisions with 1.
+                "contrast: tcp_rfc1337=1",
                 Variant {
-                    label: "contrast: tcp_rfc1337=1".into(),
                     rfc1337: true,
                     connect_timeout: RFC1337_CONNECT_TIMEOUT,
                     ..base_v
                 },
-                Prediction::value(
+                Prediction::count(
                     format!("with tcp_rfc1337=1 the server ignores the client's reset in TIME_WAIT (RFC 1337): a colliding SYN meets the old ACK on every retransmission, so the connect waits out the {} s timeout; the next reconnect comes {:.1} s later, after the ISN clock passed the old sequence numbers ({:.2} s): {} of {} reconnects fail", RFC1337_CONNECT_TIMEOUT.as_secs(), RFC1337_CONNECT_TIMEOUT.as_secs_f64(), m.window.as_secs_f64(), m.rfc_failures, m.n.saturating_sub(1)),
                     "already in effect in the baseline (tcp_rfc1337=0 lets the reset end TIME_WAIT); the contrast run with 1 shows what it saves",
                     m.rfc_failures as f64,
-                    "failed connects",
-                    Tolerance::Absolute(0.0),
-                    "a count: no noise",
-                ),
-                "none (the baseline has net.ipv4.tcp_rfc1337=0); contrast run with net.ipv4.tcp_rfc1337=1 on the server".into(),
+                    "failed connects"),
+                "none (the baseline has net.ipv4.tcp_rfc1337=0); contrast run with net.ipv4.tcp_rfc1337=1 on the server",
             ),
-            "rfc1337-off" => Remedy::of(
+            "rfc1337-off" => Remedy::new(
+                "tcp_rfc1337=0",
                 Variant {
-                    label: "tcp_rfc1337=0".into(),
                     rfc1337: false,
                     connect_timeout: RFC1337_CONNECT_TIMEOUT,
                     ..base_v
@@ -612,11 +590,11 @@ impl Scenario for Timewait {
                     "the collisions remain but cost a SYN resend each instead of a stalled connect",
                     m.reuses as f64,
                 ),
-                "net.ipv4.tcp_rfc1337=0 on the server".into(),
+                "net.ipv4.tcp_rfc1337=0 on the server",
             ),
-            "ephemeral-port" => Remedy::of(
+            "ephemeral-port" => Remedy::new(
+                "a new ephemeral port per connection",
                 Variant {
-                    label: "a new ephemeral port per connection".into(),
                     fixed_port: false,
                     ..base_v
                 },
@@ -627,9 +605,9 @@ impl Scenario for Timewait {
                 ),
                 format!("the client lets connect() pick its port instead of binding {CLIENT_PORT}"),
             ),
-            "client-closes-first" => Remedy::of(
+            "client-closes-first" => Remedy::new(
+                "client closes first",
                 Variant {
-                    label: "client closes first".into(),
                     close_first: CloseFirst::Client,
                     ..base_v
                 },
@@ -638,7 +616,7 @@ impl Scenario for Timewait {
                     "no collision at the server; every reconnect fails at the client",
                     m.n.saturating_sub(1) as f64,
                 ),
-                "the client closes each connection first (the server after it)".into(),
+                "the client closes each connection first (the server after it)",
             ),
             other => return Err(driver::unknown(other, "a timewait-collision")),
         })
