@@ -87,12 +87,7 @@ fn measured(run: &ProbeRun) -> crate::remedy::Measured {
             crate::remedy::thousands(run.summary.requests),
             crate::remedy::thousands(overflows),
             run.client_counter("TcpExtTCPSynRetrans"),
-            run.summary
-                .phases
-                .iter()
-                .find(|p| p.phase == "connect")
-                .map(|p| p.p99_us as f64 / 1e3)
-                .unwrap_or(0.0)
+            run.p99_ms("connect")
         ),
         value: Some(overflows as f64),
     }
@@ -146,11 +141,7 @@ impl Scenario for AcceptOverflow {
     ) -> Result<Ran<ProbeRun>> {
         let cfg = &self.0;
         let pair = Pair::build(common, tag)?;
-        let cap = if tag.is_empty() {
-            pair.capture(common)?
-        } else {
-            None
-        };
+        let cap = pair.capture(common, tag)?;
         let mut pcfg =
             churn::probe_config(pair.server_addr, Duration::from_millis(cfg.duration_ms));
         pcfg.concurrency = cfg.concurrency;

@@ -71,15 +71,14 @@ impl Pair {
         self.client_ip
     }
 
-    /// Starts tcpdump on the client's interface when `--pcap` was given.
-    pub fn capture(&self, common: &Common) -> Result<Option<capture::Capture>> {
-        common
-            .pcap
-            .as_ref()
-            .map(|p| {
-                capture::Capture::start(&self.client, &self.client_if, "capture", Some(p), "tcp")
-            })
-            .transpose()
+    /// Starts tcpdump on the client's interface when `--pcap` was given and the run (tagged
+    /// `tag`) is the baseline (`""`).
+    pub fn capture(&self, common: &Common, tag: &str) -> Result<Option<capture::Capture>> {
+        let pcap = common.pcap.as_ref().filter(|_| tag.is_empty());
+        pcap.map(|p| {
+            capture::Capture::start(&self.client, &self.client_if, "capture", Some(p), "tcp")
+        })
+        .transpose()
     }
 
     /// Starts the embedded server inside the server namespace.
@@ -175,6 +174,14 @@ impl ProbeRun {
             .unwrap_or(0);
         let longest = groups.iter().map(|g| g.max_phase_us).max().unwrap_or(0);
         (count, typical, longest)
+    }
+
+    /// The 99th percentile of probe's `phase` (`connect`), milliseconds (0 without it).
+    pub fn p99_ms(&self, phase: &str) -> f64 {
+        let mut phases = self.summary.phases.iter();
+        phases
+            .find(|p| p.phase == phase)
+            .map_or(0.0, |p| p.p99_us as f64 / 1e3)
     }
 
     /// Requests that failed with `errno` (`EADDRNOTAVAIL`).

@@ -223,11 +223,7 @@ fn run_variant(
         pcfg.connect_timeout = Duration::from_secs(2);
         cfgs.push(pcfg);
     }
-    let cap = if v.tag.is_empty() {
-        pair.capture(common)?
-    } else {
-        None
-    };
+    let cap = pair.capture(common, v.tag)?;
     let runs = churn::probe_many(&pair, &v.label, cfgs, stop);
     let summary = churn::stop_capture(cap);
     for s in servers {

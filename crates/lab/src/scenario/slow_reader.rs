@@ -252,8 +252,8 @@ impl Scenario for SlowReader {
     }
 
     fn baseline(&self) -> (String, Variant) {
-        let v = Variant::baseline(&self.0);
-        (v.label.clone(), v)
+        let label = "before: slow reader, small buffer";
+        (label.into(), Variant::baseline(&self.0))
     }
 
     fn run(
@@ -264,13 +264,93 @@ impl Scenario for SlowReader {
         v: &Variant,
         stop: &AtomicBool,
     ) -> Result<Ran<Run>> {
-        let v = Variant {
-            tag,
-            label: label.to_string(),
-            ..v.clone()
+        let (cfg, dest) = (&self.0, super::driver::baseline_pcap(common, tag));
+        let pair = Pair::build(common, tag)?;
+        let addr = pair.server_addr;
+        let rcvbuf = v.rcvbuf_bytes;
+        // The listener carries SO_RCVBUF so the window is small from the handshake on.
+        let listener = netns::run_in(&pair.server, move || {
+            let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+                .map_err(|e| Error::io("reader: socket", e))?;
+            s.set_reuse_address(true)
+                .map_err(|e| Error::io("reader: SO_REUSEADDR", e))?;
+            s.set_recv_buffer_size(rcvbuf)
+                .map_err(|e| Error::io("reader: SO_RCVBUF", e))?;
+            s.bind(&std::net::SocketAddr::V4(addr).into())
+                .map_err(|e| Error::io(format!("reader: bind {addr}"), e))?;
+            s.listen(4).map_err(|e| Error::io("reader: listen", e))?;
+            Ok(std::net::TcpListener::from(s))
+        })?;
+        let name = if tag.is_empty() { "slowreader" } else { tag };
+        let cap = capture::Capture::start(&pair.client, &pair.client_if, name, dest, "tcp")?;
+        let wmem_max = netns::sysctl_text(&pair.client, "net.ipv4.tcp_wmem")?
+            .split_whitespace()
+            .nth(2)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(4 << 20);
+        let tracer = pair.trace(label);
+        let r_before = netns::counters(&pair.server)?;
+        let w_before = netns::counters(&pair.client)?;
+        let dur = Duration::from_millis(cfg.duration_ms);
+        let inner = Arc::new(AtomicBool::new(false));
+        let (f1, f2) = (Arc::clone(&inner), Arc::clone(&inner));
+        let (rrate, tick) = (v.reader_rate_bytes_per_s, v.reader_tick);
+        let (wrate, wmode) = (cfg.writer_rate_bytes_per_s, v.writer);
+        let rd = netns::spawn(&pair.server, "tdoc-reader", move || {
+            reader(listener, rrate, tick, dur, &f1)
+        })?;
+        let wr = netns::spawn(&pair.client, "tdoc-writer", move || {
+            writer(addr, wrate, dur, wmode, &f2)
+        })?;
+        netns::wait(|| wr.is_finished() && rd.is_finished(), stop, &inner);
+        let w = wr.join();
+        let r = rd.join();
+        let saved = cap.stop();
+        let w = w?;
+        let (written, stall_us) = (w.bytes, w.stall_us);
+        let read = r?;
+        let saved = saved?;
+        let reader_counters = netns::counters(&pair.server)?.delta_since(&r_before).tcp();
+        let writer_counters = netns::counters(&pair.client)?.delta_since(&w_before).tcp();
+        let trace = tracer.finish();
+        let (mut findings, _) = diagnose::capture(saved.path())?;
+        let window = tcpdoctor_model::counters::Window {
+            length: Some(std::time::Duration::from_millis(cfg.duration_ms)),
+            rto_floor: Some(netns::rto_floor(&pair.server, pair.client_addr())?),
         };
-        let dest = super::driver::baseline_pcap(common, tag);
-        Ok(one(common, &self.0, &v, dest, stop)?.into())
+        diagnose::merge_counted_and_traced(
+            &mut findings,
+            tcpdoctor_model::counters::findings(&reader_counters, window),
+            &reader_counters,
+            window,
+            &trace,
+        );
+        let run = Run {
+            label: label.to_string(),
+            reader_rcvbuf_bytes: v.rcvbuf_bytes,
+            reader_rate_bytes_per_s: v.reader_rate_bytes_per_s,
+            reader_tick_us: v.reader_tick.as_micros() as u64,
+            writer: v.writer,
+            bytes_dropped_by_writer: w.dropped,
+            writer_wmem_max_bytes: wmem_max,
+            bytes_written: written,
+            bytes_read: read,
+            writer_stall_us: stall_us,
+            writer_stall_share: stall_us as f64 / dur.as_micros() as f64,
+            zero_window_advertisements: reader_counters
+                .get("TcpExtTCPToZeroWindowAdv")
+                .copied()
+                .unwrap_or(0),
+            reader_counters,
+            writer_counters,
+            findings,
+            trace,
+        };
+        Ok(Ran {
+            run,
+            namespaces: pair.lab.namespaces().to_vec(),
+            capture: saved.kept(),
+        })
     }
 
     /// The harm: the share of the run the writer spent blocked in write() waiting for the
@@ -549,9 +629,6 @@ fn reader(
 /// One writer/reader pair as run: the baseline, a `--fix` run or a remedy.
 #[derive(Clone, Debug)]
 pub struct Variant {
-    /// Namespace tag (`""` for the baseline).
-    pub tag: &'static str,
-    pub label: String,
     pub rcvbuf_bytes: usize,
     pub reader_rate_bytes_per_s: u64,
     /// How often the reader wakes up to read.
@@ -562,106 +639,12 @@ pub struct Variant {
 impl Variant {
     pub fn baseline(cfg: &Config) -> Variant {
         Variant {
-            tag: "",
-            label: "before: slow reader, small buffer".into(),
             rcvbuf_bytes: cfg.reader_rcvbuf_bytes,
             reader_rate_bytes_per_s: cfg.reader_rate_bytes_per_s,
             reader_tick: READER_TICK,
             writer: WriterMode::Blocking,
         }
     }
-}
-
-fn one(
-    common: &Common,
-    cfg: &Config,
-    v: &Variant,
-    dest: Option<&std::path::Path>,
-    stop: &AtomicBool,
-) -> Result<(Run, Vec<String>, Option<capture::CaptureSummary>)> {
-    let (tag, label) = (v.tag, v.label.as_str());
-    let pair = Pair::build(common, tag)?;
-    let addr = pair.server_addr;
-    let rcvbuf = v.rcvbuf_bytes;
-    // The listener carries SO_RCVBUF so the window is small from the handshake on.
-    let listener = netns::run_in(&pair.server, move || {
-        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
-            .map_err(|e| Error::io("reader: socket", e))?;
-        s.set_reuse_address(true)
-            .map_err(|e| Error::io("reader: SO_REUSEADDR", e))?;
-        s.set_recv_buffer_size(rcvbuf)
-            .map_err(|e| Error::io("reader: SO_RCVBUF", e))?;
-        s.bind(&std::net::SocketAddr::V4(addr).into())
-            .map_err(|e| Error::io(format!("reader: bind {addr}"), e))?;
-        s.listen(4).map_err(|e| Error::io("reader: listen", e))?;
-        Ok(std::net::TcpListener::from(s))
-    })?;
-    let name = if tag.is_empty() { "slowreader" } else { tag };
-    let cap = capture::Capture::start(&pair.client, &pair.client_if, name, dest, "tcp")?;
-    let wmem_max = netns::sysctl_text(&pair.client, "net.ipv4.tcp_wmem")?
-        .split_whitespace()
-        .nth(2)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(4 << 20);
-    let tracer = pair.trace(label);
-    let r_before = netns::counters(&pair.server)?;
-    let w_before = netns::counters(&pair.client)?;
-    let dur = Duration::from_millis(cfg.duration_ms);
-    let inner = Arc::new(AtomicBool::new(false));
-    let (f1, f2) = (Arc::clone(&inner), Arc::clone(&inner));
-    let (rrate, tick) = (v.reader_rate_bytes_per_s, v.reader_tick);
-    let (wrate, wmode) = (cfg.writer_rate_bytes_per_s, v.writer);
-    let rd = netns::spawn(&pair.server, "tdoc-reader", move || {
-        reader(listener, rrate, tick, dur, &f1)
-    })?;
-    let wr = netns::spawn(&pair.client, "tdoc-writer", move || {
-        writer(addr, wrate, dur, wmode, &f2)
-    })?;
-    netns::wait(|| wr.is_finished() && rd.is_finished(), stop, &inner);
-    let w = wr.join();
-    let r = rd.join();
-    let saved = cap.stop();
-    let w = w?;
-    let (written, stall_us) = (w.bytes, w.stall_us);
-    let read = r?;
-    let saved = saved?;
-    let reader_counters = netns::counters(&pair.server)?.delta_since(&r_before).tcp();
-    let writer_counters = netns::counters(&pair.client)?.delta_since(&w_before).tcp();
-    let trace = tracer.finish();
-    let (mut findings, _) = diagnose::capture(saved.path())?;
-    let window = tcpdoctor_model::counters::Window {
-        length: Some(std::time::Duration::from_millis(cfg.duration_ms)),
-        rto_floor: Some(netns::rto_floor(&pair.server, pair.client_addr())?),
-    };
-    diagnose::merge_counted_and_traced(
-        &mut findings,
-        tcpdoctor_model::counters::findings(&reader_counters, window),
-        &reader_counters,
-        window,
-        &trace,
-    );
-    let run = Run {
-        label: label.to_string(),
-        reader_rcvbuf_bytes: v.rcvbuf_bytes,
-        reader_rate_bytes_per_s: v.reader_rate_bytes_per_s,
-        reader_tick_us: v.reader_tick.as_micros() as u64,
-        writer: v.writer,
-        bytes_dropped_by_writer: w.dropped,
-        writer_wmem_max_bytes: wmem_max,
-        bytes_written: written,
-        bytes_read: read,
-        writer_stall_us: stall_us,
-        writer_stall_share: stall_us as f64 / dur.as_micros() as f64,
-        zero_window_advertisements: reader_counters
-            .get("TcpExtTCPToZeroWindowAdv")
-            .copied()
-            .unwrap_or(0),
-        reader_counters,
-        writer_counters,
-        findings,
-        trace,
-    };
-    Ok((run, pair.lab.namespaces().to_vec(), saved.kept()))
 }
 
 /// `--fix`: the baseline, then a 64x buffer read 10x faster.

@@ -83,40 +83,13 @@ fn validate(cfg: &Config) -> Result<()> {
     Ok(())
 }
 
+/// `--fix`: the baseline, then, in the same namespaces, the SYN drop removed.
 pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
     validate(cfg)?;
-    let pair = Pair::build(common, "")?;
-    let server = pair.serve(ServerConfig::new(
-        pair.server_addr.into(),
-        Protocol::Tcp {
-            request_bytes: 64,
-            reply_bytes: 64,
-        },
-    ))?;
-    pair.lab.nft(
-        &pair.server,
-        "drop a share of SYNs",
-        &ruleset(cfg.drop_percent, pair.server_addr.port()),
-    )?;
-    let cap = pair.capture(common)?;
-    let mut pcfg = churn::probe_config(pair.server_addr, Duration::from_millis(cfg.duration_ms));
-    pcfg.concurrency = cfg.concurrency;
-    let before = churn::probe(&pair, "before: nftables drops SYNs", pcfg.clone(), stop)?;
-    let after = if common.fix {
-        pair.lab.nft_flush(&pair.server);
-        Some(churn::probe(&pair, "after: SYN drop removed", pcfg, stop)?)
-    } else {
-        None
-    };
-    let capture = churn::stop_capture(cap);
-    server.stop();
-    let capture = capture?;
-    let interrupted = before.interrupted || after.as_ref().is_some_and(|r| r.interrupted);
-    let before = Ran {
-        run: before,
-        namespaces: pair.lab.namespaces().to_vec(),
-        capture,
-    };
+    let fix = common.fix.then_some("after: SYN drop removed");
+    let label = "before: nftables drops SYNs";
+    let (before, after) = run_variant(common, cfg, "", (label, fix), BASE_SIDE, stop)?;
+    let interrupted = before.run.interrupted || after.as_ref().is_some_and(|r| r.interrupted);
     let s = SynDrop(cfg.clone());
     Ok(driver::fixed(&s, common, before, after, interrupted))
 }
@@ -142,15 +115,16 @@ const BASE_SIDE: Side = Side {
     somaxconn: None,
 };
 
-/// One run in fresh namespaces.
+/// One run in fresh namespaces, labelled `label`; with a second label (`--fix`), a second
+/// run in the same namespaces after the SYN drop is removed.
 fn run_variant(
     common: &Common,
     cfg: &Config,
     tag: &str,
-    label: &str,
+    (label, then): (&str, Option<&str>),
     side: Side,
     stop: &AtomicBool,
-) -> Result<Ran<ProbeRun>> {
+) -> Result<(Ran<ProbeRun>, Option<ProbeRun>)> {
     let Side {
         drop,
         threads,
@@ -179,21 +153,32 @@ fn run_variant(
             &ruleset(cfg.drop_percent, pair.server_addr.port()),
         )?;
     }
-    let cap = if tag.is_empty() {
-        pair.capture(common)?
-    } else {
-        None
-    };
+    let cap = pair.capture(common, tag)?;
     let mut pcfg = churn::probe_config(pair.server_addr, Duration::from_millis(cfg.duration_ms));
     pcfg.concurrency = cfg.concurrency;
-    let run = churn::probe(&pair, label, pcfg, stop);
+    let run = churn::probe(&pair, label, pcfg.clone(), stop).and_then(|run| {
+        let after = match then {
+            Some(then) => {
+                pair.lab.nft_flush(&pair.server);
+                Some(churn::probe(&pair, then, pcfg, stop)?)
+            }
+            None => None,
+        };
+        Ok((run, after))
+    });
     let capture = churn::stop_capture(cap);
     server.stop();
-    Ok(Ran {
-        run: run?,
-        namespaces: pair.lab.namespaces().to_vec(),
-        capture: capture?,
-    })
+    let (run, after) = run?;
+    let namespaces = pair.lab.namespaces().to_vec();
+    let capture = capture?;
+    Ok((
+        Ran {
+            run,
+            namespaces,
+            capture,
+        },
+        after,
+    ))
 }
 
 /// SYN retransmissions per finished connect.
@@ -209,12 +194,7 @@ fn measured(run: &ProbeRun) -> crate::remedy::Measured {
             run.client_counter("TcpExtTCPSynRetrans"),
             per_connect(run),
             run.server_counter("TcpExtListenOverflows"),
-            run.summary
-                .phases
-                .iter()
-                .find(|p| p.phase == "connect")
-                .map(|p| p.p99_us as f64 / 1e3)
-                .unwrap_or(0.0)
+            run.p99_ms("connect")
         ),
         value: Some(per_connect(run)),
     }
@@ -272,7 +252,7 @@ impl Scenario for SynDrop {
         side: &Side,
         stop: &AtomicBool,
     ) -> Result<Ran<ProbeRun>> {
-        run_variant(common, &self.0, tag, label, *side, stop)
+        Ok(run_variant(common, &self.0, tag, (label, None), *side, stop)?.0)
     }
 
     /// The harm: SYNs the client had to send again (`TcpExtTCPSynRetrans`).

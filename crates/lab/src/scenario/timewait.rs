@@ -139,9 +139,6 @@ pub const SLOW_CONNECT: Duration = Duration::from_millis(100);
 /// How the client and server of one run behave: the baseline, a `--fix` run or a remedy.
 #[derive(Clone, Debug)]
 pub struct Variant {
-    /// Namespace tag (`""` for the baseline).
-    pub tag: &'static str,
-    pub label: String,
     /// net.ipv4.tcp_timestamps at both ends.
     pub timestamps: bool,
     /// net.ipv4.tcp_rfc1337 of the server.
@@ -159,12 +156,6 @@ impl Variant {
     /// The baseline: timestamps off, one fixed source port, the server closes first.
     pub fn baseline(cfg: &Config) -> Variant {
         Variant {
-            tag: "",
-            label: if cfg.rfc1337 {
-                "before: timestamps off, tcp_rfc1337=1".to_string()
-            } else {
-                "before: timestamps off".to_string()
-            },
             timestamps: false,
             rfc1337: cfg.rfc1337,
             gap: Duration::from_millis(BEFORE_GAP_MS),
@@ -241,89 +232,6 @@ fn client_loop(
         std::thread::sleep(v.gap);
     }
     Ok(out)
-}
-
-fn one(
-    common: &Common,
-    cfg: &Config,
-    v: &Variant,
-    dest: Option<&std::path::Path>,
-    stop: &AtomicBool,
-) -> Result<(Run, Vec<String>, Option<capture::CaptureSummary>)> {
-    let pair = Pair::build(common, v.tag)?;
-    let ts = if v.timestamps { "1" } else { "0" };
-    for ns in [&pair.client, &pair.server] {
-        pair.lab.sysctl(ns, "net.ipv4.tcp_timestamps", ts)?;
-    }
-    pair.lab.sysctl(
-        &pair.server,
-        "net.ipv4.tcp_rfc1337",
-        if v.rfc1337 { "1" } else { "0" },
-    )?;
-    let mut scfg = ServerConfig::new(
-        pair.server_addr.into(),
-        Protocol::Tcp {
-            request_bytes: cfg.request_bytes,
-            reply_bytes: REPLY_BYTES,
-        },
-    );
-    scfg.close_first = v.close_first;
-    scfg.threads = 2;
-    let server = pair.serve(scfg)?;
-    let name = if v.tag.is_empty() { "timewait" } else { v.tag };
-    let cap = capture::Capture::start(&pair.client, &pair.client_if, name, dest, "tcp")?;
-    let label = v.label.clone();
-    let tracer = pair.trace(&v.label);
-    let started = Instant::now();
-    let c_before = netns::counters(&pair.client)?;
-    let s_before = netns::counters(&pair.server)?;
-    let inner = Arc::new(AtomicBool::new(false));
-    let flag = Arc::clone(&inner);
-    let (to, bind) = (
-        pair.server_addr,
-        std::net::SocketAddrV4::new(common.subnet.host(1), CLIENT_PORT),
-    );
-    let (c2, v2) = (cfg.clone(), v.clone());
-    let worker = netns::spawn(&pair.client, "tdoc-twc", move || {
-        client_loop(to, bind, &c2, &v2, &flag)
-    })?;
-    netns::wait(|| worker.is_finished(), stop, &inner);
-    let records = worker.join();
-    let saved = cap.stop();
-    server.stop();
-    let records = records?;
-    let saved = saved?;
-    let client_counters = netns::counters(&pair.client)?.delta_since(&c_before).tcp();
-    let server_counters = netns::counters(&pair.server)?.delta_since(&s_before).tcp();
-    let trace = tracer.finish();
-    let (mut findings, _) = diagnose::capture(saved.path())?;
-    let window = tcpdoctor_model::counters::Window {
-        length: Some(started.elapsed()),
-        rto_floor: Some(netns::rto_floor(&pair.client, *pair.server_addr.ip())?),
-    };
-    diagnose::merge_counted_and_traced(
-        &mut findings,
-        tcpdoctor_model::counters::findings(&client_counters, window),
-        &client_counters,
-        window,
-        &trace,
-    );
-    diagnose::fold_resends_the_capture_explains(&mut findings);
-    let slow = records
-        .iter()
-        .filter(|r| r.connect_us > SLOW_CONNECT.as_micros() as u64)
-        .count() as u64;
-    let run = Run {
-        label,
-        slow_connects: slow,
-        connect_max_us: records.iter().map(|r| r.connect_us).max().unwrap_or(0),
-        connections: records,
-        client_counters,
-        server_counters,
-        findings,
-        trace,
-    };
-    Ok((run, pair.lab.namespaces().to_vec(), saved.kept()))
 }
 
 /// `--fix`: timestamps on and a gap between reconnects, in fresh namespaces. (The
@@ -469,8 +377,11 @@ impl Scenario for Timewait {
     }
 
     fn baseline(&self) -> (String, Variant) {
-        let v = Variant::baseline(&self.0);
-        (v.label.clone(), v)
+        let label = match self.0.rfc1337 {
+            true => "before: timestamps off, tcp_rfc1337=1",
+            false => "before: timestamps off",
+        };
+        (label.into(), Variant::baseline(&self.0))
     }
 
     fn run(
@@ -481,13 +392,84 @@ impl Scenario for Timewait {
         v: &Variant,
         stop: &AtomicBool,
     ) -> Result<Ran<Run>> {
-        let v = Variant {
-            tag,
-            label: label.to_string(),
-            ..v.clone()
+        let (cfg, dest) = (&self.0, super::driver::baseline_pcap(common, tag));
+        let pair = Pair::build(common, tag)?;
+        let ts = if v.timestamps { "1" } else { "0" };
+        for ns in [&pair.client, &pair.server] {
+            pair.lab.sysctl(ns, "net.ipv4.tcp_timestamps", ts)?;
+        }
+        pair.lab.sysctl(
+            &pair.server,
+            "net.ipv4.tcp_rfc1337",
+            if v.rfc1337 { "1" } else { "0" },
+        )?;
+        let mut scfg = ServerConfig::new(
+            pair.server_addr.into(),
+            Protocol::Tcp {
+                request_bytes: cfg.request_bytes,
+                reply_bytes: REPLY_BYTES,
+            },
+        );
+        scfg.close_first = v.close_first;
+        scfg.threads = 2;
+        let server = pair.serve(scfg)?;
+        let name = if tag.is_empty() { "timewait" } else { tag };
+        let cap = capture::Capture::start(&pair.client, &pair.client_if, name, dest, "tcp")?;
+        let tracer = pair.trace(label);
+        let started = Instant::now();
+        let c_before = netns::counters(&pair.client)?;
+        let s_before = netns::counters(&pair.server)?;
+        let inner = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&inner);
+        let (to, bind) = (
+            pair.server_addr,
+            std::net::SocketAddrV4::new(common.subnet.host(1), CLIENT_PORT),
+        );
+        let (c2, v2) = (cfg.clone(), v.clone());
+        let worker = netns::spawn(&pair.client, "tdoc-twc", move || {
+            client_loop(to, bind, &c2, &v2, &flag)
+        })?;
+        netns::wait(|| worker.is_finished(), stop, &inner);
+        let records = worker.join();
+        let saved = cap.stop();
+        server.stop();
+        let records = records?;
+        let saved = saved?;
+        let client_counters = netns::counters(&pair.client)?.delta_since(&c_before).tcp();
+        let server_counters = netns::counters(&pair.server)?.delta_since(&s_before).tcp();
+        let trace = tracer.finish();
+        let (mut findings, _) = diagnose::capture(saved.path())?;
+        let window = tcpdoctor_model::counters::Window {
+            length: Some(started.elapsed()),
+            rto_floor: Some(netns::rto_floor(&pair.client, *pair.server_addr.ip())?),
         };
-        let dest = super::driver::baseline_pcap(common, tag);
-        Ok(one(common, &self.0, &v, dest, stop)?.into())
+        diagnose::merge_counted_and_traced(
+            &mut findings,
+            tcpdoctor_model::counters::findings(&client_counters, window),
+            &client_counters,
+            window,
+            &trace,
+        );
+        diagnose::fold_resends_the_capture_explains(&mut findings);
+        let slow = records
+            .iter()
+            .filter(|r| r.connect_us > SLOW_CONNECT.as_micros() as u64)
+            .count() as u64;
+        let run = Run {
+            label: label.to_string(),
+            slow_connects: slow,
+            connect_max_us: records.iter().map(|r| r.connect_us).max().unwrap_or(0),
+            connections: records,
+            client_counters,
+            server_counters,
+            findings,
+            trace,
+        };
+        Ok(Ran {
+            run,
+            namespaces: pair.lab.namespaces().to_vec(),
+            capture: saved.kept(),
+        })
     }
 
     /// The harm: SYNs resent because they met the previous connection's TIME_WAIT
