@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tcpdoctor_model::Pathology;
-use tcpdoctor_probe::server::{Protocol, ServerConfig};
 
 use super::churn::{self, Pair, ProbeRun};
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
@@ -45,19 +44,6 @@ impl Default for Config {
 
 /// The `--fix` report: the baseline, and the remedied run judged against it.
 pub type Report = super::FixReport<Config, ProbeRun>;
-
-fn server_config(pair: &Pair, threads: usize, backlog: i32) -> ServerConfig {
-    let mut s = ServerConfig::new(
-        pair.server_addr.into(),
-        Protocol::Tcp {
-            request_bytes: 64,
-            reply_bytes: 64,
-        },
-    );
-    s.threads = threads;
-    s.backlog = backlog;
-    s
-}
 
 /// `--fix`: the baseline, then 8 acceptor threads and a 4096 backlog in a fresh client
 /// namespace (the first run left thousands of its ports in TIME_WAIT, which slows the port
@@ -145,7 +131,7 @@ impl Scenario for AcceptOverflow {
         let mut pcfg =
             churn::probe_config(pair.server_addr, Duration::from_millis(cfg.duration_ms));
         pcfg.concurrency = cfg.concurrency;
-        let server = pair.serve(server_config(&pair, side.threads, side.backlog))?;
+        let server = pair.serve_64(side.threads, side.backlog)?;
         let run = churn::probe(&pair, label, pcfg, stop);
         server.stop();
         let capture = churn::stop_capture(cap);

@@ -81,6 +81,19 @@ impl Pair {
         .transpose()
     }
 
+    /// Starts the embedded server answering 64-byte requests with 64 bytes, on `threads`
+    /// acceptor threads behind a listen `backlog`.
+    pub fn serve_64(&self, threads: usize, backlog: i32) -> Result<Server> {
+        let tcp = tcpdoctor_probe::server::Protocol::Tcp {
+            request_bytes: 64,
+            reply_bytes: 64,
+        };
+        let mut cfg = ServerConfig::new(self.server_addr.into(), tcp);
+        cfg.threads = threads;
+        cfg.backlog = backlog;
+        self.serve(cfg)
+    }
+
     /// Starts the embedded server inside the server namespace.
     pub fn serve(&self, cfg: ServerConfig) -> Result<Server> {
         let addr = cfg.addr;

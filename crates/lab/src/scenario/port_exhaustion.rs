@@ -143,9 +143,6 @@ fn measured_steady(run: &ProbeRun) -> Option<f64> {
 /// One way of running the client: what the baseline does, or a remedy.
 #[derive(Clone, Debug)]
 pub struct Variant {
-    /// Namespace tag (`""` for the baseline, which may be captured).
-    tag: &'static str,
-    label: String,
     mode: Mode,
     tw_reuse: u8,
     timestamps: bool,
@@ -158,8 +155,6 @@ pub struct Variant {
 impl Variant {
     fn baseline(cfg: &Config) -> Variant {
         Variant {
-            tag: "",
-            label: "before: new connection per request, tcp_tw_reuse=0".into(),
             mode: Mode::Crr,
             tw_reuse: 0,
             timestamps: true,
@@ -177,16 +172,18 @@ type VariantRuns = (
     Option<crate::capture::CaptureSummary>,
 );
 
-/// Runs `v` in a fresh pair of namespaces: one probe per destination port, all at once.
+/// Runs `v` in a fresh pair of namespaces tagged `tag` (`""`: the baseline, which may be
+/// captured), labelled `label`: one probe per destination port, all at once.
 /// Also returns the client namespace's `net.ipv4.tcp_tw_reuse_delay` (milliseconds; `None` on
 /// kernels without it).
 fn run_variant(
     common: &Common,
     cfg: &Config,
+    (tag, label): (&str, &str),
     v: &Variant,
     stop: &AtomicBool,
 ) -> Result<(VariantRuns, Option<u64>)> {
-    let pair = Pair::build(common, v.tag)?;
+    let pair = Pair::build(common, tag)?;
     let reuse_delay_ms = netns::sysctl_u64(&pair.client, "net.ipv4.tcp_tw_reuse_delay")?;
     pair.lab.sysctl(
         &pair.client,
@@ -223,8 +220,8 @@ fn run_variant(
         pcfg.connect_timeout = Duration::from_secs(2);
         cfgs.push(pcfg);
     }
-    let cap = pair.capture(common, v.tag)?;
-    let runs = churn::probe_many(&pair, &v.label, cfgs, stop);
+    let cap = pair.capture(common, tag)?;
+    let runs = churn::probe_many(&pair, label, cfgs, stop);
     let summary = churn::stop_capture(cap);
     for s in servers {
         s.stop();
@@ -237,29 +234,33 @@ fn run_variant(
 
 pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
     // The first probe of a run (it has one destination).
-    let one_run = |v: &Variant| {
-        let ((mut runs, ns, cap), _) = run_variant(common, cfg, v, stop)?;
+    let one_run = |tag_label, v: &Variant| {
+        let ((mut runs, ns, cap), _) = run_variant(common, cfg, tag_label, v, stop)?;
         Ok::<_, crate::Error>((runs.remove(0), ns, cap))
     };
-    let base = Variant::baseline(cfg);
-    let (before, mut namespaces, capture) = one_run(&base)?;
+    let (label, base) = PortExhaustion::new(cfg.clone()).baseline();
+    let (before, mut namespaces, capture) = one_run(("", &label), &base)?;
     let mut after = Vec::new();
     if common.fix {
-        for v in [
-            Variant {
-                tag: "ka",
-                label: "after: keep-alive (one connection per worker)".into(),
-                mode: Mode::Rr,
-                ..base.clone()
-            },
-            Variant {
-                tag: "tw",
-                label: "after: new connection per request, tcp_tw_reuse=1".into(),
-                tw_reuse: 1,
-                ..base.clone()
-            },
+        let keep_alive = Variant {
+            mode: Mode::Rr,
+            ..base.clone()
+        };
+        let tw_reuse = Variant {
+            tw_reuse: 1,
+            ..base.clone()
+        };
+        for (tag_label, v) in [
+            (
+                ("ka", "after: keep-alive (one connection per worker)"),
+                keep_alive,
+            ),
+            (
+                ("tw", "after: new connection per request, tcp_tw_reuse=1"),
+                tw_reuse,
+            ),
         ] {
-            let (r, ns, _) = one_run(&v)?;
+            let (r, ns, _) = one_run(tag_label, &v)?;
             namespaces.extend(ns);
             after.push(r);
         }
@@ -385,46 +386,6 @@ impl PortRun {
         }
     }
 
-    fn harm(&self) -> Harm {
-        Harm::count(self.eaddrnotavail, "connects failed with EADDRNOTAVAIL")
-    }
-
-    /// Whether this run reproduced port exhaustion: [`reproduction`] over its probes (the
-    /// trace is the first probe's).
-    fn reproduction(&self) -> Reproduction {
-        let mut signature = vec![Event::new(
-            self.eaddrnotavail,
-            "connects failed with EADDRNOTAVAIL",
-            "probe",
-        )];
-        if let Some(t) = self.probes.first().map(|p| &p.trace).filter(|t| t.used) {
-            signature.push(Event::new(
-                t.eaddrnotavail,
-                "connect() calls failed with EADDRNOTAVAIL",
-                "eBPF trace",
-            ));
-        }
-        let attempts = self
-            .probes
-            .iter()
-            .map(|p| p.summary.connects_attempted)
-            .sum();
-        Reproduction::of(
-            &self.label,
-            Pathology::PortExhaustion,
-            signature,
-            crate::reproduce::Tried::new(attempts, "connects", self.elapsed_us / 1000),
-            || {
-                Some(format!(
-                    "{} of {} connects failed",
-                    crate::remedy::thousands(self.eaddrnotavail),
-                    crate::remedy::thousands(attempts)
-                ))
-            },
-            None,
-        )
-    }
-
     fn measured(&self, value: f64) -> crate::remedy::Measured {
         crate::remedy::Measured {
             text: format!(
@@ -537,8 +498,8 @@ impl Scenario for PortExhaustion {
     }
 
     fn baseline(&self) -> (String, Variant) {
-        let v = Variant::baseline(&self.cfg);
-        (v.label.clone(), v)
+        let label = "before: new connection per request, tcp_tw_reuse=0";
+        (label.into(), Variant::baseline(&self.cfg))
     }
 
     fn run(
@@ -549,13 +510,8 @@ impl Scenario for PortExhaustion {
         v: &Variant,
         stop: &AtomicBool,
     ) -> Result<Ran<PortRun>> {
-        let v = Variant {
-            tag,
-            label: label.to_string(),
-            ..v.clone()
-        };
         let ((probes, namespaces, capture), reuse_delay_ms) =
-            run_variant(common, &self.cfg, &v, stop)?;
+            run_variant(common, &self.cfg, (tag, label), v, stop)?;
         if tag.is_empty() {
             self.reuse_delay_ms = reuse_delay_ms;
         }
@@ -567,11 +523,43 @@ impl Scenario for PortExhaustion {
     }
 
     fn harm(&self, run: &PortRun) -> Harm {
-        run.harm()
+        Harm::count(run.eaddrnotavail, "connects failed with EADDRNOTAVAIL")
     }
 
+    /// Whether this run reproduced port exhaustion: [`reproduction`] over its probes (the
+    /// trace is the first probe's).
     fn reproduction(&self, run: &PortRun) -> Reproduction {
-        run.reproduction()
+        let mut signature = vec![Event::new(
+            run.eaddrnotavail,
+            "connects failed with EADDRNOTAVAIL",
+            "probe",
+        )];
+        if let Some(t) = run.probes.first().map(|p| &p.trace).filter(|t| t.used) {
+            signature.push(Event::new(
+                t.eaddrnotavail,
+                "connect() calls failed with EADDRNOTAVAIL",
+                "eBPF trace",
+            ));
+        }
+        let attempts = run
+            .probes
+            .iter()
+            .map(|p| p.summary.connects_attempted)
+            .sum();
+        Reproduction::of(
+            &run.label,
+            Pathology::PortExhaustion,
+            signature,
+            crate::reproduce::Tried::new(attempts, "connects", run.elapsed_us / 1000),
+            || {
+                Some(format!(
+                    "{} of {} connects failed",
+                    crate::remedy::thousands(run.eaddrnotavail),
+                    crate::remedy::thousands(attempts)
+                ))
+            },
+            None,
+        )
     }
 
     fn remedy(&mut self, name: &str, base: &PortRun) -> Result<Remedy<Variant>> {

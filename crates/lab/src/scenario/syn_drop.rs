@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tcpdoctor_model::Pathology;
-use tcpdoctor_probe::server::{Protocol, ServerConfig};
 
 use super::churn::{self, Pair, ProbeRun};
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
@@ -136,16 +135,7 @@ fn run_variant(
         pair.lab
             .sysctl(&pair.server, "net.core.somaxconn", &m.to_string())?;
     }
-    let mut scfg = ServerConfig::new(
-        pair.server_addr.into(),
-        Protocol::Tcp {
-            request_bytes: 64,
-            reply_bytes: 64,
-        },
-    );
-    scfg.threads = threads;
-    scfg.backlog = backlog;
-    let server = pair.serve(scfg)?;
+    let server = pair.serve_64(threads, backlog)?;
     if drop {
         pair.lab.nft(
             &pair.server,
