@@ -17,12 +17,6 @@ use crate::remedy::{Harm, Measured, Prediction, Row};
 use crate::reproduce::{Event, Reproduction};
 use crate::Result;
 
-/// What diagnosed each run, in words: the report's "Diagnosis ... (by ...)" heading.
-pub const DIAGNOSED_BY: [&str; 2] = [
-    "probe's classifier of slow connects (with the kernel counters of the client's namespace)",
-    "the kernel counters of the server's namespace (TcpExtListenOverflows, TcpExtListenDrops)",
-];
-
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Config {
     pub backlog: i32,
@@ -62,9 +56,6 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
     )
 }
 
-/// The remedies `--remedies` measures for the accept-queue overflow, in table order.
-pub const REMEDIES: [&str; 3] = ["larger-backlog", "faster-accept", "both"];
-
 fn measured(run: &ProbeRun) -> crate::remedy::Measured {
     let overflows = run.server_counter("TcpExtListenOverflows").max(0) as u64;
     crate::remedy::Measured {
@@ -96,8 +87,11 @@ impl Scenario for AcceptOverflow {
     type Facts = super::NoFacts;
     const NAME: &'static str = "accept-overflow";
     const PATHOLOGY: Pathology = Pathology::AcceptQueueOverflow;
-    const DIAGNOSED_BY: &'static [&'static str] = &DIAGNOSED_BY;
-    const REMEDIES: &'static [&'static str] = &REMEDIES;
+    const DIAGNOSED_BY: &'static [&'static str] = &[
+        "probe's classifier of slow connects (with the kernel counters of the client's namespace)",
+        "the kernel counters of the server's namespace (TcpExtListenOverflows, TcpExtListenDrops)",
+    ];
+    const REMEDIES: &'static [&'static str] = &["larger-backlog", "faster-accept", "both"];
 
     fn config(&self) -> &Config {
         &self.0

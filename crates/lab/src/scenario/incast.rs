@@ -19,7 +19,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tcpdoctor_model::{Finding, Pathology};
 
-use super::{driver, Common, Header, Outcome};
+use super::driver::{self, Scenario};
+use super::{Common, Header, Outcome};
 use crate::diagnose::{self, FanIn};
 use crate::remedy::{Check, Harm};
 use crate::reproduce::{Event, Reproduction, Reproductions};
@@ -30,7 +31,7 @@ mod measure;
 mod remedies;
 
 use measure::measure;
-pub use remedies::{Facts, Incast, REMEDIES, REMEDY_RTO_MIN_US};
+pub use remedies::{Facts, Incast, REMEDY_RTO_MIN_US};
 
 /// A round that took this much longer than a typical round (the median round, or the fastest
 /// when most rounds stalled: [`diagnose::reference_round_us`]) waited for a timer: the
@@ -52,11 +53,6 @@ pub const RTO_COUNTERS: [&str; 6] = [
 
 /// One round may not take longer than this (several RTO backoffs); the run stops otherwise.
 pub const ROUND_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// What diagnosed each run, in words: the report's "Diagnosis ... (by ...)" heading.
-pub const DIAGNOSED_BY: [&str; 1] = [
-    "the lab's fan-in detector (each sender's retransmission-timer counters and the round times)",
-];
 
 /// Incast parameters.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -589,7 +585,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
             reproductions: Reproductions::default(),
         },
     };
-    let mut diagnosed_by = DIAGNOSED_BY.to_vec();
+    let mut diagnosed_by = Incast::DIAGNOSED_BY.to_vec();
     // With a capture, analyze's detectors read it too (it spans every run of this scenario).
     if let Some(path) = &common.pcap {
         let (more, _) = diagnose::capture(path)?;

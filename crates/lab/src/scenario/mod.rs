@@ -228,14 +228,15 @@ mod tests {
     #[test]
     fn diagnosis_headings_say_what_diagnosed_in_words_not_module_paths() {
         // Issue 24: a heading said "model::counters findings".
+        use driver::Scenario;
         let all: [&[&str]; 7] = [
-            &accept_overflow::DIAGNOSED_BY,
-            &incast::DIAGNOSED_BY,
-            &port_exhaustion::DIAGNOSED_BY,
-            &slow_reader::DIAGNOSED_BY,
-            &stale_ack::DIAGNOSED_BY,
-            &syn_drop::DIAGNOSED_BY,
-            &timewait::DIAGNOSED_BY,
+            accept_overflow::AcceptOverflow::DIAGNOSED_BY,
+            incast::Incast::DIAGNOSED_BY,
+            port_exhaustion::PortExhaustion::DIAGNOSED_BY,
+            slow_reader::SlowReader::DIAGNOSED_BY,
+            stale_ack::StaleAck::DIAGNOSED_BY,
+            syn_drop::SynDrop::DIAGNOSED_BY,
+            timewait::Timewait::DIAGNOSED_BY,
         ];
         for by in all.iter().flat_map(|b| b.iter()) {
             assert!(!by.contains("::") && !by.contains("model"), "{by}");

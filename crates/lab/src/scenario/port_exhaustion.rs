@@ -21,12 +21,6 @@ use crate::remedy::{thousands, Check, Harm, Measured, Prediction, Row, Tolerance
 use crate::reproduce::{Event, Reproduction};
 use crate::{netns, Result};
 
-/// What diagnosed each run, in words: the report's "Diagnosis ... (by ...)" heading.
-pub const DIAGNOSED_BY: [&str; 2] = [
-    "probe's connect errors by errno and its classifier of slow connects (with the kernel counters of the client's namespace)",
-    "the kernel counters of the server's namespace",
-];
-
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Config {
     /// The client namespace's `net.ipv4.ip_local_port_range`.
@@ -285,7 +279,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
                     namespaces,
                     capture,
                     trace,
-                    &DIAGNOSED_BY,
+                    PortExhaustion::DIAGNOSED_BY,
                     rep,
                 ),
                 config: cfg.clone(),
@@ -306,16 +300,6 @@ pub struct Facts {
     /// such sysctl, and waits 1 s).
     pub tw_reuse_delay_ms: Option<u64>,
 }
-
-/// The remedies `--remedies` measures for port exhaustion, in table order.
-pub const REMEDIES: [&str; 6] = [
-    "keep-alive",
-    "tw-reuse",
-    "tw-reuse-no-timestamps",
-    "wider-range",
-    "more-destinations",
-    "server-closes-first",
-];
 
 /// The port range of the `wider-range` remedy: everything above the well-known ports.
 pub const WIDE_RANGE: PortRange = PortRange {
@@ -490,8 +474,18 @@ impl Scenario for PortExhaustion {
     type Facts = Facts;
     const NAME: &'static str = "port-exhaustion";
     const PATHOLOGY: Pathology = Pathology::PortExhaustion;
-    const DIAGNOSED_BY: &'static [&'static str] = &DIAGNOSED_BY;
-    const REMEDIES: &'static [&'static str] = &REMEDIES;
+    const DIAGNOSED_BY: &'static [&'static str] = &[
+        "probe's connect errors by errno and its classifier of slow connects (with the kernel counters of the client's namespace)",
+        "the kernel counters of the server's namespace",
+    ];
+    const REMEDIES: &'static [&'static str] = &[
+        "keep-alive",
+        "tw-reuse",
+        "tw-reuse-no-timestamps",
+        "wider-range",
+        "more-destinations",
+        "server-closes-first",
+    ];
 
     fn config(&self) -> &Config {
         &self.cfg

@@ -24,12 +24,6 @@ use crate::remedy::{self, Check, Harm, Measured, Prediction, Tolerance, Verdict}
 use crate::reproduce::{Event, Reproduction};
 use crate::{capture, diagnose, netns, traffic, Error, Result};
 
-/// What diagnosed each run, in words: the report's "Diagnosis ... (by ...)" heading.
-pub const DIAGNOSED_BY: [&str; 2] = [
-    "analyze's detectors on a capture of the writer's interface",
-    "the kernel counters of the reader's namespace",
-];
-
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Config {
     pub writer_rate_bytes_per_s: u64,
@@ -103,9 +97,6 @@ impl Run {
         }
     }
 }
-
-/// The remedies `--remedies` measures for the slow reader, in table order.
-pub const REMEDIES: [&str; 3] = ["larger-buffer", "faster-reader", "writer-backpressure"];
 
 /// The application queue of the `writer-backpressure` remedy.
 pub const BACKPRESSURE_BOUND: u64 = 256 << 10;
@@ -244,8 +235,12 @@ impl Scenario for SlowReader {
     type Facts = super::NoFacts;
     const NAME: &'static str = "slow-reader";
     const PATHOLOGY: Pathology = Pathology::SlowReader;
-    const DIAGNOSED_BY: &'static [&'static str] = &DIAGNOSED_BY;
-    const REMEDIES: &'static [&'static str] = &REMEDIES;
+    const DIAGNOSED_BY: &'static [&'static str] = &[
+        "analyze's detectors on a capture of the writer's interface",
+        "the kernel counters of the reader's namespace",
+    ];
+    const REMEDIES: &'static [&'static str] =
+        &["larger-buffer", "faster-reader", "writer-backpressure"];
 
     fn config(&self) -> &Config {
         &self.0

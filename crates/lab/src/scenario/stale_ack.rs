@@ -44,12 +44,6 @@ pub const FORCED_RUN: &str = "forced check: a SYN meets a stale ACK";
 /// Server port of the forced check.
 pub const FORCED_SERVER_PORT: u16 = 5002;
 
-/// What diagnosed each run, in words: the report's "Diagnosis ... (by ...)" heading.
-pub const DIAGNOSED_BY: [&str; 2] = [
-    "probe's classifier of slow connects (with the kernel counters of the client's namespace)",
-    "the forced check (the client's TcpExtTCPSynRetrans and connect time)",
-];
-
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Config {
     pub duration_ms: u64,
@@ -647,7 +641,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
                 namespaces,
                 capture,
                 trace,
-                &DIAGNOSED_BY,
+                StaleAck::DIAGNOSED_BY,
                 rep,
             ),
             config: cfg.clone(),
@@ -674,9 +668,6 @@ pub struct Facts {
     #[serde(skip)]
     pub kernel_release: String,
 }
-
-/// The remedies `--remedies` measures for the stale-ACK race, in table order.
-pub const REMEDIES: [&str; 1] = ["graceful-close"];
 
 fn measured(run: &LoopRun) -> crate::remedy::Measured {
     let h = harm(run);
@@ -765,8 +756,11 @@ impl Scenario for StaleAck {
     type Facts = Facts;
     const NAME: &'static str = "stale-ack-race";
     const PATHOLOGY: Pathology = Pathology::StaleAckRace;
-    const DIAGNOSED_BY: &'static [&'static str] = &DIAGNOSED_BY;
-    const REMEDIES: &'static [&'static str] = &REMEDIES;
+    const DIAGNOSED_BY: &'static [&'static str] = &[
+        "probe's classifier of slow connects (with the kernel counters of the client's namespace)",
+        "the forced check (the client's TcpExtTCPSynRetrans and connect time)",
+    ];
+    const REMEDIES: &'static [&'static str] = &["graceful-close"];
 
     fn config(&self) -> &Config {
         &self.cfg

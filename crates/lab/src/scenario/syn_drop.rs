@@ -16,12 +16,6 @@ use crate::remedy::{Check, Harm, Measured, Prediction, Row, Tolerance, Verdict};
 use crate::reproduce::{Event, Reproduction};
 use crate::{naming, Error, Result};
 
-/// What diagnosed each run, in words: the report's "Diagnosis ... (by ...)" heading.
-pub const DIAGNOSED_BY: [&str; 2] = [
-    "probe's classifier of slow connects (the SYN ladder from the client namespace's sysctls, TcpExtTCPSynRetrans)",
-    "the kernel counters of the server's namespace",
-];
-
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Config {
     /// Share of SYNs dropped, percent.
@@ -92,9 +86,6 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
     let s = SynDrop(cfg.clone());
     Ok(driver::fixed(&s, common, before, after, interrupted))
 }
-
-/// The remedies `--remedies` measures for dropped SYNs, in table order.
-pub const REMEDIES: [&str; 3] = ["remove-drop", "larger-backlog", "faster-accept"];
 
 /// The server side of a run: whether SYNs are dropped, the acceptor threads, the listen
 /// backlog and, when set, the server namespace's net.core.somaxconn.
@@ -219,8 +210,11 @@ impl Scenario for SynDrop {
     type Facts = super::NoFacts;
     const NAME: &'static str = "syn-drop";
     const PATHOLOGY: Pathology = Pathology::SynRetransmit;
-    const DIAGNOSED_BY: &'static [&'static str] = &DIAGNOSED_BY;
-    const REMEDIES: &'static [&'static str] = &REMEDIES;
+    const DIAGNOSED_BY: &'static [&'static str] = &[
+        "probe's classifier of slow connects (the SYN ladder from the client namespace's sysctls, TcpExtTCPSynRetrans)",
+        "the kernel counters of the server's namespace",
+    ];
+    const REMEDIES: &'static [&'static str] = &["remove-drop", "larger-backlog", "faster-accept"];
 
     fn config(&self) -> &Config {
         &self.0

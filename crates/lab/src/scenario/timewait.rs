@@ -36,12 +36,6 @@ pub const BEFORE_GAP_MS: u64 = 20;
 /// The client's fixed source port: below `ip_local_port_range`, so no other socket takes it.
 pub const CLIENT_PORT: u16 = 20001;
 
-/// What diagnosed each run, in words: the report's "Diagnosis ... (by ...)" heading.
-pub const DIAGNOSED_BY: [&str; 2] = [
-    "analyze's detectors on a capture of the client's interface",
-    "the kernel counters of the client's namespace",
-];
-
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Config {
     /// Connections, each from the same source port.
@@ -251,14 +245,6 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
     driver::fix(Timewait(cfg.clone()), common, ("fx", label, fixed), stop)
 }
 
-/// The remedies `--remedies` measures for the TIME_WAIT collision, in table order.
-pub const REMEDIES: [&str; 4] = [
-    "timestamps",
-    "rfc1337-off",
-    "ephemeral-port",
-    "client-closes-first",
-];
-
 /// One step of the clock-driven initial sequence number: `secure_tcp_seq`
 /// (net/core/secure_seq.c) adds `ktime_get_real_ns() >> 6`, one step per 64 ns, to a hash of
 /// the 4-tuple that stays the same when the 4-tuple is reused.
@@ -369,8 +355,16 @@ impl Scenario for Timewait {
     type Facts = super::NoFacts;
     const NAME: &'static str = "timewait-collision";
     const PATHOLOGY: Pathology = Pathology::TimeWaitCollision;
-    const DIAGNOSED_BY: &'static [&'static str] = &DIAGNOSED_BY;
-    const REMEDIES: &'static [&'static str] = &REMEDIES;
+    const DIAGNOSED_BY: &'static [&'static str] = &[
+        "analyze's detectors on a capture of the client's interface",
+        "the kernel counters of the client's namespace",
+    ];
+    const REMEDIES: &'static [&'static str] = &[
+        "timestamps",
+        "rfc1337-off",
+        "ephemeral-port",
+        "client-closes-first",
+    ];
 
     fn config(&self) -> &Config {
         &self.0

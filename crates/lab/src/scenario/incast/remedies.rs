@@ -10,7 +10,7 @@ use tcpdoctor_model::Pathology;
 use super::measure::measure;
 use super::{
     build, diagnosed_run, harm, payload_share, reproduction, set_pacing, set_rto_min, validate,
-    Config, Pacing, Run, Setup, DIAGNOSED_BY, PACING_BURST_BYTES,
+    Config, Pacing, Run, Setup, PACING_BURST_BYTES,
 };
 use crate::diagnose;
 use crate::remedy::{self, Harm, Measured, Prediction, Row, Tolerance};
@@ -34,20 +34,6 @@ pub struct Facts {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pace_80_wire_bits_per_s: Option<f64>,
 }
-
-/// The remedies `--remedies` measures for incast, in table order: those this lab builds,
-/// then those that need what this kernel may lack (each row says whether it could be built).
-pub const REMEDIES: [&str; 9] = [
-    "rto-min-5ms",
-    "pace-80",
-    "pace-share",
-    "bbr",
-    "deeper-buffer",
-    "fewer-senders",
-    "dctcp",
-    "red-ecn",
-    "fq-codel",
-];
 
 /// The RTO floor of the `rto-min-5ms` remedy.
 pub const REMEDY_RTO_MIN_US: u64 = 5_000;
@@ -449,8 +435,22 @@ impl Scenario for Incast {
     type Facts = Facts;
     const NAME: &'static str = "incast";
     const PATHOLOGY: Pathology = Pathology::Incast;
-    const DIAGNOSED_BY: &'static [&'static str] = &DIAGNOSED_BY;
-    const REMEDIES: &'static [&'static str] = &REMEDIES;
+    const DIAGNOSED_BY: &'static [&'static str] = &[
+        "the lab's fan-in detector (each sender's retransmission-timer counters and the round times)",
+    ];
+    /// Those this lab builds, then those that need what this kernel may lack (each row says
+    /// whether it could be built).
+    const REMEDIES: &'static [&'static str] = &[
+        "rto-min-5ms",
+        "pace-80",
+        "pace-share",
+        "bbr",
+        "deeper-buffer",
+        "fewer-senders",
+        "dctcp",
+        "red-ecn",
+        "fq-codel",
+    ];
 
     fn config(&self) -> &Config {
         &self.cfg
