@@ -10,7 +10,7 @@
 //! objects `tcpdoctor lab cleanup` can find by the prefix: the file, and a tcpdump re-parented
 //! to init that still writes it ([`crate::cleanup`]).
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -132,11 +132,6 @@ impl Capture {
         Ok(cap)
     }
 
-    /// The file tcpdump is writing.
-    pub fn temp_path(&self) -> &Path {
-        &self.temp
-    }
-
     /// Stops tcpdump (SIGINT, then SIGKILL after 3 s), moves the file to its destination if
     /// one was given, and returns its counts.
     pub fn stop(mut self) -> Result<Saved> {
@@ -219,15 +214,6 @@ fn count_before(text: &str, what: &str) -> Option<u64> {
         .find(|l| l.contains(what))
         .and_then(|l| l.split_whitespace().next())
         .and_then(|n| n.parse().ok())
-}
-
-/// Reads a whole file (a finished capture) for the analyzer.
-pub fn read_file(path: &Path) -> Result<Vec<u8>> {
-    let mut buf = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_to_end(&mut buf))
-        .map_err(|e| Error::io(format!("read capture {}", path.display()), e))?;
-    Ok(buf)
 }
 
 #[cfg(test)]

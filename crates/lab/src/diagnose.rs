@@ -35,11 +35,6 @@ pub struct FanIn {
 }
 
 impl FanIn {
-    /// The fastest round.
-    pub fn fastest_round(&self) -> Duration {
-        Duration::from_micros(self.round_us.iter().copied().min().unwrap_or(0))
-    }
-
     /// What a round costs here when nothing waits for a timer: the median round, or, when
     /// more than half of the rounds stalled (the median is 1.5 times the fastest or more),
     /// the fastest; never more than 1.25 times the round at the bottleneck's line rate, so a

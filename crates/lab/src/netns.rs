@@ -25,6 +25,22 @@ pub fn enter(ns: &str) -> Result<()> {
     tcpdoctor_host::netns::enter(ns).map_err(|e| Error::io(format!("enter namespace {ns}"), e))
 }
 
+/// Waits until `done()` holds, passing Ctrl-C (`stop`) on to `inner`, the flag the traffic
+/// threads poll.
+pub fn wait(
+    done: impl Fn() -> bool,
+    stop: &std::sync::atomic::AtomicBool,
+    inner: &std::sync::atomic::AtomicBool,
+) {
+    use std::sync::atomic::Ordering::Relaxed;
+    while !done() {
+        if stop.load(Relaxed) {
+            inner.store(true, Relaxed);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// Spawns a thread named `name` that enters `ns` and runs `f`.
 pub fn spawn<T, F>(ns: &str, name: &str, f: F) -> Result<Worker<T>>
 where

@@ -348,6 +348,17 @@ impl Prediction {
             noise: noise.into(),
         }
     }
+
+    /// An exact count: `value` in `unit`, no noise.
+    pub fn count(
+        formula: impl Into<String>,
+        effect: impl Into<String>,
+        value: f64,
+        unit: &str,
+    ) -> Prediction {
+        let exact = Tolerance::Absolute(0.0);
+        Prediction::value(formula, effect, value, unit, exact, "a count: no noise")
+    }
 }
 
 /// Whether a measurement agrees with its prediction.

@@ -7,7 +7,6 @@ use crate::remedy::{Harm, HarmKind, Row};
 use crate::scenario;
 use tcpdoctor_model::Report;
 use tcpdoctor_report::chart::{Axis, Bars, Rgb, Unit};
-use tcpdoctor_report::fmt;
 use tcpdoctor_report::html::Page;
 
 /// The harm's amount in the chart's unit (a share as percent).
@@ -72,8 +71,7 @@ pub fn page<B>(report: &Report<B>, v: &View) -> String {
         if let Some(c) = &t.caption {
             p.paragraph(c);
         }
-        let h: Vec<&str> = t.header.iter().map(String::as_str).collect();
-        p.table(&h, &t.rows, &t.right);
+        table(&mut p, t);
     }
     for l in &v.lines {
         p.paragraph(l);
@@ -104,15 +102,32 @@ pub fn page<B>(report: &Report<B>, v: &View) -> String {
             &[],
         );
     }
+    let note = "The verdict above follows the remedied run (the first remedy that worked, else the first).";
+    close(
+        p,
+        header,
+        v.diagnosis,
+        (!checks.is_empty()).then(|| note.to_string()),
+    )
+}
+
+/// How every page ends: the capture, the trace, the baseline's diagnosis, a note on the
+/// verdict and the footer.
+fn close(
+    mut p: Page,
+    header: &scenario::Header,
+    diagnosis: &[tcpdoctor_model::Finding],
+    note: Option<String>,
+) -> String {
     capture(&mut p, header);
     trace(&mut p, header);
     p.section(&format!(
         "Diagnosis of the baseline (by {})",
         header.diagnosed_by.join("; ")
     ));
-    p.findings(v.diagnosis);
-    if !checks.is_empty() {
-        p.note("The verdict above follows the remedied run (the first remedy that worked, else the first).");
+    p.findings(diagnosis);
+    if let Some(n) = note {
+        p.note(&n);
     }
     p.footer(
         "Written by tcpdoctor lab: every run in its own network namespaces, removed after it.",
@@ -145,19 +160,7 @@ pub fn remedies_page<C, R, F>(report: &Report<scenario::RemedyReport<C, R, F>>) 
         .collect();
     harm_chart(&mut p, &b.baseline_harm, &after);
     let rows: Vec<Vec<String>> = b.remedies.iter().map(remedy_row).collect();
-    p.table(
-        &[
-            "remedy",
-            "what it changes",
-            "predicted (tcpdoctor's arithmetic)",
-            "measured",
-            "prediction vs measurement",
-            "gone",
-            "verdict",
-        ],
-        &rows,
-        &[],
-    );
+    p.table(&super::REMEDY_COLUMNS, &rows, &[]);
     if !b.notes.is_empty() {
         p.section("What the predictions rest on");
         for n in &b.notes {
@@ -169,50 +172,21 @@ pub fn remedies_page<C, R, F>(report: &Report<scenario::RemedyReport<C, R, F>>) 
             "What the SYN ladder costs per lost SYN (baseline, {} connects)",
             l.connects
         ));
-        let rows: Vec<Vec<String>> = l
-            .rungs
-            .iter()
-            .map(|r| {
-                vec![
-                    r.attempt.to_string(),
-                    format!("{} ms", r.rung_ms),
-                    r.connects.to_string(),
-                    r.predicted_connects
-                        .map(|p| format!("{p:.1}"))
-                        .unwrap_or_else(|| "-".into()),
-                    fmt::micros(r.typical_connect_us),
-                ]
-            })
-            .collect();
-        p.table(
-            &[
-                "lost SYNs",
-                "rung (model)",
-                "connects",
-                "predicted connects",
-                "measured connect",
-            ],
-            &rows,
-            &[0, 1, 2, 3, 4],
-        );
+        table(&mut p, &super::ladder_cells(l));
     }
-    capture(&mut p, &b.header);
-    trace(&mut p, &b.header);
-    p.section(&format!(
-        "Diagnosis of the baseline (by {})",
-        b.header.diagnosed_by.join("; ")
-    ));
-    p.findings(&b.baseline_findings);
-    if let Some(i) = crate::remedy::followed_row(&b.remedies) {
-        p.note(&format!(
+    let note = crate::remedy::followed_row(&b.remedies).map(|i| {
+        format!(
             "The verdict above follows the remedy \"{}\" (the first that works, else the first measured).",
             b.remedies[i].remedy
-        ));
-    }
-    p.footer(
-        "Written by tcpdoctor lab: every run in its own network namespaces, removed after it.",
-    );
-    p.finish()
+        )
+    });
+    close(p, &b.header, &b.baseline_findings, note)
+}
+
+/// A table of the text report, on the page.
+fn table(p: &mut Page, t: &super::Cells) {
+    let h: Vec<&str> = t.header.iter().map(String::as_str).collect();
+    p.table(&h, &t.rows, &t.right);
 }
 
 fn remedy_row<R>(row: &Row<R>) -> Vec<String> {

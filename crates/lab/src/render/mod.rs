@@ -289,15 +289,7 @@ pub fn remedies<C, R, F>(
         pathology_names(&b.baseline_findings)
     )?;
     writeln!(w)?;
-    let mut t = table::new([
-        "remedy",
-        "what it changes",
-        "predicted (tcpdoctor's arithmetic)",
-        "measured",
-        "prediction vs measurement",
-        "gone",
-        "verdict",
-    ]);
+    let mut t = table::new(REMEDY_COLUMNS);
     table::wrap(&mut t, 200);
     for row in &b.remedies {
         t.add_row(remedy_cells(row, "\n=> "));
@@ -334,26 +326,7 @@ fn ladder_table(w: &mut dyn Write, l: &crate::scenario::churn::LadderCost) -> io
         "What the SYN ladder costs per lost SYN (baseline, {} connects):",
         l.connects
     )?;
-    let mut t = table::new([
-        "lost SYNs",
-        "rung (model)",
-        "connects",
-        "predicted connects",
-        "measured connect",
-    ]);
-    for r in &l.rungs {
-        t.add_row(vec![
-            r.attempt.to_string(),
-            format!("{} ms", r.rung_ms),
-            r.connects.to_string(),
-            r.predicted_connects
-                .map(|p| format!("{p:.1}"))
-                .unwrap_or_else(|| "-".into()),
-            fmt::micros(r.typical_connect_us),
-        ]);
-    }
-    table::align_right(&mut t, &[0, 1, 2, 3, 4]);
-    writeln!(w, "{t}")?;
+    writeln!(w, "{}", ladder_cells(l).text())?;
     match (l.predicted_delay_per_connect_us, l.tolerance_us, l.drop_share) {
         (Some(p), Some(tol), Some(share)) => writeln!(
             w,
@@ -371,6 +344,45 @@ fn ladder_table(w: &mut dyn Write, l: &crate::scenario::churn::LadderCost) -> io
         )?,
     }
     writeln!(w)
+}
+
+/// The columns of the remedies table (text and page).
+pub(crate) const REMEDY_COLUMNS: [&str; 7] = [
+    "remedy",
+    "what it changes",
+    "predicted (tcpdoctor's arithmetic)",
+    "measured",
+    "prediction vs measurement",
+    "gone",
+    "verdict",
+];
+
+/// The SYN ladder's cost per lost SYN, a row per rung (text and page).
+pub(crate) fn ladder_cells(l: &crate::scenario::churn::LadderCost) -> Cells {
+    let mut t = Cells::new([
+        "lost SYNs",
+        "rung (model)",
+        "connects",
+        "predicted connects",
+        "measured connect",
+    ]);
+    t.right = vec![0, 1, 2, 3, 4];
+    t.rows = l
+        .rungs
+        .iter()
+        .map(|r| {
+            vec![
+                r.attempt.to_string(),
+                format!("{} ms", r.rung_ms),
+                r.connects.to_string(),
+                r.predicted_connects
+                    .map(|p| format!("{p:.1}"))
+                    .unwrap_or_else(|| "-".into()),
+                fmt::micros(r.typical_connect_us),
+            ]
+        })
+        .collect();
+    t
 }
 
 /// The remedy lines of `--fix`: one per remedied run, judged from its measurement.

@@ -6,6 +6,7 @@ use tcpdoctor_report::fmt;
 use super::{pathology_names, Cells, Chart, View};
 use crate::remedy::Check;
 use crate::scenario::churn::ProbeRun;
+use crate::scenario::driver::Record;
 use crate::scenario::{
     accept_overflow, incast, port_exhaustion, slow_reader, stale_ack, syn_drop, timewait,
 };
@@ -17,10 +18,11 @@ struct Side<'a, R> {
     cells: Cells,
 }
 
-impl<'a, R> Side<'a, R> {
-    fn new(runs: &'a [&'a R], label: impl Fn(&R) -> String) -> Side<'a, R> {
+impl<'a, R: Record> Side<'a, R> {
+    /// The table of `runs`, a column each under its label.
+    fn new(runs: &'a [&'a R]) -> Side<'a, R> {
         let mut header = vec![String::new()];
-        header.extend(runs.iter().map(|r| label(r)));
+        header.extend(runs.iter().map(|r| r.label().to_string()));
         Side {
             runs,
             cells: Cells::new(header),
@@ -53,7 +55,7 @@ impl<'a, R> Side<'a, R> {
 
 /// Probe runs side by side.
 fn probe_side(runs: &[&ProbeRun], checks: &[Check]) -> Cells {
-    let mut t = Side::new(runs, |r: &ProbeRun| r.label.clone());
+    let mut t = Side::new(runs);
     t.row("requests ok", |r| r.summary.requests_ok.to_string());
     t.row("requests failed", |r| r.summary.requests_failed.to_string());
     t.row("ok per second", |r| {
@@ -138,7 +140,7 @@ fn probe_view<'a>(
 
 pub fn accept_overflow(b: &accept_overflow::Report) -> View<'_> {
     let c = &b.config;
-    let runs: Vec<&ProbeRun> = std::iter::once(&b.before).chain(&b.after).collect();
+    let runs = b.runs();
     let headline = format!(
         "{} server thread(s), backlog {}, {} concurrent clients",
         c.server_threads, c.backlog, c.concurrency
@@ -147,7 +149,7 @@ pub fn accept_overflow(b: &accept_overflow::Report) -> View<'_> {
 }
 
 pub fn syn_drop(b: &syn_drop::Report) -> View<'_> {
-    let runs: Vec<&ProbeRun> = std::iter::once(&b.before).chain(&b.after).collect();
+    let runs = b.runs();
     let headline = format!(
         "nftables in the server namespace drops {}% of SYNs",
         b.config.drop_percent
@@ -184,8 +186,8 @@ pub fn port_exhaustion(b: &port_exhaustion::Report) -> View<'_> {
 
 pub fn timewait(b: &timewait::Report) -> View<'_> {
     let c = &b.config;
-    let runs: Vec<&timewait::Run> = std::iter::once(&b.before).chain(&b.after).collect();
-    let mut t = Side::new(&runs, |r: &timewait::Run| r.label.clone());
+    let runs = b.runs();
+    let mut t = Side::new(&runs);
     t.row("connect times", |r| {
         let v: Vec<String> = r
             .connections
@@ -241,8 +243,8 @@ pub fn timewait(b: &timewait::Report) -> View<'_> {
 
 pub fn slow_reader(b: &slow_reader::Report) -> View<'_> {
     let c = &b.config;
-    let runs: Vec<&slow_reader::Run> = std::iter::once(&b.before).chain(&b.after).collect();
-    let mut t = Side::new(&runs, |r: &slow_reader::Run| r.label.clone());
+    let runs = b.runs();
+    let mut t = Side::new(&runs);
     t.row("reader SO_RCVBUF", |r| {
         fmt::bytes(r.reader_rcvbuf_bytes as u64)
     });

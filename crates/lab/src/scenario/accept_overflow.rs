@@ -9,20 +9,13 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tcpdoctor_model::Pathology;
-use tcpdoctor_probe::server::{Protocol, ServerConfig};
 
 use super::churn::{self, Pair, ProbeRun};
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
-use super::{Common, Header, Outcome};
-use crate::remedy::{Check, Harm, Measured, Prediction, Row, Tolerance};
-use crate::reproduce::{Event, Reproduction, Reproductions};
+use super::{Common, Outcome};
+use crate::remedy::{Harm, Measured, Prediction, Row};
+use crate::reproduce::{Event, Reproduction};
 use crate::Result;
-
-/// What diagnosed each run, in words: the report's "Diagnosis ... (by ...)" heading.
-pub const DIAGNOSED_BY: [&str; 2] = [
-    "probe's classifier of slow connects (with the kernel counters of the client's namespace)",
-    "the kernel counters of the server's namespace (TcpExtListenOverflows, TcpExtListenDrops)",
-];
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Config {
@@ -43,135 +36,25 @@ impl Default for Config {
     }
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Report {
-    #[serde(flatten)]
-    pub header: Header,
-    pub config: Config,
-    pub before: ProbeRun,
-    pub after: Option<ProbeRun>,
-    /// The remedied run judged against the baseline (with --fix).
-    #[serde(rename = "fix_results")]
-    pub remedies: Vec<Check>,
-}
+/// The `--fix` report: the baseline, and the remedied run judged against it.
+pub type Report = super::FixReport<Config, ProbeRun>;
 
-/// The harm: connection requests the full accept queue turned away
-/// (`TcpExtListenOverflows` of the server namespace).
-pub fn harm(run: &ProbeRun) -> Harm {
-    Harm::count(
-        run.server_counter("TcpExtListenOverflows").max(0) as u64,
-        "accept-queue overflows (TcpExtListenOverflows)",
-    )
-}
-
-/// Whether a run reproduced the overflow: connection requests the full accept queue turned
-/// away, as the listener's namespace counted them (`TcpExtListenOverflows`) and as the eBPF
-/// trace saw the kernel drop them; the cost is the connects that waited on the SYN ladder.
-pub fn reproduction(run: &ProbeRun) -> Reproduction {
-    let mut signature = vec![Event::new(
-        run.server_counter("TcpExtListenOverflows").max(0) as u64,
-        "connection requests turned away by the full accept queue",
-        "server TcpExtListenOverflows",
-    )];
-    if let Some(h) = run
-        .trace
-        .harm(tcpdoctor_model::Pathology::AcceptQueueOverflow)
-    {
-        signature.push(Event::new(h.amount as u64, h.what, "eBPF trace"));
-    }
-    Reproduction::of(
-        &run.label,
-        tcpdoctor_model::Pathology::AcceptQueueOverflow,
-        signature,
-        run.tried(),
-        || super::syn_drop::ladder_wait(run),
-        None,
-    )
-}
-
-fn server_config(pair: &Pair, threads: usize, backlog: i32) -> ServerConfig {
-    let mut s = ServerConfig::new(
-        pair.server_addr.into(),
-        Protocol::Tcp {
-            request_bytes: 64,
-            reply_bytes: 64,
-        },
-    );
-    s.threads = threads;
-    s.backlog = backlog;
-    s
-}
-
+/// `--fix`: the baseline, then 8 acceptor threads and a 4096 backlog in a fresh client
+/// namespace (the first run left thousands of its ports in TIME_WAIT, which slows the port
+/// search of connect(), `__inet_hash_connect`, and would blur the comparison).
 pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
-    let pair = Pair::build(common, "")?;
-    let cap = pair.capture(common)?;
-    let mut pcfg = churn::probe_config(pair.server_addr, Duration::from_millis(cfg.duration_ms));
-    pcfg.concurrency = cfg.concurrency;
-    let server = pair.serve(server_config(&pair, cfg.server_threads, cfg.backlog))?;
-    let before = churn::probe(
-        &pair,
-        &format!(
-            "before: {} acceptor thread(s), backlog {}",
-            cfg.server_threads, cfg.backlog
-        ),
-        pcfg.clone(),
-        stop,
-    )?;
-    server.stop();
-    let capture = churn::stop_capture(cap)?;
-    let mut namespaces = pair.lab.namespaces().to_vec();
-    // A fresh client namespace: the first run left thousands of its ports in TIME_WAIT, which
-    // slows the port search of connect() (`__inet_hash_connect`) and would blur the comparison.
-    let after = if common.fix {
-        let fixed = Pair::build(common, "fx")?;
-        let server = fixed.serve(server_config(&fixed, 8, 4096))?;
-        let r = churn::probe(
-            &fixed,
-            "after: 8 acceptor threads, backlog 4096",
-            pcfg,
-            stop,
-        );
-        server.stop();
-        namespaces.extend(fixed.lab.namespaces().iter().cloned());
-        Some(r?)
-    } else {
-        None
+    let fixed = Side {
+        threads: 8,
+        backlog: 4096,
     };
-    let interrupted = before.interrupted || after.as_ref().is_some_and(|r| r.interrupted);
-    let (remedies, remedied) = churn::judge_runs(
-        tcpdoctor_model::Pathology::AcceptQueueOverflow,
-        &before,
-        after.as_slice(),
-        harm,
-        reproduction,
-    );
-    let reproductions = Reproductions::of(reproduction(&before), after.iter().map(reproduction));
-    Ok(Outcome {
-        remedied,
-        reproduction: reproductions.baseline().cloned(),
-        findings: before.findings.clone(),
-        body: Report {
-            header: Header {
-                scenario: "accept-overflow".into(),
-                run_id: pair.lab.run_id(),
-                subnet: common.subnet.to_string(),
-                namespaces,
-                capture,
-                trace: churn::traces(std::iter::once(&before).chain(after.iter())),
-                diagnosed_by: DIAGNOSED_BY.map(String::from).to_vec(),
-                reproduction: reproductions,
-            },
-            config: cfg.clone(),
-            before,
-            after,
-            remedies,
-        },
-        interrupted,
-    })
+    let label = "after: 8 acceptor threads, backlog 4096".to_string();
+    driver::fix(
+        AcceptOverflow(cfg.clone()),
+        common,
+        ("fx", label, fixed),
+        stop,
+    )
 }
-
-/// The remedies `--remedies` measures for the accept-queue overflow, in table order.
-pub const REMEDIES: [&str; 3] = ["larger-backlog", "faster-accept", "both"];
 
 fn measured(run: &ProbeRun) -> crate::remedy::Measured {
     let overflows = run.server_counter("TcpExtListenOverflows").max(0) as u64;
@@ -181,12 +64,7 @@ fn measured(run: &ProbeRun) -> crate::remedy::Measured {
             crate::remedy::thousands(run.summary.requests),
             crate::remedy::thousands(overflows),
             run.client_counter("TcpExtTCPSynRetrans"),
-            run.summary
-                .phases
-                .iter()
-                .find(|p| p.phase == "connect")
-                .map(|p| p.p99_us as f64 / 1e3)
-                .unwrap_or(0.0)
+            run.p99_ms("connect")
         ),
         value: Some(overflows as f64),
     }
@@ -209,8 +87,11 @@ impl Scenario for AcceptOverflow {
     type Facts = super::NoFacts;
     const NAME: &'static str = "accept-overflow";
     const PATHOLOGY: Pathology = Pathology::AcceptQueueOverflow;
-    const DIAGNOSED_BY: &'static [&'static str] = &DIAGNOSED_BY;
-    const REMEDIES: &'static [&'static str] = &REMEDIES;
+    const DIAGNOSED_BY: &'static [&'static str] = &[
+        "probe's classifier of slow connects (with the kernel counters of the client's namespace)",
+        "the kernel counters of the server's namespace (TcpExtListenOverflows, TcpExtListenDrops)",
+    ];
+    const REMEDIES: &'static [&'static str] = &["larger-backlog", "faster-accept", "both"];
 
     fn config(&self) -> &Config {
         &self.0
@@ -240,15 +121,11 @@ impl Scenario for AcceptOverflow {
     ) -> Result<Ran<ProbeRun>> {
         let cfg = &self.0;
         let pair = Pair::build(common, tag)?;
-        let cap = if tag.is_empty() {
-            pair.capture(common)?
-        } else {
-            None
-        };
+        let cap = pair.capture(common, tag)?;
         let mut pcfg =
             churn::probe_config(pair.server_addr, Duration::from_millis(cfg.duration_ms));
         pcfg.concurrency = cfg.concurrency;
-        let server = pair.serve(server_config(&pair, side.threads, side.backlog))?;
+        let server = pair.serve_64(side.threads, side.backlog)?;
         let run = churn::probe(&pair, label, pcfg, stop);
         server.stop();
         let capture = churn::stop_capture(cap);
@@ -259,26 +136,42 @@ impl Scenario for AcceptOverflow {
         })
     }
 
+    /// The harm: connection requests the full accept queue turned away
+    /// (`TcpExtListenOverflows` of the server namespace).
     fn harm(&self, run: &ProbeRun) -> Harm {
-        harm(run)
+        Harm::count(
+            run.server_counter("TcpExtListenOverflows").max(0) as u64,
+            "accept-queue overflows (TcpExtListenOverflows)",
+        )
     }
 
+    /// Whether a run reproduced the overflow: connection requests the full accept queue turned
+    /// away, as the listener's namespace counted them (`TcpExtListenOverflows`) and as the eBPF
+    /// trace saw the kernel drop them; the cost is the connects that waited on the SYN ladder.
     fn reproduction(&self, run: &ProbeRun) -> Reproduction {
-        reproduction(run)
+        let mut signature = vec![Event::new(
+            run.server_counter("TcpExtListenOverflows").max(0) as u64,
+            "connection requests turned away by the full accept queue",
+            "server TcpExtListenOverflows",
+        )];
+        if let Some(h) = run.trace.harm(Pathology::AcceptQueueOverflow) {
+            signature.push(Event::new(h.amount as u64, h.what, "eBPF trace"));
+        }
+        Reproduction::of(
+            &run.label,
+            Pathology::AcceptQueueOverflow,
+            signature,
+            run.tried(),
+            || super::syn_drop::ladder_wait(run),
+            None,
+        )
     }
 
     fn remedy(&mut self, name: &str, _base: &ProbeRun) -> Result<Remedy<Side>> {
         let cfg = &self.0;
         let c = cfg.concurrency;
         let zero = |formula: String| {
-            Prediction::value(
-                formula,
-                "0 accept-queue overflows",
-                0.0,
-                "overflows",
-                Tolerance::Absolute(0.0),
-                "a count: no noise",
-            )
+            Prediction::count(formula, "0 accept-queue overflows", 0.0, "overflows")
         };
         let (label, threads, backlog, prediction, changes) = match name {
             "larger-backlog" => (

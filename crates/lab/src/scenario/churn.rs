@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, SocketAddrV4};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -71,15 +71,27 @@ impl Pair {
         self.client_ip
     }
 
-    /// Starts tcpdump on the client's interface when `--pcap` was given.
-    pub fn capture(&self, common: &Common) -> Result<Option<capture::Capture>> {
-        common
-            .pcap
-            .as_ref()
-            .map(|p| {
-                capture::Capture::start(&self.client, &self.client_if, "capture", Some(p), "tcp")
-            })
-            .transpose()
+    /// Starts tcpdump on the client's interface when `--pcap` was given and the run (tagged
+    /// `tag`) is the baseline (`""`).
+    pub fn capture(&self, common: &Common, tag: &str) -> Result<Option<capture::Capture>> {
+        let pcap = common.pcap.as_ref().filter(|_| tag.is_empty());
+        pcap.map(|p| {
+            capture::Capture::start(&self.client, &self.client_if, "capture", Some(p), "tcp")
+        })
+        .transpose()
+    }
+
+    /// Starts the embedded server answering 64-byte requests with 64 bytes, on `threads`
+    /// acceptor threads behind a listen `backlog`.
+    pub fn serve_64(&self, threads: usize, backlog: i32) -> Result<Server> {
+        let tcp = tcpdoctor_probe::server::Protocol::Tcp {
+            request_bytes: 64,
+            reply_bytes: 64,
+        };
+        let mut cfg = ServerConfig::new(self.server_addr.into(), tcp);
+        cfg.threads = threads;
+        cfg.backlog = backlog;
+        self.serve(cfg)
     }
 
     /// Starts the embedded server inside the server namespace.
@@ -177,6 +189,14 @@ impl ProbeRun {
         (count, typical, longest)
     }
 
+    /// The 99th percentile of probe's `phase` (`connect`), milliseconds (0 without it).
+    pub fn p99_ms(&self, phase: &str) -> f64 {
+        let mut phases = self.summary.phases.iter();
+        phases
+            .find(|p| p.phase == phase)
+            .map_or(0.0, |p| p.p99_us as f64 / 1e3)
+    }
+
     /// Requests that failed with `errno` (`EADDRNOTAVAIL`).
     pub fn errors(&self, errno: &str) -> u64 {
         self.summary
@@ -186,37 +206,6 @@ impl ProbeRun {
             .map(|e| e.count)
             .sum()
     }
-}
-
-/// Judges each remedied run against `before` on `harm` for `pathology`; a run that still
-/// reproduced the pathology (`reproduction`) did not make the remedy work.
-pub fn judge_runs(
-    pathology: Pathology,
-    before: &ProbeRun,
-    after: &[ProbeRun],
-    harm: impl Fn(&ProbeRun) -> crate::remedy::Harm,
-    reproduction: impl Fn(&ProbeRun) -> crate::reproduce::Reproduction,
-) -> (Vec<crate::remedy::Check>, Option<super::Remedied>) {
-    let reproductions: Vec<_> = after.iter().map(&reproduction).collect();
-    let checks: Vec<_> = after
-        .iter()
-        .zip(&reproductions)
-        .map(|(r, rep)| {
-            crate::remedy::judge(
-                &r.label,
-                pathology,
-                harm(before),
-                &before.findings,
-                harm(r),
-                &r.findings,
-            )
-            .with_trace(before.trace.harm(pathology), r.trace.harm(pathology))
-            .with_reproduction(rep)
-        })
-        .collect();
-    let findings: Vec<&[Finding]> = after.iter().map(|r| r.findings.as_slice()).collect();
-    let remedied = super::remedied(&checks, &findings, &reproductions);
-    (checks, remedied)
 }
 
 /// Runs probe with `cfg` (its target must be set) from inside the client namespace. `stop`
@@ -287,12 +276,7 @@ pub fn run_engines(
             engine(&flag)
         })?);
     }
-    while !workers.iter().all(|w| w.is_finished()) {
-        if stop.load(Ordering::Relaxed) {
-            inner.store(true, Ordering::Relaxed);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    netns::wait(|| workers.iter().all(|w| w.is_finished()), stop, &inner);
     let results: Vec<_> = workers
         .into_iter()
         .map(|w| w.join())

@@ -8,10 +8,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tcpdoctor_model::{Finding, Pathology};
 
-use super::{churn, Common, Header, NoFacts, Outcome, RemedyReport};
+use super::{churn, Common, FixReport, Header, NoFacts, Outcome, RemedyReport};
 use crate::capture::CaptureSummary;
 use crate::remedy::{self, Check, Harm, Measured, Prediction, Verdict};
-use crate::reproduce::Reproduction;
+use crate::reproduce::{Reproduction, Reproductions};
 use crate::trace::{LabTrace, RunTrace};
 use crate::Result;
 
@@ -85,6 +85,23 @@ pub struct Remedy<V> {
     pub variant: V,
     pub prediction: std::result::Result<Prediction, String>,
     pub changes: String,
+}
+
+impl<V> Remedy<V> {
+    /// Remedy `label`: its run is `variant`, predicted by `prediction`; it `changes` that.
+    pub fn new(
+        label: impl Into<String>,
+        variant: V,
+        prediction: Prediction,
+        changes: impl Into<String>,
+    ) -> Remedy<V> {
+        Remedy {
+            label: label.into(),
+            variant,
+            prediction: Ok(prediction),
+            changes: changes.into(),
+        }
+    }
 }
 
 /// The report's words about the baseline, from the baseline's measurement.
@@ -262,16 +279,15 @@ pub fn remedies<S: Scenario>(
     let tail = s.tail(&base, &rows);
     let trace = s.header_trace(&base, &rows);
     let report = RemedyReport {
-        header: Header {
-            scenario: S::NAME.into(),
-            run_id: std::process::id(),
-            subnet: common.subnet.to_string(),
+        header: Header::of(
+            S::NAME,
+            common,
             namespaces,
             capture,
             trace,
-            diagnosed_by: S::DIAGNOSED_BY.iter().map(|s| s.to_string()).collect(),
-            reproduction: super::remedy_reproductions(&base, &rows, |r| s.reproduction(r)),
-        },
+            S::DIAGNOSED_BY,
+            super::remedy_reproductions(&base, &rows, |r| s.reproduction(r)),
+        ),
         config: s.config().clone(),
         facts: tail.facts,
         baseline_label: tail.baseline_label,
@@ -319,6 +335,161 @@ pub fn variant_row<S: Scenario>(
     })
 }
 
+/// `run` judged against `base` on the harm of pathology `p` (each run's harm as given), with
+/// what the trace counted of it in each and whether `run` still reproduced the pathology.
+pub fn check<R: Record>(
+    p: Pathology,
+    (base, base_harm): (&R, Harm),
+    (run, run_harm): (&R, Harm),
+    reproduction: &Reproduction,
+) -> Check {
+    remedy::judge(
+        run.label(),
+        p,
+        base_harm,
+        base.findings(),
+        run_harm,
+        run.findings(),
+    )
+    .with_trace(base.trace().harm(p), run.trace().harm(p))
+    .with_reproduction(reproduction)
+}
+
+/// `--fix`: the remedied runs judged against the baseline.
+pub struct Judged {
+    /// Each remedied run judged against the baseline.
+    pub checks: Vec<Check>,
+    /// The remedied run the verdict follows.
+    pub remedied: Option<super::Remedied>,
+    /// Whether the baseline, then each remedied run, reproduced the pathology.
+    pub reproductions: Reproductions,
+}
+
+/// Judges each run of `after` against `before` on `harm` for pathology `p`; a run that still
+/// reproduced the pathology (`reproduction`) did not make the remedy work.
+pub fn judge<R: Record>(
+    p: Pathology,
+    before: &R,
+    after: &[R],
+    harm: impl Fn(&R) -> Harm,
+    reproduction: impl Fn(&R) -> Reproduction,
+) -> Judged {
+    let reproductions = Reproductions::of(reproduction(before), after.iter().map(&reproduction));
+    let checks: Vec<Check> = after
+        .iter()
+        .zip(&reproductions.reproduction[1..])
+        .map(|(r, rep)| check(p, (before, harm(before)), (r, harm(r)), rep))
+        .collect();
+    let remedied = remedy::followed(&checks).map(|i| super::Remedied {
+        run: checks[i].run.clone(),
+        findings: after[i].findings().to_vec(),
+        reproduction: reproductions.reproduction.get(i + 1).cloned(),
+    });
+    Judged {
+        checks,
+        remedied,
+        reproductions,
+    }
+}
+
+impl Judged {
+    /// The outcome of a `--fix` run: the baseline's `findings`, and the `body` made of the
+    /// reproductions (for the header) and the checks.
+    pub fn outcome<B>(
+        self,
+        findings: Vec<Finding>,
+        interrupted: bool,
+        body: impl FnOnce(Reproductions, Vec<Check>) -> B,
+    ) -> Outcome<B> {
+        Outcome {
+            findings,
+            interrupted,
+            remedied: self.remedied,
+            reproduction: self.reproductions.baseline().cloned(),
+            body: body(self.reproductions, self.checks),
+        }
+    }
+}
+
+/// `--fix` of a scenario with one remedied run: the baseline, then with `common.fix` the
+/// remedied run `fix` (its namespace tag, label and variant), each in fresh namespaces, the
+/// second judged against the first.
+pub fn fix<S: Scenario>(
+    mut s: S,
+    common: &Common,
+    fix: (&'static str, String, S::Variant),
+    stop: &AtomicBool,
+) -> Result<Outcome<FixReport<S::Config, S::Run>>> {
+    s.validate()?;
+    let (label, variant) = s.baseline();
+    let Ran {
+        run: before,
+        mut namespaces,
+        capture,
+    } = s.run(common, "", &label, &variant, stop)?;
+    let after = if common.fix {
+        let (tag, label, variant) = fix;
+        let ran = s.run(common, tag, &label, &variant, stop)?;
+        namespaces.extend(ran.namespaces);
+        Some(ran.run)
+    } else {
+        None
+    };
+    let before = Ran {
+        run: before,
+        namespaces,
+        capture,
+    };
+    Ok(fixed(
+        &s,
+        common,
+        before,
+        after,
+        stop.load(Ordering::Relaxed),
+    ))
+}
+
+/// The `--fix` report of scenario `s`: `before` (the baseline as run, with the namespaces
+/// of every run) and the remedied run `after` judged against it.
+pub fn fixed<S: Scenario>(
+    s: &S,
+    common: &Common,
+    before: Ran<S::Run>,
+    after: Option<S::Run>,
+    interrupted: bool,
+) -> Outcome<FixReport<S::Config, S::Run>> {
+    let Ran {
+        run: before,
+        namespaces,
+        capture,
+    } = before;
+    let judged = judge(
+        S::PATHOLOGY,
+        &before,
+        after.as_slice(),
+        |r| s.harm(r),
+        |r| s.reproduction(r),
+    );
+    let runs = std::iter::once(&before).chain(&after);
+    let trace = LabTrace::of(runs.map(|r| r.trace().clone()).collect());
+    let findings = before.findings().to_vec();
+    judged.outcome(findings, interrupted, |rep, remedies| FixReport {
+        header: Header::of(
+            S::NAME,
+            common,
+            namespaces,
+            capture,
+            trace,
+            S::DIAGNOSED_BY,
+            rep,
+        ),
+        config: s.config().clone(),
+        before,
+        after,
+        remedies,
+    })
+}
+
 /// The table row of remedy `name`: its run judged against `base` and its prediction.
 pub fn row<S: Scenario>(
     s: &S,
@@ -333,17 +504,12 @@ pub fn row<S: Scenario>(
         changes,
         ..
     } = r;
-    let p = S::PATHOLOGY;
-    let check = remedy::judge(
-        run.label(),
-        p,
-        s.harm(base),
-        base.findings(),
-        s.harm(&run),
-        run.findings(),
-    )
-    .with_trace(base.trace().harm(p), run.trace().harm(p))
-    .with_reproduction(&s.reproduction(&run));
+    let check = check(
+        S::PATHOLOGY,
+        (base, s.harm(base)),
+        (&run, s.harm(&run)),
+        &s.reproduction(&run),
+    );
     remedy::row(remedy::Outcome {
         remedy: name.to_string(),
         changes,

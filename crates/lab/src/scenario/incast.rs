@@ -17,11 +17,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tcpdoctor_model::Finding;
+use tcpdoctor_model::{Finding, Pathology};
 
+use super::driver::{self, Scenario};
 use super::{Common, Header, Outcome};
 use crate::diagnose::{self, FanIn};
-use crate::remedy::{self, Check, Harm};
+use crate::remedy::{Check, Harm};
 use crate::reproduce::{Event, Reproduction, Reproductions};
 use crate::topo::Lab;
 use crate::{capture, exec, naming, Error, Result};
@@ -30,7 +31,7 @@ mod measure;
 mod remedies;
 
 use measure::measure;
-pub use remedies::{Facts, Incast, REMEDIES, REMEDY_RTO_MIN_US};
+pub use remedies::{Facts, Incast, REMEDY_RTO_MIN_US};
 
 /// A round that took this much longer than a typical round (the median round, or the fastest
 /// when most rounds stalled: [`diagnose::reference_round_us`]) waited for a timer: the
@@ -52,11 +53,6 @@ pub const RTO_COUNTERS: [&str; 6] = [
 
 /// One round may not take longer than this (several RTO backoffs); the run stops otherwise.
 pub const ROUND_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// What diagnosed each run, in words: the report's "Diagnosis ... (by ...)" heading.
-pub const DIAGNOSED_BY: [&str; 1] = [
-    "the lab's fan-in detector (each sender's retransmission-timer counters and the round times)",
-];
 
 /// Incast parameters.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -226,11 +222,6 @@ pub struct Run {
 }
 
 impl Run {
-    /// The fastest round: what a round costs here when nothing waits for a timer.
-    pub fn fastest_round_us(&self) -> u64 {
-        self.round_us.iter().copied().min().unwrap_or(0)
-    }
-
     /// Bytes a round carries (the block, split evenly over the senders).
     pub fn round_bytes(&self, block_bytes: u64) -> u64 {
         block_bytes / u64::from(self.senders.max(1)) * u64::from(self.senders.max(1))
@@ -556,13 +547,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
                 interrupted = true;
                 break 'outer;
             }
-            set_rto_min(&topo, n, rto)?;
-            let mut r = measure(&topo, cfg, n, rto, None, stop)?;
-            r.congestion_control = cfg.congestion_control.clone();
-            let fan = fan_in_of(&r);
-            r.time_lost_share = fan.time_lost_share();
-            r.findings = diagnose::fan_in(&fan);
-            diagnose::merge_trace_into_incast(&mut r.findings, r.trace.findings.clone());
+            let r = diagnosed_run(&topo, cfg, &Setup::default(), (n, rto), None, stop)?;
             interrupted |= r.interrupted;
             runs.push(r);
         }
@@ -584,72 +569,73 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
         .as_ref()
         .map(|r| r.findings.clone())
         .unwrap_or_default();
-    let remedies: Vec<Check> = match (&before, &after) {
-        (Some(b), Some(a)) => vec![remedy::judge(
-            &a.label,
-            tcpdoctor_model::Pathology::Incast,
-            harm(b),
-            &b.findings,
-            harm(a),
-            &a.findings,
-        )
-        .with_trace(
-            b.trace.harm(tcpdoctor_model::Pathology::Incast),
-            a.trace.harm(tcpdoctor_model::Pathology::Incast),
-        )
-        .with_reproduction(&reproduction(a))],
-        _ => Vec::new(),
-    };
-    let remedied = super::remedied(
-        &remedies,
-        &after
-            .iter()
-            .map(|a| a.findings.as_slice())
-            .collect::<Vec<_>>(),
-        &after.iter().map(reproduction).collect::<Vec<_>>(),
-    );
     // The baseline first, then every other run (sweep points, other RTO floors).
-    let reproductions = match &before {
-        Some(b) => Reproductions::of(
-            reproduction(b),
-            runs.iter()
-                .filter(|r| !(r.senders == b.senders && r.rto_min_us == b.rto_min_us))
-                .map(reproduction),
-        ),
-        None => Reproductions::default(),
+    let judged = match &before {
+        Some(b) => {
+            let mut j = driver::judge(Pathology::Incast, b, after.as_slice(), harm, reproduction);
+            let others = runs
+                .iter()
+                .filter(|r| !(r.senders == b.senders && r.rto_min_us == b.rto_min_us));
+            j.reproductions = Reproductions::of(reproduction(b), others.map(reproduction));
+            j
+        }
+        None => driver::Judged {
+            checks: Vec::new(),
+            remedied: None,
+            reproductions: Reproductions::default(),
+        },
     };
-    let mut diagnosed_by = DIAGNOSED_BY.map(String::from).to_vec();
+    let mut diagnosed_by = Incast::DIAGNOSED_BY.to_vec();
     // With a capture, analyze's detectors read it too (it spans every run of this scenario).
     if let Some(path) = &common.pcap {
         let (more, _) = diagnose::capture(path)?;
         diagnose::merge(&mut findings, more);
-        diagnosed_by.push("analyze's detectors on the receiver's capture (all runs)".into());
+        diagnosed_by.push("analyze's detectors on the receiver's capture (all runs)");
     }
-    let header = Header {
-        scenario: "incast".into(),
-        run_id: topo.lab.run_id(),
-        subnet: common.subnet.to_string(),
-        namespaces: topo.lab.namespaces().to_vec(),
-        capture,
-        diagnosed_by,
-        trace: crate::trace::LabTrace::of(runs.iter().map(|r| r.trace.clone()).collect()),
-        reproduction: reproductions,
-    };
+    let trace = crate::trace::LabTrace::of(runs.iter().map(|r| r.trace.clone()).collect());
+    let namespaces = topo.lab.namespaces().to_vec();
     drop(topo);
-    Ok(Outcome {
-        remedied,
-        reproduction: header.reproduction.baseline().cloned(),
-        findings,
-        body: Report {
-            header,
+    Ok(
+        judged.outcome(findings, interrupted, |rep, remedies| Report {
+            header: Header::of(
+                "incast",
+                common,
+                namespaces,
+                capture,
+                trace,
+                &diagnosed_by,
+                rep,
+            ),
             config: cfg.clone(),
             runs,
             before,
             after,
             remedies,
-        },
-        interrupted,
-    })
+        }),
+    )
+}
+
+/// One run of `n` senders at RTO floor `rto_min_us` in `topo` (built with `setup`), each
+/// sender paced at `pace` bits/s when given, diagnosed by the lab's fan-in detector and the
+/// trace.
+fn diagnosed_run(
+    topo: &Topology,
+    cfg: &Config,
+    setup: &Setup,
+    (n, rto_min_us): (u32, u64),
+    pace: Option<f64>,
+    stop: &AtomicBool,
+) -> Result<Run> {
+    set_rto_min(topo, n, rto_min_us)?;
+    let mut r = measure(topo, cfg, n, rto_min_us, pace, stop)?;
+    let fan = fan_in_of(&r);
+    r.time_lost_share = fan.time_lost_share();
+    r.findings = diagnose::fan_in(&fan);
+    diagnose::merge_trace_into_incast(&mut r.findings, r.trace.findings.clone());
+    r.congestion_control = topo.cc.clone();
+    r.bottleneck_limit_bytes = setup.limit_bytes.unwrap_or(cfg.limit_bytes);
+    r.sender_rate_bits_per_s = pace;
+    Ok(r)
 }
 
 fn fan_in_of(r: &Run) -> FanIn {

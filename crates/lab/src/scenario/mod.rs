@@ -57,21 +57,6 @@ pub struct Remedied {
     pub reproduction: Option<Reproduction>,
 }
 
-/// The run the verdict follows among remedied runs (`checks[i]` judges `findings[i]`, and
-/// `reproductions[i]` says whether that run still reproduced the pathology).
-pub fn remedied(
-    checks: &[remedy::Check],
-    findings: &[&[Finding]],
-    reproductions: &[Reproduction],
-) -> Option<Remedied> {
-    let i = remedy::followed(checks)?;
-    Some(Remedied {
-        run: checks[i].run.clone(),
-        findings: findings.get(i).map(|f| f.to_vec()).unwrap_or_default(),
-        reproduction: reproductions.get(i).cloned(),
-    })
-}
-
 /// Whether a remedy row's run reproduced the pathology (`of` a run), marked with the remedy's
 /// name; `None` when the remedy could not be built.
 pub fn row_reproduction<R>(
@@ -141,6 +126,51 @@ pub struct Header {
     pub reproduction: Reproductions,
 }
 
+impl Header {
+    /// The header of scenario `name`'s run in `common`'s subnet, this process's run id.
+    pub fn of(
+        name: &str,
+        common: &Common,
+        namespaces: Vec<String>,
+        capture: Option<CaptureSummary>,
+        trace: crate::trace::LabTrace,
+        diagnosed_by: &[&str],
+        reproduction: Reproductions,
+    ) -> Header {
+        Header {
+            scenario: name.into(),
+            run_id: std::process::id(),
+            subnet: common.subnet.to_string(),
+            namespaces,
+            capture,
+            diagnosed_by: diagnosed_by.iter().map(|s| s.to_string()).collect(),
+            trace,
+            reproduction,
+        }
+    }
+}
+
+/// `--fix` of a scenario with one remedied run: the baseline (`before`) and, with `--fix`,
+/// the remedied run judged against it ([`driver::fix`]).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FixReport<C, R> {
+    #[serde(flatten)]
+    pub header: Header,
+    pub config: C,
+    pub before: R,
+    pub after: Option<R>,
+    /// The remedied run judged against the baseline (with --fix).
+    #[serde(rename = "fix_results")]
+    pub remedies: Vec<remedy::Check>,
+}
+
+impl<C, R> FixReport<C, R> {
+    /// The baseline, then the remedied run.
+    pub fn runs(&self) -> Vec<&R> {
+        std::iter::once(&self.before).chain(&self.after).collect()
+    }
+}
+
 /// `--remedies`: the baseline and each selected remedy, measured in fresh namespaces, each
 /// remedy predicted by tcpdoctor's arithmetic and judged from its measurement.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -198,14 +228,15 @@ mod tests {
     #[test]
     fn diagnosis_headings_say_what_diagnosed_in_words_not_module_paths() {
         // Issue 24: a heading said "model::counters findings".
+        use driver::Scenario;
         let all: [&[&str]; 7] = [
-            &accept_overflow::DIAGNOSED_BY,
-            &incast::DIAGNOSED_BY,
-            &port_exhaustion::DIAGNOSED_BY,
-            &slow_reader::DIAGNOSED_BY,
-            &stale_ack::DIAGNOSED_BY,
-            &syn_drop::DIAGNOSED_BY,
-            &timewait::DIAGNOSED_BY,
+            accept_overflow::AcceptOverflow::DIAGNOSED_BY,
+            incast::Incast::DIAGNOSED_BY,
+            port_exhaustion::PortExhaustion::DIAGNOSED_BY,
+            slow_reader::SlowReader::DIAGNOSED_BY,
+            stale_ack::StaleAck::DIAGNOSED_BY,
+            syn_drop::SynDrop::DIAGNOSED_BY,
+            timewait::Timewait::DIAGNOSED_BY,
         ];
         for by in all.iter().flat_map(|b| b.iter()) {
             assert!(!by.contains("::") && !by.contains("model"), "{by}");

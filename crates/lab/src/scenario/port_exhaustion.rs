@@ -18,14 +18,8 @@ use super::churn::{self, Pair, ProbeRun};
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::{Common, Header, Outcome};
 use crate::remedy::{thousands, Check, Harm, Measured, Prediction, Row, Tolerance, Verdict};
-use crate::reproduce::{Event, Reproduction, Reproductions};
+use crate::reproduce::{Event, Reproduction};
 use crate::{netns, Result};
-
-/// What diagnosed each run, in words: the report's "Diagnosis ... (by ...)" heading.
-pub const DIAGNOSED_BY: [&str; 2] = [
-    "probe's connect errors by errno and its classifier of slow connects (with the kernel counters of the client's namespace)",
-    "the kernel counters of the server's namespace",
-];
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Config {
@@ -109,7 +103,7 @@ pub fn reproduction(run: &ProbeRun) -> Reproduction {
     };
     Reproduction::of(
         &run.label,
-        tcpdoctor_model::Pathology::PortExhaustion,
+        Pathology::PortExhaustion,
         signature,
         run.tried(),
         cost,
@@ -143,9 +137,6 @@ fn measured_steady(run: &ProbeRun) -> Option<f64> {
 /// One way of running the client: what the baseline does, or a remedy.
 #[derive(Clone, Debug)]
 pub struct Variant {
-    /// Namespace tag (`""` for the baseline, which may be captured).
-    tag: &'static str,
-    label: String,
     mode: Mode,
     tw_reuse: u8,
     timestamps: bool,
@@ -158,8 +149,6 @@ pub struct Variant {
 impl Variant {
     fn baseline(cfg: &Config) -> Variant {
         Variant {
-            tag: "",
-            label: "before: new connection per request, tcp_tw_reuse=0".into(),
             mode: Mode::Crr,
             tw_reuse: 0,
             timestamps: true,
@@ -170,7 +159,6 @@ impl Variant {
     }
 }
 
-/// Runs `v` in a fresh pair of namespaces: one probe per destination port, all at once.
 /// The probes of a run (one per destination), the namespaces it used, its capture.
 type VariantRuns = (
     Vec<ProbeRun>,
@@ -178,24 +166,18 @@ type VariantRuns = (
     Option<crate::capture::CaptureSummary>,
 );
 
+/// Runs `v` in a fresh pair of namespaces tagged `tag` (`""`: the baseline, which may be
+/// captured), labelled `label`: one probe per destination port, all at once.
+/// Also returns the client namespace's `net.ipv4.tcp_tw_reuse_delay` (milliseconds; `None` on
+/// kernels without it).
 fn run_variant(
     common: &Common,
     cfg: &Config,
-    v: &Variant,
-    stop: &AtomicBool,
-) -> Result<VariantRuns> {
-    run_variant_with(common, cfg, v, stop).map(|(runs, _)| runs)
-}
-
-/// [`run_variant`], also returning the client namespace's `net.ipv4.tcp_tw_reuse_delay`
-/// (milliseconds; `None` on kernels without it).
-fn run_variant_with(
-    common: &Common,
-    cfg: &Config,
+    (tag, label): (&str, &str),
     v: &Variant,
     stop: &AtomicBool,
 ) -> Result<(VariantRuns, Option<u64>)> {
-    let pair = Pair::build(common, v.tag)?;
+    let pair = Pair::build(common, tag)?;
     let reuse_delay_ms = netns::sysctl_u64(&pair.client, "net.ipv4.tcp_tw_reuse_delay")?;
     pair.lab.sysctl(
         &pair.client,
@@ -232,12 +214,8 @@ fn run_variant_with(
         pcfg.connect_timeout = Duration::from_secs(2);
         cfgs.push(pcfg);
     }
-    let cap = if v.tag.is_empty() {
-        pair.capture(common)?
-    } else {
-        None
-    };
-    let runs = churn::probe_many(&pair, &v.label, cfgs, stop);
+    let cap = pair.capture(common, tag)?;
+    let runs = churn::probe_many(&pair, label, cfgs, stop);
     let summary = churn::stop_capture(cap);
     for s in servers {
         s.stop();
@@ -248,40 +226,35 @@ fn run_variant_with(
     ))
 }
 
-fn one_run(
-    common: &Common,
-    cfg: &Config,
-    v: &Variant,
-    stop: &AtomicBool,
-) -> Result<(
-    ProbeRun,
-    Vec<String>,
-    Option<crate::capture::CaptureSummary>,
-)> {
-    let (mut runs, ns, cap) = run_variant(common, cfg, v, stop)?;
-    Ok((runs.remove(0), ns, cap))
-}
-
 pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
-    let base = Variant::baseline(cfg);
-    let (before, mut namespaces, capture) = one_run(common, cfg, &base, stop)?;
+    // The first probe of a run (it has one destination).
+    let one_run = |tag_label, v: &Variant| {
+        let ((mut runs, ns, cap), _) = run_variant(common, cfg, tag_label, v, stop)?;
+        Ok::<_, crate::Error>((runs.remove(0), ns, cap))
+    };
+    let (label, base) = PortExhaustion::new(cfg.clone()).baseline();
+    let (before, mut namespaces, capture) = one_run(("", &label), &base)?;
     let mut after = Vec::new();
     if common.fix {
-        for v in [
-            Variant {
-                tag: "ka",
-                label: "after: keep-alive (one connection per worker)".into(),
-                mode: Mode::Rr,
-                ..base.clone()
-            },
-            Variant {
-                tag: "tw",
-                label: "after: new connection per request, tcp_tw_reuse=1".into(),
-                tw_reuse: 1,
-                ..base.clone()
-            },
+        let keep_alive = Variant {
+            mode: Mode::Rr,
+            ..base.clone()
+        };
+        let tw_reuse = Variant {
+            tw_reuse: 1,
+            ..base.clone()
+        };
+        for (tag_label, v) in [
+            (
+                ("ka", "after: keep-alive (one connection per worker)"),
+                keep_alive,
+            ),
+            (
+                ("tw", "after: new connection per request, tcp_tw_reuse=1"),
+                tw_reuse,
+            ),
         ] {
-            let (r, ns, _) = one_run(common, cfg, &v, stop)?;
+            let (r, ns, _) = one_run(tag_label, &v)?;
             namespaces.extend(ns);
             after.push(r);
         }
@@ -289,38 +262,35 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
     let interrupted = before.interrupted || after.iter().any(|r| r.interrupted);
     let computed = f64::from(cfg.ports.len()) / tcpdoctor_host::sysctl::TIME_WAIT.as_secs_f64();
     let measured = measured_steady(&before);
-    let (remedies, remedied) = churn::judge_runs(
-        tcpdoctor_model::Pathology::PortExhaustion,
+    let judged = driver::judge(
+        Pathology::PortExhaustion,
         &before,
         &after,
         harm,
         reproduction,
     );
-    let reproductions = Reproductions::of(reproduction(&before), after.iter().map(reproduction));
-    Ok(Outcome {
-        remedied,
-        reproduction: reproductions.baseline().cloned(),
-        findings: before.findings.clone(),
-        body: Report {
-            header: Header {
-                scenario: "port-exhaustion".into(),
-                run_id: std::process::id(),
-                subnet: common.subnet.to_string(),
-                namespaces,
-                capture,
-                trace: churn::traces(std::iter::once(&before).chain(after.iter())),
-                diagnosed_by: DIAGNOSED_BY.map(String::from).to_vec(),
-                reproduction: reproductions,
-            },
-            config: cfg.clone(),
-            computed_sustainable_per_s: computed,
-            measured_sustainable_per_s: measured,
-            before,
-            after,
-            remedies,
-        },
-        interrupted,
-    })
+    let trace = churn::traces(std::iter::once(&before).chain(&after));
+    Ok(
+        judged.outcome(before.findings.clone(), interrupted, |rep, remedies| {
+            Report {
+                header: Header::of(
+                    PortExhaustion::NAME,
+                    common,
+                    namespaces,
+                    capture,
+                    trace,
+                    PortExhaustion::DIAGNOSED_BY,
+                    rep,
+                ),
+                config: cfg.clone(),
+                computed_sustainable_per_s: computed,
+                measured_sustainable_per_s: measured,
+                before,
+                after,
+                remedies,
+            }
+        }),
+    )
 }
 
 /// What `--remedies` measured besides the runs.
@@ -330,16 +300,6 @@ pub struct Facts {
     /// such sysctl, and waits 1 s).
     pub tw_reuse_delay_ms: Option<u64>,
 }
-
-/// The remedies `--remedies` measures for port exhaustion, in table order.
-pub const REMEDIES: [&str; 6] = [
-    "keep-alive",
-    "tw-reuse",
-    "tw-reuse-no-timestamps",
-    "wider-range",
-    "more-destinations",
-    "server-closes-first",
-];
 
 /// The port range of the `wider-range` remedy: everything above the well-known ports.
 pub const WIDE_RANGE: PortRange = PortRange {
@@ -408,46 +368,6 @@ impl PortRun {
             findings,
             probes,
         }
-    }
-
-    fn harm(&self) -> Harm {
-        Harm::count(self.eaddrnotavail, "connects failed with EADDRNOTAVAIL")
-    }
-
-    /// Whether this run reproduced port exhaustion: [`reproduction`] over its probes (the
-    /// trace is the first probe's).
-    fn reproduction(&self) -> Reproduction {
-        let mut signature = vec![Event::new(
-            self.eaddrnotavail,
-            "connects failed with EADDRNOTAVAIL",
-            "probe",
-        )];
-        if let Some(t) = self.probes.first().map(|p| &p.trace).filter(|t| t.used) {
-            signature.push(Event::new(
-                t.eaddrnotavail,
-                "connect() calls failed with EADDRNOTAVAIL",
-                "eBPF trace",
-            ));
-        }
-        let attempts = self
-            .probes
-            .iter()
-            .map(|p| p.summary.connects_attempted)
-            .sum();
-        Reproduction::of(
-            &self.label,
-            tcpdoctor_model::Pathology::PortExhaustion,
-            signature,
-            crate::reproduce::Tried::new(attempts, "connects", self.elapsed_us / 1000),
-            || {
-                Some(format!(
-                    "{} of {} connects failed",
-                    crate::remedy::thousands(self.eaddrnotavail),
-                    crate::remedy::thousands(attempts)
-                ))
-            },
-            None,
-        )
     }
 
     fn measured(&self, value: f64) -> crate::remedy::Measured {
@@ -529,28 +449,9 @@ impl PortExhaustion {
     }
 }
 
-impl Remedy<Variant> {
-    /// A remedy labelled as its variant.
-    fn of(variant: Variant, prediction: Prediction, changes: String) -> Remedy<Variant> {
-        Remedy {
-            label: variant.label.clone(),
-            variant,
-            prediction: Ok(prediction),
-            changes,
-        }
-    }
-}
-
 /// A prediction of 0 EADDRNOTAVAIL.
 fn none_fail(formula: String, effect: &str) -> Prediction {
-    Prediction::value(
-        formula,
-        effect,
-        0.0,
-        "EADDRNOTAVAIL",
-        Tolerance::Absolute(0.0),
-        "a count: no noise",
-    )
+    Prediction::count(formula, effect, 0.0, "EADDRNOTAVAIL")
 }
 
 impl driver::Record for PortRun {
@@ -573,16 +474,26 @@ impl Scenario for PortExhaustion {
     type Facts = Facts;
     const NAME: &'static str = "port-exhaustion";
     const PATHOLOGY: Pathology = Pathology::PortExhaustion;
-    const DIAGNOSED_BY: &'static [&'static str] = &DIAGNOSED_BY;
-    const REMEDIES: &'static [&'static str] = &REMEDIES;
+    const DIAGNOSED_BY: &'static [&'static str] = &[
+        "probe's connect errors by errno and its classifier of slow connects (with the kernel counters of the client's namespace)",
+        "the kernel counters of the server's namespace",
+    ];
+    const REMEDIES: &'static [&'static str] = &[
+        "keep-alive",
+        "tw-reuse",
+        "tw-reuse-no-timestamps",
+        "wider-range",
+        "more-destinations",
+        "server-closes-first",
+    ];
 
     fn config(&self) -> &Config {
         &self.cfg
     }
 
     fn baseline(&self) -> (String, Variant) {
-        let v = Variant::baseline(&self.cfg);
-        (v.label.clone(), v)
+        let label = "before: new connection per request, tcp_tw_reuse=0";
+        (label.into(), Variant::baseline(&self.cfg))
     }
 
     fn run(
@@ -593,13 +504,8 @@ impl Scenario for PortExhaustion {
         v: &Variant,
         stop: &AtomicBool,
     ) -> Result<Ran<PortRun>> {
-        let v = Variant {
-            tag,
-            label: label.to_string(),
-            ..v.clone()
-        };
         let ((probes, namespaces, capture), reuse_delay_ms) =
-            run_variant_with(common, &self.cfg, &v, stop)?;
+            run_variant(common, &self.cfg, (tag, label), v, stop)?;
         if tag.is_empty() {
             self.reuse_delay_ms = reuse_delay_ms;
         }
@@ -611,11 +517,43 @@ impl Scenario for PortExhaustion {
     }
 
     fn harm(&self, run: &PortRun) -> Harm {
-        run.harm()
+        Harm::count(run.eaddrnotavail, "connects failed with EADDRNOTAVAIL")
     }
 
+    /// Whether this run reproduced port exhaustion: [`reproduction`] over its probes (the
+    /// trace is the first probe's).
     fn reproduction(&self, run: &PortRun) -> Reproduction {
-        run.reproduction()
+        let mut signature = vec![Event::new(
+            run.eaddrnotavail,
+            "connects failed with EADDRNOTAVAIL",
+            "probe",
+        )];
+        if let Some(t) = run.probes.first().map(|p| &p.trace).filter(|t| t.used) {
+            signature.push(Event::new(
+                t.eaddrnotavail,
+                "connect() calls failed with EADDRNOTAVAIL",
+                "eBPF trace",
+            ));
+        }
+        let attempts = run
+            .probes
+            .iter()
+            .map(|p| p.summary.connects_attempted)
+            .sum();
+        Reproduction::of(
+            &run.label,
+            Pathology::PortExhaustion,
+            signature,
+            crate::reproduce::Tried::new(attempts, "connects", run.elapsed_us / 1000),
+            || {
+                Some(format!(
+                    "{} of {} connects failed",
+                    crate::remedy::thousands(run.eaddrnotavail),
+                    crate::remedy::thousands(attempts)
+                ))
+            },
+            None,
+        )
     }
 
     fn remedy(&mut self, name: &str, base: &PortRun) -> Result<Remedy<Variant>> {
@@ -630,9 +568,9 @@ impl Scenario for PortExhaustion {
         let cfg = &self.cfg;
         let base_v = Variant::baseline(cfg);
         Ok(match name {
-            "keep-alive" => Remedy::of(
+            "keep-alive" => Remedy::new(
+                "keep-alive: one connection per worker",
                 Variant {
-                    label: "keep-alive: one connection per worker".into(),
                     mode: Mode::Rr,
                     ..base_v
                 },
@@ -643,11 +581,11 @@ impl Scenario for PortExhaustion {
                     ),
                     "no connect after the first per worker: 0 EADDRNOTAVAIL",
                 ),
-                "requests reuse their connection (probe rr mode) instead of one connection each".into(),
+                "requests reuse their connection (probe rr mode) instead of one connection each",
             ),
-            "tw-reuse" => Remedy::of(
+            "tw-reuse" => Remedy::new(
+                "tcp_tw_reuse=1",
                 Variant {
-                    label: "tcp_tw_reuse=1".into(),
                     tw_reuse: 1,
                     ..base_v
                 },
@@ -666,32 +604,29 @@ impl Scenario for PortExhaustion {
                     Tolerance::Relative(0.2),
                     "ports come back on a 1 ms clock, a run's first and last second are partial",
                 ),
-                "net.ipv4.tcp_tw_reuse=1 in the client namespace (timestamps on at both ends)".into(),
+                "net.ipv4.tcp_tw_reuse=1 in the client namespace (timestamps on at both ends)",
             ),
-            "tw-reuse-no-timestamps" => Remedy::of(
+            "tw-reuse-no-timestamps" => Remedy::new(
+                "tcp_tw_reuse=1, timestamps off",
                 Variant {
-                    label: "tcp_tw_reuse=1, timestamps off".into(),
                     tw_reuse: 1,
                     timestamps: false,
                     ..base_v
                 },
-                Prediction::value(
+                Prediction::count(
                     format!(
                         "no timestamp in TIME_WAIT: no reuse before {tw_s:.0} s, so {p:.0} connects per {tw_s:.0} s, as the baseline"
                     ),
                     "no effect: the range is spent once, then EADDRNOTAVAIL",
                     p.min(demand * d_s),
-                    "connections",
-                    Tolerance::Absolute(0.0),
-                    "a count: no noise",
-                ),
-                "net.ipv4.tcp_tw_reuse=1 with net.ipv4.tcp_timestamps=0 at both ends".into(),
+                    "connections"),
+                "net.ipv4.tcp_tw_reuse=1 with net.ipv4.tcp_timestamps=0 at both ends",
             ),
             "wider-range" => {
                 let wide = f64::from(WIDE_RANGE.len());
-                Remedy::of(
+                Remedy::new(
+                    format!("ip_local_port_range {WIDE_RANGE}"),
                     Variant {
-                        label: format!("ip_local_port_range {WIDE_RANGE}"),
                         ports: WIDE_RANGE,
                         ..base_v
                     },
@@ -717,9 +652,9 @@ impl Scenario for PortExhaustion {
             }
             "more-destinations" => {
                 let k = f64::from(DESTINATIONS);
-                Remedy::of(
+                Remedy::new(
+                    format!("{DESTINATIONS} destination ports"),
                     Variant {
-                        label: format!("{DESTINATIONS} destination ports"),
                         destinations: DESTINATIONS,
                         ..base_v
                     },
@@ -743,9 +678,9 @@ impl Scenario for PortExhaustion {
                     ),
                 )
             }
-            "server-closes-first" => Remedy::of(
+            "server-closes-first" => Remedy::new(
+                "server closes first",
                 Variant {
-                    label: "server closes first".into(),
                     close_first: CloseFirst::Server,
                     ..base_v
                 },
@@ -753,7 +688,7 @@ impl Scenario for PortExhaustion {
                     "TIME_WAIT moves to the server; a client port is free once its FIN is acknowledged, and the server takes a newer SYN into its TIME_WAIT (timestamps, tcp_timewait_state_process)".into(),
                     "0 EADDRNOTAVAIL",
                 ),
-                "the server closes each connection first (client closes after it)".into(),
+                "the server closes each connection first (client closes after it)",
             ),
             other => return Err(driver::unknown(other, "a port-exhaustion")),
         })

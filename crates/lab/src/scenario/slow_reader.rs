@@ -19,16 +19,10 @@ use tcpdoctor_model::{Finding, Pathology};
 
 use super::churn::Pair;
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
-use super::{Common, Header, Outcome};
+use super::{Common, Outcome};
 use crate::remedy::{self, Check, Harm, Measured, Prediction, Tolerance, Verdict};
-use crate::reproduce::{Event, Reproduction, Reproductions};
+use crate::reproduce::{Event, Reproduction};
 use crate::{capture, diagnose, netns, traffic, Error, Result};
-
-/// What diagnosed each run, in words: the report's "Diagnosis ... (by ...)" heading.
-pub const DIAGNOSED_BY: [&str; 2] = [
-    "analyze's detectors on a capture of the writer's interface",
-    "the kernel counters of the reader's namespace",
-];
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Config {
@@ -79,59 +73,8 @@ pub struct Run {
     pub trace: crate::trace::RunTrace,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Report {
-    #[serde(flatten)]
-    pub header: Header,
-    pub config: Config,
-    pub before: Run,
-    pub after: Option<Run>,
-    /// The remedied run judged against the baseline (with --fix).
-    #[serde(rename = "fix_results")]
-    pub remedies: Vec<Check>,
-}
-
-/// The harm: the share of the run the writer spent blocked in write() waiting for the
-/// reader (the window it closed: `TcpExtTCPToZeroWindowAdv` counts how often).
-pub fn harm(run: &Run) -> Harm {
-    Harm::share(run.writer_stall_share, "of the run the writer was blocked")
-}
-
-/// Whether a run reproduced the slow reader: the reader's kernel advertised a zero window
-/// (`TcpExtTCPToZeroWindowAdv`; also as the eBPF trace saw it); the cost is the time the
-/// writer spent blocked. `duration_ms`: the run's length.
-pub fn reproduction(run: &Run, duration_ms: u64) -> Reproduction {
-    let mut signature = vec![Event::new(
-        run.zero_window_advertisements.max(0) as u64,
-        "zero-window advertisements",
-        "reader TcpExtTCPToZeroWindowAdv",
-    )];
-    if let Some(h) = run.trace.harm(tcpdoctor_model::Pathology::SlowReader) {
-        signature.push(Event::new(h.amount as u64, h.what, "eBPF trace"));
-    }
-    Reproduction::of(
-        &run.label,
-        tcpdoctor_model::Pathology::SlowReader,
-        signature,
-        crate::reproduce::Tried::new(run.bytes_written, "bytes written", duration_ms),
-        || {
-            Some(format!(
-                "the writer was blocked {} ({:.0}% of the run){}",
-                tcpdoctor_report::fmt::micros(run.writer_stall_us),
-                run.writer_stall_share * 100.0,
-                if run.bytes_dropped_by_writer > 0 {
-                    format!(
-                        " and dropped {} at its bound",
-                        tcpdoctor_report::fmt::bytes(run.bytes_dropped_by_writer)
-                    )
-                } else {
-                    String::new()
-                }
-            ))
-        },
-        None,
-    )
-}
+/// The `--fix` report: the baseline, and the remedied run judged against it.
+pub type Report = super::FixReport<Config, Run>;
 
 impl Run {
     fn measured(&self, value: f64) -> crate::remedy::Measured {
@@ -154,9 +97,6 @@ impl Run {
         }
     }
 }
-
-/// The remedies `--remedies` measures for the slow reader, in table order.
-pub const REMEDIES: [&str; 3] = ["larger-buffer", "faster-reader", "writer-backpressure"];
 
 /// The application queue of the `writer-backpressure` remedy.
 pub const BACKPRESSURE_BOUND: u64 = 256 << 10;
@@ -205,13 +145,13 @@ impl SlowReader {
         let (fill, high) = self.blocked(r, b as f64);
         let (fill_max, low) = self.blocked(r, 2.0 * b as f64 + wmem_max as f64);
         let share = (high + low) / 2.0;
-        Remedy::of(
+        Remedy::new(
+            format!("SO_RCVBUF {:.0} KiB", kib(b as f64)),
             Variant {
-                label: format!("SO_RCVBUF {:.0} KiB", kib(b as f64)),
                 rcvbuf_bytes: b,
                 ..Variant::baseline(cfg)
             },
-            Ok(Prediction::value(
+            Prediction::value(
                 format!(
                     "reader {:.1} < writer {:.1} MiB/s: the buffers fill at {:.1} MiB/s in {fill:.2} s ({:.0} KiB window) to {fill_max:.2} s (2 x {:.0} KiB receive memory + {:.1} MiB tcp_wmem max send buffer), then the writer is blocked (1 - {:.1}/{:.1}) of the time: {:.0}-{:.0}% of {d:.0} s",
                     mib(r), mib(w), mib(w - r), kib(b as f64), kib(b as f64), mib(wmem_max as f64), mib(r), mib(w), low * 100.0, high * 100.0
@@ -221,7 +161,7 @@ impl SlowReader {
                 "% blocked",
                 Tolerance::Absolute(((high - low) / 2.0 * 100.0).max(5.0)),
                 "how far the writer's send buffer autotunes (range above); 10 ms writer slices",
-            )),
+            ),
             format!("the reader's SO_RCVBUF = {:.0} KiB (64x, at least 1 MiB)", kib(b as f64)),
         )
     }
@@ -229,14 +169,14 @@ impl SlowReader {
     fn faster_reader(&self) -> Remedy<Variant> {
         let cfg = &self.0;
         let (w, _, _) = self.rates();
-        Remedy::of(
+        Remedy::new(
+            "reader takes data as it arrives",
             Variant {
-                label: "reader takes data as it arrives".into(),
                 reader_rate_bytes_per_s: u64::MAX,
                 reader_tick: Duration::ZERO,
                 ..Variant::baseline(cfg)
             },
-            Ok(Prediction::value(
+            Prediction::value(
                 format!(
                     "a reader blocked in read() takes each segment as it arrives, at memory speed (GiB/s) >= writer {:.1} MiB/s; {:.1} MiB/s x 10 ms = {:.0} KiB per writer slice, within reach of the {:.0} KiB window as long as the reader runs within a fraction of a slice",
                     mib(w), mib(w), kib(w * 0.01), kib(cfg.reader_rcvbuf_bytes as f64)
@@ -246,7 +186,7 @@ impl SlowReader {
                 "% blocked",
                 Tolerance::Absolute(5.0),
                 "the reader thread shares 2 CPUs with the writer and the kernel; a late wake-up can close the window for a moment",
-            )),
+            ),
             format!("the reader reads as soon as data arrives (blocking read, no pacing; same {:.0} KiB buffer)", kib(cfg.reader_rcvbuf_bytes as f64)),
         )
     }
@@ -258,18 +198,18 @@ impl SlowReader {
         // The kernel takes what the reader reads plus the window and the writer's own send
         // buffer; the application queue holds the bound.
         let dropped = ((w - r) * d - window - BACKPRESSURE_BOUND as f64).max(0.0);
-        Remedy::of(
-            Variant {
-                label: format!(
+        Remedy::new(
+            format!(
                     "non-blocking writer, {:.0} KiB bound",
                     kib(BACKPRESSURE_BOUND as f64)
                 ),
+            Variant {
                 writer: WriterMode::NonBlocking {
                     bound_bytes: BACKPRESSURE_BOUND,
                 },
                 ..Variant::baseline(cfg)
             },
-            Ok(Prediction::value(
+            Prediction::value(
                 format!(
                     "the writer never waits; it can hand over only what the reader takes, so it drops ({:.1} - {:.1} MiB/s) x {d:.0} s - {:.0} KiB window - {:.0} KiB bound = {:.1} MiB (less the kernel's send buffer)",
                     mib(w), mib(r), kib(window), kib(BACKPRESSURE_BOUND as f64), mib(dropped)
@@ -279,28 +219,12 @@ impl SlowReader {
                 "MiB dropped",
                 Tolerance::Relative(0.25),
                 "the kernel's send buffer (tcp_wmem, autotuned) also absorbs a share, up to a few MiB",
-            )),
+            ),
             format!(
                 "the writer uses O_NONBLOCK and an application queue of {:.0} KiB; slices that do not fit are dropped and counted",
                 kib(BACKPRESSURE_BOUND as f64)
             ),
         )
-    }
-}
-
-impl Remedy<Variant> {
-    /// A remedy labelled as its variant.
-    fn of(
-        variant: Variant,
-        prediction: std::result::Result<Prediction, String>,
-        changes: String,
-    ) -> Remedy<Variant> {
-        Remedy {
-            label: variant.label.clone(),
-            variant,
-            prediction,
-            changes,
-        }
     }
 }
 
@@ -311,16 +235,20 @@ impl Scenario for SlowReader {
     type Facts = super::NoFacts;
     const NAME: &'static str = "slow-reader";
     const PATHOLOGY: Pathology = Pathology::SlowReader;
-    const DIAGNOSED_BY: &'static [&'static str] = &DIAGNOSED_BY;
-    const REMEDIES: &'static [&'static str] = &REMEDIES;
+    const DIAGNOSED_BY: &'static [&'static str] = &[
+        "analyze's detectors on a capture of the writer's interface",
+        "the kernel counters of the reader's namespace",
+    ];
+    const REMEDIES: &'static [&'static str] =
+        &["larger-buffer", "faster-reader", "writer-backpressure"];
 
     fn config(&self) -> &Config {
         &self.0
     }
 
     fn baseline(&self) -> (String, Variant) {
-        let v = Variant::baseline(&self.0);
-        (v.label.clone(), v)
+        let label = "before: slow reader, small buffer";
+        (label.into(), Variant::baseline(&self.0))
     }
 
     fn run(
@@ -331,21 +259,135 @@ impl Scenario for SlowReader {
         v: &Variant,
         stop: &AtomicBool,
     ) -> Result<Ran<Run>> {
-        let v = Variant {
-            tag,
-            label: label.to_string(),
-            ..v.clone()
+        let (cfg, dest) = (&self.0, super::driver::baseline_pcap(common, tag));
+        let pair = Pair::build(common, tag)?;
+        let addr = pair.server_addr;
+        let rcvbuf = v.rcvbuf_bytes;
+        // The listener carries SO_RCVBUF so the window is small from the handshake on.
+        let listener = netns::run_in(&pair.server, move || {
+            let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+                .map_err(|e| Error::io("reader: socket", e))?;
+            s.set_reuse_address(true)
+                .map_err(|e| Error::io("reader: SO_REUSEADDR", e))?;
+            s.set_recv_buffer_size(rcvbuf)
+                .map_err(|e| Error::io("reader: SO_RCVBUF", e))?;
+            s.bind(&std::net::SocketAddr::V4(addr).into())
+                .map_err(|e| Error::io(format!("reader: bind {addr}"), e))?;
+            s.listen(4).map_err(|e| Error::io("reader: listen", e))?;
+            Ok(std::net::TcpListener::from(s))
+        })?;
+        let name = if tag.is_empty() { "slowreader" } else { tag };
+        let cap = capture::Capture::start(&pair.client, &pair.client_if, name, dest, "tcp")?;
+        let wmem_max = netns::sysctl_text(&pair.client, "net.ipv4.tcp_wmem")?
+            .split_whitespace()
+            .nth(2)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(4 << 20);
+        let tracer = pair.trace(label);
+        let r_before = netns::counters(&pair.server)?;
+        let w_before = netns::counters(&pair.client)?;
+        let dur = Duration::from_millis(cfg.duration_ms);
+        let inner = Arc::new(AtomicBool::new(false));
+        let (f1, f2) = (Arc::clone(&inner), Arc::clone(&inner));
+        let (rrate, tick) = (v.reader_rate_bytes_per_s, v.reader_tick);
+        let (wrate, wmode) = (cfg.writer_rate_bytes_per_s, v.writer);
+        let rd = netns::spawn(&pair.server, "tdoc-reader", move || {
+            reader(listener, rrate, tick, dur, &f1)
+        })?;
+        let wr = netns::spawn(&pair.client, "tdoc-writer", move || {
+            writer(addr, wrate, dur, wmode, &f2)
+        })?;
+        netns::wait(|| wr.is_finished() && rd.is_finished(), stop, &inner);
+        let w = wr.join();
+        let r = rd.join();
+        let saved = cap.stop();
+        let w = w?;
+        let (written, stall_us) = (w.bytes, w.stall_us);
+        let read = r?;
+        let saved = saved?;
+        let reader_counters = netns::counters(&pair.server)?.delta_since(&r_before).tcp();
+        let writer_counters = netns::counters(&pair.client)?.delta_since(&w_before).tcp();
+        let trace = tracer.finish();
+        let (mut findings, _) = diagnose::capture(saved.path())?;
+        let window = tcpdoctor_model::counters::Window {
+            length: Some(std::time::Duration::from_millis(cfg.duration_ms)),
+            rto_floor: Some(netns::rto_floor(&pair.server, pair.client_addr())?),
         };
-        let dest = super::driver::baseline_pcap(common, tag);
-        Ok(one(common, &self.0, &v, dest, stop)?.into())
+        diagnose::merge_counted_and_traced(
+            &mut findings,
+            tcpdoctor_model::counters::findings(&reader_counters, window),
+            &reader_counters,
+            window,
+            &trace,
+        );
+        let run = Run {
+            label: label.to_string(),
+            reader_rcvbuf_bytes: v.rcvbuf_bytes,
+            reader_rate_bytes_per_s: v.reader_rate_bytes_per_s,
+            reader_tick_us: v.reader_tick.as_micros() as u64,
+            writer: v.writer,
+            bytes_dropped_by_writer: w.dropped,
+            writer_wmem_max_bytes: wmem_max,
+            bytes_written: written,
+            bytes_read: read,
+            writer_stall_us: stall_us,
+            writer_stall_share: stall_us as f64 / dur.as_micros() as f64,
+            zero_window_advertisements: reader_counters
+                .get("TcpExtTCPToZeroWindowAdv")
+                .copied()
+                .unwrap_or(0),
+            reader_counters,
+            writer_counters,
+            findings,
+            trace,
+        };
+        Ok(Ran {
+            run,
+            namespaces: pair.lab.namespaces().to_vec(),
+            capture: saved.kept(),
+        })
     }
 
+    /// The harm: the share of the run the writer spent blocked in write() waiting for the
+    /// reader (the window it closed: `TcpExtTCPToZeroWindowAdv` counts how often).
     fn harm(&self, run: &Run) -> Harm {
-        harm(run)
+        Harm::share(run.writer_stall_share, "of the run the writer was blocked")
     }
 
+    /// Whether a run reproduced the slow reader: the reader's kernel advertised a zero window
+    /// (`TcpExtTCPToZeroWindowAdv`; also as the eBPF trace saw it); the cost is the time the
+    /// writer spent blocked.
     fn reproduction(&self, run: &Run) -> Reproduction {
-        reproduction(run, self.0.duration_ms)
+        let mut signature = vec![Event::new(
+            run.zero_window_advertisements.max(0) as u64,
+            "zero-window advertisements",
+            "reader TcpExtTCPToZeroWindowAdv",
+        )];
+        if let Some(h) = run.trace.harm(Pathology::SlowReader) {
+            signature.push(Event::new(h.amount as u64, h.what, "eBPF trace"));
+        }
+        Reproduction::of(
+            &run.label,
+            Pathology::SlowReader,
+            signature,
+            crate::reproduce::Tried::new(run.bytes_written, "bytes written", self.0.duration_ms),
+            || {
+                Some(format!(
+                    "the writer was blocked {} ({:.0}% of the run){}",
+                    tcpdoctor_report::fmt::micros(run.writer_stall_us),
+                    run.writer_stall_share * 100.0,
+                    if run.bytes_dropped_by_writer > 0 {
+                        format!(
+                            " and dropped {} at its bound",
+                            tcpdoctor_report::fmt::bytes(run.bytes_dropped_by_writer)
+                        )
+                    } else {
+                        String::new()
+                    }
+                ))
+            },
+            None,
+        )
     }
 
     fn remedy(&mut self, name: &str, base: &Run) -> Result<Remedy<Variant>> {
@@ -582,9 +624,6 @@ fn reader(
 /// One writer/reader pair as run: the baseline, a `--fix` run or a remedy.
 #[derive(Clone, Debug)]
 pub struct Variant {
-    /// Namespace tag (`""` for the baseline).
-    pub tag: &'static str,
-    pub label: String,
     pub rcvbuf_bytes: usize,
     pub reader_rate_bytes_per_s: u64,
     /// How often the reader wakes up to read.
@@ -595,8 +634,6 @@ pub struct Variant {
 impl Variant {
     pub fn baseline(cfg: &Config) -> Variant {
         Variant {
-            tag: "",
-            label: "before: slow reader, small buffer".into(),
             rcvbuf_bytes: cfg.reader_rcvbuf_bytes,
             reader_rate_bytes_per_s: cfg.reader_rate_bytes_per_s,
             reader_tick: READER_TICK,
@@ -605,182 +642,13 @@ impl Variant {
     }
 }
 
-fn one(
-    common: &Common,
-    cfg: &Config,
-    v: &Variant,
-    dest: Option<&std::path::Path>,
-    stop: &AtomicBool,
-) -> Result<(Run, Vec<String>, Option<capture::CaptureSummary>)> {
-    let (tag, label) = (v.tag, v.label.as_str());
-    let pair = Pair::build(common, tag)?;
-    let addr = pair.server_addr;
-    let rcvbuf = v.rcvbuf_bytes;
-    // The listener carries SO_RCVBUF so the window is small from the handshake on.
-    let listener = netns::run_in(&pair.server, move || {
-        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
-            .map_err(|e| Error::io("reader: socket", e))?;
-        s.set_reuse_address(true)
-            .map_err(|e| Error::io("reader: SO_REUSEADDR", e))?;
-        s.set_recv_buffer_size(rcvbuf)
-            .map_err(|e| Error::io("reader: SO_RCVBUF", e))?;
-        s.bind(&std::net::SocketAddr::V4(addr).into())
-            .map_err(|e| Error::io(format!("reader: bind {addr}"), e))?;
-        s.listen(4).map_err(|e| Error::io("reader: listen", e))?;
-        Ok(std::net::TcpListener::from(s))
-    })?;
-    let name = if tag.is_empty() { "slowreader" } else { tag };
-    let cap = capture::Capture::start(&pair.client, &pair.client_if, name, dest, "tcp")?;
-    let wmem_max = netns::sysctl_text(&pair.client, "net.ipv4.tcp_wmem")?
-        .split_whitespace()
-        .nth(2)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(4 << 20);
-    let tracer = pair.trace(label);
-    let r_before = netns::counters(&pair.server)?;
-    let w_before = netns::counters(&pair.client)?;
-    let dur = Duration::from_millis(cfg.duration_ms);
-    let inner = Arc::new(AtomicBool::new(false));
-    let (f1, f2) = (Arc::clone(&inner), Arc::clone(&inner));
-    let (rrate, tick) = (v.reader_rate_bytes_per_s, v.reader_tick);
-    let (wrate, wmode) = (cfg.writer_rate_bytes_per_s, v.writer);
-    let rd = netns::spawn(&pair.server, "tdoc-reader", move || {
-        reader(listener, rrate, tick, dur, &f1)
-    })?;
-    let wr = netns::spawn(&pair.client, "tdoc-writer", move || {
-        writer(addr, wrate, dur, wmode, &f2)
-    })?;
-    while !(wr.is_finished() && rd.is_finished()) {
-        if stop.load(Ordering::Relaxed) {
-            inner.store(true, Ordering::Relaxed);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let w = wr.join();
-    let r = rd.join();
-    let saved = cap.stop();
-    let w = w?;
-    let (written, stall_us) = (w.bytes, w.stall_us);
-    let read = r?;
-    let saved = saved?;
-    let reader_counters = netns::counters(&pair.server)?.delta_since(&r_before).tcp();
-    let writer_counters = netns::counters(&pair.client)?.delta_since(&w_before).tcp();
-    let trace = tracer.finish();
-    let (mut findings, _) = diagnose::capture(saved.path())?;
-    let window = tcpdoctor_model::counters::Window {
-        length: Some(std::time::Duration::from_millis(cfg.duration_ms)),
-        rto_floor: Some(netns::rto_floor(&pair.server, pair.client_addr())?),
-    };
-    diagnose::merge_counted_and_traced(
-        &mut findings,
-        tcpdoctor_model::counters::findings(&reader_counters, window),
-        &reader_counters,
-        window,
-        &trace,
-    );
-    let run = Run {
-        label: label.to_string(),
-        reader_rcvbuf_bytes: v.rcvbuf_bytes,
-        reader_rate_bytes_per_s: v.reader_rate_bytes_per_s,
-        reader_tick_us: v.reader_tick.as_micros() as u64,
-        writer: v.writer,
-        bytes_dropped_by_writer: w.dropped,
-        writer_wmem_max_bytes: wmem_max,
-        bytes_written: written,
-        bytes_read: read,
-        writer_stall_us: stall_us,
-        writer_stall_share: stall_us as f64 / dur.as_micros() as f64,
-        zero_window_advertisements: reader_counters
-            .get("TcpExtTCPToZeroWindowAdv")
-            .copied()
-            .unwrap_or(0),
-        reader_counters,
-        writer_counters,
-        findings,
-        trace,
-    };
-    Ok((run, pair.lab.namespaces().to_vec(), saved.kept()))
-}
-
+/// `--fix`: the baseline, then a 64x buffer read 10x faster.
 pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
-    let r = one(
-        common,
-        cfg,
-        &Variant::baseline(cfg),
-        common.pcap.as_deref(),
-        stop,
-    );
-    let (before, mut namespaces, capture) = r?;
-    let after = if common.fix {
-        let fixed = Variant {
-            tag: "fx",
-            label: "after: 64x buffer, reader 10x faster".into(),
-            rcvbuf_bytes: (cfg.reader_rcvbuf_bytes * 64).max(1 << 20),
-            reader_rate_bytes_per_s: cfg.reader_rate_bytes_per_s * 10,
-            ..Variant::baseline(cfg)
-        };
-        let r = one(common, cfg, &fixed, None, stop);
-        let (r, ns, _) = r?;
-        namespaces.extend(ns);
-        Some(r)
-    } else {
-        None
+    let fixed = Variant {
+        rcvbuf_bytes: (cfg.reader_rcvbuf_bytes * 64).max(1 << 20),
+        reader_rate_bytes_per_s: cfg.reader_rate_bytes_per_s * 10,
+        ..Variant::baseline(cfg)
     };
-    let remedies: Vec<Check> = after
-        .iter()
-        .map(|a| {
-            remedy::judge(
-                &a.label,
-                tcpdoctor_model::Pathology::SlowReader,
-                harm(&before),
-                &before.findings,
-                harm(a),
-                &a.findings,
-            )
-            .with_trace(
-                before.trace.harm(tcpdoctor_model::Pathology::SlowReader),
-                a.trace.harm(tcpdoctor_model::Pathology::SlowReader),
-            )
-            .with_reproduction(&reproduction(a, cfg.duration_ms))
-        })
-        .collect();
-    let reproductions = Reproductions::of(
-        reproduction(&before, cfg.duration_ms),
-        after.iter().map(|a| reproduction(a, cfg.duration_ms)),
-    );
-    let remedied = super::remedied(
-        &remedies,
-        &after
-            .iter()
-            .map(|a| a.findings.as_slice())
-            .collect::<Vec<_>>(),
-        &reproductions.reproduction[1..],
-    );
-    Ok(Outcome {
-        remedied,
-        reproduction: reproductions.baseline().cloned(),
-        findings: before.findings.clone(),
-        body: Report {
-            header: Header {
-                scenario: "slow-reader".into(),
-                run_id: std::process::id(),
-                subnet: common.subnet.to_string(),
-                namespaces,
-                capture,
-                trace: crate::trace::LabTrace::of(
-                    std::iter::once(&before)
-                        .chain(after.iter())
-                        .map(|r| r.trace.clone())
-                        .collect(),
-                ),
-                diagnosed_by: DIAGNOSED_BY.map(String::from).to_vec(),
-                reproduction: reproductions,
-            },
-            config: cfg.clone(),
-            before,
-            after,
-            remedies,
-        },
-        interrupted: stop.load(Ordering::Relaxed),
-    })
+    let label = "after: 64x buffer, reader 10x faster".to_string();
+    driver::fix(SlowReader(cfg.clone()), common, ("fx", label, fixed), stop)
 }

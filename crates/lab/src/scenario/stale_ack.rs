@@ -34,7 +34,7 @@ use super::churn::{self, Pair, ProbeRun};
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::{Common, Header, Outcome};
 use crate::remedy::{Check, Effect, Harm, Measured, Prediction, Row, Tolerance, Verdict};
-use crate::reproduce::{Event, Reproduction, Reproductions};
+use crate::reproduce::{Event, Reproduction};
 use crate::{naming, netns, traffic, Error, Result};
 
 /// Source port of the forced check: below `ip_local_port_range`.
@@ -43,12 +43,6 @@ pub const FORCED_PORT: u16 = 20002;
 pub const FORCED_RUN: &str = "forced check: a SYN meets a stale ACK";
 /// Server port of the forced check.
 pub const FORCED_SERVER_PORT: u16 = 5002;
-
-/// What diagnosed each run, in words: the report's "Diagnosis ... (by ...)" heading.
-pub const DIAGNOSED_BY: [&str; 2] = [
-    "probe's classifier of slow connects (with the kernel counters of the client's namespace)",
-    "the forced check (the client's TcpExtTCPSynRetrans and connect time)",
-];
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Config {
@@ -220,14 +214,12 @@ pub fn harm(run: &LoopRun) -> Harm {
 /// server, client), its records summarized and classified by probe. Returns the run (with the
 /// server sockets the race left in FIN_WAIT2, [`fin_wait2_left`]), its namespaces and the
 /// capture summary.
-#[allow(clippy::too_many_arguments)]
 fn loop_run(
     common: &Common,
     cfg: &Config,
     tag: &str,
     label: &str,
     linger0: bool,
-    capture: bool,
     cpus: Option<(usize, usize)>,
     stop: &AtomicBool,
 ) -> Result<(LoopRun, Vec<String>, Option<crate::capture::CaptureSummary>)> {
@@ -248,7 +240,7 @@ fn loop_run(
     p.request_bytes = REQUEST_BYTES;
     p.reply_bytes = 0;
     p.concurrency = cfg.concurrency;
-    let cap = if capture { pair.capture(common)? } else { None };
+    let cap = pair.capture(common, tag)?;
     let engine: churn::Engine = Box::new(move |flag: &AtomicBool| client_003(&p, flag));
     let run = churn::run_engines(&pair, label, vec![engine], stop).map(|mut r| r.remove(0));
     // Every connection of the loop has ended (each closes before the next starts): a server
@@ -608,98 +600,52 @@ pub fn reproduction(run: &LoopRun, forced: &Forced, kernel: &str) -> Reproductio
     r
 }
 
+/// `--fix`: the loop, then with a graceful close (FIN) in fresh namespaces, then the forced
+/// check.
 pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
-    let cpus = traffic::two_cpus();
-    let (loop_run, mut namespaces, capture) = self::loop_run(
-        common,
-        cfg,
-        "",
-        "before: connection per request, SO_LINGER 0, TCP_NODELAY, server closes first",
-        true,
-        true,
-        cpus,
-        stop,
-    )?;
+    let mut s = StaleAck::new(cfg.clone());
+    let (label, linger0) = s.baseline();
+    let ran = s.run(common, "", &label, &linger0, stop)?;
+    let (loop_run, mut namespaces, capture) = (ran.run, ran.namespaces, ran.capture);
     let mut after = Vec::new();
     if common.fix {
-        let (r, ns, _) = self::loop_run(
-            common,
-            cfg,
-            "gc",
-            "after: graceful close (FIN) instead of SO_LINGER 0",
-            false,
-            false,
-            cpus,
-            stop,
-        )?;
-        namespaces.extend(ns);
-        after.push(r);
+        let label = "after: graceful close (FIN) instead of SO_LINGER 0";
+        let ran = s.run(common, "gc", label, &false, stop)?;
+        namespaces.extend(ran.namespaces);
+        after.push(ran.run);
     }
-    let (forced, ns, forced_trace) = forced_check(common)?;
-    namespaces.extend(ns);
+    namespaces.extend(s.after_baseline(common, &loop_run)?);
     let base = &loop_run.run;
     let resends = base.client_counter("TcpExtTCPSynRetrans");
     let conns = base.summary.connections_opened.max(1);
-    let count = |want: &dyn Fn(&tcpdoctor_probe::SpikeCause) -> bool| {
-        base.summary
-            .spikes
-            .groups
-            .iter()
-            .filter(|g| want(&g.cause))
-            .map(|g| g.count)
-            .sum()
-    };
-    let stale = count(&|c| matches!(c, tcpdoctor_probe::SpikeCause::StaleAckResend));
-    let timer = count(&|c| matches!(c, tcpdoctor_probe::SpikeCause::SynRetransmit { .. }));
-    let kernel = kernel_release();
-    let of = |r: &LoopRun| reproduction(r, &forced, &kernel);
-    let remedies: Vec<Check> = after
-        .iter()
-        .map(|a| {
-            crate::remedy::judge(
-                &a.run.label,
-                tcpdoctor_model::Pathology::StaleAckRace,
-                harm(&loop_run),
-                &base.findings,
-                harm(a),
-                &a.run.findings,
-            )
-            .with_trace(
-                base.trace.harm(tcpdoctor_model::Pathology::StaleAckRace),
-                a.run.trace.harm(tcpdoctor_model::Pathology::StaleAckRace),
-            )
-            .with_reproduction(&of(a))
-        })
-        .collect();
-    let reproductions = Reproductions::of(of(&loop_run), after.iter().map(of));
-    let remedied = super::remedied(
-        &remedies,
-        &after
-            .iter()
-            .map(|a| a.run.findings.as_slice())
-            .collect::<Vec<_>>(),
-        &reproductions.reproduction[1..],
-    );
-    Ok(Outcome {
-        remedied,
-        reproduction: reproductions.baseline().cloned(),
-        findings: base.findings.clone(),
-        body: Report {
-            header: Header {
-                scenario: "stale-ack-race".into(),
-                run_id: std::process::id(),
-                subnet: common.subnet.to_string(),
+    use tcpdoctor_probe::SpikeCause;
+    let (stale, _, _) = base.spikes(|c| matches!(c, SpikeCause::StaleAckResend));
+    let (timer, _, _) = base.spikes(|c| matches!(c, SpikeCause::SynRetransmit { .. }));
+    let judged = driver::judge(Pathology::StaleAckRace, &loop_run, &after, harm, |r| {
+        s.reproduction(r)
+    });
+    let runs = std::iter::once(base).chain(after.iter().map(|a| &a.run));
+    let Checked {
+        forced,
+        trace: forced_trace,
+        kernel,
+    } = s.checked.take().expect("the forced check ran");
+    let trace = with_forced(churn::traces(runs), forced_trace);
+    let findings = base.findings.clone();
+    let interrupted = stop.load(Ordering::Relaxed);
+    Ok(
+        judged.outcome(findings, interrupted, |rep, remedies| Report {
+            header: Header::of(
+                StaleAck::NAME,
+                common,
                 namespaces,
                 capture,
-                trace: with_forced(
-                    churn::traces(std::iter::once(base).chain(after.iter().map(|a| &a.run))),
-                    forced_trace,
-                ),
-                diagnosed_by: DIAGNOSED_BY.map(String::from).to_vec(),
-                reproduction: reproductions,
-            },
+                trace,
+                StaleAck::DIAGNOSED_BY,
+                rep,
+            ),
             config: cfg.clone(),
-            loop_cpus: cpus.map(|(s, c)| [s, c]),
+            loop_cpus: s.cpus.map(|(s, c)| [s, c]),
             kernel_release: kernel,
             syn_resends_per_million: resends as f64 * 1e6 / conns as f64,
             stale_ack_resends: stale,
@@ -708,9 +654,8 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
             after,
             remedies,
             forced,
-        },
-        interrupted: stop.load(Ordering::Relaxed),
-    })
+        }),
+    )
 }
 
 /// What `--remedies` measured besides the runs: the forced check, the loop's CPUs and the
@@ -723,9 +668,6 @@ pub struct Facts {
     #[serde(skip)]
     pub kernel_release: String,
 }
-
-/// The remedies `--remedies` measures for the stale-ACK race, in table order.
-pub const REMEDIES: [&str; 1] = ["graceful-close"];
 
 fn measured(run: &LoopRun) -> crate::remedy::Measured {
     let h = harm(run);
@@ -814,8 +756,11 @@ impl Scenario for StaleAck {
     type Facts = Facts;
     const NAME: &'static str = "stale-ack-race";
     const PATHOLOGY: Pathology = Pathology::StaleAckRace;
-    const DIAGNOSED_BY: &'static [&'static str] = &DIAGNOSED_BY;
-    const REMEDIES: &'static [&'static str] = &REMEDIES;
+    const DIAGNOSED_BY: &'static [&'static str] = &[
+        "probe's classifier of slow connects (with the kernel counters of the client's namespace)",
+        "the forced check (the client's TcpExtTCPSynRetrans and connect time)",
+    ];
+    const REMEDIES: &'static [&'static str] = &["graceful-close"];
 
     fn config(&self) -> &Config {
         &self.cfg
@@ -836,14 +781,10 @@ impl Scenario for StaleAck {
         linger0: &bool,
         stop: &AtomicBool,
     ) -> Result<Ran<LoopRun>> {
-        let capture = tag.is_empty();
-        if capture {
+        if tag.is_empty() {
             self.cpus = traffic::two_cpus();
         }
-        Ok(loop_run(
-            common, &self.cfg, tag, label, *linger0, capture, self.cpus, stop,
-        )?
-        .into())
+        Ok(loop_run(common, &self.cfg, tag, label, *linger0, self.cpus, stop)?.into())
     }
 
     fn after_baseline(&mut self, common: &Common, _base: &LoopRun) -> Result<Vec<String>> {

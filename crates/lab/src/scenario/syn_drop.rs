@@ -8,20 +8,13 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tcpdoctor_model::Pathology;
-use tcpdoctor_probe::server::{Protocol, ServerConfig};
 
 use super::churn::{self, Pair, ProbeRun};
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
-use super::{Common, Header, Outcome};
+use super::{Common, Outcome};
 use crate::remedy::{Check, Harm, Measured, Prediction, Row, Tolerance, Verdict};
-use crate::reproduce::{Event, Reproduction, Reproductions};
+use crate::reproduce::{Event, Reproduction};
 use crate::{naming, Error, Result};
-
-/// What diagnosed each run, in words: the report's "Diagnosis ... (by ...)" heading.
-pub const DIAGNOSED_BY: [&str; 2] = [
-    "probe's classifier of slow connects (the SYN ladder from the client namespace's sysctls, TcpExtTCPSynRetrans)",
-    "the kernel counters of the server's namespace",
-];
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Config {
@@ -41,51 +34,8 @@ impl Default for Config {
     }
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Report {
-    #[serde(flatten)]
-    pub header: Header,
-    pub config: Config,
-    pub before: ProbeRun,
-    pub after: Option<ProbeRun>,
-    /// The remedied run judged against the baseline (with --fix).
-    #[serde(rename = "fix_results")]
-    pub remedies: Vec<Check>,
-}
-
-/// The harm: SYNs the client had to send again (`TcpExtTCPSynRetrans`).
-pub fn harm(run: &ProbeRun) -> Harm {
-    Harm::count(
-        run.client_counter("TcpExtTCPSynRetrans").max(0) as u64,
-        "SYN retransmissions (TcpExtTCPSynRetrans)",
-    )
-}
-
-/// Whether a run reproduced dropped SYNs: SYNs the client resent (`TcpExtTCPSynRetrans`), as
-/// the kernel counted them and as the eBPF trace attributed them; the cost is the connects
-/// that waited on the SYN ladder.
-pub fn reproduction(run: &ProbeRun) -> Reproduction {
-    let mut signature = vec![Event::new(
-        run.client_counter("TcpExtTCPSynRetrans").max(0) as u64,
-        "SYNs resent",
-        "client TcpExtTCPSynRetrans",
-    )];
-    if run.trace.used {
-        signature.push(Event::new(
-            run.trace.syn_resends_attributed,
-            "SYN resends attributed",
-            "eBPF trace",
-        ));
-    }
-    Reproduction::of(
-        &run.label,
-        tcpdoctor_model::Pathology::SynRetransmit,
-        signature,
-        run.tried(),
-        || ladder_wait(run),
-        None,
-    )
-}
+/// The `--fix` report: the baseline, and the remedied run judged against it.
+pub type Report = super::FixReport<Config, ProbeRun>;
 
 /// What the SYN ladder cost a run's connects: how many waited, typically how long.
 pub fn ladder_wait(run: &ProbeRun) -> Option<String> {
@@ -126,69 +76,16 @@ fn validate(cfg: &Config) -> Result<()> {
     Ok(())
 }
 
+/// `--fix`: the baseline, then, in the same namespaces, the SYN drop removed.
 pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
     validate(cfg)?;
-    let pair = Pair::build(common, "")?;
-    let server = pair.serve(ServerConfig::new(
-        pair.server_addr.into(),
-        Protocol::Tcp {
-            request_bytes: 64,
-            reply_bytes: 64,
-        },
-    ))?;
-    pair.lab.nft(
-        &pair.server,
-        "drop a share of SYNs",
-        &ruleset(cfg.drop_percent, pair.server_addr.port()),
-    )?;
-    let cap = pair.capture(common)?;
-    let mut pcfg = churn::probe_config(pair.server_addr, Duration::from_millis(cfg.duration_ms));
-    pcfg.concurrency = cfg.concurrency;
-    let before = churn::probe(&pair, "before: nftables drops SYNs", pcfg.clone(), stop)?;
-    let after = if common.fix {
-        pair.lab.nft_flush(&pair.server);
-        Some(churn::probe(&pair, "after: SYN drop removed", pcfg, stop)?)
-    } else {
-        None
-    };
-    let capture = churn::stop_capture(cap);
-    server.stop();
-    let capture = capture?;
-    let interrupted = before.interrupted || after.as_ref().is_some_and(|r| r.interrupted);
-    let (remedies, remedied) = churn::judge_runs(
-        tcpdoctor_model::Pathology::SynRetransmit,
-        &before,
-        after.as_slice(),
-        harm,
-        reproduction,
-    );
-    let reproductions = Reproductions::of(reproduction(&before), after.iter().map(reproduction));
-    Ok(Outcome {
-        remedied,
-        reproduction: reproductions.baseline().cloned(),
-        findings: before.findings.clone(),
-        body: Report {
-            header: Header {
-                scenario: "syn-drop".into(),
-                run_id: pair.lab.run_id(),
-                subnet: common.subnet.to_string(),
-                namespaces: pair.lab.namespaces().to_vec(),
-                capture,
-                trace: churn::traces(std::iter::once(&before).chain(after.iter())),
-                diagnosed_by: DIAGNOSED_BY.map(String::from).to_vec(),
-                reproduction: reproductions,
-            },
-            config: cfg.clone(),
-            before,
-            after,
-            remedies,
-        },
-        interrupted,
-    })
+    let fix = common.fix.then_some("after: SYN drop removed");
+    let label = "before: nftables drops SYNs";
+    let (before, after) = run_variant(common, cfg, "", (label, fix), BASE_SIDE, stop)?;
+    let interrupted = before.run.interrupted || after.as_ref().is_some_and(|r| r.interrupted);
+    let s = SynDrop(cfg.clone());
+    Ok(driver::fixed(&s, common, before, after, interrupted))
 }
-
-/// The remedies `--remedies` measures for dropped SYNs, in table order.
-pub const REMEDIES: [&str; 3] = ["remove-drop", "larger-backlog", "faster-accept"];
 
 /// The server side of a run: whether SYNs are dropped, the acceptor threads, the listen
 /// backlog and, when set, the server namespace's net.core.somaxconn.
@@ -208,15 +105,16 @@ const BASE_SIDE: Side = Side {
     somaxconn: None,
 };
 
-/// One run in fresh namespaces.
+/// One run in fresh namespaces, labelled `label`; with a second label (`--fix`), a second
+/// run in the same namespaces after the SYN drop is removed.
 fn run_variant(
     common: &Common,
     cfg: &Config,
     tag: &str,
-    label: &str,
+    (label, then): (&str, Option<&str>),
     side: Side,
     stop: &AtomicBool,
-) -> Result<Ran<ProbeRun>> {
+) -> Result<(Ran<ProbeRun>, Option<ProbeRun>)> {
     let Side {
         drop,
         threads,
@@ -228,16 +126,7 @@ fn run_variant(
         pair.lab
             .sysctl(&pair.server, "net.core.somaxconn", &m.to_string())?;
     }
-    let mut scfg = ServerConfig::new(
-        pair.server_addr.into(),
-        Protocol::Tcp {
-            request_bytes: 64,
-            reply_bytes: 64,
-        },
-    );
-    scfg.threads = threads;
-    scfg.backlog = backlog;
-    let server = pair.serve(scfg)?;
+    let server = pair.serve_64(threads, backlog)?;
     if drop {
         pair.lab.nft(
             &pair.server,
@@ -245,21 +134,32 @@ fn run_variant(
             &ruleset(cfg.drop_percent, pair.server_addr.port()),
         )?;
     }
-    let cap = if tag.is_empty() {
-        pair.capture(common)?
-    } else {
-        None
-    };
+    let cap = pair.capture(common, tag)?;
     let mut pcfg = churn::probe_config(pair.server_addr, Duration::from_millis(cfg.duration_ms));
     pcfg.concurrency = cfg.concurrency;
-    let run = churn::probe(&pair, label, pcfg, stop);
+    let run = churn::probe(&pair, label, pcfg.clone(), stop).and_then(|run| {
+        let after = match then {
+            Some(then) => {
+                pair.lab.nft_flush(&pair.server);
+                Some(churn::probe(&pair, then, pcfg, stop)?)
+            }
+            None => None,
+        };
+        Ok((run, after))
+    });
     let capture = churn::stop_capture(cap);
     server.stop();
-    Ok(Ran {
-        run: run?,
-        namespaces: pair.lab.namespaces().to_vec(),
-        capture: capture?,
-    })
+    let (run, after) = run?;
+    let namespaces = pair.lab.namespaces().to_vec();
+    let capture = capture?;
+    Ok((
+        Ran {
+            run,
+            namespaces,
+            capture,
+        },
+        after,
+    ))
 }
 
 /// SYN retransmissions per finished connect.
@@ -275,12 +175,7 @@ fn measured(run: &ProbeRun) -> crate::remedy::Measured {
             run.client_counter("TcpExtTCPSynRetrans"),
             per_connect(run),
             run.server_counter("TcpExtListenOverflows"),
-            run.summary
-                .phases
-                .iter()
-                .find(|p| p.phase == "connect")
-                .map(|p| p.p99_us as f64 / 1e3)
-                .unwrap_or(0.0)
+            run.p99_ms("connect")
         ),
         value: Some(per_connect(run)),
     }
@@ -315,8 +210,11 @@ impl Scenario for SynDrop {
     type Facts = super::NoFacts;
     const NAME: &'static str = "syn-drop";
     const PATHOLOGY: Pathology = Pathology::SynRetransmit;
-    const DIAGNOSED_BY: &'static [&'static str] = &DIAGNOSED_BY;
-    const REMEDIES: &'static [&'static str] = &REMEDIES;
+    const DIAGNOSED_BY: &'static [&'static str] = &[
+        "probe's classifier of slow connects (the SYN ladder from the client namespace's sysctls, TcpExtTCPSynRetrans)",
+        "the kernel counters of the server's namespace",
+    ];
+    const REMEDIES: &'static [&'static str] = &["remove-drop", "larger-backlog", "faster-accept"];
 
     fn config(&self) -> &Config {
         &self.0
@@ -338,15 +236,41 @@ impl Scenario for SynDrop {
         side: &Side,
         stop: &AtomicBool,
     ) -> Result<Ran<ProbeRun>> {
-        run_variant(common, &self.0, tag, label, *side, stop)
+        Ok(run_variant(common, &self.0, tag, (label, None), *side, stop)?.0)
     }
 
+    /// The harm: SYNs the client had to send again (`TcpExtTCPSynRetrans`).
     fn harm(&self, run: &ProbeRun) -> Harm {
-        harm(run)
+        Harm::count(
+            run.client_counter("TcpExtTCPSynRetrans").max(0) as u64,
+            "SYN retransmissions (TcpExtTCPSynRetrans)",
+        )
     }
 
+    /// Whether a run reproduced dropped SYNs: SYNs the client resent (`TcpExtTCPSynRetrans`), as
+    /// the kernel counted them and as the eBPF trace attributed them; the cost is the connects
+    /// that waited on the SYN ladder.
     fn reproduction(&self, run: &ProbeRun) -> Reproduction {
-        reproduction(run)
+        let mut signature = vec![Event::new(
+            run.client_counter("TcpExtTCPSynRetrans").max(0) as u64,
+            "SYNs resent",
+            "client TcpExtTCPSynRetrans",
+        )];
+        if run.trace.used {
+            signature.push(Event::new(
+                run.trace.syn_resends_attributed,
+                "SYN resends attributed",
+                "eBPF trace",
+            ));
+        }
+        Reproduction::of(
+            &run.label,
+            Pathology::SynRetransmit,
+            signature,
+            run.tried(),
+            || ladder_wait(run),
+            None,
+        )
     }
 
     fn remedy(&mut self, name: &str, base: &ProbeRun) -> Result<Remedy<Side>> {
@@ -354,39 +278,37 @@ impl Scenario for SynDrop {
         let (p, expect) = (self.p(), self.expect());
         let overflows = base.server_counter("TcpExtListenOverflows");
         let untouched = |label: &str, side: Side, changes: &str| {
-            Remedy {
-            label: label.into(),
-            variant: side,
-            prediction: Ok(Prediction::value(
-                format!(
-                    "the SYNs are dropped before the listener sees them (the baseline's accept queue overflowed {overflows} times): each SYN is still lost with p = {p:.2}, so a connect resends p / (1 - p) = {expect:.3} SYNs on average"
-                ),
+            let formula = format!(
+                "the SYNs are dropped before the listener sees them (the baseline's accept queue overflowed {overflows} times): each SYN is still lost with p = {p:.2}, so a connect resends p / (1 - p) = {expect:.3} SYNs on average"
+            );
+            let noise = format!(
+                "three standard deviations of a geometric count over the baseline's {n} connects"
+            );
+            let prediction = Prediction::value(
+                formula,
                 "no effect: the listener was not the bottleneck",
                 expect,
                 "SYN retransmissions per connect",
                 Tolerance::Absolute(self.tolerance(n)),
-                format!("three standard deviations of a geometric count over the baseline's {n} connects"),
-            )),
-            changes: changes.into(),
-        }
+                noise,
+            );
+            Remedy::new(label, side, prediction, changes)
         };
         Ok(match name {
-            "remove-drop" => Remedy {
-                label: "SYN drop removed".into(),
-                variant: Side {
+            "remove-drop" => Remedy::new(
+                "SYN drop removed",
+                Side {
                     drop: false,
                     ..BASE_SIDE
                 },
-                prediction: Ok(Prediction::value(
+                Prediction::count(
                     "no SYN is dropped: 0 retransmissions",
                     "every connect completes on its first SYN",
                     0.0,
                     "SYN retransmissions per connect",
-                    Tolerance::Absolute(0.0),
-                    "a count: no noise",
-                )),
-                changes: "the nftables rule is gone (find and remove the loss: firewall, rate limit, overloaded path)".into(),
-            },
+                ),
+                "the nftables rule is gone (find and remove the loss: firewall, rate limit, overloaded path)",
+            ),
             "larger-backlog" => untouched(
                 "somaxconn and listen backlog 65535",
                 Side {

@@ -24,9 +24,9 @@ use tcpdoctor_probe::CloseFirst;
 
 use super::churn::Pair;
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
-use super::{Common, Header, Outcome};
-use crate::remedy::{self, Check, Harm, Measured, Prediction, Tolerance, Verdict};
-use crate::reproduce::{Event, Reproduction, Reproductions};
+use super::{Common, Outcome};
+use crate::remedy::{self, Check, Harm, Measured, Prediction, Verdict};
+use crate::reproduce::{Event, Reproduction};
 use crate::traffic::{self, ConnRecord, Outcome as ConnOutcome};
 use crate::{capture, diagnose, netns, Result};
 
@@ -35,12 +35,6 @@ pub const BEFORE_GAP_MS: u64 = 20;
 
 /// The client's fixed source port: below `ip_local_port_range`, so no other socket takes it.
 pub const CLIENT_PORT: u16 = 20001;
-
-/// What diagnosed each run, in words: the report's "Diagnosis ... (by ...)" heading.
-pub const DIAGNOSED_BY: [&str; 2] = [
-    "analyze's detectors on a capture of the client's interface",
-    "the kernel counters of the client's namespace",
-];
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Config {
@@ -64,74 +58,8 @@ impl Default for Config {
     }
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Report {
-    #[serde(flatten)]
-    pub header: Header,
-    pub config: Config,
-    pub before: Run,
-    pub after: Option<Run>,
-    /// The remedied run judged against the baseline (with --fix).
-    #[serde(rename = "fix_results")]
-    pub remedies: Vec<Check>,
-}
-
-/// The harm: SYNs resent because they met the previous connection's TIME_WAIT
-/// (`TcpExtTCPSynRetrans` of the client namespace), plus connects that failed.
-pub fn harm(run: &Run) -> Harm {
-    Harm::count(
-        run.syn_resends() + run.failed(),
-        "SYN resends and failed connects",
-    )
-}
-
-/// Whether a run reproduced the collision: SYNs the eBPF trace saw answered by an ACK of the
-/// server's TIME_WAIT connection and resent, SYNs the client resent (`TcpExtTCPSynRetrans`:
-/// nothing else drops or answers a SYN between the lab's two namespaces), and reconnects that
-/// timed out against the old connection (`tcp_rfc1337=1`).
-pub fn reproduction(run: &Run) -> Reproduction {
-    let mut signature = Vec::new();
-    if let Some(h) = run
-        .trace
-        .harm(tcpdoctor_model::Pathology::TimeWaitCollision)
-    {
-        signature.push(Event::new(h.amount as u64, h.what, "eBPF trace"));
-    }
-    signature.push(Event::new(
-        run.syn_resends(),
-        "SYNs resent",
-        "client TcpExtTCPSynRetrans",
-    ));
-    signature.push(Event::new(
-        run.connections
-            .iter()
-            .filter(|c| c.outcome == ConnOutcome::Etimedout)
-            .count() as u64,
-        "reconnects that timed out",
-        "the lab's client",
-    ));
-    let span_us = run
-        .connections
-        .iter()
-        .map(|c| c.start_us + c.total_us)
-        .max()
-        .unwrap_or(0);
-    Reproduction::of(
-        &run.label,
-        tcpdoctor_model::Pathology::TimeWaitCollision,
-        signature,
-        crate::reproduce::Tried::new(run.connections.len() as u64, "connects", span_us / 1000),
-        || {
-            Some(format!(
-                "longest connect {}, {} connect(s) over {} ms",
-                tcpdoctor_report::fmt::micros(run.connect_max_us),
-                run.slow_connects,
-                SLOW_CONNECT.as_millis()
-            ))
-        },
-        None,
-    )
-}
+/// The `--fix` report: the baseline, and the remedied run judged against it.
+pub type Report = super::FixReport<Config, Run>;
 
 impl Run {
     /// `TcpExtTCPSynRetrans` of the client namespace.
@@ -205,9 +133,6 @@ pub const SLOW_CONNECT: Duration = Duration::from_millis(100);
 /// How the client and server of one run behave: the baseline, a `--fix` run or a remedy.
 #[derive(Clone, Debug)]
 pub struct Variant {
-    /// Namespace tag (`""` for the baseline).
-    pub tag: &'static str,
-    pub label: String,
     /// net.ipv4.tcp_timestamps at both ends.
     pub timestamps: bool,
     /// net.ipv4.tcp_rfc1337 of the server.
@@ -225,12 +150,6 @@ impl Variant {
     /// The baseline: timestamps off, one fixed source port, the server closes first.
     pub fn baseline(cfg: &Config) -> Variant {
         Variant {
-            tag: "",
-            label: if cfg.rfc1337 {
-                "before: timestamps off, tcp_rfc1337=1".to_string()
-            } else {
-                "before: timestamps off".to_string()
-            },
             timestamps: false,
             rfc1337: cfg.rfc1337,
             gap: Duration::from_millis(BEFORE_GAP_MS),
@@ -309,191 +228,22 @@ fn client_loop(
     Ok(out)
 }
 
-fn one(
-    common: &Common,
-    cfg: &Config,
-    v: &Variant,
-    dest: Option<&std::path::Path>,
-    stop: &AtomicBool,
-) -> Result<(Run, Vec<String>, Option<capture::CaptureSummary>)> {
-    let pair = Pair::build(common, v.tag)?;
-    let ts = if v.timestamps { "1" } else { "0" };
-    for ns in [&pair.client, &pair.server] {
-        pair.lab.sysctl(ns, "net.ipv4.tcp_timestamps", ts)?;
-    }
-    pair.lab.sysctl(
-        &pair.server,
-        "net.ipv4.tcp_rfc1337",
-        if v.rfc1337 { "1" } else { "0" },
-    )?;
-    let mut scfg = ServerConfig::new(
-        pair.server_addr.into(),
-        Protocol::Tcp {
-            request_bytes: cfg.request_bytes,
-            reply_bytes: REPLY_BYTES,
-        },
-    );
-    scfg.close_first = v.close_first;
-    scfg.threads = 2;
-    let server = pair.serve(scfg)?;
-    let name = if v.tag.is_empty() { "timewait" } else { v.tag };
-    let cap = capture::Capture::start(&pair.client, &pair.client_if, name, dest, "tcp")?;
-    let label = v.label.clone();
-    let tracer = pair.trace(&v.label);
-    let started = Instant::now();
-    let c_before = netns::counters(&pair.client)?;
-    let s_before = netns::counters(&pair.server)?;
-    let inner = Arc::new(AtomicBool::new(false));
-    let flag = Arc::clone(&inner);
-    let (to, bind) = (
-        pair.server_addr,
-        std::net::SocketAddrV4::new(common.subnet.host(1), CLIENT_PORT),
-    );
-    let (c2, v2) = (cfg.clone(), v.clone());
-    let worker = netns::spawn(&pair.client, "tdoc-twc", move || {
-        client_loop(to, bind, &c2, &v2, &flag)
-    })?;
-    while !worker.is_finished() {
-        if stop.load(Ordering::Relaxed) {
-            inner.store(true, Ordering::Relaxed);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let records = worker.join();
-    let saved = cap.stop();
-    server.stop();
-    let records = records?;
-    let saved = saved?;
-    let client_counters = netns::counters(&pair.client)?.delta_since(&c_before).tcp();
-    let server_counters = netns::counters(&pair.server)?.delta_since(&s_before).tcp();
-    let trace = tracer.finish();
-    let (mut findings, _) = diagnose::capture(saved.path())?;
-    let window = tcpdoctor_model::counters::Window {
-        length: Some(started.elapsed()),
-        rto_floor: Some(netns::rto_floor(&pair.client, *pair.server_addr.ip())?),
-    };
-    diagnose::merge_counted_and_traced(
-        &mut findings,
-        tcpdoctor_model::counters::findings(&client_counters, window),
-        &client_counters,
-        window,
-        &trace,
-    );
-    diagnose::fold_resends_the_capture_explains(&mut findings);
-    let slow = records
-        .iter()
-        .filter(|r| r.connect_us > SLOW_CONNECT.as_micros() as u64)
-        .count() as u64;
-    let run = Run {
-        label,
-        slow_connects: slow,
-        connect_max_us: records.iter().map(|r| r.connect_us).max().unwrap_or(0),
-        connections: records,
-        client_counters,
-        server_counters,
-        findings,
-        trace,
-    };
-    Ok((run, pair.lab.namespaces().to_vec(), saved.kept()))
-}
-
+/// `--fix`: timestamps on and a gap between reconnects, in fresh namespaces. (The
+/// baseline's short gap lets the previous client socket finish LAST_ACK before the port is
+/// bound again; the server's TIME_WAIT lasts 60 s, so the collision is unaffected.)
 pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
-    // A short gap lets the previous client socket finish LAST_ACK before the port is bound
-    // again; the server's TIME_WAIT lasts 60 s, so the collision is unaffected.
-    let result = one(
-        common,
-        cfg,
-        &Variant::baseline(cfg),
-        common.pcap.as_deref(),
-        stop,
-    );
-    let (before, mut namespaces, capture) = result?;
-    let findings: Vec<Finding> = before.findings.clone();
-    let after = if common.fix {
-        let fix = Variant {
-            tag: "fx",
-            label: format!(
-                "after: timestamps on, {} ms between reconnects",
-                cfg.fix_gap_ms
-            ),
-            timestamps: true,
-            rfc1337: false,
-            gap: Duration::from_millis(cfg.fix_gap_ms),
-            ..Variant::baseline(cfg)
-        };
-        let r = one(common, cfg, &fix, None, stop);
-        let (r, ns, _) = r?;
-        namespaces.extend(ns);
-        Some(r)
-    } else {
-        None
+    let fixed = Variant {
+        timestamps: true,
+        rfc1337: false,
+        gap: Duration::from_millis(cfg.fix_gap_ms),
+        ..Variant::baseline(cfg)
     };
-    let interrupted = stop.load(Ordering::Relaxed);
-    let remedies: Vec<Check> = after
-        .iter()
-        .map(|a| {
-            remedy::judge(
-                &a.label,
-                tcpdoctor_model::Pathology::TimeWaitCollision,
-                harm(&before),
-                &before.findings,
-                harm(a),
-                &a.findings,
-            )
-            .with_trace(
-                before
-                    .trace
-                    .harm(tcpdoctor_model::Pathology::TimeWaitCollision),
-                a.trace.harm(tcpdoctor_model::Pathology::TimeWaitCollision),
-            )
-            .with_reproduction(&reproduction(a))
-        })
-        .collect();
-    let reproductions = Reproductions::of(reproduction(&before), after.iter().map(reproduction));
-    let remedied = super::remedied(
-        &remedies,
-        &after
-            .iter()
-            .map(|a| a.findings.as_slice())
-            .collect::<Vec<_>>(),
-        &reproductions.reproduction[1..],
+    let label = format!(
+        "after: timestamps on, {} ms between reconnects",
+        cfg.fix_gap_ms
     );
-    Ok(Outcome {
-        remedied,
-        reproduction: reproductions.baseline().cloned(),
-        findings,
-        body: Report {
-            header: Header {
-                scenario: "timewait-collision".into(),
-                run_id: std::process::id(),
-                subnet: common.subnet.to_string(),
-                namespaces,
-                capture,
-                trace: crate::trace::LabTrace::of(
-                    std::iter::once(&before)
-                        .chain(after.iter())
-                        .map(|r| r.trace.clone())
-                        .collect(),
-                ),
-                diagnosed_by: DIAGNOSED_BY.map(String::from).to_vec(),
-                reproduction: reproductions,
-            },
-            config: cfg.clone(),
-            before,
-            after,
-            remedies,
-        },
-        interrupted,
-    })
+    driver::fix(Timewait(cfg.clone()), common, ("fx", label, fixed), stop)
 }
-
-/// The remedies `--remedies` measures for the TIME_WAIT collision, in table order.
-pub const REMEDIES: [&str; 4] = [
-    "timestamps",
-    "rfc1337-off",
-    "ephemeral-port",
-    "client-closes-first",
-];
 
 /// One step of the clock-driven initial sequence number: `secure_tcp_seq`
 /// (net/core/secure_seq.c) adds `ktime_get_real_ns() >> 6`, one step per 64 ns, to a hash of
@@ -593,28 +343,9 @@ impl Timewait {
     }
 }
 
-impl Remedy<Variant> {
-    /// A remedy labelled as its variant.
-    fn of(variant: Variant, prediction: Prediction, changes: String) -> Remedy<Variant> {
-        Remedy {
-            label: variant.label.clone(),
-            variant,
-            prediction: Ok(prediction),
-            changes,
-        }
-    }
-}
-
 /// A prediction of `value` SYN resends and failed connects, exact.
 fn resends(formula: String, effect: &str, value: f64) -> Prediction {
-    Prediction::value(
-        formula,
-        effect,
-        value,
-        "SYN resends and failed connects",
-        Tolerance::Absolute(0.0),
-        "a count: no noise",
-    )
+    Prediction::count(formula, effect, value, "SYN resends and failed connects")
 }
 
 impl Scenario for Timewait {
@@ -624,16 +355,27 @@ impl Scenario for Timewait {
     type Facts = super::NoFacts;
     const NAME: &'static str = "timewait-collision";
     const PATHOLOGY: Pathology = Pathology::TimeWaitCollision;
-    const DIAGNOSED_BY: &'static [&'static str] = &DIAGNOSED_BY;
-    const REMEDIES: &'static [&'static str] = &REMEDIES;
+    const DIAGNOSED_BY: &'static [&'static str] = &[
+        "analyze's detectors on a capture of the client's interface",
+        "the kernel counters of the client's namespace",
+    ];
+    const REMEDIES: &'static [&'static str] = &[
+        "timestamps",
+        "rfc1337-off",
+        "ephemeral-port",
+        "client-closes-first",
+    ];
 
     fn config(&self) -> &Config {
         &self.0
     }
 
     fn baseline(&self) -> (String, Variant) {
-        let v = Variant::baseline(&self.0);
-        (v.label.clone(), v)
+        let label = match self.0.rfc1337 {
+            true => "before: timestamps off, tcp_rfc1337=1",
+            false => "before: timestamps off",
+        };
+        (label.into(), Variant::baseline(&self.0))
     }
 
     fn run(
@@ -644,21 +386,138 @@ impl Scenario for Timewait {
         v: &Variant,
         stop: &AtomicBool,
     ) -> Result<Ran<Run>> {
-        let v = Variant {
-            tag,
-            label: label.to_string(),
-            ..v.clone()
+        let (cfg, dest) = (&self.0, super::driver::baseline_pcap(common, tag));
+        let pair = Pair::build(common, tag)?;
+        let ts = if v.timestamps { "1" } else { "0" };
+        for ns in [&pair.client, &pair.server] {
+            pair.lab.sysctl(ns, "net.ipv4.tcp_timestamps", ts)?;
+        }
+        pair.lab.sysctl(
+            &pair.server,
+            "net.ipv4.tcp_rfc1337",
+            if v.rfc1337 { "1" } else { "0" },
+        )?;
+        let mut scfg = ServerConfig::new(
+            pair.server_addr.into(),
+            Protocol::Tcp {
+                request_bytes: cfg.request_bytes,
+                reply_bytes: REPLY_BYTES,
+            },
+        );
+        scfg.close_first = v.close_first;
+        scfg.threads = 2;
+        let server = pair.serve(scfg)?;
+        let name = if tag.is_empty() { "timewait" } else { tag };
+        let cap = capture::Capture::start(&pair.client, &pair.client_if, name, dest, "tcp")?;
+        let tracer = pair.trace(label);
+        let started = Instant::now();
+        let c_before = netns::counters(&pair.client)?;
+        let s_before = netns::counters(&pair.server)?;
+        let inner = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&inner);
+        let (to, bind) = (
+            pair.server_addr,
+            std::net::SocketAddrV4::new(common.subnet.host(1), CLIENT_PORT),
+        );
+        let (c2, v2) = (cfg.clone(), v.clone());
+        let worker = netns::spawn(&pair.client, "tdoc-twc", move || {
+            client_loop(to, bind, &c2, &v2, &flag)
+        })?;
+        netns::wait(|| worker.is_finished(), stop, &inner);
+        let records = worker.join();
+        let saved = cap.stop();
+        server.stop();
+        let records = records?;
+        let saved = saved?;
+        let client_counters = netns::counters(&pair.client)?.delta_since(&c_before).tcp();
+        let server_counters = netns::counters(&pair.server)?.delta_since(&s_before).tcp();
+        let trace = tracer.finish();
+        let (mut findings, _) = diagnose::capture(saved.path())?;
+        let window = tcpdoctor_model::counters::Window {
+            length: Some(started.elapsed()),
+            rto_floor: Some(netns::rto_floor(&pair.client, *pair.server_addr.ip())?),
         };
-        let dest = super::driver::baseline_pcap(common, tag);
-        Ok(one(common, &self.0, &v, dest, stop)?.into())
+        diagnose::merge_counted_and_traced(
+            &mut findings,
+            tcpdoctor_model::counters::findings(&client_counters, window),
+            &client_counters,
+            window,
+            &trace,
+        );
+        diagnose::fold_resends_the_capture_explains(&mut findings);
+        let slow = records
+            .iter()
+            .filter(|r| r.connect_us > SLOW_CONNECT.as_micros() as u64)
+            .count() as u64;
+        let run = Run {
+            label: label.to_string(),
+            slow_connects: slow,
+            connect_max_us: records.iter().map(|r| r.connect_us).max().unwrap_or(0),
+            connections: records,
+            client_counters,
+            server_counters,
+            findings,
+            trace,
+        };
+        Ok(Ran {
+            run,
+            namespaces: pair.lab.namespaces().to_vec(),
+            capture: saved.kept(),
+        })
     }
 
+    /// The harm: SYNs resent because they met the previous connection's TIME_WAIT
+    /// (`TcpExtTCPSynRetrans` of the client namespace), plus connects that failed.
     fn harm(&self, run: &Run) -> Harm {
-        harm(run)
+        Harm::count(
+            run.syn_resends() + run.failed(),
+            "SYN resends and failed connects",
+        )
     }
 
+    /// Whether a run reproduced the collision: SYNs the eBPF trace saw answered by an ACK of the
+    /// server's TIME_WAIT connection and resent, SYNs the client resent (`TcpExtTCPSynRetrans`:
+    /// nothing else drops or answers a SYN between the lab's two namespaces), and reconnects that
+    /// timed out against the old connection (`tcp_rfc1337=1`).
     fn reproduction(&self, run: &Run) -> Reproduction {
-        reproduction(run)
+        let mut signature = Vec::new();
+        if let Some(h) = run.trace.harm(Pathology::TimeWaitCollision) {
+            signature.push(Event::new(h.amount as u64, h.what, "eBPF trace"));
+        }
+        signature.push(Event::new(
+            run.syn_resends(),
+            "SYNs resent",
+            "client TcpExtTCPSynRetrans",
+        ));
+        signature.push(Event::new(
+            run.connections
+                .iter()
+                .filter(|c| c.outcome == ConnOutcome::Etimedout)
+                .count() as u64,
+            "reconnects that timed out",
+            "the lab's client",
+        ));
+        let span_us = run
+            .connections
+            .iter()
+            .map(|c| c.start_us + c.total_us)
+            .max()
+            .unwrap_or(0);
+        Reproduction::of(
+            &run.label,
+            Pathology::TimeWaitCollision,
+            signature,
+            crate::reproduce::Tried::new(run.connections.len() as u64, "connects", span_us / 1000),
+            || {
+                Some(format!(
+                    "longest connect {}, {} connect(s) over {} ms",
+                    tcpdoctor_report::fmt::micros(run.connect_max_us),
+                    run.slow_connects,
+                    SLOW_CONNECT.as_millis()
+                ))
+            },
+            None,
+        )
     }
 
     fn remedy(&mut self, name: &str, base: &Run) -> Result<Remedy<Variant>> {
@@ -666,9 +525,9 @@ impl Scenario for Timewait {
         let base_v = Variant::baseline(&self.0);
         let gap_ms = m.gap.as_millis();
         Ok(match name {
-            "timestamps" => Remedy::of(
+            "timestamps" => Remedy::new(
+                "timestamps on",
                 Variant {
-                    label: "timestamps on".into(),
                     timestamps: true,
                     ..base_v
                 },
@@ -677,30 +536,27 @@ impl Scenario for Timewait {
                     "every reconnect is accepted into the old TIME_WAIT: 0 SYN resends",
                     0.0,
                 ),
-                "net.ipv4.tcp_timestamps=1 at both ends".into(),
+                "net.ipv4.tcp_timestamps=1 at both ends",
             ),
-            "rfc1337-off" if self.contrast(name) => Remedy::of(
+            "rfc1337-off" if self.contrast(name) => Remedy::new(
                 // The baseline already runs tcp_rfc1337=0: measure what it saves by running
                 // the same collisions with 1.
+                "contrast: tcp_rfc1337=1",
                 Variant {
-                    label: "contrast: tcp_rfc1337=1".into(),
                     rfc1337: true,
                     connect_timeout: RFC1337_CONNECT_TIMEOUT,
                     ..base_v
                 },
-                Prediction::value(
+                Prediction::count(
                     format!("with tcp_rfc1337=1 the server ignores the client's reset in TIME_WAIT (RFC 1337): a colliding SYN meets the old ACK on every retransmission, so the connect waits out the {} s timeout; the next reconnect comes {:.1} s later, after the ISN clock passed the old sequence numbers ({:.2} s): {} of {} reconnects fail", RFC1337_CONNECT_TIMEOUT.as_secs(), RFC1337_CONNECT_TIMEOUT.as_secs_f64(), m.window.as_secs_f64(), m.rfc_failures, m.n.saturating_sub(1)),
                     "already in effect in the baseline (tcp_rfc1337=0 lets the reset end TIME_WAIT); the contrast run with 1 shows what it saves",
                     m.rfc_failures as f64,
-                    "failed connects",
-                    Tolerance::Absolute(0.0),
-                    "a count: no noise",
-                ),
-                "none (the baseline has net.ipv4.tcp_rfc1337=0); contrast run with net.ipv4.tcp_rfc1337=1 on the server".into(),
+                    "failed connects"),
+                "none (the baseline has net.ipv4.tcp_rfc1337=0); contrast run with net.ipv4.tcp_rfc1337=1 on the server",
             ),
-            "rfc1337-off" => Remedy::of(
+            "rfc1337-off" => Remedy::new(
+                "tcp_rfc1337=0",
                 Variant {
-                    label: "tcp_rfc1337=0".into(),
                     rfc1337: false,
                     connect_timeout: RFC1337_CONNECT_TIMEOUT,
                     ..base_v
@@ -710,11 +566,11 @@ impl Scenario for Timewait {
                     "the collisions remain but cost a SYN resend each instead of a stalled connect",
                     m.reuses as f64,
                 ),
-                "net.ipv4.tcp_rfc1337=0 on the server".into(),
+                "net.ipv4.tcp_rfc1337=0 on the server",
             ),
-            "ephemeral-port" => Remedy::of(
+            "ephemeral-port" => Remedy::new(
+                "a new ephemeral port per connection",
                 Variant {
-                    label: "a new ephemeral port per connection".into(),
                     fixed_port: false,
                     ..base_v
                 },
@@ -725,9 +581,9 @@ impl Scenario for Timewait {
                 ),
                 format!("the client lets connect() pick its port instead of binding {CLIENT_PORT}"),
             ),
-            "client-closes-first" => Remedy::of(
+            "client-closes-first" => Remedy::new(
+                "client closes first",
                 Variant {
-                    label: "client closes first".into(),
                     close_first: CloseFirst::Client,
                     ..base_v
                 },
@@ -736,7 +592,7 @@ impl Scenario for Timewait {
                     "no collision at the server; every reconnect fails at the client",
                     m.n.saturating_sub(1) as f64,
                 ),
-                "the client closes each connection first (the server after it)".into(),
+                "the client closes each connection first (the server after it)",
             ),
             other => return Err(driver::unknown(other, "a timewait-collision")),
         })
@@ -746,7 +602,7 @@ impl Scenario for Timewait {
         run.measured(if self.contrast(name) {
             run.failed() as f64
         } else {
-            harm(run).amount
+            self.harm(run).amount
         })
     }
 
@@ -816,7 +672,7 @@ impl Scenario for Timewait {
         if !rows.is_empty() {
             notes.push(format!(
                 "Harm counted per run: SYN resends (client TcpExtTCPSynRetrans) plus failed connects; the baseline measured {}.",
-                harm(base)
+                self.harm(base)
             ));
         }
         let baseline_label = format!(

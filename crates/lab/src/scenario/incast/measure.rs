@@ -40,49 +40,7 @@ pub(super) fn measure(
     let deadline = Instant::now() + Duration::from_millis(cfg.max_run_duration_ms);
     let local_stop = Arc::new(AtomicBool::new(false));
 
-    // Senders: listen, accept the receiver, answer each request with that many bytes.
-    let (ready_tx, ready_rx) = mpsc::channel();
-    let mut workers = Vec::new();
-    for i in 0..n {
-        let addr = SocketAddrV4::new(t.subnet.host(10 + i), SERVER_PORT);
-        let ready = ready_tx.clone();
-        let stop = Arc::clone(&local_stop);
-        workers.push(netns::spawn(
-            &t.senders[i as usize],
-            &format!("tdoc-s{i}"),
-            move || {
-                let l = traffic::listen(addr, 16)
-                    .map_err(|e| Error::io(format!("sender {i}: listen on {addr}"), e));
-                let _ = ready.send(l.is_ok());
-                let l = l?;
-                let mut s = traffic::accept_one(&l, &stop, deadline + ROUND_TIMEOUT)
-                    .map_err(|e| Error::io(format!("sender {i}: accept"), e))?;
-                s.set_nodelay(true)
-                    .map_err(|e| Error::io("set TCP_NODELAY", e))?;
-                let chunk = vec![0x5au8; 64 * 1024];
-                let mut req = [0u8; 8];
-                while let Ok(true) =
-                    traffic::read_full(&mut s, &mut req, &stop, deadline + ROUND_TIMEOUT)
-                {
-                    let want = u64::from_be_bytes(req);
-                    if want == 0 {
-                        break;
-                    }
-                    if traffic::write_bytes(&mut s, want, &chunk).is_err() {
-                        break;
-                    }
-                }
-                Ok(SenderTcp::of(&s))
-            },
-        )?);
-    }
-    drop(ready_tx);
-    for _ in 0..n {
-        match ready_rx.recv_timeout(Duration::from_secs(5)) {
-            Ok(true) => {}
-            _ => break,
-        }
-    }
+    let workers = spawn_senders(t, n, deadline, &local_stop)?;
 
     // Receiver: connect to every sender, then request rounds.
     let sender_addrs: Vec<SocketAddrV4> = (0..n)
@@ -96,12 +54,7 @@ pub(super) fn measure(
     let receiver = netns::spawn(&t.receiver, "tdoc-rx", move || {
         receive_rounds(&sender_addrs, rounds, block, deadline, &rx_stop)
     })?;
-    while !receiver.is_finished() {
-        if ext_stop.load(Ordering::Relaxed) {
-            local_stop.store(true, Ordering::Relaxed);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    netns::wait(|| receiver.is_finished(), ext_stop, &local_stop);
     let result = receiver.join();
     local_stop.store(true, Ordering::Relaxed);
     let tcp: Vec<SenderTcp> = workers
@@ -115,42 +68,13 @@ pub(super) fn measure(
         .map(|ns| netns::counters(ns))
         .collect::<Result<_>>()?;
     let trace = tracer.finish();
-    let per_sender: Vec<SenderStats> = before
-        .iter()
-        .zip(&after)
-        .enumerate()
-        .map(|(i, (b, a))| {
-            let d = a.delta_since(b);
-            SenderStats {
-                tcp: tcp.get(i).copied().unwrap_or_default(),
-                sender: i as u32,
-                retrans_segs: d.get("TcpRetransSegs"),
-                timeouts: d.get("TcpExtTCPTimeouts"),
-                rto_expiries: RTO_COUNTERS.iter().map(|c| d.get(c)).sum(),
-                loss_probes: d.get("TcpExtTCPLossProbes"),
-                timer_events: RTO_COUNTERS.iter().map(|c| d.get(c)).sum::<i64>()
-                    + d.get("TcpExtTCPLossProbes"),
-                fast_retrans: d.get("TcpExtTCPFastRetrans"),
-            }
-        })
-        .collect();
+    let per_sender = per_sender(&before, &after, &tcp);
     let mut sorted = round_us.clone();
     sorted.sort_unstable();
     let total_us: u64 = round_us.iter().sum();
     let share = block / u64::from(n) * u64::from(n);
     let bytes = share * round_us.len() as u64;
-    let mss = per_sender
-        .iter()
-        .map(|s| s.tcp.mss_bytes)
-        .find(|&m| m > 0)
-        .unwrap_or(0);
-    let line_round_us = cfg.rate_bits_per_s().ok().map(|rate| {
-        // The round's frames at the line rate (or the paced senders' combined rate), less
-        // what the bucket's burst lets through at once (it refills between rounds).
-        let rate = pace.map_or(rate, |p| rate.min(p * f64::from(n)));
-        let frames = share as f64 / payload_share(mss);
-        ((frames - cfg.burst_bytes as f64).max(0.0) * 8.0 / rate * 1e6) as u64
-    });
+    let line_round_us = line_round_us(cfg, n, share, pace, &per_sender);
     let slow_threshold_us = diagnose::reference_round_us(&round_us, line_round_us).unwrap_or(0)
         + SLOW_ROUND.as_micros() as u64;
     Ok(Run {
@@ -188,6 +112,109 @@ pub(super) fn measure(
         congestion_control: String::new(),
         bottleneck_limit_bytes: cfg.limit_bytes,
         sender_rate_bits_per_s: None,
+    })
+}
+
+/// The first `n` senders, each on a thread in its namespace: listen, accept the receiver,
+/// answer each request with that many bytes; returns once each listens (or 5 s passed).
+fn spawn_senders(
+    t: &Topology,
+    n: u32,
+    deadline: Instant,
+    stop: &Arc<AtomicBool>,
+) -> Result<Vec<netns::Worker<SenderTcp>>> {
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let mut workers = Vec::new();
+    for i in 0..n {
+        let addr = SocketAddrV4::new(t.subnet.host(10 + i), SERVER_PORT);
+        let ready = ready_tx.clone();
+        let stop = Arc::clone(stop);
+        workers.push(netns::spawn(
+            &t.senders[i as usize],
+            &format!("tdoc-s{i}"),
+            move || {
+                let l = traffic::listen(addr, 16)
+                    .map_err(|e| Error::io(format!("sender {i}: listen on {addr}"), e));
+                let _ = ready.send(l.is_ok());
+                let l = l?;
+                let mut s = traffic::accept_one(&l, &stop, deadline + ROUND_TIMEOUT)
+                    .map_err(|e| Error::io(format!("sender {i}: accept"), e))?;
+                s.set_nodelay(true)
+                    .map_err(|e| Error::io("set TCP_NODELAY", e))?;
+                let chunk = vec![0x5au8; 64 * 1024];
+                let mut req = [0u8; 8];
+                while let Ok(true) =
+                    traffic::read_full(&mut s, &mut req, &stop, deadline + ROUND_TIMEOUT)
+                {
+                    let want = u64::from_be_bytes(req);
+                    if want == 0 {
+                        break;
+                    }
+                    if traffic::write_bytes(&mut s, want, &chunk).is_err() {
+                        break;
+                    }
+                }
+                Ok(SenderTcp::of(&s))
+            },
+        )?);
+    }
+    drop(ready_tx);
+    for _ in 0..n {
+        match ready_rx.recv_timeout(Duration::from_secs(5)) {
+            Ok(true) => {}
+            _ => break,
+        }
+    }
+    Ok(workers)
+}
+
+/// Each sender's counter deltas (`after` against `before`) and its socket's view.
+fn per_sender(
+    before: &[tcpdoctor_host::counters::Snapshot],
+    after: &[tcpdoctor_host::counters::Snapshot],
+    tcp: &[SenderTcp],
+) -> Vec<SenderStats> {
+    before
+        .iter()
+        .zip(after)
+        .enumerate()
+        .map(|(i, (b, a))| {
+            let d = a.delta_since(b);
+            SenderStats {
+                tcp: tcp.get(i).copied().unwrap_or_default(),
+                sender: i as u32,
+                retrans_segs: d.get("TcpRetransSegs"),
+                timeouts: d.get("TcpExtTCPTimeouts"),
+                rto_expiries: RTO_COUNTERS.iter().map(|c| d.get(c)).sum(),
+                loss_probes: d.get("TcpExtTCPLossProbes"),
+                timer_events: RTO_COUNTERS.iter().map(|c| d.get(c)).sum::<i64>()
+                    + d.get("TcpExtTCPLossProbes"),
+                fast_retrans: d.get("TcpExtTCPFastRetrans"),
+            }
+        })
+        .collect()
+}
+
+/// A round of `share` bytes at the bottleneck's line rate (or the paced senders' combined
+/// rate, if lower), when the rate is known.
+fn line_round_us(
+    cfg: &Config,
+    n: u32,
+    share: u64,
+    pace: Option<f64>,
+    per_sender: &[SenderStats],
+) -> Option<u64> {
+    let mss = per_sender
+        .iter()
+        .map(|s| s.tcp.mss_bytes)
+        .find(|&m| m > 0)
+        .unwrap_or(0);
+    cfg.rate_bits_per_s().ok().map(|rate| {
+        // The round's frames at the line rate (or the paced senders' combined rate), less
+        // what the bucket's burst lets through at once (it refills between rounds).
+        let rate = pace.map_or(rate, |p| rate.min(p * f64::from(n)));
+        let frames = share as f64 / payload_share(mss);
+        ((frames - cfg.burst_bytes as f64).max(0.0) * 8.0 / rate * 1e6) as u64
     })
 }
 

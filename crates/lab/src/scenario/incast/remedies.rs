@@ -9,8 +9,8 @@ use tcpdoctor_model::Pathology;
 
 use super::measure::measure;
 use super::{
-    build, fan_in_of, harm, payload_share, reproduction, set_pacing, set_rto_min, validate, Config,
-    Pacing, Run, Setup, DIAGNOSED_BY, PACING_BURST_BYTES,
+    build, diagnosed_run, harm, payload_share, reproduction, set_pacing, set_rto_min, validate,
+    Config, Pacing, Run, Setup, PACING_BURST_BYTES,
 };
 use crate::diagnose;
 use crate::remedy::{self, Harm, Measured, Prediction, Row, Tolerance};
@@ -34,20 +34,6 @@ pub struct Facts {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pace_80_wire_bits_per_s: Option<f64>,
 }
-
-/// The remedies `--remedies` measures for incast, in table order: those this lab builds,
-/// then those that need what this kernel may lack (each row says whether it could be built).
-pub const REMEDIES: [&str; 9] = [
-    "rto-min-5ms",
-    "pace-80",
-    "pace-share",
-    "bbr",
-    "deeper-buffer",
-    "fewer-senders",
-    "dctcp",
-    "red-ecn",
-    "fq-codel",
-];
 
 /// The RTO floor of the `rto-min-5ms` remedy.
 pub const REMEDY_RTO_MIN_US: u64 = 5_000;
@@ -93,25 +79,20 @@ fn run_setup(
         if stop.load(Ordering::Relaxed) {
             break;
         }
-        set_rto_min(&topo, n, rto_min_us)?;
         let pace = match setup.pacing {
             Pacing::None => None,
             Pacing::EachAt(share) => Some(share * rate),
             Pacing::SharedAt(share) => Some(share * rate / f64::from(n)),
         };
         set_pacing(&topo, cfg, n, pace)?;
-        let mut r = measure(&topo, cfg, n, rto_min_us, pace, stop)?;
-        let fan = fan_in_of(&r);
-        r.time_lost_share = fan.time_lost_share();
-        r.findings = diagnose::fan_in(&fan);
-        diagnose::merge_trace_into_incast(&mut r.findings, r.trace.findings.clone());
-        r.congestion_control = setup
-            .congestion_control
-            .clone()
-            .unwrap_or_else(|| cfg.congestion_control.clone());
-        r.bottleneck_limit_bytes = setup.limit_bytes.unwrap_or(cfg.limit_bytes);
-        r.sender_rate_bits_per_s = pace;
-        runs.push(r);
+        runs.push(diagnosed_run(
+            &topo,
+            cfg,
+            setup,
+            (n, rto_min_us),
+            pace,
+            stop,
+        )?);
     }
     Ok((runs, topo.lab.namespaces().to_vec()))
 }
@@ -323,7 +304,7 @@ impl Incast {
         let frame_share = self.frame_share();
         let deep_limit = self.deep_limit();
         let n = base.senders;
-        let rb = (cfg.block_bytes / u64::from(n) * u64::from(n)) as f64;
+        let rb = base.round_bytes(cfg.block_bytes) as f64;
         let reference =
             diagnose::reference_round_us(&base.round_us, base.line_round_us).unwrap_or(0) as f64;
         // Each round: its typical part and what it lost beyond the reference.
@@ -454,8 +435,22 @@ impl Scenario for Incast {
     type Facts = Facts;
     const NAME: &'static str = "incast";
     const PATHOLOGY: Pathology = Pathology::Incast;
-    const DIAGNOSED_BY: &'static [&'static str] = &DIAGNOSED_BY;
-    const REMEDIES: &'static [&'static str] = &REMEDIES;
+    const DIAGNOSED_BY: &'static [&'static str] = &[
+        "the lab's fan-in detector (each sender's retransmission-timer counters and the round times)",
+    ];
+    /// Those this lab builds, then those that need what this kernel may lack (each row says
+    /// whether it could be built).
+    const REMEDIES: &'static [&'static str] = &[
+        "rto-min-5ms",
+        "pace-80",
+        "pace-share",
+        "bbr",
+        "deeper-buffer",
+        "fewer-senders",
+        "dctcp",
+        "red-ecn",
+        "fq-codel",
+    ];
 
     fn config(&self) -> &Config {
         &self.cfg
