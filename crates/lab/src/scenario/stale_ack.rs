@@ -710,6 +710,21 @@ impl StaleAck {
         }
     }
 
+    /// The scenario as a recorded run left it after its baseline: the forced check's result
+    /// and the kernel it ran on, to judge the recorded runs again without root
+    /// (crates/lab/tests/verdicts.rs).
+    pub fn recorded(cfg: Config, forced: Forced, kernel: String) -> StaleAck {
+        StaleAck {
+            cfg,
+            cpus: None,
+            checked: Some(Checked {
+                forced,
+                trace: crate::trace::RunTrace::default(),
+                kernel,
+            }),
+        }
+    }
+
     fn checked(&self) -> &Checked {
         self.checked
             .as_ref()

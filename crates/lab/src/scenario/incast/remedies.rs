@@ -188,6 +188,45 @@ impl Incast {
         }
     }
 
+    /// The scenario as a recorded `--remedies` run left it after its baseline (the
+    /// baseline's runs, what it measured of the host), to judge the recorded remedy runs
+    /// again without root (crates/lab/tests/verdicts.rs).
+    pub fn recorded(cfg: Config, base_runs: Vec<Run>, facts: Facts) -> Result<Incast> {
+        let mut s = Incast::new(cfg);
+        s.rate = s.cfg.rate_bits_per_s()?;
+        s.base_runs = base_runs;
+        s.facts = facts;
+        Ok(s)
+    }
+
+    /// The row of `run`, one run of remedy `name`'s sweep (`r`), judged against the
+    /// baseline's run at its sender count; `None` when the baseline has none.
+    pub fn row_of(&self, name: &str, r: &Remedy<Sweep>, run: Run) -> Option<Row<Run>> {
+        let base = self.base_of(name, &run)?;
+        let n = base.senders;
+        let changes = match name {
+            "deeper-buffer" => format!(
+                "bottleneck tbf limit {} bytes instead of {} (a whole round)",
+                crate::remedy::thousands(self.deep_limit()),
+                crate::remedy::thousands(self.cfg.limit_bytes)
+            ),
+            "fewer-senders" => {
+                format!(
+                    "{} senders instead of {n}, same block per round",
+                    run.senders
+                )
+            }
+            _ => self.changes_of(name),
+        };
+        let remedy = Remedy {
+            label: r.label.clone(),
+            variant: r.variant.clone(),
+            prediction: self.prediction(name, &run, base),
+            changes,
+        };
+        Some(driver::row(self, name, remedy, run, base))
+    }
+
     /// Why this kernel or lab cannot build remedy `name`, if it cannot (what it looked at
     /// goes into the facts).
     fn missing(&mut self, name: &str) -> Result<Option<String>> {
@@ -597,33 +636,10 @@ impl Scenario for Incast {
         if name == "pace-80" {
             rows.namespaces.extend(self.tbf_accuracy(common, stop)?);
         }
-        for run in runs {
-            let Some(base) = self.base_of(name, &run) else {
-                continue;
-            };
-            let n = base.senders;
-            let changes = match name {
-                "deeper-buffer" => format!(
-                    "bottleneck tbf limit {} bytes instead of {} (a whole round)",
-                    crate::remedy::thousands(self.deep_limit()),
-                    crate::remedy::thousands(self.cfg.limit_bytes)
-                ),
-                "fewer-senders" => {
-                    format!(
-                        "{} senders instead of {n}, same block per round",
-                        run.senders
-                    )
-                }
-                _ => self.changes_of(name),
-            };
-            let remedy = Remedy {
-                label: r.label.clone(),
-                variant: r.variant.clone(),
-                prediction: self.prediction(name, &run, base),
-                changes,
-            };
-            rows.rows.push(driver::row(self, name, remedy, run, base));
-        }
+        rows.rows.extend(
+            runs.into_iter()
+                .filter_map(|run| self.row_of(name, &r, run)),
+        );
         Ok(rows)
     }
 
