@@ -411,6 +411,7 @@ fn retransmission_timeouts_that_fill_the_run_are_time_lost() {
 /// failure / 3.3 per s sustainable = rate vs budget = 0".
 #[test]
 fn no_rate_is_computed_from_no_success() {
+    use super::ports::rate_vs_budget;
     assert_eq!(rate_vs_budget(0, 0.001, 3.3), None);
     let burst = rate_vs_budget(198, 0.02, 3.3).unwrap();
     assert!((burst - 9900.0 / 3.3).abs() < 1e-6, "{burst}");
