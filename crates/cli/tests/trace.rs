@@ -1920,3 +1920,28 @@ fn connections_mode_reports_each_connections_lifetime_bytes_and_process() {
     let tx: u64 = conns.iter().map(|c| c["tx_bytes"].as_u64().unwrap()).sum();
     assert_eq!(totals["tx_bytes"], tx, "{report:#}");
 }
+
+/// A recording cut mid-line (a copy interrupted, a disk filled) is refused in one line that
+/// names the file and the line; no root is needed to replay.
+#[test]
+fn a_cut_recording_is_a_one_line_error_naming_the_file_and_its_line() {
+    let src = format!(
+        "{}/../../tests/data/trace/syn-drop.rec.jsonl",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&src).unwrap();
+    let second = text.find('\n').unwrap() + 1;
+    let cut = &text[..second + (text[second..].find('\n').unwrap() / 2)];
+    let path = std::env::temp_dir().join(format!("tdoc-cut-{}.jsonl", std::process::id()));
+    std::fs::write(&path, cut).unwrap();
+    let p = path.display().to_string();
+    let (code, out, err) = support::run(&["trace", "--replay", &p]);
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(code, 2, "{out}{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains(&p) && err.contains("line 2"), "{err}");
+    // The whole recording replays.
+    let (code, out, err) = support::run(&["trace", "--replay", &src, "--json"]);
+    assert!(code == 0 || code == 1, "{code}: {err}");
+    assert!(out.contains("\"syn_resends\""), "{out}");
+}

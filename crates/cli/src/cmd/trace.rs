@@ -319,7 +319,8 @@ fn print_report(
 fn replay(path: &Path, json: bool) -> anyhow::Result<i32> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| anyhow::anyhow!("--replay {}: {e}", path.display()))?;
-    let r = tcpdoctor_trace::recording::replay(&text)?;
+    let r = tcpdoctor_trace::recording::replay(&text)
+        .map_err(|e| anyhow::anyhow!("--replay {}: {e}", path.display()))?;
     let connections = r.header.connections;
     if !json {
         let scope = Netns::describe_all(&r.header.netns);
