@@ -472,16 +472,10 @@ pub fn fold_overflow_consequences(
     if touched == 0 || touched > overflows {
         return;
     }
-    let (folded, rest): (Vec<Finding>, Vec<Finding>) =
-        std::mem::take(findings).into_iter().partition(consequence);
-    *findings = rest;
-    let cause = findings
-        .iter_mut()
-        .find(|f| f.pathology == Pathology::AcceptQueueOverflow)
-        .expect("checked above");
-    for f in folded {
-        tcpdoctor_model::merge::fold(cause, f);
+    for f in findings.iter_mut().filter(|f| consequence(f)) {
+        f.consequence_of = Some(Pathology::AcceptQueueOverflow);
     }
+    tcpdoctor_model::merge::fold_consequences(findings);
     tcpdoctor_model::finding::rank(findings);
 }
 

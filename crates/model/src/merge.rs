@@ -132,6 +132,37 @@ fn live(f: &Finding) -> bool {
     f.source != Source::Check
 }
 
+/// Rule 1 alone, for a command that builds its own list: every finding proved a consequence
+/// of a cause ([`Finding::consequence_of`]) whose finding is in `findings` folds into it
+/// ([`fold`]); a consequence without its cause beside it stays a finding of its own. Used
+/// where a command proves the consequence from its own evidence: analyze (a connect still in
+/// its SYN ladder at the capture's end beside completed resends), probe (the same at the
+/// run's end) and the lab (requests into connections a full accept queue never accepted).
+pub fn fold_consequences(findings: &mut Vec<Finding>) {
+    let causes: Vec<_> = findings
+        .iter()
+        .filter(|f| live(f) && f.consequence_of.is_none())
+        .map(|f| f.pathology)
+        .collect();
+    let (consequences, rest): (Vec<Finding>, Vec<Finding>) = std::mem::take(findings)
+        .into_iter()
+        .partition(|f| f.consequence_of.is_some_and(|c| causes.contains(&c)));
+    *findings = rest;
+    fold_each(findings, consequences);
+}
+
+/// Folds each consequence into the first live finding of its cause, which must be there.
+fn fold_each(out: &mut [Finding], consequences: Vec<Finding>) {
+    for c in consequences {
+        let cause = c.consequence_of.expect("a consequence");
+        let g = out
+            .iter_mut()
+            .find(|g| live(g) && g.pathology == cause)
+            .expect("a cause present among the live findings");
+        fold(g, c);
+    }
+}
+
 /// The findings of several sources as one list: one finding per cause (module docs).
 /// Unranked: the report ranks them.
 pub fn merge(found: Vec<Finding>) -> Vec<Finding> {
@@ -158,14 +189,7 @@ pub fn merge(found: Vec<Finding>) -> Vec<Finding> {
         }
     }
     // Rule 1.
-    for c in consequences {
-        let cause = c.consequence_of.expect("partitioned on it");
-        let g = out
-            .iter_mut()
-            .find(|g| g.pathology == cause)
-            .expect("a cause present among the live findings");
-        fold(g, c);
-    }
+    fold_each(&mut out, consequences);
     // Rule 3.
     for s in settings {
         // Only into harm judged at least as severe: a warning exposure is not hidden under an

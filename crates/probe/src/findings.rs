@@ -94,7 +94,7 @@ pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec
 /// One cause, one finding: when connects of the run completed after SYN resends (a
 /// `syn_retransmit` finding), connects still waiting for a SYN-ACK inside their ladder when
 /// the run ended are the same SYN loss caught mid-ladder, not a second cause: their finding
-/// (at `at` in `out`) folds into the resends' as a consequence ([`merge::fold`]: its summary
+/// (at `at` in `out`) folds into the resends' as a consequence ([`merge::fold_consequences`]: its summary
 /// and evidence kept, the waits judged with the resends'). Measured: a syn-drop lab run
 /// (30% of SYNs dropped) ranked "1 connects ... got no SYN-ACK in 1.96 s ... still waiting
 /// when -d ended the run" as a CRITICAL unanswered_syn before its syn_retransmit (conformance,
@@ -103,17 +103,10 @@ fn fold_connects_in_their_ladder(out: &mut Vec<Finding>, at: &[usize]) {
     if at.is_empty() || !out.iter().any(|f| f.pathology == Pathology::SynRetransmit) {
         return;
     }
-    let mut caught = Vec::new();
-    for &i in at.iter().rev() {
-        caught.push(out.remove(i));
+    for &i in at {
+        out[i].consequence_of = Some(Pathology::SynRetransmit);
     }
-    let cause = out
-        .iter_mut()
-        .find(|f| f.pathology == Pathology::SynRetransmit)
-        .expect("checked above");
-    for f in caught.into_iter().rev() {
-        merge::fold(cause, f);
-    }
+    merge::fold_consequences(out);
 }
 
 /// The finding of one group of slow requests by cause, with its counters, slow phase and

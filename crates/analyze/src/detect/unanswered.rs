@@ -438,19 +438,18 @@ impl Detector for Unanswered {
 /// SYN inside their ladder as the capture ended, and other attempts of the capture completed
 /// after SYN resends (a `syn_retransmit` finding, concluded before this one), they are the same
 /// SYN loss caught mid-ladder: the finding folds into the resends' as a consequence
-/// ([`merge::fold`]). Attempts that gave up, or SYNs overdue that were never resent, stay a
+/// ([`merge::fold_consequences`]). Attempts that gave up, or SYNs overdue that were never resent, stay a
 /// finding of their own. Measured: a syn-drop lab capture (30% of SYNs dropped) ranked "1
 /// connection attempt(s) were still resending unanswered SYNs when the capture ended; longest
 /// wait 1.023 s" as a CRITICAL unanswered_syn before its syn_retransmit (conformance, 2 of 11
 /// full-suite runs).
 fn fold_or_push(d: &UnansweredDetails, f: Finding, out: &mut Vec<Finding>) {
     let only_in_ladder = d.connections + d.waiting_overdue == 0 && d.waiting_resent > 0;
-    match out
-        .iter_mut()
-        .find(|g| g.pathology == Pathology::SynRetransmit)
-    {
-        Some(cause) if only_in_ladder => merge::fold(cause, f),
-        _ => out.push(f),
+    if only_in_ladder && out.iter().any(|g| g.pathology == Pathology::SynRetransmit) {
+        out.push(f.consequence_of(Pathology::SynRetransmit));
+        merge::fold_consequences(out);
+    } else {
+        out.push(f);
     }
 }
 
