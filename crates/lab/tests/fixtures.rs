@@ -7,6 +7,9 @@
 //! `TDOC_BLESS=1 cargo test -p tcpdoctor-lab --test fixtures` writes the goldens anew (after a
 //! deliberate change of the output, or new recordings).
 
+#[path = "../../../tests/support/golden.rs"]
+mod golden;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -77,27 +80,7 @@ fn page_without_drawing(page: &str) -> String {
 
 /// Compares `got` with the golden file `name.ext` (writes it with `TDOC_BLESS=1`).
 fn golden(name: &str, ext: &str, got: &str) -> Result<(), String> {
-    let path = dir().join(format!("{name}.{ext}"));
-    if std::env::var_os("TDOC_BLESS").is_some() {
-        std::fs::write(&path, got).unwrap();
-        return Ok(());
-    }
-    let want = std::fs::read_to_string(&path)
-        .map_err(|e| format!("{}: {e} (TDOC_BLESS=1 records it)", path.display()))?;
-    if want == got {
-        return Ok(());
-    }
-    let line = want
-        .lines()
-        .zip(got.lines())
-        .position(|(a, b)| a != b)
-        .unwrap_or_else(|| want.lines().count().min(got.lines().count()));
-    Err(format!(
-        "{name}.{ext} differs from line {}:\n  want: {:?}\n  got:  {:?}",
-        line + 1,
-        want.lines().nth(line).unwrap_or("<end>"),
-        got.lines().nth(line).unwrap_or("<end>")
-    ))
+    golden::compare(&dir(), name, ext, got)
 }
 
 /// Reads fixture `name`, completes what its JSON leaves to the provenance (`complete`),

@@ -17,6 +17,9 @@
 //! tcpdoctor-trace --test fixtures` writes the goldens anew (after a deliberate change of the
 //! output, or new recordings); the judgement assertions are not blessed.
 
+#[path = "../../../tests/support/golden.rs"]
+mod golden;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -130,27 +133,7 @@ fn merged(r: &Replayed) -> Vec<Finding> {
 
 /// Compares `got` with the golden file `name.ext` (writes it with `TDOC_BLESS=1`).
 fn golden(name: &str, ext: &str, got: &str) -> Result<(), String> {
-    let path = dir().join(format!("{name}.{ext}"));
-    if std::env::var_os("TDOC_BLESS").is_some() {
-        std::fs::write(&path, got).unwrap();
-        return Ok(());
-    }
-    let want = std::fs::read_to_string(&path)
-        .map_err(|e| format!("{}: {e} (TDOC_BLESS=1 records it)", path.display()))?;
-    if want == got {
-        return Ok(());
-    }
-    let line = want
-        .lines()
-        .zip(got.lines())
-        .position(|(a, b)| a != b)
-        .unwrap_or_else(|| want.lines().count().min(got.lines().count()));
-    Err(format!(
-        "{name}.{ext} differs from line {}:\n  want: {:?}\n  got:  {:?}",
-        line + 1,
-        want.lines().nth(line).unwrap_or("<end>"),
-        got.lines().nth(line).unwrap_or("<end>")
-    ))
+    golden::compare(&dir(), name, ext, got)
 }
 
 /// Each recording's replay, printed as the live command prints it, against its goldens.
