@@ -116,7 +116,7 @@ pub fn require_root_and_tools(test: &str, tools: &[&str]) -> bool {
 /// lab runs; README), which the traces report as `not_traced` and the tests allow; the lock
 /// removes the trigger that can be removed. These tests compare what was traced with the
 /// kernel's own counters, so no other test may attach or detach meanwhile. The lock is a file
-/// lock (`flock`) in the workspace's target directory, so it holds also across test binaries
+/// lock (`flock`) in /run/lock, so it holds also across test binaries and checkouts
 /// run at once (scripts/test.sh runs them one after another: running two lanes side by side
 /// was tried and failed 4 tests in 1 of 3 runs, cause not found), taken after a lock within
 /// the binary (whose threads share one open file description otherwise). A test that failed holding it (poisoned) does not matter to the
@@ -142,7 +142,14 @@ fn bpf_lock(exclusive: bool) -> BpfGuard {
     } else {
         Inner::Read(LOCK.read().unwrap_or_else(|e| e.into_inner()))
     };
-    let path = concat!(env!("CARGO_TARGET_TMPDIR"), "/tcpdoctor-bpf.lock");
+    // One lock per machine, not per target directory: two checkouts' suites (a worktree
+    // beside main) load the same kernel's tracepoints. /run/lock is the system's directory for
+    // lock files (tmpfs, world-writable with the sticky bit); the target's when it is missing.
+    let path: &str = if std::path::Path::new("/run/lock").is_dir() {
+        "/run/lock/tcpdoctor-tests-bpf.lock"
+    } else {
+        concat!(env!("CARGO_TARGET_TMPDIR"), "/tcpdoctor-bpf.lock")
+    };
     // flock needs only a read descriptor: a user who cannot write the file (made by a root
     // run) still takes the lock. One who cannot create it either loads no eBPF program
     // (that needs root), so the lock within the binary is enough there.
