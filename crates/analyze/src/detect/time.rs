@@ -12,7 +12,9 @@
 //! service that is always slow is slow). Time TCP itself waited within the exchange
 //! (retransmission timeouts, zero windows) is that cause's, reported by its own detector: it
 //! is taken off every part first, and an exchange it explains names nothing here. Two parts
-//! past the floor name neither (a conversation: either side may speak in turn).
+//! past the floor name neither (a conversation: either side may speak in turn), unless one
+//! of them is the path's, measured by a whole handshake, and the larger is [`DOMINANT`]
+//! times the other: that one is named and the other said beside it.
 //!
 //! A SYN-ACK past the floor whose leg the request's own round trip shows the path does not
 //! explain (a third of it or less, on no SYN-ACK resend timer) is `unexplained_delay`: the
@@ -57,6 +59,15 @@ pub const SERVICES_MAX: usize = 1024;
 /// median of that part (unless the median is past the floor itself).
 pub const ABOVE_MEDIAN: u64 = 3;
 
+/// When the path and one other part of a first exchange both pass the floor, the larger is
+/// named if it is at least this many times the other, and the other is said beside it; closer
+/// than that names neither. The path's part is measured by the handshake, so it is not a
+/// conversation's turn: a path of 878 ms round trips (a public capture, latency2.pcapng)
+/// leaves at most 293 ms to the server, and a server of 1 s behind a 150 ms path is the
+/// server's. The client's and the server's parts together stay a conversation's, named by
+/// neither.
+pub const DOMINANT: u64 = 2;
+
 /// A server wait this long at the median is also what a long poll or a push channel held open
 /// by design looks like: the server finding says so (a capture cannot tell them from a server
 /// stuck for as long).
@@ -81,6 +92,15 @@ enum Part {
 
 impl Part {
     const ALL: [Part; 3] = [Part::Network, Part::Server, Part::Client];
+
+    /// What the part is called in a sentence.
+    fn noun(self) -> &'static str {
+        match self {
+            Part::Network => "path",
+            Part::Server => "server",
+            Part::Client => "client",
+        }
+    }
 
     fn pathology(self) -> Pathology {
         match self {
@@ -194,13 +214,21 @@ struct Slow {
     examples: Vec<(u64, Example, SlowExchange)>,
     /// The largest value, exact (a histogram's is rounded to its bucket).
     max_us: u64,
+    /// Values of the exchanges where another part also passed the floor (this one at least
+    /// [`DOMINANT`] times it).
+    dominated: Option<Box<Hist>>,
 }
 
 impl Slow {
-    fn add(&mut self, v_us: u64, make: impl FnOnce() -> (Example, SlowExchange)) {
+    fn add(&mut self, v_us: u64, dominated: bool, make: impl FnOnce() -> (Example, SlowExchange)) {
         self.values
             .get_or_insert_with(|| Box::new(hist()))
             .saturating_record(v_us.max(1));
+        if dominated {
+            self.dominated
+                .get_or_insert_with(|| Box::new(hist()))
+                .saturating_record(v_us.max(1));
+        }
         self.max_us = self.max_us.max(v_us);
         if self.examples.len() < EXAMPLES || self.examples.last().is_some_and(|e| e.0 < v_us) {
             let at = self.examples.partition_point(|e| e.0 >= v_us);
@@ -325,16 +353,27 @@ impl Time {
         // What TCP waited within the exchange is its own cause's time.
         let left = values.map(|v| v.saturating_sub(e.tcp_wait_ns));
         let mut slow = Part::ALL.into_iter().filter(|&q| left[q as usize] >= floor);
-        match (slow.next(), slow.next()) {
-            (None, _) => {
+        let (one, also) = match (slow.next(), slow.next(), slow.next()) {
+            (Some(a), Some(b), None) if hs.is_some() => match dominant(a, b, &left) {
+                Some((one, other)) => (Some(one), Some(other)),
+                None => (None, Some(a)),
+            },
+            (Some(_), Some(b), _) => (None, Some(b)),
+            (a, _, _) => (a, None),
+        };
+        match one {
+            // Two parts past the floor, neither dominant: a conversation, or a path measured
+            // by no whole handshake.
+            None if also.is_some() => self.d.ambiguous += 1,
+            None => {
                 if values.iter().any(|&v| v >= floor) {
                     self.d.explained_by_tcp += 1;
                 }
             }
             // A path bounded only by an acknowledgement (no whole handshake: a SYN or SYN-ACK
             // resent, whose timer is that finding's) may hold the server's wait: not named.
-            (Some(Part::Network), None) if hs.is_none() => self.d.ambiguous += 1,
-            (Some(part), None) => {
+            Some(Part::Network) if hs.is_none() => self.d.ambiguous += 1,
+            Some(part) => {
                 // A SYN-ACK the path's round trip does not explain: the wait is real, its
                 // cause not shown (a middlebox's first pass or the server's SYN handling).
                 let unexplained =
@@ -347,7 +386,7 @@ impl Time {
                 };
                 let flow = c.label();
                 let v = left[part as usize] / 1_000;
-                slow.add(v, || {
+                slow.add(v, also.is_some(), || {
                     let x = SlowExchange {
                         flow: flow.clone(),
                         named,
@@ -362,10 +401,18 @@ impl Time {
                         transfer_us: p.transfer_ns / 1_000,
                         tcp_us: e.tcp_wait_ns / 1_000,
                     };
-                    (describe(part, &flow, e, &p, hs.as_ref()), x)
+                    let mut example = describe(part, &flow, e, &p, hs.as_ref());
+                    if let Some(o) = also {
+                        example.description += &format!(
+                            "; the {}'s part {}, at most half of the {}'s",
+                            o.noun(),
+                            us(left[o as usize] / 1_000),
+                            part.noun()
+                        );
+                    }
+                    (example, x)
                 });
             }
-            (Some(_), Some(_)) => self.d.ambiguous += 1,
         }
     }
 
@@ -389,6 +436,22 @@ impl Time {
             svc.rtt.saturating_record(h.rtt_ns() / 1_000);
             svc.points[h.point() as usize] += 1;
         }
+    }
+}
+
+/// Of two parts past the floor one of them the path's, the one at least [`DOMINANT`] times
+/// the other, first, with the other.
+fn dominant(a: Part, b: Part, left: &[u64; 3]) -> Option<(Part, Part)> {
+    if a != Part::Network && b != Part::Network {
+        return None;
+    }
+    let (va, vb) = (left[a as usize], left[b as usize]);
+    if va >= vb.saturating_mul(DOMINANT) {
+        Some((a, b))
+    } else if vb >= va.saturating_mul(DOMINANT) {
+        Some((b, a))
+    } else {
+        None
     }
 }
 
@@ -675,6 +738,8 @@ fn finding(
     let mut affected = 0u64;
     let mut observed = 0u64;
     let mut worst_us = 0u64;
+    // Of them, where another part also passed the floor (at most half of this one).
+    let mut dominated = 0u64;
     let mut lines = Vec::new();
     let mut examples: Vec<(u64, &Example)> = Vec::new();
     let mut slow_all = hist();
@@ -696,6 +761,10 @@ fn finding(
             continue;
         }
         affected += n;
+        dominated += slow
+            .dominated
+            .as_deref()
+            .map_or(0, |h| h.count_between(thr, HIST_MAX_US));
         worst_us = worst_us.max(slow.max_us);
         for v in values.iter_recorded() {
             if v.value_iterated_to() >= thr {
@@ -732,12 +801,19 @@ fn finding(
         quantile(&slow_all, 0.5).unwrap_or(0).min(worst_us)
     };
     let what = "connections";
+    // The other parts: under the floor, or (where one passed it too) at most half of this.
+    let others = |names: &str| match dominated {
+        0 => format!("{names} were quick"),
+        n if n == affected => format!("{names} took at most half as long"),
+        n => format!("{names} were quick, or took at most half as long ({n} of them)"),
+    };
     let summary = match part {
         Part::Server => {
             let mut s = format!(
-                "{affected} of {observed} {what} waited ~{} for the server's first answer (up to {}): from the request's last byte to the response's first byte, less the path's share; the path and the client were quick (a wait on a retransmission timeout or a zero window is left to that finding)",
+                "{affected} of {observed} {what} waited ~{} for the server's first answer (up to {}): from the request's last byte to the response's first byte, less the path's share; {} (a wait on a retransmission timeout or a zero window is left to that finding)",
                 us(p50),
-                us(worst_us)
+                us(worst_us),
+                others("the path and the client")
             );
             if p50 >= HELD_OPEN.as_micros() as u64 {
                 s.push_str("; waits this long are also what a long poll or a push channel looks like (the server answers when it has news): if this service holds requests open by design, that is this wait, not a slow server");
@@ -745,14 +821,16 @@ fn finding(
             s
         }
         Part::Network => format!(
-            "{affected} of {observed} {what} spent ~{} on the path before their first answer (up to {}): the handshake's round trip and the request's; the server and the client were quick (a wait on a retransmission timeout or a zero window is left to that finding)",
+            "{affected} of {observed} {what} spent ~{} on the path before their first answer (up to {}): the handshake's round trip and the request's; {} (a wait on a retransmission timeout or a zero window is left to that finding)",
             us(p50),
-            us(worst_us)
+            us(worst_us),
+            others("the server and the client")
         ),
         Part::Client => format!(
-            "{affected} of {observed} {what} waited ~{} (up to {}) between the handshake and the client's first request: the client held a connected socket and sent nothing; the path and the server were quick",
+            "{affected} of {observed} {what} waited ~{} (up to {}) between the handshake and the client's first request: the client held a connected socket and sent nothing; {}",
             us(p50),
-            us(worst_us)
+            us(worst_us),
+            others("the path and the server")
         ),
     };
     let timing = match part {

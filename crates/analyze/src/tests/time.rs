@@ -2,7 +2,7 @@
 
 use tcpdoctor_model::Pathology;
 
-use super::{tuple, Cap, A, P};
+use super::{tuple, Cap, A, P, S};
 use crate::engine::Config;
 
 const TIME: [Pathology; 3] = [
@@ -117,4 +117,59 @@ fn a_flow_row_keeps_its_first_exchange() {
     assert_eq!(f.exchanges, 2);
     assert_eq!(f.first_response_us, Some(299_950));
     assert_eq!(f.client_delay_us, Some(5_000));
+}
+
+/// A handshake whose SYN-ACK comes `leg_us` after the SYN, the client's ACK 100 us later;
+/// the request at once, its acknowledgement `ack_us` after it, the answer `answer_us` after it.
+fn slow_path(leg_us: u64, ack_us: u64, answer_us: u64) -> crate::Analysis {
+    let tp = tuple("10.0.0.1", 40000, "10.0.0.2", 80);
+    let mut c = Cap::new();
+    c.pkt(0, tp, true, S, 1000, 0, 0, 64240);
+    c.pkt(leg_us, tp, false, S | A, 5000, 1001, 0, 65160);
+    c.pkt(leg_us + 100, tp, true, A, 1001, 5001, 0, 502);
+    let req = leg_us + 200;
+    c.pkt(req, tp, true, P | A, 1001, 5001, 600, 502);
+    c.pkt(req + ack_us, tp, false, A, 5001, 1601, 0, 1000);
+    c.pkt(req + answer_us, tp, false, P | A, 5001, 1601, 1400, 1000);
+    c.pkt(req + answer_us + 100, tp, true, A, 1601, 6401, 0, 502);
+    c.run(Config::default())
+}
+
+/// The SYN-ACK takes 878 ms, the request's ACK 1.155 s and the answer 16 ms after that
+/// (latency2.pcapng of Practical Packet Analysis, tests/data/public): the path's 1.77 s and
+/// the server's 293 ms (the gap less the handshake's leg) both pass the floor, and the path is
+/// six times the server: the path is named, the server's part said beside it. A server of
+/// 1 s behind a 150 ms path (300 ms of the path's, 850 ms of the server's) is the server's.
+/// Parts within twice each other name neither.
+#[test]
+fn the_path_and_a_part_twice_smaller_name_the_larger() {
+    let a = slow_path(878_000, 1_155_000, 1_171_000);
+    assert_eq!(
+        time_findings(&a),
+        [Pathology::NetworkLatency],
+        "{:#?}",
+        a.findings
+    );
+    let f = &a.findings[0];
+    assert!(
+        f.summary.contains("took at most half as long"),
+        "{}",
+        f.summary
+    );
+    let text = format!("{:?}", f.evidence);
+    assert!(text.contains("the server's part 293"), "{text}");
+    assert_eq!(a.details.time.ambiguous, 0);
+
+    let a = slow_path(150_000, 150_000, 1_000_000);
+    assert_eq!(
+        time_findings(&a),
+        [Pathology::ServerResponse],
+        "{:#?}",
+        a.findings
+    );
+
+    // 400 ms of path, 500 ms of server: neither twice the other.
+    let a = slow_path(200_000, 200_000, 700_000);
+    assert_eq!(time_findings(&a), [], "{:#?}", a.findings);
+    assert_eq!(a.details.time.ambiguous, 1);
 }
