@@ -574,7 +574,7 @@ fn counters_step(
                     let in_trace_window: u64 = o.kernel_counters.values().map(syn).sum();
                     let at_edges =
                         o.syn_traced_at_edges + in_trace_window.saturating_sub(syn(&d.changed));
-                    tcpdoctor_trace::reconcile::reconcile(
+                    let counted = tcpdoctor_trace::reconcile::reconcile(
                         counted,
                         &mut o.findings,
                         &o.summary.syn_resends,
@@ -583,6 +583,12 @@ fn counters_step(
                         o.not_traced.values().sum(),
                         at_edges,
                         w,
+                    );
+                    tcpdoctor_trace::reconcile::consequences(
+                        counted,
+                        &mut o.findings,
+                        &o.summary.consequence_resends,
+                        &d.changed,
                     )
                 }
                 // Without the trace, the censuses can still show where the resends went.

@@ -365,6 +365,13 @@ impl Tally {
     }
 }
 
+/// Retransmissions of data or a FIN, by the timer or not.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Resent {
+    pub timeouts: u64,
+    pub other: u64,
+}
+
 /// Counts per cause, reason and flow: the body of the rolling and final summaries.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Summary {
@@ -386,6 +393,10 @@ pub struct Summary {
     /// `TcpExtTCPSynRetrans` counts; `syn_retransmit` holds the unexplained ones: lost,
     /// dropped, and SYN-ACK resends).
     pub syn_resends: BTreeMap<Pathology, u64>,
+    /// Data and FINs resent that the trace put down to another pathology as its consequence
+    /// (a connection a full accept queue never took), per that pathology: the events of
+    /// `TcpRetransSegs` (and, for timeouts, `TcpExtTCPTimeouts`) that are not a loss.
+    pub consequence_resends: BTreeMap<Pathology, Resent>,
     /// Records that could not be decoded.
     pub undecoded: u64,
     /// Events left out by the process/port filter.
@@ -442,6 +453,13 @@ pub struct Engine {
     /// Handshake ACKs a full accept queue refused, by (client, listener): the SYN-ACK
     /// resend that follows is the queue's doing. Bounded; taken by the resend.
     listen_acks_refused: HashSet<(SocketAddr, SocketAddr)>,
+    /// Listeners seen refusing connections for a full accept queue (a SYN resend put down to
+    /// it, or a handshake ACK traced as TCP_LISTEN_OVERFLOW).
+    overflowing: BTreeSet<SocketAddr>,
+    /// Flows whose segments a listener's host dropped for want of a socket (NO_SOCKET), by
+    /// (client, listener): with the listener overflowing, the connection was never taken.
+    /// Bounded.
+    no_socket: HashSet<(SocketAddr, SocketAddr)>,
     /// SYNs a traced timewait mini-socket refused, by the client's (local, remote): when,
     /// and the mini-socket's substate ([`old_ack`]).
     tw_refused: HashMap<(SocketAddr, SocketAddr), (u64, old_ack::Refusal)>,
@@ -476,6 +494,8 @@ impl Engine {
             syn_drops: HashMap::new(),
             listen_overflow: HashMap::new(),
             listen_acks_refused: HashSet::new(),
+            overflowing: BTreeSet::new(),
+            no_socket: HashSet::new(),
             tw_refused: HashMap::new(),
             timewait_netns: BTreeSet::new(),
             rtos: HashMap::new(),

@@ -5,7 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use tcpdoctor_model::{Finding, Pathology};
+use tcpdoctor_model::{Evidence, Finding, Pathology};
+
+use crate::attribute::Resent;
 
 /// The tracepoint every SYN resend passes (as [`crate::loader`] attaches it).
 const RETRANSMIT_HOOK: &str = "tcp_retransmit_skb";
@@ -142,6 +144,77 @@ pub fn reconcile(
                 }
                 out.push(f);
             }
+        }
+    }
+    out
+}
+
+/// Counter findings of data loss whose every counted event the trace explained as another
+/// finding's consequence, folded into that finding as evidence. `TcpRetransSegs` counts SYN
+/// resends and every data or FIN resend, `TcpExtTCPTimeouts` SYN resends and timer resends;
+/// when the SYN resends (`TcpExtTCPSynRetrans`) and the resends the trace put down to one cause
+/// (`resent`, [`crate::attribute::Summary::consequence_resends`]: data sent into a connection a
+/// full accept queue never took) make up the whole count, the counter's "retransmission"
+/// finding names a loss that was not one: its counters become the cause's evidence. Call after
+/// [`reconcile`], on the counter findings it left.
+pub fn consequences(
+    counted: Vec<Finding>,
+    traced: &mut [Finding],
+    resent: &BTreeMap<Pathology, Resent>,
+    delta: &BTreeMap<String, i64>,
+) -> Vec<Finding> {
+    let (timeouts, other) = resent
+        .values()
+        .fold((0, 0), |(t, o), r| (t + r.timeouts, o + r.other));
+    // One cause only: with several, which counted event is whose cannot be told.
+    let cause = match resent.keys().collect::<Vec<_>>()[..] {
+        [&p] if timeouts + other > 0 => p,
+        _ => return counted,
+    };
+    let syn = delta.get(SYN).copied().unwrap_or(0).max(0) as u64;
+    let explained = |name: &str| match name {
+        "TcpRetransSegs" => Some(syn + timeouts + other),
+        "TcpExtTCPTimeouts" => Some(syn + timeouts),
+        _ => None,
+    };
+    let mut out = Vec::new();
+    for f in counted {
+        let counters: Vec<(String, i64)> = f
+            .evidence
+            .iter()
+            .filter_map(|e| match e {
+                Evidence::Counter { name, delta } => Some((name.clone(), *delta)),
+                _ => None,
+            })
+            .collect();
+        let loss = matches!(
+            f.pathology,
+            Pathology::Retransmission | Pathology::RetransmitTimeout
+        );
+        let all = !counters.is_empty()
+            && counters
+                .iter()
+                .all(|(n, d)| explained(n).is_some_and(|x| (*d).max(0) as u64 <= x));
+        let Some(g) = traced
+            .iter_mut()
+            .find(|g| g.pathology == cause)
+            .filter(|_| loss && all)
+        else {
+            out.push(f);
+            continue;
+        };
+        for (name, d) in counters {
+            let resends = if name == "TcpExtTCPTimeouts" {
+                format!("{timeouts} timer resend(s)")
+            } else {
+                format!("{timeouts} timer resend(s) and {other} other resend(s)")
+            };
+            *g = g.clone().arithmetic(
+                format!(
+                    "{name} +{d}: no more than {SYN} +{syn} and the {resends} of data or a FIN the trace found on connections this cause left without a peer (none of them a loss of its own)"
+                ),
+                d as f64,
+            );
         }
     }
     out

@@ -126,6 +126,8 @@ fn merged(r: &Replayed) -> Vec<Finding> {
         o.syn_traced_at_edges,
         w,
     );
+    let counted =
+        reconcile::consequences(counted, &mut traced, &o.summary.consequence_resends, &delta);
     tcpdoctor_model::merge::add_new(&mut traced, counted);
     tcpdoctor_model::finding::rank(&mut traced);
     traced
@@ -202,6 +204,62 @@ fn each_replay_follows_the_recorded_sessions_path() {
             assert_eq!(replayed[field], live[field], "{name}: {field}");
         }
     }
+}
+
+/// A listener with a backlog of 1 accepting every 300 ms, four workers connecting: each SYN
+/// resend is put down to the full accept queue, and so is every data or FIN resend on a
+/// connection the listener never took (its handshake ACK refused, its segments then dropped
+/// for want of a socket): one finding for one cause, the counters' retransmissions its
+/// evidence rather than a "loss" of their own. Before, the trace ranked a retransmission
+/// timeout (warning) beside the overflow and the counters a retransmission warning.
+#[test]
+fn resends_into_connections_a_full_accept_queue_never_took_are_the_overflows() {
+    let run = Run::of("accept-overflow");
+    let resent = run.count("retransmit_syn");
+    assert!(resent > 0);
+    assert_eq!(run.lines(Cause::AcceptQueueFull).len() as u64, resent);
+    assert_eq!(run.syn_retrans_counted(), resent as i64);
+    assert_eq!(
+        run.replayed.outcome.summary.syn_resends,
+        BTreeMap::from([(Pathology::AcceptQueueOverflow, resent)])
+    );
+    // The resends after the handshake: on connections the listener never took.
+    let folded = run.replayed.outcome.summary.consequence_resends[&Pathology::AcceptQueueOverflow];
+    assert!(folded.timeouts + folded.other > 0, "{folded:?}");
+    let after: Vec<_> = run
+        .replayed
+        .lines
+        .iter()
+        .filter(|l| matches!(l.cause, Cause::Timeout | Cause::TailLossProbe))
+        .collect();
+    assert_eq!(after.len() as u64, folded.timeouts + folded.other);
+    for l in &after {
+        assert_eq!(
+            l.pathology,
+            Some(Pathology::AcceptQueueOverflow),
+            "{}",
+            l.evidence
+        );
+        assert!(
+            l.evidence.contains("never took this connection"),
+            "{}",
+            l.evidence
+        );
+    }
+    let names = |fs: &[Finding]| fs.iter().map(|f| f.pathology).collect::<Vec<_>>();
+    assert_eq!(
+        names(&run.report.findings),
+        [Pathology::AcceptQueueOverflow],
+        "{:#?}",
+        run.report.findings
+    );
+    assert_eq!(
+        names(&run.merged),
+        [Pathology::AcceptQueueOverflow],
+        "{:#?}",
+        run.merged
+    );
+    assert_eq!(run.merged[0].severity, Severity::Critical);
 }
 
 #[test]

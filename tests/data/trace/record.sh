@@ -201,3 +201,31 @@ for _ in range(4):
 EOF
     trace_end
 fi
+
+# accept-overflow: a listener (comm tdoc-slow-accept) with a backlog of 1 that accepts one
+# connection every 300 ms and holds it; four workers connect in a closed loop for 3 s
+# (tcpdoctor probe --mode connect). A handshake that finds the accept queue full is refused
+# (the SYN dropped, or its last ACK: TcpExtListenOverflows) and the SYN resent on its ladder.
+if want accept-overflow; then
+    begin accept-overflow
+    in_ns python3 - <<'EOF' &
+import ctypes, socket, time
+ctypes.CDLL(None).prctl(15, b"tdoc-slow-accept", 0, 0, 0)
+l = socket.socket()
+l.bind(("127.0.0.1", 5206))
+l.listen(1)
+l.settimeout(1)
+held, until = [], time.time() + 9
+while time.time() < until:
+    try:
+        held.append(l.accept()[0])
+    except socket.timeout:
+        pass
+    time.sleep(0.3)
+EOF
+    sleep 0.5
+    trace_start 6
+    in_ns "$bin" probe 127.0.0.1:5206 --mode connect -c 4 -d 3s --connect-timeout 4s \
+        --json > "$tmp/probe.json" || true
+    trace_end
+fi

@@ -38,7 +38,11 @@ impl Engine {
         if self.drop_flows.len() < 10_000 || self.drop_flows.contains_key(&key) {
             *self.drop_flows.entry(key).or_default() += 1;
         }
+        if name == "NO_SOCKET" && self.no_socket.len() < 100_000 {
+            self.no_socket.insert((ev.local, ev.remote));
+        }
         if name == "TCP_LISTEN_OVERFLOW" {
+            self.overflowing.insert(ev.remote);
             self.listen_overflow
                 .entry(ev.netns)
                 .or_default()
