@@ -15,9 +15,9 @@
 //! analyze's on its capture, the counters of its namespaces).
 //!
 //! A command's answer is its primary finding: the first finding above info in its own ranking
-//! (causes before symptoms, then severity, then harm), or, when nothing is above info, the row's
-//! pathology named at info (a harm too small for more, e.g. report 003's races cost each
-//! connect ~10 ms on this kernel). Each (row, command) cell is one of
+//! (harm seen before a risk, causes before symptoms, then severity, then harm), or, when
+//! nothing is above info, the row's pathology named at info (a harm too small for more, e.g.
+//! report 003's races cost each connect ~10 ms on this kernel). Each (row, command) cell is one of
 //! - judges: the command sees the pathology and what it cost: it must name it first, with the
 //!   same severity as every other judging command;
 //! - names: it sees the pathology but not its cost (e.g. counters count resent SYNs, not how
@@ -1333,8 +1333,8 @@ fn markdown(rows: &[(String, Vec<String>, String)]) -> String {
         "Rows are the lab's scenarios and the field reports' own loops: report 003's client and \
          server built from the report as published, report 004's load test as described (nginx, \
          wrk), and the lab scenarios that run reports 000, 001 and 004's loops. \
-         Each cell is the command's primary finding: the first above info in its own ranking (causes \
-         before symptoms, then severity, then harm), with its severity and source; when nothing is above info, \
+         Each cell is the command's primary finding: the first above info in its own ranking (harm \
+         seen before a risk, causes before symptoms, then severity, then harm), with its severity and source; when nothing is above info, \
          the row's pathology named at info, or the verdict and exit status. \"cannot see\" marks a command that cannot see the \
          scenario's pathology by construction (with why; what it said is kept). \"severity not \
          compared\" marks a command that sees the pathology but not its cost. Among the others the \

@@ -346,14 +346,16 @@ pub fn harm(f: &Finding) -> impl Ord {
     }
 }
 
-/// Orders findings: those above info first; among them causes before the symptoms they
-/// explain, then the more severe, then the more harmful ([`harm`]: failed, then the longest
-/// stall, then affected), then the catalogue's rank. Informational findings follow in the
-/// same order.
+/// Orders findings: those above info first; among them harm seen before a risk (an
+/// exposure explains no symptom: a port budget that would run out at this rate, with no sign
+/// it did, is not why connects stalled), then causes before the symptoms they explain, then
+/// the more severe, then the more harmful ([`harm`]: failed, then the longest stall, then
+/// affected), then the catalogue's rank. Informational findings follow in the same order.
 pub fn rank(findings: &mut [Finding]) {
     findings.sort_by_cached_key(|f| {
         (
             f.severity == Severity::Info,
+            f.impact.exposure,
             f.pathology.role(),
             std::cmp::Reverse(f.severity),
             std::cmp::Reverse(harm(f)),
@@ -438,6 +440,29 @@ mod tests {
         rank(&mut v);
         let order: Vec<&str> = v.iter().map(|f| f.summary.as_str()).collect();
         assert_eq!(order, ["cause", "symptom", "symptom2", "info"]);
+    }
+
+    /// A capture of a full accept queue (lab accept-overflow, `--pcap`): the rate of new
+    /// connections would use up the port range in 7 s, with no sign it did (an exposure,
+    /// warning), beside connects that waited 3 s on resent SYNs. The risk, a cause by its
+    /// pathology, ranked first and read as the reason for the stalls; it explains none.
+    #[test]
+    fn a_risk_ranks_after_harm_seen_whatever_its_role() {
+        let risk = f(
+            Pathology::PortExhaustion,
+            Impact::rate(8.1).exposure(),
+            "risk",
+        );
+        let seen = f(
+            Pathology::SynRetransmit,
+            Impact::stalls(26, Some(14790), Some(Duration::from_secs(3))),
+            "seen",
+        );
+        assert_eq!(risk.severity, Severity::Warning);
+        let mut v = vec![risk, seen];
+        rank(&mut v);
+        let order: Vec<&str> = v.iter().map(|f| f.summary.as_str()).collect();
+        assert_eq!(order, ["seen", "risk"]);
     }
 
     /// Issue 24: within one severity the catalogue's order decided, so a 43 ms delayed ACK
