@@ -26,6 +26,7 @@ use super::{us, Conclusion, Context, Detector, Example, EXAMPLES};
 use crate::engine::Config;
 use crate::flow::{CloseKind, Conn, Endpoint, FastHasher};
 use crate::ladder::Ladders;
+use tcpdoctor_model::timers::SYN_INITIAL_RTO;
 
 /// Destinations counted one by one; SYNs toward others are counted together.
 const DESTINATIONS: usize = 64;
@@ -96,6 +97,11 @@ pub struct UnansweredDetails {
     /// Of those, attempts that sent their SYN once and had waited past `overdue_after_us`:
     /// unanswered, though their client might still have resent.
     pub waiting_overdue: u64,
+    /// Of those, attempts that sent their SYN once and had waited past `overdue_after_us`
+    /// but less than the first SYN timeout (1 s), in a capture whose other attempts resent
+    /// their SYNs on the ladder (a `syn_retransmit` finding): not overdue, their first resend
+    /// simply not due yet when the capture ended; counted as inside their ladder.
+    pub waiting_first_rung: u64,
     /// How long a SYN waiting at the end must have waited to count as unanswered
     /// ([`ANSWER_OVERDUE`], or twice the slowest answer to a first SYN in the capture).
     pub overdue_after_us: u64,
@@ -365,10 +371,22 @@ impl Detector for Unanswered {
         let overdue_ns = overdue.as_nanos() as u64;
         // Waited from its SYN to the end of the capture.
         let end = ctx.first_ts_ns + ctx.span_ns;
-        let late: Vec<Waiting> = std::mem::take(&mut self.waiting)
+        let mut late: Vec<Waiting> = std::mem::take(&mut self.waiting)
             .into_iter()
             .filter(|w| end.saturating_sub(w.first_ts) >= overdue_ns)
             .collect();
+        // Where the capture shows clients resending their SYNs on the ladder, a SYN that has
+        // waited less than the ladder's first timeout is not overdue: its resend was not due.
+        if out
+            .findings
+            .iter()
+            .any(|f| f.pathology == Pathology::SynRetransmit)
+        {
+            let rung_ns = SYN_INITIAL_RTO.as_nanos() as u64;
+            let before = late.len();
+            late.retain(|w| end.saturating_sub(w.first_ts) >= rung_ns);
+            self.d.waiting_first_rung = (before - late.len()) as u64;
+        }
         self.d.waiting_overdue = late.len() as u64;
         let mut sources = self.sources.clone();
         for w in &late {
@@ -434,8 +452,9 @@ impl Detector for Unanswered {
     }
 }
 
-/// One cause, one finding: when the only unanswered attempts are ones still resending their
-/// SYN inside their ladder as the capture ended, and other attempts of the capture completed
+/// One cause, one finding: when the only unanswered attempts are ones still inside their SYN
+/// ladder as the capture ended (resending, or sent once less than the first SYN timeout
+/// before the end: `waiting_first_rung`), and other attempts of the capture completed
 /// after SYN resends (a `syn_retransmit` finding, concluded before this one), they are the same
 /// SYN loss caught mid-ladder: the finding folds into the resends' as a consequence
 /// ([`merge::fold_consequences`]). Attempts that gave up, or SYNs overdue that were never resent, stay a
@@ -444,7 +463,8 @@ impl Detector for Unanswered {
 /// wait 1.023 s" as a CRITICAL unanswered_syn before its syn_retransmit (conformance, 2 of 11
 /// full-suite runs).
 fn fold_or_push(d: &UnansweredDetails, f: Finding, out: &mut Vec<Finding>) {
-    let only_in_ladder = d.connections + d.waiting_overdue == 0 && d.waiting_resent > 0;
+    let in_ladder = d.waiting_resent + d.waiting_first_rung;
+    let only_in_ladder = d.connections + d.waiting_overdue == 0 && in_ladder > 0;
     if only_in_ladder && out.iter().any(|g| g.pathology == Pathology::SynRetransmit) {
         out.push(f.consequence_of(Pathology::SynRetransmit));
         merge::fold_consequences(out);
@@ -479,7 +499,7 @@ fn shape(d: &UnansweredDetails) -> Option<Shape> {
 fn finding(d: &UnansweredDetails, attempts: u64) -> Option<Finding> {
     let once = d.sent_once + d.waiting_overdue;
     let unanswered = d.connections + d.waiting_overdue;
-    if unanswered == 0 && d.waiting_resent == 0 {
+    if unanswered == 0 && d.waiting_resent + d.waiting_first_rung == 0 {
         return None;
     }
     let attempts = attempts.max(d.connections + d.waiting_at_end);
@@ -533,10 +553,20 @@ fn finding(d: &UnansweredDetails, attempts: u64) -> Option<Finding> {
     let mut summary = if unanswered > 0 {
         what
     } else {
+        let first = match d.waiting_first_rung {
+            0 => String::new(),
+            n => format!(
+                " ({n} of them had sent one SYN, less than the first SYN timeout of {} before the end)",
+                us(SYN_INITIAL_RTO.as_micros() as u64)
+            ),
+        };
+        let longest = match d.longest_wait_us {
+            0 => String::new(),
+            w => format!("; longest wait {}", us(w)),
+        };
         format!(
-            "{} connection attempt(s){toward} were still resending unanswered SYNs when the capture ended; longest wait {}",
-            d.waiting_resent,
-            us(d.longest_wait_us)
+            "{} connection attempt(s){toward} were still inside their SYN ladder, unanswered, when the capture ended{first}{longest}",
+            d.waiting_resent + d.waiting_first_rung,
         )
     };
     // A SYN sent once tells nothing of how long its client waited before giving up.
@@ -561,7 +591,7 @@ fn finding(d: &UnansweredDetails, attempts: u64) -> Option<Finding> {
     // (the destination answered none). A SYN sent once outside a flood is an attempt nobody
     // is known to have waited on: affected, not failed.
     let failed = d.resent + if shape == Shape::Flood { once } else { 0 };
-    let affected = unanswered + d.waiting_resent;
+    let affected = unanswered + d.waiting_resent + d.waiting_first_rung;
     let stall = (d.resent + d.waiting_resent > 0 && d.longest_wait_us > 0)
         .then(|| Duration::from_micros(d.longest_wait_us));
     let mut impact = if failed > 0 {

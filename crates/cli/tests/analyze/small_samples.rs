@@ -472,7 +472,10 @@ fn a_connect_still_in_its_syn_ladder_at_the_end_is_the_resends_consequence() {
     let f = finding(&v, "syn_retransmit");
     let summary = f["summary"].as_str().unwrap();
     assert!(summary.contains("consequence"), "{summary}");
-    assert!(summary.contains("still resending"), "{summary}");
+    assert!(
+        summary.contains("still inside their SYN ladder"),
+        "{summary}"
+    );
     assert_eq!(v["details"]["unanswered_syns"]["waiting_resent"], 1);
 
     // The same attempt alone: no resends completed, so it is a finding of its own.
@@ -488,7 +491,48 @@ fn a_connect_still_in_its_syn_ladder_at_the_end_is_the_resends_consequence() {
     let (_, v) = run(&file);
     let f = finding(&v, "unanswered_syn");
     assert!(
-        f["summary"].as_str().unwrap().contains("still resending"),
+        f["summary"]
+            .as_str()
+            .unwrap()
+            .contains("still inside their SYN ladder"),
         "{f:#}"
+    );
+
+    // A lab capture of a full accept queue: beside connects answered after SYN resends,
+    // attempts that had sent one SYN 0.5-0.96 s before the end were "unanswered after 200 ms
+    // or more" and a CRITICAL unanswered_syn of their own ("their senders did not wait for
+    // an answer"); their first resend was simply not due. One SYN sent 600 ms before the end:
+    // inside its ladder, the resends' consequence.
+    let mut segs = vec![cs(0, true, S, 1000, 0, 0, 64240)];
+    segs.extend(handshake(1_000_000));
+    segs.extend([
+        cs(1_001_000, true, P | A, 1001, 5001, 100, 502),
+        cs(1_002_000, false, A, 5001, 1101, 0, 65160),
+    ]);
+    segs.push(at(
+        2_500_000, "10.0.0.1", 40002, "10.0.0.2", 80, S, 7000, 0, 0, 64240,
+    ));
+    segs.push(cs(3_100_000, true, P | A, 1101, 5001, 100, 502));
+    let file = TempFile::new("inladder-first-rung");
+    write(&file, segs);
+    let (_, v) = run(&file);
+    let p = pathologies(&v);
+    assert!(!p.contains(&"unanswered_syn".to_string()), "{p:?}");
+    let u = &v["details"]["unanswered_syns"];
+    assert_eq!(
+        (
+            u["waiting_first_rung"].as_u64(),
+            u["waiting_overdue"].as_u64()
+        ),
+        (Some(1), Some(0)),
+        "{u:#}"
+    );
+    let summary = finding(&v, "syn_retransmit")["summary"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        summary.contains("had sent one SYN, less than the first SYN timeout"),
+        "{summary}"
     );
 }
