@@ -61,7 +61,8 @@ retransmissions_rto/_fast/_tlp/_syn/_other, retransmissions_spurious (a subset),
 out_of_order, reused_ports, zero_window_ads, duplicates (a segment captured twice within\n\
 500 us: left out of every count), half_open_summarised_early,\n\
 tombstones_forgotten_early, ...}; duration_us; details {syn_retransmits, unanswered_syns\n\
-{connections, sent_once, resent, waiting_at_end, waiting_overdue, overdue_after_us, shape\n\
+{connections, sent_once, resent, waiting_at_end, waiting_overdue, waiting_first_rung,\n\
+overdue_after_us, shape\n\
 (flood, not_answering, sent_once, mixed), sent_once_per_s, distinct_sources,\n\
 distinct_destinations, destinations[], ...},
 time_wait_collisions, stale_ack_races, refused_connects, destinations[] (rate_vs_budget,\n\
