@@ -688,6 +688,9 @@ pub struct Conn {
     pub fin_first: Option<Dir>,
     /// Set when the incast detector took this incarnation's retransmissions as its evidence.
     pub in_incast: bool,
+    /// With `in_incast`: the incast's receiver is this connection's client (it connected to
+    /// the senders), not its server.
+    pub incast_receiver_is_client: bool,
     /// Set when the scan detector took this incarnation as a probe of a port scan.
     pub in_scan: bool,
     /// Whether the client/server roles come from a SYN (true) or a port-number guess.
@@ -857,6 +860,7 @@ impl Conn {
             close: CloseKind::Open,
             fin_first: None,
             in_incast: false,
+            incast_receiver_is_client: false,
             in_scan: false,
             rare: None,
             marks: crate::timeline::Marks::default(),

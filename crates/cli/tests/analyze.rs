@@ -951,6 +951,7 @@ fn golden_captures_match_expected_json() {
         ("time-server-300ms", "pcap", Some("server_response")),
         ("time-path-440ms", "pcap", Some("network_latency")),
         ("time-client-1300ms", "pcap", Some("client_delay")),
+        ("incast-lab-6k", "pcap.gz", Some("incast")),
     ] {
         let rel = format!("tests/data/analyze/{name}.{ext}");
         let out = Command::new(support::bin())

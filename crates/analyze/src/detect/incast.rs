@@ -624,10 +624,10 @@ impl Incast {
 
     /// Whether `c`'s retransmissions were caught in an incast episode: they are then this
     /// detector's evidence, counted here.
-    pub(crate) fn caught(&mut self, c: &Conn) -> bool {
-        let Some(addr) = self.caught.remove(&c.id) else {
-            return false;
-        };
+    /// Whether this incarnation's retransmissions are an episode's evidence, and if so the
+    /// receiver's address.
+    pub(crate) fn caught(&mut self, c: &Conn) -> Option<IpAddr> {
+        let addr = self.caught.remove(&c.id)?;
         if let Some(h) = self.hits.get_mut(&addr) {
             for k in [
                 RetransKind::Rto,
@@ -639,7 +639,7 @@ impl Incast {
             }
             h.folded_flows += 1;
         }
-        true
+        Some(addr)
     }
 
     fn finding(&self, addr: &IpAddr, h: &Hit, cfg: &Config, origin: u64) -> Finding {

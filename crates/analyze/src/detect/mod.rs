@@ -305,7 +305,9 @@ impl Detectors {
     /// a probe of a port scan ([`Conn::in_scan`]) is left to the scan detector by the
     /// handshake detectors.
     pub fn finished(&mut self, c: &mut Conn) {
-        c.in_incast = self.incast.caught(c);
+        let receiver = self.incast.caught(c);
+        c.in_incast = receiver.is_some();
+        c.incast_receiver_is_client = receiver == Some(c.client.addr);
         c.in_scan = self.scan.caught(c);
         // A flow that carried no data but waited for a timeout (a FIN resent) counts too:
         // its wait is a share of its own time.

@@ -32,7 +32,24 @@ pub(crate) struct Spurious {
 
 impl Detector for Spurious {
     fn finished(&mut self, c: &Conn) {
-        let k = |i: RetransKind| u64::from(c.spurious_of(i));
+        // In a connection the incast detector took as evidence of an episode, a copy the
+        // incast's receiver sent after a timeout that the sender already had is its request
+        // resent because the sender's whole answer was lost in the burst (the incast's
+        // `request_timeouts`): the incast's consequence, not a timer shorter than the path.
+        // The senders' own spurious copies (a lowered rto_min firing early) still count.
+        let r = c.rare();
+        let receiver = match (c.in_incast, c.incast_receiver_is_client) {
+            (false, _) => None,
+            (true, true) => Some(&r.c2s),
+            (true, false) => Some(&r.s2c),
+        };
+        let k = |i: RetransKind| {
+            let by_receiver = match receiver {
+                Some(h) if i == RetransKind::Rto => h.spurious_by_kind[i.index()],
+                _ => 0,
+            };
+            u64::from(c.spurious_of(i) - by_receiver)
+        };
         let n = k(RetransKind::Rto)
             + k(RetransKind::Fast)
             + k(RetransKind::Tlp)

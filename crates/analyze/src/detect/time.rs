@@ -191,6 +191,9 @@ pub struct TimeDetails {
     /// Slow exchanges whose wait a retransmission timeout or a zero window explains: left to
     /// those findings.
     pub explained_by_tcp: u64,
+    /// Slow server answers to an incast's receiver: their first copy lost in the burst,
+    /// resent by the sender's timer; the incast finding's evidence.
+    pub explained_by_incast: u64,
     /// Slow first exchanges where more than one part passed the floor (the client and the
     /// server both waited seconds: an interactive session, a protocol where either side
     /// speaks in turn), or only the path, measured by no whole handshake: no one part to name.
@@ -217,10 +220,30 @@ struct Slow {
     /// Values of the exchanges where another part also passed the floor (this one at least
     /// [`DOMINANT`] times it).
     dominated: Option<Box<Hist>>,
+    /// The clients of these exchanges, the first [`CLIENTS_KEPT`]; `clients_more` once more
+    /// came.
+    clients: Vec<std::net::IpAddr>,
+    clients_more: bool,
 }
 
+/// Clients of one service's slow exchanges kept by address (to tell an incast receiver's).
+const CLIENTS_KEPT: usize = 8;
+
 impl Slow {
-    fn add(&mut self, v_us: u64, dominated: bool, make: impl FnOnce() -> (Example, SlowExchange)) {
+    fn add(
+        &mut self,
+        v_us: u64,
+        dominated: bool,
+        client: std::net::IpAddr,
+        make: impl FnOnce() -> (Example, SlowExchange),
+    ) {
+        if !self.clients.contains(&client) {
+            if self.clients.len() < CLIENTS_KEPT {
+                self.clients.push(client);
+            } else {
+                self.clients_more = true;
+            }
+        }
         self.values
             .get_or_insert_with(|| Box::new(hist()))
             .saturating_record(v_us.max(1));
@@ -386,7 +409,7 @@ impl Time {
                 };
                 let flow = c.label();
                 let v = left[part as usize] / 1_000;
-                slow.add(v, also.is_some(), || {
+                slow.add(v, also.is_some(), c.client.addr, || {
                     let x = SlowExchange {
                         flow: flow.clone(),
                         named,
@@ -597,10 +620,22 @@ impl Detector for Time {
             .collect();
         rows.sort_by(|a, b| b.exchanges.cmp(&a.exchanges).then(a.server.cmp(&b.server)));
         let mut d = self.d;
+        let receivers: Vec<std::net::IpAddr> = out
+            .details
+            .incast
+            .iter()
+            .filter_map(|e| e.receiver.parse().ok())
+            .collect();
         for part in Part::ALL {
-            if let Some(f) = finding(part, &self.services, &self.unused, &mut d) {
+            let mut explained = Vec::new();
+            let ctx = Judged {
+                unused: &self.unused,
+                incast_receivers: &receivers,
+            };
+            if let Some(f) = finding(part, &self.services, &ctx, &mut d, &mut explained) {
                 out.findings.push(f);
             }
+            incast_evidence(&mut out.findings, explained);
         }
         if let Some(f) = unexplained_finding(&self.services, &mut d) {
             out.findings.push(f);
@@ -728,13 +763,44 @@ fn unexplained_finding(
     Some(f)
 }
 
-/// The finding of one part, over every service where it was slow.
+/// What a part's slow exchanges are judged against besides their service.
+struct Judged<'a> {
+    /// Per server, connections that carried nothing (a client connecting ahead of need).
+    unused: &'a Dense<Endpoint, u32>,
+    /// The receivers of the capture's incast episodes.
+    incast_receivers: &'a [std::net::IpAddr],
+}
+
+/// A server's slow answers to an incast's receiver (every slow exchange of the service had
+/// that receiver as its client): the capture point is the receiver's, and an answer whose
+/// first copy was lost in the burst arrives only with the sender's timer resend, which looks
+/// like a slow server. They are the incast's consequence: counted in
+/// `details.time.explained_by_incast`, said on the incast's finding, named nowhere else.
+fn incast_evidence(findings: &mut [Finding], lines: Vec<String>) {
+    if lines.is_empty() {
+        return;
+    }
+    if let Some(f) = findings
+        .iter_mut()
+        .find(|f| f.pathology == Pathology::Incast)
+    {
+        f.evidence.push(Evidence::Examples {
+            what: "answers that waited on the burst's losses (their first copy lost before the capture point, resent by the sender's timer): not a slow server".into(),
+            items: lines,
+        });
+    }
+}
+
+/// The finding of one part, over every service where it was slow. Slow answers to an
+/// incast's receiver go to `explained` instead ([`incast_evidence`]).
 fn finding(
     part: Part,
     services: &Dense<Endpoint, Service>,
-    unused: &Dense<Endpoint, u32>,
+    judged: &Judged,
     d: &mut TimeDetails,
+    explained: &mut Vec<String>,
 ) -> Option<Finding> {
+    let unused = judged.unused;
     let mut affected = 0u64;
     let mut observed = 0u64;
     let mut worst_us = 0u64;
@@ -752,6 +818,21 @@ fn finding(
         let thr = s.threshold_us(part);
         let n = values.count_between(thr, HIST_MAX_US);
         if n == 0 {
+            continue;
+        }
+        if part == Part::Server
+            && !slow.clients_more
+            && !slow.clients.is_empty()
+            && slow
+                .clients
+                .iter()
+                .all(|c| judged.incast_receivers.contains(c))
+        {
+            d.explained_by_incast += n;
+            explained.push(format!(
+                "{k}: {n} answer(s) up to {} after the request",
+                us(slow.max_us)
+            ));
             continue;
         }
         if part == Part::Client && unused.get(k).is_some_and(|&u| u > 0) {
@@ -800,39 +881,7 @@ fn finding(
     } else {
         quantile(&slow_all, 0.5).unwrap_or(0).min(worst_us)
     };
-    let what = "connections";
-    // The other parts: under the floor, or (where one passed it too) at most half of this.
-    let others = |names: &str| match dominated {
-        0 => format!("{names} were quick"),
-        n if n == affected => format!("{names} took at most half as long"),
-        n => format!("{names} were quick, or took at most half as long ({n} of them)"),
-    };
-    let summary = match part {
-        Part::Server => {
-            let mut s = format!(
-                "{affected} of {observed} {what} waited ~{} for the server's first answer (up to {}): from the request's last byte to the response's first byte, less the path's share; {} (a wait on a retransmission timeout or a zero window is left to that finding)",
-                us(p50),
-                us(worst_us),
-                others("the path and the client")
-            );
-            if p50 >= HELD_OPEN.as_micros() as u64 {
-                s.push_str("; waits this long are also what a long poll or a push channel looks like (the server answers when it has news): if this service holds requests open by design, that is this wait, not a slow server");
-            }
-            s
-        }
-        Part::Network => format!(
-            "{affected} of {observed} {what} spent ~{} on the path before their first answer (up to {}): the handshake's round trip and the request's; {} (a wait on a retransmission timeout or a zero window is left to that finding)",
-            us(p50),
-            us(worst_us),
-            others("the server and the client")
-        ),
-        Part::Client => format!(
-            "{affected} of {observed} {what} waited ~{} (up to {}) between the handshake and the client's first request: the client held a connected socket and sent nothing; {}",
-            us(p50),
-            us(worst_us),
-            others("the path and the server")
-        ),
-    };
+    let summary = part_summary(part, (affected, observed, dominated), p50, worst_us);
     let timing = match part {
         Part::Server => "server time of the slow exchanges, median",
         Part::Network => {
@@ -863,6 +912,45 @@ fn finding(
         f = f.with_evidence(e.evidence());
     }
     Some(f)
+}
+
+/// A part's finding summary: `counts` (affected, observed, of the affected those where another
+/// part also passed the floor), the median and the largest slow value (us).
+fn part_summary(part: Part, counts: (u64, u64, u64), p50: u64, worst_us: u64) -> String {
+    let (affected, observed, dominated) = counts;
+    let what = "connections";
+    // The other parts: under the floor, or (where one passed it too) at most half of this.
+    let others = |names: &str| match dominated {
+        0 => format!("{names} were quick"),
+        n if n == affected => format!("{names} took at most half as long"),
+        n => format!("{names} were quick, or took at most half as long ({n} of them)"),
+    };
+    match part {
+        Part::Server => {
+            let mut s = format!(
+                "{affected} of {observed} {what} waited ~{} for the server's first answer (up to {}): from the request's last byte to the response's first byte, less the path's share; {} (a wait on a retransmission timeout or a zero window is left to that finding)",
+                us(p50),
+                us(worst_us),
+                others("the path and the client")
+            );
+            if p50 >= HELD_OPEN.as_micros() as u64 {
+                s.push_str("; waits this long are also what a long poll or a push channel looks like (the server answers when it has news): if this service holds requests open by design, that is this wait, not a slow server");
+            }
+            s
+        }
+        Part::Network => format!(
+            "{affected} of {observed} {what} spent ~{} on the path before their first answer (up to {}): the handshake's round trip and the request's; {} (a wait on a retransmission timeout or a zero window is left to that finding)",
+            us(p50),
+            us(worst_us),
+            others("the server and the client")
+        ),
+        Part::Client => format!(
+            "{affected} of {observed} {what} waited ~{} (up to {}) between the handshake and the client's first request: the client held a connected socket and sent nothing; {}",
+            us(p50),
+            us(worst_us),
+            others("the path and the server")
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -345,8 +345,8 @@ fn whole_answer_lost_rounds(dsack: bool) -> Analysis {
 
 /// Issue "Verdicts you can trust", incast: a sender whose whole answer the round's burst
 /// took leaves only silence at the receiver; the round waits until the receiver's request is
-/// resent after its timeout and D-SACKed. That resend is spurious (reported so, not as loss),
-/// but the wait is the round's stall: the incast finding counts the silence it ended, and its
+/// resent after its timeout and D-SACKed. That resend is spurious (counted so, not as loss)
+/// and the incast's consequence (no finding of its own), and the wait is the round's stall: the incast finding counts the silence it ended, and its
 /// cost and severity follow from it as the lab's do (here ~120 ms of each 300 ms round).
 /// Three such rounds lose 374 ms in all: 46% of the receiver's time, but under the 1 s that
 /// makes a share of time critical (policy, issue 21): three 205 ms timeout stalls, a warning.
@@ -375,14 +375,17 @@ fn a_round_waiting_for_a_whole_lost_answer_counts_its_timeout_stall_as_incast() 
         assert!((200_000..210_000).contains(&e.stall_us), "{e:#?}");
         assert!((115_000..130_000).contains(&e.silent_us), "{e:#?}");
     }
-    // The resent requests are spurious, not loss.
+    // The resent requests are spurious, not loss, and the incast's consequence: counted in
+    // the totals, named by no finding of their own (before, a spurious_retransmission
+    // finding advised a timer shorter than the path; a lab incast capture ranked it a warning
+    // beside the incast).
     assert_eq!(a.totals.retransmissions_spurious, 3, "{:#?}", a.totals);
-    let sp = only(&a, Pathology::SpuriousRetransmission);
-    assert!(sp.summary.contains("3 after a timeout"), "{}", sp.summary);
     assert!(
         !a.findings.iter().any(|f| matches!(
             f.pathology,
-            Pathology::Retransmission | Pathology::RetransmitTimeout
+            Pathology::Retransmission
+                | Pathology::RetransmitTimeout
+                | Pathology::SpuriousRetransmission
         )),
         "{:#?}",
         a.findings
