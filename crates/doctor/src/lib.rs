@@ -589,6 +589,7 @@ fn counters_step(
                         &mut o.findings,
                         &o.summary.consequence_resends,
                         &d.changed,
+                        w,
                     )
                 }
                 // Without the trace, the censuses can still show where the resends went.

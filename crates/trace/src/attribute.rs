@@ -460,6 +460,10 @@ pub struct Engine {
     /// (client, listener): with the listener overflowing, the connection was never taken.
     /// Bounded.
     no_socket: HashSet<(SocketAddr, SocketAddr)>,
+    /// Data and FIN resends tallied as losses, per flow, until the end decides whether they
+    /// were resent into a connection a full accept queue never took ([`never_taken`]).
+    /// Bounded.
+    unfolded: HashMap<(SocketAddr, SocketAddr), never_taken::Unfolded>,
     /// SYNs a traced timewait mini-socket refused, by the client's (local, remote): when,
     /// and the mini-socket's substate ([`old_ack`]).
     tw_refused: HashMap<(SocketAddr, SocketAddr), (u64, old_ack::Refusal)>,
@@ -496,6 +500,7 @@ impl Engine {
             listen_acks_refused: HashSet::new(),
             overflowing: BTreeSet::new(),
             no_socket: HashSet::new(),
+            unfolded: HashMap::new(),
             tw_refused: HashMap::new(),
             timewait_netns: BTreeSet::new(),
             rtos: HashMap::new(),
@@ -823,6 +828,7 @@ impl Engine {
 
 mod connect;
 mod drops;
+mod never_taken;
 mod old_ack;
 mod report;
 mod retransmit;

@@ -162,6 +162,7 @@ pub fn consequences(
     traced: &mut [Finding],
     resent: &BTreeMap<Pathology, Resent>,
     delta: &BTreeMap<String, i64>,
+    window: tcpdoctor_model::counters::Window,
 ) -> Vec<Finding> {
     let (timeouts, other) = resent
         .values()
@@ -171,19 +172,27 @@ pub fn consequences(
         [&p] if timeouts + other > 0 => p,
         _ => return counted,
     };
-    let syn = delta.get(SYN).copied().unwrap_or(0).max(0) as u64;
-    let explained = |name: &str| match name {
-        "TcpRetransSegs" => Some(syn + timeouts + other),
-        "TcpExtTCPTimeouts" => Some(syn + timeouts),
+    let get = |n: &str| delta.get(n).copied().unwrap_or(0).max(0) as u64;
+    let syn = get(SYN);
+    // What of each counter the SYN resends and the cause's resends account for; a lost
+    // retransmission is theirs when every timeout is (the connection was never taken).
+    let timeouts_left = get(TIMEOUTS).saturating_sub(syn + timeouts);
+    let explained = |name: &str, d: u64| match name {
+        RETRANS_SEGS => Some((syn + timeouts + other).min(d)),
+        TIMEOUTS => Some((syn + timeouts).min(d)),
+        LOST_RETRANSMIT => Some(if timeouts_left == 0 { d } else { 0 }),
         _ => None,
+    };
+    let Some(at) = traced.iter().position(|g| g.pathology == cause) else {
+        return counted;
     };
     let mut out = Vec::new();
     for f in counted {
-        let counters: Vec<(String, i64)> = f
+        let counters: Vec<(String, u64)> = f
             .evidence
             .iter()
             .filter_map(|e| match e {
-                Evidence::Counter { name, delta } => Some((name.clone(), *delta)),
+                Evidence::Counter { name, delta } => Some((name.clone(), (*delta).max(0) as u64)),
                 _ => None,
             })
             .collect();
@@ -191,34 +200,60 @@ pub fn consequences(
             f.pathology,
             Pathology::Retransmission | Pathology::RetransmitTimeout
         );
-        let all = !counters.is_empty()
-            && counters
-                .iter()
-                .all(|(n, d)| explained(n).is_some_and(|x| (*d).max(0) as u64 <= x));
-        let Some(g) = traced
-            .iter_mut()
-            .find(|g| g.pathology == cause)
-            .filter(|_| loss && all)
-        else {
+        let parts: Option<Vec<(String, u64, u64)>> = counters
+            .iter()
+            .map(|(n, d)| explained(n, *d).map(|x| (n.clone(), *d, x)))
+            .collect();
+        let Some(parts) = parts.filter(|p| loss && !p.is_empty()) else {
             out.push(f);
             continue;
         };
-        for (name, d) in counters {
-            let resends = if name == "TcpExtTCPTimeouts" {
-                format!("{timeouts} timer resend(s)")
-            } else {
-                format!("{timeouts} timer resend(s) and {other} other resend(s)")
-            };
+        let g = &mut traced[at];
+        let mut rest = delta.clone();
+        rest.insert(SYN.to_string(), 0);
+        for (name, d, x) in &parts {
+            if *x == 0 {
+                continue;
+            }
             *g = g.clone().arithmetic(
                 format!(
-                    "{name} +{d}: no more than {SYN} +{syn} and the {resends} of data or a FIN the trace found on connections this cause left without a peer (none of them a loss of its own)"
+                    "{name} +{d}: {x} of them {}, the resends of data or a FIN the trace found on connections this cause left without a peer (none of them a loss of its own)",
+                    match name.as_str() {
+                        LOST_RETRANSMIT => "lost again on those connections".to_string(),
+                        TIMEOUTS => format!("{SYN} +{syn} and {timeouts} timer resend(s)"),
+                        _ => format!("{SYN} +{syn} and {timeouts} timer and {other} other resend(s)"),
+                    }
                 ),
-                d as f64,
+                *x as f64,
             );
+            rest.insert(name.clone(), (d - x) as i64);
+        }
+        // What is left is judged on its own count, as the counters judge any delta.
+        if parts.iter().any(|(_, d, x)| d > x) {
+            if let Some(left) = tcpdoctor_model::counters::findings(&rest, window)
+                .into_iter()
+                .find(|h| h.pathology == f.pathology)
+            {
+                let formula = parts
+                    .iter()
+                    .filter(|(_, d, x)| d > x)
+                    .map(|(n, d, x)| format!("{n} +{d} - {x} put down to {}", cause.name()))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let n: u64 = parts.iter().map(|(_, d, x)| d - x).sum();
+                out.push(left.arithmetic(formula, n as f64));
+            }
         }
     }
     out
 }
+
+/// Segments retransmitted for any reason (SYNs included).
+const RETRANS_SEGS: &str = "TcpRetransSegs";
+/// Retransmission timer expiries (SYNs included).
+const TIMEOUTS: &str = "TcpExtTCPTimeouts";
+/// Retransmissions lost again.
+const LOST_RETRANSMIT: &str = "TcpExtTCPLostRetransmit";
 
 #[cfg(test)]
 mod tests {

@@ -229,3 +229,33 @@ EOF
         --json > "$tmp/probe.json" || true
     trace_end
 fi
+
+# accept-overflow-late: the same listener and load, the trace attached 1 s into it (as
+# doctor or an engineer attaches mid-incident): resends into connections never taken come
+# before the trace's first sign of the overflow and are folded at the end.
+if want accept-overflow-late; then
+    begin accept-overflow-late
+    in_ns python3 - <<'EOF' &
+import ctypes, socket, time
+ctypes.CDLL(None).prctl(15, b"tdoc-slow-accept", 0, 0, 0)
+l = socket.socket()
+l.bind(("127.0.0.1", 5206))
+l.listen(1)
+l.settimeout(1)
+held, until = [], time.time() + 12
+while time.time() < until:
+    try:
+        held.append(l.accept()[0])
+    except socket.timeout:
+        pass
+    time.sleep(0.3)
+EOF
+    sleep 0.5
+    in_ns "$bin" probe 127.0.0.1:5206 --mode connect -c 4 -d 8s --connect-timeout 4s \
+        --json > "$tmp/probe.json" &
+    load=$!
+    sleep 1
+    trace_start 5
+    trace_end
+    wait "$load" || true
+fi

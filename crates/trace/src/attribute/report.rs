@@ -7,6 +7,7 @@ impl Engine {
     /// Counts so far (for the rolling summary and the report).
     pub fn summary(&self) -> Summary {
         let mut s = self.summary.clone();
+        s.consequence_resends = self.folded_tallies().1;
         let mut flows: Vec<DropFlow> = self
             .drop_flows
             .iter()
@@ -56,7 +57,8 @@ impl Engine {
     /// has them ([`KernelCounts`]).
     pub fn findings_with(&self, kernel: &KernelCounts, lookup: &mut dyn Lookup) -> Vec<Finding> {
         let mut out = Vec::new();
-        for (&p, t) in &self.tallies {
+        let (tallies, _) = self.folded_tallies();
+        for (&p, t) in &tallies {
             if t.events == 0 && t.flows.is_empty() {
                 continue;
             }

@@ -258,6 +258,7 @@ impl Engine {
         if let Some(l) = self.never_taken(ev, Cause::Timeout, peer_silent, lookup) {
             return l;
         }
+        self.unfolded(ev, Cause::Timeout, peer_silent, waited_us);
         if peer_silent {
             text.push_str("; the peer has acknowledged none of this connection's data and sent none: it may never have taken the connection (a full accept queue drops the handshake's last ACK)");
         }
@@ -293,77 +294,10 @@ impl Engine {
         if let Some(l) = self.never_taken(ev, cause, false, lookup) {
             return l;
         }
+        self.unfolded(ev, cause, false, None);
         let l = self.line(ev, cause, Some(Pathology::Retransmission), evidence, lookup);
         self.tally(Pathology::Retransmission, &l);
         l
-    }
-
-    /// Data or a FIN resent (by `cause`) on a connection the listener at `ev.remote` never took,
-    /// while that listener refused connections for a full accept queue: the overflow's
-    /// consequence, not a loss of its own. A full queue drops the handshake's last ACK, so the
-    /// client believes it is connected and sends into a connection the server does not have.
-    /// Never taken: the peer acknowledged nothing and sent nothing (`peer_silent`), or the
-    /// listener's host dropped this flow's segments for want of a socket (NO_SOCKET), or
-    /// refused its handshake ACK (TCP_LISTEN_OVERFLOW). The line keeps its cause; the event
-    /// is counted on the overflow's finding as its evidence.
-    fn never_taken(
-        &mut self,
-        ev: &Event,
-        cause: Cause,
-        peer_silent: bool,
-        lookup: &mut dyn Lookup,
-    ) -> Option<Line> {
-        let flow = (ev.local, ev.remote);
-        // A listener bound to the wildcard address takes this port on every address.
-        let listener = |l: &SocketAddr| {
-            l.port() == ev.remote.port() && (l.ip() == ev.remote.ip() || l.ip().is_unspecified())
-        };
-        if !self.overflowing.iter().any(listener) {
-            return None;
-        }
-        let why = if self.no_socket.contains(&flow) {
-            "the listener's host dropped its segments for want of a socket (NO_SOCKET)"
-        } else if self.listen_acks_refused.contains(&flow) {
-            "the listener refused its handshake ACK (TCP_LISTEN_OVERFLOW)"
-        } else if peer_silent {
-            "the peer acknowledged none of its data and sent none"
-        } else {
-            return None;
-        };
-        let what = match cause {
-            Cause::Timeout => "retransmission timeout",
-            Cause::TailLossProbe => "tail-loss probe",
-            Cause::FastRetransmit => "fast retransmit",
-            _ => "resent",
-        };
-        let l = self.line(
-            ev,
-            cause,
-            Some(Pathology::AcceptQueueOverflow),
-            format!(
-                "{what}: the listener {} never took this connection ({why}) while its accept queue was full: the overflow's consequence",
-                ev.remote
-            ),
-            lookup,
-        );
-        self.tallies
-            .entry(Pathology::AcceptQueueOverflow)
-            .or_default()
-            .detail(format!(
-                "data or FIN resent on connections the listener {} never took ({what})",
-                ev.remote
-            ));
-        let n = self
-            .summary
-            .consequence_resends
-            .entry(Pathology::AcceptQueueOverflow)
-            .or_default();
-        if cause == Cause::Timeout {
-            n.timeouts += 1;
-        } else {
-            n.other += 1;
-        }
-        Some(l)
     }
 
     fn incast(&mut self, ev: &Event, waited_us: u64) {
