@@ -136,6 +136,10 @@ pub struct Outcome {
     /// print them before the report.
     #[serde(skip)]
     pub last_connections: Vec<Connection>,
+    /// The lines of the last drain (the records that came while the session settled at its
+    /// end): attributed and counted like the others, so print them before the report.
+    #[serde(skip)]
+    pub last_lines: Vec<Line>,
     /// Kernel counters (nstat names) that moved in each named namespace during the session.
     pub kernel_counters: BTreeMap<String, BTreeMap<String, i64>>,
     /// Hooks this kernel could not attach (the evidence they give is missing), and hooks
@@ -299,6 +303,7 @@ impl<L: Lookup> Judge<L> {
             summary: self.engine.summary(),
             connections: self.connection_totals.clone(),
             last_connections: self.take_connections(),
+            last_lines: Vec::new(),
             kernel_counters,
             unavailable: fin.unavailable.clone(),
             findings,
@@ -512,7 +517,7 @@ impl Session {
         let counters_after = tcp_counters(&self.netns);
         let syn_at_close = syn_traced(&self.probe.counters().unwrap_or_default());
         std::thread::sleep(SETTLE);
-        let _ = self.poll();
+        let last_lines = self.poll();
         let (missed_events, skips_unknown) = self.probe.missed();
         let fin = Finish {
             duration_ms: self.started.elapsed().as_millis() as u64,
@@ -532,6 +537,7 @@ impl Session {
             unavailable: [self.probe.unavailable(), &skips_unknown[..]].concat(),
         };
         let mut outcome = self.judge.outcome(&self.netns, &fin);
+        outcome.last_lines = last_lines;
         outcome.record_error = self.judge.lookup.finish(&fin).err().map(|e| e.to_string());
         outcome
     }

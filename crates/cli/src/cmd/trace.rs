@@ -285,8 +285,23 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
     let cut_short =
         stop.load(Ordering::SeqCst) && args.duration.is_some_and(|d| started.elapsed() < d);
-    let outcome = session.finish();
+    let mut outcome = session.finish();
     let record_error = outcome.record_error.clone();
+    // What came while the session settled: printed as every other line was (a recording
+    // replays it among them).
+    let mut last = std::mem::take(&mut outcome.last_lines);
+    if !json {
+        last.retain(|l| !args.connections && repeats.admit(l));
+    }
+    if !pipe_closed && !last.is_empty() {
+        printed += last.len() as u64;
+        pipe_closed = write_all(&last, json).is_err();
+        if !json && !pipe_closed {
+            let ups = repeats.roll_up();
+            pipe_closed =
+                write_stdout(|w| ups.iter().try_for_each(|r| render::write_roll_up(w, r))).is_err();
+        }
+    }
     if !pipe_closed && !outcome.last_connections.is_empty() {
         // A closed pipe ends the output; the report below meets the same error.
         let _ = write_connections(&outcome.last_connections, json);
