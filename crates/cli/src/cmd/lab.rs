@@ -2,12 +2,13 @@
 //! diagnosis tcpdoctor's detectors made of it, and (with `--fix`) the measurement after the
 //! remedy. `tcpdoctor lab cleanup` removes leftovers of killed runs.
 
-use std::path::PathBuf;
-
 use anyhow::Context;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use tcpdoctor_lab::cleanup::{self, Scope};
-use tcpdoctor_lab::render::{self, remedies as render_remedies};
-use tcpdoctor_lab::scenario::driver::Scenario as LabScenario;
+use tcpdoctor_lab::render::{self, remedies as render_remedies, views};
+
+use tcpdoctor_lab::scenario::driver::{Remedies, Scenario as LabScenario};
 use tcpdoctor_lab::scenario::{
     self, accept_overflow, incast, port_exhaustion, slow_reader, stale_ack, syn_drop, timewait,
     Common,
@@ -31,14 +32,13 @@ addresses come from 10.77.0.0/16 only; --subnet must lie inside it.
 Namespace roles (in the names; the reports say them in words): cl the client and sv the
 server (connection scenarios); incast's s0, s1, ... the senders, sw the switch (its bridge
 and the tbf bottleneck) and rx the receiver. A suffix names the run: none for the baseline,
-fx the --fix run (ka keep-alive and tw tcp_tw_reuse=1 in port-exhaustion, gc the graceful
-close in stale-ack-race), fc the forced check of stale-ack-race, r0, r1, ... the remedies of
---remedies in order (clfc: the forced check's client).
+fc the forced check of stale-ack-race, r0, r1, ... the remedies of --fix and --remedies in
+order (clfc: the forced check's client).
 
 Overhead: seconds per scenario (bounded by rounds, durations and timeouts); incast keeps both
 CPUs busy at 1 gbit.
 
-Output: the measurement (a table, one column per run when --fix adds runs), then what the eBPF
+Output: the measurement (a table, one column per run with --fix), then what the eBPF
 trace attributed in each run (its own namespaces and window: events per cause and namespace,
 SYN resends attributed beside TcpExtTCPSynRetrans, EADDRNOTAVAIL per process and destination,
 incast episodes, drops per kernel reason, lost records), then the findings tcpdoctor's
@@ -55,8 +55,9 @@ namespaces, duration_ms, lost_events, missed_events, attributed_events, causes_b
 syn_resends_attributed, syn_retrans_counted, eaddrnotavail, no_local_port, incast_episodes,
 drops_by_reason, kernel_counters}}, reproduced, reproduction[] {run, remedy, pathology,
 reproduced, signature[] {what, source, count}, tried {attempts, what, duration_ms}, cost,
-line}, config, before, after, fix_results, remedies, ...); every numeric field carries its
-unit (_us, _bytes, _bits_per_s, _per_s).
+line}, config, then a plain run's before (incast: runs, before, after, fix_results: the last
+RTO floor judged against the first), or the remedies report of --fix and --remedies below);
+every numeric field carries its unit (_us, _bytes, _bits_per_s, _per_s).
 
 Reproduced or not: every run says whether it reproduced the scenario's pathology, apart from
 the severity of its harm: the events of the pathology's own signature counted in the run
@@ -99,18 +100,20 @@ created before the run): the measurement side by side, a chart of the harm befor
 each remedy (--fix or --remedies) with the remedies table, the incast sweep chart (goodput vs
 senders, one line per RTO floor), and the baseline's diagnosis.
 
---fix: each remedied run is judged from its own measurement against the baseline on the
-harm the scenario reproduces (EADDRNOTAVAIL failures, SYN retransmissions, accept-queue
-overflows, zero windows, share of time lost...): remedy worked (none left, pathology no
-longer named above info), remedy insufficient (less, or still named), no effect. When both
-runs were traced, each check also says what the trace counted of the harm in the remedied
-run's own window against the baseline's (fix_results[].trace: \"trace saw 0 connects failed
-with EADDRNOTAVAIL (was 4,839)\"), and a remedy is not called worked while the trace still
-saw the harm.
-The verdict, the exit status and the top-level findings then follow the remedied run: the
-first remedy that worked, else the first remedy (exit 0 only when that run no longer
-reproduced the pathology, the baseline did, and nothing above info is left). The
-baseline's diagnosis stays in before.findings (stale-ack-race: loop_run.findings).
+--fix: --remedies restricted to the scenario's recommended remedy (incast: rto-min-5ms;
+port-exhaustion: keep-alive and tw-reuse; timewait-collision: timestamps; stale-ack-race:
+graceful-close; slow-reader: faster-reader; syn-drop: remove-drop; accept-overflow: both),
+printed after the headline, one line per remedy on what it did to the harm the scenario
+reproduces (\"keep-alive: remedy worked: connects failed with EADDRNOTAVAIL fell from 4,839
+to 0\") and the runs side by side; then the table, the trace and the baseline's diagnosis in
+full. Each remedied run is judged from its own measurement against the baseline
+(remedies[].check: remedy worked, none left and the pathology no longer named above info;
+insufficient; no effect), and, when both runs were traced, on what the trace counted in the
+remedied run's own window (remedies[].check.trace: \"trace saw 0 connects failed with
+EADDRNOTAVAIL (was 4,839)\"): a remedy is not called worked while the trace still saw the
+harm. JSON: the remedies report above; --fix no longer prints before, after[] and
+fix_results[] (the remedied runs are remedies[].run, their judgement remedies[].check). The
+baseline's diagnosis stays in baseline.findings.
 
 Examples:
   sudo tcpdoctor lab incast --senders 8 --rto-min 200ms,5ms
@@ -217,8 +220,9 @@ struct CommonArgs {
     /// Print the Report envelope as JSON.
     #[arg(long)]
     json: bool,
-    /// Apply the remedy and measure again in fresh namespaces; say per remedied run whether
-    /// it worked. The verdict and exit status follow the remedied run.
+    /// Apply the scenario's recommended remedy and measure again in fresh namespaces: the
+    /// --remedies table with that remedy's row, and the runs side by side. The verdict and
+    /// exit status follow the remedied run.
     #[arg(long, conflicts_with = "remedies")]
     fix: bool,
     /// Measure the baseline and each remedy (all, or names separated by commas) in fresh
@@ -248,7 +252,6 @@ impl CommonArgs {
         Ok(Common {
             subnet,
             pcap: self.pcap.clone(),
-            fix: self.fix,
             trace: if self.no_trace {
                 tcpdoctor_lab::trace::Mode::Off("--no-trace".into())
             } else {
@@ -268,8 +271,8 @@ struct IncastArgs {
     /// Run once per sender count: `senders=1,2,4,8,16`. Writes OUT.csv and OUT.svg.
     #[arg(long, value_name = "senders=N,N,...")]
     sweep: Option<String>,
-    /// RTO floors to compare, set on each sender's route (`ip route ... rto_min`).
-    /// --fix alone compares 200ms with 5ms.
+    /// RTO floors to compare, set on each sender's route (`ip route ... rto_min`); the first
+    /// is the baseline, the last is judged against it.
     #[arg(long, value_delimiter = ',', value_name = "DUR,DUR", value_parser = crate::args::positive_duration)]
     rto_min: Vec<std::time::Duration>,
     /// Bytes requested per round, split over the senders.
@@ -441,24 +444,50 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
 }
 
-/// `--remedies SPEC` of scenario `s`: the remedies named from its table (checked before
-/// anything runs), the baseline and each remedy measured, the table printed.
-fn run_remedies<S: LabScenario>(
+/// Scenario `s` as asked: its plain run (`plain`, printed by `view`), or with `--remedies
+/// SPEC` the remedies named from its table (checked before anything runs), or with `--fix`
+/// its recommended remedy ([`LabScenario::FIX`], printed beside `fix_view` of the runs).
+fn run_scenario<S: LabScenario, B: serde::Serialize>(
     s: S,
-    spec: &str,
-    common: &Common,
-    json: bool,
+    a: &CommonArgs,
     html: Option<HtmlOut>,
+    plain: impl FnOnce(&Common, &AtomicBool) -> tcpdoctor_lab::Result<scenario::Outcome<B>>,
+    (view, fix_view): (ViewOf<B>, ViewOf<Remedies<S>>),
 ) -> anyhow::Result<i32>
 where
-    scenario::driver::Remedies<S>: serde::Serialize,
+    Remedies<S>: serde::Serialize,
 {
-    let selected = tcpdoctor_lab::remedy::select(spec, S::REMEDIES)?;
+    let common = a.common()?;
+    let (selected, fix_view) = match (&a.remedies, a.fix) {
+        (Some(spec), _) => (tcpdoctor_lab::remedy::select(spec, S::REMEDIES)?, None),
+        (None, true) => (
+            S::FIX.iter().map(|r| r.to_string()).collect(),
+            Some(fix_view),
+        ),
+        (None, false) => {
+            let o = running(S::NAME, || plain(&common, output::stop_flag()))?;
+            let report = report_of(o);
+            if let Some(out) = html {
+                out.write(&render::run_page(&report, view))?;
+            }
+            return output::emit(&report, a.json, |w, r| render::run_text(w, r, view));
+        }
+    };
     let o = running(S::NAME, || {
-        scenario::driver::remedies(s, common, &selected, output::stop_flag())
+        scenario::driver::remedies(s, &common, &selected, output::stop_flag())
     })?;
-    emit_remedies(o, S::NAME, json, html)
+    let report = report_of(o);
+    let v = fix_view.map(|f| f(&report.body));
+    if let Some(out) = html {
+        out.write(&render::html::remedies_page(&report, v.as_ref()))?;
+    }
+    output::emit(&report, a.json, |w, r| {
+        render_remedies(w, r, S::NAME, v.as_ref())
+    })
 }
+
+/// A scenario's view of a report's body.
+type ViewOf<B> = for<'a> fn(&'a B) -> render::View<'a>;
 
 /// Runs `work`, scenario `name`'s traffic, as root with a progress line on a terminal.
 fn running<T>(name: &str, work: impl FnOnce() -> tcpdoctor_lab::Result<T>) -> anyhow::Result<T> {
@@ -467,38 +496,6 @@ fn running<T>(name: &str, work: impl FnOnce() -> tcpdoctor_lab::Result<T>) -> an
     let out = work();
     bar.finish_and_clear();
     Ok(out?)
-}
-
-/// Prints a `--remedies` table (text or JSON) and writes its page when `--html` was given.
-fn emit_remedies<C, R, F>(
-    o: scenario::Outcome<scenario::RemedyReport<C, R, F>>,
-    name: &str,
-    json: bool,
-    html: Option<HtmlOut>,
-) -> anyhow::Result<i32>
-where
-    scenario::RemedyReport<C, R, F>: serde::Serialize,
-{
-    let report = report_of(o);
-    if let Some(out) = html {
-        out.write(&render::html::remedies_page(&report))?;
-    }
-    output::emit(&report, json, |w, r| render_remedies(w, r, name))
-}
-
-/// Prints a scenario's report (text or JSON) and writes its page when `--html` was given,
-/// both from the scenario's `view` of its body.
-fn emit_run<B: serde::Serialize>(
-    o: scenario::Outcome<B>,
-    json: bool,
-    html: Option<HtmlOut>,
-    view: for<'a> fn(&'a B) -> render::View<'a>,
-) -> anyhow::Result<i32> {
-    let report = report_of(o);
-    if let Some(out) = html {
-        out.write(&render::run_page(&report, view))?;
-    }
-    output::emit(&report, json, |w, r| render::run_text(w, r, view))
 }
 
 fn run_cleanup(a: CleanupArgs) -> anyhow::Result<i32> {
@@ -547,13 +544,9 @@ fn parse_sweep(s: &str) -> anyhow::Result<Vec<u32>> {
 }
 
 fn run_incast(a: IncastArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
-    let common = a.common.common()?;
     let mut rto_min = a.rto_min.clone();
     if rto_min.is_empty() {
         rto_min.push(std::time::Duration::from_millis(200));
-        if a.common.fix {
-            rto_min.push(std::time::Duration::from_millis(5));
-        }
     }
     let rto_min_us = rto_min.iter().map(|d| d.as_micros() as u64).collect();
     let senders = match &a.sweep {
@@ -583,19 +576,25 @@ fn run_incast(a: IncastArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
             a.cc
         );
     }
-    if let Some(spec) = &a.common.remedies {
-        return run_remedies(incast::Incast::new(cfg), spec, &common, a.common.json, html);
-    }
-    let outcome = running("incast", || incast::run(&common, &cfg, output::stop_flag()))?;
-    if a.sweep.is_some() {
-        let csv = a.out.with_extension("csv");
-        let svg = a.out.with_extension("svg");
-        tcpdoctor_lab::chart::write_incast_sweep(&outcome.body.runs, &csv, &svg)?;
-        if !a.common.json {
-            eprintln!("wrote {} and {}", csv.display(), svg.display());
+    let plain = |common: &Common, stop: &AtomicBool| {
+        let o = incast::run(common, &cfg, stop)?;
+        if a.sweep.is_some() {
+            let (csv, svg) = (a.out.with_extension("csv"), a.out.with_extension("svg"));
+            tcpdoctor_lab::chart::write_incast_sweep(&o.body.runs, &csv, &svg)?;
+            if !a.common.json {
+                eprintln!("wrote {} and {}", csv.display(), svg.display());
+            }
         }
-    }
-    emit_run(outcome, a.common.json, html, render::views::incast)
+        Ok(o)
+    };
+    let views = (views::incast as ViewOf<_>, views::incast_fix as ViewOf<_>);
+    run_scenario(
+        incast::Incast::new(cfg.clone()),
+        &a.common,
+        html,
+        plain,
+        views,
+    )
 }
 
 /// `--duration` of a scenario run: a duration from 1 s to 10 min.
@@ -620,7 +619,6 @@ fn check_concurrency(c: usize) -> anyhow::Result<usize> {
 }
 
 fn run_port_exhaustion(a: PortArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
-    let common = a.common.common()?;
     let ports: tcpdoctor_model::PortRange = a
         .ports
         .parse()
@@ -642,23 +640,16 @@ fn run_port_exhaustion(a: PortArgs, html: Option<HtmlOut>) -> anyhow::Result<i32
         concurrency: check_concurrency(a.concurrency)?,
         close_first,
     };
-    if let Some(spec) = &a.common.remedies {
-        return run_remedies(
-            port_exhaustion::PortExhaustion::new(cfg),
-            spec,
-            &common,
-            a.common.json,
-            html,
-        );
-    }
-    let o = running("port-exhaustion", || {
-        port_exhaustion::run(&common, &cfg, output::stop_flag())
-    })?;
-    emit_run(o, a.common.json, html, render::views::port_exhaustion)
+    run_scenario(
+        port_exhaustion::PortExhaustion::new(cfg.clone()),
+        &a.common,
+        html,
+        |common, stop| port_exhaustion::run(common, &cfg, stop),
+        (views::port_exhaustion, views::port_exhaustion_fix),
+    )
 }
 
 fn run_syn_drop(a: SynDropArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
-    let common = a.common.common()?;
     let cfg = syn_drop::Config {
         drop_percent: a.drop_percent,
         duration_ms: a.duration.as_millis() as u64,
@@ -667,17 +658,16 @@ fn run_syn_drop(a: SynDropArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
     if !(1..=90).contains(&cfg.drop_percent) {
         anyhow::bail!("--drop-percent {}: must be 1..=90", cfg.drop_percent);
     }
-    if let Some(spec) = &a.common.remedies {
-        return run_remedies(syn_drop::SynDrop(cfg), spec, &common, a.common.json, html);
-    }
-    let o = running("syn-drop", || {
-        syn_drop::run(&common, &cfg, output::stop_flag())
-    })?;
-    emit_run(o, a.common.json, html, render::views::syn_drop)
+    run_scenario(
+        syn_drop::SynDrop(cfg.clone()),
+        &a.common,
+        html,
+        |common, stop| syn_drop::run(common, &cfg, stop),
+        (views::syn_drop, views::syn_drop_fix),
+    )
 }
 
 fn run_accept_overflow(a: AcceptArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
-    let common = a.common.common()?;
     if !(1..=65535).contains(&a.backlog) || !(1..=64).contains(&a.server_threads) {
         anyhow::bail!("--backlog must be 1..=65535 and --server-threads 1..=64");
     }
@@ -687,47 +677,38 @@ fn run_accept_overflow(a: AcceptArgs, html: Option<HtmlOut>) -> anyhow::Result<i
         duration_ms: a.duration.as_millis() as u64,
         concurrency: check_concurrency(a.concurrency)?,
     };
-    if let Some(spec) = &a.common.remedies {
-        return run_remedies(
-            accept_overflow::AcceptOverflow(cfg),
-            spec,
-            &common,
-            a.common.json,
-            html,
-        );
-    }
-    let o = running("accept-overflow", || {
-        accept_overflow::run(&common, &cfg, output::stop_flag())
-    })?;
-    emit_run(o, a.common.json, html, render::views::accept_overflow)
+    run_scenario(
+        accept_overflow::AcceptOverflow(cfg.clone()),
+        &a.common,
+        html,
+        |common, stop| accept_overflow::run(common, &cfg, stop),
+        (views::accept_overflow, views::accept_overflow_fix),
+    )
 }
 
 fn run_timewait(a: TimewaitArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
-    let common = a.common.common()?;
     if !(2..=20).contains(&a.connections) {
         anyhow::bail!("--connections {}: must be 2..=20", a.connections);
     }
-    let request_bytes = a.request_bytes;
-    if request_bytes > 256 << 20 {
+    if a.request_bytes > 256 << 20 {
         anyhow::bail!("--request-bytes {}: at most 256mb", a.request_bytes);
     }
     let cfg = timewait::Config {
         connections: a.connections,
-        request_bytes: request_bytes as usize,
+        request_bytes: a.request_bytes as usize,
         rfc1337: a.rfc1337,
         ..timewait::Config::default()
     };
-    if let Some(spec) = &a.common.remedies {
-        return run_remedies(timewait::Timewait(cfg), spec, &common, a.common.json, html);
-    }
-    let o = running("timewait-collision", || {
-        timewait::run(&common, &cfg, output::stop_flag())
-    })?;
-    emit_run(o, a.common.json, html, render::views::timewait)
+    run_scenario(
+        timewait::Timewait(cfg.clone()),
+        &a.common,
+        html,
+        |common, stop| timewait::run(common, &cfg, stop),
+        (views::timewait, views::timewait_fix),
+    )
 }
 
 fn run_slow_reader(a: SlowReaderArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
-    let common = a.common.common()?;
     let cfg = slow_reader::Config {
         writer_rate_bytes_per_s: a.writer_rate,
         reader_rate_bytes_per_s: a.reader_rate,
@@ -737,40 +718,27 @@ fn run_slow_reader(a: SlowReaderArgs, html: Option<HtmlOut>) -> anyhow::Result<i
     if cfg.writer_rate_bytes_per_s > 1 << 30 || cfg.reader_rcvbuf_bytes > 64 << 20 {
         anyhow::bail!("--writer-rate is at most 1gb and --rcvbuf at most 64mb");
     }
-    if let Some(spec) = &a.common.remedies {
-        return run_remedies(
-            slow_reader::SlowReader(cfg),
-            spec,
-            &common,
-            a.common.json,
-            html,
-        );
-    }
-    let o = running("slow-reader", || {
-        slow_reader::run(&common, &cfg, output::stop_flag())
-    })?;
-    emit_run(o, a.common.json, html, render::views::slow_reader)
+    run_scenario(
+        slow_reader::SlowReader(cfg.clone()),
+        &a.common,
+        html,
+        |common, stop| slow_reader::run(common, &cfg, stop),
+        (views::slow_reader, views::slow_reader_fix),
+    )
 }
 
 fn run_stale_ack(a: StaleAckArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
-    let common = a.common.common()?;
     let cfg = stale_ack::Config {
         duration_ms: a.duration.as_millis() as u64,
         concurrency: check_concurrency(a.concurrency)?,
     };
-    if let Some(spec) = &a.common.remedies {
-        return run_remedies(
-            stale_ack::StaleAck::new(cfg),
-            spec,
-            &common,
-            a.common.json,
-            html,
-        );
-    }
-    let o = running("stale-ack-race", || {
-        stale_ack::run(&common, &cfg, output::stop_flag())
-    })?;
-    emit_run(o, a.common.json, html, render::views::stale_ack)
+    run_scenario(
+        stale_ack::StaleAck::new(cfg.clone()),
+        &a.common,
+        html,
+        |common, stop| stale_ack::run(common, &cfg, stop),
+        (views::stale_ack, views::stale_ack_fix),
+    )
 }
 
 /// The report of a scenario: with `--fix` or `--remedies` its findings are those of the

@@ -2,7 +2,7 @@
 //! behind a listen backlog of 1, under concurrent connection churn. The accept queue fills,
 //! the kernel drops SYNs (`tcp_conn_request`, net/ipv4/tcp_input.c, when `sk_acceptq_is_full`)
 //! and clients wait a rung of the SYN ladder; `ListenOverflows` moves in the server
-//! namespace. `--fix` serves with 8 acceptor threads and a 4096 backlog.
+//! namespace. `--fix` serves with 8 acceptor threads and a 4096 backlog (the remedy `both`).
 
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -36,24 +36,12 @@ impl Default for Config {
     }
 }
 
-/// The `--fix` report: the baseline, and the remedied run judged against it.
-pub type Report = super::FixReport<Config, ProbeRun>;
+/// A plain run's report: the baseline.
+pub type Report = super::Plain<Config, ProbeRun>;
 
-/// `--fix`: the baseline, then 8 acceptor threads and a 4096 backlog in a fresh client
-/// namespace (the first run left thousands of its ports in TIME_WAIT, which slows the port
-/// search of connect(), `__inet_hash_connect`, and would blur the comparison).
+/// The baseline in fresh namespaces.
 pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
-    let fixed = Side {
-        threads: 8,
-        backlog: 4096,
-    };
-    let label = "after: 8 acceptor threads, backlog 4096".to_string();
-    driver::fix(
-        AcceptOverflow(cfg.clone()),
-        common,
-        ("fx", label, fixed),
-        stop,
-    )
+    driver::plain(AcceptOverflow(cfg.clone()), common, stop)
 }
 
 fn measured(run: &ProbeRun) -> crate::remedy::Measured {
@@ -92,6 +80,9 @@ impl Scenario for AcceptOverflow {
         "the kernel counters of the server's namespace (TcpExtListenOverflows, TcpExtListenDrops)",
     ];
     const REMEDIES: &'static [&'static str] = &["larger-backlog", "faster-accept", "both"];
+    /// In a fresh client namespace: the baseline left thousands of its ports in TIME_WAIT,
+    /// which slows the port search of connect() (`__inet_hash_connect`).
+    const FIX: &'static [&'static str] = &["both"];
 
     fn config(&self) -> &Config {
         &self.0

@@ -1,6 +1,7 @@
-//! `--remedies` for every scenario: one driver runs the baseline, then each selected remedy
-//! in fresh namespaces, judges each against the baseline and its prediction, and assembles
-//! the [`RemedyReport`]. A scenario supplies what is its own through [`Scenario`]: how one
+//! Every scenario's runs: one driver runs the baseline ([`plain`]), or the baseline and then
+//! each selected remedy in fresh namespaces (`--remedies`; `--fix`: the scenario's
+//! recommended remedy, [`Scenario::FIX`]), judges each against the baseline and its
+//! prediction, and assembles the [`RemedyReport`]. A scenario supplies what is its own through [`Scenario`]: how one
 //! variant runs, its remedies as data (label, change, prediction) and the report's words.
 //! Nothing here prints.
 
@@ -8,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tcpdoctor_model::{Finding, Pathology};
 
-use super::{churn, Common, FixReport, Header, NoFacts, Outcome, RemedyReport};
+use super::{churn, Common, Header, NoFacts, Outcome, Plain, RemedyReport};
 use crate::capture::CaptureSummary;
 use crate::remedy::{self, Check, Harm, Measured, Prediction, Verdict};
 use crate::reproduce::{Reproduction, Reproductions};
@@ -148,6 +149,8 @@ pub trait Scenario {
     const DIAGNOSED_BY: &'static [&'static str];
     /// The remedies `--remedies` measures, in table order.
     const REMEDIES: &'static [&'static str];
+    /// The remedies `--fix` applies: what the scenario recommends.
+    const FIX: &'static [&'static str];
 
     fn config(&self) -> &Self::Config;
 
@@ -411,82 +414,39 @@ impl Judged {
     }
 }
 
-/// `--fix` of a scenario with one remedied run: the baseline, then with `common.fix` the
-/// remedied run `fix` (its namespace tag, label and variant), each in fresh namespaces, the
-/// second judged against the first.
-pub fn fix<S: Scenario>(
+/// A plain run: the baseline alone, in fresh namespaces.
+pub fn plain<S: Scenario>(
     mut s: S,
     common: &Common,
-    fix: (&'static str, String, S::Variant),
     stop: &AtomicBool,
-) -> Result<Outcome<FixReport<S::Config, S::Run>>> {
+) -> Result<Outcome<Plain<S::Config, S::Run>>> {
     s.validate()?;
     let (label, variant) = s.baseline();
     let Ran {
-        run: before,
-        mut namespaces,
+        run,
+        namespaces,
         capture,
     } = s.run(common, "", &label, &variant, stop)?;
-    let after = if common.fix {
-        let (tag, label, variant) = fix;
-        let ran = s.run(common, tag, &label, &variant, stop)?;
-        namespaces.extend(ran.namespaces);
-        Some(ran.run)
-    } else {
-        None
-    };
-    let before = Ran {
-        run: before,
-        namespaces,
-        capture,
-    };
-    Ok(fixed(
-        &s,
-        common,
-        before,
-        after,
-        stop.load(Ordering::Relaxed),
-    ))
-}
-
-/// The `--fix` report of scenario `s`: `before` (the baseline as run, with the namespaces
-/// of every run) and the remedied run `after` judged against it.
-pub fn fixed<S: Scenario>(
-    s: &S,
-    common: &Common,
-    before: Ran<S::Run>,
-    after: Option<S::Run>,
-    interrupted: bool,
-) -> Outcome<FixReport<S::Config, S::Run>> {
-    let Ran {
-        run: before,
-        namespaces,
-        capture,
-    } = before;
-    let judged = judge(
-        S::PATHOLOGY,
-        &before,
-        after.as_slice(),
-        |r| s.harm(r),
-        |r| s.reproduction(r),
-    );
-    let runs = std::iter::once(&before).chain(&after);
-    let trace = LabTrace::of(runs.map(|r| r.trace().clone()).collect());
-    let findings = before.findings().to_vec();
-    judged.outcome(findings, interrupted, |rep, remedies| FixReport {
-        header: Header::of(
-            S::NAME,
-            common,
-            namespaces,
-            capture,
-            trace,
-            S::DIAGNOSED_BY,
-            rep,
-        ),
-        config: s.config().clone(),
-        before,
-        after,
-        remedies,
+    let reproduction = Reproductions::of(s.reproduction(&run), []);
+    Ok(Outcome {
+        findings: run.findings().to_vec(),
+        interrupted: stop.load(Ordering::Relaxed),
+        remedied: None,
+        reproduction: reproduction.baseline().cloned(),
+        body: Plain {
+            header: Header::of(
+                S::NAME,
+                common,
+                namespaces,
+                capture,
+                LabTrace::of(vec![run.trace().clone()]),
+                S::DIAGNOSED_BY,
+                reproduction,
+            ),
+            config: s.config().clone(),
+            before: run,
+            unfixed: Default::default(),
+        },
     })
 }
 

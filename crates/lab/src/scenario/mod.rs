@@ -1,7 +1,8 @@
 //! The scenarios: each builds its topology, measures the pathology with the lab's own traffic
 //! code, hands the evidence (kernel counter deltas per namespace, per-connection timings,
-//! optionally a capture) to tcpdoctor's detectors ([`crate::diagnose`]), and with `fix`
-//! measures again after the remedy. Each returns a record; nothing here prints.
+//! optionally a capture) to tcpdoctor's detectors ([`crate::diagnose`]); `--fix` and
+//! `--remedies` measure again after each remedy ([`driver::remedies`]). Each returns a record;
+//! nothing here prints.
 
 pub mod accept_overflow;
 pub mod churn;
@@ -29,8 +30,6 @@ pub struct Common {
     pub subnet: LabSubnet,
     /// Save the scenario's traffic here (tcpdump inside the lab).
     pub pcap: Option<PathBuf>,
-    /// Measure again after applying the remedy.
-    pub fix: bool,
     /// Whether each run is traced with eBPF ([`crate::trace`]).
     pub trace: crate::trace::Mode,
 }
@@ -150,28 +149,28 @@ impl Header {
     }
 }
 
-/// `--fix` of a scenario with one remedied run: the baseline (`before`) and, with `--fix`,
-/// the remedied run judged against it ([`driver::fix`]).
+/// A plain run: the baseline alone ([`driver::plain`]).
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct FixReport<C, R> {
+pub struct Plain<C, R> {
     #[serde(flatten)]
     pub header: Header,
     pub config: C,
     pub before: R,
-    pub after: Option<R>,
-    /// The remedied run judged against the baseline (with --fix).
-    #[serde(rename = "fix_results")]
-    pub remedies: Vec<remedy::Check>,
+    #[serde(flatten)]
+    pub unfixed: Unfixed,
 }
 
-impl<C, R> FixReport<C, R> {
-    /// The baseline, then the remedied run.
-    pub fn runs(&self) -> Vec<&R> {
-        std::iter::once(&self.before).chain(&self.after).collect()
-    }
+/// The `after` and `fix_results` of a plain run's JSON, always empty: `--fix` prints the
+/// remedies report ([`RemedyReport`]) with the scenario's recommended remedy. Kept so that a
+/// plain run's JSON keeps its shape (`A`: `Option<()>`, `null`; or `Vec<()>`, `[]`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Unfixed<A = Option<()>> {
+    after: A,
+    fix_results: Vec<()>,
 }
 
-/// `--remedies`: the baseline and each selected remedy, measured in fresh namespaces, each
+/// `--remedies` and `--fix`: the baseline and each selected remedy (with `--fix`, the
+/// scenario's recommended one, [`driver::Scenario::FIX`]), measured in fresh namespaces, each
 /// remedy predicted by tcpdoctor's arithmetic and judged from its measurement.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RemedyReport<C, R, F = NoFacts> {
@@ -204,6 +203,13 @@ pub struct RemedyReport<C, R, F = NoFacts> {
 pub struct NoFacts {}
 
 impl<C, R, F> RemedyReport<C, R, F> {
+    /// The baseline, then each measured remedy's run.
+    pub fn runs(&self) -> Vec<&R> {
+        std::iter::once(&self.baseline)
+            .chain(self.remedies.iter().filter_map(|r| r.run.as_ref()))
+            .collect()
+    }
+
     /// The remedied run the verdict follows, with its findings (`findings` of a run) and
     /// whether it still reproduced the pathology (`reproduction` of a row).
     pub fn remedied(

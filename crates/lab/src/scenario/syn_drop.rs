@@ -1,7 +1,8 @@
 //! `syn-drop`: the server namespace's nftables drops a random share of incoming SYNs
 //! (`numgen random mod 100 < PCT`), the classic firewall or overloaded-path source of connects
 //! that take exactly a rung of the SYN ladder (1 s, then 2 s, ...; `tcp_syn_linear_timeouts`).
-//! `--fix` removes the drop (the remedy is finding and removing the loss) and measures again.
+//! `--fix` removes the drop (the remedy `remove-drop`: find and remove the loss) and measures
+//! again.
 
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -34,8 +35,8 @@ impl Default for Config {
     }
 }
 
-/// The `--fix` report: the baseline, and the remedied run judged against it.
-pub type Report = super::FixReport<Config, ProbeRun>;
+/// A plain run's report: the baseline.
+pub type Report = super::Plain<Config, ProbeRun>;
 
 /// What the SYN ladder cost a run's connects: how many waited, typically how long.
 pub fn ladder_wait(run: &ProbeRun) -> Option<String> {
@@ -76,15 +77,9 @@ fn validate(cfg: &Config) -> Result<()> {
     Ok(())
 }
 
-/// `--fix`: the baseline, then, in the same namespaces, the SYN drop removed.
+/// The baseline in fresh namespaces.
 pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
-    validate(cfg)?;
-    let fix = common.fix.then_some("after: SYN drop removed");
-    let label = "before: nftables drops SYNs";
-    let (before, after) = run_variant(common, cfg, "", (label, fix), BASE_SIDE, stop)?;
-    let interrupted = before.run.interrupted || after.as_ref().is_some_and(|r| r.interrupted);
-    let s = SynDrop(cfg.clone());
-    Ok(driver::fixed(&s, common, before, after, interrupted))
+    driver::plain(SynDrop(cfg.clone()), common, stop)
 }
 
 /// The server side of a run: whether SYNs are dropped, the acceptor threads, the listen
@@ -105,29 +100,21 @@ const BASE_SIDE: Side = Side {
     somaxconn: None,
 };
 
-/// One run in fresh namespaces, labelled `label`; with a second label (`--fix`), a second
-/// run in the same namespaces after the SYN drop is removed.
+/// One run of `side` in fresh namespaces tagged `tag`, labelled `label`.
 fn run_variant(
     common: &Common,
     cfg: &Config,
-    tag: &str,
-    (label, then): (&str, Option<&str>),
+    (tag, label): (&str, &str),
     side: Side,
     stop: &AtomicBool,
-) -> Result<(Ran<ProbeRun>, Option<ProbeRun>)> {
-    let Side {
-        drop,
-        threads,
-        backlog,
-        somaxconn,
-    } = side;
+) -> Result<Ran<ProbeRun>> {
     let pair = Pair::build(common, tag)?;
-    if let Some(m) = somaxconn {
+    if let Some(m) = side.somaxconn {
         pair.lab
             .sysctl(&pair.server, "net.core.somaxconn", &m.to_string())?;
     }
-    let server = pair.serve_64(threads, backlog)?;
-    if drop {
+    let server = pair.serve_64(side.threads, side.backlog)?;
+    if side.drop {
         pair.lab.nft(
             &pair.server,
             "drop a share of SYNs",
@@ -137,29 +124,14 @@ fn run_variant(
     let cap = pair.capture(common, tag)?;
     let mut pcfg = churn::probe_config(pair.server_addr, Duration::from_millis(cfg.duration_ms));
     pcfg.concurrency = cfg.concurrency;
-    let run = churn::probe(&pair, label, pcfg.clone(), stop).and_then(|run| {
-        let after = match then {
-            Some(then) => {
-                pair.lab.nft_flush(&pair.server);
-                Some(churn::probe(&pair, then, pcfg, stop)?)
-            }
-            None => None,
-        };
-        Ok((run, after))
-    });
+    let run = churn::probe(&pair, label, pcfg, stop);
     let capture = churn::stop_capture(cap);
     server.stop();
-    let (run, after) = run?;
-    let namespaces = pair.lab.namespaces().to_vec();
-    let capture = capture?;
-    Ok((
-        Ran {
-            run,
-            namespaces,
-            capture,
-        },
-        after,
-    ))
+    Ok(Ran {
+        run: run?,
+        namespaces: pair.lab.namespaces().to_vec(),
+        capture: capture?,
+    })
 }
 
 /// SYN retransmissions per finished connect.
@@ -215,6 +187,7 @@ impl Scenario for SynDrop {
         "the kernel counters of the server's namespace",
     ];
     const REMEDIES: &'static [&'static str] = &["remove-drop", "larger-backlog", "faster-accept"];
+    const FIX: &'static [&'static str] = &["remove-drop"];
 
     fn config(&self) -> &Config {
         &self.0
@@ -236,7 +209,7 @@ impl Scenario for SynDrop {
         side: &Side,
         stop: &AtomicBool,
     ) -> Result<Ran<ProbeRun>> {
-        Ok(run_variant(common, &self.0, tag, (label, None), *side, stop)?.0)
+        run_variant(common, &self.0, (tag, label), *side, stop)
     }
 
     /// The harm: SYNs the client had to send again (`TcpExtTCPSynRetrans`).

@@ -490,6 +490,7 @@ impl Scenario for Incast {
         "red-ecn",
         "fq-codel",
     ];
+    const FIX: &'static [&'static str] = &["rto-min-5ms"];
 
     fn config(&self) -> &Config {
         &self.cfg
