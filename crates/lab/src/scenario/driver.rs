@@ -24,6 +24,8 @@ pub trait Record {
     fn findings(&self) -> &[Finding];
     /// What the eBPF trace saw in the run.
     fn trace(&self) -> &RunTrace;
+    /// The same, to restore it in a run read back from JSON (where the header keeps it).
+    fn trace_mut(&mut self) -> &mut RunTrace;
 }
 
 /// [`Record`] for run types that keep their `label`, `findings` and `trace` as fields.
@@ -38,6 +40,9 @@ macro_rules! record {
             }
             fn trace(&self) -> &RunTrace {
                 &self.trace
+            }
+            fn trace_mut(&mut self) -> &mut RunTrace {
+                &mut self.trace
             }
         }
     )*};

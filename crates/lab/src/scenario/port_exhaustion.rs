@@ -433,6 +433,9 @@ impl driver::Record for PortRun {
     fn trace(&self) -> &crate::trace::RunTrace {
         &self.probes[0].trace
     }
+    fn trace_mut(&mut self) -> &mut crate::trace::RunTrace {
+        &mut self.probes[0].trace
+    }
 }
 
 impl Scenario for PortExhaustion {

@@ -754,6 +754,9 @@ impl driver::Record for LoopRun {
     fn trace(&self) -> &crate::trace::RunTrace {
         &self.run.trace
     }
+    fn trace_mut(&mut self) -> &mut crate::trace::RunTrace {
+        &mut self.run.trace
+    }
 }
 
 impl Scenario for StaleAck {
