@@ -265,8 +265,8 @@ impl CommonArgs {
 struct IncastArgs {
     #[command(flatten)]
     common: CommonArgs,
-    /// Number of senders.
-    #[arg(long, default_value_t = 8)]
+    /// Number of senders (1-64).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=64))]
     senders: u32,
     /// Run once per sender count: `senders=1,2,4,8,16`. Writes OUT.csv and OUT.svg.
     #[arg(long, value_name = "senders=N,N,...")]
@@ -317,9 +317,9 @@ struct PortArgs {
     /// Which side closes first: client (TIME_WAIT on the client) or server.
     #[arg(long, default_value = "client")]
     close_first: String,
-    /// Concurrent connections.
-    #[arg(long, default_value_t = 2)]
-    concurrency: usize,
+    /// Concurrent connections (1-256).
+    #[arg(long, default_value_t = 2, value_parser = concurrency())]
+    concurrency: u16,
 }
 
 #[derive(clap::Args, Debug)]
@@ -327,40 +327,40 @@ struct SynDropArgs {
     #[command(flatten)]
     common: CommonArgs,
     /// Share of SYNs dropped, percent (1-90).
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=90))]
     drop_percent: u32,
     /// Length of each run, 1s..10m.
     #[arg(long, default_value = "4s", value_name = "DURATION", value_parser = run_length)]
     duration: std::time::Duration,
-    /// Concurrent connections.
-    #[arg(long, default_value_t = 4)]
-    concurrency: usize,
+    /// Concurrent connections (1-256).
+    #[arg(long, default_value_t = 4, value_parser = concurrency())]
+    concurrency: u16,
 }
 
 #[derive(clap::Args, Debug)]
 struct AcceptArgs {
     #[command(flatten)]
     common: CommonArgs,
-    /// listen() backlog of the slow server.
-    #[arg(long, default_value_t = 1)]
+    /// listen() backlog of the slow server (1-65535).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(i32).range(1..=65535))]
     backlog: i32,
-    /// Acceptor threads of the slow server.
-    #[arg(long, default_value_t = 1)]
-    server_threads: usize,
+    /// Acceptor threads of the slow server (1-64).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    server_threads: u16,
     /// Length of each run, 1s..10m.
     #[arg(long, default_value = "4s", value_name = "DURATION", value_parser = run_length)]
     duration: std::time::Duration,
-    /// Concurrent connections.
-    #[arg(long, default_value_t = 16)]
-    concurrency: usize,
+    /// Concurrent connections (1-256).
+    #[arg(long, default_value_t = 16, value_parser = concurrency())]
+    concurrency: u16,
 }
 
 #[derive(clap::Args, Debug)]
 struct TimewaitArgs {
     #[command(flatten)]
     common: CommonArgs,
-    /// Connections, all from the same source port.
-    #[arg(long, default_value_t = 4)]
+    /// Connections, all from the same source port (2-20).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(2..=20))]
     connections: u64,
     /// Bytes the client uploads per connection.
     #[arg(long, default_value = "32MiB", value_name = "BYTES", value_parser = crate::args::positive_bytes)]
@@ -397,9 +397,9 @@ struct StaleAckArgs {
     /// runs.
     #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = run_length)]
     duration: std::time::Duration,
-    /// Concurrent loops.
-    #[arg(long, default_value_t = 1)]
-    concurrency: usize,
+    /// Concurrent loops (1-256).
+    #[arg(long, default_value_t = 1, value_parser = concurrency())]
+    concurrency: u16,
 }
 
 #[derive(clap::Args, Debug)]
@@ -551,12 +551,7 @@ fn run_incast(a: IncastArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
     let rto_min_us = rto_min.iter().map(|d| d.as_micros() as u64).collect();
     let senders = match &a.sweep {
         Some(s) => parse_sweep(s)?,
-        None => {
-            if !(1..=64).contains(&a.senders) {
-                anyhow::bail!("--senders {}: must be 1..=64", a.senders);
-            }
-            vec![a.senders]
-        }
+        None => vec![a.senders],
     };
     let cfg = incast::Config {
         senders,
@@ -611,11 +606,9 @@ fn tc_rate(s: &str) -> Result<String, String> {
     Ok(format!("{}bit", crate::args::bit_rate(s)?.round() as u64))
 }
 
-fn check_concurrency(c: usize) -> anyhow::Result<usize> {
-    if !(1..=256).contains(&c) {
-        anyhow::bail!("--concurrency {c}: must be 1..=256");
-    }
-    Ok(c)
+/// `--concurrency`: 1 to 256 workers.
+fn concurrency() -> clap::builder::RangedI64ValueParser<u16> {
+    clap::value_parser!(u16).range(1..=256)
 }
 
 fn run_port_exhaustion(a: PortArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
@@ -637,7 +630,7 @@ fn run_port_exhaustion(a: PortArgs, html: Option<HtmlOut>) -> anyhow::Result<i32
     let cfg = port_exhaustion::Config {
         ports,
         duration_ms: a.duration.as_millis() as u64,
-        concurrency: check_concurrency(a.concurrency)?,
+        concurrency: usize::from(a.concurrency),
         close_first,
     };
     run_scenario(
@@ -653,11 +646,8 @@ fn run_syn_drop(a: SynDropArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
     let cfg = syn_drop::Config {
         drop_percent: a.drop_percent,
         duration_ms: a.duration.as_millis() as u64,
-        concurrency: check_concurrency(a.concurrency)?,
+        concurrency: usize::from(a.concurrency),
     };
-    if !(1..=90).contains(&cfg.drop_percent) {
-        anyhow::bail!("--drop-percent {}: must be 1..=90", cfg.drop_percent);
-    }
     run_scenario(
         syn_drop::SynDrop(cfg.clone()),
         &a.common,
@@ -668,14 +658,11 @@ fn run_syn_drop(a: SynDropArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
 }
 
 fn run_accept_overflow(a: AcceptArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
-    if !(1..=65535).contains(&a.backlog) || !(1..=64).contains(&a.server_threads) {
-        anyhow::bail!("--backlog must be 1..=65535 and --server-threads 1..=64");
-    }
     let cfg = accept_overflow::Config {
         backlog: a.backlog,
-        server_threads: a.server_threads,
+        server_threads: usize::from(a.server_threads),
         duration_ms: a.duration.as_millis() as u64,
-        concurrency: check_concurrency(a.concurrency)?,
+        concurrency: usize::from(a.concurrency),
     };
     run_scenario(
         accept_overflow::AcceptOverflow(cfg.clone()),
@@ -687,9 +674,6 @@ fn run_accept_overflow(a: AcceptArgs, html: Option<HtmlOut>) -> anyhow::Result<i
 }
 
 fn run_timewait(a: TimewaitArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
-    if !(2..=20).contains(&a.connections) {
-        anyhow::bail!("--connections {}: must be 2..=20", a.connections);
-    }
     if a.request_bytes > 256 << 20 {
         anyhow::bail!("--request-bytes {}: at most 256mb", a.request_bytes);
     }
@@ -730,7 +714,7 @@ fn run_slow_reader(a: SlowReaderArgs, html: Option<HtmlOut>) -> anyhow::Result<i
 fn run_stale_ack(a: StaleAckArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
     let cfg = stale_ack::Config {
         duration_ms: a.duration.as_millis() as u64,
-        concurrency: check_concurrency(a.concurrency)?,
+        concurrency: usize::from(a.concurrency),
     };
     run_scenario(
         stale_ack::StaleAck::new(cfg.clone()),
