@@ -44,20 +44,6 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
     driver::plain(AcceptOverflow(cfg.clone()), common, stop)
 }
 
-fn measured(run: &ProbeRun) -> crate::remedy::Measured {
-    let overflows = run.server_counter("TcpExtListenOverflows").max(0) as u64;
-    crate::remedy::Measured {
-        text: format!(
-            "{} connects, {} accept-queue overflows, {} SYN retransmissions; p99 connect {:.0} ms",
-            crate::remedy::thousands(run.summary.requests),
-            crate::remedy::thousands(overflows),
-            run.client_counter("TcpExtTCPSynRetrans"),
-            run.p99_ms("connect")
-        ),
-        value: Some(overflows as f64),
-    }
-}
-
 /// The accept-queue overflow as `--remedies` drives it.
 pub struct AcceptOverflow(pub Config);
 
@@ -215,7 +201,17 @@ impl Scenario for AcceptOverflow {
     }
 
     fn measured(&self, _name: &str, run: &ProbeRun, _base: &ProbeRun) -> Measured {
-        measured(run)
+        let overflows = run.server_counter("TcpExtListenOverflows").max(0) as u64;
+        Measured {
+            text: format!(
+                "{} connects, {} accept-queue overflows, {} SYN retransmissions; p99 connect {:.0} ms",
+                crate::remedy::thousands(run.summary.requests),
+                crate::remedy::thousands(overflows),
+                run.client_counter("TcpExtTCPSynRetrans"),
+                run.p99_ms("connect")
+            ),
+            value: Some(overflows as f64),
+        }
     }
 
     fn tail(&self, base: &ProbeRun, _rows: &[Row<ProbeRun>]) -> Tail<super::NoFacts> {

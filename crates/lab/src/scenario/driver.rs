@@ -363,62 +363,6 @@ pub fn check<R: Record>(
     .with_reproduction(reproduction)
 }
 
-/// `--fix`: the remedied runs judged against the baseline.
-pub struct Judged {
-    /// Each remedied run judged against the baseline.
-    pub checks: Vec<Check>,
-    /// The remedied run the verdict follows.
-    pub remedied: Option<super::Remedied>,
-    /// Whether the baseline, then each remedied run, reproduced the pathology.
-    pub reproductions: Reproductions,
-}
-
-/// Judges each run of `after` against `before` on `harm` for pathology `p`; a run that still
-/// reproduced the pathology (`reproduction`) did not make the remedy work.
-pub fn judge<R: Record>(
-    p: Pathology,
-    before: &R,
-    after: &[R],
-    harm: impl Fn(&R) -> Harm,
-    reproduction: impl Fn(&R) -> Reproduction,
-) -> Judged {
-    let reproductions = Reproductions::of(reproduction(before), after.iter().map(&reproduction));
-    let checks: Vec<Check> = after
-        .iter()
-        .zip(&reproductions.reproduction[1..])
-        .map(|(r, rep)| check(p, (before, harm(before)), (r, harm(r)), rep))
-        .collect();
-    let remedied = remedy::followed(&checks).map(|i| super::Remedied {
-        run: checks[i].run.clone(),
-        findings: after[i].findings().to_vec(),
-        reproduction: reproductions.reproduction.get(i + 1).cloned(),
-    });
-    Judged {
-        checks,
-        remedied,
-        reproductions,
-    }
-}
-
-impl Judged {
-    /// The outcome of a `--fix` run: the baseline's `findings`, and the `body` made of the
-    /// reproductions (for the header) and the checks.
-    pub fn outcome<B>(
-        self,
-        findings: Vec<Finding>,
-        interrupted: bool,
-        body: impl FnOnce(Reproductions, Vec<Check>) -> B,
-    ) -> Outcome<B> {
-        Outcome {
-            findings,
-            interrupted,
-            remedied: self.remedied,
-            reproduction: self.reproductions.baseline().cloned(),
-            body: body(self.reproductions, self.checks),
-        }
-    }
-}
-
 /// A plain run: the baseline alone, in fresh namespaces.
 pub fn plain<S: Scenario>(
     mut s: S,

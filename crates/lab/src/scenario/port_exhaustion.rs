@@ -67,14 +67,6 @@ pub fn sustainable_per_s(ports: PortRange) -> f64 {
     f64::from(ports.len()) / tcpdoctor_host::sysctl::TIME_WAIT.as_secs_f64()
 }
 
-/// The harm: connects that found no free local port.
-pub fn harm(run: &ProbeRun) -> Harm {
-    Harm::count(
-        run.errors("EADDRNOTAVAIL"),
-        "connects failed with EADDRNOTAVAIL",
-    )
-}
-
 /// Whether a run reproduced port exhaustion: connects that failed with EADDRNOTAVAIL, as
 /// probe counted them and as the eBPF trace saw them; the cost is when the range ran out.
 pub fn reproduction(run: &ProbeRun) -> Reproduction {

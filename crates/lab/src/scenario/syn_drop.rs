@@ -139,20 +139,6 @@ fn per_connect(run: &ProbeRun) -> f64 {
     run.client_counter("TcpExtTCPSynRetrans").max(0) as f64 / run.summary.requests.max(1) as f64
 }
 
-fn measured(run: &ProbeRun) -> crate::remedy::Measured {
-    crate::remedy::Measured {
-        text: format!(
-            "{} connects, {} SYN retransmissions ({:.3} per connect), {} accept-queue overflows; p99 connect {:.0} ms",
-            crate::remedy::thousands(run.summary.requests),
-            run.client_counter("TcpExtTCPSynRetrans"),
-            per_connect(run),
-            run.server_counter("TcpExtListenOverflows"),
-            run.p99_ms("connect")
-        ),
-        value: Some(per_connect(run)),
-    }
-}
-
 /// Dropped SYNs as `--remedies` drives them.
 pub struct SynDrop(pub Config);
 
@@ -304,7 +290,17 @@ impl Scenario for SynDrop {
     }
 
     fn measured(&self, _name: &str, run: &ProbeRun, _base: &ProbeRun) -> Measured {
-        measured(run)
+        Measured {
+            text: format!(
+                "{} connects, {} SYN retransmissions ({:.3} per connect), {} accept-queue overflows; p99 connect {:.0} ms",
+                crate::remedy::thousands(run.summary.requests),
+                run.client_counter("TcpExtTCPSynRetrans"),
+                per_connect(run),
+                run.server_counter("TcpExtListenOverflows"),
+                run.p99_ms("connect")
+            ),
+            value: Some(per_connect(run)),
+        }
     }
 
     /// SYN retransmission counts depend on how many connects a run made: a remedy that
