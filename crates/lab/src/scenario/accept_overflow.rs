@@ -5,12 +5,11 @@
 //! namespace. `--fix` serves with 8 acceptor threads and a 4096 backlog (the remedy `both`).
 
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tcpdoctor_model::Pathology;
 
-use super::churn::{self, Pair, ProbeRun};
+use super::churn::{self, Listener, ProbeRun};
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::{Common, Outcome};
 use crate::remedy::{Harm, Measured, Prediction, Row};
@@ -47,17 +46,10 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
 /// The accept-queue overflow as `--remedies` drives it.
 pub struct AcceptOverflow(pub Config);
 
-/// The server of a run: acceptor threads and listen backlog.
-#[derive(Clone, Copy, Debug)]
-pub struct Side {
-    threads: usize,
-    backlog: i32,
-}
-
 impl Scenario for AcceptOverflow {
     type Config = Config;
     type Run = ProbeRun;
-    type Variant = Side;
+    type Variant = Listener;
     type Facts = super::NoFacts;
     const NAME: &'static str = "accept-overflow";
     const PATHOLOGY: Pathology = Pathology::AcceptQueueOverflow;
@@ -74,17 +66,14 @@ impl Scenario for AcceptOverflow {
         &self.0
     }
 
-    fn baseline(&self) -> (String, Side) {
+    fn baseline(&self) -> (String, Listener) {
         let cfg = &self.0;
         (
             format!(
                 "before: {} acceptor thread(s), backlog {}",
                 cfg.server_threads, cfg.backlog
             ),
-            Side {
-                threads: cfg.server_threads,
-                backlog: cfg.backlog,
-            },
+            Listener::new(cfg.server_threads, cfg.backlog),
         )
     }
 
@@ -93,24 +82,11 @@ impl Scenario for AcceptOverflow {
         common: &Common,
         tag: &'static str,
         label: &str,
-        side: &Side,
+        l: &Listener,
         stop: &AtomicBool,
     ) -> Result<Ran<ProbeRun>> {
-        let cfg = &self.0;
-        let pair = Pair::build(common, tag)?;
-        let cap = pair.capture(common, tag)?;
-        let mut pcfg =
-            churn::probe_config(pair.server_addr, Duration::from_millis(cfg.duration_ms));
-        pcfg.concurrency = cfg.concurrency;
-        let server = pair.serve_64(side.threads, side.backlog)?;
-        let run = churn::probe(&pair, label, pcfg, stop);
-        server.stop();
-        let capture = churn::stop_capture(cap);
-        Ok(Ran {
-            run: run?,
-            namespaces: pair.lab.namespaces().to_vec(),
-            capture: capture?,
-        })
+        let load = (self.0.duration_ms, self.0.concurrency);
+        churn::probe_listener(common, (tag, label), *l, load, stop)
     }
 
     /// The harm: connection requests the full accept queue turned away
@@ -144,7 +120,7 @@ impl Scenario for AcceptOverflow {
         )
     }
 
-    fn remedy(&mut self, name: &str, _base: &ProbeRun) -> Result<Remedy<Side>> {
+    fn remedy(&mut self, name: &str, _base: &ProbeRun) -> Result<Remedy<Listener>> {
         let cfg = &self.0;
         let c = cfg.concurrency;
         let zero = |formula: String| {
@@ -194,7 +170,7 @@ impl Scenario for AcceptOverflow {
         };
         Ok(Remedy {
             label,
-            variant: Side { threads, backlog },
+            variant: Listener::new(threads, backlog),
             prediction: Ok(prediction),
             changes,
         })

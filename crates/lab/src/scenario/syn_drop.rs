@@ -5,12 +5,11 @@
 //! again.
 
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tcpdoctor_model::Pathology;
 
-use super::churn::{self, Pair, ProbeRun};
+use super::churn::{self, Listener, ProbeRun};
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::{Common, Outcome};
 use crate::remedy::{Check, Harm, Measured, Prediction, Row, Tolerance, Verdict};
@@ -82,58 +81,6 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
     driver::plain(SynDrop(cfg.clone()), common, stop)
 }
 
-/// The server side of a run: whether SYNs are dropped, the acceptor threads, the listen
-/// backlog and, when set, the server namespace's net.core.somaxconn.
-#[derive(Clone, Copy, Debug)]
-pub struct Side {
-    drop: bool,
-    threads: usize,
-    backlog: i32,
-    somaxconn: Option<u32>,
-}
-
-/// The baseline's server: 8 acceptor threads, backlog 4096 (the default somaxconn).
-const BASE_SIDE: Side = Side {
-    drop: true,
-    threads: 8,
-    backlog: 4096,
-    somaxconn: None,
-};
-
-/// One run of `side` in fresh namespaces tagged `tag`, labelled `label`.
-fn run_variant(
-    common: &Common,
-    cfg: &Config,
-    (tag, label): (&str, &str),
-    side: Side,
-    stop: &AtomicBool,
-) -> Result<Ran<ProbeRun>> {
-    let pair = Pair::build(common, tag)?;
-    if let Some(m) = side.somaxconn {
-        pair.lab
-            .sysctl(&pair.server, "net.core.somaxconn", &m.to_string())?;
-    }
-    let server = pair.serve_64(side.threads, side.backlog)?;
-    if side.drop {
-        pair.lab.nft(
-            &pair.server,
-            "drop a share of SYNs",
-            &ruleset(cfg.drop_percent, pair.server_addr.port()),
-        )?;
-    }
-    let cap = pair.capture(common, tag)?;
-    let mut pcfg = churn::probe_config(pair.server_addr, Duration::from_millis(cfg.duration_ms));
-    pcfg.concurrency = cfg.concurrency;
-    let run = churn::probe(&pair, label, pcfg, stop);
-    let capture = churn::stop_capture(cap);
-    server.stop();
-    Ok(Ran {
-        run: run?,
-        namespaces: pair.lab.namespaces().to_vec(),
-        capture: capture?,
-    })
-}
-
 /// SYN retransmissions per finished connect.
 fn per_connect(run: &ProbeRun) -> f64 {
     run.client_counter("TcpExtTCPSynRetrans").max(0) as f64 / run.summary.requests.max(1) as f64
@@ -143,6 +90,15 @@ fn per_connect(run: &ProbeRun) -> f64 {
 pub struct SynDrop(pub Config);
 
 impl SynDrop {
+    /// The baseline's server: 8 acceptor threads, backlog 4096 (the default somaxconn),
+    /// nftables dropping the configured share of SYNs.
+    fn base(&self) -> Listener {
+        Listener {
+            drop_percent: Some(self.0.drop_percent),
+            ..Listener::new(8, 4096)
+        }
+    }
+
     /// The drop probability of each SYN.
     fn p(&self) -> f64 {
         f64::from(self.0.drop_percent) / 100.0
@@ -164,7 +120,7 @@ impl SynDrop {
 impl Scenario for SynDrop {
     type Config = Config;
     type Run = ProbeRun;
-    type Variant = Side;
+    type Variant = Listener;
     type Facts = super::NoFacts;
     const NAME: &'static str = "syn-drop";
     const PATHOLOGY: Pathology = Pathology::SynRetransmit;
@@ -183,8 +139,8 @@ impl Scenario for SynDrop {
         validate(&self.0)
     }
 
-    fn baseline(&self) -> (String, Side) {
-        ("before: nftables drops SYNs".into(), BASE_SIDE)
+    fn baseline(&self) -> (String, Listener) {
+        ("before: nftables drops SYNs".into(), self.base())
     }
 
     fn run(
@@ -192,10 +148,11 @@ impl Scenario for SynDrop {
         common: &Common,
         tag: &'static str,
         label: &str,
-        side: &Side,
+        l: &Listener,
         stop: &AtomicBool,
     ) -> Result<Ran<ProbeRun>> {
-        run_variant(common, &self.0, (tag, label), *side, stop)
+        let load = (self.0.duration_ms, self.0.concurrency);
+        churn::probe_listener(common, (tag, label), *l, load, stop)
     }
 
     /// The harm: SYNs the client had to send again (`TcpExtTCPSynRetrans`).
@@ -232,11 +189,11 @@ impl Scenario for SynDrop {
         )
     }
 
-    fn remedy(&mut self, name: &str, base: &ProbeRun) -> Result<Remedy<Side>> {
+    fn remedy(&mut self, name: &str, base: &ProbeRun) -> Result<Remedy<Listener>> {
         let n = base.summary.requests;
         let (p, expect) = (self.p(), self.expect());
         let overflows = base.server_counter("TcpExtListenOverflows");
-        let untouched = |label: &str, side: Side, changes: &str| {
+        let untouched = |label: &str, side: Listener, changes: &str| {
             let formula = format!(
                 "the SYNs are dropped before the listener sees them (the baseline's accept queue overflowed {overflows} times): each SYN is still lost with p = {p:.2}, so a connect resends p / (1 - p) = {expect:.3} SYNs on average"
             );
@@ -256,9 +213,9 @@ impl Scenario for SynDrop {
         Ok(match name {
             "remove-drop" => Remedy::new(
                 "SYN drop removed",
-                Side {
-                    drop: false,
-                    ..BASE_SIDE
+                Listener {
+                    drop_percent: None,
+                    ..self.base()
                 },
                 Prediction::count(
                     "no SYN is dropped: 0 retransmissions",
@@ -270,18 +227,18 @@ impl Scenario for SynDrop {
             ),
             "larger-backlog" => untouched(
                 "somaxconn and listen backlog 65535",
-                Side {
+                Listener {
                     backlog: 65535,
                     somaxconn: Some(65535),
-                    ..BASE_SIDE
+                    ..self.base()
                 },
                 "net.core.somaxconn=65535 in the server namespace and listen(65535) (baseline: 4096)",
             ),
             "faster-accept" => untouched(
                 "32 acceptor threads",
-                Side {
+                Listener {
                     threads: 32,
-                    ..BASE_SIDE
+                    ..self.base()
                 },
                 "the server accepts with 32 threads instead of 8",
             ),
@@ -309,12 +266,12 @@ impl Scenario for SynDrop {
     fn override_verdict(
         &self,
         _name: &str,
-        side: &Side,
+        side: &Listener,
         _check: &Check,
         run: &ProbeRun,
         base: &ProbeRun,
     ) -> Option<(Verdict, String)> {
-        (side.drop
+        (side.drop_percent.is_some()
             && (per_connect(run) - per_connect(base)).abs()
                 <= self.tolerance(run.summary.requests.min(base.summary.requests)))
         .then(|| {
