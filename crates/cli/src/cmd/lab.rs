@@ -155,18 +155,19 @@ enum Scenario {
     /// `probe` (crr) against the embedded server. Output: connections ok/failed by errno,
     /// connect/total latency percentiles, the computed sustainable rate (ports / 60 s) and,
     /// for runs of 121 s or more, the measured steady-state rate. --fix: keep-alive, and
-    /// tcp_tw_reuse=1, each in a fresh client namespace.
+    /// tcp_tw_reuse=1 (the remedies keep-alive and tw-reuse), each in fresh namespaces.
     PortExhaustion(Box<PortArgs>),
     /// A share of SYNs dropped by nftables: connects take 1 s, 2 s, ... (the SYN ladder).
     ///
     /// Output: connect percentiles, slow connects classified by probe's spike classifier with
-    /// their ladder rung, TcpExtTCPSynRetrans. --fix removes the drop and measures again.
+    /// their ladder rung, TcpExtTCPSynRetrans. --fix removes the drop (remove-drop) and
+    /// measures again.
     SynDrop(Box<SynDropArgs>),
     /// A one-thread server with listen backlog 1 under concurrent churn: the accept queue
     /// overflows, SYNs are dropped, connects wait 1 s.
     ///
     /// Output: connect percentiles, spikes by cause, server TcpExtListenOverflows/ListenDrops.
-    /// --fix: 8 acceptor threads and backlog 4096.
+    /// --fix: 8 acceptor threads and backlog 4096 (the remedy both).
     AcceptOverflow(Box<AcceptArgs>),
     /// Reconnects from one fixed source port into the server's TIME_WAIT, timestamps off: the
     /// SYN is answered by an old ACK, reset and resent (after ms here, 1 s on older kernels).
@@ -175,7 +176,7 @@ enum Scenario {
     /// next ISN. Output: connect times, spikes by cause (probe), findings of probe's
     /// classifier and of analyze's detectors on a capture. --rfc1337: the server ignores the
     /// client's reset and the connect stalls for seconds (up to the SYN ladder's 11 s).
-    /// --fix: timestamps on and a gap between reconnects, in fresh namespaces.
+    /// --fix: timestamps on at both ends (the remedy timestamps), in fresh namespaces.
     TimewaitCollision(Box<TimewaitArgs>),
     /// A writer faster than its reader: the reader's small buffer fills, zero windows, the
     /// writer blocks.
@@ -183,7 +184,7 @@ enum Scenario {
     /// Output per run: bytes written/read, writer stall time (write() blocked beyond its
     /// pacing, us and share of the run), zero-window advertisements (reader's
     /// TcpExtTCPToZeroWindowAdv), findings of analyze on a capture and of the reader's
-    /// counters. --fix: 64x the buffer (at least 1 MiB) and a reader 10x faster.
+    /// counters. --fix: the reader takes data as it arrives, same buffer (faster-reader).
     SlowReader(Box<SlowReaderArgs>),
     /// A connection-per-request loop (SO_LINGER 0, TCP_NODELAY, server closes first) and a forced stale ACK:
     /// reports SYN resends per million connections and how this kernel resends the SYN.
@@ -199,7 +200,8 @@ enum Scenario {
     /// Output: connections, TcpExtTCPSynRetrans per million, slow connects by cause (probe),
     /// and the forced check's connect time and behaviour (quick_resend, timer_resend,
     /// not_reproduced): what one race costs on this kernel (kernel_release).
-    /// --fix: the same loop with a graceful close (FIN) instead of SO_LINGER 0.
+    /// --fix: the same loop with a graceful close (FIN) instead of SO_LINGER 0
+    /// (graceful-close).
     StaleAckRace(Box<StaleAckArgs>),
     /// Remove leftovers: namespaces named tdoc* (and processes inside), root interfaces tdoc*,
     /// the lab's temporary files ($TMPDIR/tdoc-lab-<pid>-*) and tcpdumps writing them.
@@ -268,7 +270,8 @@ struct IncastArgs {
     /// Number of senders (1-64).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=64))]
     senders: u32,
-    /// Run once per sender count: `senders=1,2,4,8,16`. Writes OUT.csv and OUT.svg.
+    /// Run once per sender count: `senders=1,2,4,8,16`. A plain run writes OUT.csv and
+    /// OUT.svg (--fix and --remedies judge each remedy at every count instead).
     #[arg(long, value_name = "senders=N,N,...")]
     sweep: Option<String>,
     /// RTO floors to compare, set on each sender's route (`ip route ... rto_min`); the first

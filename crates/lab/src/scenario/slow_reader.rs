@@ -2,7 +2,7 @@
 //! namespace) that drains its small receive buffer at only `reader_rate` (file 002). The
 //! receive window closes (zero-window advertisements, counted by the reader's kernel as
 //! `TcpExtTCPToZeroWindowAdv`), the writer's send buffer fills and its writes block. `--fix`
-//! reads as fast as the writer writes (the remedy `faster-reader`).
+//! lets the reader take data as it arrives (the remedy `faster-reader`).
 //!
 //! Diagnosis: `analyze`'s detectors on a capture of the writer's interface, and the counter
 //! findings (`model::counters`) of the reader's namespace.
