@@ -524,7 +524,8 @@ fn incast_runs(runs: &[&incast::Run]) -> Cells {
     t
 }
 
-/// The baseline's sender count before and after the fix (the last RTO floor).
+/// The baseline's sender count before and after the fix (the remedy of `--fix`, or the last
+/// RTO floor of a plain run).
 fn incast_before_after(before: &incast::Run, after: &incast::Run) -> Cells {
     let mut t = Cells::new([
         String::new(),

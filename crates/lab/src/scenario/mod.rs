@@ -34,20 +34,20 @@ pub struct Common {
     pub trace: crate::trace::Mode,
 }
 
-/// What a scenario returns: the findings tcpdoctor's detectors produced from the measurement
-/// before the fix, the scenario's record, and whether Ctrl-C cut it short.
+/// What a scenario returns: the findings tcpdoctor's detectors produced from the baseline's
+/// measurement, the scenario's record, and whether Ctrl-C cut it short.
 #[derive(Clone, Debug)]
 pub struct Outcome<B> {
     pub findings: Vec<Finding>,
     pub body: B,
     pub interrupted: bool,
-    /// With `fix`: the remedied run the verdict follows ([`crate::remedy::followed`]).
+    /// With a remedy: the remedied run the verdict follows ([`crate::remedy::followed_row`]).
     pub remedied: Option<Remedied>,
     /// Whether the baseline reproduced the scenario's pathology (also in the body's header).
     pub reproduction: Option<Reproduction>,
 }
 
-/// The remedied run a `--fix` verdict and exit status follow, with its findings and whether
+/// The remedied run a verdict and exit status follow, with its findings and whether
 /// it still reproduced the pathology (`None`: the remedy was not measured).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Remedied {

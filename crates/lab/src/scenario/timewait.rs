@@ -30,7 +30,7 @@ use crate::reproduce::{Event, Reproduction};
 use crate::traffic::{self, ConnRecord, Outcome as ConnOutcome};
 use crate::{capture, diagnose, netns, Result};
 
-/// Gap between reconnects before the fix, milliseconds.
+/// Gap between reconnects of the baseline (and of the remedies), milliseconds.
 pub const BEFORE_GAP_MS: u64 = 20;
 
 /// The client's fixed source port: below `ip_local_port_range`, so no other socket takes it.
@@ -131,7 +131,7 @@ pub struct Run {
 /// a quick resend after a reset shows up as a few ms.
 pub const SLOW_CONNECT: Duration = Duration::from_millis(100);
 
-/// How the client and server of one run behave: the baseline, a `--fix` run or a remedy.
+/// How the client and server of one run behave: the baseline or a remedy.
 #[derive(Clone, Debug)]
 pub struct Variant {
     /// net.ipv4.tcp_timestamps at both ends.
