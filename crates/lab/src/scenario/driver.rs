@@ -12,7 +12,7 @@ use tcpdoctor_model::{Finding, Pathology};
 use super::{churn, Common, Header, NoFacts, Outcome, Plain, RemedyReport};
 use crate::capture::CaptureSummary;
 use crate::remedy::{self, Check, Harm, Measured, Prediction, Verdict};
-use crate::reproduce::{Reproduction, Reproductions};
+use crate::reproduce::Reproduction;
 use crate::trace::{LabTrace, RunTrace};
 use crate::Result;
 
@@ -363,40 +363,18 @@ pub fn check<R: Record>(
     .with_reproduction(reproduction)
 }
 
-/// A plain run: the baseline alone, in fresh namespaces.
+/// A plain run: the baseline alone, in fresh namespaces (`--remedies` with none selected).
 pub fn plain<S: Scenario>(
-    mut s: S,
+    s: S,
     common: &Common,
     stop: &AtomicBool,
 ) -> Result<Outcome<Plain<S::Config, S::Run>>> {
-    s.validate()?;
-    let (label, variant) = s.baseline();
-    let Ran {
-        run,
-        namespaces,
-        capture,
-    } = s.run(common, "", &label, &variant, stop)?;
-    let reproduction = Reproductions::of(s.reproduction(&run), []);
-    Ok(Outcome {
-        findings: run.findings().to_vec(),
-        interrupted: stop.load(Ordering::Relaxed),
-        remedied: None,
-        reproduction: reproduction.baseline().cloned(),
-        body: Plain {
-            header: Header::of(
-                S::NAME,
-                common,
-                namespaces,
-                capture,
-                LabTrace::of(vec![run.trace().clone()]),
-                S::DIAGNOSED_BY,
-                reproduction,
-            ),
-            config: s.config().clone(),
-            before: run,
-            unfixed: Default::default(),
-        },
-    })
+    Ok(remedies(s, common, &[], stop)?.map(|r| Plain {
+        header: r.header,
+        config: r.config,
+        before: r.baseline,
+        unfixed: Default::default(),
+    }))
 }
 
 /// The table row of remedy `name`: its run judged against `base` and its prediction.

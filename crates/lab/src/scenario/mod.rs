@@ -47,6 +47,19 @@ pub struct Outcome<B> {
     pub reproduction: Option<Reproduction>,
 }
 
+impl<B> Outcome<B> {
+    /// The same outcome with its body made into another.
+    pub fn map<C>(self, f: impl FnOnce(B) -> C) -> Outcome<C> {
+        Outcome {
+            findings: self.findings,
+            body: f(self.body),
+            interrupted: self.interrupted,
+            remedied: self.remedied,
+            reproduction: self.reproduction,
+        }
+    }
+}
+
 /// The remedied run a verdict and exit status follow, with its findings and whether
 /// it still reproduced the pathology (`None`: the remedy was not measured).
 #[derive(Clone, Debug, PartialEq)]

@@ -19,7 +19,7 @@ use super::churn::{self, Pair, ProbeRun};
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::{Common, Header, Outcome};
 use crate::remedy::{thousands, Check, Harm, Measured, Prediction, Row, Tolerance, Verdict};
-use crate::reproduce::{Event, Reproduction, Reproductions};
+use crate::reproduce::{Event, Reproduction};
 use crate::{netns, Result};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -222,35 +222,20 @@ fn run_variant(
     ))
 }
 
-/// The baseline in a fresh pair of namespaces.
+/// The baseline in a fresh pair of namespaces (one destination: one probe).
 pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
-    let (label, base) = PortExhaustion::new(cfg.clone()).baseline();
-    let ((mut runs, namespaces, capture), _) = run_variant(common, cfg, ("", &label), &base, stop)?;
-    // The baseline has one destination: one probe.
-    let before = runs.remove(0);
-    let reproduction = Reproductions::of(reproduction(&before), []);
-    Ok(Outcome {
-        findings: before.findings.clone(),
-        interrupted: before.interrupted,
-        remedied: None,
-        reproduction: reproduction.baseline().cloned(),
-        body: Report {
-            header: Header::of(
-                PortExhaustion::NAME,
-                common,
-                namespaces,
-                capture,
-                churn::traces([&before]),
-                PortExhaustion::DIAGNOSED_BY,
-                reproduction,
-            ),
-            config: cfg.clone(),
+    let o = driver::remedies(PortExhaustion::new(cfg.clone()), common, &[], stop)?;
+    Ok(o.map(|r| {
+        let before = r.baseline.probes.into_iter().next().expect("one probe");
+        Report {
+            header: r.header,
+            config: r.config,
             computed_sustainable_per_s: sustainable_per_s(cfg.ports),
             measured_sustainable_per_s: measured_steady(&before),
             before,
             unfixed: Default::default(),
-        },
-    })
+        }
+    }))
 }
 
 /// What `--remedies` measured besides the runs.
@@ -486,7 +471,12 @@ impl Scenario for PortExhaustion {
 
     /// Whether this run reproduced port exhaustion: [`reproduction`] over its probes (the
     /// trace is the first probe's).
+    /// A run of one probe as [`reproduction`] says it (with when the range ran out); of
+    /// several (one per destination), their sums.
     fn reproduction(&self, run: &PortRun) -> Reproduction {
+        if let [probe] = run.probes.as_slice() {
+            return reproduction(probe);
+        }
         let mut signature = vec![Event::new(
             run.eaddrnotavail,
             "connects failed with EADDRNOTAVAIL",

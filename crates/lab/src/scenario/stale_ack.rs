@@ -34,7 +34,7 @@ use super::churn::{self, Pair, ProbeRun};
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::{Common, Header, Outcome};
 use crate::remedy::{Check, Effect, Harm, Measured, Prediction, Row, Tolerance, Verdict};
-use crate::reproduce::{Event, Reproduction, Reproductions};
+use crate::reproduce::{Event, Reproduction};
 use crate::{naming, netns, traffic, Error, Result};
 
 /// Source port of the forced check: below `ip_local_port_range`.
@@ -610,45 +610,23 @@ pub fn reproduction(run: &LoopRun, forced: &Forced, kernel: &str) -> Reproductio
 
 /// The loop, then the forced check.
 pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
-    let mut s = StaleAck::new(cfg.clone());
-    let (label, linger0) = s.baseline();
-    let ran = s.run(common, "", &label, &linger0, stop)?;
-    let (loop_run, mut namespaces, capture) = (ran.run, ran.namespaces, ran.capture);
-    namespaces.extend(s.after_baseline(common, &loop_run)?);
-    let reproduction = Reproductions::of(s.reproduction(&loop_run), []);
-    let Checked {
-        forced,
-        trace: forced_trace,
-        kernel,
-    } = s.checked.take().expect("the forced check ran");
-    let trace = with_forced(churn::traces([&loop_run.run]), forced_trace);
-    let (syn_resends_per_million, stale_ack_resends, syn_timer_resends) = resends(&loop_run.run);
-    Ok(Outcome {
-        findings: loop_run.run.findings.clone(),
-        interrupted: stop.load(Ordering::Relaxed),
-        remedied: None,
-        reproduction: reproduction.baseline().cloned(),
-        body: Report {
-            header: Header::of(
-                StaleAck::NAME,
-                common,
-                namespaces,
-                capture,
-                trace,
-                StaleAck::DIAGNOSED_BY,
-                reproduction,
-            ),
-            config: cfg.clone(),
-            loop_cpus: s.cpus.map(|(s, c)| [s, c]),
-            kernel_release: kernel,
+    let o = driver::remedies(StaleAck::new(cfg.clone()), common, &[], stop)?;
+    Ok(o.map(|r| {
+        let (syn_resends_per_million, stale_ack_resends, syn_timer_resends) =
+            resends(&r.baseline.run);
+        Report {
+            header: r.header,
+            config: r.config,
+            loop_run: r.baseline,
             syn_resends_per_million,
             stale_ack_resends,
             syn_timer_resends,
-            loop_run,
-            forced,
+            forced: r.facts.forced,
+            loop_cpus: r.facts.loop_cpus,
+            kernel_release: r.facts.kernel_release,
             unfixed: Default::default(),
-        },
-    })
+        }
+    }))
 }
 
 /// What `--remedies` measured besides the runs: the forced check, the loop's CPUs and the
