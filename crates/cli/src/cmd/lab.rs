@@ -469,7 +469,7 @@ where
         ),
         (None, false) => {
             let o = running(S::NAME, || plain(&common, output::stop_flag()))?;
-            let report = report_of(o);
+            let report = scenario::report(o);
             if let Some(out) = html {
                 out.write(&render::run_page(&report, view))?;
             }
@@ -479,7 +479,7 @@ where
     let o = running(S::NAME, || {
         scenario::driver::remedies(s, &common, &selected, output::stop_flag())
     })?;
-    let report = report_of(o);
+    let report = scenario::report(o);
     let v = fix_view.map(|f| f(&report.body));
     if let Some(out) = html {
         out.write(&render::html::remedies_page(&report, v.as_ref()))?;
@@ -726,12 +726,4 @@ fn run_stale_ack(a: StaleAckArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> 
         |common, stop| stale_ack::run(common, &cfg, stop),
         (views::stale_ack, views::stale_ack_fix),
     )
-}
-
-/// The report of a scenario: with `--fix` or `--remedies` its findings are those of the
-/// remedied run the verdict follows; the verdict and exit status say whether the pathology
-/// was reproduced (and is gone after the remedy), beside the findings' severities
-/// ([`tcpdoctor_lab::reproduce`]).
-fn report_of<B>(o: scenario::Outcome<B>) -> Report<B> {
-    scenario::report(o)
 }
