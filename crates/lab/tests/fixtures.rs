@@ -173,16 +173,16 @@ fn render_fixture(name: &str) -> Vec<String> {
     let table = v.get("baseline_label").is_some();
     let probe: fn(&ProbeRun) -> Vec<Finding> = |r| r.findings.clone();
     match (scenario.as_str(), table) {
-        ("accept-overflow", false) => run(name, views::accept_overflow),
+        ("accept-overflow", false) => run::<accept_overflow::Report>(name, views::accept_overflow),
         ("accept-overflow", true) => remedies::<accept_overflow::Config, _, NoFacts>(
             name,
             &scenario,
             probe,
-            views::accept_overflow_fix,
+            views::accept_overflow,
         ),
-        ("syn-drop", false) => run(name, views::syn_drop),
+        ("syn-drop", false) => run::<syn_drop::Report>(name, views::syn_drop),
         ("syn-drop", true) => {
-            remedies::<syn_drop::Config, _, NoFacts>(name, &scenario, probe, views::syn_drop_fix)
+            remedies::<syn_drop::Config, _, NoFacts>(name, &scenario, probe, views::syn_drop)
         }
         ("port-exhaustion", false) => run(name, views::port_exhaustion),
         ("port-exhaustion", true) => {
@@ -193,19 +193,19 @@ fn render_fixture(name: &str) -> Vec<String> {
                 views::port_exhaustion_fix,
             )
         }
-        ("timewait-collision", false) => run(name, views::timewait),
+        ("timewait-collision", false) => run::<timewait::Report>(name, views::timewait),
         ("timewait-collision", true) => remedies::<timewait::Config, timewait::Run, NoFacts>(
             name,
             &scenario,
             |r| r.findings.clone(),
-            views::timewait_fix,
+            views::timewait,
         ),
-        ("slow-reader", false) => run(name, views::slow_reader),
+        ("slow-reader", false) => run::<slow_reader::Report>(name, views::slow_reader),
         ("slow-reader", true) => remedies::<slow_reader::Config, slow_reader::Run, NoFacts>(
             name,
             &scenario,
             |r| r.findings.clone(),
-            views::slow_reader_fix,
+            views::slow_reader,
         ),
         ("stale-ack-race", false) => check::<stale_ack::Report>(
             name,

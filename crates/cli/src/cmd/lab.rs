@@ -656,7 +656,7 @@ fn run_syn_drop(a: SynDropArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
         &a.common,
         html,
         |common, stop| syn_drop::run(common, &cfg, stop),
-        (views::syn_drop, views::syn_drop_fix),
+        (views::syn_drop, views::syn_drop),
     )
 }
 
@@ -672,7 +672,7 @@ fn run_accept_overflow(a: AcceptArgs, html: Option<HtmlOut>) -> anyhow::Result<i
         &a.common,
         html,
         |common, stop| accept_overflow::run(common, &cfg, stop),
-        (views::accept_overflow, views::accept_overflow_fix),
+        (views::accept_overflow, views::accept_overflow),
     )
 }
 
@@ -691,7 +691,7 @@ fn run_timewait(a: TimewaitArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
         &a.common,
         html,
         |common, stop| timewait::run(common, &cfg, stop),
-        (views::timewait, views::timewait_fix),
+        (views::timewait, views::timewait),
     )
 }
 
@@ -710,7 +710,7 @@ fn run_slow_reader(a: SlowReaderArgs, html: Option<HtmlOut>) -> anyhow::Result<i
         &a.common,
         html,
         |common, stop| slow_reader::run(common, &cfg, stop),
-        (views::slow_reader, views::slow_reader_fix),
+        (views::slow_reader, views::slow_reader),
     )
 }
 

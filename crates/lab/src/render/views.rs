@@ -1,7 +1,8 @@
 //! What each scenario's run report shows of its own ([`super::View`]): its headline, the runs
-//! side by side, its lines and charts. Each scenario's view is written once over its runs: a
-//! plain run shows the baseline (`accept_overflow`), `--fix` the baseline and each remedied
-//! run (`accept_overflow_fix`, beside the remedies table).
+//! side by side, its lines and charts. Each scenario's view is written once over its runs
+//! ([`Runs`]): a plain run shows the baseline, `--fix` the baseline and each remedied run
+//! (beside the remedies table); a report whose plain run has more than its baseline
+//! (port-exhaustion, stale-ack-race, incast) has a view of each (`stale_ack`, `stale_ack_fix`).
 
 use tcpdoctor_report::fmt;
 
@@ -11,6 +12,7 @@ use crate::scenario::churn::ProbeRun;
 use crate::scenario::driver::{Record, Remedies};
 use crate::scenario::{
     accept_overflow, incast, port_exhaustion, slow_reader, stale_ack, syn_drop, timewait, Header,
+    Runs,
 };
 
 /// A table with one column per run (the baseline, then each remedied run), filled row by
@@ -123,40 +125,21 @@ fn probe_view<'a>(
     }
 }
 
-pub fn accept_overflow(b: &accept_overflow::Report) -> View<'_> {
-    accept_overflow_of(&b.header, &b.config, &[&b.before])
-}
-
-pub fn accept_overflow_fix(b: &Remedies<accept_overflow::AcceptOverflow>) -> View<'_> {
-    accept_overflow_of(&b.header, &b.config, &b.runs())
-}
-
-fn accept_overflow_of<'a>(
-    header: &'a Header,
-    c: &accept_overflow::Config,
-    runs: &[&'a ProbeRun],
-) -> View<'a> {
+pub fn accept_overflow<B: Runs<accept_overflow::Config, ProbeRun>>(b: &B) -> View<'_> {
+    let c = b.config();
     let headline = format!(
         "{} server thread(s), backlog {}, {} concurrent clients",
         c.server_threads, c.backlog, c.concurrency
     );
-    probe_view("accept-overflow", header, headline, runs)
+    probe_view("accept-overflow", b.header(), headline, &b.runs())
 }
 
-pub fn syn_drop(b: &syn_drop::Report) -> View<'_> {
-    syn_drop_of(&b.header, &b.config, &[&b.before])
-}
-
-pub fn syn_drop_fix(b: &Remedies<syn_drop::SynDrop>) -> View<'_> {
-    syn_drop_of(&b.header, &b.config, &b.runs())
-}
-
-fn syn_drop_of<'a>(header: &'a Header, c: &syn_drop::Config, runs: &[&'a ProbeRun]) -> View<'a> {
+pub fn syn_drop<B: Runs<syn_drop::Config, ProbeRun>>(b: &B) -> View<'_> {
     let headline = format!(
         "nftables in the server namespace drops {}% of SYNs",
-        c.drop_percent
+        b.config().drop_percent
     );
-    probe_view("syn-drop", header, headline, runs)
+    probe_view("syn-drop", b.header(), headline, &b.runs())
 }
 
 pub fn port_exhaustion(b: &port_exhaustion::Report) -> View<'_> {
@@ -205,20 +188,9 @@ fn port_exhaustion_of<'a>(
     v
 }
 
-pub fn timewait(b: &timewait::Report) -> View<'_> {
-    timewait_of(&b.header, &b.config, &[&b.before])
-}
-
-pub fn timewait_fix(b: &Remedies<timewait::Timewait>) -> View<'_> {
-    timewait_of(&b.header, &b.config, &b.runs())
-}
-
-fn timewait_of<'a>(
-    header: &'a Header,
-    c: &timewait::Config,
-    runs: &[&'a timewait::Run],
-) -> View<'a> {
-    let mut t = Side::new(runs);
+pub fn timewait<B: Runs<timewait::Config, timewait::Run>>(b: &B) -> View<'_> {
+    let (c, runs) = (b.config(), b.runs());
+    let mut t = Side::new(&runs);
     t.row("connect times", |r| {
         let v: Vec<String> = r
             .connections
@@ -256,7 +228,7 @@ fn timewait_of<'a>(
     t.row("findings", |r| pathology_names(&r.findings));
     View {
         scenario: "timewait-collision",
-        header,
+        header: b.header(),
         headline: format!(
             "{} connections from source port {}, {} uploaded each, server closes first{}",
             c.connections,
@@ -272,25 +244,16 @@ fn timewait_of<'a>(
     }
 }
 
-pub fn slow_reader(b: &slow_reader::Report) -> View<'_> {
-    slow_reader_of(&b.header, &b.config, &[&b.before])
-}
-
-pub fn slow_reader_fix(b: &Remedies<slow_reader::SlowReader>) -> View<'_> {
-    slow_reader_of(&b.header, &b.config, &b.runs())
-}
-
-fn slow_reader_of<'a>(
-    header: &'a Header,
-    c: &slow_reader::Config,
-    runs: &[&'a slow_reader::Run],
-) -> View<'a> {
-    let mut t = Side::new(runs);
+pub fn slow_reader<B: Runs<slow_reader::Config, slow_reader::Run>>(b: &B) -> View<'_> {
+    let (c, runs) = (b.config(), b.runs());
+    let mut t = Side::new(&runs);
     t.row("reader SO_RCVBUF", |r| {
         fmt::bytes(r.reader_rcvbuf_bytes as u64)
     });
-    t.row("reader rate", |r| {
-        format!("{}/s", fmt::bytes(r.reader_rate_bytes_per_s))
+    // faster-reader's reader is not paced (u64::MAX): it reads as data arrives.
+    t.row("reader rate", |r| match r.reader_rate_bytes_per_s {
+        u64::MAX => "as data arrives".to_string(),
+        rate => format!("{}/s", fmt::bytes(rate)),
     });
     t.row("bytes written", |r| fmt::bytes(r.bytes_written));
     t.row("bytes read", |r| fmt::bytes(r.bytes_read));
@@ -307,7 +270,7 @@ fn slow_reader_of<'a>(
     t.row("findings", |r| pathology_names(&r.findings));
     View {
         scenario: "slow-reader",
-        header,
+        header: b.header(),
         headline: format!(
             "writer {}/s, reader {}/s, reader SO_RCVBUF {}",
             fmt::bytes(c.writer_rate_bytes_per_s),

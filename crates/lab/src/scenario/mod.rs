@@ -215,14 +215,41 @@ pub struct RemedyReport<C, R, F = NoFacts> {
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct NoFacts {}
 
-impl<C, R, F> RemedyReport<C, R, F> {
-    /// The baseline, then each measured remedy's run.
-    pub fn runs(&self) -> Vec<&R> {
+/// A report's runs side by side, as a scenario's view shows them: a plain run's baseline, or
+/// the baseline and each measured remedy's run.
+pub trait Runs<C, R> {
+    fn header(&self) -> &Header;
+    fn config(&self) -> &C;
+    fn runs(&self) -> Vec<&R>;
+}
+
+impl<C, R> Runs<C, R> for Plain<C, R> {
+    fn header(&self) -> &Header {
+        &self.header
+    }
+    fn config(&self) -> &C {
+        &self.config
+    }
+    fn runs(&self) -> Vec<&R> {
+        vec![&self.before]
+    }
+}
+
+impl<C, R, F> Runs<C, R> for RemedyReport<C, R, F> {
+    fn header(&self) -> &Header {
+        &self.header
+    }
+    fn config(&self) -> &C {
+        &self.config
+    }
+    fn runs(&self) -> Vec<&R> {
         std::iter::once(&self.baseline)
             .chain(self.remedies.iter().filter_map(|r| r.run.as_ref()))
             .collect()
     }
+}
 
+impl<C, R, F> RemedyReport<C, R, F> {
     /// The remedied run the verdict follows, with its findings (`findings` of a run) and
     /// whether it still reproduced the pathology (`reproduction` of a row).
     pub fn remedied(
