@@ -288,4 +288,24 @@ mod tests {
             assert!(!by.contains("::") && !by.contains("model"), "{by}");
         }
     }
+
+    #[test]
+    fn fix_applies_remedies_of_the_scenarios_own_table() {
+        // --fix is --remedies restricted to FIX: a name missing from REMEDIES would fail
+        // only when run as root.
+        use driver::Scenario;
+        fn check<S: Scenario>() {
+            assert!(!S::FIX.is_empty(), "{}", S::NAME);
+            for name in S::FIX {
+                assert!(S::REMEDIES.contains(name), "{}: {name}", S::NAME);
+            }
+        }
+        check::<accept_overflow::AcceptOverflow>();
+        check::<incast::Incast>();
+        check::<port_exhaustion::PortExhaustion>();
+        check::<slow_reader::SlowReader>();
+        check::<stale_ack::StaleAck>();
+        check::<syn_drop::SynDrop>();
+        check::<timewait::Timewait>();
+    }
 }
