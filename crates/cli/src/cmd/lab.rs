@@ -300,7 +300,7 @@ struct IncastArgs {
     /// The senders' congestion control, set on their routes to the receiver (ip route ...
     /// congctl; a new namespace would otherwise inherit the host's default). This kernel
     /// offers what /proc/sys/net/ipv4/tcp_available_congestion_control lists.
-    #[arg(long, default_value = "cubic", value_name = "NAME")]
+    #[arg(long, default_value = "cubic", value_name = "NAME", value_parser = cc_name)]
     cc: String,
     /// Path prefix of the sweep's CSV and SVG files.
     #[arg(long, default_value = "tdoc-incast-sweep", value_name = "PREFIX")]
@@ -311,15 +311,16 @@ struct IncastArgs {
 struct PortArgs {
     #[command(flatten)]
     common: CommonArgs,
-    /// The client namespace's ip_local_port_range (LOW-HIGH).
-    #[arg(long, default_value = "40000-40199")]
-    ports: String,
+    /// The client namespace's ip_local_port_range (LOW-HIGH), within 1024-65535 and without
+    /// the lab's server port.
+    #[arg(long, default_value = "40000-40199", value_parser = client_ports)]
+    ports: tcpdoctor_model::PortRange,
     /// Length of each run, 1s..10m (121s or more also measures the steady-state rate).
     #[arg(long, default_value = "4s", value_name = "DURATION", value_parser = run_length)]
     duration: std::time::Duration,
     /// Which side closes first: client (TIME_WAIT on the client) or server.
-    #[arg(long, default_value = "client")]
-    close_first: String,
+    #[arg(long, default_value = "client", value_parser = str::parse::<tcpdoctor_probe::CloseFirst>)]
+    close_first: tcpdoctor_probe::CloseFirst,
     /// Concurrent connections (1-256).
     #[arg(long, default_value_t = 2, value_parser = concurrency())]
     concurrency: u16,
@@ -365,8 +366,8 @@ struct TimewaitArgs {
     /// Connections, all from the same source port (2-20).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(2..=20))]
     connections: u64,
-    /// Bytes the client uploads per connection.
-    #[arg(long, default_value = "32MiB", value_name = "BYTES", value_parser = crate::args::positive_bytes)]
+    /// Bytes the client uploads per connection (at most 256 MiB).
+    #[arg(long, default_value = "32MiB", value_name = "BYTES", value_parser = bytes_up_to(256 << 20))]
     request_bytes: u64,
     /// Set net.ipv4.tcp_rfc1337=1 on the server: the multi-second stall variant.
     #[arg(long)]
@@ -377,14 +378,14 @@ struct TimewaitArgs {
 struct SlowReaderArgs {
     #[command(flatten)]
     common: CommonArgs,
-    /// Writer rate, bytes per second.
-    #[arg(long, default_value = "8MiB", value_name = "BYTES", value_parser = crate::args::positive_bytes)]
+    /// Writer rate, bytes per second (at most 1 GiB).
+    #[arg(long, default_value = "8MiB", value_name = "BYTES", value_parser = bytes_up_to(1 << 30))]
     writer_rate: u64,
     /// Reader rate, bytes per second.
     #[arg(long, default_value = "1MiB", value_name = "BYTES", value_parser = crate::args::positive_bytes)]
     reader_rate: u64,
-    /// Reader's SO_RCVBUF.
-    #[arg(long, default_value = "16KiB", value_name = "BYTES", value_parser = crate::args::positive_bytes)]
+    /// Reader's SO_RCVBUF (at most 64 MiB).
+    #[arg(long, default_value = "16KiB", value_name = "BYTES", value_parser = bytes_up_to(64 << 20))]
     rcvbuf: u64,
     /// Length of each run, 1s..10m.
     #[arg(long, default_value = "3s", value_name = "DURATION", value_parser = run_length)]
@@ -568,12 +569,6 @@ fn run_incast(a: IncastArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
         congestion_control: a.cc.clone(),
     };
     cfg.rate_bits_per_s()?;
-    if !a.cc.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-        anyhow::bail!(
-            "--cc '{}': expected a congestion control name like cubic or bbr",
-            a.cc
-        );
-    }
     let plain = |common: &Common, stop: &AtomicBool| {
         let o = incast::run(common, &cfg, stop)?;
         if a.sweep.is_some() {
@@ -609,32 +604,46 @@ fn tc_rate(s: &str) -> Result<String, String> {
     Ok(format!("{}bit", crate::args::bit_rate(s)?.round() as u64))
 }
 
+/// `--ports`: a client port range the lab can narrow to (1024-65535, without its server's).
+fn client_ports(s: &str) -> Result<tcpdoctor_model::PortRange, String> {
+    let ports: tcpdoctor_model::PortRange = s.parse().map_err(|e| format!("{e}"))?;
+    let server = tcpdoctor_lab::traffic::SERVER_PORT;
+    if ports.low < 1024 || ports.contains(server) {
+        return Err(format!(
+            "must lie in 1024-65535 and leave out the lab's server port {server}"
+        ));
+    }
+    Ok(ports)
+}
+
+/// `--cc`: a congestion control's name (letters, digits, `_`), as `ip route ... congctl`
+/// takes it.
+fn cc_name(s: &str) -> Result<String, String> {
+    match s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        true => Ok(s.to_string()),
+        false => Err("expected a congestion control name like cubic or bbr".into()),
+    }
+}
+
+/// A size above zero and at most `max` bytes.
+fn bytes_up_to(max: u64) -> impl Fn(&str) -> Result<u64, String> + Clone + Send + Sync {
+    move |s| match crate::args::positive_bytes(s)? {
+        n if n > max => Err(format!("at most {}", tcpdoctor_report::fmt::bytes(max))),
+        n => Ok(n),
+    }
+}
+
 /// `--concurrency`: 1 to 256 workers.
 fn concurrency() -> clap::builder::RangedI64ValueParser<u16> {
     clap::value_parser!(u16).range(1..=256)
 }
 
 fn run_port_exhaustion(a: PortArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
-    let ports: tcpdoctor_model::PortRange = a
-        .ports
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--ports '{}': {e}", a.ports))?;
-    if ports.low < 1024 || ports.contains(tcpdoctor_lab::traffic::SERVER_PORT) {
-        anyhow::bail!(
-            "--ports '{}': must lie in 1024-65535 and leave out the lab's server port {}",
-            a.ports,
-            tcpdoctor_lab::traffic::SERVER_PORT
-        );
-    }
-    let close_first = a
-        .close_first
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--close-first: {e}"))?;
     let cfg = port_exhaustion::Config {
-        ports,
+        ports: a.ports,
         duration_ms: a.duration.as_millis() as u64,
         concurrency: usize::from(a.concurrency),
-        close_first,
+        close_first: a.close_first,
     };
     run_scenario(
         port_exhaustion::PortExhaustion::new(cfg.clone()),
@@ -677,9 +686,6 @@ fn run_accept_overflow(a: AcceptArgs, html: Option<HtmlOut>) -> anyhow::Result<i
 }
 
 fn run_timewait(a: TimewaitArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
-    if a.request_bytes > 256 << 20 {
-        anyhow::bail!("--request-bytes {}: at most 256mb", a.request_bytes);
-    }
     let cfg = timewait::Config {
         connections: a.connections,
         request_bytes: a.request_bytes as usize,
@@ -702,9 +708,6 @@ fn run_slow_reader(a: SlowReaderArgs, html: Option<HtmlOut>) -> anyhow::Result<i
         reader_rcvbuf_bytes: a.rcvbuf as usize,
         duration_ms: a.duration.as_millis() as u64,
     };
-    if cfg.writer_rate_bytes_per_s > 1 << 30 || cfg.reader_rcvbuf_bytes > 64 << 20 {
-        anyhow::bail!("--writer-rate is at most 1gb and --rcvbuf at most 64mb");
-    }
     run_scenario(
         slow_reader::SlowReader(cfg.clone()),
         &a.common,
