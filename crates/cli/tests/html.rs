@@ -450,7 +450,7 @@ fn lab_html_report_shows_the_harm_before_and_after_each_remedy() {
     // 3: the lab's rule for a run that did not reproduce its pathology (`lab --help`).
     assert!(matches!(code, 0 | 1 | 3), "exit {code}: {err}");
     let v = support::json(&out, &err);
-    let failed = v["before"]["summary"]["errors"]
+    let failed = v["baseline"]["probes"][0]["summary"]["errors"]
         .as_array()
         .unwrap()
         .iter()
@@ -464,8 +464,9 @@ fn lab_html_report_shows_the_harm_before_and_after_each_remedy() {
             "tcpdoctor lab port-exhaustion",
             "Verdict",
             "Measurement",
-            "Before and after the remedy",
+            "Before and after each remedy",
             "The harm before and after each remedy",
+            "keep-alive: remedy worked: connects failed with EADDRNOTAVAIL fell from",
             "keep-alive",
             "tcp_tw_reuse=1",
             &format!("EADDRNOTAVAIL x{failed}"),

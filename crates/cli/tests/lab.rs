@@ -149,39 +149,46 @@ fn serious(findings: &Value) -> Vec<String> {
         .collect()
 }
 
-/// `--fix`: every remedy's verdict follows from its measurement (harm before and after, the
-/// pathology still named or not), and the report's findings, verdict and exit status are
-/// those of the remedied run it follows (the first that worked, else the first). `after`
-/// lists the remedied runs' objects in the order of `remedies`.
+/// A remedied run judged against the baseline (`c`, the check of run object `run`): its
+/// effect follows its harm before and after and whether the pathology is still named above
+/// info; a remedy that worked left its run without the pathology's signature.
+fn assert_check_follows_measurement(v: &Value, c: &Value, run: &Value) {
+    let (b, a) = (
+        c["before"]["amount"].as_f64().unwrap(),
+        c["after"]["amount"].as_f64().unwrap(),
+    );
+    let gone = c["pathology_gone"].as_bool().unwrap();
+    let line = c["line"].as_str().unwrap();
+    assert_eq!(c["run"], run["label"], "{c:#}");
+    assert_eq!(
+        c["remaining"].as_array().unwrap().len(),
+        serious(&run["findings"]).len(),
+        "{c:#}"
+    );
+    match c["effect"].as_str().unwrap() {
+        "worked" => {
+            assert!(a < 0.005 && gone, "{c:#}");
+            assert!(line.starts_with("remedy worked: 0"), "{line}");
+            let label = run["label"].as_str().unwrap();
+            assert_eq!(reproduction_of(v, label)["reproduced"], false, "{c:#}");
+        }
+        "insufficient" => {
+            assert!(a < b || !gone, "{c:#}");
+            assert!(line.starts_with("remedy insufficient"), "{line}");
+        }
+        "no_effect" => assert!(a >= b, "{c:#}"),
+        "nothing_to_fix" => assert!(b < 0.005, "{c:#}"),
+        other => panic!("unknown effect {other}"),
+    }
+}
+
+/// An incast run of several RTO floors: the last floor's run (`after`) judged against the
+/// first, and the report's findings, verdict and exit status are those of the remedied run.
 fn assert_remedies_follow_measurement(code: i32, v: &Value, after: &[&Value]) {
     let checks = v["fix_results"].as_array().expect("fix_results");
     assert_eq!(checks.len(), after.len(), "{v:#}");
     for (c, run) in checks.iter().zip(after) {
-        let (b, a) = (
-            c["before"]["amount"].as_f64().unwrap(),
-            c["after"]["amount"].as_f64().unwrap(),
-        );
-        let gone = c["pathology_gone"].as_bool().unwrap();
-        let line = c["line"].as_str().unwrap();
-        assert_eq!(c["run"], run["label"], "{c:#}");
-        assert_eq!(
-            c["remaining"].as_array().unwrap().len(),
-            serious(&run["findings"]).len(),
-            "{c:#}"
-        );
-        match c["effect"].as_str().unwrap() {
-            "worked" => {
-                assert!(a < 0.005 && gone, "{c:#}");
-                assert!(line.starts_with("remedy worked: 0"), "{line}");
-            }
-            "insufficient" => {
-                assert!(a < b || !gone, "{c:#}");
-                assert!(line.starts_with("remedy insufficient"), "{line}");
-            }
-            "no_effect" => assert!(a >= b, "{c:#}"),
-            "nothing_to_fix" => assert!(b < 0.005, "{c:#}"),
-            other => panic!("unknown effect {other}"),
-        }
+        assert_check_follows_measurement(v, c, run);
     }
     let followed = checks
         .iter()
@@ -193,13 +200,6 @@ fn assert_remedies_follow_measurement(code: i32, v: &Value, after: &[&Value]) {
         "the verdict follows the remedied run {}",
         checks[followed]["run"]
     );
-    // A remedy that worked left its run without the pathology's signature.
-    for (c, run) in checks.iter().zip(after) {
-        if c["effect"] == "worked" {
-            let label = run["label"].as_str().unwrap();
-            assert_eq!(reproduction_of(v, label)["reproduced"], false, "{c:#}");
-        }
-    }
     let label = checks[followed]["run"].as_str().unwrap();
     assert_eq!(
         code,
@@ -208,6 +208,20 @@ fn assert_remedies_follow_measurement(code: i32, v: &Value, after: &[&Value]) {
         v["verdict_reason"],
         v["findings"]
     );
+}
+
+/// `--fix`: the remedies table of the scenario's recommended remedies `names` (as
+/// [`remedy_rows`]: the verdict and exit status follow the first that works), each row's
+/// check following its measurement and a `works` backed by it. Returns each remedy's run.
+fn fixed_runs<'a>(code: i32, v: &'a Value, names: &[&str]) -> Vec<&'a Value> {
+    remedy_rows(code, v, names)
+        .into_iter()
+        .map(|(_, r)| {
+            assert_check_follows_measurement(v, &r["check"], &r["run"]);
+            assert_works_is_measured(r);
+            &r["run"]
+        })
+        .collect()
 }
 
 #[test]
@@ -384,7 +398,7 @@ fn lab_help_explains_each_namespace_role_it_names() {
         ("sw", "the switch"),
         ("rx", "the receiver"),
         ("fc", "the forced check"),
-        ("fx", "the --fix run"),
+        ("r0,", "r1, ... the remedies of --fix and --remedies"),
     ] {
         assert!(help.contains(&format!("{role} {words}")), "{role}: {help}");
     }
@@ -648,42 +662,36 @@ fn port_exhaustion_is_named_with_its_arithmetic_and_keepalive_fixes_it() {
         "--fix",
     ]);
     assert_eq!(v["scenario"], "port-exhaustion");
+    let base = &v["baseline"];
     assert!(
-        run_pathologies(&v["before"]).contains(&"port_exhaustion".to_string()),
+        run_pathologies(base).contains(&"port_exhaustion".to_string()),
         "{:?}",
-        run_pathologies(&v["before"])
+        run_pathologies(base)
     );
-    let computed = v["computed_sustainable_per_s"].as_f64().unwrap();
-    assert!((computed - 100.0 / 60.0).abs() < 1e-9, "{computed}");
-    let errors = v["before"]["summary"]["errors"].as_array().unwrap();
+    let notes = v["notes"].to_string();
     assert!(
-        errors.iter().any(|e| e["errno"] == "EADDRNOTAVAIL"),
-        "{errors:?}"
+        notes.contains("100 ports sustain 1.67 new connections/s"),
+        "{notes}"
     );
-    assert_eq!(v["before"]["summary"]["connections_opened"], 100);
-    let keepalive = &v["after"][0];
+    let probe = &base["probes"][0];
+    assert!(errno_count(probe, "EADDRNOTAVAIL") > 0, "{probe:#}");
+    assert_eq!(probe["summary"]["connections_opened"], 100);
+    let runs = fixed_runs(code, &v, &["keep-alive", "tw-reuse"]);
+    let (keepalive, tw_reuse) = (runs[0], runs[1]);
     assert!(keepalive["label"].as_str().unwrap().contains("keep-alive"));
-    assert_eq!(keepalive["summary"]["requests_failed"], 0, "{keepalive:#}");
-    let tw_reuse = &v["after"][1];
-    assert!(
-        tw_reuse["summary"]["requests_ok"].as_u64().unwrap()
-            > v["before"]["summary"]["requests_ok"].as_u64().unwrap()
-    );
+    assert_eq!(keepalive["probes"][0]["summary"]["requests_failed"], 0);
+    assert!(tw_reuse["requests_ok"].as_u64().unwrap() > base["requests_ok"].as_u64().unwrap());
     // Keep-alive: no EADDRNOTAVAIL, so it worked and the verdict follows it.
-    assert_eq!(
-        v["fix_results"][0]["effect"], "worked",
-        "{:#}",
-        v["fix_results"]
-    );
-    assert_eq!(v["fix_results"][0]["after"]["amount"], 0.0);
+    let check = |i: usize| &v["remedies"][i]["check"];
+    assert_eq!(check(0)["effect"], "worked", "{:#}", check(0));
+    assert_eq!(check(0)["after"]["amount"], 0.0);
     // tcp_tw_reuse=1 still runs out within the run: its failures remain.
     assert!(
-        v["fix_results"][1]["after"]["amount"].as_f64().unwrap() > 0.0,
+        check(1)["after"]["amount"].as_f64().unwrap() > 0.0,
         "{:#}",
-        v["fix_results"][1]
+        check(1)
     );
-    assert_ne!(v["fix_results"][1]["effect"], "worked");
-    assert_remedies_follow_measurement(code, &v, &[keepalive, tw_reuse]);
+    assert_ne!(check(1)["effect"], "worked");
 }
 
 #[test]
@@ -821,10 +829,11 @@ fn timewait_collision_is_named_and_timestamps_fix_it() {
     ]);
     assert_eq!(v["scenario"], "timewait-collision");
     assert!(
-        run_pathologies(&v["before"]).contains(&"time_wait_collision".to_string()),
+        run_pathologies(&v["baseline"]).contains(&"time_wait_collision".to_string()),
         "{:?}",
-        run_pathologies(&v["before"])
+        run_pathologies(&v["baseline"])
     );
+    let after = fixed_runs(code, &v, &["timestamps"])[0];
     let names = |r: &Value| -> Vec<String> {
         r["findings"]
             .as_array()
@@ -834,24 +843,23 @@ fn timewait_collision_is_named_and_timestamps_fix_it() {
             .collect()
     };
     assert!(
-        !names(&v["after"]).contains(&"time_wait_collision".to_string()),
+        !names(after).contains(&"time_wait_collision".to_string()),
         "{:?}",
-        names(&v["after"])
+        names(after)
     );
     assert!(
-        v["before"]["client_counters"]["TcpExtTCPSynRetrans"]
+        v["baseline"]["client_counters"]["TcpExtTCPSynRetrans"]
             .as_i64()
             .unwrap_or(0)
             > 0
     );
-    assert_remedies_follow_measurement(code, &v, &[&v["after"]]);
     if require_trace("timewait_collision_is_named_and_timestamps_fix_it", &v) {
         // Every SYN the client resent is one the trace attributed to the collision with the
         // server's TIME_WAIT socket; the remedied run's own trace saw none.
-        let t = trace_run(&v, v["before"]["label"].as_str().unwrap());
+        let t = trace_run(&v, v["baseline"]["label"].as_str().unwrap());
         assert_eq!(
             t["syn_resends"]["time_wait_collision"],
-            v["before"]["client_counters"]["TcpExtTCPSynRetrans"],
+            v["baseline"]["client_counters"]["TcpExtTCPSynRetrans"],
             "{t:#}"
         );
         // The server's view: its TIME_WAIT socket (TIME_WAIT proper, not an orphaned
@@ -867,15 +875,15 @@ fn timewait_collision_is_named_and_timestamps_fix_it() {
         assert!(causes("time_wait_refused_syn") > 0, "{t:#}");
         assert_eq!(causes("fin_wait2_refused_syn"), 0, "{t:#}");
         assert!(t["syn_resends"].get("stale_ack_race").is_none(), "{t:#}");
-        let after = trace_run(&v, v["after"]["label"].as_str().unwrap());
+        let after = trace_run(&v, after["label"].as_str().unwrap());
         assert_eq!(after["syn_resends_attributed"], 0, "{after:#}");
         assert!(
-            v["fix_results"][0]["trace"]
+            v["remedies"][0]["check"]["trace"]
                 .as_str()
                 .unwrap()
                 .starts_with("trace saw 0 SYNs resent"),
             "{:#}",
-            v["fix_results"][0]
+            v["remedies"][0]["check"]
         );
     }
 }
@@ -888,20 +896,15 @@ fn slow_reader_is_named_and_the_fix_removes_the_stall() {
     let _bpf = support::bpf_shared();
     let (code, v) = lab(&["slow-reader", "--duration", "2s", "--fix"]);
     assert_eq!(v["scenario"], "slow-reader");
+    let (before, after) = (&v["baseline"], fixed_runs(code, &v, &["faster-reader"])[0]);
     assert!(
-        run_pathologies(&v["before"]).contains(&"slow_reader".to_string()),
+        run_pathologies(before).contains(&"slow_reader".to_string()),
         "{:?}",
-        run_pathologies(&v["before"])
+        run_pathologies(before)
     );
     let stall = |r: &Value| r["writer_stall_us"].as_u64().unwrap();
-    assert!(
-        stall(&v["before"]) > stall(&v["after"]),
-        "{:#} {:#}",
-        v["before"],
-        v["after"]
-    );
-    assert!(v["before"]["zero_window_advertisements"].as_i64().unwrap() > 0);
-    assert_remedies_follow_measurement(code, &v, &[&v["after"]]);
+    assert!(stall(before) > stall(after), "{before:#} {after:#}");
+    assert!(before["zero_window_advertisements"].as_i64().unwrap() > 0);
 }
 
 #[test]
@@ -1636,9 +1639,13 @@ fn lab_trace_counts_each_eaddrnotavail_and_each_fixed_run_has_its_own_window() {
     if !require_trace(test, &v) {
         return;
     }
-    let runs = [&v["before"], &v["after"][0], &v["after"][1]];
+    let runs: Vec<&Value> = std::iter::once(&v["baseline"])
+        .chain(v["remedies"].as_array().unwrap().iter().map(|r| &r["run"]))
+        .map(|r| &r["probes"][0])
+        .collect();
+    assert_eq!(runs.len(), 3, "the baseline, keep-alive and tw-reuse");
     let mut seen_namespaces: Vec<String> = Vec::new();
-    for run in runs {
+    for &run in &runs {
         let label = run["label"].as_str().unwrap();
         let t = trace_run(&v, label);
         assert_eq!(t["used"], true, "{t:#}");
@@ -1662,24 +1669,26 @@ fn lab_trace_counts_each_eaddrnotavail_and_each_fixed_run_has_its_own_window() {
             seen_namespaces.push(ns);
         }
     }
-    let before = errno_count(&v["before"], "EADDRNOTAVAIL");
-    assert!(before > 0, "{:#}", v["before"]["summary"]["errors"]);
+    let before = errno_count(runs[0], "EADDRNOTAVAIL");
+    assert!(before > 0, "{:#}", runs[0]["summary"]["errors"]);
     // Keep-alive: the trace of the remedied run saw none, and the verdict says so.
     assert_eq!(
-        trace_run(&v, v["after"][0]["label"].as_str().unwrap())["eaddrnotavail"],
+        trace_run(&v, runs[1]["label"].as_str().unwrap())["eaddrnotavail"],
         0
     );
-    let keepalive = &v["fix_results"][0];
+    let keepalive = &v["remedies"][0]["check"];
     assert_eq!(keepalive["effect"], "worked", "{keepalive:#}");
     // "trace saw 0 connects failed with EADDRNOTAVAIL (was 4,839)": the baseline's own count.
-    let saw = keepalive["trace"].as_str().expect("fix_results[0].trace");
+    let saw = keepalive["trace"]
+        .as_str()
+        .expect("remedies[0].check.trace");
     let was = saw
         .strip_prefix("trace saw 0 connects failed with EADDRNOTAVAIL (was ")
         .and_then(|r| r.strip_suffix(')'))
         .unwrap_or_else(|| panic!("{saw}"));
     assert_eq!(was.replace(',', ""), before.to_string(), "{saw}");
     // The lab's port-exhaustion finding cites the trace's count.
-    let pe = v["before"]["findings"]
+    let pe = v["baseline"]["findings"]
         .as_array()
         .unwrap()
         .iter()

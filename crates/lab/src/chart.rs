@@ -45,7 +45,7 @@ pub fn incast_csv(runs: &[Run]) -> String {
 }
 
 /// The sweep as a chart: goodput against sender count (log2 steps), one line per RTO floor.
-pub fn incast_chart(runs: &[Run]) -> Xy {
+pub fn incast_chart(runs: &[&Run]) -> Xy {
     let mut lines: BTreeMap<u64, Vec<(f64, f64)>> = BTreeMap::new();
     for r in runs {
         lines
@@ -152,7 +152,7 @@ pub fn connects_per_second(runs: &[&ProbeRun]) -> Option<Chart> {
 
 /// The sweep as a stand-alone SVG document (legend inside the plot).
 pub fn incast_svg(runs: &[Run]) -> Result<String> {
-    incast_chart(runs)
+    incast_chart(&runs.iter().collect::<Vec<_>>())
         .standalone_svg()
         .map_err(|e| Error::invalid("incast chart", e.to_string()))
 }
@@ -197,7 +197,7 @@ mod tests {
             .nth(2)
             .unwrap()
             .starts_with("8,200000,10,0,200000000,"));
-        let chart = incast_chart(&runs);
+        let chart = incast_chart(&runs.iter().collect::<Vec<_>>());
         let names: Vec<&str> = chart.series.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["rto_min 200ms", "rto_min 5.00ms"]);
         assert_eq!(chart.series[1].points, [(1.0, 910e6), (8.0, 600e6)]);

@@ -54,9 +54,8 @@ pub fn role_of(ns: &str) -> &str {
 /// What a lab namespace is, in words, from its role (`tdoc-lab-123-clfc` -> `client`):
 /// `client` (`cl`), `server` (`sv`), `switch` (`sw`: incast's bridge and bottleneck),
 /// `receiver` (`rx`), `sender N` (`sN`), `qdisc check` (`q...`: a scratch namespace). What
-/// follows the role names the run (`fx` the `--fix` run, `ka`/`tw` port-exhaustion's fixes,
-/// `gc` the graceful close, `fc` the forced check, `rN` the Nth remedy): the report says the
-/// run where it lists the namespace, so it is left out. Other names as they are.
+/// follows the role names the run (`fc` the forced check, `rN` the Nth remedy of `--fix` or
+/// `--remedies`): the report says the run where it lists the namespace, so it is left out. Other names as they are.
 pub fn role_words(ns: &str) -> String {
     let role = role_of(ns);
     if role == ns && !ns.starts_with(LAB_NS_PREFIX) {

@@ -1,7 +1,8 @@
 //! Judging a remedy by what it measured: the scenario names the harm it reproduces (a count
 //! such as failed connects or SYN retransmissions, or a share such as the time lost to
 //! stalls) and the pathology it demonstrates; a remedied run is compared with the baseline
-//! on both. Used by `--fix` (one line per remedied run) and by the remedy tables.
+//! on both. Used by the remedies table of `--fix` and `--remedies`, and by incast's plain run of
+//! several RTO floors (the last judged against the first).
 //!
 //! The rules, in order:
 //! - *nothing to fix*: the baseline showed no harm and did not name the pathology;

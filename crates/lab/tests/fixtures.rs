@@ -122,20 +122,50 @@ fn run<B: Serialize + DeserializeOwned>(
     )
 }
 
-fn remedies<C, R, F>(name: &str, scenario: &str, findings: fn(&R) -> Vec<Finding>) -> Vec<String>
+/// A view of a remedies report's runs (`--fix`).
+type FixView<C, R, F> = for<'a> fn(&'a RemedyReport<C, R, F>) -> render::View<'a>;
+
+/// A `--remedies` fixture, or (`NAME-fix`) a `--fix` one printed beside `fix`, the view of
+/// its runs; `findings` of the baseline run.
+fn remedies<C, R, F>(
+    name: &str,
+    scenario: &str,
+    findings: fn(&R) -> Vec<Finding>,
+    fix: FixView<C, R, F>,
+) -> Vec<String>
 where
     RemedyReport<C, R, F>: Serialize + DeserializeOwned,
 {
-    check::<RemedyReport<C, R, F>>(
+    remedies_completed(
         name,
+        scenario,
         |r| r.report.body.baseline_findings = findings(&r.report.body.baseline),
-        |w, r| render::remedies(w, r, scenario),
-        render::html::remedies_page,
+        fix,
     )
 }
 
-/// Renders fixture `name` by its scenario, and by whether it is a `--remedies` table.
+/// [`remedies`], the report completed from its provenance by `complete`.
+fn remedies_completed<C, R, F>(
+    name: &str,
+    scenario: &str,
+    complete: impl FnOnce(&mut Read<RemedyReport<C, R, F>>),
+    fix: FixView<C, R, F>,
+) -> Vec<String>
+where
+    RemedyReport<C, R, F>: Serialize + DeserializeOwned,
+{
+    let view = name.ends_with("-fix").then_some(fix);
+    check::<RemedyReport<C, R, F>>(
+        name,
+        complete,
+        |w, r| render::remedies(w, r, scenario, view.map(|v| v(&r.body)).as_ref()),
+        |r| render::html::remedies_page(r, view.map(|v| v(&r.body)).as_ref()),
+    )
+}
+
+/// Renders fixture `name` by its scenario, and by whether it is a remedies table.
 fn render_fixture(name: &str) -> Vec<String> {
+    use render::views;
     use tcpdoctor_lab::scenario::churn::ProbeRun;
     let text = std::fs::read_to_string(dir().join(format!("{name}.json"))).unwrap();
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -143,58 +173,68 @@ fn render_fixture(name: &str) -> Vec<String> {
     let table = v.get("baseline_label").is_some();
     let probe: fn(&ProbeRun) -> Vec<Finding> = |r| r.findings.clone();
     match (scenario.as_str(), table) {
-        ("accept-overflow", false) => run(name, render::views::accept_overflow),
-        ("accept-overflow", true) => {
-            remedies::<accept_overflow::Config, _, NoFacts>(name, &scenario, probe)
+        ("accept-overflow", false) => run::<accept_overflow::Report>(name, views::accept_overflow),
+        ("accept-overflow", true) => remedies::<accept_overflow::Config, _, NoFacts>(
+            name,
+            &scenario,
+            probe,
+            views::accept_overflow,
+        ),
+        ("syn-drop", false) => run::<syn_drop::Report>(name, views::syn_drop),
+        ("syn-drop", true) => {
+            remedies::<syn_drop::Config, _, NoFacts>(name, &scenario, probe, views::syn_drop)
         }
-        ("syn-drop", false) => run(name, render::views::syn_drop),
-        ("syn-drop", true) => remedies::<syn_drop::Config, _, NoFacts>(name, &scenario, probe),
-        ("port-exhaustion", false) => run(name, render::views::port_exhaustion),
-        ("port-exhaustion", true) => remedies::<
-            port_exhaustion::Config,
-            port_exhaustion::PortRun,
-            port_exhaustion::Facts,
-        >(name, &scenario, |r| r.findings.clone()),
-        ("timewait-collision", false) => run(name, render::views::timewait),
-        ("timewait-collision", true) => {
-            remedies::<timewait::Config, timewait::Run, NoFacts>(name, &scenario, |r| {
-                r.findings.clone()
-            })
+        ("port-exhaustion", false) => run(name, views::port_exhaustion),
+        ("port-exhaustion", true) => {
+            remedies::<port_exhaustion::Config, port_exhaustion::PortRun, port_exhaustion::Facts>(
+                name,
+                &scenario,
+                |r| r.findings.clone(),
+                views::port_exhaustion_fix,
+            )
         }
-        ("slow-reader", false) => run(name, render::views::slow_reader),
-        ("slow-reader", true) => {
-            remedies::<slow_reader::Config, slow_reader::Run, NoFacts>(name, &scenario, |r| {
-                r.findings.clone()
-            })
-        }
+        ("timewait-collision", false) => run::<timewait::Report>(name, views::timewait),
+        ("timewait-collision", true) => remedies::<timewait::Config, timewait::Run, NoFacts>(
+            name,
+            &scenario,
+            |r| r.findings.clone(),
+            views::timewait,
+        ),
+        ("slow-reader", false) => run::<slow_reader::Report>(name, views::slow_reader),
+        ("slow-reader", true) => remedies::<slow_reader::Config, slow_reader::Run, NoFacts>(
+            name,
+            &scenario,
+            |r| r.findings.clone(),
+            views::slow_reader,
+        ),
         ("stale-ack-race", false) => check::<stale_ack::Report>(
             name,
             |r| r.report.body.kernel_release = r.provenance.kernel_release.clone(),
-            |w, r| render::run_text(w, r, render::views::stale_ack),
-            |r| render::run_page(r, render::views::stale_ack),
+            |w, r| render::run_text(w, r, views::stale_ack),
+            |r| render::run_page(r, views::stale_ack),
         ),
-        ("stale-ack-race", true) => {
-            type B = RemedyReport<stale_ack::Config, stale_ack::LoopRun, stale_ack::Facts>;
-            check::<B>(
-                name,
-                |r| {
-                    let b = &mut r.report.body;
-                    b.baseline_findings = b.baseline.run.findings.clone();
-                    b.facts.kernel_release = r.provenance.kernel_release.clone();
-                },
-                |w, r| render::remedies(w, r, "stale-ack-race"),
-                render::html::remedies_page,
-            )
-        }
-        ("incast", false) => run(name, render::views::incast),
-        ("incast", true) => {
-            remedies::<incast::Config, incast::Run, incast::Facts>(name, &scenario, |r| {
-                r.findings.clone()
-            })
-        }
+        ("stale-ack-race", true) => remedies_completed(
+            name,
+            "stale-ack-race",
+            |r: &mut Read<StaleAckRemedies>| {
+                let b = &mut r.report.body;
+                b.baseline_findings = b.baseline.run.findings.clone();
+                b.facts.kernel_release = r.provenance.kernel_release.clone();
+            },
+            views::stale_ack_fix,
+        ),
+        ("incast", false) => run(name, views::incast),
+        ("incast", true) => remedies::<incast::Config, incast::Run, incast::Facts>(
+            name,
+            &scenario,
+            |r| r.findings.clone(),
+            views::incast_fix,
+        ),
         (other, _) => vec![format!("{name}.json: unknown scenario '{other}'")],
     }
 }
+
+type StaleAckRemedies = RemedyReport<stale_ack::Config, stale_ack::LoopRun, stale_ack::Facts>;
 
 #[test]
 fn recorded_lab_reports_render_as_their_goldens() {
@@ -215,10 +255,23 @@ fn rendered<B: DeserializeOwned>(
     (String::from_utf8(text).unwrap(), render::run_page(&r, view))
 }
 
+/// A `--fix` fixture's text and page (the page with its charts).
+fn rendered_fix<C, R, F>(name: &str, view: FixView<C, R, F>) -> (String, String)
+where
+    RemedyReport<C, R, F>: DeserializeOwned,
+{
+    let r = read::<RemedyReport<C, R, F>>(name).report;
+    let v = view(&r.body);
+    let mut text = Vec::new();
+    render::remedies(&mut text, &r, &r.body.header.scenario, Some(&v)).unwrap();
+    let page = render::html::remedies_page(&r, Some(&v));
+    (String::from_utf8(text).unwrap(), page)
+}
+
 #[test]
 fn an_incast_run_at_one_sender_count_draws_no_sweep_chart() {
     // Issue 24: two RTO floors at 8 senders (--fix) drew an "Incast sweep".
-    let (_, page) = rendered::<incast::Report>("incast-fix", render::views::incast);
+    let (_, page) = rendered_fix("incast-fix", render::views::incast_fix);
     assert!(!page.contains("Incast sweep"), "incast-fix");
     let (_, page) = rendered::<incast::Report>("incast-sweep", render::views::incast);
     assert!(page.contains("Incast sweep"), "incast-sweep");
@@ -227,19 +280,20 @@ fn an_incast_run_at_one_sender_count_draws_no_sweep_chart() {
 #[test]
 fn the_port_exhaustion_page_charts_connects_ok_and_eaddrnotavail_per_second() {
     // Issue 24: the port-exhaustion page had no chart of its own.
-    let (_, page) =
-        rendered::<port_exhaustion::Report>("port-exhaustion-fix", render::views::port_exhaustion);
+    let (_, page) = rendered_fix("port-exhaustion-fix", render::views::port_exhaustion_fix);
     assert!(page.contains("<h2>Connects per second</h2>"), "{page}");
     assert!(page.contains("<svg"), "no chart drawn");
     for legend in [
         "connects ok: before: new connection per request, tcp_tw_reuse=0",
         "EADDRNOTAVAIL: before: new connection per request, tcp_tw_reuse=0",
-        "connects ok: after: new connection per request, tcp_tw_reuse=1",
+        "connects ok: tcp_tw_reuse=1",
     ] {
         assert!(page.contains(legend), "{legend}");
     }
     // Keep-alive opens one connection per worker: not drawn, and the caption says so.
-    assert!(page.contains("Not drawn (one persistent connection per worker): after: keep-alive"));
+    assert!(page.contains(
+        "Not drawn (one persistent connection per worker): keep-alive: one connection per worker"
+    ));
 }
 
 #[test]
@@ -261,12 +315,9 @@ fn the_incast_bottleneck_rate_is_printed_in_units_not_in_tcs_syntax() {
 #[test]
 fn trace_lines_name_each_namespace_in_words() {
     // Issue 24: "clfc: stale_ack_race=2", "svfc: drop=1".
-    let r = read::<RemedyReport<stale_ack::Config, stale_ack::LoopRun, stale_ack::Facts>>(
-        "stale-ack-race-remedies",
-    )
-    .report;
+    let r = read::<StaleAckRemedies>("stale-ack-race-remedies").report;
     let mut text = Vec::new();
-    render::remedies(&mut text, &r, "stale-ack-race").unwrap();
+    render::remedies(&mut text, &r, "stale-ack-race", None).unwrap();
     let text = String::from_utf8(text).unwrap();
     assert!(text.contains("    client: stale_ack_race=2"), "{text}");
     assert!(text.contains("    server: "), "{text}");

@@ -1,5 +1,5 @@
 //! Remedy verdicts judged again, without root, from recorded real runs: each `--remedies`
-//! fixture under `tests/data/lab` (recorded as root by `tests/data/lab/record.sh`) holds the
+//! and `--fix` fixture under `tests/data/lab` (recorded as root by `tests/data/lab/record.sh`) holds the
 //! baseline's and every remedied run's measurements. Every row is judged again here by the
 //! scenario's own code (`driver::row`: harm, prediction, trace counts, reproduction,
 //! verdict) from those measurements, and must come out as the live run judged it. A change
@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
-use tcpdoctor_lab::scenario::driver::{self, Scenario};
+use tcpdoctor_lab::scenario::driver::{self, Record, Scenario};
 use tcpdoctor_lab::scenario::{
     accept_overflow, incast, port_exhaustion, slow_reader, stale_ack, syn_drop, timewait,
     RemedyReport,
@@ -71,8 +71,17 @@ where
     S::Facts: DeserializeOwned,
 {
     let text = std::fs::read_to_string(dir().join(format!("{name}.json"))).unwrap();
-    let report: RemedyReport<S::Config, S::Run, S::Facts> =
+    let mut report: RemedyReport<S::Config, S::Run, S::Facts> =
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}.json: {e}"));
+    // Each run's trace is in the header (`trace.runs`), not in the run's own JSON.
+    let traces = report.header.trace.runs.clone();
+    let runs = std::iter::once(&mut report.baseline)
+        .chain(report.remedies.iter_mut().filter_map(|r| r.run.as_mut()));
+    for run in runs {
+        if let Some(t) = traces.iter().find(|t| t.run == run.label()) {
+            *run.trace_mut() = t.clone();
+        }
+    }
     let recorded: Value = serde_json::from_str(&text).unwrap();
     let mut s = make(&report);
     let mut judged = 0;
@@ -119,49 +128,55 @@ fn recorded_remedy_runs_are_judged_again_as_they_were_live() {
         judged += n;
         errors.extend(e);
     };
-    add(rejudge::<syn_drop::SynDrop>("syn-drop-remedies", |r| {
-        syn_drop::SynDrop(r.config.clone())
-    }));
-    add(rejudge::<accept_overflow::AcceptOverflow>(
-        "accept-overflow-remedies",
-        |r| accept_overflow::AcceptOverflow(r.config.clone()),
-    ));
-    add(rejudge::<slow_reader::SlowReader>(
-        "slow-reader-remedies",
-        |r| slow_reader::SlowReader(r.config.clone()),
-    ));
-    add(rejudge::<timewait::Timewait>(
-        "timewait-collision-remedies",
-        |r| timewait::Timewait(r.config.clone()),
-    ));
-    add(rejudge::<port_exhaustion::PortExhaustion>(
-        "port-exhaustion-remedies",
-        |r| port_exhaustion::PortExhaustion::new(r.config.clone()),
-    ));
-    add(rejudge::<stale_ack::StaleAck>(
-        "stale-ack-race-remedies",
-        |r| {
+    // `--remedies` and `--fix` (the recommended remedies' rows) print the same report.
+    for mode in ["remedies", "fix"] {
+        let name = |scenario: &str| format!("{scenario}-{mode}");
+        add(rejudge::<syn_drop::SynDrop>(&name("syn-drop"), |r| {
+            syn_drop::SynDrop(r.config.clone())
+        }));
+        add(rejudge::<accept_overflow::AcceptOverflow>(
+            &name("accept-overflow"),
+            |r| accept_overflow::AcceptOverflow(r.config.clone()),
+        ));
+        add(rejudge::<slow_reader::SlowReader>(
+            &name("slow-reader"),
+            |r| slow_reader::SlowReader(r.config.clone()),
+        ));
+        add(rejudge::<timewait::Timewait>(
+            &name("timewait-collision"),
+            |r| timewait::Timewait(r.config.clone()),
+        ));
+        add(rejudge::<port_exhaustion::PortExhaustion>(
+            &name("port-exhaustion"),
+            |r| port_exhaustion::PortExhaustion::new(r.config.clone()),
+        ));
+        let stale = name("stale-ack-race");
+        add(rejudge::<stale_ack::StaleAck>(&stale, |r| {
             stale_ack::StaleAck::recorded(
                 r.config.clone(),
                 r.facts.forced.clone(),
-                recorded_kernel("stale-ack-race-remedies"),
+                recorded_kernel(&stale),
             )
-        },
-    ));
-    // The baseline of a one-count sweep is its only run (config senders [8] here).
-    add(rejudge_rows::<incast::Incast>(
-        "incast-remedies",
-        |r| {
-            assert_eq!(
-                r.config.senders.len(),
-                1,
-                "a sweep's other runs are not recorded"
-            );
-            incast::Incast::recorded(r.config.clone(), vec![r.baseline.clone()], r.facts.clone())
+        }));
+        // The baseline of a one-count sweep is its only run (config senders [8] here).
+        add(rejudge_rows::<incast::Incast>(
+            &name("incast"),
+            |r| {
+                assert_eq!(
+                    r.config.senders.len(),
+                    1,
+                    "a sweep's other runs are not recorded"
+                );
+                incast::Incast::recorded(
+                    r.config.clone(),
+                    vec![r.baseline.clone()],
+                    r.facts.clone(),
+                )
                 .unwrap()
-        },
-        |s, name, r, run, _| s.row_of(name, &r, run),
-    ));
+            },
+            |s, name, r, run, _| s.row_of(name, &r, run),
+        ));
+    }
     assert!(errors.is_empty(), "{}", errors.join("\n\n"));
-    assert!(judged >= 20, "only {judged} rows judged");
+    assert!(judged >= 28, "only {judged} rows judged");
 }

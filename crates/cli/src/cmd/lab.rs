@@ -2,12 +2,13 @@
 //! diagnosis tcpdoctor's detectors made of it, and (with `--fix`) the measurement after the
 //! remedy. `tcpdoctor lab cleanup` removes leftovers of killed runs.
 
-use std::path::PathBuf;
-
 use anyhow::Context;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use tcpdoctor_lab::cleanup::{self, Scope};
-use tcpdoctor_lab::render::{self, remedies as render_remedies};
-use tcpdoctor_lab::scenario::driver::Scenario as LabScenario;
+use tcpdoctor_lab::render::{self, remedies as render_remedies, views};
+
+use tcpdoctor_lab::scenario::driver::{Remedies, Scenario as LabScenario};
 use tcpdoctor_lab::scenario::{
     self, accept_overflow, incast, port_exhaustion, slow_reader, stale_ack, syn_drop, timewait,
     Common,
@@ -31,14 +32,13 @@ addresses come from 10.77.0.0/16 only; --subnet must lie inside it.
 Namespace roles (in the names; the reports say them in words): cl the client and sv the
 server (connection scenarios); incast's s0, s1, ... the senders, sw the switch (its bridge
 and the tbf bottleneck) and rx the receiver. A suffix names the run: none for the baseline,
-fx the --fix run (ka keep-alive and tw tcp_tw_reuse=1 in port-exhaustion, gc the graceful
-close in stale-ack-race), fc the forced check of stale-ack-race, r0, r1, ... the remedies of
---remedies in order (clfc: the forced check's client).
+fc the forced check of stale-ack-race, r0, r1, ... the remedies of --fix and --remedies in
+order (clfc: the forced check's client).
 
 Overhead: seconds per scenario (bounded by rounds, durations and timeouts); incast keeps both
 CPUs busy at 1 gbit.
 
-Output: the measurement (a table, one column per run when --fix adds runs), then what the eBPF
+Output: the measurement (a table, one column per run with --fix), then what the eBPF
 trace attributed in each run (its own namespaces and window: events per cause and namespace,
 SYN resends attributed beside TcpExtTCPSynRetrans, EADDRNOTAVAIL per process and destination,
 incast episodes, drops per kernel reason, lost records), then the findings tcpdoctor's
@@ -55,8 +55,9 @@ namespaces, duration_ms, lost_events, missed_events, attributed_events, causes_b
 syn_resends_attributed, syn_retrans_counted, eaddrnotavail, no_local_port, incast_episodes,
 drops_by_reason, kernel_counters}}, reproduced, reproduction[] {run, remedy, pathology,
 reproduced, signature[] {what, source, count}, tried {attempts, what, duration_ms}, cost,
-line}, config, before, after, fix_results, remedies, ...); every numeric field carries its
-unit (_us, _bytes, _bits_per_s, _per_s).
+line}, config, then a plain run's before (incast: runs, before, after, fix_results: the last
+RTO floor judged against the first), or the remedies report of --fix and --remedies below);
+every numeric field carries its unit (_us, _bytes, _bits_per_s, _per_s).
 
 Reproduced or not: every run says whether it reproduced the scenario's pathology, apart from
 the severity of its harm: the events of the pathology's own signature counted in the run
@@ -99,18 +100,20 @@ created before the run): the measurement side by side, a chart of the harm befor
 each remedy (--fix or --remedies) with the remedies table, the incast sweep chart (goodput vs
 senders, one line per RTO floor), and the baseline's diagnosis.
 
---fix: each remedied run is judged from its own measurement against the baseline on the
-harm the scenario reproduces (EADDRNOTAVAIL failures, SYN retransmissions, accept-queue
-overflows, zero windows, share of time lost...): remedy worked (none left, pathology no
-longer named above info), remedy insufficient (less, or still named), no effect. When both
-runs were traced, each check also says what the trace counted of the harm in the remedied
-run's own window against the baseline's (fix_results[].trace: \"trace saw 0 connects failed
-with EADDRNOTAVAIL (was 4,839)\"), and a remedy is not called worked while the trace still
-saw the harm.
-The verdict, the exit status and the top-level findings then follow the remedied run: the
-first remedy that worked, else the first remedy (exit 0 only when that run no longer
-reproduced the pathology, the baseline did, and nothing above info is left). The
-baseline's diagnosis stays in before.findings (stale-ack-race: loop_run.findings).
+--fix: --remedies restricted to the scenario's recommended remedy (incast: rto-min-5ms;
+port-exhaustion: keep-alive and tw-reuse; timewait-collision: timestamps; stale-ack-race:
+graceful-close; slow-reader: faster-reader; syn-drop: remove-drop; accept-overflow: both),
+printed after the headline, one line per remedy on what it did to the harm the scenario
+reproduces (\"keep-alive: remedy worked: connects failed with EADDRNOTAVAIL fell from 4,839
+to 0\") and the runs side by side; then the table, the trace and the baseline's diagnosis in
+full. Each remedied run is judged from its own measurement against the baseline
+(remedies[].check: remedy worked, none left and the pathology no longer named above info;
+insufficient; no effect), and, when both runs were traced, on what the trace counted in the
+remedied run's own window (remedies[].check.trace: \"trace saw 0 connects failed with
+EADDRNOTAVAIL (was 4,839)\"): a remedy is not called worked while the trace still saw the
+harm. JSON: the remedies report above; --fix no longer prints before, after[] and
+fix_results[] (the remedied runs are remedies[].run, their judgement remedies[].check). The
+baseline's diagnosis stays in baseline.findings.
 
 Examples:
   sudo tcpdoctor lab incast --senders 8 --rto-min 200ms,5ms
@@ -152,18 +155,19 @@ enum Scenario {
     /// `probe` (crr) against the embedded server. Output: connections ok/failed by errno,
     /// connect/total latency percentiles, the computed sustainable rate (ports / 60 s) and,
     /// for runs of 121 s or more, the measured steady-state rate. --fix: keep-alive, and
-    /// tcp_tw_reuse=1, each in a fresh client namespace.
+    /// tcp_tw_reuse=1 (the remedies keep-alive and tw-reuse), each in fresh namespaces.
     PortExhaustion(Box<PortArgs>),
     /// A share of SYNs dropped by nftables: connects take 1 s, 2 s, ... (the SYN ladder).
     ///
     /// Output: connect percentiles, slow connects classified by probe's spike classifier with
-    /// their ladder rung, TcpExtTCPSynRetrans. --fix removes the drop and measures again.
+    /// their ladder rung, TcpExtTCPSynRetrans. --fix removes the drop (remove-drop) and
+    /// measures again.
     SynDrop(Box<SynDropArgs>),
     /// A one-thread server with listen backlog 1 under concurrent churn: the accept queue
     /// overflows, SYNs are dropped, connects wait 1 s.
     ///
     /// Output: connect percentiles, spikes by cause, server TcpExtListenOverflows/ListenDrops.
-    /// --fix: 8 acceptor threads and backlog 4096.
+    /// --fix: 8 acceptor threads and backlog 4096 (the remedy both).
     AcceptOverflow(Box<AcceptArgs>),
     /// Reconnects from one fixed source port into the server's TIME_WAIT, timestamps off: the
     /// SYN is answered by an old ACK, reset and resent (after ms here, 1 s on older kernels).
@@ -172,7 +176,7 @@ enum Scenario {
     /// next ISN. Output: connect times, spikes by cause (probe), findings of probe's
     /// classifier and of analyze's detectors on a capture. --rfc1337: the server ignores the
     /// client's reset and the connect stalls for seconds (up to the SYN ladder's 11 s).
-    /// --fix: timestamps on and a gap between reconnects, in fresh namespaces.
+    /// --fix: timestamps on at both ends (the remedy timestamps), in fresh namespaces.
     TimewaitCollision(Box<TimewaitArgs>),
     /// A writer faster than its reader: the reader's small buffer fills, zero windows, the
     /// writer blocks.
@@ -180,7 +184,7 @@ enum Scenario {
     /// Output per run: bytes written/read, writer stall time (write() blocked beyond its
     /// pacing, us and share of the run), zero-window advertisements (reader's
     /// TcpExtTCPToZeroWindowAdv), findings of analyze on a capture and of the reader's
-    /// counters. --fix: 64x the buffer (at least 1 MiB) and a reader 10x faster.
+    /// counters. --fix: the reader takes data as it arrives, same buffer (faster-reader).
     SlowReader(Box<SlowReaderArgs>),
     /// A connection-per-request loop (SO_LINGER 0, TCP_NODELAY, server closes first) and a forced stale ACK:
     /// reports SYN resends per million connections and how this kernel resends the SYN.
@@ -196,7 +200,8 @@ enum Scenario {
     /// Output: connections, TcpExtTCPSynRetrans per million, slow connects by cause (probe),
     /// and the forced check's connect time and behaviour (quick_resend, timer_resend,
     /// not_reproduced): what one race costs on this kernel (kernel_release).
-    /// --fix: the same loop with a graceful close (FIN) instead of SO_LINGER 0.
+    /// --fix: the same loop with a graceful close (FIN) instead of SO_LINGER 0
+    /// (graceful-close).
     StaleAckRace(Box<StaleAckArgs>),
     /// Remove leftovers: namespaces named tdoc* (and processes inside), root interfaces tdoc*,
     /// the lab's temporary files ($TMPDIR/tdoc-lab-<pid>-*) and tcpdumps writing them.
@@ -217,8 +222,9 @@ struct CommonArgs {
     /// Print the Report envelope as JSON.
     #[arg(long)]
     json: bool,
-    /// Apply the remedy and measure again in fresh namespaces; say per remedied run whether
-    /// it worked. The verdict and exit status follow the remedied run.
+    /// Apply the scenario's recommended remedy and measure again in fresh namespaces: the
+    /// --remedies table with that remedy's row, and the runs side by side. The verdict and
+    /// exit status follow the remedied run.
     #[arg(long, conflicts_with = "remedies")]
     fix: bool,
     /// Measure the baseline and each remedy (all, or names separated by commas) in fresh
@@ -248,7 +254,6 @@ impl CommonArgs {
         Ok(Common {
             subnet,
             pcap: self.pcap.clone(),
-            fix: self.fix,
             trace: if self.no_trace {
                 tcpdoctor_lab::trace::Mode::Off("--no-trace".into())
             } else {
@@ -262,14 +267,15 @@ impl CommonArgs {
 struct IncastArgs {
     #[command(flatten)]
     common: CommonArgs,
-    /// Number of senders.
-    #[arg(long, default_value_t = 8)]
+    /// Number of senders (1-64).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=64))]
     senders: u32,
-    /// Run once per sender count: `senders=1,2,4,8,16`. Writes OUT.csv and OUT.svg.
+    /// Run once per sender count: `senders=1,2,4,8,16`. A plain run writes OUT.csv and
+    /// OUT.svg (--fix and --remedies judge each remedy at every count instead).
     #[arg(long, value_name = "senders=N,N,...")]
     sweep: Option<String>,
-    /// RTO floors to compare, set on each sender's route (`ip route ... rto_min`).
-    /// --fix alone compares 200ms with 5ms.
+    /// RTO floors to compare, set on each sender's route (`ip route ... rto_min`); the first
+    /// is the baseline, the last is judged against it.
     #[arg(long, value_delimiter = ',', value_name = "DUR,DUR", value_parser = crate::args::positive_duration)]
     rto_min: Vec<std::time::Duration>,
     /// Bytes requested per round, split over the senders.
@@ -294,7 +300,7 @@ struct IncastArgs {
     /// The senders' congestion control, set on their routes to the receiver (ip route ...
     /// congctl; a new namespace would otherwise inherit the host's default). This kernel
     /// offers what /proc/sys/net/ipv4/tcp_available_congestion_control lists.
-    #[arg(long, default_value = "cubic", value_name = "NAME")]
+    #[arg(long, default_value = "cubic", value_name = "NAME", value_parser = cc_name)]
     cc: String,
     /// Path prefix of the sweep's CSV and SVG files.
     #[arg(long, default_value = "tdoc-incast-sweep", value_name = "PREFIX")]
@@ -305,18 +311,19 @@ struct IncastArgs {
 struct PortArgs {
     #[command(flatten)]
     common: CommonArgs,
-    /// The client namespace's ip_local_port_range (LOW-HIGH).
-    #[arg(long, default_value = "40000-40199")]
-    ports: String,
+    /// The client namespace's ip_local_port_range (LOW-HIGH), within 1024-65535 and without
+    /// the lab's server port.
+    #[arg(long, default_value = "40000-40199", value_parser = client_ports)]
+    ports: tcpdoctor_model::PortRange,
     /// Length of each run, 1s..10m (121s or more also measures the steady-state rate).
     #[arg(long, default_value = "4s", value_name = "DURATION", value_parser = run_length)]
     duration: std::time::Duration,
     /// Which side closes first: client (TIME_WAIT on the client) or server.
-    #[arg(long, default_value = "client")]
-    close_first: String,
-    /// Concurrent connections.
-    #[arg(long, default_value_t = 2)]
-    concurrency: usize,
+    #[arg(long, default_value = "client", value_parser = str::parse::<tcpdoctor_probe::CloseFirst>)]
+    close_first: tcpdoctor_probe::CloseFirst,
+    /// Concurrent connections (1-256).
+    #[arg(long, default_value_t = 2, value_parser = concurrency())]
+    concurrency: u16,
 }
 
 #[derive(clap::Args, Debug)]
@@ -324,43 +331,43 @@ struct SynDropArgs {
     #[command(flatten)]
     common: CommonArgs,
     /// Share of SYNs dropped, percent (1-90).
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=90))]
     drop_percent: u32,
     /// Length of each run, 1s..10m.
     #[arg(long, default_value = "4s", value_name = "DURATION", value_parser = run_length)]
     duration: std::time::Duration,
-    /// Concurrent connections.
-    #[arg(long, default_value_t = 4)]
-    concurrency: usize,
+    /// Concurrent connections (1-256).
+    #[arg(long, default_value_t = 4, value_parser = concurrency())]
+    concurrency: u16,
 }
 
 #[derive(clap::Args, Debug)]
 struct AcceptArgs {
     #[command(flatten)]
     common: CommonArgs,
-    /// listen() backlog of the slow server.
-    #[arg(long, default_value_t = 1)]
+    /// listen() backlog of the slow server (1-65535).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(i32).range(1..=65535))]
     backlog: i32,
-    /// Acceptor threads of the slow server.
-    #[arg(long, default_value_t = 1)]
-    server_threads: usize,
+    /// Acceptor threads of the slow server (1-64).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    server_threads: u16,
     /// Length of each run, 1s..10m.
     #[arg(long, default_value = "4s", value_name = "DURATION", value_parser = run_length)]
     duration: std::time::Duration,
-    /// Concurrent connections.
-    #[arg(long, default_value_t = 16)]
-    concurrency: usize,
+    /// Concurrent connections (1-256).
+    #[arg(long, default_value_t = 16, value_parser = concurrency())]
+    concurrency: u16,
 }
 
 #[derive(clap::Args, Debug)]
 struct TimewaitArgs {
     #[command(flatten)]
     common: CommonArgs,
-    /// Connections, all from the same source port.
-    #[arg(long, default_value_t = 4)]
+    /// Connections, all from the same source port (2-20).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(2..=20))]
     connections: u64,
-    /// Bytes the client uploads per connection.
-    #[arg(long, default_value = "32MiB", value_name = "BYTES", value_parser = crate::args::positive_bytes)]
+    /// Bytes the client uploads per connection (at most 256 MiB).
+    #[arg(long, default_value = "32MiB", value_name = "BYTES", value_parser = bytes_up_to(256 << 20))]
     request_bytes: u64,
     /// Set net.ipv4.tcp_rfc1337=1 on the server: the multi-second stall variant.
     #[arg(long)]
@@ -371,14 +378,14 @@ struct TimewaitArgs {
 struct SlowReaderArgs {
     #[command(flatten)]
     common: CommonArgs,
-    /// Writer rate, bytes per second.
-    #[arg(long, default_value = "8MiB", value_name = "BYTES", value_parser = crate::args::positive_bytes)]
+    /// Writer rate, bytes per second (at most 1 GiB).
+    #[arg(long, default_value = "8MiB", value_name = "BYTES", value_parser = bytes_up_to(1 << 30))]
     writer_rate: u64,
     /// Reader rate, bytes per second.
     #[arg(long, default_value = "1MiB", value_name = "BYTES", value_parser = crate::args::positive_bytes)]
     reader_rate: u64,
-    /// Reader's SO_RCVBUF.
-    #[arg(long, default_value = "16KiB", value_name = "BYTES", value_parser = crate::args::positive_bytes)]
+    /// Reader's SO_RCVBUF (at most 64 MiB).
+    #[arg(long, default_value = "16KiB", value_name = "BYTES", value_parser = bytes_up_to(64 << 20))]
     rcvbuf: u64,
     /// Length of each run, 1s..10m.
     #[arg(long, default_value = "3s", value_name = "DURATION", value_parser = run_length)]
@@ -394,9 +401,9 @@ struct StaleAckArgs {
     /// runs.
     #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = run_length)]
     duration: std::time::Duration,
-    /// Concurrent loops.
-    #[arg(long, default_value_t = 1)]
-    concurrency: usize,
+    /// Concurrent loops (1-256).
+    #[arg(long, default_value_t = 1, value_parser = concurrency())]
+    concurrency: u16,
 }
 
 #[derive(clap::Args, Debug)]
@@ -441,24 +448,50 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
 }
 
-/// `--remedies SPEC` of scenario `s`: the remedies named from its table (checked before
-/// anything runs), the baseline and each remedy measured, the table printed.
-fn run_remedies<S: LabScenario>(
+/// Scenario `s` as asked: its plain run (`plain`, printed by `view`), or with `--remedies
+/// SPEC` the remedies named from its table (checked before anything runs), or with `--fix`
+/// its recommended remedy ([`LabScenario::FIX`], printed beside `fix_view` of the runs).
+fn run_scenario<S: LabScenario, B: serde::Serialize>(
     s: S,
-    spec: &str,
-    common: &Common,
-    json: bool,
+    a: &CommonArgs,
     html: Option<HtmlOut>,
+    plain: impl FnOnce(&Common, &AtomicBool) -> tcpdoctor_lab::Result<scenario::Outcome<B>>,
+    (view, fix_view): (ViewOf<B>, ViewOf<Remedies<S>>),
 ) -> anyhow::Result<i32>
 where
-    scenario::driver::Remedies<S>: serde::Serialize,
+    Remedies<S>: serde::Serialize,
 {
-    let selected = tcpdoctor_lab::remedy::select(spec, S::REMEDIES)?;
+    let common = a.common()?;
+    let (selected, fix_view) = match (&a.remedies, a.fix) {
+        (Some(spec), _) => (tcpdoctor_lab::remedy::select(spec, S::REMEDIES)?, None),
+        (None, true) => (
+            S::FIX.iter().map(|r| r.to_string()).collect(),
+            Some(fix_view),
+        ),
+        (None, false) => {
+            let o = running(S::NAME, || plain(&common, output::stop_flag()))?;
+            let report = scenario::report(o);
+            if let Some(out) = html {
+                out.write(&render::run_page(&report, view))?;
+            }
+            return output::emit(&report, a.json, |w, r| render::run_text(w, r, view));
+        }
+    };
     let o = running(S::NAME, || {
-        scenario::driver::remedies(s, common, &selected, output::stop_flag())
+        scenario::driver::remedies(s, &common, &selected, output::stop_flag())
     })?;
-    emit_remedies(o, S::NAME, json, html)
+    let report = scenario::report(o);
+    let v = fix_view.map(|f| f(&report.body));
+    if let Some(out) = html {
+        out.write(&render::html::remedies_page(&report, v.as_ref()))?;
+    }
+    output::emit(&report, a.json, |w, r| {
+        render_remedies(w, r, S::NAME, v.as_ref())
+    })
 }
+
+/// A scenario's view of a report's body.
+type ViewOf<B> = for<'a> fn(&'a B) -> render::View<'a>;
 
 /// Runs `work`, scenario `name`'s traffic, as root with a progress line on a terminal.
 fn running<T>(name: &str, work: impl FnOnce() -> tcpdoctor_lab::Result<T>) -> anyhow::Result<T> {
@@ -467,38 +500,6 @@ fn running<T>(name: &str, work: impl FnOnce() -> tcpdoctor_lab::Result<T>) -> an
     let out = work();
     bar.finish_and_clear();
     Ok(out?)
-}
-
-/// Prints a `--remedies` table (text or JSON) and writes its page when `--html` was given.
-fn emit_remedies<C, R, F>(
-    o: scenario::Outcome<scenario::RemedyReport<C, R, F>>,
-    name: &str,
-    json: bool,
-    html: Option<HtmlOut>,
-) -> anyhow::Result<i32>
-where
-    scenario::RemedyReport<C, R, F>: serde::Serialize,
-{
-    let report = report_of(o);
-    if let Some(out) = html {
-        out.write(&render::html::remedies_page(&report))?;
-    }
-    output::emit(&report, json, |w, r| render_remedies(w, r, name))
-}
-
-/// Prints a scenario's report (text or JSON) and writes its page when `--html` was given,
-/// both from the scenario's `view` of its body.
-fn emit_run<B: serde::Serialize>(
-    o: scenario::Outcome<B>,
-    json: bool,
-    html: Option<HtmlOut>,
-    view: for<'a> fn(&'a B) -> render::View<'a>,
-) -> anyhow::Result<i32> {
-    let report = report_of(o);
-    if let Some(out) = html {
-        out.write(&render::run_page(&report, view))?;
-    }
-    output::emit(&report, json, |w, r| render::run_text(w, r, view))
 }
 
 fn run_cleanup(a: CleanupArgs) -> anyhow::Result<i32> {
@@ -547,23 +548,14 @@ fn parse_sweep(s: &str) -> anyhow::Result<Vec<u32>> {
 }
 
 fn run_incast(a: IncastArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
-    let common = a.common.common()?;
     let mut rto_min = a.rto_min.clone();
     if rto_min.is_empty() {
         rto_min.push(std::time::Duration::from_millis(200));
-        if a.common.fix {
-            rto_min.push(std::time::Duration::from_millis(5));
-        }
     }
     let rto_min_us = rto_min.iter().map(|d| d.as_micros() as u64).collect();
     let senders = match &a.sweep {
         Some(s) => parse_sweep(s)?,
-        None => {
-            if !(1..=64).contains(&a.senders) {
-                anyhow::bail!("--senders {}: must be 1..=64", a.senders);
-            }
-            vec![a.senders]
-        }
+        None => vec![a.senders],
     };
     let cfg = incast::Config {
         senders,
@@ -577,25 +569,25 @@ fn run_incast(a: IncastArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
         congestion_control: a.cc.clone(),
     };
     cfg.rate_bits_per_s()?;
-    if !a.cc.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-        anyhow::bail!(
-            "--cc '{}': expected a congestion control name like cubic or bbr",
-            a.cc
-        );
-    }
-    if let Some(spec) = &a.common.remedies {
-        return run_remedies(incast::Incast::new(cfg), spec, &common, a.common.json, html);
-    }
-    let outcome = running("incast", || incast::run(&common, &cfg, output::stop_flag()))?;
-    if a.sweep.is_some() {
-        let csv = a.out.with_extension("csv");
-        let svg = a.out.with_extension("svg");
-        tcpdoctor_lab::chart::write_incast_sweep(&outcome.body.runs, &csv, &svg)?;
-        if !a.common.json {
-            eprintln!("wrote {} and {}", csv.display(), svg.display());
+    let plain = |common: &Common, stop: &AtomicBool| {
+        let o = incast::run(common, &cfg, stop)?;
+        if a.sweep.is_some() {
+            let (csv, svg) = (a.out.with_extension("csv"), a.out.with_extension("svg"));
+            tcpdoctor_lab::chart::write_incast_sweep(&o.body.runs, &csv, &svg)?;
+            if !a.common.json {
+                eprintln!("wrote {} and {}", csv.display(), svg.display());
+            }
         }
-    }
-    emit_run(outcome, a.common.json, html, render::views::incast)
+        Ok(o)
+    };
+    let views = (views::incast as ViewOf<_>, views::incast_fix as ViewOf<_>);
+    run_scenario(
+        incast::Incast::new(cfg.clone()),
+        &a.common,
+        html,
+        plain,
+        views,
+    )
 }
 
 /// `--duration` of a scenario run: a duration from 1 s to 10 min.
@@ -612,171 +604,129 @@ fn tc_rate(s: &str) -> Result<String, String> {
     Ok(format!("{}bit", crate::args::bit_rate(s)?.round() as u64))
 }
 
-fn check_concurrency(c: usize) -> anyhow::Result<usize> {
-    if !(1..=256).contains(&c) {
-        anyhow::bail!("--concurrency {c}: must be 1..=256");
+/// `--ports`: a client port range the lab can narrow to (1024-65535, without its server's).
+fn client_ports(s: &str) -> Result<tcpdoctor_model::PortRange, String> {
+    let ports: tcpdoctor_model::PortRange = s.parse().map_err(|e| format!("{e}"))?;
+    let server = tcpdoctor_lab::traffic::SERVER_PORT;
+    if ports.low < 1024 || ports.contains(server) {
+        return Err(format!(
+            "must lie in 1024-65535 and leave out the lab's server port {server}"
+        ));
     }
-    Ok(c)
+    Ok(ports)
+}
+
+/// `--cc`: a congestion control's name (letters, digits, `_`), as `ip route ... congctl`
+/// takes it.
+fn cc_name(s: &str) -> Result<String, String> {
+    match s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        true => Ok(s.to_string()),
+        false => Err("expected a congestion control name like cubic or bbr".into()),
+    }
+}
+
+/// A size above zero and at most `max` bytes.
+fn bytes_up_to(max: u64) -> impl Fn(&str) -> Result<u64, String> + Clone + Send + Sync {
+    move |s| match crate::args::positive_bytes(s)? {
+        n if n > max => Err(format!("at most {}", tcpdoctor_report::fmt::bytes(max))),
+        n => Ok(n),
+    }
+}
+
+/// `--concurrency`: 1 to 256 workers.
+fn concurrency() -> clap::builder::RangedI64ValueParser<u16> {
+    clap::value_parser!(u16).range(1..=256)
 }
 
 fn run_port_exhaustion(a: PortArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
-    let common = a.common.common()?;
-    let ports: tcpdoctor_model::PortRange = a
-        .ports
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--ports '{}': {e}", a.ports))?;
-    if ports.low < 1024 || ports.contains(tcpdoctor_lab::traffic::SERVER_PORT) {
-        anyhow::bail!(
-            "--ports '{}': must lie in 1024-65535 and leave out the lab's server port {}",
-            a.ports,
-            tcpdoctor_lab::traffic::SERVER_PORT
-        );
-    }
-    let close_first = a
-        .close_first
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--close-first: {e}"))?;
     let cfg = port_exhaustion::Config {
-        ports,
+        ports: a.ports,
         duration_ms: a.duration.as_millis() as u64,
-        concurrency: check_concurrency(a.concurrency)?,
-        close_first,
+        concurrency: usize::from(a.concurrency),
+        close_first: a.close_first,
     };
-    if let Some(spec) = &a.common.remedies {
-        return run_remedies(
-            port_exhaustion::PortExhaustion::new(cfg),
-            spec,
-            &common,
-            a.common.json,
-            html,
-        );
-    }
-    let o = running("port-exhaustion", || {
-        port_exhaustion::run(&common, &cfg, output::stop_flag())
-    })?;
-    emit_run(o, a.common.json, html, render::views::port_exhaustion)
+    run_scenario(
+        port_exhaustion::PortExhaustion::new(cfg.clone()),
+        &a.common,
+        html,
+        |common, stop| port_exhaustion::run(common, &cfg, stop),
+        (views::port_exhaustion, views::port_exhaustion_fix),
+    )
 }
 
 fn run_syn_drop(a: SynDropArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
-    let common = a.common.common()?;
     let cfg = syn_drop::Config {
         drop_percent: a.drop_percent,
         duration_ms: a.duration.as_millis() as u64,
-        concurrency: check_concurrency(a.concurrency)?,
+        concurrency: usize::from(a.concurrency),
     };
-    if !(1..=90).contains(&cfg.drop_percent) {
-        anyhow::bail!("--drop-percent {}: must be 1..=90", cfg.drop_percent);
-    }
-    if let Some(spec) = &a.common.remedies {
-        return run_remedies(syn_drop::SynDrop(cfg), spec, &common, a.common.json, html);
-    }
-    let o = running("syn-drop", || {
-        syn_drop::run(&common, &cfg, output::stop_flag())
-    })?;
-    emit_run(o, a.common.json, html, render::views::syn_drop)
+    run_scenario(
+        syn_drop::SynDrop(cfg.clone()),
+        &a.common,
+        html,
+        |common, stop| syn_drop::run(common, &cfg, stop),
+        (views::syn_drop, views::syn_drop),
+    )
 }
 
 fn run_accept_overflow(a: AcceptArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
-    let common = a.common.common()?;
-    if !(1..=65535).contains(&a.backlog) || !(1..=64).contains(&a.server_threads) {
-        anyhow::bail!("--backlog must be 1..=65535 and --server-threads 1..=64");
-    }
     let cfg = accept_overflow::Config {
         backlog: a.backlog,
-        server_threads: a.server_threads,
+        server_threads: usize::from(a.server_threads),
         duration_ms: a.duration.as_millis() as u64,
-        concurrency: check_concurrency(a.concurrency)?,
+        concurrency: usize::from(a.concurrency),
     };
-    if let Some(spec) = &a.common.remedies {
-        return run_remedies(
-            accept_overflow::AcceptOverflow(cfg),
-            spec,
-            &common,
-            a.common.json,
-            html,
-        );
-    }
-    let o = running("accept-overflow", || {
-        accept_overflow::run(&common, &cfg, output::stop_flag())
-    })?;
-    emit_run(o, a.common.json, html, render::views::accept_overflow)
+    run_scenario(
+        accept_overflow::AcceptOverflow(cfg.clone()),
+        &a.common,
+        html,
+        |common, stop| accept_overflow::run(common, &cfg, stop),
+        (views::accept_overflow, views::accept_overflow),
+    )
 }
 
 fn run_timewait(a: TimewaitArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
-    let common = a.common.common()?;
-    if !(2..=20).contains(&a.connections) {
-        anyhow::bail!("--connections {}: must be 2..=20", a.connections);
-    }
-    let request_bytes = a.request_bytes;
-    if request_bytes > 256 << 20 {
-        anyhow::bail!("--request-bytes {}: at most 256mb", a.request_bytes);
-    }
     let cfg = timewait::Config {
         connections: a.connections,
-        request_bytes: request_bytes as usize,
+        request_bytes: a.request_bytes as usize,
         rfc1337: a.rfc1337,
         ..timewait::Config::default()
     };
-    if let Some(spec) = &a.common.remedies {
-        return run_remedies(timewait::Timewait(cfg), spec, &common, a.common.json, html);
-    }
-    let o = running("timewait-collision", || {
-        timewait::run(&common, &cfg, output::stop_flag())
-    })?;
-    emit_run(o, a.common.json, html, render::views::timewait)
+    run_scenario(
+        timewait::Timewait(cfg.clone()),
+        &a.common,
+        html,
+        |common, stop| timewait::run(common, &cfg, stop),
+        (views::timewait, views::timewait),
+    )
 }
 
 fn run_slow_reader(a: SlowReaderArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
-    let common = a.common.common()?;
     let cfg = slow_reader::Config {
         writer_rate_bytes_per_s: a.writer_rate,
         reader_rate_bytes_per_s: a.reader_rate,
         reader_rcvbuf_bytes: a.rcvbuf as usize,
         duration_ms: a.duration.as_millis() as u64,
     };
-    if cfg.writer_rate_bytes_per_s > 1 << 30 || cfg.reader_rcvbuf_bytes > 64 << 20 {
-        anyhow::bail!("--writer-rate is at most 1gb and --rcvbuf at most 64mb");
-    }
-    if let Some(spec) = &a.common.remedies {
-        return run_remedies(
-            slow_reader::SlowReader(cfg),
-            spec,
-            &common,
-            a.common.json,
-            html,
-        );
-    }
-    let o = running("slow-reader", || {
-        slow_reader::run(&common, &cfg, output::stop_flag())
-    })?;
-    emit_run(o, a.common.json, html, render::views::slow_reader)
+    run_scenario(
+        slow_reader::SlowReader(cfg.clone()),
+        &a.common,
+        html,
+        |common, stop| slow_reader::run(common, &cfg, stop),
+        (views::slow_reader, views::slow_reader),
+    )
 }
 
 fn run_stale_ack(a: StaleAckArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
-    let common = a.common.common()?;
     let cfg = stale_ack::Config {
         duration_ms: a.duration.as_millis() as u64,
-        concurrency: check_concurrency(a.concurrency)?,
+        concurrency: usize::from(a.concurrency),
     };
-    if let Some(spec) = &a.common.remedies {
-        return run_remedies(
-            stale_ack::StaleAck::new(cfg),
-            spec,
-            &common,
-            a.common.json,
-            html,
-        );
-    }
-    let o = running("stale-ack-race", || {
-        stale_ack::run(&common, &cfg, output::stop_flag())
-    })?;
-    emit_run(o, a.common.json, html, render::views::stale_ack)
-}
-
-/// The report of a scenario: with `--fix` or `--remedies` its findings are those of the
-/// remedied run the verdict follows; the verdict and exit status say whether the pathology
-/// was reproduced (and is gone after the remedy), beside the findings' severities
-/// ([`tcpdoctor_lab::reproduce`]).
-fn report_of<B>(o: scenario::Outcome<B>) -> Report<B> {
-    scenario::report(o)
+    run_scenario(
+        stale_ack::StaleAck::new(cfg.clone()),
+        &a.common,
+        html,
+        |common, stop| stale_ack::run(common, &cfg, stop),
+        (views::stale_ack, views::stale_ack_fix),
+    )
 }

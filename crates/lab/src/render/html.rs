@@ -1,6 +1,6 @@
 //! The lab report as one HTML page: a scenario's view (its headline, charts, the runs side by
-//! side), the harm before and after each remedy as a chart, the `--remedies` table with its
-//! predictions, and the diagnosis of the baseline.
+//! side), the harm before and after each remedy as a chart, the remedies table of `--fix` and
+//! `--remedies` with its predictions, and the diagnosis of the baseline.
 
 use super::View;
 use crate::remedy::{Harm, HarmKind, Row};
@@ -55,27 +55,14 @@ fn harm_chart(p: &mut Page, baseline: &Harm, after: &[(String, Option<&Harm>)]) 
     p.chart(bars.draw(), &caption);
 }
 
-/// The page of a scenario run (with or without `--fix`): the view's headline, charts,
-/// tables and lines, then the harm before and after each remedy, the capture, the trace and
-/// the baseline's diagnosis.
+/// The page of a plain scenario run: the view's headline, charts, tables and lines, then
+/// (an incast run of several RTO floors) the harm before and after the last floor, the
+/// capture, the trace and the baseline's diagnosis.
 pub fn page<B>(report: &Report<B>, v: &View) -> String {
     let header = v.header;
     let mut p = Page::new(&format!("tcpdoctor lab {}", header.scenario));
     p.header(report, &format!("{} (run {})", v.headline, header.run_id));
-    for c in &v.charts {
-        p.section(&c.section);
-        p.chart(c.xy.draw(), &c.caption);
-    }
-    p.section("Measurement");
-    for t in &v.tables {
-        if let Some(c) = &t.caption {
-            p.paragraph(c);
-        }
-        table(&mut p, t);
-    }
-    for l in &v.lines {
-        p.paragraph(l);
-    }
+    measurement(&mut p, v);
     let checks = v.checks;
     if !checks.is_empty() {
         p.section("Before and after the remedy");
@@ -111,6 +98,24 @@ pub fn page<B>(report: &Report<B>, v: &View) -> String {
     )
 }
 
+/// A view's charts, then its tables and lines under "Measurement".
+fn measurement(p: &mut Page, v: &View) {
+    for c in &v.charts {
+        p.section(&c.section);
+        p.chart(c.xy.draw(), &c.caption);
+    }
+    p.section("Measurement");
+    for t in &v.tables {
+        if let Some(c) = &t.caption {
+            p.paragraph(c);
+        }
+        table(p, t);
+    }
+    for l in &v.lines {
+        p.paragraph(l);
+    }
+}
+
 /// How every page ends: the capture, the trace, the baseline's diagnosis, a note on the
 /// verdict and the footer.
 fn close(
@@ -135,18 +140,34 @@ fn close(
     p.finish()
 }
 
-/// The page of `--remedies`.
-pub fn remedies_page<C, R, F>(report: &Report<scenario::RemedyReport<C, R, F>>) -> String {
+/// The page of `--remedies`; of `--fix` with `view`, the scenario's view of the baseline and
+/// the remedied runs: its headline, charts, tables and lines first.
+pub fn remedies_page<C, R, F>(
+    report: &Report<scenario::RemedyReport<C, R, F>>,
+    view: Option<&View>,
+) -> String {
     let b = &report.body;
-    let mut p = Page::new(&format!("tcpdoctor lab {} --remedies", b.header.scenario));
-    p.header(
-        report,
-        &format!(
-            "baseline and {} remedies, each in fresh namespaces (run {})",
-            b.remedies.len(),
-            b.header.run_id
-        ),
+    let (mode, run) = (
+        if view.is_some() { "fix" } else { "remedies" },
+        b.header.run_id,
     );
+    let mut p = Page::new(&format!("tcpdoctor lab {} --{mode}", b.header.scenario));
+    match view {
+        None => p.header(
+            report,
+            &format!(
+                "baseline and {} remedies, each in fresh namespaces (run {run})",
+                b.remedies.len(),
+            ),
+        ),
+        Some(v) => {
+            p.header(report, &format!("{} (run {run})", v.headline));
+            for row in &b.remedies {
+                p.paragraph(&super::effect_line(row));
+            }
+            measurement(&mut p, v);
+        }
+    }
     p.section("Baseline");
     p.facts(&[
         ("baseline", b.baseline_label.clone()),

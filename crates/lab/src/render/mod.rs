@@ -2,7 +2,8 @@
 //! (a headline, tables, lines, charts), written once for both; the text ([`text`]) and the
 //! page ([`html::page`]) lay it out with the parts every scenario shares (the trace, the
 //! diagnosis, the remedies' outcomes, the capture, whether the pathology was reproduced,
-//! the verdict). `--remedies` has its own table ([`remedies`], [`html::remedies_page`]).
+//! the verdict). `--remedies` and `--fix` print the remedies table ([`remedies`],
+//! [`html::remedies_page`]); `--fix` with the scenario's view of its runs beside it.
 //! Built on `tcpdoctor_report`'s printers; writes to any `io::Write` and reads no terminal
 //! (the width and colour come from `tcpdoctor_report::style`).
 
@@ -33,7 +34,7 @@ pub struct View<'a> {
     pub charts: Vec<Chart>,
     /// The findings the diagnosis shows: the baseline's.
     pub diagnosis: &'a [Finding],
-    /// Each remedied run judged against the baseline (`--fix`).
+    /// The last RTO floor judged against the first (an incast run of several floors).
     pub checks: &'a [Check],
 }
 
@@ -81,6 +82,17 @@ pub fn text<B>(w: &mut dyn Write, r: &Report<B>, v: &View) -> io::Result<()> {
         v.scenario, v.headline, v.header.run_id
     )?;
     writeln!(w)?;
+    measurement(w, v)?;
+    trace_lines(w, &v.header.trace)?;
+    diagnosis(w, v.header, v.diagnosis)?;
+    remedy_lines(w, v.checks)?;
+    capture_line(w, &v.header.capture)?;
+    reproduction_lines(w, &v.header.reproduction)?;
+    verdict(w, r, v.checks)
+}
+
+/// A view's tables, then its lines.
+fn measurement(w: &mut dyn Write, v: &View) -> io::Result<()> {
     for t in &v.tables {
         if let Some(c) = &t.caption {
             writeln!(w, "{c}")?;
@@ -94,7 +106,24 @@ pub fn text<B>(w: &mut dyn Write, r: &Report<B>, v: &View) -> io::Result<()> {
     if !v.lines.is_empty() {
         writeln!(w)?;
     }
-    tail(w, r, v.header, v.diagnosis, v.checks)
+    Ok(())
+}
+
+/// The findings of the first run, in full.
+fn diagnosis(w: &mut dyn Write, h: &scenario::Header, findings: &[Finding]) -> io::Result<()> {
+    writeln!(
+        w,
+        "Diagnosis of the first run (by {}{}):",
+        h.diagnosed_by.join("; "),
+        if h.trace.used {
+            "; the eBPF trace's attribution of each event"
+        } else {
+            ""
+        }
+    )?;
+    writeln!(w)?;
+    findings::write(w, findings)?;
+    writeln!(w)
 }
 
 /// The text of `lab cleanup`: what was removed, kept or could not be removed.
@@ -144,35 +173,6 @@ pub fn run_page<B>(r: &Report<B>, view: for<'a> fn(&'a B) -> View<'a>) -> String
     html::page(r, &view(&r.body))
 }
 
-/// The trace, the findings of the first run, the remedies' outcomes, the capture, whether
-/// each run reproduced the pathology, and the verdict.
-fn tail<B>(
-    w: &mut dyn Write,
-    r: &Report<B>,
-    h: &scenario::Header,
-    diagnosis: &[Finding],
-    checks: &[Check],
-) -> io::Result<()> {
-    trace_lines(w, &h.trace)?;
-    writeln!(
-        w,
-        "Diagnosis of the first run (by {}{}):",
-        h.diagnosed_by.join("; "),
-        if h.trace.used {
-            "; the eBPF trace's attribution of each event"
-        } else {
-            ""
-        }
-    )?;
-    writeln!(w)?;
-    findings::write(w, diagnosis)?;
-    writeln!(w)?;
-    remedy_lines(w, checks)?;
-    capture_line(w, &h.capture)?;
-    reproduction_lines(w, &h.reproduction)?;
-    verdict(w, r, checks)
-}
-
 /// Whether each run reproduced the scenario's pathology, with the counts of its signature,
 /// what was tried and what it cost ([`crate::reproduce`]).
 fn reproduction_lines(w: &mut dyn Write, r: &crate::reproduce::Reproductions) -> io::Result<()> {
@@ -196,7 +196,7 @@ fn reproduction_lines(w: &mut dyn Write, r: &crate::reproduce::Reproductions) ->
     writeln!(w)
 }
 
-/// The verdict line; with `--fix`, first which remedied run it follows.
+/// The verdict line; after a judged run, first which run it follows.
 fn verdict<B>(w: &mut dyn Write, r: &Report<B>, checks: &[Check]) -> io::Result<()> {
     if let Some(i) = crate::remedy::followed(checks) {
         writeln!(
@@ -271,15 +271,30 @@ fn capture_line(
 }
 
 /// `--remedies`: the baseline, the table of remedies (prediction, measurement, agreement,
-/// pathology gone, verdict), the notes the predictions rest on, and the verdict.
+/// pathology gone, verdict), the notes the predictions rest on, and the verdict. `--fix`
+/// (`view`: the scenario's view of the baseline and the remedied runs): first the headline,
+/// each remedy's effect on the harm and the runs side by side, and the baseline's findings in
+/// full after the trace.
 pub fn remedies<C, R, F>(
     w: &mut dyn Write,
     r: &Report<scenario::RemedyReport<C, R, F>>,
     scenario: &str,
+    view: Option<&View>,
 ) -> io::Result<()> {
     let b = &r.body;
-    writeln!(w, "lab {scenario} --remedies (run {})", b.header.run_id)?;
-    writeln!(w)?;
+    match view {
+        None => writeln!(w, "lab {scenario} --remedies (run {})\n", b.header.run_id)?,
+        Some(v) => {
+            let run = b.header.run_id;
+            writeln!(w, "lab {scenario} --fix: {} (run {run})", v.headline)?;
+            writeln!(w)?;
+            for row in &b.remedies {
+                writeln!(w, "{}", effect_line(row))?;
+            }
+            writeln!(w)?;
+            measurement(w, v)?;
+        }
+    }
     writeln!(w, "Baseline: {}", b.baseline_label)?;
     writeln!(w, "  measured: {}", b.baseline_harm)?;
     writeln!(
@@ -307,6 +322,9 @@ pub fn remedies<C, R, F>(
         ladder_table(w, l)?;
     }
     trace_lines(w, &b.header.trace)?;
+    if view.is_some() {
+        diagnosis(w, &b.header, &b.baseline_findings)?;
+    }
     capture_line(w, &b.header.capture)?;
     reproduction_lines(w, &b.header.reproduction)?;
     if let Some(i) = crate::remedy::followed_row(&b.remedies) {
@@ -317,6 +335,39 @@ pub fn remedies<C, R, F>(
         )?;
     }
     verdict_line(w, r)
+}
+
+/// What a remedy did to the harm, in one line: `remove-drop: remedy worked: SYN
+/// retransmissions (TcpExtTCPSynRetrans) fell from 12 to 0`, with what the trace saw; the
+/// verdict's reason when the arithmetic overrode the check, or when nothing was measured.
+pub(crate) fn effect_line<R>(row: &crate::remedy::Row<R>) -> String {
+    use crate::remedy::Verdict;
+    let Some(c) = &row.check else {
+        return format!("{}: {}", row.remedy, row.why);
+    };
+    let (a, b) = (c.before.shown(), c.after.shown());
+    let moved = match c.after.amount.partial_cmp(&c.before.amount) {
+        Some(std::cmp::Ordering::Less) => format!("fell from {a} to {b}"),
+        Some(std::cmp::Ordering::Greater) => format!("rose from {a} to {b}"),
+        _ => format!("stayed at {b}"),
+    };
+    let what = match c.before.what.strip_prefix("of ") {
+        Some(rest) => format!("the share of {rest}"),
+        None => c.before.what.clone(),
+    };
+    let word = match row.verdict {
+        Verdict::Works => "remedy worked",
+        Verdict::Partial => "remedy partial",
+        v => v.name(),
+    };
+    let mut line = format!("{}: {word}: {what} {moved}", row.remedy);
+    if let Some(t) = &c.trace {
+        line += &format!(" ({t})");
+    }
+    if row.verdict != Verdict::Works {
+        line += &format!("\n  {}", row.why);
+    }
+    line
 }
 
 /// What the SYN ladder cost the baseline: connects per rung, predicted and measured.
@@ -385,7 +436,8 @@ pub(crate) fn ladder_cells(l: &crate::scenario::churn::LadderCost) -> Cells {
     t
 }
 
-/// The remedy lines of `--fix`: one per remedied run, judged from its measurement.
+/// The remedy lines of an incast run of several RTO floors: the last floor judged from its
+/// measurement against the first.
 fn remedy_lines(w: &mut dyn Write, checks: &[Check]) -> io::Result<()> {
     if checks.is_empty() {
         return Ok(());

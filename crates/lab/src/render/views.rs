@@ -1,14 +1,18 @@
 //! What each scenario's run report shows of its own ([`super::View`]): its headline, the runs
-//! side by side, its lines and charts.
+//! side by side, its lines and charts. Each scenario's view is written once over its runs
+//! ([`Runs`]): a plain run shows the baseline, `--fix` the baseline and each remedied run
+//! (beside the remedies table); a report whose plain run has more than its baseline
+//! (port-exhaustion, stale-ack-race, incast) has a view of each (`stale_ack`, `stale_ack_fix`).
 
 use tcpdoctor_report::fmt;
 
 use super::{pathology_names, Cells, Chart, View};
 use crate::remedy::Check;
 use crate::scenario::churn::ProbeRun;
-use crate::scenario::driver::Record;
+use crate::scenario::driver::{Record, Remedies};
 use crate::scenario::{
-    accept_overflow, incast, port_exhaustion, slow_reader, stale_ack, syn_drop, timewait,
+    accept_overflow, incast, port_exhaustion, slow_reader, stale_ack, syn_drop, timewait, Header,
+    Runs,
 };
 
 /// A table with one column per run (the baseline, then each remedied run), filled row by
@@ -35,26 +39,10 @@ impl<'a, R: Record> Side<'a, R> {
         v.extend(self.runs.iter().map(|r| cell(r)));
         self.cells.rows.push(v);
     }
-
-    /// The remedy's outcome under each remedied column (the first column is the baseline),
-    /// and the table.
-    fn finish(mut self, checks: &[Check]) -> Cells {
-        if !checks.is_empty() {
-            let mut v = vec!["remedy".to_string(), "(baseline)".to_string()];
-            v.extend(
-                checks
-                    .iter()
-                    .map(|c| format!("{}: {}", c.effect.name(), c.after)),
-            );
-            v.resize(self.runs.len() + 1, String::new());
-            self.cells.rows.push(v);
-        }
-        self.cells
-    }
 }
 
 /// Probe runs side by side.
-fn probe_side(runs: &[&ProbeRun], checks: &[Check]) -> Cells {
+fn probe_side(runs: &[&ProbeRun]) -> Cells {
     let mut t = Side::new(runs);
     t.row("requests ok", |r| r.summary.requests_ok.to_string());
     t.row("requests failed", |r| r.summary.requests_failed.to_string());
@@ -107,7 +95,7 @@ fn probe_side(runs: &[&ProbeRun], checks: &[Check]) -> Cells {
         r.server_counter("TcpExtListenOverflows").to_string()
     });
     t.row("findings", |r| pathology_names(&r.findings));
-    t.finish(checks)
+    t.cells
 }
 
 fn dash(s: String) -> String {
@@ -121,45 +109,62 @@ fn dash(s: String) -> String {
 /// A probe scenario's view: the runs side by side, the baseline's diagnosis.
 fn probe_view<'a>(
     scenario: &'a str,
-    header: &'a crate::scenario::Header,
+    header: &'a Header,
     headline: String,
     runs: &[&'a ProbeRun],
-    checks: &'a [Check],
 ) -> View<'a> {
     View {
         scenario,
         header,
         headline,
-        tables: vec![probe_side(runs, checks)],
+        tables: vec![probe_side(runs)],
         lines: Vec::new(),
         charts: Vec::new(),
         diagnosis: &runs[0].findings,
-        checks,
+        checks: &[],
     }
 }
 
-pub fn accept_overflow(b: &accept_overflow::Report) -> View<'_> {
-    let c = &b.config;
-    let runs = b.runs();
+pub fn accept_overflow<B: Runs<accept_overflow::Config, ProbeRun>>(b: &B) -> View<'_> {
+    let c = b.config();
     let headline = format!(
         "{} server thread(s), backlog {}, {} concurrent clients",
         c.server_threads, c.backlog, c.concurrency
     );
-    probe_view("accept-overflow", &b.header, headline, &runs, &b.remedies)
+    probe_view("accept-overflow", b.header(), headline, &b.runs())
 }
 
-pub fn syn_drop(b: &syn_drop::Report) -> View<'_> {
-    let runs = b.runs();
+pub fn syn_drop<B: Runs<syn_drop::Config, ProbeRun>>(b: &B) -> View<'_> {
     let headline = format!(
         "nftables in the server namespace drops {}% of SYNs",
-        b.config.drop_percent
+        b.config().drop_percent
     );
-    probe_view("syn-drop", &b.header, headline, &runs, &b.remedies)
+    probe_view("syn-drop", b.header(), headline, &b.runs())
 }
 
 pub fn port_exhaustion(b: &port_exhaustion::Report) -> View<'_> {
-    let c = &b.config;
-    let runs: Vec<&ProbeRun> = std::iter::once(&b.before).chain(&b.after).collect();
+    let sustainable = (b.computed_sustainable_per_s, b.measured_sustainable_per_s);
+    port_exhaustion_of(&b.header, &b.config, &[&b.before], sustainable)
+}
+
+/// The baseline's and each remedied run's first probe (`--fix` measures one destination).
+pub fn port_exhaustion_fix(b: &Remedies<port_exhaustion::PortExhaustion>) -> View<'_> {
+    let runs: Vec<&ProbeRun> = b.runs().iter().filter_map(|r| r.probes.first()).collect();
+    let sustainable = (
+        port_exhaustion::sustainable_per_s(b.config.ports),
+        runs.first()
+            .and_then(|r| port_exhaustion::measured_steady(r)),
+    );
+    port_exhaustion_of(&b.header, &b.config, &runs, sustainable)
+}
+
+/// `sustainable`: new connections per second, computed and measured.
+fn port_exhaustion_of<'a>(
+    header: &'a Header,
+    c: &port_exhaustion::Config,
+    runs: &[&'a ProbeRun],
+    (computed, measured): (f64, Option<f64>),
+) -> View<'a> {
     let headline = format!(
         "client port range {} ({} ports), tcp_tw_reuse=0, {} closes first, {} s per run",
         c.ports,
@@ -170,23 +175,21 @@ pub fn port_exhaustion(b: &port_exhaustion::Report) -> View<'_> {
         },
         c.duration_ms / 1000,
     );
-    let mut v = probe_view("port-exhaustion", &b.header, headline, &runs, &b.remedies);
+    let mut v = probe_view("port-exhaustion", header, headline, runs);
     v.lines.push(format!(
-        "Sustainable new connections to one destination: computed {} ports / 60 s = {:.2}/s; measured {}",
+        "Sustainable new connections to one destination: computed {} ports / 60 s = {computed:.2}/s; measured {}",
         c.ports.len(),
-        b.computed_sustainable_per_s,
-        match b.measured_sustainable_per_s {
+        match measured {
             Some(m) => format!("{m:.2}/s (whole 60 s periods after the first)"),
             None => "- (needs --duration 121s or more)".into(),
         }
     ));
-    v.charts.extend(crate::chart::connects_per_second(&runs));
+    v.charts.extend(crate::chart::connects_per_second(runs));
     v
 }
 
-pub fn timewait(b: &timewait::Report) -> View<'_> {
-    let c = &b.config;
-    let runs = b.runs();
+pub fn timewait<B: Runs<timewait::Config, timewait::Run>>(b: &B) -> View<'_> {
+    let (c, runs) = (b.config(), b.runs());
     let mut t = Side::new(&runs);
     t.row("connect times", |r| {
         let v: Vec<String> = r
@@ -225,7 +228,7 @@ pub fn timewait(b: &timewait::Report) -> View<'_> {
     t.row("findings", |r| pathology_names(&r.findings));
     View {
         scenario: "timewait-collision",
-        header: &b.header,
+        header: b.header(),
         headline: format!(
             "{} connections from source port {}, {} uploaded each, server closes first{}",
             c.connections,
@@ -233,23 +236,24 @@ pub fn timewait(b: &timewait::Report) -> View<'_> {
             fmt::bytes(c.request_bytes as u64),
             if c.rfc1337 { ", tcp_rfc1337=1" } else { "" },
         ),
-        tables: vec![t.finish(&b.remedies)],
+        tables: vec![t.cells],
         lines: Vec::new(),
         charts: Vec::new(),
-        diagnosis: &b.before.findings,
-        checks: &b.remedies,
+        diagnosis: &runs[0].findings,
+        checks: &[],
     }
 }
 
-pub fn slow_reader(b: &slow_reader::Report) -> View<'_> {
-    let c = &b.config;
-    let runs = b.runs();
+pub fn slow_reader<B: Runs<slow_reader::Config, slow_reader::Run>>(b: &B) -> View<'_> {
+    let (c, runs) = (b.config(), b.runs());
     let mut t = Side::new(&runs);
     t.row("reader SO_RCVBUF", |r| {
         fmt::bytes(r.reader_rcvbuf_bytes as u64)
     });
-    t.row("reader rate", |r| {
-        format!("{}/s", fmt::bytes(r.reader_rate_bytes_per_s))
+    // faster-reader's reader is not paced (u64::MAX): it reads as data arrives.
+    t.row("reader rate", |r| match r.reader_rate_bytes_per_s {
+        u64::MAX => "as data arrives".to_string(),
+        rate => format!("{}/s", fmt::bytes(rate)),
     });
     t.row("bytes written", |r| fmt::bytes(r.bytes_written));
     t.row("bytes read", |r| fmt::bytes(r.bytes_read));
@@ -266,45 +270,81 @@ pub fn slow_reader(b: &slow_reader::Report) -> View<'_> {
     t.row("findings", |r| pathology_names(&r.findings));
     View {
         scenario: "slow-reader",
-        header: &b.header,
+        header: b.header(),
         headline: format!(
             "writer {}/s, reader {}/s, reader SO_RCVBUF {}",
             fmt::bytes(c.writer_rate_bytes_per_s),
             fmt::bytes(c.reader_rate_bytes_per_s),
             fmt::bytes(c.reader_rcvbuf_bytes as u64)
         ),
-        tables: vec![t.finish(&b.remedies)],
+        tables: vec![t.cells],
         lines: Vec::new(),
         charts: Vec::new(),
-        diagnosis: &b.before.findings,
-        checks: &b.remedies,
+        diagnosis: &runs[0].findings,
+        checks: &[],
     }
 }
 
+/// What the stale-ACK race measured besides its runs: the loop's SYN resends
+/// ([`stale_ack::resends`]), the forced check, the kernel and the loop's CPUs.
+struct Race<'a> {
+    resends: (f64, u64, u64),
+    forced: &'a stale_ack::Forced,
+    kernel: &'a str,
+    cpus: Option<[usize; 2]>,
+}
+
 pub fn stale_ack(b: &stale_ack::Report) -> View<'_> {
-    let runs: Vec<&ProbeRun> = std::iter::once(&b.loop_run.run)
-        .chain(b.after.iter().map(|a| &a.run))
-        .collect();
+    let race = Race {
+        resends: (
+            b.syn_resends_per_million,
+            b.stale_ack_resends,
+            b.syn_timer_resends,
+        ),
+        forced: &b.forced,
+        kernel: &b.kernel_release,
+        cpus: b.loop_cpus,
+    };
+    stale_ack_of(&b.header, &b.config, &[&b.loop_run.run], race)
+}
+
+pub fn stale_ack_fix(b: &Remedies<stale_ack::StaleAck>) -> View<'_> {
+    let runs: Vec<&ProbeRun> = b.runs().iter().map(|r| &r.run).collect();
+    let race = Race {
+        resends: stale_ack::resends(&b.baseline.run),
+        forced: &b.facts.forced,
+        kernel: &b.facts.kernel_release,
+        cpus: b.facts.loop_cpus,
+    };
+    stale_ack_of(&b.header, &b.config, &runs, race)
+}
+
+fn stale_ack_of<'a>(
+    header: &'a Header,
+    c: &stale_ack::Config,
+    runs: &[&'a ProbeRun],
+    race: Race,
+) -> View<'a> {
     let headline = format!(
         "report 003's loop for {} s, {} loop(s), on Linux {}{}",
-        b.config.duration_ms as f64 / 1000.0,
-        b.config.concurrency,
-        b.kernel_release,
-        match b.loop_cpus {
+        c.duration_ms as f64 / 1000.0,
+        c.concurrency,
+        race.kernel,
+        match race.cpus {
             Some([server, client]) => format!(", server on CPU {server}, client on CPU {client}"),
             None => ", one CPU: the server and client share it".to_string(),
         },
     );
-    let mut v = probe_view("stale-ack-race", &b.header, headline, &runs, &b.remedies);
+    let mut v = probe_view("stale-ack-race", header, headline, runs);
+    let (per_million, stale, timer) = race.resends;
     v.lines.push(format!(
-        "SYN resends: {:.0} per million connections; classified: {} resent after a stale ACK, {} on the SYN timer",
-        b.syn_resends_per_million, b.stale_ack_resends, b.syn_timer_resends
+        "SYN resends: {per_million:.0} per million connections; classified: {stale} resent after a stale ACK, {timer} on the SYN timer"
     ));
     v.lines.push(format!(
         "Forced stale ACK (client reset dropped, reconnect from port {}): connect took {}, behaviour: {}",
         stale_ack::FORCED_PORT,
-        fmt::micros(b.forced.connect_us),
-        match b.forced.behaviour {
+        fmt::micros(race.forced.connect_us),
+        match race.forced.behaviour {
             stale_ack::ResendBehaviour::QuickResend => "quick SYN resend after the reset (mitigated kernel)",
             stale_ack::ResendBehaviour::TimerResend => "SYN waited for the 1 s retransmission timer",
             stale_ack::ResendBehaviour::NotReproduced => "no stale ACK (no SYN resend)",
@@ -315,10 +355,33 @@ pub fn stale_ack(b: &stale_ack::Report) -> View<'_> {
 }
 
 pub fn incast(b: &incast::Report) -> View<'_> {
-    let c = &b.config;
-    let mut tables = vec![incast_runs(&b.runs)];
+    let runs: Vec<&incast::Run> = b.runs.iter().collect();
+    let before_after = (b.before.as_ref(), b.after.as_ref());
+    incast_of(&b.header, &b.config, &runs, before_after, &b.remedies)
+}
+
+/// The baseline and each remedied run; before and after: the baseline and the first remedied
+/// run at the baseline's sender count.
+pub fn incast_fix(b: &Remedies<incast::Incast>) -> View<'_> {
+    let runs = b.runs();
+    let after = runs[1..]
+        .iter()
+        .copied()
+        .find(|r| r.senders == b.baseline.senders);
+    incast_of(&b.header, &b.config, &runs, (Some(&b.baseline), after), &[])
+}
+
+/// `checks`: the last RTO floor judged against the first (a plain run of several floors).
+fn incast_of<'a>(
+    header: &'a Header,
+    c: &incast::Config,
+    runs: &[&'a incast::Run],
+    (before, after): (Option<&'a incast::Run>, Option<&'a incast::Run>),
+    checks: &'a [Check],
+) -> View<'a> {
+    let mut tables = vec![incast_runs(runs)];
     let mut lines = Vec::new();
-    if let Some(before) = &b.before {
+    if let Some(before) = before {
         let mut t = Cells::new([
             "sender",
             "RTO expiries",
@@ -346,7 +409,7 @@ pub fn incast(b: &incast::Report) -> View<'_> {
         tables.push(t);
         lines.push("RTO expiries: TcpExtTCPTimeouts plus the recovery-state variants (TcpExtTCPSackRecoveryFail, TcpExtTCPSackFailures, TcpExtTCPLossFailures) that tcp_retransmit_timer counts instead.".to_string());
     }
-    if let (Some(before), Some(after)) = (&b.before, &b.after) {
+    if let (Some(before), Some(after)) = (before, after) {
         tables.push(incast_before_after(before, after));
     }
     let mut charts = Vec::new();
@@ -354,7 +417,7 @@ pub fn incast(b: &incast::Report) -> View<'_> {
     if c.senders.len() > 1 {
         charts.push(Chart {
             section: "Incast sweep".into(),
-            xy: crate::chart::incast_chart(&b.runs),
+            xy: crate::chart::incast_chart(runs),
             caption: "Goodput of each run against its number of senders, one line per RTO floor: \
                       timeouts stall whole rounds, and the longer the floor the more goodput they cost."
                 .into(),
@@ -362,7 +425,7 @@ pub fn incast(b: &incast::Report) -> View<'_> {
     }
     View {
         scenario: "incast",
-        header: &b.header,
+        header,
         headline: format!(
             "{} per round split over N senders, bottleneck tbf at {} (burst {}, limit {}), senders on {}",
             fmt::bytes(c.block_bytes),
@@ -376,13 +439,13 @@ pub fn incast(b: &incast::Report) -> View<'_> {
         tables,
         lines,
         charts,
-        diagnosis: b.before.as_ref().map(|r| r.findings.as_slice()).unwrap_or(&[]),
-        checks: &b.remedies,
+        diagnosis: before.map(|r| r.findings.as_slice()).unwrap_or(&[]),
+        checks,
     }
 }
 
 /// The incast runs, one row each.
-fn incast_runs(runs: &[incast::Run]) -> Cells {
+fn incast_runs(runs: &[&incast::Run]) -> Cells {
     let mut t = Cells::new([
         "senders",
         "rto_min",
@@ -424,7 +487,8 @@ fn incast_runs(runs: &[incast::Run]) -> Cells {
     t
 }
 
-/// The baseline's sender count before and after the fix (the last RTO floor).
+/// The baseline's sender count before and after the fix (the remedy of `--fix`, or the last
+/// RTO floor of a plain run).
 fn incast_before_after(before: &incast::Run, after: &incast::Run) -> Cells {
     let mut t = Cells::new([
         String::new(),

@@ -2,15 +2,14 @@
 //! behind a listen backlog of 1, under concurrent connection churn. The accept queue fills,
 //! the kernel drops SYNs (`tcp_conn_request`, net/ipv4/tcp_input.c, when `sk_acceptq_is_full`)
 //! and clients wait a rung of the SYN ladder; `ListenOverflows` moves in the server
-//! namespace. `--fix` serves with 8 acceptor threads and a 4096 backlog.
+//! namespace. `--fix` serves with 8 acceptor threads and a 4096 backlog (the remedy `both`).
 
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tcpdoctor_model::Pathology;
 
-use super::churn::{self, Pair, ProbeRun};
+use super::churn::{self, Listener, ProbeRun};
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::{Common, Outcome};
 use crate::remedy::{Harm, Measured, Prediction, Row};
@@ -36,54 +35,21 @@ impl Default for Config {
     }
 }
 
-/// The `--fix` report: the baseline, and the remedied run judged against it.
-pub type Report = super::FixReport<Config, ProbeRun>;
+/// A plain run's report: the baseline.
+pub type Report = super::Plain<Config, ProbeRun>;
 
-/// `--fix`: the baseline, then 8 acceptor threads and a 4096 backlog in a fresh client
-/// namespace (the first run left thousands of its ports in TIME_WAIT, which slows the port
-/// search of connect(), `__inet_hash_connect`, and would blur the comparison).
+/// The baseline in fresh namespaces.
 pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
-    let fixed = Side {
-        threads: 8,
-        backlog: 4096,
-    };
-    let label = "after: 8 acceptor threads, backlog 4096".to_string();
-    driver::fix(
-        AcceptOverflow(cfg.clone()),
-        common,
-        ("fx", label, fixed),
-        stop,
-    )
-}
-
-fn measured(run: &ProbeRun) -> crate::remedy::Measured {
-    let overflows = run.server_counter("TcpExtListenOverflows").max(0) as u64;
-    crate::remedy::Measured {
-        text: format!(
-            "{} connects, {} accept-queue overflows, {} SYN retransmissions; p99 connect {:.0} ms",
-            crate::remedy::thousands(run.summary.requests),
-            crate::remedy::thousands(overflows),
-            run.client_counter("TcpExtTCPSynRetrans"),
-            run.p99_ms("connect")
-        ),
-        value: Some(overflows as f64),
-    }
+    driver::plain(AcceptOverflow(cfg.clone()), common, stop)
 }
 
 /// The accept-queue overflow as `--remedies` drives it.
 pub struct AcceptOverflow(pub Config);
 
-/// The server of a run: acceptor threads and listen backlog.
-#[derive(Clone, Copy, Debug)]
-pub struct Side {
-    threads: usize,
-    backlog: i32,
-}
-
 impl Scenario for AcceptOverflow {
     type Config = Config;
     type Run = ProbeRun;
-    type Variant = Side;
+    type Variant = Listener;
     type Facts = super::NoFacts;
     const NAME: &'static str = "accept-overflow";
     const PATHOLOGY: Pathology = Pathology::AcceptQueueOverflow;
@@ -92,22 +58,22 @@ impl Scenario for AcceptOverflow {
         "the kernel counters of the server's namespace (TcpExtListenOverflows, TcpExtListenDrops)",
     ];
     const REMEDIES: &'static [&'static str] = &["larger-backlog", "faster-accept", "both"];
+    /// In a fresh client namespace: the baseline left thousands of its ports in TIME_WAIT,
+    /// which slows the port search of connect() (`__inet_hash_connect`).
+    const FIX: &'static [&'static str] = &["both"];
 
     fn config(&self) -> &Config {
         &self.0
     }
 
-    fn baseline(&self) -> (String, Side) {
+    fn baseline(&self) -> (String, Listener) {
         let cfg = &self.0;
         (
             format!(
                 "before: {} acceptor thread(s), backlog {}",
                 cfg.server_threads, cfg.backlog
             ),
-            Side {
-                threads: cfg.server_threads,
-                backlog: cfg.backlog,
-            },
+            Listener::new(cfg.server_threads, cfg.backlog),
         )
     }
 
@@ -116,24 +82,11 @@ impl Scenario for AcceptOverflow {
         common: &Common,
         tag: &'static str,
         label: &str,
-        side: &Side,
+        l: &Listener,
         stop: &AtomicBool,
     ) -> Result<Ran<ProbeRun>> {
-        let cfg = &self.0;
-        let pair = Pair::build(common, tag)?;
-        let cap = pair.capture(common, tag)?;
-        let mut pcfg =
-            churn::probe_config(pair.server_addr, Duration::from_millis(cfg.duration_ms));
-        pcfg.concurrency = cfg.concurrency;
-        let server = pair.serve_64(side.threads, side.backlog)?;
-        let run = churn::probe(&pair, label, pcfg, stop);
-        server.stop();
-        let capture = churn::stop_capture(cap);
-        Ok(Ran {
-            run: run?,
-            namespaces: pair.lab.namespaces().to_vec(),
-            capture: capture?,
-        })
+        let load = (self.0.duration_ms, self.0.concurrency);
+        churn::probe_listener(common, (tag, label), *l, load, stop)
     }
 
     /// The harm: connection requests the full accept queue turned away
@@ -167,7 +120,7 @@ impl Scenario for AcceptOverflow {
         )
     }
 
-    fn remedy(&mut self, name: &str, _base: &ProbeRun) -> Result<Remedy<Side>> {
+    fn remedy(&mut self, name: &str, _base: &ProbeRun) -> Result<Remedy<Listener>> {
         let cfg = &self.0;
         let c = cfg.concurrency;
         let zero = |formula: String| {
@@ -217,14 +170,24 @@ impl Scenario for AcceptOverflow {
         };
         Ok(Remedy {
             label,
-            variant: Side { threads, backlog },
+            variant: Listener::new(threads, backlog),
             prediction: Ok(prediction),
             changes,
         })
     }
 
     fn measured(&self, _name: &str, run: &ProbeRun, _base: &ProbeRun) -> Measured {
-        measured(run)
+        let overflows = run.server_counter("TcpExtListenOverflows").max(0) as u64;
+        Measured {
+            text: format!(
+                "{} connects, {} accept-queue overflows, {} SYN retransmissions; p99 connect {:.0} ms",
+                crate::remedy::thousands(run.summary.requests),
+                crate::remedy::thousands(overflows),
+                run.client_counter("TcpExtTCPSynRetrans"),
+                run.p99_ms("connect")
+            ),
+            value: Some(overflows as f64),
+        }
     }
 
     fn tail(&self, base: &ProbeRun, _rows: &[Row<ProbeRun>]) -> Tail<super::NoFacts> {

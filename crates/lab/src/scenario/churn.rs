@@ -108,6 +108,61 @@ impl Pair {
     }
 }
 
+/// The server of a probe run: the embedded server's acceptor threads and listen backlog,
+/// the server namespace's net.core.somaxconn when set, and the share of SYNs nftables drops
+/// (percent, [`super::syn_drop::ruleset`]) when set.
+#[derive(Clone, Copy, Debug)]
+pub struct Listener {
+    pub threads: usize,
+    pub backlog: i32,
+    pub somaxconn: Option<u32>,
+    pub drop_percent: Option<u32>,
+}
+
+impl Listener {
+    /// `threads` acceptor threads behind a listen `backlog`, nothing else changed.
+    pub fn new(threads: usize, backlog: i32) -> Listener {
+        Listener {
+            threads,
+            backlog,
+            somaxconn: None,
+            drop_percent: None,
+        }
+    }
+}
+
+/// One probe run in fresh namespaces tagged `tag`, labelled `label`: `concurrency` clients
+/// opening a connection per 64-byte request against `l` for `duration_ms`.
+pub fn probe_listener(
+    common: &Common,
+    (tag, label): (&str, &str),
+    l: Listener,
+    (duration_ms, concurrency): (u64, usize),
+    stop: &AtomicBool,
+) -> Result<super::driver::Ran<ProbeRun>> {
+    let pair = Pair::build(common, tag)?;
+    if let Some(m) = l.somaxconn {
+        pair.lab
+            .sysctl(&pair.server, "net.core.somaxconn", &m.to_string())?;
+    }
+    let server = pair.serve_64(l.threads, l.backlog)?;
+    if let Some(pct) = l.drop_percent {
+        let rules = super::syn_drop::ruleset(pct, pair.server_addr.port());
+        pair.lab.nft(&pair.server, "drop a share of SYNs", &rules)?;
+    }
+    let cap = pair.capture(common, tag)?;
+    let mut pcfg = probe_config(pair.server_addr, Duration::from_millis(duration_ms));
+    pcfg.concurrency = concurrency;
+    let run = probe(&pair, label, pcfg, stop);
+    let capture = stop_capture(cap);
+    server.stop();
+    Ok(super::driver::Ran {
+        run: run?,
+        namespaces: pair.lab.namespaces().to_vec(),
+        capture: capture?,
+    })
+}
+
 /// Stops a capture started by [`Pair::capture`]; the summary of the kept file.
 pub fn stop_capture(cap: Option<capture::Capture>) -> Result<Option<capture::CaptureSummary>> {
     Ok(cap

@@ -1,6 +1,7 @@
-//! `--remedies` for every scenario: one driver runs the baseline, then each selected remedy
-//! in fresh namespaces, judges each against the baseline and its prediction, and assembles
-//! the [`RemedyReport`]. A scenario supplies what is its own through [`Scenario`]: how one
+//! Every scenario's runs: one driver runs the baseline ([`plain`]), or the baseline and then
+//! each selected remedy in fresh namespaces (`--remedies`; `--fix`: the scenario's
+//! recommended remedy, [`Scenario::FIX`]), judges each against the baseline and its
+//! prediction, and assembles the [`RemedyReport`]. A scenario supplies what is its own through [`Scenario`]: how one
 //! variant runs, its remedies as data (label, change, prediction) and the report's words.
 //! Nothing here prints.
 
@@ -8,10 +9,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tcpdoctor_model::{Finding, Pathology};
 
-use super::{churn, Common, FixReport, Header, NoFacts, Outcome, RemedyReport};
+use super::{churn, Common, Header, NoFacts, Outcome, Plain, RemedyReport};
 use crate::capture::CaptureSummary;
 use crate::remedy::{self, Check, Harm, Measured, Prediction, Verdict};
-use crate::reproduce::{Reproduction, Reproductions};
+use crate::reproduce::Reproduction;
 use crate::trace::{LabTrace, RunTrace};
 use crate::Result;
 
@@ -23,6 +24,8 @@ pub trait Record {
     fn findings(&self) -> &[Finding];
     /// What the eBPF trace saw in the run.
     fn trace(&self) -> &RunTrace;
+    /// The same, to restore it in a run read back from JSON (where the header keeps it).
+    fn trace_mut(&mut self) -> &mut RunTrace;
 }
 
 /// [`Record`] for run types that keep their `label`, `findings` and `trace` as fields.
@@ -37,6 +40,9 @@ macro_rules! record {
             }
             fn trace(&self) -> &RunTrace {
                 &self.trace
+            }
+            fn trace_mut(&mut self) -> &mut RunTrace {
+                &mut self.trace
             }
         }
     )*};
@@ -148,6 +154,8 @@ pub trait Scenario {
     const DIAGNOSED_BY: &'static [&'static str];
     /// The remedies `--remedies` measures, in table order.
     const REMEDIES: &'static [&'static str];
+    /// The remedies `--fix` applies: what the scenario recommends.
+    const FIX: &'static [&'static str];
 
     fn config(&self) -> &Self::Config;
 
@@ -355,139 +363,18 @@ pub fn check<R: Record>(
     .with_reproduction(reproduction)
 }
 
-/// `--fix`: the remedied runs judged against the baseline.
-pub struct Judged {
-    /// Each remedied run judged against the baseline.
-    pub checks: Vec<Check>,
-    /// The remedied run the verdict follows.
-    pub remedied: Option<super::Remedied>,
-    /// Whether the baseline, then each remedied run, reproduced the pathology.
-    pub reproductions: Reproductions,
-}
-
-/// Judges each run of `after` against `before` on `harm` for pathology `p`; a run that still
-/// reproduced the pathology (`reproduction`) did not make the remedy work.
-pub fn judge<R: Record>(
-    p: Pathology,
-    before: &R,
-    after: &[R],
-    harm: impl Fn(&R) -> Harm,
-    reproduction: impl Fn(&R) -> Reproduction,
-) -> Judged {
-    let reproductions = Reproductions::of(reproduction(before), after.iter().map(&reproduction));
-    let checks: Vec<Check> = after
-        .iter()
-        .zip(&reproductions.reproduction[1..])
-        .map(|(r, rep)| check(p, (before, harm(before)), (r, harm(r)), rep))
-        .collect();
-    let remedied = remedy::followed(&checks).map(|i| super::Remedied {
-        run: checks[i].run.clone(),
-        findings: after[i].findings().to_vec(),
-        reproduction: reproductions.reproduction.get(i + 1).cloned(),
-    });
-    Judged {
-        checks,
-        remedied,
-        reproductions,
-    }
-}
-
-impl Judged {
-    /// The outcome of a `--fix` run: the baseline's `findings`, and the `body` made of the
-    /// reproductions (for the header) and the checks.
-    pub fn outcome<B>(
-        self,
-        findings: Vec<Finding>,
-        interrupted: bool,
-        body: impl FnOnce(Reproductions, Vec<Check>) -> B,
-    ) -> Outcome<B> {
-        Outcome {
-            findings,
-            interrupted,
-            remedied: self.remedied,
-            reproduction: self.reproductions.baseline().cloned(),
-            body: body(self.reproductions, self.checks),
-        }
-    }
-}
-
-/// `--fix` of a scenario with one remedied run: the baseline, then with `common.fix` the
-/// remedied run `fix` (its namespace tag, label and variant), each in fresh namespaces, the
-/// second judged against the first.
-pub fn fix<S: Scenario>(
-    mut s: S,
+/// A plain run: the baseline alone, in fresh namespaces (`--remedies` with none selected).
+pub fn plain<S: Scenario>(
+    s: S,
     common: &Common,
-    fix: (&'static str, String, S::Variant),
     stop: &AtomicBool,
-) -> Result<Outcome<FixReport<S::Config, S::Run>>> {
-    s.validate()?;
-    let (label, variant) = s.baseline();
-    let Ran {
-        run: before,
-        mut namespaces,
-        capture,
-    } = s.run(common, "", &label, &variant, stop)?;
-    let after = if common.fix {
-        let (tag, label, variant) = fix;
-        let ran = s.run(common, tag, &label, &variant, stop)?;
-        namespaces.extend(ran.namespaces);
-        Some(ran.run)
-    } else {
-        None
-    };
-    let before = Ran {
-        run: before,
-        namespaces,
-        capture,
-    };
-    Ok(fixed(
-        &s,
-        common,
-        before,
-        after,
-        stop.load(Ordering::Relaxed),
-    ))
-}
-
-/// The `--fix` report of scenario `s`: `before` (the baseline as run, with the namespaces
-/// of every run) and the remedied run `after` judged against it.
-pub fn fixed<S: Scenario>(
-    s: &S,
-    common: &Common,
-    before: Ran<S::Run>,
-    after: Option<S::Run>,
-    interrupted: bool,
-) -> Outcome<FixReport<S::Config, S::Run>> {
-    let Ran {
-        run: before,
-        namespaces,
-        capture,
-    } = before;
-    let judged = judge(
-        S::PATHOLOGY,
-        &before,
-        after.as_slice(),
-        |r| s.harm(r),
-        |r| s.reproduction(r),
-    );
-    let runs = std::iter::once(&before).chain(&after);
-    let trace = LabTrace::of(runs.map(|r| r.trace().clone()).collect());
-    let findings = before.findings().to_vec();
-    judged.outcome(findings, interrupted, |rep, remedies| FixReport {
-        header: Header::of(
-            S::NAME,
-            common,
-            namespaces,
-            capture,
-            trace,
-            S::DIAGNOSED_BY,
-            rep,
-        ),
-        config: s.config().clone(),
-        before,
-        after,
-        remedies,
-    })
+) -> Result<Outcome<Plain<S::Config, S::Run>>> {
+    Ok(remedies(s, common, &[], stop)?.map(|r| Plain {
+        header: r.header,
+        config: r.config,
+        before: r.baseline,
+        unfixed: Default::default(),
+    }))
 }
 
 /// The table row of remedy `name`: its run judged against `base` and its prediction.

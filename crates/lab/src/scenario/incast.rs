@@ -570,20 +570,28 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
         .map(|r| r.findings.clone())
         .unwrap_or_default();
     // The baseline first, then every other run (sweep points, other RTO floors).
-    let judged = match &before {
-        Some(b) => {
-            let mut j = driver::judge(Pathology::Incast, b, after.as_slice(), harm, reproduction);
-            let others = runs
-                .iter()
-                .filter(|r| !(r.senders == b.senders && r.rto_min_us == b.rto_min_us));
-            j.reproductions = Reproductions::of(reproduction(b), others.map(reproduction));
-            j
+    let reproductions = match &before {
+        Some(b) => Reproductions::of(
+            reproduction(b),
+            runs.iter()
+                .filter(|r| !(r.senders == b.senders && r.rto_min_us == b.rto_min_us))
+                .map(reproduction),
+        ),
+        None => Reproductions::default(),
+    };
+    // With several RTO floors, the last judged against the first; the verdict follows it.
+    let (remedies, remedied) = match (&before, &after) {
+        (Some(b), Some(a)) => {
+            let rep = reproduction(a);
+            let check = driver::check(Pathology::Incast, (b, harm(b)), (a, harm(a)), &rep);
+            let remedied = super::Remedied {
+                run: check.run.clone(),
+                findings: a.findings.clone(),
+                reproduction: Some(rep),
+            };
+            (vec![check], Some(remedied))
         }
-        None => driver::Judged {
-            checks: Vec::new(),
-            remedied: None,
-            reproductions: Reproductions::default(),
-        },
+        _ => (Vec::new(), None),
     };
     let mut diagnosed_by = Incast::DIAGNOSED_BY.to_vec();
     // With a capture, analyze's detectors read it too (it spans every run of this scenario).
@@ -595,8 +603,12 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
     let trace = crate::trace::LabTrace::of(runs.iter().map(|r| r.trace.clone()).collect());
     let namespaces = topo.lab.namespaces().to_vec();
     drop(topo);
-    Ok(
-        judged.outcome(findings, interrupted, |rep, remedies| Report {
+    Ok(Outcome {
+        findings,
+        interrupted,
+        remedied,
+        reproduction: reproductions.baseline().cloned(),
+        body: Report {
             header: Header::of(
                 "incast",
                 common,
@@ -604,15 +616,15 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
                 capture,
                 trace,
                 &diagnosed_by,
-                rep,
+                reproductions,
             ),
             config: cfg.clone(),
             runs,
             before,
             after,
             remedies,
-        }),
-    )
+        },
+    })
 }
 
 /// One run of `n` senders at RTO floor `rto_min_us` in `topo` (built with `setup`), each

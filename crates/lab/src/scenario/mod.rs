@@ -1,7 +1,8 @@
 //! The scenarios: each builds its topology, measures the pathology with the lab's own traffic
 //! code, hands the evidence (kernel counter deltas per namespace, per-connection timings,
-//! optionally a capture) to tcpdoctor's detectors ([`crate::diagnose`]), and with `fix`
-//! measures again after the remedy. Each returns a record; nothing here prints.
+//! optionally a capture) to tcpdoctor's detectors ([`crate::diagnose`]); `--fix` and
+//! `--remedies` measure again after each remedy ([`driver::remedies`]). Each returns a record;
+//! nothing here prints.
 
 pub mod accept_overflow;
 pub mod churn;
@@ -29,26 +30,37 @@ pub struct Common {
     pub subnet: LabSubnet,
     /// Save the scenario's traffic here (tcpdump inside the lab).
     pub pcap: Option<PathBuf>,
-    /// Measure again after applying the remedy.
-    pub fix: bool,
     /// Whether each run is traced with eBPF ([`crate::trace`]).
     pub trace: crate::trace::Mode,
 }
 
-/// What a scenario returns: the findings tcpdoctor's detectors produced from the measurement
-/// before the fix, the scenario's record, and whether Ctrl-C cut it short.
+/// What a scenario returns: the findings tcpdoctor's detectors produced from the baseline's
+/// measurement, the scenario's record, and whether Ctrl-C cut it short.
 #[derive(Clone, Debug)]
 pub struct Outcome<B> {
     pub findings: Vec<Finding>,
     pub body: B,
     pub interrupted: bool,
-    /// With `fix`: the remedied run the verdict follows ([`crate::remedy::followed`]).
+    /// With a remedy: the remedied run the verdict follows ([`crate::remedy::followed_row`]).
     pub remedied: Option<Remedied>,
     /// Whether the baseline reproduced the scenario's pathology (also in the body's header).
     pub reproduction: Option<Reproduction>,
 }
 
-/// The remedied run a `--fix` verdict and exit status follow, with its findings and whether
+impl<B> Outcome<B> {
+    /// The same outcome with its body made into another.
+    pub fn map<C>(self, f: impl FnOnce(B) -> C) -> Outcome<C> {
+        Outcome {
+            findings: self.findings,
+            body: f(self.body),
+            interrupted: self.interrupted,
+            remedied: self.remedied,
+            reproduction: self.reproduction,
+        }
+    }
+}
+
+/// The remedied run a verdict and exit status follow, with its findings and whether
 /// it still reproduced the pathology (`None`: the remedy was not measured).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Remedied {
@@ -150,28 +162,28 @@ impl Header {
     }
 }
 
-/// `--fix` of a scenario with one remedied run: the baseline (`before`) and, with `--fix`,
-/// the remedied run judged against it ([`driver::fix`]).
+/// A plain run: the baseline alone ([`driver::plain`]).
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct FixReport<C, R> {
+pub struct Plain<C, R> {
     #[serde(flatten)]
     pub header: Header,
     pub config: C,
     pub before: R,
-    pub after: Option<R>,
-    /// The remedied run judged against the baseline (with --fix).
-    #[serde(rename = "fix_results")]
-    pub remedies: Vec<remedy::Check>,
+    #[serde(flatten)]
+    pub unfixed: Unfixed,
 }
 
-impl<C, R> FixReport<C, R> {
-    /// The baseline, then the remedied run.
-    pub fn runs(&self) -> Vec<&R> {
-        std::iter::once(&self.before).chain(&self.after).collect()
-    }
+/// The `after` and `fix_results` of a plain run's JSON, always empty: `--fix` prints the
+/// remedies report ([`RemedyReport`]) with the scenario's recommended remedy. Kept so that a
+/// plain run's JSON keeps its shape (`A`: `Option<()>`, `null`; or `Vec<()>`, `[]`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Unfixed<A = Option<()>> {
+    after: A,
+    fix_results: Vec<()>,
 }
 
-/// `--remedies`: the baseline and each selected remedy, measured in fresh namespaces, each
+/// `--remedies` and `--fix`: the baseline and each selected remedy (with `--fix`, the
+/// scenario's recommended one, [`driver::Scenario::FIX`]), measured in fresh namespaces, each
 /// remedy predicted by tcpdoctor's arithmetic and judged from its measurement.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RemedyReport<C, R, F = NoFacts> {
@@ -202,6 +214,40 @@ pub struct RemedyReport<C, R, F = NoFacts> {
 /// A scenario that measures nothing besides its runs.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct NoFacts {}
+
+/// A report's runs side by side, as a scenario's view shows them: a plain run's baseline, or
+/// the baseline and each measured remedy's run.
+pub trait Runs<C, R> {
+    fn header(&self) -> &Header;
+    fn config(&self) -> &C;
+    fn runs(&self) -> Vec<&R>;
+}
+
+impl<C, R> Runs<C, R> for Plain<C, R> {
+    fn header(&self) -> &Header {
+        &self.header
+    }
+    fn config(&self) -> &C {
+        &self.config
+    }
+    fn runs(&self) -> Vec<&R> {
+        vec![&self.before]
+    }
+}
+
+impl<C, R, F> Runs<C, R> for RemedyReport<C, R, F> {
+    fn header(&self) -> &Header {
+        &self.header
+    }
+    fn config(&self) -> &C {
+        &self.config
+    }
+    fn runs(&self) -> Vec<&R> {
+        std::iter::once(&self.baseline)
+            .chain(self.remedies.iter().filter_map(|r| r.run.as_ref()))
+            .collect()
+    }
+}
 
 impl<C, R, F> RemedyReport<C, R, F> {
     /// The remedied run the verdict follows, with its findings (`findings` of a run) and
@@ -241,5 +287,25 @@ mod tests {
         for by in all.iter().flat_map(|b| b.iter()) {
             assert!(!by.contains("::") && !by.contains("model"), "{by}");
         }
+    }
+
+    #[test]
+    fn fix_applies_remedies_of_the_scenarios_own_table() {
+        // --fix is --remedies restricted to FIX: a name missing from REMEDIES would fail
+        // only when run as root.
+        use driver::Scenario;
+        fn check<S: Scenario>() {
+            assert!(!S::FIX.is_empty(), "{}", S::NAME);
+            for name in S::FIX {
+                assert!(S::REMEDIES.contains(name), "{}: {name}", S::NAME);
+            }
+        }
+        check::<accept_overflow::AcceptOverflow>();
+        check::<incast::Incast>();
+        check::<port_exhaustion::PortExhaustion>();
+        check::<slow_reader::SlowReader>();
+        check::<stale_ack::StaleAck>();
+        check::<syn_drop::SynDrop>();
+        check::<timewait::Timewait>();
     }
 }

@@ -3,7 +3,8 @@
 //! closes first keeps each 4-tuple in TIME_WAIT for 60 s (`TCP_TIMEWAIT_LEN`,
 //! include/net/tcp.h), so after one range's worth of connections connect() fails with
 //! EADDRNOTAVAIL. `--fix` measures, each in a fresh client namespace, keep-alive (one
-//! persistent connection per worker) and `net.ipv4.tcp_tw_reuse=1`.
+//! persistent connection per worker) and `net.ipv4.tcp_tw_reuse=1` (the remedies
+//! `keep-alive` and `tw-reuse`).
 
 use std::net::SocketAddrV4;
 use std::sync::atomic::AtomicBool;
@@ -56,19 +57,14 @@ pub struct Report {
     /// state), when the run lasted at least 121 s.
     pub measured_sustainable_per_s: Option<f64>,
     pub before: ProbeRun,
-    /// Keep-alive, then tcp_tw_reuse=1 (with --fix).
-    pub after: Vec<ProbeRun>,
-    /// Each remedied run judged against the baseline (with --fix).
-    #[serde(rename = "fix_results")]
-    pub remedies: Vec<Check>,
+    #[serde(flatten)]
+    pub unfixed: super::Unfixed<Vec<()>>,
 }
 
-/// The harm: connects that found no free local port.
-pub fn harm(run: &ProbeRun) -> Harm {
-    Harm::count(
-        run.errors("EADDRNOTAVAIL"),
-        "connects failed with EADDRNOTAVAIL",
-    )
+/// ports / TIME_WAIT (60 s): new connections per second a client with `ports` can sustain
+/// to one destination.
+pub fn sustainable_per_s(ports: PortRange) -> f64 {
+    f64::from(ports.len()) / tcpdoctor_host::sysctl::TIME_WAIT.as_secs_f64()
 }
 
 /// Whether a run reproduced port exhaustion: connects that failed with EADDRNOTAVAIL, as
@@ -117,7 +113,7 @@ const TW_S: u64 = 60;
 /// Successful connects per second over whole TIME_WAIT periods after the first one: ports
 /// freed by TIME_WAIT come back in bursts 60 s after they were taken, so only windows of a
 /// whole number of periods average them fairly. Needs a run of at least 121 s.
-fn measured_steady(run: &ProbeRun) -> Option<f64> {
+pub fn measured_steady(run: &ProbeRun) -> Option<f64> {
     let last_full = run.summary.elapsed_us / 1_000_000; // seconds fully elapsed
     let periods = last_full.checked_sub(TW_S)? / TW_S;
     if periods == 0 {
@@ -226,71 +222,20 @@ fn run_variant(
     ))
 }
 
+/// The baseline in a fresh pair of namespaces (one destination: one probe).
 pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
-    // The first probe of a run (it has one destination).
-    let one_run = |tag_label, v: &Variant| {
-        let ((mut runs, ns, cap), _) = run_variant(common, cfg, tag_label, v, stop)?;
-        Ok::<_, crate::Error>((runs.remove(0), ns, cap))
-    };
-    let (label, base) = PortExhaustion::new(cfg.clone()).baseline();
-    let (before, mut namespaces, capture) = one_run(("", &label), &base)?;
-    let mut after = Vec::new();
-    if common.fix {
-        let keep_alive = Variant {
-            mode: Mode::Rr,
-            ..base.clone()
-        };
-        let tw_reuse = Variant {
-            tw_reuse: 1,
-            ..base.clone()
-        };
-        for (tag_label, v) in [
-            (
-                ("ka", "after: keep-alive (one connection per worker)"),
-                keep_alive,
-            ),
-            (
-                ("tw", "after: new connection per request, tcp_tw_reuse=1"),
-                tw_reuse,
-            ),
-        ] {
-            let (r, ns, _) = one_run(tag_label, &v)?;
-            namespaces.extend(ns);
-            after.push(r);
+    let o = driver::remedies(PortExhaustion::new(cfg.clone()), common, &[], stop)?;
+    Ok(o.map(|r| {
+        let before = r.baseline.probes.into_iter().next().expect("one probe");
+        Report {
+            header: r.header,
+            config: r.config,
+            computed_sustainable_per_s: sustainable_per_s(cfg.ports),
+            measured_sustainable_per_s: measured_steady(&before),
+            before,
+            unfixed: Default::default(),
         }
-    }
-    let interrupted = before.interrupted || after.iter().any(|r| r.interrupted);
-    let computed = f64::from(cfg.ports.len()) / tcpdoctor_host::sysctl::TIME_WAIT.as_secs_f64();
-    let measured = measured_steady(&before);
-    let judged = driver::judge(
-        Pathology::PortExhaustion,
-        &before,
-        &after,
-        harm,
-        reproduction,
-    );
-    let trace = churn::traces(std::iter::once(&before).chain(&after));
-    Ok(
-        judged.outcome(before.findings.clone(), interrupted, |rep, remedies| {
-            Report {
-                header: Header::of(
-                    PortExhaustion::NAME,
-                    common,
-                    namespaces,
-                    capture,
-                    trace,
-                    PortExhaustion::DIAGNOSED_BY,
-                    rep,
-                ),
-                config: cfg.clone(),
-                computed_sustainable_per_s: computed,
-                measured_sustainable_per_s: measured,
-                before,
-                after,
-                remedies,
-            }
-        }),
-    )
+    }))
 }
 
 /// What `--remedies` measured besides the runs.
@@ -465,6 +410,9 @@ impl driver::Record for PortRun {
     fn trace(&self) -> &crate::trace::RunTrace {
         &self.probes[0].trace
     }
+    fn trace_mut(&mut self) -> &mut crate::trace::RunTrace {
+        &mut self.probes[0].trace
+    }
 }
 
 impl Scenario for PortExhaustion {
@@ -486,6 +434,7 @@ impl Scenario for PortExhaustion {
         "more-destinations",
         "server-closes-first",
     ];
+    const FIX: &'static [&'static str] = &["keep-alive", "tw-reuse"];
 
     fn config(&self) -> &Config {
         &self.cfg
@@ -522,7 +471,12 @@ impl Scenario for PortExhaustion {
 
     /// Whether this run reproduced port exhaustion: [`reproduction`] over its probes (the
     /// trace is the first probe's).
+    /// A run of one probe as [`reproduction`] says it (with when the range ran out); of
+    /// several (one per destination), their sums.
     fn reproduction(&self, run: &PortRun) -> Reproduction {
+        if let [probe] = run.probes.as_slice() {
+            return reproduction(probe);
+        }
         let mut signature = vec![Event::new(
             run.eaddrnotavail,
             "connects failed with EADDRNOTAVAIL",

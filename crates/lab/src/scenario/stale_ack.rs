@@ -17,7 +17,7 @@
 //! ACK, resets it, and the time to its SYN resend is measured. It reports what it observed:
 //! a resend within milliseconds (the quick-resend behaviour of current kernels) or after the
 //! 1 s SYN timer. `--fix` runs the same loop with a graceful close (FIN) instead of
-//! SO_LINGER 0, in fresh namespaces.
+//! SO_LINGER 0 (the remedy `graceful-close`), in fresh namespaces.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddrV4;
@@ -111,11 +111,19 @@ pub struct Report {
     /// a report read back takes it from there.
     #[serde(skip)]
     pub kernel_release: String,
-    /// The same loop with a graceful close (with --fix).
-    pub after: Vec<LoopRun>,
-    /// `after` judged against the loop (with --fix).
-    #[serde(rename = "fix_results")]
-    pub remedies: Vec<Check>,
+    #[serde(flatten)]
+    pub unfixed: super::Unfixed<Vec<()>>,
+}
+
+/// What the loop `base` counted of SYN resends: per million connections, and the connects
+/// probe classified as resent after a stale ACK and on the SYN timer.
+pub fn resends(base: &ProbeRun) -> (f64, u64, u64) {
+    use tcpdoctor_probe::SpikeCause;
+    let resends = base.client_counter("TcpExtTCPSynRetrans");
+    let conns = base.summary.connections_opened.max(1);
+    let (stale, _, _) = base.spikes(|c| matches!(c, SpikeCause::StaleAckResend));
+    let (timer, _, _) = base.spikes(|c| matches!(c, SpikeCause::SynRetransmit { .. }));
+    (resends as f64 * 1e6 / conns as f64, stale, timer)
 }
 
 fn forced_check(common: &Common) -> Result<(Forced, Vec<String>, crate::trace::RunTrace)> {
@@ -600,62 +608,25 @@ pub fn reproduction(run: &LoopRun, forced: &Forced, kernel: &str) -> Reproductio
     r
 }
 
-/// `--fix`: the loop, then with a graceful close (FIN) in fresh namespaces, then the forced
-/// check.
+/// The loop, then the forced check.
 pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
-    let mut s = StaleAck::new(cfg.clone());
-    let (label, linger0) = s.baseline();
-    let ran = s.run(common, "", &label, &linger0, stop)?;
-    let (loop_run, mut namespaces, capture) = (ran.run, ran.namespaces, ran.capture);
-    let mut after = Vec::new();
-    if common.fix {
-        let label = "after: graceful close (FIN) instead of SO_LINGER 0";
-        let ran = s.run(common, "gc", label, &false, stop)?;
-        namespaces.extend(ran.namespaces);
-        after.push(ran.run);
-    }
-    namespaces.extend(s.after_baseline(common, &loop_run)?);
-    let base = &loop_run.run;
-    let resends = base.client_counter("TcpExtTCPSynRetrans");
-    let conns = base.summary.connections_opened.max(1);
-    use tcpdoctor_probe::SpikeCause;
-    let (stale, _, _) = base.spikes(|c| matches!(c, SpikeCause::StaleAckResend));
-    let (timer, _, _) = base.spikes(|c| matches!(c, SpikeCause::SynRetransmit { .. }));
-    let judged = driver::judge(Pathology::StaleAckRace, &loop_run, &after, harm, |r| {
-        s.reproduction(r)
-    });
-    let runs = std::iter::once(base).chain(after.iter().map(|a| &a.run));
-    let Checked {
-        forced,
-        trace: forced_trace,
-        kernel,
-    } = s.checked.take().expect("the forced check ran");
-    let trace = with_forced(churn::traces(runs), forced_trace);
-    let findings = base.findings.clone();
-    let interrupted = stop.load(Ordering::Relaxed);
-    Ok(
-        judged.outcome(findings, interrupted, |rep, remedies| Report {
-            header: Header::of(
-                StaleAck::NAME,
-                common,
-                namespaces,
-                capture,
-                trace,
-                StaleAck::DIAGNOSED_BY,
-                rep,
-            ),
-            config: cfg.clone(),
-            loop_cpus: s.cpus.map(|(s, c)| [s, c]),
-            kernel_release: kernel,
-            syn_resends_per_million: resends as f64 * 1e6 / conns as f64,
-            stale_ack_resends: stale,
-            syn_timer_resends: timer,
-            loop_run,
-            after,
-            remedies,
-            forced,
-        }),
-    )
+    let o = driver::remedies(StaleAck::new(cfg.clone()), common, &[], stop)?;
+    Ok(o.map(|r| {
+        let (syn_resends_per_million, stale_ack_resends, syn_timer_resends) =
+            resends(&r.baseline.run);
+        Report {
+            header: r.header,
+            config: r.config,
+            loop_run: r.baseline,
+            syn_resends_per_million,
+            stale_ack_resends,
+            syn_timer_resends,
+            forced: r.facts.forced,
+            loop_cpus: r.facts.loop_cpus,
+            kernel_release: r.facts.kernel_release,
+            unfixed: Default::default(),
+        }
+    }))
 }
 
 /// What `--remedies` measured besides the runs: the forced check, the loop's CPUs and the
@@ -761,6 +732,9 @@ impl driver::Record for LoopRun {
     fn trace(&self) -> &crate::trace::RunTrace {
         &self.run.trace
     }
+    fn trace_mut(&mut self) -> &mut crate::trace::RunTrace {
+        &mut self.run.trace
+    }
 }
 
 impl Scenario for StaleAck {
@@ -776,6 +750,7 @@ impl Scenario for StaleAck {
         "the forced check (the client's TcpExtTCPSynRetrans and connect time)",
     ];
     const REMEDIES: &'static [&'static str] = &["graceful-close"];
+    const FIX: &'static [&'static str] = &["graceful-close"];
 
     fn config(&self) -> &Config {
         &self.cfg

@@ -1,15 +1,15 @@
 //! `syn-drop`: the server namespace's nftables drops a random share of incoming SYNs
 //! (`numgen random mod 100 < PCT`), the classic firewall or overloaded-path source of connects
 //! that take exactly a rung of the SYN ladder (1 s, then 2 s, ...; `tcp_syn_linear_timeouts`).
-//! `--fix` removes the drop (the remedy is finding and removing the loss) and measures again.
+//! `--fix` removes the drop (the remedy `remove-drop`: find and remove the loss) and measures
+//! again.
 
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tcpdoctor_model::Pathology;
 
-use super::churn::{self, Pair, ProbeRun};
+use super::churn::{self, Listener, ProbeRun};
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::{Common, Outcome};
 use crate::remedy::{Check, Harm, Measured, Prediction, Row, Tolerance, Verdict};
@@ -34,8 +34,8 @@ impl Default for Config {
     }
 }
 
-/// The `--fix` report: the baseline, and the remedied run judged against it.
-pub type Report = super::FixReport<Config, ProbeRun>;
+/// A plain run's report: the baseline.
+pub type Report = super::Plain<Config, ProbeRun>;
 
 /// What the SYN ladder cost a run's connects: how many waited, typically how long.
 pub fn ladder_wait(run: &ProbeRun) -> Option<String> {
@@ -76,90 +76,9 @@ fn validate(cfg: &Config) -> Result<()> {
     Ok(())
 }
 
-/// `--fix`: the baseline, then, in the same namespaces, the SYN drop removed.
+/// The baseline in fresh namespaces.
 pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
-    validate(cfg)?;
-    let fix = common.fix.then_some("after: SYN drop removed");
-    let label = "before: nftables drops SYNs";
-    let (before, after) = run_variant(common, cfg, "", (label, fix), BASE_SIDE, stop)?;
-    let interrupted = before.run.interrupted || after.as_ref().is_some_and(|r| r.interrupted);
-    let s = SynDrop(cfg.clone());
-    Ok(driver::fixed(&s, common, before, after, interrupted))
-}
-
-/// The server side of a run: whether SYNs are dropped, the acceptor threads, the listen
-/// backlog and, when set, the server namespace's net.core.somaxconn.
-#[derive(Clone, Copy, Debug)]
-pub struct Side {
-    drop: bool,
-    threads: usize,
-    backlog: i32,
-    somaxconn: Option<u32>,
-}
-
-/// The baseline's server: 8 acceptor threads, backlog 4096 (the default somaxconn).
-const BASE_SIDE: Side = Side {
-    drop: true,
-    threads: 8,
-    backlog: 4096,
-    somaxconn: None,
-};
-
-/// One run in fresh namespaces, labelled `label`; with a second label (`--fix`), a second
-/// run in the same namespaces after the SYN drop is removed.
-fn run_variant(
-    common: &Common,
-    cfg: &Config,
-    tag: &str,
-    (label, then): (&str, Option<&str>),
-    side: Side,
-    stop: &AtomicBool,
-) -> Result<(Ran<ProbeRun>, Option<ProbeRun>)> {
-    let Side {
-        drop,
-        threads,
-        backlog,
-        somaxconn,
-    } = side;
-    let pair = Pair::build(common, tag)?;
-    if let Some(m) = somaxconn {
-        pair.lab
-            .sysctl(&pair.server, "net.core.somaxconn", &m.to_string())?;
-    }
-    let server = pair.serve_64(threads, backlog)?;
-    if drop {
-        pair.lab.nft(
-            &pair.server,
-            "drop a share of SYNs",
-            &ruleset(cfg.drop_percent, pair.server_addr.port()),
-        )?;
-    }
-    let cap = pair.capture(common, tag)?;
-    let mut pcfg = churn::probe_config(pair.server_addr, Duration::from_millis(cfg.duration_ms));
-    pcfg.concurrency = cfg.concurrency;
-    let run = churn::probe(&pair, label, pcfg.clone(), stop).and_then(|run| {
-        let after = match then {
-            Some(then) => {
-                pair.lab.nft_flush(&pair.server);
-                Some(churn::probe(&pair, then, pcfg, stop)?)
-            }
-            None => None,
-        };
-        Ok((run, after))
-    });
-    let capture = churn::stop_capture(cap);
-    server.stop();
-    let (run, after) = run?;
-    let namespaces = pair.lab.namespaces().to_vec();
-    let capture = capture?;
-    Ok((
-        Ran {
-            run,
-            namespaces,
-            capture,
-        },
-        after,
-    ))
+    driver::plain(SynDrop(cfg.clone()), common, stop)
 }
 
 /// SYN retransmissions per finished connect.
@@ -167,24 +86,19 @@ fn per_connect(run: &ProbeRun) -> f64 {
     run.client_counter("TcpExtTCPSynRetrans").max(0) as f64 / run.summary.requests.max(1) as f64
 }
 
-fn measured(run: &ProbeRun) -> crate::remedy::Measured {
-    crate::remedy::Measured {
-        text: format!(
-            "{} connects, {} SYN retransmissions ({:.3} per connect), {} accept-queue overflows; p99 connect {:.0} ms",
-            crate::remedy::thousands(run.summary.requests),
-            run.client_counter("TcpExtTCPSynRetrans"),
-            per_connect(run),
-            run.server_counter("TcpExtListenOverflows"),
-            run.p99_ms("connect")
-        ),
-        value: Some(per_connect(run)),
-    }
-}
-
 /// Dropped SYNs as `--remedies` drives them.
 pub struct SynDrop(pub Config);
 
 impl SynDrop {
+    /// The baseline's server: 8 acceptor threads, backlog 4096 (the default somaxconn),
+    /// nftables dropping the configured share of SYNs.
+    fn base(&self) -> Listener {
+        Listener {
+            drop_percent: Some(self.0.drop_percent),
+            ..Listener::new(8, 4096)
+        }
+    }
+
     /// The drop probability of each SYN.
     fn p(&self) -> f64 {
         f64::from(self.0.drop_percent) / 100.0
@@ -206,7 +120,7 @@ impl SynDrop {
 impl Scenario for SynDrop {
     type Config = Config;
     type Run = ProbeRun;
-    type Variant = Side;
+    type Variant = Listener;
     type Facts = super::NoFacts;
     const NAME: &'static str = "syn-drop";
     const PATHOLOGY: Pathology = Pathology::SynRetransmit;
@@ -215,6 +129,7 @@ impl Scenario for SynDrop {
         "the kernel counters of the server's namespace",
     ];
     const REMEDIES: &'static [&'static str] = &["remove-drop", "larger-backlog", "faster-accept"];
+    const FIX: &'static [&'static str] = &["remove-drop"];
 
     fn config(&self) -> &Config {
         &self.0
@@ -224,8 +139,8 @@ impl Scenario for SynDrop {
         validate(&self.0)
     }
 
-    fn baseline(&self) -> (String, Side) {
-        ("before: nftables drops SYNs".into(), BASE_SIDE)
+    fn baseline(&self) -> (String, Listener) {
+        ("before: nftables drops SYNs".into(), self.base())
     }
 
     fn run(
@@ -233,10 +148,11 @@ impl Scenario for SynDrop {
         common: &Common,
         tag: &'static str,
         label: &str,
-        side: &Side,
+        l: &Listener,
         stop: &AtomicBool,
     ) -> Result<Ran<ProbeRun>> {
-        Ok(run_variant(common, &self.0, tag, (label, None), *side, stop)?.0)
+        let load = (self.0.duration_ms, self.0.concurrency);
+        churn::probe_listener(common, (tag, label), *l, load, stop)
     }
 
     /// The harm: SYNs the client had to send again (`TcpExtTCPSynRetrans`).
@@ -273,11 +189,11 @@ impl Scenario for SynDrop {
         )
     }
 
-    fn remedy(&mut self, name: &str, base: &ProbeRun) -> Result<Remedy<Side>> {
+    fn remedy(&mut self, name: &str, base: &ProbeRun) -> Result<Remedy<Listener>> {
         let n = base.summary.requests;
         let (p, expect) = (self.p(), self.expect());
         let overflows = base.server_counter("TcpExtListenOverflows");
-        let untouched = |label: &str, side: Side, changes: &str| {
+        let untouched = |label: &str, side: Listener, changes: &str| {
             let formula = format!(
                 "the SYNs are dropped before the listener sees them (the baseline's accept queue overflowed {overflows} times): each SYN is still lost with p = {p:.2}, so a connect resends p / (1 - p) = {expect:.3} SYNs on average"
             );
@@ -297,9 +213,9 @@ impl Scenario for SynDrop {
         Ok(match name {
             "remove-drop" => Remedy::new(
                 "SYN drop removed",
-                Side {
-                    drop: false,
-                    ..BASE_SIDE
+                Listener {
+                    drop_percent: None,
+                    ..self.base()
                 },
                 Prediction::count(
                     "no SYN is dropped: 0 retransmissions",
@@ -311,18 +227,18 @@ impl Scenario for SynDrop {
             ),
             "larger-backlog" => untouched(
                 "somaxconn and listen backlog 65535",
-                Side {
+                Listener {
                     backlog: 65535,
                     somaxconn: Some(65535),
-                    ..BASE_SIDE
+                    ..self.base()
                 },
                 "net.core.somaxconn=65535 in the server namespace and listen(65535) (baseline: 4096)",
             ),
             "faster-accept" => untouched(
                 "32 acceptor threads",
-                Side {
+                Listener {
                     threads: 32,
-                    ..BASE_SIDE
+                    ..self.base()
                 },
                 "the server accepts with 32 threads instead of 8",
             ),
@@ -331,7 +247,17 @@ impl Scenario for SynDrop {
     }
 
     fn measured(&self, _name: &str, run: &ProbeRun, _base: &ProbeRun) -> Measured {
-        measured(run)
+        Measured {
+            text: format!(
+                "{} connects, {} SYN retransmissions ({:.3} per connect), {} accept-queue overflows; p99 connect {:.0} ms",
+                crate::remedy::thousands(run.summary.requests),
+                run.client_counter("TcpExtTCPSynRetrans"),
+                per_connect(run),
+                run.server_counter("TcpExtListenOverflows"),
+                run.p99_ms("connect")
+            ),
+            value: Some(per_connect(run)),
+        }
     }
 
     /// SYN retransmission counts depend on how many connects a run made: a remedy that
@@ -340,12 +266,12 @@ impl Scenario for SynDrop {
     fn override_verdict(
         &self,
         _name: &str,
-        side: &Side,
+        side: &Listener,
         _check: &Check,
         run: &ProbeRun,
         base: &ProbeRun,
     ) -> Option<(Verdict, String)> {
-        (side.drop
+        (side.drop_percent.is_some()
             && (per_connect(run) - per_connect(base)).abs()
                 <= self.tolerance(run.summary.requests.min(base.summary.requests)))
         .then(|| {

@@ -7,7 +7,7 @@
 //! net/ipv4/tcp_minisocks.c): it answers with an ACK of the old connection, the client resets
 //! that, and the SYN waits for its 1 s retransmission. With `--rfc1337`
 //! (`net.ipv4.tcp_rfc1337=1`) the server ignores the reset and the connect stalls for seconds.
-//! `--fix`: timestamps on and a gap between reconnects, in fresh namespaces.
+//! `--fix`: timestamps on (the remedy `timestamps`), in fresh namespaces.
 //!
 //! Measured by the lab's own client loop (the port bound with SO_REUSEADDR); diagnosed by
 //! `analyze`'s detectors on a capture of the client's interface and by the client's counters.
@@ -30,7 +30,7 @@ use crate::reproduce::{Event, Reproduction};
 use crate::traffic::{self, ConnRecord, Outcome as ConnOutcome};
 use crate::{capture, diagnose, netns, Result};
 
-/// Gap between reconnects before the fix, milliseconds.
+/// Gap between reconnects of the baseline (and of the remedies), milliseconds.
 pub const BEFORE_GAP_MS: u64 = 20;
 
 /// The client's fixed source port: below `ip_local_port_range`, so no other socket takes it.
@@ -43,7 +43,8 @@ pub struct Config {
     /// Bytes the client sends per connection.
     pub request_bytes: usize,
     pub rfc1337: bool,
-    /// Gap between reconnects in the fixed run (timestamps need a fresh TSval, 1 ms ticks).
+    /// Gap between reconnects of the fixed run before `--fix` was the `timestamps` remedy
+    /// (which keeps the baseline's gap): unused, kept in the JSON of a plain run.
     pub fix_gap_ms: u64,
 }
 
@@ -58,8 +59,8 @@ impl Default for Config {
     }
 }
 
-/// The `--fix` report: the baseline, and the remedied run judged against it.
-pub type Report = super::FixReport<Config, Run>;
+/// A plain run's report: the baseline.
+pub type Report = super::Plain<Config, Run>;
 
 impl Run {
     /// `TcpExtTCPSynRetrans` of the client namespace.
@@ -130,7 +131,7 @@ pub struct Run {
 /// a quick resend after a reset shows up as a few ms.
 pub const SLOW_CONNECT: Duration = Duration::from_millis(100);
 
-/// How the client and server of one run behave: the baseline, a `--fix` run or a remedy.
+/// How the client and server of one run behave: the baseline or a remedy.
 #[derive(Clone, Debug)]
 pub struct Variant {
     /// net.ipv4.tcp_timestamps at both ends.
@@ -228,21 +229,9 @@ fn client_loop(
     Ok(out)
 }
 
-/// `--fix`: timestamps on and a gap between reconnects, in fresh namespaces. (The
-/// baseline's short gap lets the previous client socket finish LAST_ACK before the port is
-/// bound again; the server's TIME_WAIT lasts 60 s, so the collision is unaffected.)
+/// The baseline in fresh namespaces.
 pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
-    let fixed = Variant {
-        timestamps: true,
-        rfc1337: false,
-        gap: Duration::from_millis(cfg.fix_gap_ms),
-        ..Variant::baseline(cfg)
-    };
-    let label = format!(
-        "after: timestamps on, {} ms between reconnects",
-        cfg.fix_gap_ms
-    );
-    driver::fix(Timewait(cfg.clone()), common, ("fx", label, fixed), stop)
+    driver::plain(Timewait(cfg.clone()), common, stop)
 }
 
 /// One step of the clock-driven initial sequence number: `secure_tcp_seq`
@@ -365,6 +354,7 @@ impl Scenario for Timewait {
         "ephemeral-port",
         "client-closes-first",
     ];
+    const FIX: &'static [&'static str] = &["timestamps"];
 
     fn config(&self) -> &Config {
         &self.0

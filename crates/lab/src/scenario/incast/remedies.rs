@@ -12,6 +12,7 @@ use super::{
     build, diagnosed_run, harm, payload_share, reproduction, set_pacing, set_rto_min, validate,
     Config, Pacing, Run, Setup, PACING_BURST_BYTES,
 };
+use crate::capture::CaptureSummary;
 use crate::diagnose;
 use crate::remedy::{self, Harm, Measured, Prediction, Row, Tolerance};
 use crate::reproduce::Reproduction;
@@ -62,17 +63,22 @@ fn qdisc_available(kind: &str) -> Result<bool> {
 }
 
 /// Runs every sender count of `cfg` once, in a fresh topology built with `setup`, at RTO
-/// floor `rto_min_us`, paced per `pacing`.
+/// floor `rto_min_us`, paced per `pacing`; saves the receiver's traffic to `pcap` when given.
 fn run_setup(
     common: &Common,
     cfg: &Config,
-    setup: &Setup,
-    rto_min_us: u64,
-    senders: &[u32],
+    (setup, rto_min_us, senders): (&Setup, u64, &[u32]),
+    pcap: Option<&std::path::Path>,
     stop: &AtomicBool,
-) -> Result<(Vec<Run>, Vec<String>)> {
+) -> Result<(Vec<Run>, Vec<String>, Option<CaptureSummary>)> {
     let max = senders.iter().copied().max().unwrap_or(1);
     let topo = build(common, cfg, max, setup)?;
+    let cap = pcap
+        .map(|p| {
+            let rx_if = crate::naming::ifname("r")?;
+            crate::capture::Capture::start(&topo.receiver, &rx_if, "capture", Some(p), "tcp")
+        })
+        .transpose()?;
     let rate = cfg.rate_bits_per_s()?;
     let mut runs = Vec::new();
     for &n in senders {
@@ -94,7 +100,8 @@ fn run_setup(
             stop,
         )?);
     }
-    Ok((runs, topo.lab.namespaces().to_vec()))
+    let capture = crate::scenario::churn::stop_capture(cap)?;
+    Ok((runs, topo.lab.namespaces().to_vec(), capture))
 }
 
 /// How accurately a tbf on one sender holds `bits_per_s` here: one sender alone sends
@@ -490,6 +497,7 @@ impl Scenario for Incast {
         "red-ecn",
         "fq-codel",
     ];
+    const FIX: &'static [&'static str] = &["rto-min-5ms"];
 
     fn config(&self) -> &Config {
         &self.cfg
@@ -519,12 +527,11 @@ impl Scenario for Incast {
         stop: &AtomicBool,
     ) -> Result<Ran<Run>> {
         self.rate = self.cfg.rate_bits_per_s()?;
-        let (runs, namespaces) = run_setup(
+        let (runs, namespaces, capture) = run_setup(
             common,
             &self.cfg,
-            &sweep.setup,
-            sweep.rto_min_us,
-            &sweep.senders,
+            (&sweep.setup, sweep.rto_min_us, &sweep.senders),
+            driver::baseline_pcap(common, tag),
             stop,
         )?;
         let most = runs
@@ -538,7 +545,7 @@ impl Scenario for Incast {
         Ok(Ran {
             run: most,
             namespaces,
-            capture: None,
+            capture,
         })
     }
 
@@ -624,12 +631,11 @@ impl Scenario for Incast {
             return Ok(rows);
         }
         let sweep = &r.variant;
-        let (runs, ns) = run_setup(
+        let (runs, ns, _) = run_setup(
             common,
             &self.cfg,
-            &sweep.setup,
-            sweep.rto_min_us,
-            &sweep.senders,
+            (&sweep.setup, sweep.rto_min_us, &sweep.senders),
+            None,
             stop,
         )?;
         rows.namespaces.extend(ns);
