@@ -306,6 +306,13 @@ pub fn merge_counted_and_traced(
         trace.syn_traced_at_edges,
         window,
     );
+    let counted = tcpdoctor_trace::reconcile::consequences(
+        counted,
+        &mut traced,
+        &trace.consequence_resends,
+        &delta,
+        window,
+    );
     // Once the trace attributed resends, a "SYN retransmitted" counter finding is the
     // resends it did not (and why): its evidence joins the run's own finding of that name
     // (the probe's waits) rather than being dropped as a duplicate.

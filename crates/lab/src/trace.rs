@@ -79,6 +79,10 @@ pub struct RunTrace {
     pub syn_resends: BTreeMap<Pathology, u64>,
     /// Their sum: the events `TcpExtTCPSynRetrans` counts.
     pub syn_resends_attributed: u64,
+    /// Data and FIN resends the trace put down to another pathology as its consequence
+    /// (connections a full accept queue never took), per that pathology.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub consequence_resends: BTreeMap<Pathology, tcpdoctor_trace::attribute::Resent>,
     /// `TcpExtTCPSynRetrans` summed over the traced namespaces, over the trace's window.
     pub syn_retrans_counted: i64,
     /// connect() calls that failed with EADDRNOTAVAIL, all processes and destinations.
@@ -135,6 +139,7 @@ impl RunTrace {
             attributed_events: o.summary.causes.values().sum(),
             causes_by_netns,
             syn_resends: o.summary.syn_resends.clone(),
+            consequence_resends: o.summary.consequence_resends.clone(),
             syn_resends_attributed,
             syn_retrans_counted,
             eaddrnotavail: o.summary.no_local_port.iter().map(|p| p.failures).sum(),

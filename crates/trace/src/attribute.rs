@@ -366,7 +366,7 @@ impl Tally {
 }
 
 /// Retransmissions of data or a FIN, by the timer or not.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Resent {
     pub timeouts: u64,
     pub other: u64,
