@@ -52,7 +52,18 @@ impl Engine {
             }
         }
         let syn = tcp_flags & 0x12 == 0x02;
-        if syn {
+        if syn && timewait.is_some() {
+            // A SYN a timewait socket did not take: the peer's old socket refused it, as its
+            // own record (TimeWaitAck) says when that record is seen. Measured: a lab
+            // timewait-collision run whose second TimeWaitAck record was missing put that
+            // resend down to "the previous SYN was dropped" (reason NOT_SPECIFIED, the
+            // drop taken at the TIME_WAIT socket) instead of the collision (1 of 2).
+            let key = (ev.local, ev.remote);
+            if self.tw_refused.len() < old_ack::TW_REFUSED_MAX || self.tw_refused.contains_key(&key)
+            {
+                self.tw_refused.entry(key).or_insert((ev.ts_ns, timewait));
+            }
+        } else if syn {
             self.syn_drops.insert(
                 (ev.local, ev.remote),
                 SynDrop {

@@ -24,7 +24,7 @@ use tcpdoctor_model::catalogue::Remedy;
 
 /// The most server-side refusals remembered for the client's side to find (a client that is
 /// not traced never takes them).
-const TW_REFUSED_MAX: usize = 100_000;
+pub(super) const TW_REFUSED_MAX: usize = 100_000;
 
 /// What the traced peer's timewait socket was, when one refused the SYN.
 pub(super) type Refusal = Option<TcpState>;

@@ -381,6 +381,40 @@ fn syn_resends_are_dropped_full_queue_or_lost_with_their_rung() {
     );
 }
 
+/// A SYN dropped at the peer's TIME_WAIT socket (the drop record says which socket took
+/// it) is the collision, also when the socket's own record of refusing it (TimeWaitAck) was
+/// not seen: a lab timewait-collision run put 1 of its 2 resends down to "the previous SYN
+/// was dropped" that way. A SYN dropped at no such socket stays a drop.
+#[test]
+fn a_syn_dropped_at_the_peers_time_wait_socket_is_the_collision() {
+    for (timewait, want) in [
+        (Some(TcpState::TimeWait), Cause::TimeWaitCollision),
+        (None, Cause::SynDropped),
+    ] {
+        let mut e = engine();
+        let mut drop = ev(
+            0,
+            0,
+            TcpState::TimeWait,
+            C,
+            S,
+            Detail::Drop {
+                reason: 2,
+                ifindex: 1,
+                ifname: None,
+                tcp_flags: 0x02,
+                timewait,
+            },
+        );
+        drop.process = None;
+        e.push(drop, &mut NoLookup).unwrap();
+        let l = e
+            .push(ev(12, 1, TcpState::SynSent, C, S, syn(1)), &mut NoLookup)
+            .unwrap();
+        assert_eq!(l.cause, want, "{}", l.evidence);
+    }
+}
+
 #[test]
 fn eaddrnotavail_is_counted_per_process_and_destination_with_the_port_budget() {
     let mut e = engine();
