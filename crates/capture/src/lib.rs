@@ -1,7 +1,9 @@
 //! Capture files to TCP segments: pcap, pcapng and snoop readers (gzip, xz, zstd; several
 //! files merged in time order by [`Merge`]), link-layer and IP/TCP
 //! decoding, and a small pcap writer for tests. Reads bytes only: no clock, no syscalls
-//! beyond reading its input.
+//! beyond reading its input. Regular files are mapped; the first one mapped installs a SIGBUS
+//! handler that only acts on faults inside mapped captures (a file truncated while read,
+//! `input/guard.rs`) and hands every other SIGBUS to the handler that was there before.
 //!
 //! ```no_run
 //! # fn main() -> Result<(), tcpdoctor_capture::Error> {

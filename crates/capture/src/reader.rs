@@ -2,7 +2,8 @@
 //! gzip-, xz- or zstd-compressed, from a file or stdin), counting every packet it skips.
 //!
 //! Memory stays bounded by the largest record: one reusable read buffer, no allocation per
-//! packet. Record framing is hand-written (rather than pcap-parser) so that every error
+//! packet; a regular file is mapped instead, a few MiB of it resident at a time
+//! (`Input::mapped`). Record framing is hand-written (rather than pcap-parser) so that every error
 //! carries the exact byte offset and so that framing and decoding share one buffer.
 //!
 //! Two ways to read: [`Reader::next_segment`] one segment at a time, or
@@ -168,19 +169,26 @@ fn u16_at(d: &[u8], at: usize, big: bool) -> u16 {
 
 impl Reader {
     /// Opens a capture file; `-` reads stdin. Gzip, xz and zstd are recognised by their
-    /// magic bytes.
+    /// magic bytes. A regular file is mapped rather than read, and read as long as it was
+    /// when opened; one that shrinks meanwhile ends the input with an error naming the offset.
     pub fn open(path: &Path) -> Result<Reader, Error> {
         if path.as_os_str() == "-" {
             return Reader::from_read(Box::new(io::stdin()), "stdin".to_string());
         }
         let name = path.display().to_string();
         let file = File::open(path).map_err(|e| Error::new(&name, 0, ErrorKind::Open(e)))?;
-        Reader::from_read(Box::new(file), name)
+        match Input::mapped(file) {
+            Ok(input) => Reader::from_input(input, name),
+            Err(file) => Reader::from_read(Box::new(file), name),
+        }
     }
 
     /// Reads a capture from any byte stream; `name` is used in error messages.
     pub fn from_read(r: Box<dyn Read + Send>, name: String) -> Result<Reader, Error> {
-        let mut raw = Input::new(r);
+        Reader::from_input(Input::new(r), name)
+    }
+
+    fn from_input(mut raw: Input, name: String) -> Result<Reader, Error> {
         let io_err = |e: io::Error| Error::new(&name, 0, ErrorKind::Io(e));
         raw.fill(6).map_err(io_err)?;
         let compression = Compression::detect(raw.buffered());
@@ -356,6 +364,7 @@ impl Reader {
         if let Some(e) = self.pending.take() {
             return Err(e);
         }
+        self.input.recycle();
         let mut seg = Segment::EMPTY;
         loop {
             match self.step(&mut seg)? {
@@ -379,7 +388,16 @@ impl Reader {
         if let Some(e) = self.pending.take() {
             return Err(e);
         }
+        // A mapped file that shrinks while it is read gives zeros past its new end: the
+        // counts as they were before this batch are kept to go back to.
+        let before = (self.input.is_mapped() && !self.done).then(|| self.stats.clone());
+        let at = self.input.offset();
         let res = self.fill_batch(out);
+        if let (Some(stats), Some(len)) = (before, self.input.shrunk()) {
+            self.stats = stats;
+            return Err(self.shrank(at, len));
+        }
+        self.input.recycle();
         self.stats.bytes_read = self.input.offset();
         match res {
             (0, Some(e)) => Err(e),
@@ -495,7 +513,12 @@ impl Reader {
         if self.done {
             return Ok(Step::End);
         }
-        let rec = match self.next_record() {
+        let at = self.input.offset();
+        let rec = self.next_record();
+        if let Some(len) = self.input.shrunk() {
+            return Err(self.shrank(at, len));
+        }
+        let rec = match rec {
             Ok(Some(r)) => r,
             Ok(None) => {
                 self.done = true;
@@ -531,6 +554,20 @@ impl Reader {
                 Ok(Step::Skipped)
             }
         }
+    }
+
+    /// Ends the input at `at`, where the bytes read stopped being the file's: the mapped
+    /// file shrank to `len` bytes while it was read.
+    #[cold]
+    fn shrank(&mut self, at: u64, len: u64) -> Error {
+        self.done = true;
+        self.pending = None;
+        self.stats.bytes_read = at;
+        let e = io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("the file shrank to {len} bytes while it was read"),
+        );
+        self.err(at, ErrorKind::Io(e))
     }
 
     /// Frames the next packet record; `None` at a clean end of input.

@@ -358,3 +358,110 @@ fn pcapng_mixed_blocks_interfaces_and_sections_batch_like_single_segments() {
     assert_same(&data, "pcapng mixed");
     assert_same(&data[..data.len() / 2 + 3], "pcapng mixed, truncated");
 }
+
+/// A file in the temporary directory, removed when dropped.
+struct TempFile(std::path::PathBuf);
+
+impl TempFile {
+    fn new(name: &str, data: &[u8]) -> TempFile {
+        let p = std::env::temp_dir().join(format!("tdoc-{}-{name}", std::process::id()));
+        std::fs::write(&p, data).unwrap();
+        TempFile(p)
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// `Reader::open` maps a regular file: the same segments, counts and errors (with the same
+/// byte offsets) as reading the same bytes, whole or cut anywhere.
+#[test]
+fn mapped_files_read_like_streams() {
+    let data = pcap(60_000, WriteLink::Ethernet, false);
+    for cut in [
+        data.len(),
+        data.len() - 7,
+        data.len() - 90,
+        4 << 20,
+        1000,
+        25,
+    ] {
+        let d = &data[..cut];
+        let f = TempFile::new("mapped.pcap", d);
+        let mut r = Reader::open(&f.0).unwrap_or_else(|e| panic!("cut {cut}: {e}"));
+        let mut buf = vec![Segment::EMPTY; 1024];
+        let mut segs = Vec::new();
+        let err = loop {
+            match r.read_batch(&mut buf) {
+                Ok(0) => break None,
+                Ok(n) => segs.extend_from_slice(&buf[..n]),
+                Err(e) => {
+                    break Some((
+                        e.offset,
+                        e.to_string().replace(&*f.0.to_string_lossy(), "t.pcap"),
+                    ))
+                }
+            }
+        };
+        let want = batched(d, 0, 1024);
+        assert_eq!(err, want.2, "cut {cut}: error");
+        assert_eq!(r.stats(), &want.1, "cut {cut}: stats");
+        assert!(segs == want.0, "cut {cut}: segments");
+    }
+    let f = TempFile::new("short.pcap", &data[..3]);
+    let e = Reader::open(&f.0).err().unwrap().to_string();
+    assert!(
+        e.ends_with("byte offset 0: truncated file header (needs 4 bytes, 3 left)"),
+        "{e}"
+    );
+}
+
+/// A mapped file cut short while it is read (another process truncates it) ends the input
+/// with a one-line error naming the offset where reading stopped, instead of SIGBUS; the
+/// segments before it are the file's.
+#[test]
+fn a_mapped_file_that_shrinks_while_read_is_an_error_not_a_crash() {
+    let data = pcap(60_000, WriteLink::Ethernet, false);
+    let whole = batched(&data, 0, 1024);
+    // Far from the end (reading faults past the new end), and inside the last page (no
+    // fault: the file is asked at the end).
+    for keep in [data.len() / 3, data.len() - 10] {
+        let f = TempFile::new("shrinks.pcap", &data);
+        let mut r = Reader::open(&f.0).unwrap();
+        let mut buf = vec![Segment::EMPTY; 1024];
+        let mut segs = Vec::new();
+        let mut cut = false;
+        let err = loop {
+            if !cut && segs.len() > 3000 {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&f.0)
+                    .unwrap()
+                    .set_len(keep as u64)
+                    .unwrap();
+                cut = true;
+            }
+            match r.read_batch(&mut buf) {
+                Ok(0) => break None,
+                Ok(n) => segs.extend_from_slice(&buf[..n]),
+                Err(e) => break Some(e),
+            }
+        };
+        let e = err.unwrap_or_else(|| panic!("keep {keep}: no error"));
+        let msg = e.to_string();
+        assert!(
+            msg.contains(&format!("shrank to {keep} bytes")) && !msg.contains('\n'),
+            "{msg}"
+        );
+        assert!(e.offset <= keep as u64 && e.offset > 0, "{msg}");
+        assert_eq!(r.stats().bytes_read, e.offset);
+        assert!(
+            segs.len() > 3000 && segs[..] == whole.0[..segs.len()],
+            "keep {keep}"
+        );
+        assert!(matches!(r.read_batch(&mut buf), Ok(0)), "fused");
+    }
+}
