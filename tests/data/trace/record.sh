@@ -86,6 +86,26 @@ EOF
     cleanup
 }
 
+# slow_acceptor SECONDS: in the background, a listener on 127.0.0.1:5206 (comm
+# tdoc-slow-accept) with a backlog of 1 that accepts one connection every 300 ms and holds it.
+slow_acceptor() {
+    in_ns python3 - "$1" <<'EOF' &
+import ctypes, socket, sys, time
+ctypes.CDLL(None).prctl(15, b"tdoc-slow-accept", 0, 0, 0)
+l = socket.socket()
+l.bind(("127.0.0.1", 5206))
+l.listen(1)
+l.settimeout(1)
+held, until = [], time.time() + float(sys.argv[1])
+while time.time() < until:
+    try:
+        held.append(l.accept()[0])
+    except socket.timeout:
+        pass
+    time.sleep(0.3)
+EOF
+}
+
 want() { [ -z "$only" ] || echo " $only " | grep -q " $1 "; }
 
 # syn-drop: nftables drops 30% of SYNs (not SYN-ACKs) to port 5201; two workers connect in
@@ -208,21 +228,7 @@ fi
 # (the SYN dropped, or its last ACK: TcpExtListenOverflows) and the SYN resent on its ladder.
 if want accept-overflow; then
     begin accept-overflow
-    in_ns python3 - <<'EOF' &
-import ctypes, socket, time
-ctypes.CDLL(None).prctl(15, b"tdoc-slow-accept", 0, 0, 0)
-l = socket.socket()
-l.bind(("127.0.0.1", 5206))
-l.listen(1)
-l.settimeout(1)
-held, until = [], time.time() + 9
-while time.time() < until:
-    try:
-        held.append(l.accept()[0])
-    except socket.timeout:
-        pass
-    time.sleep(0.3)
-EOF
+    slow_acceptor 9
     sleep 0.5
     trace_start 6
     in_ns "$bin" probe 127.0.0.1:5206 --mode connect -c 4 -d 3s --connect-timeout 4s \
@@ -235,21 +241,7 @@ fi
 # before the trace's first sign of the overflow and are folded at the end.
 if want accept-overflow-late; then
     begin accept-overflow-late
-    in_ns python3 - <<'EOF' &
-import ctypes, socket, time
-ctypes.CDLL(None).prctl(15, b"tdoc-slow-accept", 0, 0, 0)
-l = socket.socket()
-l.bind(("127.0.0.1", 5206))
-l.listen(1)
-l.settimeout(1)
-held, until = [], time.time() + 12
-while time.time() < until:
-    try:
-        held.append(l.accept()[0])
-    except socket.timeout:
-        pass
-    time.sleep(0.3)
-EOF
+    slow_acceptor 12
     sleep 0.5
     in_ns "$bin" probe 127.0.0.1:5206 --mode connect -c 4 -d 8s --connect-timeout 4s \
         --json > "$tmp/probe.json" &
