@@ -329,6 +329,69 @@ fn flooded_backlog_1_listener_full_in_sockets_and_listen_overflows_in_counters()
     drop(l);
 }
 
+/// A SYN resend moves `TcpRetransSegs` (/proc/net/snmp) and `TcpExtTCPSynRetrans`
+/// (/proc/net/netstat) together, and the kernel resends SYNs in batches (one per timer
+/// tick). Read one file after the other, a batch landing between the two reads made a delta
+/// of `TcpRetransSegs +15` with the SYN resends unmoved: "segments retransmitted" (a loss
+/// finding) from a namespace where nothing but SYNs was ever resent (measured: 2 of 800 10 ms
+/// deltas; it also failed doctor's accept-queue test once in 7 suite runs). Under a flood of
+/// connects resending SYNs (hundreds a second) every delta must move both counters alike.
+#[test]
+fn syn_resends_move_both_files_alike_in_every_delta() {
+    if !support::require_root("syn_resends_move_both_files_alike_in_every_delta") {
+        return;
+    }
+    let ns = Netns::new("ctsr");
+    let addr: SocketAddr = "127.0.0.1:5501".parse().unwrap();
+    let l = in_netns(&ns, move || listener(addr, 1, None));
+    // 600 connects 2 ms apart; each resends its SYN every second for 5 s (the linear
+    // rungs), so from 1 s on the namespace resends about 600 SYNs a second.
+    let flood = support::spawn_in_netns(&ns, move || {
+        (0..600)
+            .map(|_| {
+                std::thread::sleep(Duration::from_millis(2));
+                connect_nonblocking(addr)
+            })
+            .collect::<Vec<OwnedFd>>()
+    });
+    std::thread::sleep(Duration::from_millis(1000));
+    let (_, out, err) = support::run_in(
+        &ns,
+        &["counters", "--json", "--watch", "10ms", "--count", "500"],
+    );
+    let held = flood.join().unwrap();
+    let moved = |v: &Value, name: &str| {
+        v["counters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .map_or(0, |c| c["delta"].as_i64().unwrap())
+    };
+    let mut resent = 0;
+    let mut reports = 0;
+    for line in out.lines() {
+        let v = support::json(line, &err);
+        reports += 1;
+        let (segs, syns) = (
+            moved(&v, "TcpRetransSegs"),
+            moved(&v, "TcpExtTCPSynRetrans"),
+        );
+        assert_eq!(segs, syns, "report {reports}: {v}");
+        let p = pathologies(&v);
+        assert!(
+            p.iter()
+                .all(|p| p == "syn_retransmit" || p == "accept_queue_overflow"),
+            "report {reports}: {p:?}"
+        );
+        resent += syns;
+    }
+    assert_eq!(reports, 500, "{err}");
+    // The flood did resend: at least a second of it at about 600 a second.
+    assert!(resent > 500, "{resent} SYN resends counted");
+    drop((held, l));
+}
+
 /// Issue 19: the later file first (swapped) made every running total go down; the delta
 /// printed negative changes and "healthy". Refused, one line, exit 2.
 #[test]

@@ -228,7 +228,7 @@ pub fn findings(delta: &BTreeMap<String, i64>, window: Window) -> Vec<Finding> {
         e.1.push((c.name, d));
     }
     let over = match window.length {
-        Some(l) => format!(" in {:.1} s", l.as_secs_f64()),
+        Some(l) => format!(" in {}", crate::units::ms_or_s_coarse(l)),
         None => " between the two snapshots".to_string(),
     };
     by.into_iter()

@@ -97,8 +97,8 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>, all: bool) -> io::Result<()> {
         )?,
         (Mode::Delta, Some(ms)) => writeln!(
             w,
-            "TCP counters{ns}: change over {:.1} s",
-            ms as f64 / 1000.0
+            "TCP counters{ns}: change over {}",
+            tcpdoctor_model::units::ms_or_s_coarse(std::time::Duration::from_millis(ms))
         )?,
         (Mode::Delta, None) => writeln!(w, "TCP counters: change between the two files")?,
     }
@@ -328,7 +328,10 @@ pub fn delta_report(
         },
     );
     let measured = Measured::Something(match elapsed {
-        Some(e) => format!("counter deltas over {:.1} s", e.as_secs_f64()),
+        Some(e) => format!(
+            "counter deltas over {}",
+            tcpdoctor_model::units::ms_or_s_coarse(e)
+        ),
         None => "counter deltas between two saved snapshots".into(),
     });
     Report::new(
