@@ -108,6 +108,9 @@ struct HalfOpen {
     /// a look at its slot (a connection never becomes half-open again, so the look would
     /// pass it over too).
     live: bool,
+    /// Held past Linux's ladders for a resend on the classic one (at most
+    /// [`crate::ladder::CLASSIC_WAIT_MAX`] such entries at once).
+    classic: bool,
 }
 
 /// The connections that have sent only SYNs, in the order they were queued. Each entry has
@@ -120,16 +123,20 @@ struct HalfOpenQueue {
     items: VecDeque<HalfOpen>,
     /// Position of `items[0]`.
     base: u64,
+    /// Entries with `classic` set.
+    classic: usize,
 }
 
 impl HalfOpenQueue {
     /// Queues a connection; returns its position + 1 (for [`settle`](Self::settle)).
-    fn push_back(&mut self, deadline: u64, slot: u32, id: u64) -> u64 {
+    fn push_back(&mut self, deadline: u64, slot: u32, id: u64, classic: bool) -> u64 {
+        self.classic += usize::from(classic);
         self.items.push_back(HalfOpen {
             deadline,
             slot,
             id,
             live: true,
+            classic,
         });
         self.base + self.items.len() as u64
     }
@@ -141,6 +148,7 @@ impl HalfOpenQueue {
     fn pop_front(&mut self) -> Option<HalfOpen> {
         let e = self.items.pop_front()?;
         self.base += 1;
+        self.classic -= usize::from(e.classic);
         Some(e)
     }
 
@@ -421,7 +429,9 @@ impl Analyzer {
         // timeout; any other ends after the idle timeout.
         let ended = slot.conn.as_deref().and_then(|c| {
             if c.half_open() {
-                (ts > self.ladders.deadline_ns(c)).then_some(CloseKind::Unanswered)
+                // Past Linux's ladders only while held for the classic one (the sweep
+                // ended the others).
+                (ts > self.ladders.deadline_ns(c, true)).then_some(CloseKind::Unanswered)
             } else {
                 (ts.saturating_sub(c.last_ts) > idle_ns).then_some(CloseKind::Idle)
             }
@@ -510,8 +520,8 @@ impl Analyzer {
         }
         if new_incarnation && pure_syn && conn.half_open() {
             // Opened by a SYN: half-open until answered, or until its ladder runs out.
-            let deadline = self.ladders.deadline_ns(conn);
-            conn.half_open_at = self.half_open.push_back(deadline, idx, conn.id);
+            let deadline = self.ladders.deadline_ns(conn, false);
+            conn.half_open_at = self.half_open.push_back(deadline, idx, conn.id, false);
         }
         if let Some(k) = kind.filter(|_| self.cfg.keep_retransmissions) {
             self.retransmitted.push((s.frame, k));
@@ -537,7 +547,7 @@ impl Analyzer {
                 continue;
             }
             if i == taking {
-                let at = self.half_open.push_back(0, i, id);
+                let at = self.half_open.push_back(0, i, id, false);
                 if let Some(c) = self.slots[i as usize].conn.as_deref_mut() {
                     if c.id == id {
                         c.half_open_at = at;
@@ -579,6 +589,7 @@ impl Analyzer {
             slot: i,
             id,
             live,
+            classic,
         }) = self.half_open.front()
         {
             if deadline >= now {
@@ -596,11 +607,20 @@ impl Analyzer {
             else {
                 continue;
             };
-            let due = self.ladders.deadline_ns(c);
+            let due = self.ladders.deadline_ns(c, classic);
             if due >= now {
                 // Resent since: look again at the new deadline.
-                c.half_open_at = self.half_open.push_back(due, i, id);
+                c.half_open_at = self.half_open.push_back(due, i, id, classic);
                 continue;
+            }
+            // Linux's ladders ran out: held on for a resend on the classic ladder while few
+            // are (a SYN flood ends with Linux's).
+            if !classic && self.half_open.classic < crate::ladder::CLASSIC_WAIT_MAX {
+                let late = self.ladders.deadline_ns(c, true);
+                if late >= now {
+                    c.half_open_at = self.half_open.push_back(late, i, id, true);
+                    continue;
+                }
             }
             self.done
                 .retire(slot, Some(CloseKind::Unanswered), &self.cfg, origin);
@@ -728,7 +748,7 @@ impl Analyzer {
             // A connection still sending only SYNs whose ladder has not run out was still
             // waiting when the capture ended: open, not unanswered.
             let how = slot.conn.as_deref().and_then(|c| {
-                (c.half_open() && self.ladders.deadline_ns(c) >= self.last_ts)
+                (c.half_open() && self.ladders.deadline_ns(c, true) >= self.last_ts)
                     .then_some(CloseKind::Open)
             });
             self.done.retire(slot, how, &self.cfg, origin);

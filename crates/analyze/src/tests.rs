@@ -242,6 +242,39 @@ fn sequence_wrap_around_is_not_a_retransmission() {
     assert_eq!(a.totals.out_of_order, 0);
 }
 
+/// A stack on the classic 3 s initial timeout (Windows) resends its SYN after 3 s. The
+/// attempt used to end as unanswered at 2 s (Linux's first rung, its lateness and 1 s of
+/// slack), and its resend, the same ISN, became a new connection that connected at once: a
+/// 3 s connect delay read as "one SYN never answered" (public capture z-pop3-pop3.pcap).
+#[test]
+fn a_syn_resent_after_3_s_is_the_same_attempt_waiting_3_s() {
+    let tp = tuple("10.0.0.1", 40000, "10.0.0.2", 80);
+    let mut c = Cap::new();
+    c.pkt(0, tp, true, S, 100, 0, 0, 64240);
+    c.pkt(2_996_000, tp, true, S, 100, 0, 0, 64240);
+    c.pkt(3_046_000, tp, false, S | A, 9, 101, 0, 65160);
+    c.pkt(3_046_100, tp, true, A, 101, 10, 0, 502);
+    // Another flow goes on, so the capture's clock passes Linux's deadline before the resend.
+    let other = tuple("10.0.0.3", 40000, "10.0.0.2", 80);
+    for i in 0..40 {
+        c.pkt(i * 100_000, other, true, A, 1, 1, 0, 502);
+    }
+    c.segs.sort_by_key(|s| s.ts_ns);
+    let a = c.run(Config::default());
+    assert_eq!(
+        a.details.unanswered_syns.connections, 0,
+        "{:#?}",
+        a.details.unanswered_syns
+    );
+    let d = &a.details.syn_retransmits;
+    assert_eq!(d.connections, 1, "{d:?}");
+    assert!(
+        (3_046_000..=3_046_100).contains(&d.max_connect_delay_us),
+        "{d:?}"
+    );
+    only(&a, Pathology::SynRetransmit);
+}
+
 #[test]
 fn syn_retransmissions_fit_the_linear_ladder() {
     let tp = tuple("10.0.0.1", 40000, "10.0.0.2", 80);

@@ -1371,9 +1371,11 @@ fn unanswered_syns_from_distinct_sources_are_named_not_healthy() {
     assert!(failed >= 250_000, "{u:#}");
     assert_eq!(u["summarised_early"], 0, "{u:#}");
     // Half-open state ends with the ladder (1 s rung, its lateness, 1 s slack): about
-    // 2.1 s of SYNs are held at once, not all of them.
+    // 2.1 s of SYNs are held at once, not all of them; and at most 4,096 more held on for a
+    // resend on the classic 3 s ladder, which stand in line with SYNs up to 0.2 s younger
+    // (measured: 49,176).
     let peak = v["totals"]["peak_tracked_connections"].as_u64().unwrap();
-    assert!(peak <= 45_000, "{peak}");
+    assert!(peak <= 45_000 + 4_096 + 4_000, "{peak}");
 }
 
 /// One TCP segment for a built capture.
