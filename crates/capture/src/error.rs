@@ -39,6 +39,9 @@ pub enum ErrorKind {
     Corrupt { what: &'static str, detail: String },
     /// A well-formed file in a variant this reader does not support.
     Unsupported { what: &'static str, detail: String },
+    /// Packet `frame`'s time is `back_ns` before the latest packet's before it, more than
+    /// [`crate::reader::BACK_IN_TIME`]: not one capture in time order.
+    OutOfOrder { frame: u64, back_ns: u64 },
 }
 
 impl Error {
@@ -80,6 +83,12 @@ impl fmt::Display for ErrorKind {
             }
             ErrorKind::Corrupt { what, detail } => write!(f, "corrupt {what}: {detail}"),
             ErrorKind::Unsupported { what, detail } => write!(f, "unsupported {what}: {detail}"),
+            ErrorKind::OutOfOrder { frame, back_ns } => write!(
+                f,
+                "frame {frame} is {:.3} s older than a packet before it: the packets are not in time order (captures joined one after another, as mergecap -a does, or the clock set back while capturing); sort them first (reordercap IN OUT), or split the file there (editcap -r IN OUT 1-{})",
+                *back_ns as f64 / 1e9,
+                frame - 1
+            ),
         }
     }
 }

@@ -113,13 +113,20 @@ impl Input {
     /// Mapped input: the file's length now, if it shrank below the mapping while mapped (the
     /// bytes read from past its new end were zeros, not the file's). `None` for a read input.
     pub(crate) fn shrunk(&self) -> Option<u64> {
+        self.shrunk_asking(false)
+    }
+
+    /// [`shrunk`](Self::shrunk), asking the file for its length wherever reading is (`ask`),
+    /// not only near the end: for a record that looks wrong (zeros read from past a new end
+    /// inside the last page raise no fault).
+    pub(crate) fn shrunk_asking(&self, ask: bool) -> Option<u64> {
         let Bytes::Mapped(m) = &self.buf else {
             return None;
         };
         let faulted = m.guard.shrunk();
         // Shrinking inside the last page raises no fault (that page reads zeros past the
         // end): near the end, ask the file.
-        if faulted.is_none() && self.pos + guard::page() < self.end {
+        if faulted.is_none() && !ask && self.pos + guard::page() < self.end {
             return None;
         }
         let len = m.file.metadata().map(|md| md.len()).ok();

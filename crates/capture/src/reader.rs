@@ -140,7 +140,20 @@ pub struct Reader {
     /// Return a placeholder ([`Segment::is_skipped_packet`]) for every packet that gives no
     /// segment, so a merge can number all packets in time order (set by [`crate::merge`]).
     pub(crate) keep_skipped: bool,
+    /// The latest packet time so far (ns), for [`BACK_IN_TIME`].
+    latest_ns: u64,
 }
+
+/// How far a packet's time may lie before the latest packet's read before it. Packets
+/// stamped on several CPUs, or on two interfaces of one capture, come a little out of order
+/// (microseconds, at most milliseconds); a packet a second or more older than one before it
+/// means the file is not one capture in time order: two captures joined one after the other
+/// (measured: a public capture holding its own packets twice, the second copy 44.6 s back in
+/// time, read as 655 reused ports, 94 resent SYNs and a CRITICAL port exhaustion), or the
+/// clock set back while capturing. Reading stops there with an error naming the frame; the
+/// packets before it are analysed.
+pub const BACK_IN_TIME: std::time::Duration = std::time::Duration::from_secs(1);
+const BACK_IN_TIME_NS: u64 = BACK_IN_TIME.as_nanos() as u64;
 
 const PCAP_US: u32 = 0xa1b2_c3d4;
 const PCAP_NS: u32 = 0xa1b2_3c4d;
@@ -246,6 +259,7 @@ impl Reader {
             done: false,
             pending: None,
             keep_skipped: false,
+            latest_ns: 0,
         };
         if [PCAP_US, PCAP_NS, PCAP_MODIFIED].contains(&le)
             || [PCAP_US, PCAP_NS, PCAP_MODIFIED].contains(&be)
@@ -393,7 +407,10 @@ impl Reader {
         let before = (self.input.is_mapped() && !self.done).then(|| self.stats.clone());
         let at = self.input.offset();
         let res = self.fill_batch(out);
-        if let (Some(stats), Some(len)) = (before, self.input.shrunk()) {
+        // Zeros read from past the new end inside the last page (no fault) look like a
+        // packet of time 0, out of order: ask the file then.
+        let odd = matches!(&res.1, Some(e) if matches!(e.kind, ErrorKind::OutOfOrder { .. }));
+        if let (Some(stats), Some(len)) = (before, self.input.shrunk_asking(odd)) {
             self.stats = stats;
             return Err(self.shrank(at, len));
         }
@@ -486,6 +503,12 @@ impl Reader {
             };
             let sec = u64::from(u32_at(h, 0, BIG));
             let frac = u64::from(u32_at(h, 4, BIG));
+            let ts_ns = sec * 1_000_000_000 + frac * unit_ns;
+            if ts_ns.saturating_add(BACK_IN_TIME_NS) < self.latest_ns {
+                // Left to the general path, which reports it.
+                break;
+            }
+            self.latest_ns = self.latest_ns.max(ts_ns);
             let orig_len = u32_at(h, 12, BIG);
             p += 16 + caplen;
             packets += 1;
@@ -494,7 +517,7 @@ impl Reader {
             match decode::decode(link, frame, orig_len.max(caplen as u32), seg) {
                 Ok(()) => {
                     seg.frame = packets;
-                    seg.ts_ns = sec * 1_000_000_000 + frac * unit_ns;
+                    seg.ts_ns = ts_ns;
                     n += 1;
                 }
                 Err(skip) => st.skipped(skip, packets),
@@ -531,6 +554,16 @@ impl Reader {
                 return Err(e);
             }
         };
+        if rec.ts_ns.saturating_add(BACK_IN_TIME_NS) < self.latest_ns {
+            self.done = true;
+            self.stats.bytes_read = self.input.offset();
+            let kind = ErrorKind::OutOfOrder {
+                frame: self.stats.packets + 1,
+                back_ns: self.latest_ns - rec.ts_ns,
+            };
+            return Err(self.err(at, kind));
+        }
+        self.latest_ns = self.latest_ns.max(rec.ts_ns);
         let st = &mut self.stats;
         st.packets += 1;
         st.link_types[rec.link_idx].packets += 1;

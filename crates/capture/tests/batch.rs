@@ -334,20 +334,26 @@ fn pcapng_mixed_blocks_interfaces_and_sections_batch_like_single_segments() {
         build_frame(&s, WriteLink::Ethernet, &mut eth);
         raw.clear();
         build_frame(&s, WriteLink::RawIp, &mut raw);
-        let units = u64::from(i) * 1_000_003;
+        // The same moment, 10 s + i ms, in each interface's units (packets in time order: a
+        // packet a second older than one before it ends the input, `BACK_IN_TIME`).
+        let ms = 10_000 + u64::from(i);
+        let (us, ns_plus_5s, k) = (ms * 1_000, ms * 1_000_000 + 5_000_000_000, ms * 1024 / 1000);
+        if i == 11_999 {
+            // A timestamp too large for nanoseconds in 64 bits (clamped), last.
+            ng.epb(0, u64::MAX - 5, &eth, eth.len() as u32);
+            continue;
+        }
         match i % 53 {
             // The previous packet's timestamp, interface 0.
             7 => ng.spb(&eth),
             // An interface never described.
-            11 => ng.epb(9, units, &eth, eth.len() as u32),
-            // A timestamp too large for nanoseconds in 64 bits (clamped).
-            17 => ng.epb(0, u64::MAX - 5, &eth, eth.len() as u32),
+            11 => ng.epb(9, us, &eth, eth.len() as u32),
             19 => ng.isb(u64::from(i)),
-            23 => ng.epb(0, units, &eth[..30], eth.len() as u32),
+            23 => ng.epb(0, us, &eth[..30], eth.len() as u32),
             _ => match i % 3 {
-                0 => ng.epb(0, units, &eth, eth.len() as u32 + 7),
-                1 => ng.epb(1, units, &raw, raw.len() as u32),
-                _ => ng.epb(2, units, &eth, eth.len() as u32),
+                0 => ng.epb(0, us, &eth, eth.len() as u32 + 7),
+                1 => ng.epb(1, ns_plus_5s, &raw, raw.len() as u32),
+                _ => ng.epb(2, k, &eth, eth.len() as u32),
             },
         }
     }

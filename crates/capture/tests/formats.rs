@@ -486,9 +486,10 @@ fn pcapng_interfaces_resolutions_offsets_and_block_kinds() {
         n.idb(1, 0, Some(0x80 | 20), Some(-10)); // 2: 2^-20 s units, 10 s earlier
         n.idb(276, 0, Some(3), Some(100)); // 3: SLL2, milliseconds, +100 s
         n.block(4, &[0, 0, 0, 0]); // name resolution block: skipped
-        n.epb(0, 1_700_000_000_123_456, &eth_frame(&s[0]), 0);
-        n.epb(1, 1_700_000_000_123_456_789, &ip_packet(&s[1]), 0);
+                                   // In time order (a packet a second older than one before it ends the input).
         n.epb(2, 3 << 20 | 1 << 19, &eth_frame(&s[2]), 0); // 3.5 s
+        n.epb(7, 1, &eth_frame(&s[0]), 0); // no such interface: counted undecodable
+        n.opb(1, 42, &ip_packet(&s[3]));
         let sll2 = [
             vec![
                 0x86, 0xdd, 0, 0, 0, 0, 0, 1, 0, 1, 0, 6, 1, 2, 3, 4, 5, 6, 0, 0,
@@ -498,8 +499,8 @@ fn pcapng_interfaces_resolutions_offsets_and_block_kinds() {
         .concat();
         n.epb(3, 2_500, &sll2, 0);
         n.spb(&eth_frame(&s[5])); // interface 0, timestamp of the previous packet
-        n.opb(1, 42, &ip_packet(&s[3]));
-        n.epb(7, 1, &eth_frame(&s[0]), 0); // no such interface: counted undecodable
+        n.epb(0, 1_700_000_000_123_456, &eth_frame(&s[0]), 0);
+        n.epb(1, 1_700_000_000_123_456_789, &ip_packet(&s[1]), 0);
         let mut isb = Vec::new();
         isb.extend_from_slice(&n.u32(0));
         isb.extend_from_slice(&[0; 8]);
@@ -515,12 +516,12 @@ fn pcapng_interfaces_resolutions_offsets_and_block_kinds() {
         assert!(err.is_none(), "{err:?}");
         assert_eq!(r.format(), Format::PcapNg);
         assert_eq!(got.len(), 6, "{:?}", r.stats());
-        same(&got[0], &s[0], 1, 1_700_000_000_123_456_000);
-        same(&got[1], &s[1], 2, 1_700_000_000_123_456_789);
-        same(&got[2], &s[2], 3, 0); // 3.5 s - 10 s clamps at the epoch
-        same(&got[3], &s[4], 4, 102_500_000_000);
-        same(&got[4], &s[5], 5, 102_500_000_000);
-        same(&got[5], &s[3], 6, 42);
+        same(&got[0], &s[2], 1, 0); // 3.5 s - 10 s clamps at the epoch
+        same(&got[1], &s[3], 3, 42);
+        same(&got[2], &s[4], 4, 102_500_000_000);
+        same(&got[3], &s[5], 5, 102_500_000_000);
+        same(&got[4], &s[0], 6, 1_700_000_000_123_456_000);
+        same(&got[5], &s[1], 7, 1_700_000_000_123_456_789);
         let st = r.stats();
         assert_eq!(st.interfaces, 4);
         assert_eq!(

@@ -1872,3 +1872,52 @@ fn a_truncated_zstd_capture_is_a_one_line_error_with_partial_results() {
     assert!(err.contains(cut.path()), "{err}");
     assert!(m["totals"]["retransmissions_syn"].as_u64().unwrap() > 0);
 }
+
+/// A file holding one capture twice, the second copy joined after the first (what
+/// `mergecap -a` of a capture with itself writes; a public capture, ftp-crack.pcap, is such a
+/// file): read as one capture in file order, the copy's packets were 655 reused ports, 94
+/// resent SYNs and a CRITICAL port exhaustion. Reading stops where time goes back a second or
+/// more, with a one-line error naming the frame, its offset and how to sort the file; the
+/// packets before it are analysed, each connection once.
+#[test]
+fn a_capture_joined_to_itself_stops_where_time_goes_back() {
+    use tcpdoctor_capture::write::{PcapWriter, WriteLink};
+    use tcpdoctor_capture::TcpFlags as T;
+    let mut segs = Vec::new();
+    for i in 0..20u16 {
+        let t = u64::from(i) * 100_000;
+        let (ci, si) = (u32::from(i) * 1_000_000, 7 + u32::from(i) * 3_000_000);
+        segs.push(seg(t, true, 40_000 + i, T::SYN, ci, 0, 0));
+        exchange(&mut segs, t, 40_000 + i, ci, si);
+    }
+    let file = TempFile::new("joined");
+    let mut w = PcapWriter::new(
+        File::create(&file.0).unwrap(),
+        WriteLink::Ethernet,
+        false,
+        0,
+    )
+    .unwrap();
+    for s in segs.iter().chain(segs.iter()) {
+        w.write_segment(s).unwrap();
+    }
+    w.into_inner().unwrap();
+    let (code, out, err) = support::run(&["analyze", file.path(), "--json"]);
+    assert_eq!(code, 2, "{err}");
+    let line = err.trim();
+    assert!(!line.contains('\n'), "{err}");
+    // The last packet of the first copy is at 1.9024 s, the copy starts again at 0.
+    assert!(
+        line.contains("frame 181 is 1.902 s older than a packet before it")
+            && line.contains("reordercap")
+            && line.contains("byte offset "),
+        "{line}"
+    );
+    let v = support::json(&out, &err);
+    assert_eq!(v["totals"]["connections"], 20, "{:#}", v["totals"]);
+    assert_eq!(v["totals"]["reused_ports"], 0, "{:#}", v["totals"]);
+    assert_eq!(v["totals"]["retransmissions"], 0, "{:#}", v["totals"]);
+    assert!(v["error"].as_str().unwrap().contains("frame 181"), "{v:#}");
+    assert_eq!(v["interrupted"], true);
+    assert_ne!(v["verdict"], "healthy");
+}

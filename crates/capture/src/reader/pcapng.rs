@@ -57,12 +57,6 @@ impl Reader {
                 break;
             };
             let units = (u64::from(u32_at(h, 12, BIG)) << 32) | u64::from(u32_at(h, 16, BIG));
-            let orig_len = u32_at(h, 24, BIG);
-            let frame = &b[28..28 + caplen];
-            p += blen;
-            packets += 1;
-            cut += u64::from((caplen as u64) < u64::from(orig_len));
-            st.link_types[iface.link_idx].packets += 1;
             let ts_ns = match iface.scale {
                 TsScale::Mul(m) if iface.offset_s == 0 => match units.checked_mul(m) {
                     Some(ns) => ns,
@@ -70,6 +64,17 @@ impl Reader {
                 },
                 scale => scale.ns(units, iface.offset_s),
             };
+            if ts_ns.saturating_add(super::BACK_IN_TIME_NS) < self.latest_ns {
+                // Left to the general path, which reports it.
+                break;
+            }
+            self.latest_ns = self.latest_ns.max(ts_ns);
+            let orig_len = u32_at(h, 24, BIG);
+            let frame = &b[28..28 + caplen];
+            p += blen;
+            packets += 1;
+            cut += u64::from((caplen as u64) < u64::from(orig_len));
+            st.link_types[iface.link_idx].packets += 1;
             *last_ts_ns = ts_ns;
             let link = if ETH { Link::Ethernet } else { iface.link };
             // A successful decode sets every field but these two.
