@@ -70,6 +70,7 @@ fn main() -> std::io::Result<()> {
                 flags: TcpFlags(flags),
                 window: 64240,
                 payload_len: len,
+                ip_id: 0,
                 options: TcpOptions {
                     mss: (flags & S != 0).then_some(1460),
                     ..TcpOptions::default()

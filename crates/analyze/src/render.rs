@@ -85,7 +85,7 @@ pub fn text(w: &mut dyn Write, r: &Report<Body>, show_flows: bool) -> io::Result
     if t.duplicates > 0 {
         writeln!(
             w,
-            "Duplicates: {} segment(s) were exact copies of the one before, captured microseconds later (one packet seen twice: two capture points, a bridge and its port); left out of the counts above and of the findings (the microburst table counts bytes as captured, copies included)",
+            "Duplicates: {} segment(s) were exact copies of the one before, captured microseconds later, or milliseconds later with the same IPv4 ID (one packet seen twice: two capture points, a bridge and its port, a mirror port); left out of the counts above and of the findings (the microburst table counts bytes as captured, copies included)",
             t.duplicates
         )?;
     }

@@ -67,6 +67,7 @@ impl Cap {
             flags: TcpFlags(flags),
             window: win,
             payload_len: len,
+            ip_id: 0,
             options: TcpOptions::default(),
         });
         frame

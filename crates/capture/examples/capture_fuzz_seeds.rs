@@ -41,6 +41,7 @@ fn segs() -> Vec<Segment> {
                 flags: TcpFlags(if i == 0 { TcpFlags::SYN } else { TcpFlags::ACK }),
                 window: 100,
                 payload_len: i * 100,
+                ip_id: 0,
                 options,
             }
         })

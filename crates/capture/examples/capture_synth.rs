@@ -85,6 +85,7 @@ fn main() -> std::io::Result<()> {
             flags,
             window: 512,
             payload_len: if kind < 15 { 0 } else { 1448 },
+            ip_id: 0,
             options,
         };
         w.write_segment(&seg)?;

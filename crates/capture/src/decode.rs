@@ -278,6 +278,7 @@ fn ipv4(d: &[u8], off: usize, wire: usize, seg: &mut Segment) -> Result<(), Skip
     if proto != 6 {
         return Err(Skip::NonTcp);
     }
+    seg.ip_id = be16(h, 4);
     seg.src = IpAddr::V4(Ipv4Addr::new(h[12], h[13], h[14], h[15]));
     seg.dst = IpAddr::V4(Ipv4Addr::new(h[16], h[17], h[18], h[19]));
     tcp(&h[at.min(h.len())..], ip_len - at, seg)
@@ -345,6 +346,7 @@ fn ipv6(d: &[u8], off: usize, wire: usize, seg: &mut Segment) -> Result<(), Skip
     src.copy_from_slice(&h[8..24]);
     let mut dst = [0u8; 16];
     dst.copy_from_slice(&h[24..40]);
+    seg.ip_id = 0;
     seg.src = IpAddr::V6(Ipv6Addr::from(src));
     seg.dst = IpAddr::V6(Ipv6Addr::from(dst));
     tcp(&h[at.min(h.len())..], ip_len - at, seg)

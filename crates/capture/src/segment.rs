@@ -76,6 +76,10 @@ pub struct Segment {
     pub options: TcpOptions,
     pub src: IpAddr,
     pub dst: IpAddr,
+    /// IPv4 Identification; 0 for IPv6. Stacks number each datagram they send (Linux per
+    /// connected socket, Windows globally), so a TCP segment seen twice with the same
+    /// non-zero one is one datagram captured twice, not a retransmission.
+    pub ip_id: u16,
 }
 
 impl Segment {
@@ -92,6 +96,7 @@ impl Segment {
         flags: TcpFlags(0),
         window: 0,
         payload_len: 0,
+        ip_id: 0,
         options: TcpOptions {
             sack_count: 0,
             window_scale: None,

@@ -305,7 +305,8 @@ pub fn build_frame(seg: &Segment, link: WriteLink, out: &mut Vec<u8>) {
         let total = (20 + tcp_len).min(0xffff) as u16;
         out.extend_from_slice(&[0x45, 0]);
         out.extend_from_slice(&total.to_be_bytes());
-        out.extend_from_slice(&[0, 0, 0x40, 0, 64, 6, 0, 0]);
+        out.extend_from_slice(&seg.ip_id.to_be_bytes());
+        out.extend_from_slice(&[0x40, 0, 64, 6, 0, 0]);
         out.extend_from_slice(&s.octets());
         out.extend_from_slice(&d.octets());
         let c = checksum_fold(checksum_add(0, &out[ip_start..ip_start + 20]));

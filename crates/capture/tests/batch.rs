@@ -106,6 +106,7 @@ fn seg(i: u32) -> Segment {
         flags: TcpFlags(TcpFlags::ACK | (i % 3) as u8),
         window: 500,
         payload_len: (i % 1400) * u32::from(!i.is_multiple_of(7)),
+        ip_id: 0,
         options,
     }
 }

@@ -40,6 +40,7 @@ fn seg(i: u32, v6: bool) -> Segment {
         }),
         window: 500 + i as u16,
         payload_len: 100 * i,
+        ip_id: 0,
         options,
     }
 }

@@ -898,6 +898,7 @@ fn write_stale_ack_race_003(path: &std::path::Path) {
             flags: TcpFlags(flags),
             window: win,
             payload_len: len,
+            ip_id: 0,
             options,
         })
         .unwrap();
@@ -1350,6 +1351,7 @@ fn unanswered_syns_from_distinct_sources_are_named_not_healthy() {
             flags: TcpFlags(TcpFlags::SYN),
             window: 64240,
             payload_len: 0,
+            ip_id: 0,
             options: TcpOptions::default(),
         })
         .unwrap();
@@ -1409,6 +1411,7 @@ fn seg(
         flags: tcpdoctor_capture::TcpFlags(flags),
         window: 49640,
         payload_len: len,
+        ip_id: 0,
         options: tcpdoctor_capture::TcpOptions {
             mss: syn.then_some(1460),
             ..Default::default()
@@ -1790,6 +1793,7 @@ fn write_syn_ladders(path: &std::path::Path, conns: u32) {
                 flags: TcpFlags(flags),
                 window: 512,
                 payload_len: 0,
+                ip_id: 0,
                 options: opts,
             }
         };

@@ -53,6 +53,45 @@ fn a_segment_captured_twice_within_microseconds_is_a_duplicate_not_a_retransmiss
     assert_eq!((a.totals.duplicates, a.totals.retransmissions_tlp), (0, 1));
 }
 
+/// A capture that sees every packet twice milliseconds apart (a mirror port: Practical Packet
+/// Analysis' hauntedbrowser.pcap, copies 1.3 to 6.8 ms late) read the copies as 5 SYN and 6
+/// data retransmissions. A copy carrying the same non-zero IPv4 ID as the previous segment
+/// of its connection is the same datagram (senders number each one: a retransmission, or a
+/// duplicate ACK, carries a new ID), pure ACKs included; a resend with a new ID is a
+/// retransmission however soon it comes.
+#[test]
+fn copies_with_the_same_ip_id_milliseconds_apart_are_one_datagram() {
+    let tp = tuple("10.0.0.1", 40000, "10.0.0.2", 80);
+    let mut c = Cap::new();
+    let mut id = 100u16;
+    let mut twice = |c: &mut Cap, t: u64, c2s: bool, flags: u8, seq: u32, ack: u32, len: u32| {
+        id += 1;
+        for late in [0, 4_000] {
+            c.pkt(t + late, tp, c2s, flags, seq, ack, len, 1000);
+            c.segs.last_mut().unwrap().ip_id = id;
+        }
+    };
+    twice(&mut c, 0, true, S, 100, 0, 0);
+    twice(&mut c, 30_000, false, S | A, 900, 101, 0);
+    twice(&mut c, 60_000, true, A, 101, 901, 0);
+    twice(&mut c, 70_000, true, P | A, 101, 901, 300);
+    twice(&mut c, 100_000, false, P | A, 901, 401, 1000);
+    twice(&mut c, 130_000, true, A, 401, 1901, 0);
+    let a = c.run(Config::default());
+    assert_eq!(a.totals.duplicates, 6, "{:#?}", a.totals);
+    assert_eq!(a.totals.retransmissions, 0, "{:#?}", a.totals);
+    assert!(a.findings.is_empty(), "{:#?}", a.findings);
+    // The same copy with a new ID is the sender's: a retransmission (a tail loss probe).
+    let mut c = Cap::new();
+    c.handshake(0, tp, 100, 900);
+    c.pkt(1_000, tp, true, P | A, 101, 901, 100, 502);
+    c.segs.last_mut().unwrap().ip_id = 7;
+    c.pkt(5_000, tp, true, P | A, 101, 901, 100, 502);
+    c.segs.last_mut().unwrap().ip_id = 8;
+    let a = c.run(Config::default());
+    assert_eq!((a.totals.duplicates, a.totals.retransmissions), (0, 1));
+}
+
 /// Zeek's mysql_auth: 13 clients each send their FIN again 0.4 ms after the first: analyze
 /// called them 13 tail loss probes, "36% of data segments", a warning. A FIN sent again
 /// repairs no data: counted among the retransmissions (as tshark counts it), not as a loss of

@@ -45,6 +45,7 @@ pub(super) fn at(
         flags: TcpFlags(flags),
         window: win,
         payload_len: len,
+        ip_id: 0,
         options: TcpOptions {
             mss: syn.then_some(1460),
             ..TcpOptions::default()
