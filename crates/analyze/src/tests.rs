@@ -853,6 +853,39 @@ fn dsack_reported_retransmissions_are_spurious_not_loss() {
     );
 }
 
+/// A timeout resend of data the receiver had already acknowledged stalled its sender only if
+/// the sender had more to send: as the sender's last word (Wireshark's http.cap: an answer
+/// resent 821 ms after the client acknowledged all of it) nobody waited, and the finding is
+/// info; followed by new data, the sender waited the timer out for nothing: a stall, judged.
+#[test]
+fn a_spurious_timeout_stalls_only_a_sender_with_more_to_send() {
+    let tp = tuple("10.0.0.1", 40000, "10.0.0.2", 80);
+    let run = |more: bool| {
+        let mut c = Cap::new();
+        c.handshake(0, tp, 0, 0);
+        c.pkt(1_000, tp, true, A | P, 1, 1, 1000, 502);
+        c.pkt(41_000, tp, false, A, 1, 1_001, 0, 1000);
+        // The ACK never reached the sender: it resends after 800 ms.
+        c.pkt(801_000, tp, true, A | P, 1, 1, 1000, 502);
+        c.pkt(841_000, tp, false, A, 1, 1_001, 0, 1000);
+        if more {
+            c.pkt(842_000, tp, true, A | P, 1_001, 1, 1000, 502);
+            c.pkt(882_000, tp, false, A, 1, 2_001, 0, 1000);
+        }
+        c.run(Config::default())
+    };
+    let a = run(false);
+    assert_eq!(a.details.spurious_retransmissions.rto, 1);
+    let f = only(&a, Pathology::SpuriousRetransmission);
+    assert_eq!(f.severity, tcpdoctor_model::Severity::Info, "{f:#?}");
+    assert!(f.summary.contains("held nothing back"), "{}", f.summary);
+    let a = run(true);
+    let f = only(&a, Pathology::SpuriousRetransmission);
+    // The idle gap the timer ended: from the receiver's ACK to the resend.
+    assert_eq!(f.impact.worst_stall_us, Some(760_000), "{f:#?}");
+    assert_eq!(f.severity, tcpdoctor_model::Severity::Warning, "{f:#?}");
+}
+
 /// Issue 9 defect 10: the frames of a retransmission finding are the retransmitted segments
 /// (they used to be the connection's first frame, its SYN).
 #[test]
