@@ -743,6 +743,9 @@ pub struct Rare {
     /// FINs (no data) resent after a timeout: the close waited, no data did. Not in `rto`.
     pub close_rto: u32,
     pub close_rto_max_gap_ns: u64,
+    /// Of `close_rto`, FINs resent after the peer's own FIN was seen: the peer had closed
+    /// first, so no application waited for this end of the stream.
+    pub close_rto_after_peer: u32,
     /// Frames of retransmissions repaired without a timeout (fast, TLP, other), not spurious.
     pub quick_frames: Frames<8>,
     /// Frames of spurious retransmissions.
@@ -780,6 +783,7 @@ impl Rare {
         rto_gap_total_ns: 0,
         close_rto: 0,
         close_rto_max_gap_ns: 0,
+        close_rto_after_peer: 0,
         quick_frames: Frames::EMPTY,
         spurious_frames: Frames::EMPTY,
         recent_retrans: [RecentRetrans::EMPTY; 4],

@@ -197,9 +197,11 @@ fn retransmitted(
         r.bare_repeats += 1;
     } else if kind == RetransKind::Rto && s.payload_len == 0 {
         // A FIN resent after a timeout: the close waited, no data did.
+        let peer_closed = c.half[d.rev()].fin;
         let r = c.rare_mut();
         r.close_rto += 1;
         r.close_rto_max_gap_ns = r.close_rto_max_gap_ns.max(gap);
+        r.close_rto_after_peer += u32::from(peer_closed);
     } else if kind == RetransKind::Rto {
         let r = c.rare_mut();
         r.rto.push(s.frame);

@@ -36,6 +36,8 @@ pub struct RtoDetails {
     pub close_timeouts: u64,
     /// Flows with such a FIN, and the longest wait before one.
     pub close_flows: u64,
+    /// Of `close_flows`, those whose every resent FIN came after the peer's own FIN.
+    pub close_flows_after_peer: u64,
     pub close_max_gap_us: u64,
     pub examples: Vec<Example>,
 }
@@ -63,6 +65,9 @@ impl Detector for Timeouts {
             let d = &mut self.d;
             d.close_timeouts += u64::from(c.rare().close_rto);
             d.close_flows += 1;
+            // A flow counts as waiting at its close only if a resent FIN was its first.
+            d.close_flows_after_peer +=
+                u64::from(c.rare().close_rto_after_peer == c.rare().close_rto);
             d.close_max_gap_us = d
                 .close_max_gap_us
                 .max(c.rare().close_rto_max_gap_ns / 1_000);
@@ -102,13 +107,24 @@ impl Detector for Timeouts {
             ),
         };
         if r.count == 0 && r.close_timeouts > 0 {
-            // Only closes waited: affected flows, no data stall (judged by how common).
+            // Only closes waited: affected flows, no data stall (judged by how common). A FIN
+            // resent after the peer's own FIN closes a stream nobody reads any more.
             let flows = ctx.observed.flows_with_data.max(r.close_flows);
+            let waiting = r.close_flows - r.close_flows_after_peer;
+            let who = match (waiting, r.close_flows_after_peer) {
+                (0, _) => "each after its peer had closed first: no application was waiting for it".to_string(),
+                (_, 0) => "whether anyone waited for the end of the stream the capture cannot tell".to_string(),
+                (w, p) => format!("{p} flow(s) after their peer had closed first (no application waiting); for the other {w}, whether anyone waited for the end of the stream the capture cannot tell"),
+            };
             let f = Finding::new(
                 Pathology::RetransmitTimeout,
                 Source::Analyze,
-                format!("{closes}; whether anyone waited for the end of the stream the capture cannot tell"),
-                Impact::stalls(r.close_flows, Some(flows), None),
+                format!("{closes}; {who}"),
+                if waiting == 0 {
+                    Impact::none()
+                } else {
+                    Impact::stalls(waiting, Some(flows), None)
+                },
             )
             .with_evidence(Evidence::Timing {
                 what: "longest wait before a FIN was resent".into(),

@@ -137,6 +137,43 @@ fn a_fin_sent_again_is_not_a_loss_of_data() {
     assert_eq!(f.severity, Severity::Info, "{f:#?}");
     let d = &a.details.retransmit_timeouts;
     assert_eq!((d.count, d.close_timeouts), (0, 1), "{d:?}");
+    assert_eq!(d.close_flows_after_peer, 0);
+}
+
+/// A public capture (NetworkForensics' evidence03.pcap): a client closes 11 web connections
+/// first; each server's FIN, captured, goes unacknowledged and is resent 0.3-0.9 s later.
+/// Judged a warning ("11 FINs of 11 flows"): but the peer had closed first, so no
+/// application read this end of the stream any more. A resent first FIN is still judged.
+#[test]
+fn a_fin_resent_after_the_peer_closed_first_kept_nobody_waiting() {
+    let mut c = Cap::new();
+    for i in 0..11u16 {
+        let tp = tuple("192.168.1.10", 49_160 + i, "8.18.65.32", 80);
+        let t = u64::from(i) * 1_000_000;
+        c.handshake(t, tp, 0, 0);
+        c.pkt(t + 1_000, tp, true, P | A, 1, 1, 100, 502);
+        c.pkt(t + 2_000, tp, false, P | A, 1, 101, 1000, 1000);
+        c.pkt(t + 3_000, tp, true, A, 101, 1_001, 0, 502);
+        // The client closes first; the server's FIN is resent 280 ms later.
+        c.pkt(t + 10_000, tp, true, F | A, 101, 1_001, 0, 502);
+        c.pkt(t + 60_000, tp, false, F | A, 1_001, 102, 0, 1000);
+        c.pkt(t + 340_000, tp, false, F | A, 1_001, 102, 0, 1000);
+        c.pkt(t + 340_100, tp, true, A, 102, 1_002, 0, 502);
+    }
+    let a = c.run(Config::default());
+    let d = &a.details.retransmit_timeouts;
+    assert_eq!(
+        (d.close_timeouts, d.close_flows_after_peer),
+        (11, 11),
+        "{d:?}"
+    );
+    let f = only(&a, Pathology::RetransmitTimeout);
+    assert_eq!(f.severity, Severity::Info, "{f:#?}");
+    assert!(
+        f.summary.contains("no application was waiting"),
+        "{}",
+        f.summary
+    );
 }
 
 /// Zeek's rdp-unknown-keyboard: the server's answer, which carried the ACK of the client's
