@@ -224,6 +224,15 @@ fn retransmitted(
     }
 }
 
+/// Whether `s` acknowledges the connection's SYN (its ISN + 1). An ACK without SYN that does
+/// is no stale answer of an old connection: it is this one's (a middlebox answering for the
+/// server; a public capture, evidence05.pcap, holds three, each followed by the SYN-ACK with
+/// the same sequence number, which analyze had called TIME_WAIT collisions "the client
+/// reset", no reset captured).
+fn acks_the_syn(c: &Conn, s: &Segment) -> bool {
+    c.half.c2s.isn.map(|i| i.wrapping_add(1)) == Some(SeqNumber(s.ack))
+}
+
 /// Counts a retransmission of direction `d` as spurious (RFC 2883, RFC 3522): puts its
 /// frame in the spurious list; `listed` when it had gone to the list of its kind (found
 /// spurious later, by a D-SACK), from which it is taken out again.
@@ -324,7 +333,11 @@ fn handshake(c: &mut Conn, s: &Segment, d: Dir, totals: &mut Totals) {
             totals.connections_with_handshake += 1;
         }
         c.awaiting_answer = false;
-    } else if d == Dir::S2c && c.awaiting_answer && c.synack.is_none() {
+    } else if d == Dir::S2c
+        && c.awaiting_answer
+        && c.synack.is_none()
+        && !(f.ack() && !f.rst() && acks_the_syn(c, s))
+    {
         let r = Rare::of(&mut c.rare);
         if r.first_answer_ts == 0 {
             r.first_answer_ts = ts;

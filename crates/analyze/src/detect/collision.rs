@@ -132,10 +132,14 @@ impl Detector for Collisions {
                     )
                 })
                 .unwrap_or_else(|| "previous connection not in the capture".into());
-            let answer = if c.rare().stale.is_empty() {
-                "answered by a reset that did not acknowledge it; the client ignored the reset"
-            } else {
-                "answered by an ACK of the old connection; the client reset it"
+            let answer = match (c.rare().stale.is_empty(), c.rare().client_rst.is_empty()) {
+                (true, _) => {
+                    "answered by a reset that did not acknowledge it; the client ignored the reset"
+                }
+                (false, false) => "answered by an ACK of the old connection; the client reset it",
+                (false, true) => {
+                    "answered by an ACK of the old connection; no reset of it by the client captured"
+                }
             };
             let ts = if c.syn_ts_option {
                 "timestamps on"

@@ -378,3 +378,32 @@ fn a_syn_resent_after_its_syn_ack_was_lost_waited_until_it_connected() {
     let f = only(&a, Pathology::SynRetransmit);
     assert_eq!(f.severity, Severity::Critical, "{f:#?}");
 }
+
+/// NetworkForensics' evidence05.pcap: a SYN resent after 3 s is answered first by a bare ACK
+/// of its own ISN + 1, then by the SYN-ACK. A stale answer of an old connection acknowledges
+/// something else; this one was called a TIME_WAIT collision "the client reset" (no reset in
+/// the capture), CRITICAL.
+#[test]
+fn an_ack_of_the_syn_itself_is_no_stale_answer() {
+    let tp = tuple("192.168.23.129", 1064, "59.53.91.102", 80);
+    let mut c = Cap::new();
+    c.pkt(0, tp, true, S, 1_000, 0, 0, 64240);
+    c.pkt(2_913_000, tp, true, S, 1_000, 0, 0, 64240);
+    c.pkt(2_913_020, tp, false, A, 5_000, 1_001, 0, 65160);
+    c.pkt(3_607_000, tp, false, S | A, 5_000, 1_001, 0, 65160);
+    c.pkt(3_607_100, tp, true, A, 1_001, 5_001, 0, 502);
+    let a = c.run(Config::default());
+    assert!(
+        a.findings
+            .iter()
+            .all(|f| f.pathology != Pathology::TimeWaitCollision
+                && f.pathology != Pathology::StaleAckRace),
+        "{:#?}",
+        a.findings
+    );
+    assert_eq!(
+        a.details.syn_retransmits.connections, 1,
+        "{:#?}",
+        a.details.syn_retransmits
+    );
+}
