@@ -23,7 +23,6 @@ pub mod naming;
 pub mod netns;
 pub mod remedy;
 pub mod render;
-pub mod reproduce;
 pub mod scenario;
 pub mod subnet;
 pub mod topo;

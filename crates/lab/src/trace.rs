@@ -15,13 +15,12 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use tcpdoctor_model::remedy::Harm;
 use tcpdoctor_model::{Finding, Pathology};
 use tcpdoctor_report::fmt::tally;
 use tcpdoctor_trace::attribute::{Cause, IncastEpisode, PortFailure};
 use tcpdoctor_trace::loader::Unavailable;
 use tcpdoctor_trace::session::{Options, Outcome, Scope, Session};
-
-use crate::remedy::Harm;
 
 /// How often the trace's ring buffer is drained: the session's documented cadence ("every
 /// few tens of milliseconds"), as doctor drains it.
@@ -446,7 +445,7 @@ impl Drop for Tracer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::remedy::{judge, Effect};
+    use tcpdoctor_model::remedy::{judge, Effect};
     use tcpdoctor_model::{Impact, Source};
 
     fn traced(eaddrnotavail: u64) -> RunTrace {

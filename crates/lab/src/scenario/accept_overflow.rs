@@ -7,13 +7,13 @@
 use std::sync::atomic::AtomicBool;
 
 use serde::{Deserialize, Serialize};
+use tcpdoctor_model::remedy::{Harm, Measured, Prediction, Row};
+use tcpdoctor_model::reproduce::{Event, Reproduction};
 use tcpdoctor_model::Pathology;
 
 use super::churn::{self, Listener, ProbeRun};
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::{Common, Outcome};
-use crate::remedy::{Harm, Measured, Prediction, Row};
-use crate::reproduce::{Event, Reproduction};
 use crate::Result;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -181,8 +181,8 @@ impl Scenario for AcceptOverflow {
         Measured {
             text: format!(
                 "{} connects, {} accept-queue overflows, {} SYN retransmissions; p99 connect {:.0} ms",
-                crate::remedy::thousands(run.summary.requests),
-                crate::remedy::thousands(overflows),
+                tcpdoctor_model::units::thousands(run.summary.requests),
+                tcpdoctor_model::units::thousands(overflows),
                 run.client_counter("TcpExtTCPSynRetrans"),
                 run.p99_ms("connect")
             ),

@@ -211,17 +211,17 @@ impl ProbeRun {
 
     /// What the run tried: its connects (and requests, when it made more requests than
     /// connects), over its duration.
-    pub fn tried(&self) -> crate::reproduce::Tried {
+    pub fn tried(&self) -> tcpdoctor_model::reproduce::Tried {
         let s = &self.summary;
         let what = if s.requests > s.connects_attempted {
             format!(
                 "connects ({} requests)",
-                crate::remedy::thousands(s.requests)
+                tcpdoctor_model::units::thousands(s.requests)
             )
         } else {
             "connects".to_string()
         };
-        crate::reproduce::Tried::new(s.connects_attempted, what, s.elapsed_us / 1000)
+        tcpdoctor_model::reproduce::Tried::new(s.connects_attempted, what, s.elapsed_us / 1000)
     }
 
     /// Slow connects probe's classifier put down to `cause`: (count, median and longest

@@ -7,12 +7,12 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use tcpdoctor_model::remedy::{self, Check, Harm, Measured, Prediction, Verdict};
+use tcpdoctor_model::reproduce::Reproduction;
 use tcpdoctor_model::{Finding, Pathology};
 
 use super::{churn, Common, Header, NoFacts, Outcome, Plain, RemedyReport};
 use crate::capture::CaptureSummary;
-use crate::remedy::{self, Check, Harm, Measured, Prediction, Verdict};
-use crate::reproduce::Reproduction;
 use crate::trace::{LabTrace, RunTrace};
 use crate::Result;
 

@@ -17,13 +17,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use tcpdoctor_model::remedy::{Check, Harm};
+use tcpdoctor_model::reproduce::{Event, Reproduction, Reproductions};
 use tcpdoctor_model::{Finding, Pathology};
 
 use super::driver::{self, Scenario};
 use super::{Common, Header, Outcome};
 use crate::diagnose::{self, FanIn};
-use crate::remedy::{Check, Harm};
-use crate::reproduce::{Event, Reproduction, Reproductions};
 use crate::topo::Lab;
 use crate::{capture, exec, naming, Error, Result};
 
@@ -276,7 +276,7 @@ pub fn reproduction(run: &Run) -> Reproduction {
         &run.label,
         tcpdoctor_model::Pathology::Incast,
         signature,
-        crate::reproduce::Tried::new(
+        tcpdoctor_model::reproduce::Tried::new(
             u64::from(run.rounds),
             "rounds",
             run.round_us.iter().sum::<u64>() / 1000,

@@ -17,11 +17,11 @@ pub mod timewait;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
+use tcpdoctor_model::remedy;
+use tcpdoctor_model::reproduce::{self, Reproduction, Reproductions};
 use tcpdoctor_model::{Finding, Measured, Report};
 
 use crate::capture::CaptureSummary;
-use crate::remedy;
-use crate::reproduce::{self, Reproduction, Reproductions};
 use crate::subnet::LabSubnet;
 
 /// Options every scenario takes.
@@ -41,7 +41,7 @@ pub struct Outcome<B> {
     pub findings: Vec<Finding>,
     pub body: B,
     pub interrupted: bool,
-    /// With a remedy: the remedied run the verdict follows ([`crate::remedy::followed_row`]).
+    /// With a remedy: the remedied run the verdict follows ([`tcpdoctor_model::remedy::followed_row`]).
     pub remedied: Option<Remedied>,
     /// Whether the baseline reproduced the scenario's pathology (also in the body's header).
     pub reproduction: Option<Reproduction>,
@@ -92,7 +92,7 @@ pub fn remedy_reproductions<R>(
 
 /// The report of a scenario: the findings (with `--fix` or `--remedies`, those of the
 /// remedied run the verdict follows; the baseline's diagnosis stays in the body), and the
-/// verdict of [`crate::reproduce::verdict`]: whether the pathology was reproduced (and, with
+/// verdict of [`tcpdoctor_model::reproduce::verdict`]: whether the pathology was reproduced (and, with
 /// a remedy, whether it is gone) decides it beside the findings' severities.
 pub fn report<B>(o: Outcome<B>) -> Report<B> {
     let (findings, remedied) = match o.remedied {

@@ -15,13 +15,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use tcpdoctor_model::remedy::{self, Check, Harm, Measured, Prediction, Tolerance, Verdict};
+use tcpdoctor_model::reproduce::{Event, Reproduction};
 use tcpdoctor_model::{Finding, Pathology};
 
 use super::churn::Pair;
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::{Common, Outcome};
-use crate::remedy::{self, Check, Harm, Measured, Prediction, Tolerance, Verdict};
-use crate::reproduce::{Event, Reproduction};
 use crate::{capture, diagnose, netns, traffic, Error, Result};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -77,9 +77,9 @@ pub struct Run {
 pub type Report = super::Plain<Config, Run>;
 
 impl Run {
-    fn measured(&self, value: f64) -> crate::remedy::Measured {
+    fn measured(&self, value: f64) -> tcpdoctor_model::remedy::Measured {
         let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
-        crate::remedy::Measured {
+        tcpdoctor_model::remedy::Measured {
             text: format!(
                 "wrote {:.1} MiB, read {:.1} MiB; writer blocked {:.0}% ({:.0} ms); {} zero windows{}",
                 mib(self.bytes_written),
@@ -371,7 +371,11 @@ impl Scenario for SlowReader {
             &run.label,
             Pathology::SlowReader,
             signature,
-            crate::reproduce::Tried::new(run.bytes_written, "bytes written", self.0.duration_ms),
+            tcpdoctor_model::reproduce::Tried::new(
+                run.bytes_written,
+                "bytes written",
+                self.0.duration_ms,
+            ),
             || {
                 Some(format!(
                     "the writer was blocked {} ({:.0}% of the run){}",

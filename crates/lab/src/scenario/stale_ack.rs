@@ -26,6 +26,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use tcpdoctor_model::remedy::{Check, Effect, Harm, Measured, Prediction, Row, Tolerance, Verdict};
+use tcpdoctor_model::reproduce::{Event, Reproduction};
 use tcpdoctor_model::Pathology;
 use tcpdoctor_probe::record::{ErrorKind, Outcome as ProbeOutcome, Phase};
 use tcpdoctor_probe::{CloseFirst, Mode, ProbeResult, Record};
@@ -33,8 +35,6 @@ use tcpdoctor_probe::{CloseFirst, Mode, ProbeResult, Record};
 use super::churn::{self, Pair, ProbeRun};
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::{Common, Header, Outcome};
-use crate::remedy::{Check, Effect, Harm, Measured, Prediction, Row, Tolerance, Verdict};
-use crate::reproduce::{Event, Reproduction};
 use crate::{naming, netns, traffic, Error, Result};
 
 /// Source port of the forced check: below `ip_local_port_range`.
@@ -640,13 +640,13 @@ pub struct Facts {
     pub kernel_release: String,
 }
 
-fn measured(run: &LoopRun) -> crate::remedy::Measured {
+fn measured(run: &LoopRun) -> tcpdoctor_model::remedy::Measured {
     let h = harm(run);
     let run = &run.run;
-    crate::remedy::Measured {
+    tcpdoctor_model::remedy::Measured {
         text: format!(
             "{} connections, {} SYN resends: {} per million",
-            crate::remedy::thousands(run.summary.connections_opened),
+            tcpdoctor_model::units::thousands(run.summary.connections_opened),
             run.client_counter("TcpExtTCPSynRetrans"),
             h.shown()
         ),
@@ -847,7 +847,7 @@ impl Scenario for StaleAck {
                 Verdict::NothingToFix,
                 format!(
                     "the SO_LINGER 0 loop made {} connections without a stale ACK (0 per million; one would be {:.0} per million); {}",
-                    crate::remedy::thousands(base.run.summary.connections_opened),
+                    tcpdoctor_model::units::thousands(base.run.summary.connections_opened),
                     1e6 / base.run.summary.connections_opened.max(1) as f64,
                     self.behaviour()
                 ),
