@@ -98,7 +98,7 @@ pub struct RunTrace {
     pub kernel_counters: BTreeMap<String, BTreeMap<String, i64>>,
     /// Hooks this kernel could not attach: the evidence they give is missing.
     pub unavailable: Vec<Unavailable>,
-    /// The trace's findings (merged into the run's diagnosis, [`crate::diagnose::merge_trace`]).
+    /// The trace's findings (merged into the run's diagnosis, [`tcpdoctor_model::merge::merge_trace`]).
     #[serde(skip)]
     pub findings: Vec<Finding>,
 }
@@ -547,7 +547,7 @@ mod tests {
             Impact::stalls(1, None, None),
         );
         let mut f = vec![lab];
-        crate::diagnose::merge_trace(&mut f, vec![t, only_trace]);
+        tcpdoctor_model::merge::merge_trace(&mut f, vec![t, only_trace]);
         assert_eq!(f.len(), 2);
         assert_eq!(f[0].pathology, Pathology::PortExhaustion);
         assert_eq!(f[0].source, Source::Probe);

@@ -369,7 +369,7 @@ pub fn run_engines(
                 run_trace.findings.clone(),
                 &run_trace,
             );
-            crate::diagnose::fold_overflow_consequences(&mut findings, &server_moved);
+            tcpdoctor_model::merge::fold_overflow_consequences(&mut findings, &server_moved);
         }
         tcpdoctor_model::finding::rank(&mut findings);
         out.push(ProbeRun {

@@ -309,7 +309,7 @@ impl Scenario for SlowReader {
         let reader_counters = netns::counters(&pair.server)?.delta_since(&r_before).tcp();
         let writer_counters = netns::counters(&pair.client)?.delta_since(&w_before).tcp();
         let trace = tracer.finish();
-        let (mut findings, _) = diagnose::capture(saved.path())?;
+        let (mut findings, _) = capture::analyze(saved.path())?;
         let window = tcpdoctor_model::counters::Window {
             length: Some(std::time::Duration::from_millis(cfg.duration_ms)),
             rto_floor: Some(netns::rto_floor(&pair.server, pair.client_addr())?),

@@ -422,7 +422,7 @@ impl Scenario for Timewait {
         let client_counters = netns::counters(&pair.client)?.delta_since(&c_before).tcp();
         let server_counters = netns::counters(&pair.server)?.delta_since(&s_before).tcp();
         let trace = tracer.finish();
-        let (mut findings, _) = diagnose::capture(saved.path())?;
+        let (mut findings, _) = capture::analyze(saved.path())?;
         let window = tcpdoctor_model::counters::Window {
             length: Some(started.elapsed()),
             rto_floor: Some(netns::rto_floor(&pair.client, *pair.server_addr.ip())?),
@@ -434,7 +434,7 @@ impl Scenario for Timewait {
             window,
             &trace,
         );
-        diagnose::fold_resends_the_capture_explains(&mut findings);
+        tcpdoctor_model::merge::fold_resends_the_capture_explains(&mut findings);
         let slow = records
             .iter()
             .filter(|r| r.connect_us > SLOW_CONNECT.as_micros() as u64)

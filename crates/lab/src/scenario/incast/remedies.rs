@@ -15,7 +15,6 @@ use super::{
     Config, Pacing, Run, Setup, PACING_BURST_BYTES,
 };
 use crate::capture::CaptureSummary;
-use crate::diagnose;
 use crate::scenario::driver::{self, Ran, Remedy, Rows, Scenario, Tail};
 use crate::scenario::Common;
 use crate::topo::Lab;
@@ -352,7 +351,8 @@ impl Incast {
         let n = base.senders;
         let rb = base.round_bytes(cfg.block_bytes) as f64;
         let reference =
-            diagnose::reference_round_us(&base.round_us, base.line_round_us).unwrap_or(0) as f64;
+            tcpdoctor_analyze::fan_in::reference_round_us(&base.round_us, base.line_round_us)
+                .unwrap_or(0) as f64;
         // Each round: its typical part and what it lost beyond the reference.
         let parts: Vec<(f64, f64)> = base
             .round_us
