@@ -228,7 +228,7 @@ fn trace(p: &mut Page, h: &scenario::Header) {
     }
     let rows: Vec<Vec<String>> = t
         .listed_runs()
-        .map(|r| vec![r.run.clone(), r.line(), r.netns_lines().join("; ")])
+        .map(|r| vec![r.run.clone(), r.line(), super::netns_lines(r).join("; ")])
         .collect();
     p.table(
         &[

@@ -16,6 +16,7 @@ use tcpdoctor_model::remedy::Check;
 use tcpdoctor_model::{Finding, Report};
 use tcpdoctor_report::chart::Xy;
 use tcpdoctor_report::{findings, fmt, table};
+use tcpdoctor_trace::run::{LabTrace, RunTrace};
 
 use crate::scenario;
 
@@ -460,9 +461,21 @@ fn remedy_lines(w: &mut dyn Write, checks: &[Check]) -> io::Result<()> {
     writeln!(w)
 }
 
+/// Per namespace of a traced run: `client: cause=n, ...` (each namespace named in words by
+/// its role, [`crate::naming::role_words`]).
+pub(crate) fn netns_lines(r: &RunTrace) -> Vec<String> {
+    r.causes_by_netns
+        .iter()
+        .map(|(ns, m)| {
+            let c: Vec<String> = m.iter().map(|(c, n)| format!("{}={n}", c.name())).collect();
+            format!("{}: {}", crate::naming::role_words(ns), c.join(", "))
+        })
+        .collect()
+}
+
 /// What the eBPF trace attributed in each run (its own namespaces and window), beside the
 /// kernel counters; or, in one line, what is missing to trace.
-fn trace_lines(w: &mut dyn Write, t: &crate::trace::LabTrace) -> io::Result<()> {
+fn trace_lines(w: &mut dyn Write, t: &LabTrace) -> io::Result<()> {
     if !t.used {
         writeln!(
             w,
@@ -477,7 +490,7 @@ fn trace_lines(w: &mut dyn Write, t: &crate::trace::LabTrace) -> io::Result<()> 
     )?;
     for r in t.listed_runs() {
         writeln!(w, "  {}: {}", r.run, r.line())?;
-        for l in r.netns_lines() {
+        for l in netns_lines(r) {
             writeln!(w, "    {l}")?;
         }
     }
@@ -509,4 +522,28 @@ pub(crate) fn remedy_cells<R>(row: &tcpdoctor_model::remedy::Row<R>, arrow: &str
         },
         row.why.clone(),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use tcpdoctor_trace::attribute::Cause;
+
+    #[test]
+    fn per_namespace_lines_name_the_role() {
+        let mut by = BTreeMap::new();
+        by.insert(
+            "tdoc-lab-7-cl".to_string(),
+            BTreeMap::from([(Cause::NoLocalPort, 5)]),
+        );
+        let traced = RunTrace {
+            used: true,
+            causes_by_netns: by,
+            ..RunTrace::default()
+        };
+        assert_eq!(netns_lines(&traced), vec!["client: no_local_port=5"]);
+        assert_eq!(crate::naming::role_of("tdoc-lab-12-svfx"), "svfx");
+        assert_eq!(crate::naming::role_of("other"), "other");
+    }
 }

@@ -31,7 +31,7 @@ pub struct Pair {
     pub server_if: String,
     client_ip: std::net::Ipv4Addr,
     /// Whether runs in this pair are traced ([`Pair::trace`]).
-    pub trace_mode: crate::trace::Mode,
+    pub trace_mode: tcpdoctor_trace::run::Mode,
     /// The CPU the probe's threads run on, when a scenario places them
     /// ([`crate::traffic::pin_thread`]); `None`: wherever the scheduler puts them.
     pub client_cpu: Option<usize>,
@@ -61,9 +61,9 @@ impl Pair {
     }
 
     /// Attaches the eBPF trace to this pair's namespaces for run `label` (its own window:
-    /// call [`crate::trace::Tracer::finish`] when the run's traffic has ended).
-    pub fn trace(&self, label: &str) -> crate::trace::Tracer {
-        crate::trace::Tracer::start(&self.trace_mode, label, self.lab.namespaces())
+    /// call [`tcpdoctor_trace::run::Tracer::finish`] when the run's traffic has ended).
+    pub fn trace(&self, label: &str) -> tcpdoctor_trace::run::Tracer {
+        tcpdoctor_trace::run::Tracer::start(&self.trace_mode, label, self.lab.namespaces())
     }
 
     /// The client's address.
@@ -185,7 +185,7 @@ pub struct ProbeRun {
     pub interrupted: bool,
     /// What the eBPF trace saw in this run (in the scenario header's `trace.runs`).
     #[serde(skip)]
-    pub trace: crate::trace::RunTrace,
+    pub trace: tcpdoctor_trace::run::RunTrace,
 }
 
 impl ProbeRun {
@@ -346,7 +346,7 @@ pub fn run_engines(
         let run_trace = if i == 0 {
             trace.take().unwrap_or_default()
         } else {
-            crate::trace::RunTrace::default()
+            tcpdoctor_trace::run::RunTrace::default()
         };
         if i == 0 {
             // What only the server sees (ListenOverflows, ListenDrops, ...), through the
@@ -364,7 +364,7 @@ pub fn run_engines(
                     findings.push(Finding { summary, ..f });
                 }
             }
-            crate::diagnose::merge_trace_folding_syn_cost(
+            tcpdoctor_trace::reconcile::merge_trace_folding_syn_cost(
                 &mut findings,
                 run_trace.findings.clone(),
                 &run_trace,
@@ -598,6 +598,6 @@ pub fn ladder_cost(run: &ProbeRun, drop_share: Option<f64>) -> LadderCost {
 }
 
 /// The traces of `runs`, in order, for the scenario header.
-pub fn traces<'a>(runs: impl IntoIterator<Item = &'a ProbeRun>) -> crate::trace::LabTrace {
-    crate::trace::LabTrace::of(runs.into_iter().map(|r| r.trace.clone()).collect())
+pub fn traces<'a>(runs: impl IntoIterator<Item = &'a ProbeRun>) -> tcpdoctor_trace::run::LabTrace {
+    tcpdoctor_trace::run::LabTrace::of(runs.into_iter().map(|r| r.trace.clone()).collect())
 }

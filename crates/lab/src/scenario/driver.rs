@@ -13,8 +13,8 @@ use tcpdoctor_model::{Finding, Pathology};
 
 use super::{churn, Common, Header, NoFacts, Outcome, Plain, RemedyReport};
 use crate::capture::CaptureSummary;
-use crate::trace::{LabTrace, RunTrace};
 use crate::Result;
+use tcpdoctor_trace::run::{LabTrace, RunTrace};
 
 /// What the driver reads of a scenario's record of one run.
 pub trait Record {

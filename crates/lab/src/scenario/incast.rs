@@ -211,7 +211,7 @@ pub struct Run {
     pub findings: Vec<Finding>,
     /// What the eBPF trace saw in this run (in the scenario header's `trace.runs`).
     #[serde(skip)]
-    pub trace: crate::trace::RunTrace,
+    pub trace: tcpdoctor_trace::run::RunTrace,
     /// How long the round takes at the bottleneck's line rate.
     pub line_round_us: Option<u64>,
     /// The senders' congestion control.
@@ -368,7 +368,7 @@ struct Topology {
     receiver: String,
     rx_addr: Ipv4Addr,
     subnet: crate::subnet::LabSubnet,
-    trace_mode: crate::trace::Mode,
+    trace_mode: tcpdoctor_trace::run::Mode,
 }
 
 fn build(common: &Common, cfg: &Config, max_senders: u32, setup: &Setup) -> Result<Topology> {
@@ -602,7 +602,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
         tcpdoctor_model::finding::rank(&mut findings);
         diagnosed_by.push("analyze's detectors on the receiver's capture (all runs)");
     }
-    let trace = crate::trace::LabTrace::of(runs.iter().map(|r| r.trace.clone()).collect());
+    let trace = tcpdoctor_trace::run::LabTrace::of(runs.iter().map(|r| r.trace.clone()).collect());
     let namespaces = topo.lab.namespaces().to_vec();
     drop(topo);
     Ok(Outcome {

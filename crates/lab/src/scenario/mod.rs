@@ -31,7 +31,7 @@ pub struct Common {
     /// Save the scenario's traffic here (tcpdump inside the lab).
     pub pcap: Option<PathBuf>,
     /// Whether each run is traced with eBPF ([`crate::trace`]).
-    pub trace: crate::trace::Mode,
+    pub trace: tcpdoctor_trace::run::Mode,
 }
 
 /// What a scenario returns: the findings tcpdoctor's detectors produced from the baseline's
@@ -131,7 +131,7 @@ pub struct Header {
     pub diagnosed_by: Vec<String>,
     /// What the eBPF trace attributed in each run (its own window and counts), or what is
     /// missing to trace.
-    pub trace: crate::trace::LabTrace,
+    pub trace: tcpdoctor_trace::run::LabTrace,
     /// Whether each run reproduced the scenario's pathology, with the counts of its
     /// signature (`reproduced`: the baseline; `reproduction[]`: every run).
     #[serde(flatten)]
@@ -145,7 +145,7 @@ impl Header {
         common: &Common,
         namespaces: Vec<String>,
         capture: Option<CaptureSummary>,
-        trace: crate::trace::LabTrace,
+        trace: tcpdoctor_trace::run::LabTrace,
         diagnosed_by: &[&str],
         reproduction: Reproductions,
     ) -> Header {

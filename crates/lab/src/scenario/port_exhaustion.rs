@@ -408,10 +408,10 @@ impl driver::Record for PortRun {
         &self.findings
     }
     /// The first probe's trace (a run has a probe per destination, at least one).
-    fn trace(&self) -> &crate::trace::RunTrace {
+    fn trace(&self) -> &tcpdoctor_trace::run::RunTrace {
         &self.probes[0].trace
     }
-    fn trace_mut(&mut self) -> &mut crate::trace::RunTrace {
+    fn trace_mut(&mut self) -> &mut tcpdoctor_trace::run::RunTrace {
         &mut self.probes[0].trace
     }
 }

@@ -22,7 +22,7 @@ use tcpdoctor_model::{Finding, Pathology};
 use super::churn::Pair;
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::{Common, Outcome};
-use crate::{capture, diagnose, netns, traffic, Error, Result};
+use crate::{capture, netns, traffic, Error, Result};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Config {
@@ -70,7 +70,7 @@ pub struct Run {
     pub findings: Vec<Finding>,
     /// What the eBPF trace saw in this run (in the scenario header's `trace.runs`).
     #[serde(skip)]
-    pub trace: crate::trace::RunTrace,
+    pub trace: tcpdoctor_trace::run::RunTrace,
 }
 
 /// A plain run's report: the baseline.
@@ -314,7 +314,7 @@ impl Scenario for SlowReader {
             length: Some(std::time::Duration::from_millis(cfg.duration_ms)),
             rto_floor: Some(netns::rto_floor(&pair.server, pair.client_addr())?),
         };
-        diagnose::merge_counted_and_traced(
+        tcpdoctor_trace::reconcile::merge_counted_and_traced(
             &mut findings,
             tcpdoctor_model::counters::findings(&reader_counters, window),
             &reader_counters,

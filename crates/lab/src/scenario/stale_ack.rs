@@ -126,7 +126,7 @@ pub fn resends(base: &ProbeRun) -> (f64, u64, u64) {
     (resends as f64 * 1e6 / conns as f64, stale, timer)
 }
 
-fn forced_check(common: &Common) -> Result<(Forced, Vec<String>, crate::trace::RunTrace)> {
+fn forced_check(common: &Common) -> Result<(Forced, Vec<String>, tcpdoctor_trace::run::RunTrace)> {
     let pair = Pair::build(common, "fc")?;
     let srv = SocketAddrV4::new(common.subnet.host(2), FORCED_SERVER_PORT);
     let bind = SocketAddrV4::new(common.subnet.host(1), FORCED_PORT);
@@ -198,12 +198,12 @@ fn forced_check(common: &Common) -> Result<(Forced, Vec<String>, crate::trace::R
 
 /// The scenario's trace: its loop runs', then the forced check's.
 fn with_forced(
-    loops: crate::trace::LabTrace,
-    forced: crate::trace::RunTrace,
-) -> crate::trace::LabTrace {
+    loops: tcpdoctor_trace::run::LabTrace,
+    forced: tcpdoctor_trace::run::RunTrace,
+) -> tcpdoctor_trace::run::LabTrace {
     let mut runs = loops.runs;
     runs.push(forced);
-    crate::trace::LabTrace::of(runs)
+    tcpdoctor_trace::run::LabTrace::of(runs)
 }
 
 /// The harm: SYNs resent per million connections of the loop (`TcpExtTCPSynRetrans`).
@@ -658,7 +658,7 @@ fn measured(run: &LoopRun) -> tcpdoctor_model::remedy::Measured {
 /// kernel's release.
 struct Checked {
     forced: Forced,
-    trace: crate::trace::RunTrace,
+    trace: tcpdoctor_trace::run::RunTrace,
     kernel: String,
 }
 
@@ -690,7 +690,7 @@ impl StaleAck {
             cpus: None,
             checked: Some(Checked {
                 forced,
-                trace: crate::trace::RunTrace::default(),
+                trace: tcpdoctor_trace::run::RunTrace::default(),
                 kernel,
             }),
         }
@@ -729,10 +729,10 @@ impl driver::Record for LoopRun {
     fn findings(&self) -> &[tcpdoctor_model::Finding] {
         &self.run.findings
     }
-    fn trace(&self) -> &crate::trace::RunTrace {
+    fn trace(&self) -> &tcpdoctor_trace::run::RunTrace {
         &self.run.trace
     }
-    fn trace_mut(&mut self) -> &mut crate::trace::RunTrace {
+    fn trace_mut(&mut self) -> &mut tcpdoctor_trace::run::RunTrace {
         &mut self.run.trace
     }
 }
@@ -855,7 +855,11 @@ impl Scenario for StaleAck {
         })
     }
 
-    fn header_trace(&self, base: &LoopRun, rows: &[Row<LoopRun>]) -> crate::trace::LabTrace {
+    fn header_trace(
+        &self,
+        base: &LoopRun,
+        rows: &[Row<LoopRun>],
+    ) -> tcpdoctor_trace::run::LabTrace {
         with_forced(
             churn::traces(
                 std::iter::once(base)

@@ -28,7 +28,7 @@ use super::churn::Pair;
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::{Common, Outcome};
 use crate::traffic::{self, ConnRecord, Outcome as ConnOutcome};
-use crate::{capture, diagnose, netns, Result};
+use crate::{capture, netns, Result};
 
 /// Gap between reconnects of the baseline (and of the remedies), milliseconds.
 pub const BEFORE_GAP_MS: u64 = 20;
@@ -123,7 +123,7 @@ pub struct Run {
     pub findings: Vec<Finding>,
     /// What the eBPF trace saw in this run (in the scenario header's `trace.runs`).
     #[serde(skip)]
-    pub trace: crate::trace::RunTrace,
+    pub trace: tcpdoctor_trace::run::RunTrace,
 }
 
 /// A connect slower than this waited for a timer, not for the path: the lab's veth round trip
@@ -427,7 +427,7 @@ impl Scenario for Timewait {
             length: Some(started.elapsed()),
             rto_floor: Some(netns::rto_floor(&pair.client, *pair.server_addr.ip())?),
         };
-        diagnose::merge_counted_and_traced(
+        tcpdoctor_trace::reconcile::merge_counted_and_traced(
             &mut findings,
             tcpdoctor_model::counters::findings(&client_counters, window),
             &client_counters,

@@ -29,7 +29,7 @@ pub(super) fn measure(
     let label = format!("{n} senders, rto_min {} ms", rto_min_us / 1000);
     // Its own trace window: attached before the first counter snapshot, detached after the
     // last, over every namespace of the topology.
-    let tracer = crate::trace::Tracer::start(&t.trace_mode, &label, t.lab.namespaces());
+    let tracer = tcpdoctor_trace::run::Tracer::start(&t.trace_mode, &label, t.lab.namespaces());
     let before: Vec<_> = t.senders[..n as usize]
         .iter()
         .map(|ns| netns::counters(ns))

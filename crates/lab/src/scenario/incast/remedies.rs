@@ -664,8 +664,8 @@ impl Scenario for Incast {
     }
 
     /// Every run of the baseline's sweep, then each measured row's.
-    fn header_trace(&self, _base: &Run, rows: &[Row<Run>]) -> crate::trace::LabTrace {
-        crate::trace::LabTrace::of(
+    fn header_trace(&self, _base: &Run, rows: &[Row<Run>]) -> tcpdoctor_trace::run::LabTrace {
+        tcpdoctor_trace::run::LabTrace::of(
             self.base_runs
                 .iter()
                 .chain(rows.iter().filter_map(|r| r.run.as_ref()))
