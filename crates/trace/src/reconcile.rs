@@ -252,6 +252,44 @@ pub fn consequences(
     out
 }
 
+/// What the trace attributed and could not see, as [`counters`] reconciles the kernel
+/// counters with it (doctor's window, a lab run).
+pub struct Seen<'a> {
+    /// SYN and SYN-ACK resends per pathology they were attributed to.
+    pub syn_resends: &'a BTreeMap<Pathology, u64>,
+    /// Data and FIN resends put down to another pathology as its consequence.
+    pub consequence_resends: &'a BTreeMap<Pathology, Resent>,
+    /// Events the kernel skipped tracing, per tracepoint.
+    pub missed: &'a BTreeMap<String, u64>,
+    /// Resends counted with no program run and no skip reported ([`not_traced`]).
+    pub unseen: u64,
+    /// SYN resends traced outside the counters' window.
+    pub at_edges: u64,
+}
+
+/// Counter findings reconciled with the trace's findings (`traced`, which gain the
+/// counters' evidence): [`reconcile`], then [`consequences`] on what it left. The one
+/// sequence doctor and the lab ([`merge_counted_and_traced`]) both follow.
+pub fn counters(
+    counted: Vec<Finding>,
+    traced: &mut [Finding],
+    seen: &Seen,
+    delta: &BTreeMap<String, i64>,
+    window: tcpdoctor_model::counters::Window,
+) -> Vec<Finding> {
+    let counted = reconcile(
+        counted,
+        traced,
+        seen.syn_resends,
+        delta,
+        seen.missed,
+        seen.unseen,
+        seen.at_edges,
+        window,
+    );
+    consequences(counted, traced, seen.consequence_resends, delta, window)
+}
+
 // A run's counters and trace merged into the run's own findings (`tcpdoctor-lab`: each
 // scenario run, traced over its own namespaces, [`crate::run`]).
 
@@ -264,35 +302,26 @@ pub fn consequences(
 pub fn merge_counted_and_traced(
     findings: &mut Vec<Finding>,
     counted: Vec<Finding>,
-    counters: &std::collections::BTreeMap<String, i64>,
+    moved: &BTreeMap<String, i64>,
     window: tcpdoctor_model::counters::Window,
     trace: &RunTrace,
 ) {
     let mut traced = trace.findings.clone();
-    let mut delta = counters.clone();
+    let mut delta = moved.clone();
     if trace.missing.is_none() {
         delta.insert(
             "TcpExtTCPSynRetrans".to_string(),
             trace.syn_retrans_counted.max(0),
         );
     }
-    let counted = reconcile(
-        counted,
-        &mut traced,
-        &trace.syn_resends,
-        &delta,
-        &trace.missed_events,
-        trace.not_traced.values().sum(),
-        trace.syn_traced_at_edges,
-        window,
-    );
-    let counted = consequences(
-        counted,
-        &mut traced,
-        &trace.consequence_resends,
-        &delta,
-        window,
-    );
+    let seen = Seen {
+        syn_resends: &trace.syn_resends,
+        consequence_resends: &trace.consequence_resends,
+        missed: &trace.missed_events,
+        unseen: trace.not_traced.values().sum(),
+        at_edges: trace.syn_traced_at_edges,
+    };
+    let counted = counters(counted, &mut traced, &seen, &delta, window);
     // Once the trace attributed resends, a "SYN retransmitted" counter finding is the
     // resends it did not (and why): its evidence joins the run's own finding of that name
     // (the probe's waits) rather than being dropped as a duplicate.
