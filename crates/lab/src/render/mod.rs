@@ -375,7 +375,7 @@ pub(crate) fn effect_line<R>(row: &tcpdoctor_model::remedy::Row<R>) -> String {
 }
 
 /// What the SYN ladder cost the baseline: connects per rung, predicted and measured.
-fn ladder_table(w: &mut dyn Write, l: &crate::scenario::churn::LadderCost) -> io::Result<()> {
+fn ladder_table(w: &mut dyn Write, l: &tcpdoctor_probe::ladder::LadderCost) -> io::Result<()> {
     writeln!(
         w,
         "What the SYN ladder costs per lost SYN (baseline, {} connects):",
@@ -413,7 +413,7 @@ pub(crate) const REMEDY_COLUMNS: [&str; 7] = [
 ];
 
 /// The SYN ladder's cost per lost SYN, a row per rung (text and page).
-pub(crate) fn ladder_cells(l: &crate::scenario::churn::LadderCost) -> Cells {
+pub(crate) fn ladder_cells(l: &tcpdoctor_probe::ladder::LadderCost) -> Cells {
     let mut t = Cells::new([
         "lost SYNs",
         "rung (model)",

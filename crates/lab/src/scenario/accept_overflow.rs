@@ -192,7 +192,7 @@ impl Scenario for AcceptOverflow {
 
     fn tail(&self, base: &ProbeRun, _rows: &[Row<ProbeRun>]) -> Tail<super::NoFacts> {
         let cfg = &self.0;
-        let ladder = churn::ladder_cost(base, None);
+        let ladder = tcpdoctor_probe::ladder::cost(&base.summary, None);
         let notes = vec![
             format!(
                 "The accept queue holds backlog + 1 completed connections (sk_acceptq_is_full compares with >); when it is full the kernel drops the SYN (or the final ACK), and the client resends on its SYN ladder: {} ms.",

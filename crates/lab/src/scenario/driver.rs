@@ -117,7 +117,7 @@ pub struct Tail<F> {
     /// Measured facts the predictions rest on.
     pub notes: Vec<String>,
     /// What the SYN ladder cost the baseline (connection scenarios).
-    pub syn_ladder: Option<churn::LadderCost>,
+    pub syn_ladder: Option<tcpdoctor_probe::ladder::LadderCost>,
     /// What was measured besides the runs.
     pub facts: F,
 }

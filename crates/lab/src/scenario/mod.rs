@@ -208,7 +208,7 @@ pub struct RemedyReport<C, R, F = NoFacts> {
     pub notes: Vec<String>,
     /// What the SYN ladder cost the baseline (connection scenarios).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub syn_ladder: Option<churn::LadderCost>,
+    pub syn_ladder: Option<tcpdoctor_probe::ladder::LadderCost>,
 }
 
 /// A scenario that measures nothing besides its runs.

@@ -288,7 +288,7 @@ impl Scenario for SynDrop {
 
     fn tail(&self, base: &ProbeRun, _rows: &[Row<ProbeRun>]) -> Tail<super::NoFacts> {
         let (cfg, p) = (&self.0, self.p());
-        let ladder = churn::ladder_cost(base, Some(p));
+        let ladder = tcpdoctor_probe::ladder::cost(&base.summary, Some(p));
         let notes = vec![
             format!(
                 "nftables drops each SYN to the server with probability p = {p:.2} (numgen random mod 100 < {}); the baseline: {:.3} SYN retransmissions per connect (predicted p / (1 - p) = {:.3}).",
