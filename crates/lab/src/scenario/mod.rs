@@ -1,6 +1,7 @@
 //! The scenarios: each builds its topology, measures the pathology with the lab's own traffic
 //! code, hands the evidence (kernel counter deltas per namespace, per-connection timings,
-//! optionally a capture) to tcpdoctor's detectors ([`crate::diagnose`]); `--fix` and
+//! optionally a capture) to tcpdoctor's detectors (`tcpdoctor_analyze::fan_in`, analyze's on a
+//! capture, the counters', the trace's), merged by `tcpdoctor_model::merge`; `--fix` and
 //! `--remedies` measure again after each remedy ([`driver::remedies`]). Each returns a record;
 //! nothing here prints.
 
@@ -30,7 +31,7 @@ pub struct Common {
     pub subnet: LabSubnet,
     /// Save the scenario's traffic here (tcpdump inside the lab).
     pub pcap: Option<PathBuf>,
-    /// Whether each run is traced with eBPF ([`crate::trace`]).
+    /// Whether each run is traced with eBPF ([`tcpdoctor_trace::run`]).
     pub trace: tcpdoctor_trace::run::Mode,
 }
 
