@@ -13,12 +13,14 @@
 //! `track` (what one segment does to its connection, one function per concern), [`detect`]
 //! (one detector per pathology family behind [`detect::Detector`]), [`engine`] (the table of
 //! connections, their eviction and summary), [`prepare`] (per-segment work without flow
-//! state), [`pipeline`] (the two-thread reading path).
+//! state), [`pipeline`] (the two-thread reading path), [`fan_in`] (incast from a
+//! fan-in's counters and round timings, without packets).
 
 pub mod burst;
 pub mod detect;
 pub mod engine;
 pub mod exchange;
+pub mod fan_in;
 pub mod flow;
 pub mod ladder;
 pub mod pipeline;

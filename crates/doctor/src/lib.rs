@@ -30,7 +30,7 @@ use serde::Serialize;
 use tcpdoctor_host::check::{self, Audit, Inputs};
 use tcpdoctor_host::counters;
 use tcpdoctor_host::sockets::{self, Filter, Summary};
-use tcpdoctor_model::{Finding, Measured, Pathology, Report};
+use tcpdoctor_model::{merge, Finding, Measured, Pathology, Report};
 use tcpdoctor_report::fmt;
 use tcpdoctor_trace::attribute::Cause;
 use tcpdoctor_trace::loader::Unavailable;
@@ -327,10 +327,15 @@ pub fn diagnose(
         counters_moved: moved,
         probe,
     };
-    Ok(
-        Report::new("doctor", merge(run.found), body, Measured::Something(what))
-            .interrupted(run.interrupted),
+    // One finding per cause among everything the diagnosis saw, by the rules of
+    // [`tcpdoctor_model::merge`]; the exporter serves exactly these findings.
+    Ok(Report::new(
+        "doctor",
+        merge::merge(run.found),
+        body,
+        Measured::Something(what),
     )
+    .interrupted(run.interrupted))
 }
 
 /// Attaches the eBPF trace when the mode allows it; the error is why the window is observed
@@ -574,20 +579,17 @@ fn counters_step(
                     let in_trace_window: u64 = o.kernel_counters.values().map(syn).sum();
                     let at_edges =
                         o.syn_traced_at_edges + in_trace_window.saturating_sub(syn(&d.changed));
-                    let counted = tcpdoctor_trace::reconcile::reconcile(
-                        counted,
-                        &mut o.findings,
-                        &o.summary.syn_resends,
-                        &d.changed,
-                        &o.missed_events,
-                        o.not_traced.values().sum(),
+                    let seen = tcpdoctor_trace::reconcile::Seen {
+                        syn_resends: &o.summary.syn_resends,
+                        consequence_resends: &o.summary.consequence_resends,
+                        missed: &o.missed_events,
+                        unseen: o.not_traced.values().sum(),
                         at_edges,
-                        w,
-                    );
-                    tcpdoctor_trace::reconcile::consequences(
+                    };
+                    tcpdoctor_trace::reconcile::counters(
                         counted,
                         &mut o.findings,
-                        &o.summary.consequence_resends,
+                        &seen,
                         &d.changed,
                         w,
                     )
@@ -623,15 +625,6 @@ fn counters_step(
         (Err(e), _) | (_, Err(e)) => run.skip("counters", format!("cannot read counters: {e}")),
     }
     moved
-}
-
-/// One finding per cause among everything the diagnosis saw: the rules of
-/// [`tcpdoctor_model::merge`] (a consequence proven by a source is evidence of its cause's
-/// finding; one pathology seen by several sources is one finding, its merged impact judged by
-/// the policy; a settings finding of a pathology seen happening is evidence of it). The
-/// exporter serves exactly these findings.
-pub fn merge(found: Vec<Finding>) -> Vec<Finding> {
-    tcpdoctor_model::merge::merge(found)
 }
 
 /// The counters' "SYN retransmitted" finding, without the trace to attribute each resend:

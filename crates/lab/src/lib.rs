@@ -7,27 +7,31 @@
 //! guaranteed teardown (a Drop guard, also on error and panic; [`cleanup`] for leftovers of a
 //! killed run), traffic threads that enter a namespace ([`netns`]), and the scenarios
 //! ([`scenario`]), each run traced with eBPF over its own namespaces when the host allows it
-//! ([`trace`]).
+//! (`tcpdoctor_trace::run`).
 //!
 //! What it must not do: touch anything outside the namespaces it created. No traffic leaves
 //! them: every address comes from the lab's own private block ([`subnet::LabSubnet`]), and the
 //! root namespace only ever runs the `ip`/`tc`/`nft`/`tcpdump` commands that build the lab.
 //! It prints nothing: scenarios return records that the `cli` crate renders.
+//!
+//! What it does not own: judgement, which needs neither root nor a kernel and is tested
+//! without them where it lives. Remedy and reproduction verdicts and the rules of merging
+//! findings are the model's (`tcpdoctor_model::{remedy, reproduce, merge}`), the fan-in
+//! incast detector is analyze's (`tcpdoctor_analyze::fan_in`), the trace over a run and its
+//! reconciliation with the kernel counters are the trace crate's
+//! (`tcpdoctor_trace::{run, reconcile}`).
 
 pub mod capture;
 pub mod chart;
 pub mod cleanup;
-pub mod diagnose;
 pub mod exec;
 pub mod naming;
 pub mod netns;
 pub mod remedy;
 pub mod render;
-pub mod reproduce;
 pub mod scenario;
 pub mod subnet;
 pub mod topo;
-pub mod trace;
 pub mod traffic;
 
 use std::path::PathBuf;

@@ -62,7 +62,7 @@ fn rejudge_rows<S>(
         driver::Remedy<S::Variant>,
         S::Run,
         &S::Run,
-    ) -> Option<tcpdoctor_lab::remedy::Row<S::Run>>,
+    ) -> Option<tcpdoctor_model::remedy::Row<S::Run>>,
 ) -> (usize, Vec<String>)
 where
     S: Scenario,

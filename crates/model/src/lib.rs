@@ -11,7 +11,9 @@ pub mod finding;
 pub mod merge;
 pub mod net;
 pub mod policy;
+pub mod remedy;
 pub mod report;
+pub mod reproduce;
 pub mod timers;
 pub mod units;
 

@@ -28,8 +28,14 @@
 //! retransmitted" into the one cause it attributed every resend to), [`join_new_parts`] (the
 //! sockets census joins its busy-connection limits into a finding of the same pathology) and
 //! [`add_new`] (a source's findings of pathologies not yet named).
+//!
+//! The lab's rules for one run live here too, beside the primitives they use: the trace's
+//! findings merged into the run's own ([`merge_trace`]; for an incast run,
+//! [`merge_trace_into_incast`]), resends a capture explains folded into its collision
+//! ([`fold_resends_the_capture_explains`]), and a full accept queue's unanswered requests
+//! folded into it ([`fold_overflow_consequences`]).
 
-use crate::finding::{Evidence, Finding, Source};
+use crate::finding::{Evidence, Finding, Pathology, Source};
 
 /// Folds `consequence` into `cause`: the cause's summary gains "consequence: <title>:
 /// <summary>", its evidence gains the consequence's, and its impact is the two merged, judged
@@ -205,10 +211,138 @@ pub fn merge(found: Vec<Finding>) -> Vec<Finding> {
     out
 }
 
+// The rules of a lab run: its own measurement, the eBPF trace over its namespaces, the
+// kernel counters of each namespace and a capture of its traffic, put together as one finding
+// per cause (`tcpdoctor-lab` measures, these judge).
+
+/// [`merge_trace`] for an incast run: when the run's own measurement named incast, the
+/// trace's retransmission timeouts and other loss repairs are the incast's (every flow of the
+/// scenario is a sender's flow into the one receiver, through the shared bottleneck), so they
+/// fold into the incast finding as its evidence instead of standing as symptoms of their own.
+/// As analyze folds them: evidence only, the incast's severity staying the one its measured
+/// time lost gives (which already holds the timeouts' stalls), so that the same run is judged
+/// alike by the lab and by analyze on its capture.
+pub fn merge_trace_into_incast(findings: &mut Vec<Finding>, traced: Vec<Finding>) {
+    const REPAIRS: [Pathology; 2] = [Pathology::RetransmitTimeout, Pathology::Retransmission];
+    let Some(incast) = findings
+        .iter_mut()
+        .find(|f| f.pathology == Pathology::Incast)
+    else {
+        return merge_trace(findings, traced);
+    };
+    let (repairs, rest): (Vec<Finding>, Vec<Finding>) = traced
+        .into_iter()
+        .partition(|t| REPAIRS.contains(&t.pathology));
+    absorb(
+        incast,
+        "trace, the incast's loss repairs",
+        repairs,
+        Judge::Keep,
+    );
+    merge_trace(findings, rest);
+}
+
+/// Merges the eBPF trace's findings of a run into the run's own: a pathology the lab already
+/// named keeps its finding and gains the trace's summary and evidence, the two impacts merged
+/// and judged by the policy (as doctor merges its sources); a pathology only the trace saw
+/// is added as the trace's finding. Ranks the result.
+pub fn merge_trace(findings: &mut Vec<Finding>, traced: Vec<Finding>) {
+    for t in traced {
+        match findings.iter_mut().find(|g| g.pathology == t.pathology) {
+            Some(g) => absorb(g, "trace", vec![t], Judge::Again),
+            None => findings.push(t),
+        }
+    }
+    crate::finding::rank(findings);
+}
+
+/// The capture of a run sees every packet: when analyze names the resent SYNs a collision
+/// with an old connection (`time_wait_collision` or `stale_ack_race`) and finds no SYN resent
+/// without an answer, a `syn_retransmit` finding from another source (the trace's "SYN
+/// resent with no answer seen", when it missed the old ACK's records, or the counters' count
+/// of resends) is that collision's evidence, not a second cause: folded into it, its severity
+/// unchanged. Measured: a `lab timewait-collision` run whose trace saw 2 of 3 collisions
+/// ranked a CRITICAL syn_retransmit before the capture's time_wait_collision.
+pub fn fold_resends_the_capture_explains(findings: &mut Vec<Finding>) {
+    let from_capture =
+        |f: &Finding, p: &[Pathology]| f.source == Source::Analyze && p.contains(&f.pathology);
+    if findings
+        .iter()
+        .any(|f| from_capture(f, &[Pathology::SynRetransmit]))
+    {
+        return;
+    }
+    let collision = [Pathology::TimeWaitCollision, Pathology::StaleAckRace];
+    if !findings.iter().any(|f| from_capture(f, &collision)) {
+        return;
+    }
+    let (resends, rest): (Vec<Finding>, Vec<Finding>) = std::mem::take(findings)
+        .into_iter()
+        .partition(|f| f.pathology == Pathology::SynRetransmit);
+    *findings = rest;
+    if let Some(g) = findings.iter_mut().find(|f| from_capture(f, &collision)) {
+        absorb(
+            g,
+            "SYN resends whose answer another source did not see (the capture saw it)",
+            resends,
+            Judge::Keep,
+        );
+    }
+    crate::finding::rank(findings);
+}
+
+/// One cause, one finding: a full accept queue on the run's server (its `TcpExtListenOverflows`
+/// in `server_counters`, already a finding) drops the handshake's last ACK, so a client that
+/// believes it is connected sends its request into a connection the server never accepted.
+/// The probe then sees that request wait for its retransmission timer (`retransmit_timeout`)
+/// or go unanswered until the run ended (`no_reply`). When the overflows are at least as many
+/// as the connections those two findings touched, they are the overflow's consequences,
+/// folded into its finding as evidence; more touched connections than overflows leave them
+/// standing. Measured: `lab accept-overflow --duration 3s` ranked no_reply (8 requests never
+/// answered, CRITICAL) and retransmit_timeout (3 replies after ~423 ms, CRITICAL) beside the
+/// overflow (88 overflows) in 2 of 6 runs.
+pub fn fold_overflow_consequences(
+    findings: &mut Vec<Finding>,
+    server_counters: &std::collections::BTreeMap<String, i64>,
+) {
+    let overflows = server_counters
+        .get("TcpExtListenOverflows")
+        .copied()
+        .unwrap_or(0)
+        .max(0) as u64;
+    if overflows == 0
+        || !findings
+            .iter()
+            .any(|f| f.pathology == Pathology::AcceptQueueOverflow)
+    {
+        return;
+    }
+    let consequence = |f: &Finding| {
+        f.source == Source::Probe
+            && matches!(
+                f.pathology,
+                Pathology::NoReply | Pathology::RetransmitTimeout
+            )
+    };
+    let touched: u64 = findings
+        .iter()
+        .filter(|f| consequence(f))
+        .map(|f| f.impact.affected)
+        .sum();
+    if touched == 0 || touched > overflows {
+        return;
+    }
+    for f in findings.iter_mut().filter(|f| consequence(f)) {
+        f.consequence_of = Some(Pathology::AcceptQueueOverflow);
+    }
+    fold_consequences(findings);
+    crate::finding::rank(findings);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::finding::{Pathology, Severity};
+    use crate::finding::Severity;
     use crate::policy::{Impact, Rule};
     use std::time::Duration;
 
@@ -474,5 +608,90 @@ mod tests {
             .filter(|r| r.action.contains("ip_local_port_range"))
             .count();
         assert_eq!(ranges, 1, "{:#?}", m.remedies);
+    }
+
+    #[test]
+    fn a_full_queues_unanswered_and_timed_out_requests_are_its_consequences() {
+        let overflow = || {
+            Finding::new(
+                Pathology::AcceptQueueOverflow,
+                Source::Counters,
+                "server namespace: TcpExtListenOverflows +88",
+                Impact::stalls(88, None, None),
+            )
+        };
+        let no_reply = || {
+            Finding::new(
+                Pathology::NoReply,
+                Source::Probe,
+                "8 requests to 10.77.0.2:5001 were accepted, never replied",
+                Impact::failures(8, Some(9727)),
+            )
+        };
+        let rto = || {
+            Finding::new(
+                Pathology::RetransmitTimeout,
+                Source::Probe,
+                "3 of 9727 replies waited ~423 ms for a retransmission timeout",
+                Impact::stalls(3, Some(9727), Some(Duration::from_millis(423))),
+            )
+        };
+        let counters = |n: i64| -> std::collections::BTreeMap<String, i64> {
+            [("TcpExtListenOverflows".to_string(), n)].into()
+        };
+        let mut f = vec![no_reply(), rto(), overflow()];
+        fold_overflow_consequences(&mut f, &counters(88));
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].pathology, Pathology::AcceptQueueOverflow);
+        assert!(f[0].summary.contains("never replied"), "{}", f[0].summary);
+        assert!(f[0].summary.contains("423 ms"), "{}", f[0].summary);
+        // More connections touched than the queue dropped handshakes of: not all its doing.
+        let mut f = vec![no_reply(), rto(), overflow()];
+        fold_overflow_consequences(&mut f, &counters(10));
+        assert_eq!(f.len(), 3, "{f:#?}");
+        // No overflow finding: nothing to fold into.
+        let mut f = vec![no_reply(), rto()];
+        fold_overflow_consequences(&mut f, &counters(88));
+        assert_eq!(f.len(), 2, "{f:#?}");
+    }
+
+    /// docs/examples/lab.md's timewait-collision run: the trace saw 2 of 3 collisions and
+    /// called the third resend a SYN with no answer (a CRITICAL syn_retransmit ranked first);
+    /// the capture saw the old ACK answer every resend.
+    #[test]
+    fn resends_the_capture_attributes_to_a_collision_are_its_evidence() {
+        let collision = Finding::new(
+            Pathology::TimeWaitCollision,
+            Source::Analyze,
+            "3 of 4 connection attempt(s) reused a 4-tuple into TIME_WAIT",
+            Impact::stalls(3, Some(4), Some(Duration::from_millis(13))),
+        );
+        let unanswered = Finding::new(
+            Pathology::SynRetransmit,
+            Source::Trace,
+            "SYN resent with no answer or dropped: 1 connection(s), 1 resend(s)",
+            Impact::stalls(1, None, Some(Duration::from_secs(1))),
+        );
+        assert_eq!(unanswered.severity, Severity::Critical);
+        let mut f = vec![unanswered.clone(), collision.clone()];
+        fold_resends_the_capture_explains(&mut f);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].pathology, Pathology::TimeWaitCollision);
+        assert_eq!(f[0].severity, collision.severity);
+        assert!(
+            f[0].summary.contains("no answer or dropped"),
+            "{}",
+            f[0].summary
+        );
+        // A capture that itself saw a SYN resent without an answer keeps both findings.
+        let lost = Finding::new(
+            Pathology::SynRetransmit,
+            Source::Analyze,
+            "1 connection attempt waited for a SYN retransmission",
+            Impact::stalls(1, Some(4), Some(Duration::from_secs(1))),
+        );
+        let mut f = vec![unanswered, collision, lost];
+        fold_resends_the_capture_explains(&mut f);
+        assert_eq!(f.len(), 3);
     }
 }

@@ -434,6 +434,19 @@ pub fn time_scale(ns: u64) -> String {
     }
 }
 
+/// A count with its thousands grouped, as reports print counts: `6587` -> `6,587`.
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -585,5 +598,13 @@ mod tests {
         assert!(c("1.5").is_err());
         assert!(c("-1").unwrap_err().0.contains("negative"));
         assert!(c("5x").is_err());
+    }
+
+    #[test]
+    fn groups_thousands() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(6587), "6,587");
+        assert_eq!(thousands(1234567), "1,234,567");
     }
 }

@@ -45,6 +45,7 @@ mod engine;
 pub mod findings;
 pub mod html;
 pub mod http;
+pub mod ladder;
 mod readings;
 pub mod record;
 pub mod render;

@@ -17,6 +17,7 @@ pub mod reconcile;
 pub mod recording;
 pub mod render;
 pub mod repeats;
+pub mod run;
 pub mod session;
 
 pub use error::Error;

@@ -255,9 +255,9 @@ impl CommonArgs {
             subnet,
             pcap: self.pcap.clone(),
             trace: if self.no_trace {
-                tcpdoctor_lab::trace::Mode::Off("--no-trace".into())
+                tcpdoctor_trace::run::Mode::Off("--no-trace".into())
             } else {
-                tcpdoctor_lab::trace::Mode::Auto
+                tcpdoctor_trace::run::Mode::Auto
             },
         })
     }

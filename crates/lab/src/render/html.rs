@@ -3,8 +3,8 @@
 //! `--remedies` with its predictions, and the diagnosis of the baseline.
 
 use super::View;
-use crate::remedy::{Harm, HarmKind, Row};
 use crate::scenario;
+use tcpdoctor_model::remedy::{Harm, HarmKind, Row};
 use tcpdoctor_model::Report;
 use tcpdoctor_report::chart::{Axis, Bars, Rgb, Unit};
 use tcpdoctor_report::html::Page;
@@ -195,7 +195,7 @@ pub fn remedies_page<C, R, F>(
         ));
         table(&mut p, &super::ladder_cells(l));
     }
-    let note = crate::remedy::followed_row(&b.remedies).map(|i| {
+    let note = tcpdoctor_model::remedy::followed_row(&b.remedies).map(|i| {
         format!(
             "The verdict above follows the remedy \"{}\" (the first that works, else the first measured).",
             b.remedies[i].remedy
@@ -228,7 +228,7 @@ fn trace(p: &mut Page, h: &scenario::Header) {
     }
     let rows: Vec<Vec<String>> = t
         .listed_runs()
-        .map(|r| vec![r.run.clone(), r.line(), r.netns_lines().join("; ")])
+        .map(|r| vec![r.run.clone(), r.line(), super::netns_lines(r).join("; ")])
         .collect();
     p.table(
         &[

@@ -12,11 +12,12 @@ pub mod views;
 
 use std::io::{self, Write};
 
+use tcpdoctor_model::remedy::Check;
 use tcpdoctor_model::{Finding, Report};
 use tcpdoctor_report::chart::Xy;
 use tcpdoctor_report::{findings, fmt, table};
+use tcpdoctor_trace::run::{LabTrace, RunTrace};
 
-use crate::remedy::Check;
 use crate::scenario;
 
 /// What a scenario's run report shows of its own, the same in text and HTML.
@@ -175,7 +176,10 @@ pub fn run_page<B>(r: &Report<B>, view: for<'a> fn(&'a B) -> View<'a>) -> String
 
 /// Whether each run reproduced the scenario's pathology, with the counts of its signature,
 /// what was tried and what it cost ([`crate::reproduce`]).
-fn reproduction_lines(w: &mut dyn Write, r: &crate::reproduce::Reproductions) -> io::Result<()> {
+fn reproduction_lines(
+    w: &mut dyn Write,
+    r: &tcpdoctor_model::reproduce::Reproductions,
+) -> io::Result<()> {
     let Some(first) = r.baseline() else {
         return Ok(());
     };
@@ -198,7 +202,7 @@ fn reproduction_lines(w: &mut dyn Write, r: &crate::reproduce::Reproductions) ->
 
 /// The verdict line; after a judged run, first which run it follows.
 fn verdict<B>(w: &mut dyn Write, r: &Report<B>, checks: &[Check]) -> io::Result<()> {
-    if let Some(i) = crate::remedy::followed(checks) {
+    if let Some(i) = tcpdoctor_model::remedy::followed(checks) {
         writeln!(
             w,
             "The verdict and exit status follow the remedied run \"{}\"{}.",
@@ -220,7 +224,7 @@ fn verdict<B>(w: &mut dyn Write, r: &Report<B>, checks: &[Check]) -> io::Result<
 /// The closing verdict line, with its reason: "reproduced" when the run the verdict follows
 /// reproduced the pathology, even when no finding is above info (the harm on this kernel was
 /// small); "inconclusive" when it was not reproduced and nothing else was found
-/// ([`crate::reproduce::verdict`]).
+/// ([`tcpdoctor_model::reproduce::verdict`]).
 fn verdict_line<B>(w: &mut dyn Write, r: &Report<B>) -> io::Result<()> {
     use tcpdoctor_report::{style, wrap};
     let above_info = r
@@ -229,7 +233,7 @@ fn verdict_line<B>(w: &mut dyn Write, r: &Report<B>) -> io::Result<()> {
         .filter(|f| f.severity > tcpdoctor_model::Severity::Info)
         .count();
     let layout = style::current();
-    let word = crate::reproduce::verdict_word(r.verdict, &r.verdict_reason, above_info);
+    let word = tcpdoctor_model::reproduce::verdict_word(r.verdict, &r.verdict_reason, above_info);
     let painted = layout.paint(style::verdict(r.verdict), &word);
     // "reproduced stale_ack_race: ..." reads as the verdict itself.
     let line = match r.verdict_reason.strip_prefix("reproduced ") {
@@ -327,7 +331,7 @@ pub fn remedies<C, R, F>(
     }
     capture_line(w, &b.header.capture)?;
     reproduction_lines(w, &b.header.reproduction)?;
-    if let Some(i) = crate::remedy::followed_row(&b.remedies) {
+    if let Some(i) = tcpdoctor_model::remedy::followed_row(&b.remedies) {
         writeln!(
             w,
             "The verdict and exit status follow the remedy \"{}\" (the first that works, else the first measured).",
@@ -340,8 +344,8 @@ pub fn remedies<C, R, F>(
 /// What a remedy did to the harm, in one line: `remove-drop: remedy worked: SYN
 /// retransmissions (TcpExtTCPSynRetrans) fell from 12 to 0`, with what the trace saw; the
 /// verdict's reason when the arithmetic overrode the check, or when nothing was measured.
-pub(crate) fn effect_line<R>(row: &crate::remedy::Row<R>) -> String {
-    use crate::remedy::Verdict;
+pub(crate) fn effect_line<R>(row: &tcpdoctor_model::remedy::Row<R>) -> String {
+    use tcpdoctor_model::remedy::Verdict;
     let Some(c) = &row.check else {
         return format!("{}: {}", row.remedy, row.why);
     };
@@ -371,7 +375,7 @@ pub(crate) fn effect_line<R>(row: &crate::remedy::Row<R>) -> String {
 }
 
 /// What the SYN ladder cost the baseline: connects per rung, predicted and measured.
-fn ladder_table(w: &mut dyn Write, l: &crate::scenario::churn::LadderCost) -> io::Result<()> {
+fn ladder_table(w: &mut dyn Write, l: &tcpdoctor_probe::ladder::LadderCost) -> io::Result<()> {
     writeln!(
         w,
         "What the SYN ladder costs per lost SYN (baseline, {} connects):",
@@ -409,7 +413,7 @@ pub(crate) const REMEDY_COLUMNS: [&str; 7] = [
 ];
 
 /// The SYN ladder's cost per lost SYN, a row per rung (text and page).
-pub(crate) fn ladder_cells(l: &crate::scenario::churn::LadderCost) -> Cells {
+pub(crate) fn ladder_cells(l: &tcpdoctor_probe::ladder::LadderCost) -> Cells {
     let mut t = Cells::new([
         "lost SYNs",
         "rung (model)",
@@ -457,9 +461,21 @@ fn remedy_lines(w: &mut dyn Write, checks: &[Check]) -> io::Result<()> {
     writeln!(w)
 }
 
+/// Per namespace of a traced run: `client: cause=n, ...` (each namespace named in words by
+/// its role, [`crate::naming::role_words`]).
+pub(crate) fn netns_lines(r: &RunTrace) -> Vec<String> {
+    r.causes_by_netns
+        .iter()
+        .map(|(ns, m)| {
+            let c: Vec<String> = m.iter().map(|(c, n)| format!("{}={n}", c.name())).collect();
+            format!("{}: {}", crate::naming::role_words(ns), c.join(", "))
+        })
+        .collect()
+}
+
 /// What the eBPF trace attributed in each run (its own namespaces and window), beside the
 /// kernel counters; or, in one line, what is missing to trace.
-fn trace_lines(w: &mut dyn Write, t: &crate::trace::LabTrace) -> io::Result<()> {
+fn trace_lines(w: &mut dyn Write, t: &LabTrace) -> io::Result<()> {
     if !t.used {
         writeln!(
             w,
@@ -474,7 +490,7 @@ fn trace_lines(w: &mut dyn Write, t: &crate::trace::LabTrace) -> io::Result<()> 
     )?;
     for r in t.listed_runs() {
         writeln!(w, "  {}: {}", r.run, r.line())?;
-        for l in r.netns_lines() {
+        for l in netns_lines(r) {
             writeln!(w, "    {l}")?;
         }
     }
@@ -484,7 +500,7 @@ fn trace_lines(w: &mut dyn Write, t: &crate::trace::LabTrace) -> io::Result<()> 
 /// The cells of one row of the remedies table, as the text and the HTML page print it:
 /// `arrow` joins a prediction's formula to its effect ("\n=> " in a text cell, " => " in
 /// HTML).
-pub(crate) fn remedy_cells<R>(row: &crate::remedy::Row<R>, arrow: &str) -> Vec<String> {
+pub(crate) fn remedy_cells<R>(row: &tcpdoctor_model::remedy::Row<R>, arrow: &str) -> Vec<String> {
     let predicted = match (&row.prediction, &row.not_predicted) {
         (Some(p), _) => format!("{}{arrow}{}", p.formula, p.effect),
         (None, Some(why)) => format!("no prediction: {why}"),
@@ -506,4 +522,28 @@ pub(crate) fn remedy_cells<R>(row: &crate::remedy::Row<R>, arrow: &str) -> Vec<S
         },
         row.why.clone(),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use tcpdoctor_trace::attribute::Cause;
+
+    #[test]
+    fn per_namespace_lines_name_the_role() {
+        let mut by = BTreeMap::new();
+        by.insert(
+            "tdoc-lab-7-cl".to_string(),
+            BTreeMap::from([(Cause::NoLocalPort, 5)]),
+        );
+        let traced = RunTrace {
+            used: true,
+            causes_by_netns: by,
+            ..RunTrace::default()
+        };
+        assert_eq!(netns_lines(&traced), vec!["client: no_local_port=5"]);
+        assert_eq!(crate::naming::role_of("tdoc-lab-12-svfx"), "svfx");
+        assert_eq!(crate::naming::role_of("other"), "other");
+    }
 }

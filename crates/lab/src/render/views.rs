@@ -4,10 +4,10 @@
 //! (beside the remedies table); a report whose plain run has more than its baseline
 //! (port-exhaustion, stale-ack-race, incast) has a view of each (`stale_ack`, `stale_ack_fix`).
 
+use tcpdoctor_model::remedy::Check;
 use tcpdoctor_report::fmt;
 
 use super::{pathology_names, Cells, Chart, View};
-use crate::remedy::Check;
 use crate::scenario::churn::ProbeRun;
 use crate::scenario::driver::{Record, Remedies};
 use crate::scenario::{

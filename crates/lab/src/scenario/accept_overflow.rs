@@ -7,13 +7,13 @@
 use std::sync::atomic::AtomicBool;
 
 use serde::{Deserialize, Serialize};
+use tcpdoctor_model::remedy::{Harm, Measured, Prediction, Row};
+use tcpdoctor_model::reproduce::{Event, Reproduction};
 use tcpdoctor_model::Pathology;
 
 use super::churn::{self, Listener, ProbeRun};
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::{Common, Outcome};
-use crate::remedy::{Harm, Measured, Prediction, Row};
-use crate::reproduce::{Event, Reproduction};
 use crate::Result;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -181,8 +181,8 @@ impl Scenario for AcceptOverflow {
         Measured {
             text: format!(
                 "{} connects, {} accept-queue overflows, {} SYN retransmissions; p99 connect {:.0} ms",
-                crate::remedy::thousands(run.summary.requests),
-                crate::remedy::thousands(overflows),
+                tcpdoctor_model::units::thousands(run.summary.requests),
+                tcpdoctor_model::units::thousands(overflows),
                 run.client_counter("TcpExtTCPSynRetrans"),
                 run.p99_ms("connect")
             ),
@@ -192,7 +192,7 @@ impl Scenario for AcceptOverflow {
 
     fn tail(&self, base: &ProbeRun, _rows: &[Row<ProbeRun>]) -> Tail<super::NoFacts> {
         let cfg = &self.0;
-        let ladder = churn::ladder_cost(base, None);
+        let ladder = tcpdoctor_probe::ladder::cost(&base.summary, None);
         let notes = vec![
             format!(
                 "The accept queue holds backlog + 1 completed connections (sk_acceptq_is_full compares with >); when it is full the kernel drops the SYN (or the final ACK), and the client resends on its SYN ladder: {} ms.",

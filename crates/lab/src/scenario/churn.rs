@@ -31,7 +31,7 @@ pub struct Pair {
     pub server_if: String,
     client_ip: std::net::Ipv4Addr,
     /// Whether runs in this pair are traced ([`Pair::trace`]).
-    pub trace_mode: crate::trace::Mode,
+    pub trace_mode: tcpdoctor_trace::run::Mode,
     /// The CPU the probe's threads run on, when a scenario places them
     /// ([`crate::traffic::pin_thread`]); `None`: wherever the scheduler puts them.
     pub client_cpu: Option<usize>,
@@ -61,9 +61,9 @@ impl Pair {
     }
 
     /// Attaches the eBPF trace to this pair's namespaces for run `label` (its own window:
-    /// call [`crate::trace::Tracer::finish`] when the run's traffic has ended).
-    pub fn trace(&self, label: &str) -> crate::trace::Tracer {
-        crate::trace::Tracer::start(&self.trace_mode, label, self.lab.namespaces())
+    /// call [`tcpdoctor_trace::run::Tracer::finish`] when the run's traffic has ended).
+    pub fn trace(&self, label: &str) -> tcpdoctor_trace::run::Tracer {
+        tcpdoctor_trace::run::Tracer::start(&self.trace_mode, label, self.lab.namespaces())
     }
 
     /// The client's address.
@@ -185,7 +185,7 @@ pub struct ProbeRun {
     pub interrupted: bool,
     /// What the eBPF trace saw in this run (in the scenario header's `trace.runs`).
     #[serde(skip)]
-    pub trace: crate::trace::RunTrace,
+    pub trace: tcpdoctor_trace::run::RunTrace,
 }
 
 impl ProbeRun {
@@ -211,17 +211,17 @@ impl ProbeRun {
 
     /// What the run tried: its connects (and requests, when it made more requests than
     /// connects), over its duration.
-    pub fn tried(&self) -> crate::reproduce::Tried {
+    pub fn tried(&self) -> tcpdoctor_model::reproduce::Tried {
         let s = &self.summary;
         let what = if s.requests > s.connects_attempted {
             format!(
                 "connects ({} requests)",
-                crate::remedy::thousands(s.requests)
+                tcpdoctor_model::units::thousands(s.requests)
             )
         } else {
             "connects".to_string()
         };
-        crate::reproduce::Tried::new(s.connects_attempted, what, s.elapsed_us / 1000)
+        tcpdoctor_model::reproduce::Tried::new(s.connects_attempted, what, s.elapsed_us / 1000)
     }
 
     /// Slow connects probe's classifier put down to `cause`: (count, median and longest
@@ -346,7 +346,7 @@ pub fn run_engines(
         let run_trace = if i == 0 {
             trace.take().unwrap_or_default()
         } else {
-            crate::trace::RunTrace::default()
+            tcpdoctor_trace::run::RunTrace::default()
         };
         if i == 0 {
             // What only the server sees (ListenOverflows, ListenDrops, ...), through the
@@ -364,12 +364,12 @@ pub fn run_engines(
                     findings.push(Finding { summary, ..f });
                 }
             }
-            crate::diagnose::merge_trace_folding_syn_cost(
+            tcpdoctor_trace::reconcile::merge_trace_folding_syn_cost(
                 &mut findings,
                 run_trace.findings.clone(),
                 &run_trace,
             );
-            crate::diagnose::fold_overflow_consequences(&mut findings, &server_moved);
+            tcpdoctor_model::merge::fold_overflow_consequences(&mut findings, &server_moved);
         }
         tcpdoctor_model::finding::rank(&mut findings);
         out.push(ProbeRun {
@@ -483,121 +483,7 @@ pub fn probe_config(target: SocketAddrV4, duration: Duration) -> tcpdoctor_probe
     }
 }
 
-/// Connects that waited for rung `attempt` of the SYN ladder.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct LadderRung {
-    /// 1 = the first SYN retransmission.
-    pub attempt: u32,
-    /// When the model sends this retransmission, from the first SYN.
-    pub rung_ms: u64,
-    /// Connects probe's classifier matched to this rung.
-    pub connects: u64,
-    /// Their median connect time.
-    pub typical_connect_us: u64,
-    /// With a known drop share p: connects x p^k (1 - p).
-    pub predicted_connects: Option<f64>,
-}
-
-/// What the SYN ladder cost in a run: per lost SYN, and per connect.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct LadderCost {
-    /// The client namespace's SYN ladder (probe's model of it), milliseconds.
-    pub ladder_ms: Vec<u64>,
-    /// Connects that finished (ok or failed).
-    pub connects: u64,
-    /// The share of SYNs dropped, when the scenario sets it.
-    pub drop_share: Option<f64>,
-    pub rungs: Vec<LadderRung>,
-    /// sum over k of p^k (1 - p) x rung k.
-    pub predicted_delay_per_connect_us: Option<f64>,
-    /// sum of (connects x typical connect) over the rungs / connects.
-    pub measured_delay_per_connect_us: f64,
-    /// Three standard deviations of the per-connect mean under the drop model.
-    pub tolerance_us: Option<f64>,
-    pub agrees: Option<bool>,
-}
-
-/// The SYN ladder's cost in `run`: connects by rung (probe's classifier: SYN
-/// retransmissions, and accept-queue overflows placed on the nearest rung), and with a
-/// drop share `p` the prediction: a connect loses exactly k SYNs with probability
-/// p^k (1 - p) and then waits rung k.
-pub fn ladder_cost(run: &ProbeRun, drop_share: Option<f64>) -> LadderCost {
-    use tcpdoctor_probe::SpikeCause;
-    let ladder_ms = run.summary.settings.syn_ladder_ms.clone();
-    let nearest = |us: u64| -> u32 {
-        ladder_ms
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, &ms)| (ms * 1000).abs_diff(us))
-            .map(|(i, _)| i as u32 + 1)
-            .unwrap_or(1)
-    };
-    let mut by: BTreeMap<u32, (u64, Vec<(u64, u64)>)> = BTreeMap::new();
-    for g in &run.summary.spikes.groups {
-        let attempt = match g.cause {
-            SpikeCause::SynRetransmit { attempt } => attempt,
-            SpikeCause::AcceptQueueOverflow => nearest(g.typical_phase_us),
-            _ => continue,
-        };
-        let e = by.entry(attempt).or_insert((0, Vec::new()));
-        e.0 += g.count;
-        e.1.push((g.count, g.typical_phase_us));
-    }
-    let connects = run.summary.requests.max(1);
-    let rung_ms = |k: u32| ladder_ms.get(k as usize - 1).copied().unwrap_or(0);
-    let rungs: Vec<LadderRung> = by
-        .iter()
-        .map(|(&attempt, (count, typ))| {
-            // The typical time of the biggest group of this rung.
-            let typical = typ
-                .iter()
-                .max_by_key(|(c, _)| *c)
-                .map(|(_, t)| *t)
-                .unwrap_or(0);
-            LadderRung {
-                attempt,
-                rung_ms: rung_ms(attempt),
-                connects: *count,
-                typical_connect_us: typical,
-                predicted_connects: drop_share
-                    .map(|p| connects as f64 * p.powi(attempt as i32) * (1.0 - p)),
-            }
-        })
-        .collect();
-    let measured = rungs
-        .iter()
-        .map(|r| r.connects as f64 * r.typical_connect_us as f64)
-        .sum::<f64>()
-        / connects as f64;
-    let (predicted, tolerance) = match drop_share {
-        Some(p) => {
-            let (mut mean, mut sq) = (0.0, 0.0);
-            for (k, &ms) in ladder_ms.iter().enumerate() {
-                let w = p.powi(k as i32 + 1) * (1.0 - p);
-                let us = ms as f64 * 1000.0;
-                mean += w * us;
-                sq += w * us * us;
-            }
-            let sd = ((sq - mean * mean).max(0.0) / connects as f64).sqrt();
-            (Some(mean), Some(3.0 * sd))
-        }
-        None => (None, None),
-    };
-    LadderCost {
-        agrees: predicted
-            .zip(tolerance)
-            .map(|(p, t)| (measured - p).abs() <= t),
-        ladder_ms,
-        connects,
-        drop_share,
-        rungs,
-        predicted_delay_per_connect_us: predicted,
-        measured_delay_per_connect_us: measured,
-        tolerance_us: tolerance,
-    }
-}
-
 /// The traces of `runs`, in order, for the scenario header.
-pub fn traces<'a>(runs: impl IntoIterator<Item = &'a ProbeRun>) -> crate::trace::LabTrace {
-    crate::trace::LabTrace::of(runs.into_iter().map(|r| r.trace.clone()).collect())
+pub fn traces<'a>(runs: impl IntoIterator<Item = &'a ProbeRun>) -> tcpdoctor_trace::run::LabTrace {
+    tcpdoctor_trace::run::LabTrace::of(runs.into_iter().map(|r| r.trace.clone()).collect())
 }

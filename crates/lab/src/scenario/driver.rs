@@ -7,14 +7,14 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use tcpdoctor_model::remedy::{self, Check, Harm, Measured, Prediction, Verdict};
+use tcpdoctor_model::reproduce::Reproduction;
 use tcpdoctor_model::{Finding, Pathology};
 
 use super::{churn, Common, Header, NoFacts, Outcome, Plain, RemedyReport};
 use crate::capture::CaptureSummary;
-use crate::remedy::{self, Check, Harm, Measured, Prediction, Verdict};
-use crate::reproduce::Reproduction;
-use crate::trace::{LabTrace, RunTrace};
 use crate::Result;
+use tcpdoctor_trace::run::{LabTrace, RunTrace};
 
 /// What the driver reads of a scenario's record of one run.
 pub trait Record {
@@ -117,7 +117,7 @@ pub struct Tail<F> {
     /// Measured facts the predictions rest on.
     pub notes: Vec<String>,
     /// What the SYN ladder cost the baseline (connection scenarios).
-    pub syn_ladder: Option<churn::LadderCost>,
+    pub syn_ladder: Option<tcpdoctor_probe::ladder::LadderCost>,
     /// What was measured besides the runs.
     pub facts: F,
 }

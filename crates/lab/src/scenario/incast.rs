@@ -17,13 +17,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use tcpdoctor_analyze::fan_in::{self, FanIn};
+use tcpdoctor_model::merge::{add_new, merge_trace_into_incast};
+use tcpdoctor_model::remedy::{Check, Harm};
+use tcpdoctor_model::reproduce::{Event, Reproduction, Reproductions};
 use tcpdoctor_model::{Finding, Pathology};
 
 use super::driver::{self, Scenario};
 use super::{Common, Header, Outcome};
-use crate::diagnose::{self, FanIn};
-use crate::remedy::{Check, Harm};
-use crate::reproduce::{Event, Reproduction, Reproductions};
 use crate::topo::Lab;
 use crate::{capture, exec, naming, Error, Result};
 
@@ -34,7 +35,7 @@ use measure::measure;
 pub use remedies::{Facts, Incast, REMEDY_RTO_MIN_US};
 
 /// A round that took this much longer than a typical round (the median round, or the fastest
-/// when most rounds stalled: [`diagnose::reference_round_us`]) waited for a timer: the
+/// when most rounds stalled: [`fan_in::reference_round_us`]) waited for a timer: the
 /// smallest retransmission timeout Linux uses by default is 200 ms (`TCP_RTO_MIN`,
 /// include/net/tcp.h), while a round's own jitter here is a few milliseconds.
 pub const SLOW_ROUND: Duration = Duration::from_millis(100);
@@ -210,7 +211,7 @@ pub struct Run {
     pub findings: Vec<Finding>,
     /// What the eBPF trace saw in this run (in the scenario header's `trace.runs`).
     #[serde(skip)]
-    pub trace: crate::trace::RunTrace,
+    pub trace: tcpdoctor_trace::run::RunTrace,
     /// How long the round takes at the bottleneck's line rate.
     pub line_round_us: Option<u64>,
     /// The senders' congestion control.
@@ -248,7 +249,7 @@ pub fn harm(run: &Run) -> Harm {
 /// loss probes, [`SenderStats::timer_events`]) of its senders when losses at the shared
 /// bottleneck were spread over the fan-in (at least two senders, and at least half of them,
 /// lost segments, and the bottleneck dropped packets: the lab's fan-in detector's condition,
-/// [`crate::diagnose::fan_in`]), and the eBPF trace's incast episodes (timeouts of several
+/// [`fan_in::fan_in`]), and the eBPF trace's incast episodes (timeouts of several
 /// flows into one receiver within its window). The cost is the rounds the waits stalled.
 pub fn reproduction(run: &Run) -> Reproduction {
     let lossy = run.per_sender.iter().filter(|s| s.retrans_segs > 0).count() as u32;
@@ -276,7 +277,7 @@ pub fn reproduction(run: &Run) -> Reproduction {
         &run.label,
         tcpdoctor_model::Pathology::Incast,
         signature,
-        crate::reproduce::Tried::new(
+        tcpdoctor_model::reproduce::Tried::new(
             u64::from(run.rounds),
             "rounds",
             run.round_us.iter().sum::<u64>() / 1000,
@@ -367,7 +368,7 @@ struct Topology {
     receiver: String,
     rx_addr: Ipv4Addr,
     subnet: crate::subnet::LabSubnet,
-    trace_mode: crate::trace::Mode,
+    trace_mode: tcpdoctor_trace::run::Mode,
 }
 
 fn build(common: &Common, cfg: &Config, max_senders: u32, setup: &Setup) -> Result<Topology> {
@@ -596,11 +597,12 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
     let mut diagnosed_by = Incast::DIAGNOSED_BY.to_vec();
     // With a capture, analyze's detectors read it too (it spans every run of this scenario).
     if let Some(path) = &common.pcap {
-        let (more, _) = diagnose::capture(path)?;
-        diagnose::merge(&mut findings, more);
+        let (more, _) = capture::analyze(path)?;
+        add_new(&mut findings, more);
+        tcpdoctor_model::finding::rank(&mut findings);
         diagnosed_by.push("analyze's detectors on the receiver's capture (all runs)");
     }
-    let trace = crate::trace::LabTrace::of(runs.iter().map(|r| r.trace.clone()).collect());
+    let trace = tcpdoctor_trace::run::LabTrace::of(runs.iter().map(|r| r.trace.clone()).collect());
     let namespaces = topo.lab.namespaces().to_vec();
     drop(topo);
     Ok(Outcome {
@@ -642,8 +644,8 @@ fn diagnosed_run(
     let mut r = measure(topo, cfg, n, rto_min_us, pace, stop)?;
     let fan = fan_in_of(&r);
     r.time_lost_share = fan.time_lost_share();
-    r.findings = diagnose::fan_in(&fan);
-    diagnose::merge_trace_into_incast(&mut r.findings, r.trace.findings.clone());
+    r.findings = fan_in::fan_in(&fan);
+    merge_trace_into_incast(&mut r.findings, r.trace.findings.clone());
     r.congestion_control = topo.cc.clone();
     r.bottleneck_limit_bytes = setup.limit_bytes.unwrap_or(cfg.limit_bytes);
     r.sender_rate_bits_per_s = pace;

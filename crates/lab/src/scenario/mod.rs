@@ -1,6 +1,7 @@
 //! The scenarios: each builds its topology, measures the pathology with the lab's own traffic
 //! code, hands the evidence (kernel counter deltas per namespace, per-connection timings,
-//! optionally a capture) to tcpdoctor's detectors ([`crate::diagnose`]); `--fix` and
+//! optionally a capture) to tcpdoctor's detectors (`tcpdoctor_analyze::fan_in`, analyze's on a
+//! capture, the counters', the trace's), merged by `tcpdoctor_model::merge`; `--fix` and
 //! `--remedies` measure again after each remedy ([`driver::remedies`]). Each returns a record;
 //! nothing here prints.
 
@@ -17,11 +18,11 @@ pub mod timewait;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
+use tcpdoctor_model::remedy;
+use tcpdoctor_model::reproduce::{self, Reproduction, Reproductions};
 use tcpdoctor_model::{Finding, Measured, Report};
 
 use crate::capture::CaptureSummary;
-use crate::remedy;
-use crate::reproduce::{self, Reproduction, Reproductions};
 use crate::subnet::LabSubnet;
 
 /// Options every scenario takes.
@@ -30,8 +31,8 @@ pub struct Common {
     pub subnet: LabSubnet,
     /// Save the scenario's traffic here (tcpdump inside the lab).
     pub pcap: Option<PathBuf>,
-    /// Whether each run is traced with eBPF ([`crate::trace`]).
-    pub trace: crate::trace::Mode,
+    /// Whether each run is traced with eBPF ([`tcpdoctor_trace::run`]).
+    pub trace: tcpdoctor_trace::run::Mode,
 }
 
 /// What a scenario returns: the findings tcpdoctor's detectors produced from the baseline's
@@ -41,7 +42,7 @@ pub struct Outcome<B> {
     pub findings: Vec<Finding>,
     pub body: B,
     pub interrupted: bool,
-    /// With a remedy: the remedied run the verdict follows ([`crate::remedy::followed_row`]).
+    /// With a remedy: the remedied run the verdict follows ([`tcpdoctor_model::remedy::followed_row`]).
     pub remedied: Option<Remedied>,
     /// Whether the baseline reproduced the scenario's pathology (also in the body's header).
     pub reproduction: Option<Reproduction>,
@@ -92,7 +93,7 @@ pub fn remedy_reproductions<R>(
 
 /// The report of a scenario: the findings (with `--fix` or `--remedies`, those of the
 /// remedied run the verdict follows; the baseline's diagnosis stays in the body), and the
-/// verdict of [`crate::reproduce::verdict`]: whether the pathology was reproduced (and, with
+/// verdict of [`tcpdoctor_model::reproduce::verdict`]: whether the pathology was reproduced (and, with
 /// a remedy, whether it is gone) decides it beside the findings' severities.
 pub fn report<B>(o: Outcome<B>) -> Report<B> {
     let (findings, remedied) = match o.remedied {
@@ -131,7 +132,7 @@ pub struct Header {
     pub diagnosed_by: Vec<String>,
     /// What the eBPF trace attributed in each run (its own window and counts), or what is
     /// missing to trace.
-    pub trace: crate::trace::LabTrace,
+    pub trace: tcpdoctor_trace::run::LabTrace,
     /// Whether each run reproduced the scenario's pathology, with the counts of its
     /// signature (`reproduced`: the baseline; `reproduction[]`: every run).
     #[serde(flatten)]
@@ -145,7 +146,7 @@ impl Header {
         common: &Common,
         namespaces: Vec<String>,
         capture: Option<CaptureSummary>,
-        trace: crate::trace::LabTrace,
+        trace: tcpdoctor_trace::run::LabTrace,
         diagnosed_by: &[&str],
         reproduction: Reproductions,
     ) -> Header {
@@ -208,7 +209,7 @@ pub struct RemedyReport<C, R, F = NoFacts> {
     pub notes: Vec<String>,
     /// What the SYN ladder cost the baseline (connection scenarios).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub syn_ladder: Option<churn::LadderCost>,
+    pub syn_ladder: Option<tcpdoctor_probe::ladder::LadderCost>,
 }
 
 /// A scenario that measures nothing besides its runs.

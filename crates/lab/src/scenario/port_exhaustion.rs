@@ -11,6 +11,9 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use tcpdoctor_model::remedy::{Check, Harm, Measured, Prediction, Row, Tolerance, Verdict};
+use tcpdoctor_model::reproduce::{Event, Reproduction};
+use tcpdoctor_model::units::thousands;
 use tcpdoctor_model::{Pathology, PortRange};
 use tcpdoctor_probe::server::{Protocol, ServerConfig};
 use tcpdoctor_probe::{CloseFirst, Mode};
@@ -18,8 +21,6 @@ use tcpdoctor_probe::{CloseFirst, Mode};
 use super::churn::{self, Pair, ProbeRun};
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::{Common, Header, Outcome};
-use crate::remedy::{thousands, Check, Harm, Measured, Prediction, Row, Tolerance, Verdict};
-use crate::reproduce::{Event, Reproduction};
 use crate::{netns, Result};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -91,10 +92,10 @@ pub fn reproduction(run: &ProbeRun) -> Reproduction {
             .min_by_key(|e| e.first_at_us)?;
         Some(format!(
             "the range ran out after {} connects, {:.1} s into the run; {} of {} connects failed",
-            crate::remedy::thousands(first.ok_before_first),
+            tcpdoctor_model::units::thousands(first.ok_before_first),
             first.first_at_us as f64 / 1e6,
-            crate::remedy::thousands(run.errors("EADDRNOTAVAIL")),
-            crate::remedy::thousands(run.summary.connects_attempted)
+            tcpdoctor_model::units::thousands(run.errors("EADDRNOTAVAIL")),
+            tcpdoctor_model::units::thousands(run.summary.connects_attempted)
         ))
     };
     Reproduction::of(
@@ -315,14 +316,14 @@ impl PortRun {
         }
     }
 
-    fn measured(&self, value: f64) -> crate::remedy::Measured {
-        crate::remedy::Measured {
+    fn measured(&self, value: f64) -> tcpdoctor_model::remedy::Measured {
+        tcpdoctor_model::remedy::Measured {
             text: format!(
                 "{} connections in {:.1} s ({:.0}/s), {} EADDRNOTAVAIL{}",
-                crate::remedy::thousands(self.connections_opened),
+                tcpdoctor_model::units::thousands(self.connections_opened),
                 self.elapsed_us as f64 / 1e6,
                 self.connects_ok_per_s,
-                crate::remedy::thousands(self.eaddrnotavail),
+                tcpdoctor_model::units::thousands(self.eaddrnotavail),
                 if self.other_failures > 0 {
                     format!(", {} other failures", self.other_failures)
                 } else {
@@ -407,10 +408,10 @@ impl driver::Record for PortRun {
         &self.findings
     }
     /// The first probe's trace (a run has a probe per destination, at least one).
-    fn trace(&self) -> &crate::trace::RunTrace {
+    fn trace(&self) -> &tcpdoctor_trace::run::RunTrace {
         &self.probes[0].trace
     }
-    fn trace_mut(&mut self) -> &mut crate::trace::RunTrace {
+    fn trace_mut(&mut self) -> &mut tcpdoctor_trace::run::RunTrace {
         &mut self.probes[0].trace
     }
 }
@@ -498,12 +499,12 @@ impl Scenario for PortExhaustion {
             &run.label,
             Pathology::PortExhaustion,
             signature,
-            crate::reproduce::Tried::new(attempts, "connects", run.elapsed_us / 1000),
+            tcpdoctor_model::reproduce::Tried::new(attempts, "connects", run.elapsed_us / 1000),
             || {
                 Some(format!(
                     "{} of {} connects failed",
-                    crate::remedy::thousands(run.eaddrnotavail),
-                    crate::remedy::thousands(attempts)
+                    tcpdoctor_model::units::thousands(run.eaddrnotavail),
+                    tcpdoctor_model::units::thousands(attempts)
                 ))
             },
             None,

@@ -15,14 +15,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use tcpdoctor_model::remedy::{self, Check, Harm, Measured, Prediction, Tolerance, Verdict};
+use tcpdoctor_model::reproduce::{Event, Reproduction};
 use tcpdoctor_model::{Finding, Pathology};
 
 use super::churn::Pair;
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::{Common, Outcome};
-use crate::remedy::{self, Check, Harm, Measured, Prediction, Tolerance, Verdict};
-use crate::reproduce::{Event, Reproduction};
-use crate::{capture, diagnose, netns, traffic, Error, Result};
+use crate::{capture, netns, traffic, Error, Result};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Config {
@@ -70,16 +70,16 @@ pub struct Run {
     pub findings: Vec<Finding>,
     /// What the eBPF trace saw in this run (in the scenario header's `trace.runs`).
     #[serde(skip)]
-    pub trace: crate::trace::RunTrace,
+    pub trace: tcpdoctor_trace::run::RunTrace,
 }
 
 /// A plain run's report: the baseline.
 pub type Report = super::Plain<Config, Run>;
 
 impl Run {
-    fn measured(&self, value: f64) -> crate::remedy::Measured {
+    fn measured(&self, value: f64) -> tcpdoctor_model::remedy::Measured {
         let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
-        crate::remedy::Measured {
+        tcpdoctor_model::remedy::Measured {
             text: format!(
                 "wrote {:.1} MiB, read {:.1} MiB; writer blocked {:.0}% ({:.0} ms); {} zero windows{}",
                 mib(self.bytes_written),
@@ -309,12 +309,12 @@ impl Scenario for SlowReader {
         let reader_counters = netns::counters(&pair.server)?.delta_since(&r_before).tcp();
         let writer_counters = netns::counters(&pair.client)?.delta_since(&w_before).tcp();
         let trace = tracer.finish();
-        let (mut findings, _) = diagnose::capture(saved.path())?;
+        let (mut findings, _) = capture::analyze(saved.path())?;
         let window = tcpdoctor_model::counters::Window {
             length: Some(std::time::Duration::from_millis(cfg.duration_ms)),
             rto_floor: Some(netns::rto_floor(&pair.server, pair.client_addr())?),
         };
-        diagnose::merge_counted_and_traced(
+        tcpdoctor_trace::reconcile::merge_counted_and_traced(
             &mut findings,
             tcpdoctor_model::counters::findings(&reader_counters, window),
             &reader_counters,
@@ -371,7 +371,11 @@ impl Scenario for SlowReader {
             &run.label,
             Pathology::SlowReader,
             signature,
-            crate::reproduce::Tried::new(run.bytes_written, "bytes written", self.0.duration_ms),
+            tcpdoctor_model::reproduce::Tried::new(
+                run.bytes_written,
+                "bytes written",
+                self.0.duration_ms,
+            ),
             || {
                 Some(format!(
                     "the writer was blocked {} ({:.0}% of the run){}",

@@ -26,6 +26,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use tcpdoctor_model::remedy::{Check, Effect, Harm, Measured, Prediction, Row, Tolerance, Verdict};
+use tcpdoctor_model::reproduce::{Event, Reproduction};
 use tcpdoctor_model::Pathology;
 use tcpdoctor_probe::record::{ErrorKind, Outcome as ProbeOutcome, Phase};
 use tcpdoctor_probe::{CloseFirst, Mode, ProbeResult, Record};
@@ -33,8 +35,6 @@ use tcpdoctor_probe::{CloseFirst, Mode, ProbeResult, Record};
 use super::churn::{self, Pair, ProbeRun};
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::{Common, Header, Outcome};
-use crate::remedy::{Check, Effect, Harm, Measured, Prediction, Row, Tolerance, Verdict};
-use crate::reproduce::{Event, Reproduction};
 use crate::{naming, netns, traffic, Error, Result};
 
 /// Source port of the forced check: below `ip_local_port_range`.
@@ -126,7 +126,7 @@ pub fn resends(base: &ProbeRun) -> (f64, u64, u64) {
     (resends as f64 * 1e6 / conns as f64, stale, timer)
 }
 
-fn forced_check(common: &Common) -> Result<(Forced, Vec<String>, crate::trace::RunTrace)> {
+fn forced_check(common: &Common) -> Result<(Forced, Vec<String>, tcpdoctor_trace::run::RunTrace)> {
     let pair = Pair::build(common, "fc")?;
     let srv = SocketAddrV4::new(common.subnet.host(2), FORCED_SERVER_PORT);
     let bind = SocketAddrV4::new(common.subnet.host(1), FORCED_PORT);
@@ -198,12 +198,12 @@ fn forced_check(common: &Common) -> Result<(Forced, Vec<String>, crate::trace::R
 
 /// The scenario's trace: its loop runs', then the forced check's.
 fn with_forced(
-    loops: crate::trace::LabTrace,
-    forced: crate::trace::RunTrace,
-) -> crate::trace::LabTrace {
+    loops: tcpdoctor_trace::run::LabTrace,
+    forced: tcpdoctor_trace::run::RunTrace,
+) -> tcpdoctor_trace::run::LabTrace {
     let mut runs = loops.runs;
     runs.push(forced);
-    crate::trace::LabTrace::of(runs)
+    tcpdoctor_trace::run::LabTrace::of(runs)
 }
 
 /// The harm: SYNs resent per million connections of the loop (`TcpExtTCPSynRetrans`).
@@ -640,13 +640,13 @@ pub struct Facts {
     pub kernel_release: String,
 }
 
-fn measured(run: &LoopRun) -> crate::remedy::Measured {
+fn measured(run: &LoopRun) -> tcpdoctor_model::remedy::Measured {
     let h = harm(run);
     let run = &run.run;
-    crate::remedy::Measured {
+    tcpdoctor_model::remedy::Measured {
         text: format!(
             "{} connections, {} SYN resends: {} per million",
-            crate::remedy::thousands(run.summary.connections_opened),
+            tcpdoctor_model::units::thousands(run.summary.connections_opened),
             run.client_counter("TcpExtTCPSynRetrans"),
             h.shown()
         ),
@@ -658,7 +658,7 @@ fn measured(run: &LoopRun) -> crate::remedy::Measured {
 /// kernel's release.
 struct Checked {
     forced: Forced,
-    trace: crate::trace::RunTrace,
+    trace: tcpdoctor_trace::run::RunTrace,
     kernel: String,
 }
 
@@ -690,7 +690,7 @@ impl StaleAck {
             cpus: None,
             checked: Some(Checked {
                 forced,
-                trace: crate::trace::RunTrace::default(),
+                trace: tcpdoctor_trace::run::RunTrace::default(),
                 kernel,
             }),
         }
@@ -729,10 +729,10 @@ impl driver::Record for LoopRun {
     fn findings(&self) -> &[tcpdoctor_model::Finding] {
         &self.run.findings
     }
-    fn trace(&self) -> &crate::trace::RunTrace {
+    fn trace(&self) -> &tcpdoctor_trace::run::RunTrace {
         &self.run.trace
     }
-    fn trace_mut(&mut self) -> &mut crate::trace::RunTrace {
+    fn trace_mut(&mut self) -> &mut tcpdoctor_trace::run::RunTrace {
         &mut self.run.trace
     }
 }
@@ -847,7 +847,7 @@ impl Scenario for StaleAck {
                 Verdict::NothingToFix,
                 format!(
                     "the SO_LINGER 0 loop made {} connections without a stale ACK (0 per million; one would be {:.0} per million); {}",
-                    crate::remedy::thousands(base.run.summary.connections_opened),
+                    tcpdoctor_model::units::thousands(base.run.summary.connections_opened),
                     1e6 / base.run.summary.connections_opened.max(1) as f64,
                     self.behaviour()
                 ),
@@ -855,7 +855,11 @@ impl Scenario for StaleAck {
         })
     }
 
-    fn header_trace(&self, base: &LoopRun, rows: &[Row<LoopRun>]) -> crate::trace::LabTrace {
+    fn header_trace(
+        &self,
+        base: &LoopRun,
+        rows: &[Row<LoopRun>],
+    ) -> tcpdoctor_trace::run::LabTrace {
         with_forced(
             churn::traces(
                 std::iter::once(base)

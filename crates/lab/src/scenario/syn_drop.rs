@@ -7,13 +7,13 @@
 use std::sync::atomic::AtomicBool;
 
 use serde::{Deserialize, Serialize};
+use tcpdoctor_model::remedy::{Check, Harm, Measured, Prediction, Row, Tolerance, Verdict};
+use tcpdoctor_model::reproduce::{Event, Reproduction};
 use tcpdoctor_model::Pathology;
 
 use super::churn::{self, Listener, ProbeRun};
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::{Common, Outcome};
-use crate::remedy::{Check, Harm, Measured, Prediction, Row, Tolerance, Verdict};
-use crate::reproduce::{Event, Reproduction};
 use crate::{naming, Error, Result};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -49,7 +49,7 @@ pub fn ladder_wait(run: &ProbeRun) -> Option<String> {
     (n > 0).then(|| {
         format!(
             "{} connects waited on the SYN ladder, typically {} (longest {}): this kernel resends a lost SYN after its 1 s initial RTO",
-            crate::remedy::thousands(n),
+            tcpdoctor_model::units::thousands(n),
             tcpdoctor_report::fmt::micros(typical),
             tcpdoctor_report::fmt::micros(longest)
         )
@@ -250,7 +250,7 @@ impl Scenario for SynDrop {
         Measured {
             text: format!(
                 "{} connects, {} SYN retransmissions ({:.3} per connect), {} accept-queue overflows; p99 connect {:.0} ms",
-                crate::remedy::thousands(run.summary.requests),
+                tcpdoctor_model::units::thousands(run.summary.requests),
                 run.client_counter("TcpExtTCPSynRetrans"),
                 per_connect(run),
                 run.server_counter("TcpExtListenOverflows"),
@@ -288,7 +288,7 @@ impl Scenario for SynDrop {
 
     fn tail(&self, base: &ProbeRun, _rows: &[Row<ProbeRun>]) -> Tail<super::NoFacts> {
         let (cfg, p) = (&self.0, self.p());
-        let ladder = churn::ladder_cost(base, Some(p));
+        let ladder = tcpdoctor_probe::ladder::cost(&base.summary, Some(p));
         let notes = vec![
             format!(
                 "nftables drops each SYN to the server with probability p = {p:.2} (numgen random mod 100 < {}); the baseline: {:.3} SYN retransmissions per connect (predicted p / (1 - p) = {:.3}).",

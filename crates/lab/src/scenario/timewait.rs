@@ -18,6 +18,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use tcpdoctor_model::remedy::{self, Check, Harm, Measured, Prediction, Verdict};
+use tcpdoctor_model::reproduce::{Event, Reproduction};
 use tcpdoctor_model::{Finding, Pathology};
 use tcpdoctor_probe::server::{Protocol, ServerConfig};
 use tcpdoctor_probe::CloseFirst;
@@ -25,10 +27,8 @@ use tcpdoctor_probe::CloseFirst;
 use super::churn::Pair;
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::{Common, Outcome};
-use crate::remedy::{self, Check, Harm, Measured, Prediction, Verdict};
-use crate::reproduce::{Event, Reproduction};
 use crate::traffic::{self, ConnRecord, Outcome as ConnOutcome};
-use crate::{capture, diagnose, netns, Result};
+use crate::{capture, netns, Result};
 
 /// Gap between reconnects of the baseline (and of the remedies), milliseconds.
 pub const BEFORE_GAP_MS: u64 = 20;
@@ -80,7 +80,7 @@ impl Run {
             .count() as u64
     }
 
-    fn measured(&self, value: f64) -> crate::remedy::Measured {
+    fn measured(&self, value: f64) -> tcpdoctor_model::remedy::Measured {
         let mut errors: Vec<&str> = self
             .connections
             .iter()
@@ -88,7 +88,7 @@ impl Run {
             .map(|c| c.outcome.name())
             .collect();
         errors.dedup();
-        crate::remedy::Measured {
+        tcpdoctor_model::remedy::Measured {
             text: format!(
                 "{} connections: {} SYN resends, {} failed{}; longest connect {:.1} ms",
                 self.connections.len(),
@@ -123,7 +123,7 @@ pub struct Run {
     pub findings: Vec<Finding>,
     /// What the eBPF trace saw in this run (in the scenario header's `trace.runs`).
     #[serde(skip)]
-    pub trace: crate::trace::RunTrace,
+    pub trace: tcpdoctor_trace::run::RunTrace,
 }
 
 /// A connect slower than this waited for a timer, not for the path: the lab's veth round trip
@@ -422,19 +422,19 @@ impl Scenario for Timewait {
         let client_counters = netns::counters(&pair.client)?.delta_since(&c_before).tcp();
         let server_counters = netns::counters(&pair.server)?.delta_since(&s_before).tcp();
         let trace = tracer.finish();
-        let (mut findings, _) = diagnose::capture(saved.path())?;
+        let (mut findings, _) = capture::analyze(saved.path())?;
         let window = tcpdoctor_model::counters::Window {
             length: Some(started.elapsed()),
             rto_floor: Some(netns::rto_floor(&pair.client, *pair.server_addr.ip())?),
         };
-        diagnose::merge_counted_and_traced(
+        tcpdoctor_trace::reconcile::merge_counted_and_traced(
             &mut findings,
             tcpdoctor_model::counters::findings(&client_counters, window),
             &client_counters,
             window,
             &trace,
         );
-        diagnose::fold_resends_the_capture_explains(&mut findings);
+        tcpdoctor_model::merge::fold_resends_the_capture_explains(&mut findings);
         let slow = records
             .iter()
             .filter(|r| r.connect_us > SLOW_CONNECT.as_micros() as u64)
@@ -497,7 +497,11 @@ impl Scenario for Timewait {
             &run.label,
             Pathology::TimeWaitCollision,
             signature,
-            crate::reproduce::Tried::new(run.connections.len() as u64, "connects", span_us / 1000),
+            tcpdoctor_model::reproduce::Tried::new(
+                run.connections.len() as u64,
+                "connects",
+                span_us / 1000,
+            ),
             || {
                 Some(format!(
                     "longest connect {}, {} connect(s) over {} ms",
@@ -649,11 +653,11 @@ impl Scenario for Timewait {
                 m.n,
                 m.gap.as_millis(),
                 m.conn.as_secs_f64() * 1e3,
-                crate::remedy::thousands(m.bytes)
+                tcpdoctor_model::units::thousands(m.bytes)
             ),
             format!(
                 "The ISN advances one step per {ISN_TICK_NS} ns (secure_tcp_seq): a reconnect on the same 4-tuple within {} bytes x {ISN_TICK_NS} ns = {:.2} s of the previous SYN is still below the old sequence numbers, and without timestamps the server's TIME_WAIT takes it for an old duplicate: predicted {} collisions, measured {} SYN resends.",
-                crate::remedy::thousands(m.bytes + 2),
+                tcpdoctor_model::units::thousands(m.bytes + 2),
                 m.window.as_secs_f64(),
                 m.reuses,
                 base.syn_resends()

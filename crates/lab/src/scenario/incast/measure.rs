@@ -12,7 +12,6 @@ use super::{
     bottleneck_drops, payload_share, Config, Run, SenderStats, SenderTcp, Topology, ROUND_TIMEOUT,
     RTO_COUNTERS, SLOW_ROUND,
 };
-use crate::diagnose;
 use crate::netns;
 use crate::traffic::{self, SERVER_PORT};
 use crate::{Error, Result};
@@ -30,7 +29,7 @@ pub(super) fn measure(
     let label = format!("{n} senders, rto_min {} ms", rto_min_us / 1000);
     // Its own trace window: attached before the first counter snapshot, detached after the
     // last, over every namespace of the topology.
-    let tracer = crate::trace::Tracer::start(&t.trace_mode, &label, t.lab.namespaces());
+    let tracer = tcpdoctor_trace::run::Tracer::start(&t.trace_mode, &label, t.lab.namespaces());
     let before: Vec<_> = t.senders[..n as usize]
         .iter()
         .map(|ns| netns::counters(ns))
@@ -75,7 +74,8 @@ pub(super) fn measure(
     let share = block / u64::from(n) * u64::from(n);
     let bytes = share * round_us.len() as u64;
     let line_round_us = line_round_us(cfg, n, share, pace, &per_sender);
-    let slow_threshold_us = diagnose::reference_round_us(&round_us, line_round_us).unwrap_or(0)
+    let slow_threshold_us = tcpdoctor_analyze::fan_in::reference_round_us(&round_us, line_round_us)
+        .unwrap_or(0)
         + SLOW_ROUND.as_micros() as u64;
     Ok(Run {
         label,

@@ -5,6 +5,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
+use tcpdoctor_model::remedy::{self, Harm, Measured, Prediction, Row, Tolerance};
+use tcpdoctor_model::reproduce::Reproduction;
 use tcpdoctor_model::Pathology;
 
 use super::measure::measure;
@@ -13,9 +15,6 @@ use super::{
     Config, Pacing, Run, Setup, PACING_BURST_BYTES,
 };
 use crate::capture::CaptureSummary;
-use crate::diagnose;
-use crate::remedy::{self, Harm, Measured, Prediction, Row, Tolerance};
-use crate::reproduce::Reproduction;
 use crate::scenario::driver::{self, Ran, Remedy, Rows, Scenario, Tail};
 use crate::scenario::Common;
 use crate::topo::Lab;
@@ -136,8 +135,8 @@ fn mbit(bits: f64) -> String {
     format!("{:.1} Mbit/s", bits / 1e6)
 }
 
-fn measured_text(r: &Run, base: &Run) -> crate::remedy::Measured {
-    crate::remedy::Measured {
+fn measured_text(r: &Run, base: &Run) -> tcpdoctor_model::remedy::Measured {
+    tcpdoctor_model::remedy::Measured {
         text: format!(
             "{} senders: goodput {} (baseline {}); {} of {} rounds stalled > {} ms; p99 round {:.0} ms; {} RTO + {} TLP; {} bottleneck drops; {:.0}% of the time lost",
             r.senders,
@@ -214,8 +213,8 @@ impl Incast {
         let changes = match name {
             "deeper-buffer" => format!(
                 "bottleneck tbf limit {} bytes instead of {} (a whole round)",
-                crate::remedy::thousands(self.deep_limit()),
-                crate::remedy::thousands(self.cfg.limit_bytes)
+                tcpdoctor_model::units::thousands(self.deep_limit()),
+                tcpdoctor_model::units::thousands(self.cfg.limit_bytes)
             ),
             "fewer-senders" => {
                 format!(
@@ -352,7 +351,8 @@ impl Incast {
         let n = base.senders;
         let rb = base.round_bytes(cfg.block_bytes) as f64;
         let reference =
-            diagnose::reference_round_us(&base.round_us, base.line_round_us).unwrap_or(0) as f64;
+            tcpdoctor_analyze::fan_in::reference_round_us(&base.round_us, base.line_round_us)
+                .unwrap_or(0) as f64;
         // Each round: its typical part and what it lost beyond the reference.
         let parts: Vec<(f64, f64)> = base
             .round_us
@@ -428,8 +428,8 @@ impl Incast {
             "deeper-buffer" => Ok(Prediction::value(
                 format!(
                     "a round never has more than its {} bytes in flight: a queue of {} bytes (block / {frame_share:.3} + burst) holds all of it, so nothing is dropped and no sender waits for a timer; goodput is the line's payload rate, {} x {frame_share:.3} = {} (each round also queues up to {:.1} ms)",
-                    crate::remedy::thousands(rb as u64),
-                    crate::remedy::thousands(deep_limit),
+                    tcpdoctor_model::units::thousands(rb as u64),
+                    tcpdoctor_model::units::thousands(deep_limit),
                     mbit(rate),
                     mbit(rate * frame_share),
                     deep_limit as f64 * 8.0 / rate * 1e3
@@ -664,8 +664,8 @@ impl Scenario for Incast {
     }
 
     /// Every run of the baseline's sweep, then each measured row's.
-    fn header_trace(&self, _base: &Run, rows: &[Row<Run>]) -> crate::trace::LabTrace {
-        crate::trace::LabTrace::of(
+    fn header_trace(&self, _base: &Run, rows: &[Row<Run>]) -> tcpdoctor_trace::run::LabTrace {
+        tcpdoctor_trace::run::LabTrace::of(
             self.base_runs
                 .iter()
                 .chain(rows.iter().filter_map(|r| r.run.as_ref()))
@@ -684,7 +684,7 @@ impl Scenario for Incast {
                     .map(|n| n.to_string())
                     .collect::<Vec<_>>()
                     .join(", "),
-                crate::remedy::thousands(cfg.block_bytes),
+                tcpdoctor_model::units::thousands(cfg.block_bytes),
                 mbit(rate),
                 cfg.burst_bytes,
                 cfg.limit_bytes,
@@ -715,7 +715,7 @@ impl Scenario for Incast {
                 "{} senders, {} rounds of {} bytes, bottleneck {} (limit {} B), {}, rto_min {} ms",
                 base.senders,
                 cfg.rounds,
-                crate::remedy::thousands(cfg.block_bytes),
+                tcpdoctor_model::units::thousands(cfg.block_bytes),
                 mbit(rate),
                 cfg.limit_bytes,
                 cfg.congestion_control,

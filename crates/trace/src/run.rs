@@ -1,12 +1,13 @@
-//! The eBPF trace (`tcpdoctor-trace`) over one scenario run: attached to the run's own
-//! namespaces once its topology is built and before its traffic starts, drained on a thread
-//! every [`POLL`] while the traffic runs, detached when the traffic ends. Each run (the
-//! baseline, each remedied run) has its own trace window and its own counts, so a remedy is
-//! judged on what the trace saw after it, never on the baseline's events.
+//! The eBPF trace over one run of a workload in named network namespaces (a lab scenario's
+//! baseline, each remedied run): attached once the namespaces exist and before the traffic
+//! starts, drained on a thread every [`POLL`] while the traffic runs, detached when it ends.
+//! Each run has its own trace window and its own counts ([`RunTrace`]), so a remedy is judged
+//! on what the trace saw after it, never on the baseline's events.
 //!
-//! What it must not do: trace outside the run's namespaces, or stop a scenario when tracing
-//! is not possible here (no root or CAP_BPF, no kernel BTF): the run's [`RunTrace`] then
-//! says what is missing and the scenario runs as without it.
+//! What it must not do: trace outside the run's namespaces, or stop the run when tracing is
+//! not possible here (no root or CAP_BPF, no kernel BTF): the run's [`RunTrace`] then says
+//! what is missing and the run goes on untraced. `tcpdoctor-lab` starts a [`Tracer`] per run;
+//! its counters and findings are merged with the trace's in [`crate::reconcile`].
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,13 +16,13 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use tcpdoctor_model::remedy::Harm;
 use tcpdoctor_model::{Finding, Pathology};
 use tcpdoctor_report::fmt::tally;
-use tcpdoctor_trace::attribute::{Cause, IncastEpisode, PortFailure};
-use tcpdoctor_trace::loader::Unavailable;
-use tcpdoctor_trace::session::{Options, Outcome, Scope, Session};
 
-use crate::remedy::Harm;
+use crate::attribute::{Cause, IncastEpisode, PortFailure};
+use crate::loader::Unavailable;
+use crate::session::{Options, Outcome, Scope, Session};
 
 /// How often the trace's ring buffer is drained: the session's documented cadence ("every
 /// few tens of milliseconds"), as doctor drains it.
@@ -65,11 +66,11 @@ pub struct RunTrace {
     /// `syn_retrans_counted` and not in `syn_resends_attributed`).
     pub missed_events: BTreeMap<String, u64>,
     /// Resends TcpExtTCPSynRetrans counted that the trace did not see and no skip explains
-    /// (`tcpdoctor_trace::session::Outcome::not_traced`).
+    /// ([`Outcome::not_traced`]).
     pub not_traced: BTreeMap<String, u64>,
     /// SYN and SYN-ACK resends traced at the counters' window's edges, which may be outside
-    /// `syn_retrans_counted` (`tcpdoctor_trace::session::Outcome::syn_traced_at_edges`).
-    #[serde(default, skip_serializing_if = "tcpdoctor_trace::session::is_zero")]
+    /// `syn_retrans_counted` ([`Outcome::syn_traced_at_edges`]).
+    #[serde(default, skip_serializing_if = "crate::session::is_zero")]
     pub syn_traced_at_edges: u64,
     /// Events attributed to a cause, all namespaces.
     pub attributed_events: u64,
@@ -82,7 +83,7 @@ pub struct RunTrace {
     /// Data and FIN resends the trace put down to another pathology as its consequence
     /// (connections a full accept queue never took), per that pathology.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub consequence_resends: BTreeMap<Pathology, tcpdoctor_trace::attribute::Resent>,
+    pub consequence_resends: BTreeMap<Pathology, crate::attribute::Resent>,
     /// `TcpExtTCPSynRetrans` summed over the traced namespaces, over the trace's window.
     pub syn_retrans_counted: i64,
     /// connect() calls that failed with EADDRNOTAVAIL, all processes and destinations.
@@ -99,7 +100,7 @@ pub struct RunTrace {
     pub kernel_counters: BTreeMap<String, BTreeMap<String, i64>>,
     /// Hooks this kernel could not attach: the evidence they give is missing.
     pub unavailable: Vec<Unavailable>,
-    /// The trace's findings (merged into the run's diagnosis, [`crate::diagnose::merge_trace`]).
+    /// The trace's findings (merged into the run's diagnosis, [`tcpdoctor_model::merge::merge_trace`]).
     #[serde(skip)]
     pub findings: Vec<Finding>,
 }
@@ -271,17 +272,6 @@ impl RunTrace {
         }
         parts.join("; ")
     }
-
-    /// Per namespace: `client: cause=n, ...` (each namespace named in words by its role).
-    pub fn netns_lines(&self) -> Vec<String> {
-        self.causes_by_netns
-            .iter()
-            .map(|(ns, m)| {
-                let c: Vec<String> = m.iter().map(|(c, n)| format!("{}={n}", c.name())).collect();
-                format!("{}: {}", crate::naming::role_words(ns), c.join(", "))
-            })
-            .collect()
-    }
 }
 
 /// The trace line's part on incast episodes: how many, and how many flows each counted (one
@@ -446,7 +436,7 @@ impl Drop for Tracer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::remedy::{judge, Effect};
+    use tcpdoctor_model::remedy::{judge, Effect};
     use tcpdoctor_model::{Impact, Source};
 
     fn traced(eaddrnotavail: u64) -> RunTrace {
@@ -548,7 +538,7 @@ mod tests {
             Impact::stalls(1, None, None),
         );
         let mut f = vec![lab];
-        crate::diagnose::merge_trace(&mut f, vec![t, only_trace]);
+        tcpdoctor_model::merge::merge_trace(&mut f, vec![t, only_trace]);
         assert_eq!(f.len(), 2);
         assert_eq!(f[0].pathology, Pathology::PortExhaustion);
         assert_eq!(f[0].source, Source::Probe);
@@ -557,12 +547,5 @@ mod tests {
             .ends_with("; trace: connect() failed with EADDRNOTAVAIL 4839 time(s)"));
         assert_eq!(f[0].evidence.len(), 1);
         assert_eq!(f[1].source, Source::Trace);
-    }
-
-    #[test]
-    fn per_namespace_lines_name_the_role() {
-        assert_eq!(traced(5).netns_lines(), vec!["client: no_local_port=5"]);
-        assert_eq!(crate::naming::role_of("tdoc-lab-12-svfx"), "svfx");
-        assert_eq!(crate::naming::role_of("other"), "other");
     }
 }

@@ -15,16 +15,15 @@
 //!   baseline did not reproduce it either: `inconclusive` (exit 3, the remedy could not be
 //!   judged).
 //!
-//! A run cut short (Ctrl-C) is never healthy: the model's rule ([`tcpdoctor_model::Report`])
+//! A run cut short (Ctrl-C) is never healthy: the model's rule ([`crate::Report`])
 //! then stands unless the pathology was reproduced before the cut.
 //!
 //! Nothing here measures or prints: scenarios hand in their counts, renderers print the
 //! records.
 
+use crate::units::thousands;
+use crate::{Finding, Pathology, Severity, Verdict};
 use serde::{Deserialize, Serialize};
-use tcpdoctor_model::{Finding, Pathology, Severity, Verdict};
-
-use crate::remedy::thousands;
 
 /// One count of the pathology's own signature in one run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -306,8 +305,8 @@ fn cost_part(r: &Reproduction) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Impact, Source};
     use std::time::Duration;
-    use tcpdoctor_model::{Impact, Source};
 
     fn race(count: u64) -> Reproduction {
         Reproduction::of(
