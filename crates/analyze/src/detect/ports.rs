@@ -14,9 +14,10 @@
 //! client's own TIME_WAIT on it was running, or the source ports filling a contiguous block
 //! completely (both parities: Linux hands out ports of one parity first,
 //! `__inet_hash_connect`, net/ipv4/inet_hashtables.c, so it takes the other only once the
-//! range ran short) and then coming back to a port of it (a client that hands out ports in
-//! order, as Windows and older BSDs do, fills a block with every connect: measured on a public
-//! capture of 705 FTP logins from ports 2229-2932, each used once). Without it, a rate over the budget is an exposure (judged one level
+//! range ran short), unless the ports were handed out in order and never used again (a client
+//! that hands out ports in order, as Windows and older BSDs do, fills a block with every
+//! connect: measured on a public capture of 705 FTP logins from ports 2229-2932, each used
+//! once). Without it, a rate over the budget is an exposure (judged one level
 //! below exhaustion: a warning, with the time the range would last at that rate) once it was
 //! seen over a second or more (a shorter burst is context: it says nothing of a rate that
 //! lasts), and under
@@ -27,8 +28,8 @@
 //!
 //! The range: `--port-range` when given. A capture does not carry the client's
 //! `net.ipv4.ip_local_port_range`, so otherwise Linux's default (32768-60999, 28,232 ports),
-//! unless the source ports toward a destination fill a contiguous block completely and the
-//! client came back to a port of it: then that block is taken to be the whole range.
+//! unless the source ports toward a destination fill a contiguous block completely, by that
+//! same rule: then that block is taken to be the whole range.
 //!
 //! Memory: at most [`DESTINATIONS_MAX`] destinations are followed; when the table is full,
 //! the half with the fewest connections is forgotten (a busy destination keeps its entry).
@@ -119,7 +120,7 @@ pub struct DestinationDetails {
     pub filled_block: bool,
     /// Evidence that the ports ran short: 90% of the range held at once, a port reused within
     /// the client's TIME_WAIT (other than toward loopback with timestamps), or a filled block
-    /// the client came back to (a port of it used again).
+    /// (not one of ports handed out in order, each used once).
     /// Without it a rate over the budget is context.
     pub ran_short: bool,
 }
@@ -145,6 +146,10 @@ struct Dest {
     reuses_tw: u64,
     reuses_tw_loopback: u64,
     min_reuse_ns: Option<u64>,
+    /// The port of the latest connection opened, and how many connections took the port
+    /// one above the one before theirs (ports handed out in order).
+    last_port: u16,
+    in_order: u64,
 }
 
 /// Source ports seen toward one destination: a short list, a 64 Kibit bitmap once busy (so
@@ -240,11 +245,14 @@ impl Ports {
             .map(|((client, server), d)| {
                 let block = u32::from(d.high) - u32::from(d.low) + 1;
                 let filled = d.distinct >= MIN_BLOCK && d.distinct == block;
-                // A filled block says the range ran short only when the client came back to
-                // a port of it (a new connection on a used 4-tuple): a client that hands out
-                // ports in order (Windows, older BSDs) fills a block with every connect, and
-                // more connections than ports can be a connection picked up mid-stream.
-                let cycled = filled && d.reuses > 0;
+                // A filled block says the range ran short when the client came back to a
+                // port of it (a new connection on a used 4-tuple), or when its ports were not
+                // handed out in order: Linux scatters them, one parity first, so a block it
+                // filled completely had run short (and connects then fail, no SYN seen); a
+                // client that hands ports out in order (Windows, older BSDs: each connect's
+                // port one above the one before) fills a block with every connect.
+                let in_order = d.in_order * 2 >= d.conns;
+                let cycled = filled && (d.reuses > 0 || !in_order);
                 let (range, source) = match cfg.port_range {
                     Some(r) => (r, RangeSource::Given),
                     None => {
@@ -354,8 +362,12 @@ impl Detector for Ports {
                 reuses_tw: 0,
                 reuses_tw_loopback: 0,
                 min_reuse_ns: None,
+                last_port: c.client.port,
+                in_order: 0,
             });
         d.conns += 1;
+        d.in_order += u64::from(c.client.port == d.last_port.wrapping_add(1));
+        d.last_port = c.client.port;
         d.last_ts = ts;
         if d.ports.insert(c.client.port) {
             d.distinct += 1;
@@ -440,7 +452,7 @@ fn findings(dests: &[DestinationDetails], cfg: &Config) -> Vec<Finding> {
                 d.port_range
             ),
             RangeSource::FilledBlock => format!(
-                "{}: the source ports filled this block completely and the client came back to its ports, so it is probably the client's whole range",
+                "{}: the source ports filled this block completely, so it is probably the client's whole range",
                 d.port_range
             ),
         };
@@ -481,14 +493,14 @@ fn findings(dests: &[DestinationDetails], cfg: &Config) -> Vec<Finding> {
                     .with_budget(d.ports_in_use_share)
                     .exposure(),
                 format!(
-                    "; no sign in the capture that the ports ran short (under 90% of the range held at once, no port reused within its TIME_WAIT, no completely filled block of ports used again): at this rate the range would be used up after {:.1} s",
+                    "; no sign in the capture that the ports ran short (under 90% of the range held at once, no port reused within its TIME_WAIT, no block of ports filled completely but by ports handed out in order): at this rate the range would be used up after {:.1} s",
                     range_len / d.client_closed_first_per_s.max(1e-9)
                 ),
             )
         } else {
             (
                 Impact::none().with_budget(d.ports_in_use_share),
-                "; no sign in the capture that the ports ran short (under 90% of the range held at once, no port reused within its TIME_WAIT, no completely filled block of ports used again), and the rate is under the budget".to_string(),
+                "; no sign in the capture that the ports ran short (under 90% of the range held at once, no port reused within its TIME_WAIT, no block of ports filled completely but by ports handed out in order), and the rate is under the budget".to_string(),
             )
         };
         let mut f = Finding::new(

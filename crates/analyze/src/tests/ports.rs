@@ -88,6 +88,44 @@ fn ports_handed_out_in_order_each_used_once_are_not_a_range_that_ran_short() {
     assert_eq!(f.severity, tcpdoctor_model::Severity::Critical, "{f:#?}");
 }
 
+/// Linux scatters source ports (one parity first): a block it filled completely had run short
+/// even when no port came round again, since connects then fail before any SYN (the lab's
+/// port-exhaustion scenario: a 100-port range used up, EADDRNOTAVAIL). The same ports handed
+/// out in order are a sequential allocator's and say nothing.
+#[test]
+fn a_block_filled_by_scattered_ports_ran_short_without_a_reuse() {
+    let run = |scattered: bool| {
+        let mut c = Cap::new();
+        for i in 0..100u32 {
+            let k = if scattered { (i * 37) % 100 } else { i };
+            let tp = tuple("10.0.0.1", 40_000 + k as u16, "10.0.0.2", 8080);
+            let t = u64::from(i) * 12_000;
+            let isn = i.wrapping_mul(7_919_000);
+            c.handshake(t, tp, isn, 5_000);
+            let end = c.transfer(t + 110, tp, isn.wrapping_add(1), 5_001, 1, 100);
+            c.close(t + 200, tp, end, 5_001, true);
+        }
+        c.run(Config::default())
+    };
+    let a = run(true);
+    let d = &a.details.destinations[0];
+    assert!(d.filled_block && d.port_reuses == 0 && d.ran_short, "{d:?}");
+    assert_eq!(d.port_range, "40000-40099");
+    let f = only(&a, Pathology::PortExhaustion);
+    assert_eq!(f.severity, tcpdoctor_model::Severity::Critical, "{f:#?}");
+    let a = run(false);
+    let d = &a.details.destinations[0];
+    assert!(d.filled_block && !d.ran_short, "{d:?}");
+    assert!(
+        a.findings
+            .iter()
+            .all(|f| f.pathology != Pathology::PortExhaustion
+                || f.severity == tcpdoctor_model::Severity::Info),
+        "{:#?}",
+        a.findings
+    );
+}
+
 /// Issue 9 defect 7: when the source ports fill a block completely and come round again,
 /// the block is taken for the client's whole range and judged against.
 #[test]
