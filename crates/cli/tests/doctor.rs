@@ -540,25 +540,40 @@ fn doctor_on_seed_003s_programs_names_the_stale_ack_race_not_a_time_wait_collisi
     let mut server = seed.spawn_in(&ns, "server");
     std::thread::sleep(Duration::from_millis(300));
     let mut client = seed.spawn_in(&ns, "client");
-    // Report 003's programs as published. Under doctor's trace the race fired 22 to 66
-    // times per 15 s window in 4 runs here (2 CPUs): the window sees it.
-    let (code, out, err) = support::run(&[
-        "doctor", "--json", "--quick", "--window", "15s", "--netns", &ns.name,
-    ]);
+    // Report 003's programs as published. How often the race fires depends on how the two
+    // programs are scheduled: under doctor's trace, 22 to 66 times per 15 s window in 4
+    // runs on an idle machine (2 CPUs), but 0, 0, 1, 4, 15, 19 and 108 times in 7 windows
+    // while other builds ran. What is tested is what doctor says once it fired: up to three
+    // windows are watched, until one saw it.
+    let mut watched = None;
+    for _ in 0..3 {
+        let (code, out, err) = support::run(&[
+            "doctor", "--json", "--quick", "--window", "15s", "--netns", &ns.name,
+        ]);
+        let v = support::json(&out, &err);
+        assert!(code == 0 || code == 1, "{err}\n{v:#}");
+        assert_eq!(v["trace"]["used"], true, "{v:#}");
+        let resent = v["counters_moved"]["TcpExtTCPSynRetrans"]
+            .as_i64()
+            .unwrap_or(0);
+        eprintln!("{TEST}: {resent} SYN resend(s) in the window");
+        let fired = resent >= 1;
+        watched = Some(v);
+        if fired {
+            break;
+        }
+    }
     let _ = client.kill();
     let _ = client.wait();
     let _ = server.kill();
     let _ = server.wait();
-    let v = support::json(&out, &err);
-    assert!(code == 0 || code == 1, "{err}\n{v:#}");
-    assert_eq!(v["trace"]["used"], true, "{v:#}");
-    let resent = v["counters_moved"]["TcpExtTCPSynRetrans"]
-        .as_i64()
-        .unwrap_or(0);
-    eprintln!("{TEST}: {resent} SYN resend(s) in the window");
+    let v = watched.unwrap();
     assert!(
-        resent >= 1,
-        "the race did not fire in the 15 s window: {v:#}"
+        v["counters_moved"]["TcpExtTCPSynRetrans"]
+            .as_i64()
+            .unwrap_or(0)
+            >= 1,
+        "the race did not fire in three 15 s windows: {v:#}"
     );
     let causes = &v["trace"]["causes"];
     for bad in ["time_wait_collision", "time_wait_refused_syn"] {
