@@ -7,8 +7,9 @@ use tcpdoctor_model::{Evidence, Finding, Report, Severity, Verdict};
 use crate::style::{self, Layout};
 use crate::wrap;
 
-/// Writes findings most damaging first, each with evidence, explanation and remedies,
-/// wrapped to the process-wide [`style::current`] layout.
+/// Writes findings in the order given (their rank, `model::finding::rank`: causes first, then
+/// the most damaging), each with evidence, explanation and remedies, wrapped to the
+/// process-wide [`style::current`] layout.
 pub fn write<W: Write + ?Sized>(w: &mut W, findings: &[Finding]) -> io::Result<()> {
     write_with(w, findings, &style::current())
 }
@@ -59,7 +60,11 @@ fn write_inner<W: Write + ?Sized>(
         return Ok(());
     }
     let width = layout.prose_width();
-    writeln!(w, "Findings ({}), most damaging first:", findings.len())?;
+    writeln!(
+        w,
+        "Findings ({}), causes first:",
+        findings.len()
+    )?;
     for (i, f) in findings.iter().enumerate() {
         writeln!(w)?;
         let tag = layout.paint(style::severity(f.severity), tag(f.severity));

@@ -20,7 +20,7 @@ network, with its resends; the application); a delta of
 the kernel TCP counters over --window (nothing of tcpdoctor's own runs in that window);
 and, unless --quick, a bounded loopback self-probe against an embedded server (at most
 ~1.5 s and 1000 connections) to see whether this kernel stalls short connections. Then
-prints the findings most damaging first, each with evidence, explanation and remedies,
+prints the findings, causes first, then the most damaging, each with evidence, explanation and remedies,
 and a one-line verdict.
 
 During the window the eBPF trace (as `tcpdoctor trace`) is attached when this host allows
