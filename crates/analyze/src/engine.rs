@@ -342,41 +342,59 @@ impl Analyzer {
         /// How far ahead the slot is fetched, and then the connection it points to.
         const SLOT_AHEAD: usize = 8;
         const CONN_AHEAD: usize = 4;
-        for (i, (s, k)) in segs.iter().zip(keys).enumerate() {
-            if let Some(slot) = keys
-                .get(i + SLOT_AHEAD)
-                .and_then(|n| self.slots.get(n.slot as usize))
-            {
-                prefetch(slot);
+        let n = segs.len().min(keys.len());
+        let (segs, keys) = (&segs[..n], &keys[..n]);
+        // The look-ahead is checked once per segment, not per lookup: all but the last
+        // few segments of a batch take the first branch.
+        for i in 0..n.saturating_sub(SLOT_AHEAD) {
+            self.prefetch_slot(keys[i + SLOT_AHEAD].slot);
+            self.prefetch_conn(&segs[i + CONN_AHEAD], keys[i + CONN_AHEAD].slot);
+            self.take(&segs[i], keys[i]);
+        }
+        for i in n.saturating_sub(SLOT_AHEAD)..n {
+            if i + CONN_AHEAD < n {
+                self.prefetch_conn(&segs[i + CONN_AHEAD], keys[i + CONN_AHEAD].slot);
             }
-            if let Some(c) = keys
-                .get(i + CONN_AHEAD)
-                .and_then(|n| self.slots.get(n.slot as usize))
-                .and_then(|slot| slot.conn.as_deref())
-            {
-                if segs
-                    .get(i + CONN_AHEAD)
-                    .is_some_and(|n| n.flags.syn() && !n.flags.ack())
-                {
-                    // A SYN on a 4-tuple that holds a connection: mostly a reuse, which
-                    // summarises the old incarnation (every detector reads some of it).
-                    prefetch_lines(c, CONN_LINES);
-                } else {
-                    // The hot lines (see `Conn`, `Half`): the first two of the connection
-                    // and of each direction.
-                    prefetch_lines(c, 2);
-                    prefetch_lines(&c.half.c2s, 2);
-                    prefetch_lines(&c.half.s2c, 2);
-                }
+            self.take(&segs[i], keys[i]);
+        }
+    }
+
+    /// [`push_batch`](Self::push_batch)'s first look ahead: the slot of a coming segment.
+    #[inline(always)]
+    fn prefetch_slot(&self, slot: u32) {
+        if let Some(slot) = self.slots.get(slot as usize) {
+            prefetch(slot);
+        }
+    }
+
+    /// [`push_batch`](Self::push_batch)'s second look ahead: the connection a coming segment
+    /// `s` (of `slot`) will update, and the pool's top box when `s` is a SYN.
+    #[inline(always)]
+    fn prefetch_conn(&self, s: &Segment, slot: u32) {
+        let syn = s.flags.syn();
+        if let Some(c) = self
+            .slots
+            .get(slot as usize)
+            .and_then(|x| x.conn.as_deref())
+        {
+            if syn && !s.flags.ack() {
+                // A SYN on a 4-tuple that holds a connection: mostly a reuse, which
+                // summarises the old incarnation (every detector reads some of it).
+                prefetch_lines(c, CONN_LINES);
+            } else {
+                // The hot lines (see `Conn`, `Half`): the first two of the connection
+                // and of each direction.
+                prefetch_lines(c, 2);
+                prefetch_lines(&c.half.c2s, 2);
+                prefetch_lines(&c.half.s2c, 2);
             }
-            // A SYN ahead will take the pool's top box: its old contents are read (to be
-            // dropped) and overwritten, and it was last touched seconds ago.
-            if segs.get(i + CONN_AHEAD).is_some_and(|n| n.flags.syn()) {
-                if let Some(b) = self.done.pool.last() {
-                    prefetch_lines(&**b, CONN_LINES);
-                }
+        }
+        // A SYN ahead will take the pool's top box: its old contents are read (to be
+        // dropped) and overwritten, and it was last touched seconds ago.
+        if syn {
+            if let Some(b) = self.done.pool.last() {
+                prefetch_lines(&**b, CONN_LINES);
             }
-            self.take(s, *k);
         }
     }
 
