@@ -18,13 +18,28 @@ pub const HALF_OPEN_SLACK: Duration = Duration::from_secs(1);
 pub struct Ladders {
     pub linear: SynLadder,
     pub exponential: SynLadder,
+    /// [`Ladders::deadline_ns`]'s wait after the first SYN (ns) by the number of SYNs sent,
+    /// worked out once (the engine asks for every connection): the last entry stands for
+    /// every count past both ladders' ends.
+    waits_ns: Vec<u64>,
 }
 
 impl Default for Ladders {
     fn default() -> Ladders {
+        let linear = SynLadder::new(6, Some(4), SYN_INITIAL_RTO);
+        let exponential = SynLadder::new(6, None, SYN_INITIAL_RTO);
+        let last = linear.rungs().len().max(exponential.rungs().len()) + 1;
+        let waits_ns = (0..=last)
+            .map(|next| {
+                let latest = |l: &SynLadder| l.latest(next as u32).unwrap_or(l.give_up_latest());
+                let wait = latest(&linear).max(latest(&exponential)) + HALF_OPEN_SLACK;
+                wait.as_nanos() as u64
+            })
+            .collect();
         Ladders {
-            linear: SynLadder::new(6, Some(4), SYN_INITIAL_RTO),
-            exponential: SynLadder::new(6, None, SYN_INITIAL_RTO),
+            linear,
+            exponential,
+            waits_ns,
         }
     }
 }
@@ -64,9 +79,38 @@ impl Ladders {
     /// ladder (or the latest give-up once the ladder is done), plus [`HALF_OPEN_SLACK`].
     pub fn deadline_ns(&self, c: &Conn) -> u64 {
         let first = c.syn_list().first().map_or(c.first_ts, |s| s.0);
-        let next = c.syn_count;
-        let latest = |l: &SynLadder| l.latest(next).unwrap_or(l.give_up_latest());
-        let wait = latest(&self.linear).max(latest(&self.exponential)) + HALF_OPEN_SLACK;
-        first.saturating_add(wait.as_nanos() as u64)
+        let next = (c.syn_count as usize).min(self.waits_ns.len() - 1);
+        first.saturating_add(self.waits_ns[next])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flow::Endpoint;
+
+    /// The table gives what the ladders give, for every SYN count (past the ends too).
+    #[test]
+    fn deadline_table_matches_the_ladders() {
+        let l = Ladders::default();
+        let e = |port| Endpoint {
+            addr: std::net::Ipv4Addr::LOCALHOST.into(),
+            port,
+        };
+        let mut c = Conn::new(1, 1, e(40000), e(80), true, 5_000_000_000);
+        for n in 0..40u32 {
+            c.syn_count = n;
+            if n > 0 && (n as usize) <= c.syns.len() {
+                c.syns[n as usize - 1] = (7_000_000_000, u64::from(n));
+            }
+            let first = c.syn_list().first().map_or(c.first_ts, |s| s.0);
+            let latest = |x: &SynLadder| x.latest(n).unwrap_or(x.give_up_latest());
+            let wait = latest(&l.linear).max(latest(&l.exponential)) + HALF_OPEN_SLACK;
+            assert_eq!(
+                l.deadline_ns(&c),
+                first.saturating_add(wait.as_nanos() as u64),
+                "{n} SYNs"
+            );
+        }
     }
 }
