@@ -309,7 +309,17 @@ impl<K: Hash + Eq + Copy, V> Dense<K, V> {
     }
 
     pub fn get(&self, k: &K) -> Option<&V> {
-        self.index.get(k).map(|&i| &self.items[i as usize].1)
+        let i = self.position(k)?;
+        Some(&self.items[i as usize].1)
+    }
+
+    /// Where `k` is in the list: the last key looked up without the hash.
+    #[inline]
+    fn position(&self, k: &K) -> Option<u32> {
+        match self.last {
+            Some((lk, i)) if lk == *k => Some(i),
+            _ => self.index.get(k).copied(),
+        }
     }
 
     /// Entries in first-seen order.
@@ -322,7 +332,7 @@ impl<K: Hash + Eq + Copy, V> Dense<K, V> {
     }
 
     pub fn get_mut(&mut self, k: &K) -> Option<&mut V> {
-        let i = *self.index.get(k)?;
+        let i = self.position(k)?;
         Some(&mut self.items[i as usize].1)
     }
 
