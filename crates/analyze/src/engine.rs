@@ -474,20 +474,13 @@ impl Analyzer {
             self.done.open += 1;
             self.totals.peak_tracked_connections =
                 self.totals.peak_tracked_connections.max(self.done.open);
-            let fresh = Conn::new(
-                self.next_id,
-                slot.incarnations,
-                r.client,
-                r.server,
-                r.known,
-                ts,
-            );
+            let (id, inc) = (self.next_id, slot.incarnations);
             let mut conn = match self.done.pool.pop() {
                 Some(mut b) => {
-                    *b = fresh;
+                    b.renew(id, inc, r.client, r.server, r.known, ts);
                     b
                 }
-                None => Box::new(fresh),
+                None => Box::new(Conn::new(id, inc, r.client, r.server, r.known, ts)),
             };
             conn.first_frame = s.frame;
             conn.client_lo = r.client_lo;

@@ -9,6 +9,8 @@ use serde::Serialize;
 
 use crate::seq::SeqNumber;
 
+mod renew;
+
 /// One side of a connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Endpoint {
