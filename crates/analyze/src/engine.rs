@@ -115,11 +115,22 @@ struct HalfOpen {
 /// the engine can mark an entry as answered while the connection is in the caches, instead
 /// of visiting the connection again when the entry's deadline comes (for most connections,
 /// seconds later and out of every cache).
-#[derive(Default)]
 struct HalfOpenQueue {
     items: VecDeque<HalfOpen>,
     /// Position of `items[0]`.
     base: u64,
+    /// The deadline of `items[0]` (`u64::MAX` when empty): what every segment checks.
+    front_deadline: u64,
+}
+
+impl Default for HalfOpenQueue {
+    fn default() -> HalfOpenQueue {
+        HalfOpenQueue {
+            items: VecDeque::new(),
+            base: 0,
+            front_deadline: u64::MAX,
+        }
+    }
 }
 
 impl HalfOpenQueue {
@@ -131,6 +142,9 @@ impl HalfOpenQueue {
             id,
             live: true,
         });
+        if self.items.len() == 1 {
+            self.front_deadline = deadline;
+        }
         self.base + self.items.len() as u64
     }
 
@@ -138,9 +152,16 @@ impl HalfOpenQueue {
         self.items.front()
     }
 
+    /// Whether the front entry's deadline is before `ts` (false when empty).
+    #[inline(always)]
+    fn due_before(&self, ts: u64) -> bool {
+        self.front_deadline < ts
+    }
+
     fn pop_front(&mut self) -> Option<HalfOpen> {
         let e = self.items.pop_front()?;
         self.base += 1;
+        self.front_deadline = self.items.front().map_or(u64::MAX, |f| f.deadline);
         Some(e)
     }
 
@@ -420,7 +441,7 @@ impl Analyzer {
         }
         // Half-open connections end when their ladder runs out, to the segment: their
         // number is what a SYN flood makes grow.
-        if self.half_open.front().is_some_and(|f| f.deadline < ts) {
+        if self.half_open.due_before(ts) {
             self.sweep_half_open(ts);
         }
     }
