@@ -118,13 +118,25 @@ struct HalfOpen {
 /// the engine can mark an entry as answered while the connection is in the caches, instead
 /// of visiting the connection again when the entry's deadline comes (for most connections,
 /// seconds later and out of every cache).
-#[derive(Default)]
 struct HalfOpenQueue {
     items: VecDeque<HalfOpen>,
     /// Position of `items[0]`.
     base: u64,
     /// Entries with `classic` set.
     classic: usize,
+    /// The deadline of `items[0]` (`u64::MAX` when empty): what every segment checks.
+    front_deadline: u64,
+}
+
+impl Default for HalfOpenQueue {
+    fn default() -> HalfOpenQueue {
+        HalfOpenQueue {
+            items: VecDeque::new(),
+            base: 0,
+            classic: 0,
+            front_deadline: u64::MAX,
+        }
+    }
 }
 
 impl HalfOpenQueue {
@@ -138,6 +150,9 @@ impl HalfOpenQueue {
             live: true,
             classic,
         });
+        if self.items.len() == 1 {
+            self.front_deadline = deadline;
+        }
         self.base + self.items.len() as u64
     }
 
@@ -145,10 +160,17 @@ impl HalfOpenQueue {
         self.items.front()
     }
 
+    /// Whether the front entry's deadline is before `ts` (false when empty).
+    #[inline(always)]
+    fn due_before(&self, ts: u64) -> bool {
+        self.front_deadline < ts
+    }
+
     fn pop_front(&mut self) -> Option<HalfOpen> {
         let e = self.items.pop_front()?;
         self.base += 1;
         self.classic -= usize::from(e.classic);
+        self.front_deadline = self.items.front().map_or(u64::MAX, |f| f.deadline);
         Some(e)
     }
 
@@ -350,41 +372,59 @@ impl Analyzer {
         /// How far ahead the slot is fetched, and then the connection it points to.
         const SLOT_AHEAD: usize = 8;
         const CONN_AHEAD: usize = 4;
-        for (i, (s, k)) in segs.iter().zip(keys).enumerate() {
-            if let Some(slot) = keys
-                .get(i + SLOT_AHEAD)
-                .and_then(|n| self.slots.get(n.slot as usize))
-            {
-                prefetch(slot);
+        let n = segs.len().min(keys.len());
+        let (segs, keys) = (&segs[..n], &keys[..n]);
+        // The look-ahead is checked once per segment, not per lookup: all but the last
+        // few segments of a batch take the first branch.
+        for i in 0..n.saturating_sub(SLOT_AHEAD) {
+            self.prefetch_slot(keys[i + SLOT_AHEAD].slot);
+            self.prefetch_conn(&segs[i + CONN_AHEAD], keys[i + CONN_AHEAD].slot);
+            self.take(&segs[i], keys[i]);
+        }
+        for i in n.saturating_sub(SLOT_AHEAD)..n {
+            if i + CONN_AHEAD < n {
+                self.prefetch_conn(&segs[i + CONN_AHEAD], keys[i + CONN_AHEAD].slot);
             }
-            if let Some(c) = keys
-                .get(i + CONN_AHEAD)
-                .and_then(|n| self.slots.get(n.slot as usize))
-                .and_then(|slot| slot.conn.as_deref())
-            {
-                if segs
-                    .get(i + CONN_AHEAD)
-                    .is_some_and(|n| n.flags.syn() && !n.flags.ack())
-                {
-                    // A SYN on a 4-tuple that holds a connection: mostly a reuse, which
-                    // summarises the old incarnation (every detector reads some of it).
-                    prefetch_lines(c, CONN_LINES);
-                } else {
-                    // The hot lines (see `Conn`, `Half`): the first two of the connection
-                    // and of each direction.
-                    prefetch_lines(c, 2);
-                    prefetch_lines(&c.half.c2s, 2);
-                    prefetch_lines(&c.half.s2c, 2);
-                }
+            self.take(&segs[i], keys[i]);
+        }
+    }
+
+    /// [`push_batch`](Self::push_batch)'s first look ahead: the slot of a coming segment.
+    #[inline(always)]
+    fn prefetch_slot(&self, slot: u32) {
+        if let Some(slot) = self.slots.get(slot as usize) {
+            prefetch(slot);
+        }
+    }
+
+    /// [`push_batch`](Self::push_batch)'s second look ahead: the connection a coming segment
+    /// `s` (of `slot`) will update, and the pool's top box when `s` is a SYN.
+    #[inline(always)]
+    fn prefetch_conn(&self, s: &Segment, slot: u32) {
+        let syn = s.flags.syn();
+        if let Some(c) = self
+            .slots
+            .get(slot as usize)
+            .and_then(|x| x.conn.as_deref())
+        {
+            if syn && !s.flags.ack() {
+                // A SYN on a 4-tuple that holds a connection: mostly a reuse, which
+                // summarises the old incarnation (every detector reads some of it).
+                prefetch_lines(c, CONN_LINES);
+            } else {
+                // The hot lines (see `Conn`, `Half`): the first two of the connection
+                // and of each direction.
+                prefetch_lines(c, 2);
+                prefetch_lines(&c.half.c2s, 2);
+                prefetch_lines(&c.half.s2c, 2);
             }
-            // A SYN ahead will take the pool's top box: its old contents are read (to be
-            // dropped) and overwritten, and it was last touched seconds ago.
-            if segs.get(i + CONN_AHEAD).is_some_and(|n| n.flags.syn()) {
-                if let Some(b) = self.done.pool.last() {
-                    prefetch_lines(&**b, CONN_LINES);
-                }
+        }
+        // A SYN ahead will take the pool's top box: its old contents are read (to be
+        // dropped) and overwritten, and it was last touched seconds ago.
+        if syn {
+            if let Some(b) = self.done.pool.last() {
+                prefetch_lines(&**b, CONN_LINES);
             }
-            self.take(s, *k);
         }
     }
 
@@ -410,7 +450,7 @@ impl Analyzer {
         }
         // Half-open connections end when their ladder runs out, to the segment: their
         // number is what a SYN flood makes grow.
-        if self.half_open.front().is_some_and(|f| f.deadline < ts) {
+        if self.half_open.due_before(ts) {
             self.sweep_half_open(ts);
         }
     }
@@ -466,20 +506,13 @@ impl Analyzer {
             self.done.open += 1;
             self.totals.peak_tracked_connections =
                 self.totals.peak_tracked_connections.max(self.done.open);
-            let fresh = Conn::new(
-                self.next_id,
-                slot.incarnations,
-                r.client,
-                r.server,
-                r.known,
-                ts,
-            );
+            let (id, inc) = (self.next_id, slot.incarnations);
             let mut conn = match self.done.pool.pop() {
                 Some(mut b) => {
-                    *b = fresh;
+                    b.renew(id, inc, r.client, r.server, r.known, ts);
                     b
                 }
-                None => Box::new(fresh),
+                None => Box::new(Conn::new(id, inc, r.client, r.server, r.known, ts)),
             };
             conn.first_frame = s.frame;
             conn.client_lo = r.client_lo;

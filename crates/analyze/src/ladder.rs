@@ -29,14 +29,35 @@ pub struct Ladders {
     pub linear: SynLadder,
     pub exponential: SynLadder,
     pub classic: SynLadder,
+    /// [`Ladders::deadline_ns`]'s wait after the first SYN (ns) by the number of SYNs sent,
+    /// on Linux's ladders and on the classic one, worked out once (the engine asks for every
+    /// connection): the last entry stands for every count past the ladders' ends.
+    waits_ns: Vec<u64>,
+    classic_waits_ns: Vec<u64>,
 }
 
 impl Default for Ladders {
     fn default() -> Ladders {
+        let linear = SynLadder::new(6, Some(4), SYN_INITIAL_RTO);
+        let exponential = SynLadder::new(6, None, SYN_INITIAL_RTO);
+        let classic = SynLadder::new(2, None, CLASSIC_INITIAL_RTO);
+        let last = linear.rungs().len().max(exponential.rungs().len()) + 1;
+        let table = |ladders: &[&SynLadder]| -> Vec<u64> {
+            (0..=last)
+                .map(|next| {
+                    let latest =
+                        |l: &SynLadder| l.latest(next as u32).unwrap_or(l.give_up_latest());
+                    let wait = ladders.iter().map(|l| latest(l)).max().unwrap_or_default();
+                    (wait + HALF_OPEN_SLACK).as_nanos() as u64
+                })
+                .collect()
+        };
         Ladders {
-            linear: SynLadder::new(6, Some(4), SYN_INITIAL_RTO),
-            exponential: SynLadder::new(6, None, SYN_INITIAL_RTO),
-            classic: SynLadder::new(2, None, CLASSIC_INITIAL_RTO),
+            waits_ns: table(&[&linear, &exponential]),
+            classic_waits_ns: table(&[&classic]),
+            linear,
+            exponential,
+            classic,
         }
     }
 }
@@ -84,16 +105,66 @@ impl Ladders {
     pub fn deadline_ns(&self, c: &Conn, classic: bool) -> u64 {
         let syns = c.syn_list();
         let first = syns.first().map_or(c.first_ts, |s| s.0);
-        let next = c.syn_count;
-        let latest = |l: &SynLadder| l.latest(next).unwrap_or(l.give_up_latest());
-        let mut wait = latest(&self.linear).max(latest(&self.exponential));
-        let fits = syns.get(1).is_none_or(|s| {
-            Duration::from_nanos(s.0.saturating_sub(first)) + Duration::from_millis(1)
-                >= CLASSIC_INITIAL_RTO
-        });
-        if classic && fits {
-            wait = wait.max(latest(&self.classic));
+        let next = (c.syn_count as usize).min(self.waits_ns.len() - 1);
+        let mut wait = self.waits_ns[next];
+        if classic && fits_classic(syns, first) {
+            wait = wait.max(self.classic_waits_ns[next]);
         }
-        first.saturating_add((wait + HALF_OPEN_SLACK).as_nanos() as u64)
+        first.saturating_add(wait)
+    }
+}
+
+/// Whether SYNs sent at `syns` (from `first`) may be on the classic ladder: no resend yet, or
+/// the first no earlier than its 3 s.
+fn fits_classic(syns: &[(u64, u64)], first: u64) -> bool {
+    syns.get(1).is_none_or(|s| {
+        Duration::from_nanos(s.0.saturating_sub(first)) + Duration::from_millis(1)
+            >= CLASSIC_INITIAL_RTO
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flow::Endpoint;
+
+    /// The tables give what the ladders give, for every SYN count (past the ends too), with
+    /// and without the classic ladder.
+    #[test]
+    fn deadline_table_matches_the_ladders() {
+        let l = Ladders::default();
+        let e = |port| Endpoint {
+            addr: std::net::Ipv4Addr::LOCALHOST.into(),
+            port,
+        };
+        for second_at in [4_000_000_000u64, 8_000_000_000] {
+            let mut c = Conn::new(1, 1, e(40000), e(80), true, 5_000_000_000);
+            for n in 0..40u32 {
+                c.syn_count = n;
+                if n > 0 && (n as usize) <= c.syns.len() {
+                    let t = if n == 1 {
+                        5_000_000_000
+                    } else {
+                        second_at + u64::from(n)
+                    };
+                    c.syns[n as usize - 1] = (t, u64::from(n));
+                }
+                let first = c.syn_list().first().map_or(c.first_ts, |s| s.0);
+                let latest = |x: &SynLadder| x.latest(n).unwrap_or(x.give_up_latest());
+                let linux = latest(&l.linear).max(latest(&l.exponential));
+                let classic = if fits_classic(c.syn_list(), first) {
+                    linux.max(latest(&l.classic))
+                } else {
+                    linux
+                };
+                for (on, wait) in [(false, linux), (true, classic)] {
+                    assert_eq!(
+                        l.deadline_ns(&c, on),
+                        first.saturating_add((wait + HALF_OPEN_SLACK).as_nanos() as u64),
+                        "{n} SYNs, classic {on}, second SYN at {second_at}"
+                    );
+                }
+            }
+        }
     }
 }

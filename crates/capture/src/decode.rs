@@ -95,12 +95,12 @@ pub(crate) enum Skip {
     UnsupportedLink,
 }
 
-#[inline]
+#[inline(always)]
 fn be16(d: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([d[at], d[at + 1]])
 }
 
-#[inline]
+#[inline(always)]
 fn be32(d: &[u8], at: usize) -> u32 {
     u32::from_be_bytes([d[at], d[at + 1], d[at + 2], d[at + 3]])
 }
@@ -354,7 +354,9 @@ fn ipv6(d: &[u8], off: usize, wire: usize, seg: &mut Segment) -> Result<(), Skip
 
 /// TCP (RFC 9293 section 3.1). `t` holds the captured bytes from the TCP header on;
 /// `l4_len` is the TCP length the IP header says (header + payload).
-#[inline]
+// Always inlined (into `ipv4`, `ipv6`): the call cost ~12 instructions a packet (saved
+// registers, arguments) of the ~80 of a timestamped segment's TCP header.
+#[inline(always)]
 fn tcp(t: &[u8], l4_len: usize, seg: &mut Segment) -> Result<(), Skip> {
     if t.len() < 20 {
         return Err(Skip::Truncated);

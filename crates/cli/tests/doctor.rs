@@ -786,10 +786,7 @@ fn doctor_gives_a_listener_that_never_accepts_one_finding_with_its_consequences(
                     .starts_with("SYN resends the censuses saw")),
         "{no_trace:#}"
     );
-    assert!(
-        text.contains("Findings (1), causes first:"),
-        "{text}"
-    );
+    assert!(text.contains("Findings (1), causes first:"), "{text}");
     assert!(
         text.contains("Verdict: 1 finding(s) above info (1 critical, 0 warning)"),
         "{text}"

@@ -60,11 +60,7 @@ fn write_inner<W: Write + ?Sized>(
         return Ok(());
     }
     let width = layout.prose_width();
-    writeln!(
-        w,
-        "Findings ({}), causes first:",
-        findings.len()
-    )?;
+    writeln!(w, "Findings ({}), causes first:", findings.len())?;
     for (i, f) in findings.iter().enumerate() {
         writeln!(w)?;
         let tag = layout.paint(style::severity(f.severity), tag(f.severity));

@@ -57,7 +57,10 @@ impl Collisions {
 
 impl Detector for Collisions {
     fn finished(&mut self, c: &Conn) {
-        if outcome(c, self.time_wait_ns) != Some(Outcome::Collision(self.kind)) {
+        // A collision is a SYN answered by older state (a stale ACK or a reset), which only
+        // the rare record holds: most connections have none and are passed over at once.
+        if c.rare.is_none() || outcome(c, self.time_wait_ns) != Some(Outcome::Collision(self.kind))
+        {
             return;
         }
         let syns = c.syn_list();

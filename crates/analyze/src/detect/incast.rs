@@ -343,7 +343,9 @@ impl Incast {
 
     /// The position of `addr` in the receiver table, adding it (and making room) when new.
     fn receiver_index(&mut self, addr: IpAddr) -> u32 {
-        if self.receivers.get(&addr).is_none() && self.receivers.len() >= RECEIVERS_MAX {
+        // The length first: the table is rarely full, and the lookup below remembers the
+        // last key (most segments' receiver is the previous one's).
+        if self.receivers.len() >= RECEIVERS_MAX && self.receivers.get(&addr).is_none() {
             self.make_room();
         }
         self.receivers.index_or_insert_with(addr, Receiver::default)

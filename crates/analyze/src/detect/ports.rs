@@ -336,8 +336,9 @@ impl Ports {
 impl Detector for Ports {
     fn opened(&mut self, c: &Conn, ts: u64) {
         let tw = self.time_wait_ns;
-        if self.dests.get(&(c.client.addr, c.server)).is_none()
-            && self.dests.len() >= DESTINATIONS_MAX
+        // The length first: the table is rarely full.
+        if self.dests.len() >= DESTINATIONS_MAX
+            && self.dests.get(&(c.client.addr, c.server)).is_none()
         {
             self.shrink();
         }

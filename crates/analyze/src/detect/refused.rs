@@ -104,7 +104,9 @@ impl Detector for Refused {
     }
 
     fn closed(&mut self, c: &mut Conn) {
-        if c.in_scan || outcome(c, self.time_wait_ns) != Some(Outcome::Refused) {
+        // A refusal is a reset answering the SYN, which only the rare record holds.
+        if c.rare.is_none() || c.in_scan || outcome(c, self.time_wait_ns) != Some(Outcome::Refused)
+        {
             return;
         }
         if self.recent.len() >= RECENT_MAX {
@@ -122,7 +124,11 @@ impl Detector for Refused {
     }
 
     fn finished(&mut self, c: &Conn) {
-        if let Some(refused_ts) = self.retries.remove(&c.id) {
+        // Most captures hold no retry of a refused connect: no hash of every connection.
+        if let Some(refused_ts) = (!self.retries.is_empty())
+            .then(|| self.retries.remove(&c.id))
+            .flatten()
+        {
             if let Some((answer_ts, _)) = c.synack {
                 self.d.recovered += 1;
                 self.d.recovery_max_us = self
@@ -131,7 +137,9 @@ impl Detector for Refused {
                     .max(answer_ts.saturating_sub(refused_ts) / 1_000);
             }
         }
-        if c.in_scan || outcome(c, self.time_wait_ns) != Some(Outcome::Refused) {
+        // A refusal is a reset answering the SYN, which only the rare record holds.
+        if c.rare.is_none() || c.in_scan || outcome(c, self.time_wait_ns) != Some(Outcome::Refused)
+        {
             return;
         }
         self.d.count += 1;

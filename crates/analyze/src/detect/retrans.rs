@@ -27,7 +27,8 @@ pub(crate) struct Retransmissions {
 
 impl Detector for Retransmissions {
     fn finished(&mut self, c: &Conn) {
-        if c.in_incast {
+        // Retransmissions are counted in the rare record: none without one.
+        if c.in_incast || c.rare.is_none() {
             return;
         }
         let k = |i: RetransKind| u64::from(c.lost_of(i));

@@ -55,6 +55,10 @@ impl Detector for Spurious {
         // resent because the sender's whole answer was lost in the burst (the incast's
         // `request_timeouts`): the incast's consequence, not a timer shorter than the path.
         // The senders' own spurious copies (a lowered rto_min firing early) still count.
+        if c.rare.is_none() {
+            // Spurious copies are counted in the rare record: none without one.
+            return;
+        }
         let r = c.rare();
         let receiver = match (c.in_incast, c.incast_receiver_is_client) {
             (false, _) => None,

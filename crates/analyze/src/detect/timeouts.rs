@@ -60,7 +60,7 @@ impl Detector for Timeouts {
     }
 
     fn finished(&mut self, c: &Conn) {
-        let untaken = self.untaken.remove(&c.id).is_some();
+        let untaken = !self.untaken.is_empty() && self.untaken.remove(&c.id).is_some();
         if c.rare().close_rto > 0 && !c.in_incast {
             let d = &mut self.d;
             d.close_timeouts += u64::from(c.rare().close_rto);
