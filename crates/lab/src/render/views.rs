@@ -8,8 +8,8 @@ use tcpdoctor_model::remedy::Check;
 use tcpdoctor_report::fmt;
 
 use super::{pathology_names, Cells, Chart, View};
-use crate::scenario::churn::ProbeRun;
 use crate::scenario::driver::{Record, Remedies};
+use crate::scenario::harness::ProbeRun;
 use crate::scenario::{
     accept_overflow, incast, port_exhaustion, slow_reader, stale_ack, syn_drop, timewait, Header,
     Runs,

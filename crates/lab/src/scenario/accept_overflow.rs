@@ -11,8 +11,8 @@ use tcpdoctor_model::remedy::{Harm, Measured, Prediction, Row};
 use tcpdoctor_model::reproduce::{Event, Reproduction};
 use tcpdoctor_model::Pathology;
 
-use super::churn::{self, Listener, ProbeRun};
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
+use super::harness::{self, Listener, ProbeRun};
 use super::{Common, Outcome};
 use crate::Result;
 
@@ -86,7 +86,7 @@ impl Scenario for AcceptOverflow {
         stop: &AtomicBool,
     ) -> Result<Ran<ProbeRun>> {
         let load = (self.0.duration_ms, self.0.concurrency);
-        churn::probe_listener(common, (tag, label), *l, load, stop)
+        harness::probe_listener(common, (tag, label), *l, load, stop)
     }
 
     /// The harm: connection requests the full accept queue turned away

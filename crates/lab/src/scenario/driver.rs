@@ -11,7 +11,7 @@ use tcpdoctor_model::remedy::{self, Check, Harm, Measured, Prediction, Verdict};
 use tcpdoctor_model::reproduce::Reproduction;
 use tcpdoctor_model::{Finding, Pathology};
 
-use super::{churn, Common, Header, NoFacts, Outcome, Plain, RemedyReport};
+use super::{harness, Common, Header, NoFacts, Outcome, Plain, RemedyReport};
 use crate::capture::CaptureSummary;
 use crate::Result;
 use tcpdoctor_trace::run::{LabTrace, RunTrace};
@@ -49,7 +49,7 @@ macro_rules! record {
 }
 
 record!(
-    churn::ProbeRun,
+    harness::ProbeRun,
     super::slow_reader::Run,
     super::timewait::Run,
     super::incast::Run

@@ -6,8 +6,8 @@
 //! nothing here prints.
 
 pub mod accept_overflow;
-pub mod churn;
 pub mod driver;
+pub mod harness;
 pub mod incast;
 pub mod port_exhaustion;
 pub mod slow_reader;

@@ -18,8 +18,8 @@ use tcpdoctor_model::{Pathology, PortRange};
 use tcpdoctor_probe::server::{Protocol, ServerConfig};
 use tcpdoctor_probe::{CloseFirst, Mode};
 
-use super::churn::{self, Pair, ProbeRun};
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
+use super::harness::{self, Pair, ProbeRun};
 use super::{Common, Header, Outcome};
 use crate::{netns, Result};
 
@@ -204,7 +204,7 @@ fn run_variant(
         );
         scfg.close_first = v.close_first;
         servers.push(pair.serve(scfg)?);
-        let mut pcfg = churn::probe_config(addr, Duration::from_millis(cfg.duration_ms));
+        let mut pcfg = harness::probe_config(addr, Duration::from_millis(cfg.duration_ms));
         pcfg.mode = v.mode.clone();
         pcfg.concurrency = per;
         pcfg.close_first = v.close_first;
@@ -212,8 +212,8 @@ fn run_variant(
         cfgs.push(pcfg);
     }
     let cap = pair.capture(common, tag)?;
-    let runs = churn::probe_many(&pair, label, cfgs, stop);
-    let summary = churn::stop_capture(cap);
+    let runs = harness::probe_many(&pair, label, cfgs, stop);
+    let summary = harness::stop_capture(cap);
     for s in servers {
         s.stop();
     }

@@ -19,8 +19,8 @@ use tcpdoctor_model::remedy::{self, Check, Harm, Measured, Prediction, Tolerance
 use tcpdoctor_model::reproduce::{Event, Reproduction};
 use tcpdoctor_model::{Finding, Pathology};
 
-use super::churn::Pair;
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
+use super::harness::Pair;
 use super::{Common, Outcome};
 use crate::{capture, netns, traffic, Error, Result};
 

@@ -32,8 +32,8 @@ use tcpdoctor_model::Pathology;
 use tcpdoctor_probe::record::{ErrorKind, Outcome as ProbeOutcome, Phase};
 use tcpdoctor_probe::{CloseFirst, Mode, ProbeResult, Record};
 
-use super::churn::{self, Pair, ProbeRun};
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
+use super::harness::{self, Pair, ProbeRun};
 use super::{Common, Header, Outcome};
 use crate::{naming, netns, traffic, Error, Result};
 
@@ -240,7 +240,7 @@ fn loop_run(
     )?;
     let halt = Arc::new(AtomicBool::new(false));
     let server = serve_003(&pair, cpus.map(|(server, _)| server), Arc::clone(&halt))?;
-    let mut p = churn::probe_config(pair.server_addr, Duration::from_millis(cfg.duration_ms));
+    let mut p = harness::probe_config(pair.server_addr, Duration::from_millis(cfg.duration_ms));
     p.mode = Mode::Crr;
     p.linger0 = linger0;
     p.nodelay = true;
@@ -249,13 +249,13 @@ fn loop_run(
     p.reply_bytes = 0;
     p.concurrency = cfg.concurrency;
     let cap = pair.capture(common, tag)?;
-    let engine: churn::Engine = Box::new(move |flag: &AtomicBool| client_003(&p, flag));
-    let run = churn::run_engines(&pair, label, vec![engine], stop).map(|mut r| r.remove(0));
+    let engine: harness::Engine = Box::new(move |flag: &AtomicBool| client_003(&p, flag));
+    let run = harness::run_engines(&pair, label, vec![engine], stop).map(|mut r| r.remove(0));
     // Every connection of the loop has ended (each closes before the next starts): a server
     // socket still in FIN_WAIT2 lost its client's reset.
     std::thread::sleep(Duration::from_millis(50));
     let left = fin_wait2_left(&pair);
-    let summary = churn::stop_capture(cap);
+    let summary = harness::stop_capture(cap);
     halt.store(true, Ordering::Relaxed);
     server.join()?;
     let run = LoopRun {
@@ -310,7 +310,7 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 /// `cfg.duration` or `halt`: a socket with SO_LINGER 0 (`cfg.linger0`) and TCP_NODELAY,
 /// connect, send 4 bytes, read until the server's FIN (it sends nothing), read again, close
 /// (a reset with SO_LINGER 0). Each connection is recorded as probe records its own, then
-/// summarized and classified by probe ([`churn::result_of`]).
+/// summarized and classified by probe ([`harness::result_of`]).
 ///
 /// It is 003's loop and nothing more: the lab's earlier loop (probe's engine, with its
 /// bookkeeping around each connection, against a one-thread server answering 4 bytes) made 0
@@ -352,7 +352,7 @@ fn client_003(cfg: &tcpdoctor_probe::Config, halt: &AtomicBool) -> Result<ProbeR
     let cpu_after = tcpdoctor_host::pressure::cpu_some_total_us().ok().flatten();
     let delta = counters.snapshot().map_err(host)?.delta_since(&before);
     records.sort_by_key(|r| r.start_ns);
-    churn::result_of(
+    harness::result_of(
         cfg,
         records,
         &delta,
@@ -861,7 +861,7 @@ impl Scenario for StaleAck {
         rows: &[Row<LoopRun>],
     ) -> tcpdoctor_trace::run::LabTrace {
         with_forced(
-            churn::traces(
+            harness::traces(
                 std::iter::once(base)
                     .chain(rows.iter().filter_map(|r| r.run.as_ref()))
                     .map(|r| &r.run),

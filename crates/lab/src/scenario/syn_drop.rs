@@ -11,8 +11,8 @@ use tcpdoctor_model::remedy::{Check, Harm, Measured, Prediction, Row, Tolerance,
 use tcpdoctor_model::reproduce::{Event, Reproduction};
 use tcpdoctor_model::Pathology;
 
-use super::churn::{self, Listener, ProbeRun};
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
+use super::harness::{self, Listener, ProbeRun};
 use super::{Common, Outcome};
 use crate::{naming, Error, Result};
 
@@ -152,7 +152,7 @@ impl Scenario for SynDrop {
         stop: &AtomicBool,
     ) -> Result<Ran<ProbeRun>> {
         let load = (self.0.duration_ms, self.0.concurrency);
-        churn::probe_listener(common, (tag, label), *l, load, stop)
+        harness::probe_listener(common, (tag, label), *l, load, stop)
     }
 
     /// The harm: SYNs the client had to send again (`TcpExtTCPSynRetrans`).

@@ -24,8 +24,8 @@ use tcpdoctor_model::{Finding, Pathology};
 use tcpdoctor_probe::server::{Protocol, ServerConfig};
 use tcpdoctor_probe::CloseFirst;
 
-use super::churn::Pair;
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
+use super::harness::Pair;
 use super::{Common, Outcome};
 use crate::traffic::{self, ConnRecord, Outcome as ConnOutcome};
 use crate::{capture, netns, Result};

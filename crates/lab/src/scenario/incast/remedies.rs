@@ -99,7 +99,7 @@ fn run_setup(
             stop,
         )?);
     }
-    let capture = crate::scenario::churn::stop_capture(cap)?;
+    let capture = crate::scenario::harness::stop_capture(cap)?;
     Ok((runs, topo.lab.namespaces().to_vec(), capture))
 }
 

@@ -1,5 +1,6 @@
-//! Shared machinery of the connection scenarios (`port-exhaustion`, `syn-drop`,
-//! `accept-overflow`, `stale-ack-race`): a client and a server namespace joined by a veth,
+//! The harness the connection scenarios share (`port-exhaustion`, `syn-drop`,
+//! `accept-overflow`, `stale-ack-race`; `timewait-collision` and `slow-reader` use its pair of
+//! namespaces with loops of their own): a client and a server namespace joined by a veth,
 //! tcpdoctor's embedded server in the server namespace, and `tcpdoctor probe`'s load engine in
 //! the client namespace. The diagnosis is probe's: its spike classifier and findings (timer
 //! signatures corroborated by the client namespace's counters), plus the findings
