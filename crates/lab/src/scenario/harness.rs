@@ -390,10 +390,10 @@ pub fn run_engines(
 }
 
 /// Probe's statistics, spike classifier and findings over `records` that a scenario's own
-/// loop made in the calling thread's namespace (what [`tcpdoctor_probe::run`] does after its
-/// own loop): `cfg` describes the loop, `delta` is the namespace's counter delta over it,
+/// loop made in the calling thread's namespace ([`tcpdoctor_probe::judge`], as probe judges
+/// its own loop): `cfg` describes the loop, `delta` is the namespace's counter delta over it,
 /// `workers_ns` each loop's wait for a CPU over the run (schedstat; `None`: not read).
-/// This namespace's SYN ladder and RTO floor are read here, as probe reads them.
+/// This namespace's TCP settings and route RTO floor are read here, as probe reads them.
 pub fn result_of(
     cfg: &tcpdoctor_probe::Config,
     records: Vec<tcpdoctor_probe::Record>,
@@ -403,74 +403,33 @@ pub fn result_of(
     workers_ns: Vec<Option<u64>>,
     interrupted: bool,
 ) -> Result<tcpdoctor_probe::ProbeResult> {
-    use tcpdoctor_host::sysctl;
-    use tcpdoctor_model::{timers, SynLadder};
-    use tcpdoctor_probe::{classify, findings, split, stats};
-    let host = |step: &str| {
-        let step = step.to_string();
-        move |source| Error::Host { step, source }
-    };
     let target = cfg
         .target
         .ok_or_else(|| Error::invalid("loop", "no target"))?;
-    let settings = sysctl::TcpSettings::read().map_err(host("read TCP settings"))?;
-    let rto_max = sysctl::read_u64("net.ipv4.tcp_rto_max_ms")
-        .ok()
-        .flatten()
-        .map_or(timers::RTO_MAX, Duration::from_millis);
-    let route_rto_min = tcpdoctor_host::route::rto_min_for(target.ip())
-        .ok()
-        .flatten();
-    let sig = classify::Signatures {
-        ladder: SynLadder::with_rto_max(
-            settings.tcp_syn_retries as u32,
-            settings.tcp_syn_linear_timeouts.map(|v| v as u32),
-            timers::SYN_INITIAL_RTO,
-            rto_max,
-        ),
-        synack_ladder: SynLadder::new(
-            settings.tcp_synack_retries.unwrap_or(5) as u32,
-            None,
-            timers::SYN_INITIAL_RTO,
-        ),
-        rto_min: route_rto_min.unwrap_or_else(|| settings.rto_min()),
-        delack_min: timers::DELACK_MIN,
-        nodelay: cfg.nodelay,
-    };
-    let threshold = cfg
-        .spike_threshold
-        .unwrap_or_else(|| classify::default_threshold(&records));
-    let mut spikes = classify::classify(&records, threshold, &sig, delta);
-    let cpu_waits = split::CpuWaits {
-        workers_ns,
-        embedded_server_ns: None,
-        host_some_ns: cpu_wait_us.map(|us| us.saturating_mul(1_000)),
-        host_some_series: Vec::new(),
-    };
-    let baseline = split::Baseline::of(&records, &spikes, classify::delack_seen(&sig, delta));
-    split::assign(&records, &mut spikes, &baseline, &cpu_waits);
-    let ctx = stats::Context {
-        cfg,
+    let settings = tcpdoctor_host::sysctl::TcpSettings::read().map_err(|source| Error::Host {
+        step: "read TCP settings".into(),
+        source,
+    })?;
+    let around = tcpdoctor_probe::Around {
         target,
-        embedded_server: None,
-        elapsed,
         settings: &settings,
-        route_rto_min,
-        threshold,
+        route_rto_min: tcpdoctor_host::route::rto_min_for(target.ip())
+            .ok()
+            .flatten(),
+        delta,
+        elapsed,
+        embedded_server: None,
         ports_toward_target: None,
         cpu_wait_us,
-        baseline: &baseline,
-        cpu_waits: &cpu_waits,
-    };
-    let summary = stats::summarize(&ctx, &records, &spikes, delta, &sig);
-    let findings = findings::build(&ctx, &summary, &spikes, delta);
-    Ok(tcpdoctor_probe::ProbeResult {
-        summary,
-        findings,
+        cpu_waits: tcpdoctor_probe::split::CpuWaits {
+            workers_ns,
+            embedded_server_ns: None,
+            host_some_ns: cpu_wait_us.map(|us| us.saturating_mul(1_000)),
+            host_some_series: Vec::new(),
+        },
         interrupted,
-        records,
-        spikes,
-    })
+    };
+    Ok(tcpdoctor_probe::judge(cfg, records, around))
 }
 
 /// A probe configuration toward `target` with the lab's defaults.
