@@ -63,13 +63,13 @@ pub struct Ran<R> {
     pub capture: Option<CaptureSummary>,
 }
 
-impl<R> From<(R, Vec<String>, Option<CaptureSummary>)> for Ran<R> {
-    /// From what a scenario's variant runner returns: (record, namespaces, capture).
-    fn from((run, namespaces, capture): (R, Vec<String>, Option<CaptureSummary>)) -> Ran<R> {
+impl<R> Ran<R> {
+    /// The same run with its record made into another.
+    pub fn map<S>(self, f: impl FnOnce(R) -> S) -> Ran<S> {
         Ran {
-            run,
-            namespaces,
-            capture,
+            run: f(self.run),
+            namespaces: self.namespaces,
+            capture: self.capture,
         }
     }
 }

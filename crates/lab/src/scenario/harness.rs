@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use tcpdoctor_model::{Finding, Pathology};
 use tcpdoctor_probe::server::{Server, ServerConfig};
 
+use super::driver::Ran;
 use super::Common;
 use crate::topo::Lab;
 use crate::traffic::SERVER_PORT;
@@ -67,6 +68,36 @@ impl Pair {
         tcpdoctor_trace::run::Tracer::start(&self.trace_mode, label, self.lab.namespaces())
     }
 
+    /// What a run of this pair measured as the driver takes it: `run`, the pair's
+    /// namespaces and the capture it kept.
+    pub fn ran<R>(&self, run: R, capture: Option<capture::CaptureSummary>) -> Ran<R> {
+        Ran {
+            run,
+            namespaces: self.lab.namespaces().to_vec(),
+            capture,
+        }
+    }
+
+    /// Runs `work` (a run's own loops, up to stopping its capture and servers) with the eBPF
+    /// trace attached for run `label` and the counters of both namespaces read around it.
+    pub fn measure<T>(&self, label: &str, work: impl FnOnce() -> Result<T>) -> Result<Around<T>> {
+        // Attached before the first counter snapshot, detached after the last.
+        let tracer = self.trace(label);
+        let started = std::time::Instant::now();
+        let client_before = netns::counters(&self.client)?;
+        let server_before = netns::counters(&self.server)?;
+        let out = work()?;
+        let client = netns::counters(&self.client)?.delta_since(&client_before);
+        let server = netns::counters(&self.server)?.delta_since(&server_before);
+        Ok(Around {
+            out,
+            started,
+            client: client.tcp(),
+            server: server.tcp(),
+            trace: tracer.finish(),
+        })
+    }
+
     /// The client's address.
     pub fn client_addr(&self) -> std::net::Ipv4Addr {
         self.client_ip
@@ -109,6 +140,17 @@ impl Pair {
     }
 }
 
+/// What [`Pair::measure`] measured around a run's own loops: their result, the TCP counters
+/// of each namespace that moved, and what the eBPF trace saw.
+pub struct Around<T> {
+    pub out: T,
+    /// When the trace was attached, before the counters were first read.
+    pub started: std::time::Instant,
+    pub client: BTreeMap<String, i64>,
+    pub server: BTreeMap<String, i64>,
+    pub trace: tcpdoctor_trace::run::RunTrace,
+}
+
 /// The server of a probe run: the embedded server's acceptor threads and listen backlog,
 /// the server namespace's net.core.somaxconn when set, and the share of SYNs nftables drops
 /// (percent, [`super::syn_drop::ruleset`]) when set.
@@ -140,7 +182,7 @@ pub fn probe_listener(
     l: Listener,
     (duration_ms, concurrency): (u64, usize),
     stop: &AtomicBool,
-) -> Result<super::driver::Ran<ProbeRun>> {
+) -> Result<Ran<ProbeRun>> {
     let pair = Pair::build(common, tag)?;
     if let Some(m) = l.somaxconn {
         pair.lab
@@ -157,11 +199,7 @@ pub fn probe_listener(
     let run = probe(&pair, label, pcfg, stop);
     let capture = stop_capture(cap);
     server.stop();
-    Ok(super::driver::Ran {
-        run: run?,
-        namespaces: pair.lab.namespaces().to_vec(),
-        capture: capture?,
-    })
+    Ok(pair.ran(run?, capture?))
 }
 
 /// Stops a capture started by [`Pair::capture`]; the summary of the kept file.

@@ -157,12 +157,6 @@ impl Variant {
 }
 
 /// The probes of a run (one per destination), the namespaces it used, its capture.
-type VariantRuns = (
-    Vec<ProbeRun>,
-    Vec<String>,
-    Option<crate::capture::CaptureSummary>,
-);
-
 /// Runs `v` in a fresh pair of namespaces tagged `tag` (`""`: the baseline, which may be
 /// captured), labelled `label`: one probe per destination port, all at once.
 /// Also returns the client namespace's `net.ipv4.tcp_tw_reuse_delay` (milliseconds; `None` on
@@ -173,7 +167,7 @@ fn run_variant(
     (tag, label): (&str, &str),
     v: &Variant,
     stop: &AtomicBool,
-) -> Result<(VariantRuns, Option<u64>)> {
+) -> Result<(Ran<Vec<ProbeRun>>, Option<u64>)> {
     let pair = Pair::build(common, tag)?;
     let reuse_delay_ms = netns::sysctl_u64(&pair.client, "net.ipv4.tcp_tw_reuse_delay")?;
     pair.lab.sysctl(
@@ -217,10 +211,7 @@ fn run_variant(
     for s in servers {
         s.stop();
     }
-    Ok((
-        (runs?, pair.lab.namespaces().to_vec(), summary?),
-        reuse_delay_ms,
-    ))
+    Ok((pair.ran(runs?, summary?), reuse_delay_ms))
 }
 
 /// The baseline in a fresh pair of namespaces (one destination: one probe).
@@ -454,16 +445,11 @@ impl Scenario for PortExhaustion {
         v: &Variant,
         stop: &AtomicBool,
     ) -> Result<Ran<PortRun>> {
-        let ((probes, namespaces, capture), reuse_delay_ms) =
-            run_variant(common, &self.cfg, (tag, label), v, stop)?;
+        let (ran, reuse_delay_ms) = run_variant(common, &self.cfg, (tag, label), v, stop)?;
         if tag.is_empty() {
             self.reuse_delay_ms = reuse_delay_ms;
         }
-        Ok(Ran {
-            run: PortRun::of(probes, v.ports, v.destinations),
-            namespaces,
-            capture,
-        })
+        Ok(ran.map(|probes| PortRun::of(probes, v.ports, v.destinations)))
     }
 
     fn harm(&self, run: &PortRun) -> Harm {

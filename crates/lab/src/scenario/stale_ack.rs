@@ -221,7 +221,7 @@ pub fn harm(run: &LoopRun) -> Harm {
 /// `linger0`, else a graceful close) on one CPU against [`serve_003`] on another (`cpus`:
 /// server, client), its records summarized and classified by probe. Returns the run (with the
 /// server sockets the race left in FIN_WAIT2, [`fin_wait2_left`]), its namespaces and the
-/// capture summary.
+/// capture it kept.
 fn loop_run(
     common: &Common,
     cfg: &Config,
@@ -230,7 +230,7 @@ fn loop_run(
     linger0: bool,
     cpus: Option<(usize, usize)>,
     stop: &AtomicBool,
-) -> Result<(LoopRun, Vec<String>, Option<crate::capture::CaptureSummary>)> {
+) -> Result<Ran<LoopRun>> {
     let mut pair = Pair::build(common, tag)?;
     pair.client_cpu = cpus.map(|(_, client)| client);
     pair.lab.sysctl(
@@ -262,7 +262,7 @@ fn loop_run(
         run: run?,
         fin_wait2_left: left?,
     };
-    Ok((run, pair.lab.namespaces().to_vec(), summary?))
+    Ok(pair.ran(run, summary?))
 }
 
 /// The client's ports in the loop: 2,000 instead of the default 28,232. A race leaves the
@@ -774,7 +774,7 @@ impl Scenario for StaleAck {
         if tag.is_empty() {
             self.cpus = traffic::two_cpus();
         }
-        Ok(loop_run(common, &self.cfg, tag, label, *linger0, self.cpus, stop)?.into())
+        loop_run(common, &self.cfg, tag, label, *linger0, self.cpus, stop)
     }
 
     fn after_baseline(&mut self, common: &Common, _base: &LoopRun) -> Result<Vec<String>> {
