@@ -241,15 +241,16 @@ pub trait Scenario {
         variant_row(self, common, tag, name, base, stop)
     }
 
-    /// The header's trace: the baseline's and each measured row's (a scenario may add runs
-    /// of its own).
-    fn header_trace(&self, base: &Self::Run, rows: &[remedy::Row<Self::Run>]) -> LabTrace {
-        LabTrace::of(
-            std::iter::once(base)
-                .chain(rows.iter().filter_map(|r| r.run.as_ref()))
-                .map(|r| r.trace().clone())
-                .collect(),
-        )
+    /// The traces of the baseline's runs, first in the header (incast: every run of its
+    /// sweep); each measured row's follow.
+    fn base_traces(&self, base: &Self::Run) -> Vec<RunTrace> {
+        vec![base.trace().clone()]
+    }
+
+    /// Traces of runs the scenario measured besides its variants (stale-ack-race's forced
+    /// check), last in the header.
+    fn more_traces(&self) -> Vec<RunTrace> {
+        Vec::new()
     }
 
     /// The report's words about the baseline (`rows`: the remedies as measured).
@@ -285,7 +286,16 @@ pub fn remedies<S: Scenario>(
         rows.extend(r.rows);
     }
     let tail = s.tail(&base, &rows);
-    let trace = s.header_trace(&base, &rows);
+    let trace = LabTrace::of(
+        s.base_traces(&base)
+            .into_iter()
+            .chain(
+                rows.iter()
+                    .filter_map(|r| r.run.as_ref().map(|r| r.trace().clone())),
+            )
+            .chain(s.more_traces())
+            .collect(),
+    );
     let report = RemedyReport {
         header: Header::of(
             S::NAME,

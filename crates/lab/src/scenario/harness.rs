@@ -480,8 +480,3 @@ pub fn probe_config(target: SocketAddrV4, duration: Duration) -> tcpdoctor_probe
         ..tcpdoctor_probe::Config::default()
     }
 }
-
-/// The traces of `runs`, in order, for the scenario header.
-pub fn traces<'a>(runs: impl IntoIterator<Item = &'a ProbeRun>) -> tcpdoctor_trace::run::LabTrace {
-    tcpdoctor_trace::run::LabTrace::of(runs.into_iter().map(|r| r.trace.clone()).collect())
-}

@@ -196,16 +196,6 @@ fn forced_check(common: &Common) -> Result<(Forced, Vec<String>, tcpdoctor_trace
     ))
 }
 
-/// The scenario's trace: its loop runs', then the forced check's.
-fn with_forced(
-    loops: tcpdoctor_trace::run::LabTrace,
-    forced: tcpdoctor_trace::run::RunTrace,
-) -> tcpdoctor_trace::run::LabTrace {
-    let mut runs = loops.runs;
-    runs.push(forced);
-    tcpdoctor_trace::run::LabTrace::of(runs)
-}
-
 /// The harm: SYNs resent per million connections of the loop (`TcpExtTCPSynRetrans`).
 pub fn harm(run: &LoopRun) -> Harm {
     let run = &run.run;
@@ -855,19 +845,8 @@ impl Scenario for StaleAck {
         })
     }
 
-    fn header_trace(
-        &self,
-        base: &LoopRun,
-        rows: &[Row<LoopRun>],
-    ) -> tcpdoctor_trace::run::LabTrace {
-        with_forced(
-            harness::traces(
-                std::iter::once(base)
-                    .chain(rows.iter().filter_map(|r| r.run.as_ref()))
-                    .map(|r| &r.run),
-            ),
-            self.checked().trace.clone(),
-        )
+    fn more_traces(&self) -> Vec<tcpdoctor_trace::run::RunTrace> {
+        vec![self.checked().trace.clone()]
     }
 
     fn tail(&self, base: &LoopRun, _rows: &[Row<LoopRun>]) -> Tail<Facts> {

@@ -663,15 +663,9 @@ impl Scenario for Incast {
         }
     }
 
-    /// Every run of the baseline's sweep, then each measured row's.
-    fn header_trace(&self, _base: &Run, rows: &[Row<Run>]) -> tcpdoctor_trace::run::LabTrace {
-        tcpdoctor_trace::run::LabTrace::of(
-            self.base_runs
-                .iter()
-                .chain(rows.iter().filter_map(|r| r.run.as_ref()))
-                .map(|r| r.trace.clone())
-                .collect(),
-        )
+    /// Every run of the baseline's sweep.
+    fn base_traces(&self, _base: &Run) -> Vec<tcpdoctor_trace::run::RunTrace> {
+        self.base_runs.iter().map(|r| r.trace.clone()).collect()
     }
 
     fn tail(&self, base: &Run, _rows: &[Row<Run>]) -> Tail<Facts> {
