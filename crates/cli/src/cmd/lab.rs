@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicBool;
 use tcpdoctor_lab::cleanup::{self, Scope};
 use tcpdoctor_lab::render::{self, remedies as render_remedies, views};
 
-use tcpdoctor_lab::scenario::driver::{Remedies, Scenario as LabScenario};
+use tcpdoctor_lab::scenario::driver::{self, Remedies, Scenario as LabScenario};
 use tcpdoctor_lab::scenario::{
     self, accept_overflow, incast, port_exhaustion, slow_reader, stale_ack, syn_drop, timewait,
     Common,
@@ -442,7 +442,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
 fn run_scenario<S: LabScenario, B: serde::Serialize>(
     s: S,
     a: &CommonArgs,
-    plain: impl FnOnce(&Common, &S::Config, &AtomicBool) -> tcpdoctor_lab::Result<scenario::Outcome<B>>,
+    plain: impl FnOnce(S, &Common, &AtomicBool) -> tcpdoctor_lab::Result<scenario::Outcome<B>>,
     (view, fix_view): (ViewOf<B>, ViewOf<Remedies<S>>),
 ) -> anyhow::Result<i32>
 where
@@ -457,7 +457,7 @@ where
             Some(fix_view),
         ),
         (None, false) => {
-            let o = running(S::NAME, || plain(&common, s.config(), output::stop_flag()))?;
+            let o = running(S::NAME, || plain(s, &common, output::stop_flag()))?;
             let report = scenario::report(o);
             if let Some(out) = html {
                 out.write(&render::run_page(&report, view))?;
@@ -557,8 +557,8 @@ fn run_incast(a: IncastArgs) -> anyhow::Result<i32> {
         congestion_control: a.cc.clone(),
     };
     cfg.rate_bits_per_s()?;
-    let plain = |common: &Common, cfg: &incast::Config, stop: &AtomicBool| {
-        let o = incast::run(common, cfg, stop)?;
+    let plain = |s: incast::Incast, common: &Common, stop: &AtomicBool| {
+        let o = incast::run(common, s.config(), stop)?;
         if a.sweep.is_some() {
             let (csv, svg) = (a.out.with_extension("csv"), a.out.with_extension("svg"));
             tcpdoctor_lab::chart::write_incast_sweep(&o.body.runs, &csv, &svg)?;
@@ -644,7 +644,7 @@ fn run_syn_drop(a: SynDropArgs) -> anyhow::Result<i32> {
     run_scenario(
         syn_drop::SynDrop(cfg),
         &a.common,
-        syn_drop::run,
+        driver::plain,
         (views::syn_drop, views::syn_drop),
     )
 }
@@ -659,7 +659,7 @@ fn run_accept_overflow(a: AcceptArgs) -> anyhow::Result<i32> {
     run_scenario(
         accept_overflow::AcceptOverflow(cfg),
         &a.common,
-        accept_overflow::run,
+        driver::plain,
         (views::accept_overflow, views::accept_overflow),
     )
 }
@@ -674,7 +674,7 @@ fn run_timewait(a: TimewaitArgs) -> anyhow::Result<i32> {
     run_scenario(
         timewait::Timewait(cfg),
         &a.common,
-        timewait::run,
+        driver::plain,
         (views::timewait, views::timewait),
     )
 }
@@ -689,7 +689,7 @@ fn run_slow_reader(a: SlowReaderArgs) -> anyhow::Result<i32> {
     run_scenario(
         slow_reader::SlowReader(cfg),
         &a.common,
-        slow_reader::run,
+        driver::plain,
         (views::slow_reader, views::slow_reader),
     )
 }

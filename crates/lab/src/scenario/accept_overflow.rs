@@ -13,7 +13,7 @@ use tcpdoctor_model::Pathology;
 
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::harness::{self, Listener, ProbeRun};
-use super::{Common, Outcome};
+use super::Common;
 use crate::Result;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -37,11 +37,6 @@ impl Default for Config {
 
 /// A plain run's report: the baseline.
 pub type Report = super::Plain<Config, ProbeRun>;
-
-/// The baseline in fresh namespaces.
-pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
-    driver::plain(AcceptOverflow(cfg.clone()), common, stop)
-}
 
 /// The accept-queue overflow as `--remedies` drives it.
 pub struct AcceptOverflow(pub Config);

@@ -215,14 +215,14 @@ fn run_variant(
 }
 
 /// The baseline in a fresh pair of namespaces (one destination: one probe).
-pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
-    let o = driver::remedies(PortExhaustion::new(cfg.clone()), common, &[], stop)?;
+pub fn run(s: PortExhaustion, common: &Common, stop: &AtomicBool) -> Result<Outcome<Report>> {
+    let o = driver::remedies(s, common, &[], stop)?;
     Ok(o.map(|r| {
         let before = r.baseline.probes.into_iter().next().expect("one probe");
         Report {
             header: r.header,
+            computed_sustainable_per_s: sustainable_per_s(r.config.ports),
             config: r.config,
-            computed_sustainable_per_s: sustainable_per_s(cfg.ports),
             measured_sustainable_per_s: measured_steady(&before),
             before,
             unfixed: Default::default(),

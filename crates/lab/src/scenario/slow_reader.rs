@@ -21,7 +21,7 @@ use tcpdoctor_model::{Finding, Pathology};
 
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::harness::Pair;
-use super::{Common, Outcome};
+use super::Common;
 use crate::{capture, netns, traffic, Error, Result};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -637,9 +637,4 @@ impl Variant {
             writer: WriterMode::Blocking,
         }
     }
-}
-
-/// The baseline in fresh namespaces.
-pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
-    driver::plain(SlowReader(cfg.clone()), common, stop)
 }

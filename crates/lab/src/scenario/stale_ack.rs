@@ -599,8 +599,8 @@ pub fn reproduction(run: &LoopRun, forced: &Forced, kernel: &str) -> Reproductio
 }
 
 /// The loop, then the forced check.
-pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
-    let o = driver::remedies(StaleAck::new(cfg.clone()), common, &[], stop)?;
+pub fn run(s: StaleAck, common: &Common, stop: &AtomicBool) -> Result<Outcome<Report>> {
+    let o = driver::remedies(s, common, &[], stop)?;
     Ok(o.map(|r| {
         let (syn_resends_per_million, stale_ack_resends, syn_timer_resends) =
             resends(&r.baseline.run);

@@ -13,7 +13,7 @@ use tcpdoctor_model::Pathology;
 
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::harness::{self, Listener, ProbeRun};
-use super::{Common, Outcome};
+use super::Common;
 use crate::{naming, Error, Result};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -74,11 +74,6 @@ fn validate(cfg: &Config) -> Result<()> {
         ));
     }
     Ok(())
-}
-
-/// The baseline in fresh namespaces.
-pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
-    driver::plain(SynDrop(cfg.clone()), common, stop)
 }
 
 /// SYN retransmissions per finished connect.

@@ -26,7 +26,7 @@ use tcpdoctor_probe::CloseFirst;
 
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::harness::Pair;
-use super::{Common, Outcome};
+use super::Common;
 use crate::traffic::{self, ConnRecord, Outcome as ConnOutcome};
 use crate::{capture, netns, Result};
 
@@ -227,11 +227,6 @@ fn client_loop(
         std::thread::sleep(v.gap);
     }
     Ok(out)
-}
-
-/// The baseline in fresh namespaces.
-pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
-    driver::plain(Timewait(cfg.clone()), common, stop)
 }
 
 /// One step of the clock-driven initial sequence number: `secure_tcp_seq`
