@@ -8,10 +8,10 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use tcpdoctor_model::remedy::{self, Check, Harm, Measured, Prediction, Verdict};
-use tcpdoctor_model::reproduce::Reproduction;
+use tcpdoctor_model::reproduce::{Reproduction, Reproductions};
 use tcpdoctor_model::{Finding, Pathology};
 
-use super::{harness, Common, Header, NoFacts, Outcome, Plain, RemedyReport};
+use super::{harness, Common, Header, NoFacts, Outcome, Plain, Remedied, RemedyReport};
 use crate::capture::CaptureSummary;
 use crate::Result;
 use tcpdoctor_trace::run::{LabTrace, RunTrace};
@@ -286,6 +286,25 @@ pub fn remedies<S: Scenario>(
         rows.extend(r.rows);
     }
     let tail = s.tail(&base, &rows);
+    // Whether each measured row's run still reproduced the pathology, named by its remedy.
+    let reproductions: Vec<Option<Reproduction>> = rows
+        .iter()
+        .map(|row| {
+            row.run
+                .as_ref()
+                .map(|r| s.reproduction(r).remedy(&row.remedy))
+        })
+        .collect();
+    // The remedied run the verdict and exit status follow.
+    let remedied = remedy::followed_row(&rows).map(|i| Remedied {
+        run: rows[i].remedy.clone(),
+        findings: rows[i]
+            .run
+            .as_ref()
+            .map(|r| r.findings().to_vec())
+            .unwrap_or_default(),
+        reproduction: reproductions[i].clone(),
+    });
     let trace = LabTrace::of(
         s.base_traces(&base)
             .into_iter()
@@ -304,7 +323,7 @@ pub fn remedies<S: Scenario>(
             capture,
             trace,
             S::DIAGNOSED_BY,
-            super::remedy_reproductions(&base, &rows, |r| s.reproduction(r)),
+            Reproductions::of(s.reproduction(&base), reproductions.into_iter().flatten()),
         ),
         config: s.config().clone(),
         facts: tail.facts,
@@ -316,10 +335,6 @@ pub fn remedies<S: Scenario>(
         notes: tail.notes,
         syn_ladder: tail.syn_ladder,
     };
-    let remedied = report.remedied(
-        |r| r.findings().to_vec(),
-        |row| super::row_reproduction(row, |r| s.reproduction(r)),
-    );
     Ok(Outcome {
         reproduction: report.header.reproduction.baseline().cloned(),
         findings: report.baseline.findings().to_vec(),
