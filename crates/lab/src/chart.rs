@@ -10,7 +10,7 @@ use tcpdoctor_report::chart::{Axis, Rgb, Series, Style, Unit, Xy};
 use tcpdoctor_report::fmt;
 
 use crate::render::Chart;
-use crate::scenario::churn::ProbeRun;
+use crate::scenario::harness::ProbeRun;
 use crate::scenario::incast::Run;
 use crate::{Error, Result};
 

@@ -166,7 +166,7 @@ where
 /// Renders fixture `name` by its scenario, and by whether it is a remedies table.
 fn render_fixture(name: &str) -> Vec<String> {
     use render::views;
-    use tcpdoctor_lab::scenario::churn::ProbeRun;
+    use tcpdoctor_lab::scenario::harness::ProbeRun;
     let text = std::fs::read_to_string(dir().join(format!("{name}.json"))).unwrap();
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     let scenario = v["scenario"].as_str().unwrap_or_default().to_string();

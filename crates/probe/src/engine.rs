@@ -175,21 +175,6 @@ pub fn run(
     let delta = after.delta_since(&before);
     let interrupted = stop.load(Ordering::SeqCst);
 
-    let sig = Signatures {
-        ladder: syn_ladder(&settings),
-        synack_ladder: SynLadder::new(
-            settings.tcp_synack_retries.unwrap_or(5) as u32,
-            None,
-            timers::SYN_INITIAL_RTO,
-        ),
-        rto_min: route_rto_min.unwrap_or_else(|| settings.rto_min()),
-        delack_min: timers::DELACK_MIN,
-        nodelay: cfg.nodelay,
-    };
-    let threshold = cfg
-        .spike_threshold
-        .unwrap_or_else(|| classify::default_threshold(&records));
-    let mut spikes = classify::classify(&records, threshold, &sig, &delta);
     let cpu_wait_us = cpu_before.zip(cpu_after).map(|(b, a)| a.saturating_sub(b));
     let cpu_waits = split::CpuWaits {
         workers_ns: run_delay,
@@ -199,30 +184,82 @@ pub fn run(
         host_some_ns: cpu_wait_us.map(|us| us.saturating_mul(1_000)),
         host_some_series: cpu_some,
     };
-    let baseline = split::Baseline::of(&records, &spikes, classify::delack_seen(&sig, &delta));
-    split::assign(&records, &mut spikes, &baseline, &cpu_waits);
-    let ctx = stats::Context {
-        cfg,
+    let around = Around {
         target,
-        embedded_server: server_stats,
-        elapsed,
         settings: &settings,
         route_rto_min,
-        threshold,
+        delta: &delta,
+        elapsed,
+        embedded_server: server_stats,
         ports_toward_target,
         cpu_wait_us,
-        baseline: &baseline,
-        cpu_waits: &cpu_waits,
+        cpu_waits,
+        interrupted,
     };
-    let summary = stats::summarize(&ctx, &records, &spikes, &delta, &sig);
-    let findings = findings::build(&ctx, &summary, &spikes, &delta);
-    Ok(ProbeResult {
+    Ok(judge(cfg, records, around))
+}
+
+/// What a load loop measured around its records: the target, this namespace's TCP settings
+/// and counter delta over the loop, its length, the CPU waits, and what the embedded server
+/// and the port census saw.
+pub struct Around<'a> {
+    pub target: SocketAddr,
+    pub settings: &'a TcpSettings,
+    /// The route's `rto_min` toward the target, when set.
+    pub route_rto_min: Option<Duration>,
+    pub delta: &'a counters::Delta,
+    pub elapsed: Duration,
+    pub embedded_server: Option<crate::server::ServerStats>,
+    pub ports_toward_target: Option<stats::PortsInUse>,
+    /// Time some task on the host waited for a CPU over the loop (`/proc/pressure/cpu`).
+    pub cpu_wait_us: Option<u64>,
+    pub cpu_waits: split::CpuWaits,
+    pub interrupted: bool,
+}
+
+/// Probe's statistics, spike classifier and findings over `records`, a load loop's
+/// (this engine's, or a caller's own loop that records probe's [`Record`]s, as the lab's
+/// report-003 client does), as [`run`] judges its own after the loop.
+pub fn judge(cfg: &Config, records: Vec<Record>, a: Around) -> ProbeResult {
+    let sig = Signatures {
+        ladder: syn_ladder(a.settings),
+        synack_ladder: SynLadder::new(
+            a.settings.tcp_synack_retries.unwrap_or(5) as u32,
+            None,
+            timers::SYN_INITIAL_RTO,
+        ),
+        rto_min: a.route_rto_min.unwrap_or_else(|| a.settings.rto_min()),
+        delack_min: timers::DELACK_MIN,
+        nodelay: cfg.nodelay,
+    };
+    let threshold = cfg
+        .spike_threshold
+        .unwrap_or_else(|| classify::default_threshold(&records));
+    let mut spikes = classify::classify(&records, threshold, &sig, a.delta);
+    let baseline = split::Baseline::of(&records, &spikes, classify::delack_seen(&sig, a.delta));
+    split::assign(&records, &mut spikes, &baseline, &a.cpu_waits);
+    let ctx = stats::Context {
+        cfg,
+        target: a.target,
+        embedded_server: a.embedded_server,
+        elapsed: a.elapsed,
+        settings: a.settings,
+        route_rto_min: a.route_rto_min,
+        threshold,
+        ports_toward_target: a.ports_toward_target,
+        cpu_wait_us: a.cpu_wait_us,
+        baseline: &baseline,
+        cpu_waits: &a.cpu_waits,
+    };
+    let summary = stats::summarize(&ctx, &records, &spikes, a.delta, &sig);
+    let findings = findings::build(&ctx, &summary, &spikes, a.delta);
+    ProbeResult {
         summary,
         findings,
-        interrupted,
+        interrupted: a.interrupted,
         records,
         spikes,
-    })
+    }
 }
 
 /// Fails when `addr` cannot be bound here (not an address of this host, or of the caller's

@@ -62,7 +62,7 @@ use serde::{Deserialize, Serialize};
 use tcpdoctor_model::PortRange;
 
 pub use classify::SpikeCause;
-pub use engine::run;
+pub use engine::{judge, run, Around};
 pub use record::{ErrorKind, Outcome, Phase, Record};
 pub use stats::Summary;
 

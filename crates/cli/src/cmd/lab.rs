@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicBool;
 use tcpdoctor_lab::cleanup::{self, Scope};
 use tcpdoctor_lab::render::{self, remedies as render_remedies, views};
 
-use tcpdoctor_lab::scenario::driver::{Remedies, Scenario as LabScenario};
+use tcpdoctor_lab::scenario::driver::{self, Remedies, Scenario as LabScenario};
 use tcpdoctor_lab::scenario::{
     self, accept_overflow, incast, port_exhaustion, slow_reader, stale_ack, syn_drop, timewait,
     Common,
@@ -16,7 +16,6 @@ use tcpdoctor_lab::scenario::{
 use tcpdoctor_lab::subnet::LabSubnet;
 use tcpdoctor_model::{Measured, Report};
 
-use crate::html::HtmlOut;
 use crate::output;
 
 const LONG_HELP: &str = "\
@@ -424,43 +423,32 @@ struct CleanupArgs {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    let common = match &args.scenario {
-        Scenario::Incast(a) => Some(&a.common),
-        Scenario::PortExhaustion(a) => Some(&a.common),
-        Scenario::SynDrop(a) => Some(&a.common),
-        Scenario::AcceptOverflow(a) => Some(&a.common),
-        Scenario::TimewaitCollision(a) => Some(&a.common),
-        Scenario::SlowReader(a) => Some(&a.common),
-        Scenario::StaleAckRace(a) => Some(&a.common),
-        Scenario::Cleanup(_) => None,
-    };
-    // Created before anything runs: a bad path fails at once.
-    let html = crate::html::open(common.and_then(|c| c.html.as_ref()))?;
     match args.scenario {
-        Scenario::Incast(a) => run_incast(*a, html),
-        Scenario::PortExhaustion(a) => run_port_exhaustion(*a, html),
-        Scenario::SynDrop(a) => run_syn_drop(*a, html),
-        Scenario::AcceptOverflow(a) => run_accept_overflow(*a, html),
-        Scenario::TimewaitCollision(a) => run_timewait(*a, html),
-        Scenario::SlowReader(a) => run_slow_reader(*a, html),
-        Scenario::StaleAckRace(a) => run_stale_ack(*a, html),
+        Scenario::Incast(a) => run_incast(*a),
+        Scenario::PortExhaustion(a) => run_port_exhaustion(*a),
+        Scenario::SynDrop(a) => run_syn_drop(*a),
+        Scenario::AcceptOverflow(a) => run_accept_overflow(*a),
+        Scenario::TimewaitCollision(a) => run_timewait(*a),
+        Scenario::SlowReader(a) => run_slow_reader(*a),
+        Scenario::StaleAckRace(a) => run_stale_ack(*a),
         Scenario::Cleanup(a) => run_cleanup(a),
     }
 }
 
-/// Scenario `s` as asked: its plain run (`plain`, printed by `view`), or with `--remedies
-/// SPEC` the remedies named from its table (checked before anything runs), or with `--fix`
-/// its recommended remedy ([`LabScenario::FIX`], printed beside `fix_view` of the runs).
+/// Scenario `s` as asked: its plain run (`plain` of its config, printed by `view`), or with
+/// `--remedies SPEC` the remedies named from its table (checked before anything runs), or
+/// with `--fix` its recommended remedy ([`LabScenario::FIX`], printed beside `fix_view` of
+/// the runs). The `--html` file is created first: a bad path fails before anything runs.
 fn run_scenario<S: LabScenario, B: serde::Serialize>(
     s: S,
     a: &CommonArgs,
-    html: Option<HtmlOut>,
-    plain: impl FnOnce(&Common, &AtomicBool) -> tcpdoctor_lab::Result<scenario::Outcome<B>>,
+    plain: impl FnOnce(S, &Common, &AtomicBool) -> tcpdoctor_lab::Result<scenario::Outcome<B>>,
     (view, fix_view): (ViewOf<B>, ViewOf<Remedies<S>>),
 ) -> anyhow::Result<i32>
 where
     Remedies<S>: serde::Serialize,
 {
+    let html = crate::html::open(a.html.as_ref())?;
     let common = a.common()?;
     let (selected, fix_view) = match (&a.remedies, a.fix) {
         (Some(spec), _) => (tcpdoctor_lab::remedy::select(spec, S::REMEDIES)?, None),
@@ -469,7 +457,7 @@ where
             Some(fix_view),
         ),
         (None, false) => {
-            let o = running(S::NAME, || plain(&common, output::stop_flag()))?;
+            let o = running(S::NAME, || plain(s, &common, output::stop_flag()))?;
             let report = scenario::report(o);
             if let Some(out) = html {
                 out.write(&render::run_page(&report, view))?;
@@ -547,7 +535,7 @@ fn parse_sweep(s: &str) -> anyhow::Result<Vec<u32>> {
     Ok(v)
 }
 
-fn run_incast(a: IncastArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
+fn run_incast(a: IncastArgs) -> anyhow::Result<i32> {
     let mut rto_min = a.rto_min.clone();
     if rto_min.is_empty() {
         rto_min.push(std::time::Duration::from_millis(200));
@@ -569,8 +557,8 @@ fn run_incast(a: IncastArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
         congestion_control: a.cc.clone(),
     };
     cfg.rate_bits_per_s()?;
-    let plain = |common: &Common, stop: &AtomicBool| {
-        let o = incast::run(common, &cfg, stop)?;
+    let plain = |s: incast::Incast, common: &Common, stop: &AtomicBool| {
+        let o = incast::run(common, s.config(), stop)?;
         if a.sweep.is_some() {
             let (csv, svg) = (a.out.with_extension("csv"), a.out.with_extension("svg"));
             tcpdoctor_lab::chart::write_incast_sweep(&o.body.runs, &csv, &svg)?;
@@ -581,13 +569,7 @@ fn run_incast(a: IncastArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
         Ok(o)
     };
     let views = (views::incast as ViewOf<_>, views::incast_fix as ViewOf<_>);
-    run_scenario(
-        incast::Incast::new(cfg.clone()),
-        &a.common,
-        html,
-        plain,
-        views,
-    )
+    run_scenario(incast::Incast::new(cfg), &a.common, plain, views)
 }
 
 /// `--duration` of a scenario run: a duration from 1 s to 10 min.
@@ -638,7 +620,7 @@ fn concurrency() -> clap::builder::RangedI64ValueParser<u16> {
     clap::value_parser!(u16).range(1..=256)
 }
 
-fn run_port_exhaustion(a: PortArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
+fn run_port_exhaustion(a: PortArgs) -> anyhow::Result<i32> {
     let cfg = port_exhaustion::Config {
         ports: a.ports,
         duration_ms: a.duration.as_millis() as u64,
@@ -646,30 +628,28 @@ fn run_port_exhaustion(a: PortArgs, html: Option<HtmlOut>) -> anyhow::Result<i32
         close_first: a.close_first,
     };
     run_scenario(
-        port_exhaustion::PortExhaustion::new(cfg.clone()),
+        port_exhaustion::PortExhaustion::new(cfg),
         &a.common,
-        html,
-        |common, stop| port_exhaustion::run(common, &cfg, stop),
+        port_exhaustion::run,
         (views::port_exhaustion, views::port_exhaustion_fix),
     )
 }
 
-fn run_syn_drop(a: SynDropArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
+fn run_syn_drop(a: SynDropArgs) -> anyhow::Result<i32> {
     let cfg = syn_drop::Config {
         drop_percent: a.drop_percent,
         duration_ms: a.duration.as_millis() as u64,
         concurrency: usize::from(a.concurrency),
     };
     run_scenario(
-        syn_drop::SynDrop(cfg.clone()),
+        syn_drop::SynDrop(cfg),
         &a.common,
-        html,
-        |common, stop| syn_drop::run(common, &cfg, stop),
+        driver::plain,
         (views::syn_drop, views::syn_drop),
     )
 }
 
-fn run_accept_overflow(a: AcceptArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
+fn run_accept_overflow(a: AcceptArgs) -> anyhow::Result<i32> {
     let cfg = accept_overflow::Config {
         backlog: a.backlog,
         server_threads: usize::from(a.server_threads),
@@ -677,15 +657,14 @@ fn run_accept_overflow(a: AcceptArgs, html: Option<HtmlOut>) -> anyhow::Result<i
         concurrency: usize::from(a.concurrency),
     };
     run_scenario(
-        accept_overflow::AcceptOverflow(cfg.clone()),
+        accept_overflow::AcceptOverflow(cfg),
         &a.common,
-        html,
-        |common, stop| accept_overflow::run(common, &cfg, stop),
+        driver::plain,
         (views::accept_overflow, views::accept_overflow),
     )
 }
 
-fn run_timewait(a: TimewaitArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
+fn run_timewait(a: TimewaitArgs) -> anyhow::Result<i32> {
     let cfg = timewait::Config {
         connections: a.connections,
         request_bytes: a.request_bytes as usize,
@@ -693,15 +672,14 @@ fn run_timewait(a: TimewaitArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
         ..timewait::Config::default()
     };
     run_scenario(
-        timewait::Timewait(cfg.clone()),
+        timewait::Timewait(cfg),
         &a.common,
-        html,
-        |common, stop| timewait::run(common, &cfg, stop),
+        driver::plain,
         (views::timewait, views::timewait),
     )
 }
 
-fn run_slow_reader(a: SlowReaderArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
+fn run_slow_reader(a: SlowReaderArgs) -> anyhow::Result<i32> {
     let cfg = slow_reader::Config {
         writer_rate_bytes_per_s: a.writer_rate,
         reader_rate_bytes_per_s: a.reader_rate,
@@ -709,24 +687,22 @@ fn run_slow_reader(a: SlowReaderArgs, html: Option<HtmlOut>) -> anyhow::Result<i
         duration_ms: a.duration.as_millis() as u64,
     };
     run_scenario(
-        slow_reader::SlowReader(cfg.clone()),
+        slow_reader::SlowReader(cfg),
         &a.common,
-        html,
-        |common, stop| slow_reader::run(common, &cfg, stop),
+        driver::plain,
         (views::slow_reader, views::slow_reader),
     )
 }
 
-fn run_stale_ack(a: StaleAckArgs, html: Option<HtmlOut>) -> anyhow::Result<i32> {
+fn run_stale_ack(a: StaleAckArgs) -> anyhow::Result<i32> {
     let cfg = stale_ack::Config {
         duration_ms: a.duration.as_millis() as u64,
         concurrency: usize::from(a.concurrency),
     };
     run_scenario(
-        stale_ack::StaleAck::new(cfg.clone()),
+        stale_ack::StaleAck::new(cfg),
         &a.common,
-        html,
-        |common, stop| stale_ack::run(common, &cfg, stop),
+        stale_ack::run,
         (views::stale_ack, views::stale_ack_fix),
     )
 }

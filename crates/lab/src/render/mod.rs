@@ -39,6 +39,28 @@ pub struct View<'a> {
     pub checks: &'a [Check],
 }
 
+impl<'a> View<'a> {
+    /// The view of scenario `scenario`'s runs under `headline`: their `table` side by side and
+    /// the baseline's `diagnosis`; no lines, charts or checks yet.
+    pub fn new(
+        (scenario, header): (&'a str, &'a scenario::Header),
+        headline: String,
+        table: Cells,
+        diagnosis: &'a [Finding],
+    ) -> View<'a> {
+        View {
+            scenario,
+            header,
+            headline,
+            tables: vec![table],
+            lines: Vec::new(),
+            charts: Vec::new(),
+            diagnosis,
+            checks: &[],
+        }
+    }
+}
+
 /// A table: an optional caption, the header, the rows, the right-aligned columns.
 #[derive(Clone, Debug, Default)]
 pub struct Cells {

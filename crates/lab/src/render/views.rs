@@ -8,8 +8,8 @@ use tcpdoctor_model::remedy::Check;
 use tcpdoctor_report::fmt;
 
 use super::{pathology_names, Cells, Chart, View};
-use crate::scenario::churn::ProbeRun;
 use crate::scenario::driver::{Record, Remedies};
+use crate::scenario::harness::ProbeRun;
 use crate::scenario::{
     accept_overflow, incast, port_exhaustion, slow_reader, stale_ack, syn_drop, timewait, Header,
     Runs,
@@ -113,16 +113,12 @@ fn probe_view<'a>(
     headline: String,
     runs: &[&'a ProbeRun],
 ) -> View<'a> {
-    View {
-        scenario,
-        header,
+    View::new(
+        (scenario, header),
         headline,
-        tables: vec![probe_side(runs)],
-        lines: Vec::new(),
-        charts: Vec::new(),
-        diagnosis: &runs[0].findings,
-        checks: &[],
-    }
+        probe_side(runs),
+        &runs[0].findings,
+    )
 }
 
 pub fn accept_overflow<B: Runs<accept_overflow::Config, ProbeRun>>(b: &B) -> View<'_> {
@@ -226,22 +222,15 @@ pub fn timewait<B: Runs<timewait::Config, timewait::Run>>(b: &B) -> View<'_> {
         });
     }
     t.row("findings", |r| pathology_names(&r.findings));
-    View {
-        scenario: "timewait-collision",
-        header: b.header(),
-        headline: format!(
-            "{} connections from source port {}, {} uploaded each, server closes first{}",
-            c.connections,
-            timewait::CLIENT_PORT,
-            fmt::bytes(c.request_bytes as u64),
-            if c.rfc1337 { ", tcp_rfc1337=1" } else { "" },
-        ),
-        tables: vec![t.cells],
-        lines: Vec::new(),
-        charts: Vec::new(),
-        diagnosis: &runs[0].findings,
-        checks: &[],
-    }
+    let headline = format!(
+        "{} connections from source port {}, {} uploaded each, server closes first{}",
+        c.connections,
+        timewait::CLIENT_PORT,
+        fmt::bytes(c.request_bytes as u64),
+        if c.rfc1337 { ", tcp_rfc1337=1" } else { "" },
+    );
+    let scenario = ("timewait-collision", b.header());
+    View::new(scenario, headline, t.cells, &runs[0].findings)
 }
 
 pub fn slow_reader<B: Runs<slow_reader::Config, slow_reader::Run>>(b: &B) -> View<'_> {
@@ -268,21 +257,14 @@ pub fn slow_reader<B: Runs<slow_reader::Config, slow_reader::Run>>(b: &B) -> Vie
         r.zero_window_advertisements.to_string()
     });
     t.row("findings", |r| pathology_names(&r.findings));
-    View {
-        scenario: "slow-reader",
-        header: b.header(),
-        headline: format!(
-            "writer {}/s, reader {}/s, reader SO_RCVBUF {}",
-            fmt::bytes(c.writer_rate_bytes_per_s),
-            fmt::bytes(c.reader_rate_bytes_per_s),
-            fmt::bytes(c.reader_rcvbuf_bytes as u64)
-        ),
-        tables: vec![t.cells],
-        lines: Vec::new(),
-        charts: Vec::new(),
-        diagnosis: &runs[0].findings,
-        checks: &[],
-    }
+    let headline = format!(
+        "writer {}/s, reader {}/s, reader SO_RCVBUF {}",
+        fmt::bytes(c.writer_rate_bytes_per_s),
+        fmt::bytes(c.reader_rate_bytes_per_s),
+        fmt::bytes(c.reader_rcvbuf_bytes as u64)
+    );
+    let scenario = ("slow-reader", b.header());
+    View::new(scenario, headline, t.cells, &runs[0].findings)
 }
 
 /// What the stale-ACK race measured besides its runs: the loop's SYN resends

@@ -11,9 +11,9 @@ use tcpdoctor_model::remedy::{Harm, Measured, Prediction, Row};
 use tcpdoctor_model::reproduce::{Event, Reproduction};
 use tcpdoctor_model::Pathology;
 
-use super::churn::{self, Listener, ProbeRun};
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
-use super::{Common, Outcome};
+use super::harness::{self, Listener, ProbeRun};
+use super::Common;
 use crate::Result;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -37,11 +37,6 @@ impl Default for Config {
 
 /// A plain run's report: the baseline.
 pub type Report = super::Plain<Config, ProbeRun>;
-
-/// The baseline in fresh namespaces.
-pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
-    driver::plain(AcceptOverflow(cfg.clone()), common, stop)
-}
 
 /// The accept-queue overflow as `--remedies` drives it.
 pub struct AcceptOverflow(pub Config);
@@ -86,7 +81,7 @@ impl Scenario for AcceptOverflow {
         stop: &AtomicBool,
     ) -> Result<Ran<ProbeRun>> {
         let load = (self.0.duration_ms, self.0.concurrency);
-        churn::probe_listener(common, (tag, label), *l, load, stop)
+        harness::probe_listener(common, (tag, label), *l, load, stop)
     }
 
     /// The harm: connection requests the full accept queue turned away

@@ -8,10 +8,10 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use tcpdoctor_model::remedy::{self, Check, Harm, Measured, Prediction, Verdict};
-use tcpdoctor_model::reproduce::Reproduction;
+use tcpdoctor_model::reproduce::{Reproduction, Reproductions};
 use tcpdoctor_model::{Finding, Pathology};
 
-use super::{churn, Common, Header, NoFacts, Outcome, Plain, RemedyReport};
+use super::{harness, Common, Header, NoFacts, Outcome, Plain, Remedied, RemedyReport};
 use crate::capture::CaptureSummary;
 use crate::Result;
 use tcpdoctor_trace::run::{LabTrace, RunTrace};
@@ -49,7 +49,7 @@ macro_rules! record {
 }
 
 record!(
-    churn::ProbeRun,
+    harness::ProbeRun,
     super::slow_reader::Run,
     super::timewait::Run,
     super::incast::Run
@@ -63,13 +63,13 @@ pub struct Ran<R> {
     pub capture: Option<CaptureSummary>,
 }
 
-impl<R> From<(R, Vec<String>, Option<CaptureSummary>)> for Ran<R> {
-    /// From what a scenario's variant runner returns: (record, namespaces, capture).
-    fn from((run, namespaces, capture): (R, Vec<String>, Option<CaptureSummary>)) -> Ran<R> {
+impl<R> Ran<R> {
+    /// The same run with its record made into another.
+    pub fn map<S>(self, f: impl FnOnce(R) -> S) -> Ran<S> {
         Ran {
-            run,
-            namespaces,
-            capture,
+            run: f(self.run),
+            namespaces: self.namespaces,
+            capture: self.capture,
         }
     }
 }
@@ -241,15 +241,16 @@ pub trait Scenario {
         variant_row(self, common, tag, name, base, stop)
     }
 
-    /// The header's trace: the baseline's and each measured row's (a scenario may add runs
-    /// of its own).
-    fn header_trace(&self, base: &Self::Run, rows: &[remedy::Row<Self::Run>]) -> LabTrace {
-        LabTrace::of(
-            std::iter::once(base)
-                .chain(rows.iter().filter_map(|r| r.run.as_ref()))
-                .map(|r| r.trace().clone())
-                .collect(),
-        )
+    /// The traces of the baseline's runs, first in the header (incast: every run of its
+    /// sweep); each measured row's follow.
+    fn base_traces(&self, base: &Self::Run) -> Vec<RunTrace> {
+        vec![base.trace().clone()]
+    }
+
+    /// Traces of runs the scenario measured besides its variants (stale-ack-race's forced
+    /// check), last in the header.
+    fn more_traces(&self) -> Vec<RunTrace> {
+        Vec::new()
     }
 
     /// The report's words about the baseline (`rows`: the remedies as measured).
@@ -285,7 +286,35 @@ pub fn remedies<S: Scenario>(
         rows.extend(r.rows);
     }
     let tail = s.tail(&base, &rows);
-    let trace = s.header_trace(&base, &rows);
+    // Whether each measured row's run still reproduced the pathology, named by its remedy.
+    let reproductions: Vec<Option<Reproduction>> = rows
+        .iter()
+        .map(|row| {
+            row.run
+                .as_ref()
+                .map(|r| s.reproduction(r).remedy(&row.remedy))
+        })
+        .collect();
+    // The remedied run the verdict and exit status follow.
+    let remedied = remedy::followed_row(&rows).map(|i| Remedied {
+        run: rows[i].remedy.clone(),
+        findings: rows[i]
+            .run
+            .as_ref()
+            .map(|r| r.findings().to_vec())
+            .unwrap_or_default(),
+        reproduction: reproductions[i].clone(),
+    });
+    let trace = LabTrace::of(
+        s.base_traces(&base)
+            .into_iter()
+            .chain(
+                rows.iter()
+                    .filter_map(|r| r.run.as_ref().map(|r| r.trace().clone())),
+            )
+            .chain(s.more_traces())
+            .collect(),
+    );
     let report = RemedyReport {
         header: Header::of(
             S::NAME,
@@ -294,7 +323,7 @@ pub fn remedies<S: Scenario>(
             capture,
             trace,
             S::DIAGNOSED_BY,
-            super::remedy_reproductions(&base, &rows, |r| s.reproduction(r)),
+            Reproductions::of(s.reproduction(&base), reproductions.into_iter().flatten()),
         ),
         config: s.config().clone(),
         facts: tail.facts,
@@ -306,10 +335,6 @@ pub fn remedies<S: Scenario>(
         notes: tail.notes,
         syn_ladder: tail.syn_ladder,
     };
-    let remedied = report.remedied(
-        |r| r.findings().to_vec(),
-        |row| super::row_reproduction(row, |r| s.reproduction(r)),
-    );
     Ok(Outcome {
         reproduction: report.header.reproduction.baseline().cloned(),
         findings: report.baseline.findings().to_vec(),

@@ -23,7 +23,7 @@ use tcpdoctor_model::remedy::{Check, Harm};
 use tcpdoctor_model::reproduce::{Event, Reproduction, Reproductions};
 use tcpdoctor_model::{Finding, Pathology};
 
-use super::driver::{self, Scenario};
+use super::driver::{self, Ran, Scenario};
 use super::{Common, Header, Outcome};
 use crate::topo::Lab;
 use crate::{capture, exec, naming, Error, Result};
@@ -456,34 +456,29 @@ fn set_rto_min(t: &Topology, n: u32, rto_min_us: u64) -> Result<()> {
     Ok(())
 }
 
-/// Puts a tbf on each of the first `n` senders' interfaces at `bits_per_s` (or removes it).
-fn set_pacing(t: &Topology, cfg: &Config, n: u32, bits_per_s: Option<f64>) -> Result<()> {
+/// Puts a tbf on each of the first `n` senders' interfaces at `bits_per_s`.
+fn set_pacing(t: &Topology, cfg: &Config, n: u32, bits_per_s: f64) -> Result<()> {
     let limit = pacing_limit_bytes(cfg).to_string();
     let s_if = naming::ifname("s")?;
     for ns in t.senders.iter().take(n as usize) {
-        match bits_per_s {
-            Some(r) => t.lab.tc(
-                ns,
-                "pace the sender with tbf",
-                &[
-                    "qdisc",
-                    "replace",
-                    "dev",
-                    &s_if,
-                    "root",
-                    "tbf",
-                    "rate",
-                    &format!("{}bit", r.round() as u64),
-                    "burst",
-                    &PACING_BURST_BYTES.to_string(),
-                    "limit",
-                    &limit,
-                ],
-            )?,
-            None => {
-                let _ = exec::try_run("tc", &["-n", ns, "qdisc", "del", "dev", &s_if, "root"]);
-            }
-        }
+        t.lab.tc(
+            ns,
+            "pace the sender with tbf",
+            &[
+                "qdisc",
+                "replace",
+                "dev",
+                &s_if,
+                "root",
+                "tbf",
+                "rate",
+                &format!("{}bit", bits_per_s.round() as u64),
+                "burst",
+                &PACING_BURST_BYTES.to_string(),
+                "limit",
+                &limit,
+            ],
+        )?;
     }
     Ok(())
 }
@@ -529,32 +524,18 @@ fn validate(cfg: &Config) -> Result<()> {
 pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
     validate(cfg)?;
     let max = *cfg.senders.iter().max().expect("checked non-empty");
-    let topo = build(common, cfg, max, &Setup::default())?;
-    let cap = match &common.pcap {
-        Some(path) => Some(capture::Capture::start(
-            &topo.receiver,
-            &naming::ifname("r")?,
-            "capture",
-            Some(path),
-            "tcp",
-        )?),
-        None => None,
-    };
-    let mut runs = Vec::new();
-    let mut interrupted = false;
-    'outer: for &n in &cfg.senders {
-        for &rto in &cfg.rto_min_us {
-            if stop.load(Ordering::Relaxed) {
-                interrupted = true;
-                break 'outer;
-            }
-            let r = diagnosed_run(&topo, cfg, &Setup::default(), (n, rto), None, stop)?;
-            interrupted |= r.interrupted;
-            runs.push(r);
-        }
-    }
-    let capture = cap.map(capture::Capture::stop).transpose()?;
-    let capture = capture.and_then(|s| s.kept());
+    let Ran {
+        run: runs,
+        namespaces,
+        capture,
+    } = run_setup(
+        common,
+        cfg,
+        (&Setup::default(), &cfg.rto_min_us, &cfg.senders),
+        common.pcap.as_deref(),
+        stop,
+    )?;
+    let interrupted = stop.load(Ordering::Relaxed) || runs.iter().any(|r| r.interrupted);
     let before = runs
         .iter()
         .find(|r| r.senders == max && r.rto_min_us == cfg.rto_min_us[0])
@@ -603,8 +584,6 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
         diagnosed_by.push("analyze's detectors on the receiver's capture (all runs)");
     }
     let trace = tcpdoctor_trace::run::LabTrace::of(runs.iter().map(|r| r.trace.clone()).collect());
-    let namespaces = topo.lab.namespaces().to_vec();
-    drop(topo);
     Ok(Outcome {
         findings,
         interrupted,
@@ -626,6 +605,53 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
             after,
             remedies,
         },
+    })
+}
+
+/// Runs every sender count of `cfg` at each RTO floor of `rto_mins` (sender counts outer), in
+/// one fresh topology built with `setup`, paced per its pacing; saves the receiver's traffic
+/// to `pcap` when given. Stops early at Ctrl-C.
+fn run_setup(
+    common: &Common,
+    cfg: &Config,
+    (setup, rto_mins, senders): (&Setup, &[u64], &[u32]),
+    pcap: Option<&std::path::Path>,
+    stop: &AtomicBool,
+) -> Result<Ran<Vec<Run>>> {
+    let max = senders.iter().copied().max().unwrap_or(1);
+    let topo = build(common, cfg, max, setup)?;
+    let cap = pcap
+        .map(|p| {
+            let rx_if = naming::ifname("r")?;
+            capture::Capture::start(&topo.receiver, &rx_if, "capture", Some(p), "tcp")
+        })
+        .transpose()?;
+    let rate = cfg.rate_bits_per_s()?;
+    let mut runs = Vec::new();
+    'sweep: for &n in senders {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let pace = match setup.pacing {
+            Pacing::None => None,
+            Pacing::EachAt(share) => Some(share * rate),
+            Pacing::SharedAt(share) => Some(share * rate / f64::from(n)),
+        };
+        if let Some(bits_per_s) = pace {
+            set_pacing(&topo, cfg, n, bits_per_s)?;
+        }
+        for &rto in rto_mins {
+            if stop.load(Ordering::Relaxed) {
+                break 'sweep;
+            }
+            runs.push(diagnosed_run(&topo, cfg, setup, (n, rto), pace, stop)?);
+        }
+    }
+    let capture = super::harness::stop_capture(cap)?;
+    Ok(Ran {
+        run: runs,
+        namespaces: topo.lab.namespaces().to_vec(),
+        capture,
     })
 }
 

@@ -6,8 +6,8 @@
 //! nothing here prints.
 
 pub mod accept_overflow;
-pub mod churn;
 pub mod driver;
+pub mod harness;
 pub mod incast;
 pub mod port_exhaustion;
 pub mod slow_reader;
@@ -68,27 +68,6 @@ pub struct Remedied {
     pub run: String,
     pub findings: Vec<Finding>,
     pub reproduction: Option<Reproduction>,
-}
-
-/// Whether a remedy row's run reproduced the pathology (`of` a run), marked with the remedy's
-/// name; `None` when the remedy could not be built.
-pub fn row_reproduction<R>(
-    row: &remedy::Row<R>,
-    of: impl Fn(&R) -> Reproduction,
-) -> Option<Reproduction> {
-    row.run.as_ref().map(|r| of(r).remedy(&row.remedy))
-}
-
-/// `--remedies`: the baseline's record (`of` the baseline run), then each measured row's.
-pub fn remedy_reproductions<R>(
-    baseline: &R,
-    rows: &[remedy::Row<R>],
-    of: impl Fn(&R) -> Reproduction,
-) -> Reproductions {
-    Reproductions::of(
-        of(baseline),
-        rows.iter().filter_map(|r| row_reproduction(r, &of)),
-    )
 }
 
 /// The report of a scenario: the findings (with `--fix` or `--remedies`, those of the
@@ -247,24 +226,6 @@ impl<C, R, F> Runs<C, R> for RemedyReport<C, R, F> {
         std::iter::once(&self.baseline)
             .chain(self.remedies.iter().filter_map(|r| r.run.as_ref()))
             .collect()
-    }
-}
-
-impl<C, R, F> RemedyReport<C, R, F> {
-    /// The remedied run the verdict follows, with its findings (`findings` of a run) and
-    /// whether it still reproduced the pathology (`reproduction` of a row).
-    pub fn remedied(
-        &self,
-        findings: impl Fn(&R) -> Vec<Finding>,
-        reproduction: impl Fn(&remedy::Row<R>) -> Option<Reproduction>,
-    ) -> Option<Remedied> {
-        let i = remedy::followed_row(&self.remedies)?;
-        let row = &self.remedies[i];
-        Some(Remedied {
-            run: row.remedy.clone(),
-            findings: row.run.as_ref().map(findings).unwrap_or_default(),
-            reproduction: reproduction(row),
-        })
     }
 }
 

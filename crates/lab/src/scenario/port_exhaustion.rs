@@ -18,8 +18,8 @@ use tcpdoctor_model::{Pathology, PortRange};
 use tcpdoctor_probe::server::{Protocol, ServerConfig};
 use tcpdoctor_probe::{CloseFirst, Mode};
 
-use super::churn::{self, Pair, ProbeRun};
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
+use super::harness::{self, Pair, ProbeRun};
 use super::{Common, Header, Outcome};
 use crate::{netns, Result};
 
@@ -157,12 +157,6 @@ impl Variant {
 }
 
 /// The probes of a run (one per destination), the namespaces it used, its capture.
-type VariantRuns = (
-    Vec<ProbeRun>,
-    Vec<String>,
-    Option<crate::capture::CaptureSummary>,
-);
-
 /// Runs `v` in a fresh pair of namespaces tagged `tag` (`""`: the baseline, which may be
 /// captured), labelled `label`: one probe per destination port, all at once.
 /// Also returns the client namespace's `net.ipv4.tcp_tw_reuse_delay` (milliseconds; `None` on
@@ -173,7 +167,7 @@ fn run_variant(
     (tag, label): (&str, &str),
     v: &Variant,
     stop: &AtomicBool,
-) -> Result<(VariantRuns, Option<u64>)> {
+) -> Result<(Ran<Vec<ProbeRun>>, Option<u64>)> {
     let pair = Pair::build(common, tag)?;
     let reuse_delay_ms = netns::sysctl_u64(&pair.client, "net.ipv4.tcp_tw_reuse_delay")?;
     pair.lab.sysctl(
@@ -204,7 +198,7 @@ fn run_variant(
         );
         scfg.close_first = v.close_first;
         servers.push(pair.serve(scfg)?);
-        let mut pcfg = churn::probe_config(addr, Duration::from_millis(cfg.duration_ms));
+        let mut pcfg = harness::probe_config(addr, Duration::from_millis(cfg.duration_ms));
         pcfg.mode = v.mode.clone();
         pcfg.concurrency = per;
         pcfg.close_first = v.close_first;
@@ -212,26 +206,23 @@ fn run_variant(
         cfgs.push(pcfg);
     }
     let cap = pair.capture(common, tag)?;
-    let runs = churn::probe_many(&pair, label, cfgs, stop);
-    let summary = churn::stop_capture(cap);
+    let runs = harness::probe_many(&pair, label, cfgs, stop);
+    let summary = harness::stop_capture(cap);
     for s in servers {
         s.stop();
     }
-    Ok((
-        (runs?, pair.lab.namespaces().to_vec(), summary?),
-        reuse_delay_ms,
-    ))
+    Ok((pair.ran(runs?, summary?), reuse_delay_ms))
 }
 
 /// The baseline in a fresh pair of namespaces (one destination: one probe).
-pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
-    let o = driver::remedies(PortExhaustion::new(cfg.clone()), common, &[], stop)?;
+pub fn run(s: PortExhaustion, common: &Common, stop: &AtomicBool) -> Result<Outcome<Report>> {
+    let o = driver::remedies(s, common, &[], stop)?;
     Ok(o.map(|r| {
         let before = r.baseline.probes.into_iter().next().expect("one probe");
         Report {
             header: r.header,
+            computed_sustainable_per_s: sustainable_per_s(r.config.ports),
             config: r.config,
-            computed_sustainable_per_s: sustainable_per_s(cfg.ports),
             measured_sustainable_per_s: measured_steady(&before),
             before,
             unfixed: Default::default(),
@@ -454,16 +445,11 @@ impl Scenario for PortExhaustion {
         v: &Variant,
         stop: &AtomicBool,
     ) -> Result<Ran<PortRun>> {
-        let ((probes, namespaces, capture), reuse_delay_ms) =
-            run_variant(common, &self.cfg, (tag, label), v, stop)?;
+        let (ran, reuse_delay_ms) = run_variant(common, &self.cfg, (tag, label), v, stop)?;
         if tag.is_empty() {
             self.reuse_delay_ms = reuse_delay_ms;
         }
-        Ok(Ran {
-            run: PortRun::of(probes, v.ports, v.destinations),
-            namespaces,
-            capture,
-        })
+        Ok(ran.map(|probes| PortRun::of(probes, v.ports, v.destinations)))
     }
 
     fn harm(&self, run: &PortRun) -> Harm {

@@ -19,9 +19,9 @@ use tcpdoctor_model::remedy::{self, Check, Harm, Measured, Prediction, Tolerance
 use tcpdoctor_model::reproduce::{Event, Reproduction};
 use tcpdoctor_model::{Finding, Pathology};
 
-use super::churn::Pair;
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
-use super::{Common, Outcome};
+use super::harness::Pair;
+use super::Common;
 use crate::{capture, netns, traffic, Error, Result};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -284,31 +284,27 @@ impl Scenario for SlowReader {
             .nth(2)
             .and_then(|v| v.parse().ok())
             .unwrap_or(4 << 20);
-        let tracer = pair.trace(label);
-        let r_before = netns::counters(&pair.server)?;
-        let w_before = netns::counters(&pair.client)?;
         let dur = Duration::from_millis(cfg.duration_ms);
-        let inner = Arc::new(AtomicBool::new(false));
-        let (f1, f2) = (Arc::clone(&inner), Arc::clone(&inner));
         let (rrate, tick) = (v.reader_rate_bytes_per_s, v.reader_tick);
         let (wrate, wmode) = (cfg.writer_rate_bytes_per_s, v.writer);
-        let rd = netns::spawn(&pair.server, "tdoc-reader", move || {
-            reader(listener, rrate, tick, dur, &f1)
+        let m = pair.measure(label, || {
+            let inner = Arc::new(AtomicBool::new(false));
+            let (f1, f2) = (Arc::clone(&inner), Arc::clone(&inner));
+            let rd = netns::spawn(&pair.server, "tdoc-reader", move || {
+                reader(listener, rrate, tick, dur, &f1)
+            })?;
+            let wr = netns::spawn(&pair.client, "tdoc-writer", move || {
+                writer(addr, wrate, dur, wmode, &f2)
+            })?;
+            netns::wait(|| wr.is_finished() && rd.is_finished(), stop, &inner);
+            let w = wr.join();
+            let r = rd.join();
+            let saved = cap.stop();
+            Ok((w?, r?, saved?))
         })?;
-        let wr = netns::spawn(&pair.client, "tdoc-writer", move || {
-            writer(addr, wrate, dur, wmode, &f2)
-        })?;
-        netns::wait(|| wr.is_finished() && rd.is_finished(), stop, &inner);
-        let w = wr.join();
-        let r = rd.join();
-        let saved = cap.stop();
-        let w = w?;
+        let ((w, read, saved), trace) = (m.out, m.trace);
         let (written, stall_us) = (w.bytes, w.stall_us);
-        let read = r?;
-        let saved = saved?;
-        let reader_counters = netns::counters(&pair.server)?.delta_since(&r_before).tcp();
-        let writer_counters = netns::counters(&pair.client)?.delta_since(&w_before).tcp();
-        let trace = tracer.finish();
+        let (reader_counters, writer_counters) = (m.server, m.client);
         let (mut findings, _) = capture::analyze(saved.path())?;
         let window = tcpdoctor_model::counters::Window {
             length: Some(std::time::Duration::from_millis(cfg.duration_ms)),
@@ -342,11 +338,7 @@ impl Scenario for SlowReader {
             findings,
             trace,
         };
-        Ok(Ran {
-            run,
-            namespaces: pair.lab.namespaces().to_vec(),
-            capture: saved.kept(),
-        })
+        Ok(pair.ran(run, saved.kept()))
     }
 
     /// The harm: the share of the run the writer spent blocked in write() waiting for the
@@ -645,9 +637,4 @@ impl Variant {
             writer: WriterMode::Blocking,
         }
     }
-}
-
-/// The baseline in fresh namespaces.
-pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
-    driver::plain(SlowReader(cfg.clone()), common, stop)
 }

@@ -32,8 +32,8 @@ use tcpdoctor_model::Pathology;
 use tcpdoctor_probe::record::{ErrorKind, Outcome as ProbeOutcome, Phase};
 use tcpdoctor_probe::{CloseFirst, Mode, ProbeResult, Record};
 
-use super::churn::{self, Pair, ProbeRun};
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
+use super::harness::{self, Pair, ProbeRun};
 use super::{Common, Header, Outcome};
 use crate::{naming, netns, traffic, Error, Result};
 
@@ -196,16 +196,6 @@ fn forced_check(common: &Common) -> Result<(Forced, Vec<String>, tcpdoctor_trace
     ))
 }
 
-/// The scenario's trace: its loop runs', then the forced check's.
-fn with_forced(
-    loops: tcpdoctor_trace::run::LabTrace,
-    forced: tcpdoctor_trace::run::RunTrace,
-) -> tcpdoctor_trace::run::LabTrace {
-    let mut runs = loops.runs;
-    runs.push(forced);
-    tcpdoctor_trace::run::LabTrace::of(runs)
-}
-
 /// The harm: SYNs resent per million connections of the loop (`TcpExtTCPSynRetrans`).
 pub fn harm(run: &LoopRun) -> Harm {
     let run = &run.run;
@@ -221,7 +211,7 @@ pub fn harm(run: &LoopRun) -> Harm {
 /// `linger0`, else a graceful close) on one CPU against [`serve_003`] on another (`cpus`:
 /// server, client), its records summarized and classified by probe. Returns the run (with the
 /// server sockets the race left in FIN_WAIT2, [`fin_wait2_left`]), its namespaces and the
-/// capture summary.
+/// capture it kept.
 fn loop_run(
     common: &Common,
     cfg: &Config,
@@ -230,7 +220,7 @@ fn loop_run(
     linger0: bool,
     cpus: Option<(usize, usize)>,
     stop: &AtomicBool,
-) -> Result<(LoopRun, Vec<String>, Option<crate::capture::CaptureSummary>)> {
+) -> Result<Ran<LoopRun>> {
     let mut pair = Pair::build(common, tag)?;
     pair.client_cpu = cpus.map(|(_, client)| client);
     pair.lab.sysctl(
@@ -240,7 +230,7 @@ fn loop_run(
     )?;
     let halt = Arc::new(AtomicBool::new(false));
     let server = serve_003(&pair, cpus.map(|(server, _)| server), Arc::clone(&halt))?;
-    let mut p = churn::probe_config(pair.server_addr, Duration::from_millis(cfg.duration_ms));
+    let mut p = harness::probe_config(pair.server_addr, Duration::from_millis(cfg.duration_ms));
     p.mode = Mode::Crr;
     p.linger0 = linger0;
     p.nodelay = true;
@@ -249,20 +239,20 @@ fn loop_run(
     p.reply_bytes = 0;
     p.concurrency = cfg.concurrency;
     let cap = pair.capture(common, tag)?;
-    let engine: churn::Engine = Box::new(move |flag: &AtomicBool| client_003(&p, flag));
-    let run = churn::run_engines(&pair, label, vec![engine], stop).map(|mut r| r.remove(0));
+    let engine: harness::Engine = Box::new(move |flag: &AtomicBool| client_003(&p, flag));
+    let run = harness::run_engines(&pair, label, vec![engine], stop).map(|mut r| r.remove(0));
     // Every connection of the loop has ended (each closes before the next starts): a server
     // socket still in FIN_WAIT2 lost its client's reset.
     std::thread::sleep(Duration::from_millis(50));
     let left = fin_wait2_left(&pair);
-    let summary = churn::stop_capture(cap);
+    let summary = harness::stop_capture(cap);
     halt.store(true, Ordering::Relaxed);
     server.join()?;
     let run = LoopRun {
         run: run?,
         fin_wait2_left: left?,
     };
-    Ok((run, pair.lab.namespaces().to_vec(), summary?))
+    Ok(pair.ran(run, summary?))
 }
 
 /// The client's ports in the loop: 2,000 instead of the default 28,232. A race leaves the
@@ -310,7 +300,7 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 /// `cfg.duration` or `halt`: a socket with SO_LINGER 0 (`cfg.linger0`) and TCP_NODELAY,
 /// connect, send 4 bytes, read until the server's FIN (it sends nothing), read again, close
 /// (a reset with SO_LINGER 0). Each connection is recorded as probe records its own, then
-/// summarized and classified by probe ([`churn::result_of`]).
+/// summarized and classified by probe ([`harness::result_of`]).
 ///
 /// It is 003's loop and nothing more: the lab's earlier loop (probe's engine, with its
 /// bookkeeping around each connection, against a one-thread server answering 4 bytes) made 0
@@ -352,7 +342,7 @@ fn client_003(cfg: &tcpdoctor_probe::Config, halt: &AtomicBool) -> Result<ProbeR
     let cpu_after = tcpdoctor_host::pressure::cpu_some_total_us().ok().flatten();
     let delta = counters.snapshot().map_err(host)?.delta_since(&before);
     records.sort_by_key(|r| r.start_ns);
-    churn::result_of(
+    harness::result_of(
         cfg,
         records,
         &delta,
@@ -609,8 +599,8 @@ pub fn reproduction(run: &LoopRun, forced: &Forced, kernel: &str) -> Reproductio
 }
 
 /// The loop, then the forced check.
-pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
-    let o = driver::remedies(StaleAck::new(cfg.clone()), common, &[], stop)?;
+pub fn run(s: StaleAck, common: &Common, stop: &AtomicBool) -> Result<Outcome<Report>> {
+    let o = driver::remedies(s, common, &[], stop)?;
     Ok(o.map(|r| {
         let (syn_resends_per_million, stale_ack_resends, syn_timer_resends) =
             resends(&r.baseline.run);
@@ -774,7 +764,7 @@ impl Scenario for StaleAck {
         if tag.is_empty() {
             self.cpus = traffic::two_cpus();
         }
-        Ok(loop_run(common, &self.cfg, tag, label, *linger0, self.cpus, stop)?.into())
+        loop_run(common, &self.cfg, tag, label, *linger0, self.cpus, stop)
     }
 
     fn after_baseline(&mut self, common: &Common, _base: &LoopRun) -> Result<Vec<String>> {
@@ -855,19 +845,8 @@ impl Scenario for StaleAck {
         })
     }
 
-    fn header_trace(
-        &self,
-        base: &LoopRun,
-        rows: &[Row<LoopRun>],
-    ) -> tcpdoctor_trace::run::LabTrace {
-        with_forced(
-            churn::traces(
-                std::iter::once(base)
-                    .chain(rows.iter().filter_map(|r| r.run.as_ref()))
-                    .map(|r| &r.run),
-            ),
-            self.checked().trace.clone(),
-        )
+    fn more_traces(&self) -> Vec<tcpdoctor_trace::run::RunTrace> {
+        vec![self.checked().trace.clone()]
     }
 
     fn tail(&self, base: &LoopRun, _rows: &[Row<LoopRun>]) -> Tail<Facts> {

@@ -11,9 +11,9 @@ use tcpdoctor_model::remedy::{Check, Harm, Measured, Prediction, Row, Tolerance,
 use tcpdoctor_model::reproduce::{Event, Reproduction};
 use tcpdoctor_model::Pathology;
 
-use super::churn::{self, Listener, ProbeRun};
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
-use super::{Common, Outcome};
+use super::harness::{self, Listener, ProbeRun};
+use super::Common;
 use crate::{naming, Error, Result};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -74,11 +74,6 @@ fn validate(cfg: &Config) -> Result<()> {
         ));
     }
     Ok(())
-}
-
-/// The baseline in fresh namespaces.
-pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
-    driver::plain(SynDrop(cfg.clone()), common, stop)
 }
 
 /// SYN retransmissions per finished connect.
@@ -152,7 +147,7 @@ impl Scenario for SynDrop {
         stop: &AtomicBool,
     ) -> Result<Ran<ProbeRun>> {
         let load = (self.0.duration_ms, self.0.concurrency);
-        churn::probe_listener(common, (tag, label), *l, load, stop)
+        harness::probe_listener(common, (tag, label), *l, load, stop)
     }
 
     /// The harm: SYNs the client had to send again (`TcpExtTCPSynRetrans`).

@@ -24,9 +24,9 @@ use tcpdoctor_model::{Finding, Pathology};
 use tcpdoctor_probe::server::{Protocol, ServerConfig};
 use tcpdoctor_probe::CloseFirst;
 
-use super::churn::Pair;
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
-use super::{Common, Outcome};
+use super::harness::Pair;
+use super::Common;
 use crate::traffic::{self, ConnRecord, Outcome as ConnOutcome};
 use crate::{capture, netns, Result};
 
@@ -229,11 +229,6 @@ fn client_loop(
     Ok(out)
 }
 
-/// The baseline in fresh namespaces.
-pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<Report>> {
-    driver::plain(Timewait(cfg.clone()), common, stop)
-}
-
 /// One step of the clock-driven initial sequence number: `secure_tcp_seq`
 /// (net/core/secure_seq.c) adds `ktime_get_real_ns() >> 6`, one step per 64 ns, to a hash of
 /// the 4-tuple that stays the same when the 4-tuple is reused.
@@ -399,32 +394,27 @@ impl Scenario for Timewait {
         let server = pair.serve(scfg)?;
         let name = if tag.is_empty() { "timewait" } else { tag };
         let cap = capture::Capture::start(&pair.client, &pair.client_if, name, dest, "tcp")?;
-        let tracer = pair.trace(label);
-        let started = Instant::now();
-        let c_before = netns::counters(&pair.client)?;
-        let s_before = netns::counters(&pair.server)?;
-        let inner = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&inner);
         let (to, bind) = (
             pair.server_addr,
             std::net::SocketAddrV4::new(common.subnet.host(1), CLIENT_PORT),
         );
         let (c2, v2) = (cfg.clone(), v.clone());
-        let worker = netns::spawn(&pair.client, "tdoc-twc", move || {
-            client_loop(to, bind, &c2, &v2, &flag)
+        let m = pair.measure(label, || {
+            let inner = Arc::new(AtomicBool::new(false));
+            let flag = Arc::clone(&inner);
+            let worker = netns::spawn(&pair.client, "tdoc-twc", move || {
+                client_loop(to, bind, &c2, &v2, &flag)
+            })?;
+            netns::wait(|| worker.is_finished(), stop, &inner);
+            let records = worker.join();
+            let saved = cap.stop();
+            server.stop();
+            Ok((records?, saved?))
         })?;
-        netns::wait(|| worker.is_finished(), stop, &inner);
-        let records = worker.join();
-        let saved = cap.stop();
-        server.stop();
-        let records = records?;
-        let saved = saved?;
-        let client_counters = netns::counters(&pair.client)?.delta_since(&c_before).tcp();
-        let server_counters = netns::counters(&pair.server)?.delta_since(&s_before).tcp();
-        let trace = tracer.finish();
+        let ((records, saved), client_counters) = (m.out, m.client);
         let (mut findings, _) = capture::analyze(saved.path())?;
         let window = tcpdoctor_model::counters::Window {
-            length: Some(started.elapsed()),
+            length: Some(m.started.elapsed()),
             rto_floor: Some(netns::rto_floor(&pair.client, *pair.server_addr.ip())?),
         };
         tcpdoctor_trace::reconcile::merge_counted_and_traced(
@@ -432,7 +422,7 @@ impl Scenario for Timewait {
             tcpdoctor_model::counters::findings(&client_counters, window),
             &client_counters,
             window,
-            &trace,
+            &m.trace,
         );
         tcpdoctor_model::merge::fold_resends_the_capture_explains(&mut findings);
         let slow = records
@@ -445,15 +435,11 @@ impl Scenario for Timewait {
             connect_max_us: records.iter().map(|r| r.connect_us).max().unwrap_or(0),
             connections: records,
             client_counters,
-            server_counters,
+            server_counters: m.server,
             findings,
-            trace,
+            trace: m.trace,
         };
-        Ok(Ran {
-            run,
-            namespaces: pair.lab.namespaces().to_vec(),
-            capture: saved.kept(),
-        })
+        Ok(pair.ran(run, saved.kept()))
     }
 
     /// The harm: SYNs resent because they met the previous connection's TIME_WAIT

@@ -11,10 +11,9 @@ use tcpdoctor_model::Pathology;
 
 use super::measure::measure;
 use super::{
-    build, diagnosed_run, harm, payload_share, reproduction, set_pacing, set_rto_min, validate,
-    Config, Pacing, Run, Setup, PACING_BURST_BYTES,
+    build, harm, payload_share, reproduction, run_setup, set_pacing, set_rto_min, validate, Config,
+    Pacing, Run, Setup, PACING_BURST_BYTES,
 };
-use crate::capture::CaptureSummary;
 use crate::scenario::driver::{self, Ran, Remedy, Rows, Scenario, Tail};
 use crate::scenario::Common;
 use crate::topo::Lab;
@@ -61,48 +60,6 @@ fn qdisc_available(kind: &str) -> Result<bool> {
         .is_ok())
 }
 
-/// Runs every sender count of `cfg` once, in a fresh topology built with `setup`, at RTO
-/// floor `rto_min_us`, paced per `pacing`; saves the receiver's traffic to `pcap` when given.
-fn run_setup(
-    common: &Common,
-    cfg: &Config,
-    (setup, rto_min_us, senders): (&Setup, u64, &[u32]),
-    pcap: Option<&std::path::Path>,
-    stop: &AtomicBool,
-) -> Result<(Vec<Run>, Vec<String>, Option<CaptureSummary>)> {
-    let max = senders.iter().copied().max().unwrap_or(1);
-    let topo = build(common, cfg, max, setup)?;
-    let cap = pcap
-        .map(|p| {
-            let rx_if = crate::naming::ifname("r")?;
-            crate::capture::Capture::start(&topo.receiver, &rx_if, "capture", Some(p), "tcp")
-        })
-        .transpose()?;
-    let rate = cfg.rate_bits_per_s()?;
-    let mut runs = Vec::new();
-    for &n in senders {
-        if stop.load(Ordering::Relaxed) {
-            break;
-        }
-        let pace = match setup.pacing {
-            Pacing::None => None,
-            Pacing::EachAt(share) => Some(share * rate),
-            Pacing::SharedAt(share) => Some(share * rate / f64::from(n)),
-        };
-        set_pacing(&topo, cfg, n, pace)?;
-        runs.push(diagnosed_run(
-            &topo,
-            cfg,
-            setup,
-            (n, rto_min_us),
-            pace,
-            stop,
-        )?);
-    }
-    let capture = crate::scenario::churn::stop_capture(cap)?;
-    Ok((runs, topo.lab.namespaces().to_vec(), capture))
-}
-
 /// How accurately a tbf on one sender holds `bits_per_s` here: one sender alone sends
 /// about one second's worth through it; returns the rate measured on the wire.
 fn tbf_accuracy(
@@ -113,7 +70,7 @@ fn tbf_accuracy(
 ) -> Result<(f64, Vec<String>)> {
     let topo = build(common, cfg, 1, &Setup::default())?;
     set_rto_min(&topo, 1, 200_000)?;
-    set_pacing(&topo, cfg, 1, Some(bits_per_s))?;
+    set_pacing(&topo, cfg, 1, bits_per_s)?;
     let cal = Config {
         rounds: 1,
         block_bytes: (bits_per_s / 8.0) as u64,
@@ -527,10 +484,14 @@ impl Scenario for Incast {
         stop: &AtomicBool,
     ) -> Result<Ran<Run>> {
         self.rate = self.cfg.rate_bits_per_s()?;
-        let (runs, namespaces, capture) = run_setup(
+        let Ran {
+            run: runs,
+            namespaces,
+            capture,
+        } = run_setup(
             common,
             &self.cfg,
-            (&sweep.setup, sweep.rto_min_us, &sweep.senders),
+            (&sweep.setup, &[sweep.rto_min_us], &sweep.senders),
             driver::baseline_pcap(common, tag),
             stop,
         )?;
@@ -631,19 +592,20 @@ impl Scenario for Incast {
             return Ok(rows);
         }
         let sweep = &r.variant;
-        let (runs, ns, _) = run_setup(
+        let ran = run_setup(
             common,
             &self.cfg,
-            (&sweep.setup, sweep.rto_min_us, &sweep.senders),
+            (&sweep.setup, &[sweep.rto_min_us], &sweep.senders),
             None,
             stop,
         )?;
-        rows.namespaces.extend(ns);
+        rows.namespaces.extend(ran.namespaces);
         if name == "pace-80" {
             rows.namespaces.extend(self.tbf_accuracy(common, stop)?);
         }
         rows.rows.extend(
-            runs.into_iter()
+            ran.run
+                .into_iter()
                 .filter_map(|run| self.row_of(name, &r, run)),
         );
         Ok(rows)
@@ -663,15 +625,9 @@ impl Scenario for Incast {
         }
     }
 
-    /// Every run of the baseline's sweep, then each measured row's.
-    fn header_trace(&self, _base: &Run, rows: &[Row<Run>]) -> tcpdoctor_trace::run::LabTrace {
-        tcpdoctor_trace::run::LabTrace::of(
-            self.base_runs
-                .iter()
-                .chain(rows.iter().filter_map(|r| r.run.as_ref()))
-                .map(|r| r.trace.clone())
-                .collect(),
-        )
+    /// Every run of the baseline's sweep.
+    fn base_traces(&self, _base: &Run) -> Vec<tcpdoctor_trace::run::RunTrace> {
+        self.base_runs.iter().map(|r| r.trace.clone()).collect()
     }
 
     fn tail(&self, base: &Run, _rows: &[Row<Run>]) -> Tail<Facts> {

@@ -1,5 +1,6 @@
-//! Shared machinery of the connection scenarios (`port-exhaustion`, `syn-drop`,
-//! `accept-overflow`, `stale-ack-race`): a client and a server namespace joined by a veth,
+//! The harness the connection scenarios share (`port-exhaustion`, `syn-drop`,
+//! `accept-overflow`, `stale-ack-race`; `timewait-collision` and `slow-reader` use its pair of
+//! namespaces with loops of their own): a client and a server namespace joined by a veth,
 //! tcpdoctor's embedded server in the server namespace, and `tcpdoctor probe`'s load engine in
 //! the client namespace. The diagnosis is probe's: its spike classifier and findings (timer
 //! signatures corroborated by the client namespace's counters), plus the findings
@@ -16,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use tcpdoctor_model::{Finding, Pathology};
 use tcpdoctor_probe::server::{Server, ServerConfig};
 
+use super::driver::Ran;
 use super::Common;
 use crate::topo::Lab;
 use crate::traffic::SERVER_PORT;
@@ -66,6 +68,36 @@ impl Pair {
         tcpdoctor_trace::run::Tracer::start(&self.trace_mode, label, self.lab.namespaces())
     }
 
+    /// What a run of this pair measured as the driver takes it: `run`, the pair's
+    /// namespaces and the capture it kept.
+    pub fn ran<R>(&self, run: R, capture: Option<capture::CaptureSummary>) -> Ran<R> {
+        Ran {
+            run,
+            namespaces: self.lab.namespaces().to_vec(),
+            capture,
+        }
+    }
+
+    /// Runs `work` (a run's own loops, up to stopping its capture and servers) with the eBPF
+    /// trace attached for run `label` and the counters of both namespaces read around it.
+    pub fn measure<T>(&self, label: &str, work: impl FnOnce() -> Result<T>) -> Result<Around<T>> {
+        // Attached before the first counter snapshot, detached after the last.
+        let tracer = self.trace(label);
+        let started = std::time::Instant::now();
+        let client_before = netns::counters(&self.client)?;
+        let server_before = netns::counters(&self.server)?;
+        let out = work()?;
+        let client = netns::counters(&self.client)?.delta_since(&client_before);
+        let server = netns::counters(&self.server)?.delta_since(&server_before);
+        Ok(Around {
+            out,
+            started,
+            client: client.tcp(),
+            server: server.tcp(),
+            trace: tracer.finish(),
+        })
+    }
+
     /// The client's address.
     pub fn client_addr(&self) -> std::net::Ipv4Addr {
         self.client_ip
@@ -108,6 +140,17 @@ impl Pair {
     }
 }
 
+/// What [`Pair::measure`] measured around a run's own loops: their result, the TCP counters
+/// of each namespace that moved, and what the eBPF trace saw.
+pub struct Around<T> {
+    pub out: T,
+    /// When the trace was attached, before the counters were first read.
+    pub started: std::time::Instant,
+    pub client: BTreeMap<String, i64>,
+    pub server: BTreeMap<String, i64>,
+    pub trace: tcpdoctor_trace::run::RunTrace,
+}
+
 /// The server of a probe run: the embedded server's acceptor threads and listen backlog,
 /// the server namespace's net.core.somaxconn when set, and the share of SYNs nftables drops
 /// (percent, [`super::syn_drop::ruleset`]) when set.
@@ -139,7 +182,7 @@ pub fn probe_listener(
     l: Listener,
     (duration_ms, concurrency): (u64, usize),
     stop: &AtomicBool,
-) -> Result<super::driver::Ran<ProbeRun>> {
+) -> Result<Ran<ProbeRun>> {
     let pair = Pair::build(common, tag)?;
     if let Some(m) = l.somaxconn {
         pair.lab
@@ -156,11 +199,7 @@ pub fn probe_listener(
     let run = probe(&pair, label, pcfg, stop);
     let capture = stop_capture(cap);
     server.stop();
-    Ok(super::driver::Ran {
-        run: run?,
-        namespaces: pair.lab.namespaces().to_vec(),
-        capture: capture?,
-    })
+    Ok(pair.ran(run?, capture?))
 }
 
 /// Stops a capture started by [`Pair::capture`]; the summary of the kept file.
@@ -389,10 +428,10 @@ pub fn run_engines(
 }
 
 /// Probe's statistics, spike classifier and findings over `records` that a scenario's own
-/// loop made in the calling thread's namespace (what [`tcpdoctor_probe::run`] does after its
-/// own loop): `cfg` describes the loop, `delta` is the namespace's counter delta over it,
+/// loop made in the calling thread's namespace ([`tcpdoctor_probe::judge`], as probe judges
+/// its own loop): `cfg` describes the loop, `delta` is the namespace's counter delta over it,
 /// `workers_ns` each loop's wait for a CPU over the run (schedstat; `None`: not read).
-/// This namespace's SYN ladder and RTO floor are read here, as probe reads them.
+/// This namespace's TCP settings and route RTO floor are read here, as probe reads them.
 pub fn result_of(
     cfg: &tcpdoctor_probe::Config,
     records: Vec<tcpdoctor_probe::Record>,
@@ -402,74 +441,33 @@ pub fn result_of(
     workers_ns: Vec<Option<u64>>,
     interrupted: bool,
 ) -> Result<tcpdoctor_probe::ProbeResult> {
-    use tcpdoctor_host::sysctl;
-    use tcpdoctor_model::{timers, SynLadder};
-    use tcpdoctor_probe::{classify, findings, split, stats};
-    let host = |step: &str| {
-        let step = step.to_string();
-        move |source| Error::Host { step, source }
-    };
     let target = cfg
         .target
         .ok_or_else(|| Error::invalid("loop", "no target"))?;
-    let settings = sysctl::TcpSettings::read().map_err(host("read TCP settings"))?;
-    let rto_max = sysctl::read_u64("net.ipv4.tcp_rto_max_ms")
-        .ok()
-        .flatten()
-        .map_or(timers::RTO_MAX, Duration::from_millis);
-    let route_rto_min = tcpdoctor_host::route::rto_min_for(target.ip())
-        .ok()
-        .flatten();
-    let sig = classify::Signatures {
-        ladder: SynLadder::with_rto_max(
-            settings.tcp_syn_retries as u32,
-            settings.tcp_syn_linear_timeouts.map(|v| v as u32),
-            timers::SYN_INITIAL_RTO,
-            rto_max,
-        ),
-        synack_ladder: SynLadder::new(
-            settings.tcp_synack_retries.unwrap_or(5) as u32,
-            None,
-            timers::SYN_INITIAL_RTO,
-        ),
-        rto_min: route_rto_min.unwrap_or_else(|| settings.rto_min()),
-        delack_min: timers::DELACK_MIN,
-        nodelay: cfg.nodelay,
-    };
-    let threshold = cfg
-        .spike_threshold
-        .unwrap_or_else(|| classify::default_threshold(&records));
-    let mut spikes = classify::classify(&records, threshold, &sig, delta);
-    let cpu_waits = split::CpuWaits {
-        workers_ns,
-        embedded_server_ns: None,
-        host_some_ns: cpu_wait_us.map(|us| us.saturating_mul(1_000)),
-        host_some_series: Vec::new(),
-    };
-    let baseline = split::Baseline::of(&records, &spikes, classify::delack_seen(&sig, delta));
-    split::assign(&records, &mut spikes, &baseline, &cpu_waits);
-    let ctx = stats::Context {
-        cfg,
+    let settings = tcpdoctor_host::sysctl::TcpSettings::read().map_err(|source| Error::Host {
+        step: "read TCP settings".into(),
+        source,
+    })?;
+    let around = tcpdoctor_probe::Around {
         target,
-        embedded_server: None,
-        elapsed,
         settings: &settings,
-        route_rto_min,
-        threshold,
+        route_rto_min: tcpdoctor_host::route::rto_min_for(target.ip())
+            .ok()
+            .flatten(),
+        delta,
+        elapsed,
+        embedded_server: None,
         ports_toward_target: None,
         cpu_wait_us,
-        baseline: &baseline,
-        cpu_waits: &cpu_waits,
-    };
-    let summary = stats::summarize(&ctx, &records, &spikes, delta, &sig);
-    let findings = findings::build(&ctx, &summary, &spikes, delta);
-    Ok(tcpdoctor_probe::ProbeResult {
-        summary,
-        findings,
+        cpu_waits: tcpdoctor_probe::split::CpuWaits {
+            workers_ns,
+            embedded_server_ns: None,
+            host_some_ns: cpu_wait_us.map(|us| us.saturating_mul(1_000)),
+            host_some_series: Vec::new(),
+        },
         interrupted,
-        records,
-        spikes,
-    })
+    };
+    Ok(tcpdoctor_probe::judge(cfg, records, around))
 }
 
 /// A probe configuration toward `target` with the lab's defaults.
@@ -481,9 +479,4 @@ pub fn probe_config(target: SocketAddrV4, duration: Duration) -> tcpdoctor_probe
         reply_timeout: Duration::from_secs(5),
         ..tcpdoctor_probe::Config::default()
     }
-}
-
-/// The traces of `runs`, in order, for the scenario header.
-pub fn traces<'a>(runs: impl IntoIterator<Item = &'a ProbeRun>) -> tcpdoctor_trace::run::LabTrace {
-    tcpdoctor_trace::run::LabTrace::of(runs.into_iter().map(|r| r.trace.clone()).collect())
 }
