@@ -18,17 +18,15 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use socket2::{Domain, Socket, Type};
-use tcpdoctor_host::sysctl::{self, TcpSettings};
+use tcpdoctor_host::sysctl::TcpSettings;
 use tcpdoctor_host::{counters, pressure, route, sockets};
-use tcpdoctor_model::{timers, PortRange, SynLadder};
+use tcpdoctor_model::PortRange;
 
-use crate::classify::{self, Signatures};
+use crate::judge::{judge, Around};
 use crate::readings::{cpu_some_sample, tcp_info, SchedStat};
 use crate::record::{ErrorKind, Outcome, Phase, Record, DETAIL_AFTER};
 use crate::server::{Protocol, Server, ServerConfig};
-use crate::{
-    findings, http, split, stats, tls, CloseFirst, Config, Error, Mode, ProbeResult, Progress,
-};
+use crate::{http, split, stats, tls, CloseFirst, Config, Error, Mode, ProbeResult, Progress};
 
 /// How often the supervisor wakes: timeout precision and progress cadence. It also wakes
 /// at the end of the duration exactly.
@@ -199,69 +197,6 @@ pub fn run(
     Ok(judge(cfg, records, around))
 }
 
-/// What a load loop measured around its records: the target, this namespace's TCP settings
-/// and counter delta over the loop, its length, the CPU waits, and what the embedded server
-/// and the port census saw.
-pub struct Around<'a> {
-    pub target: SocketAddr,
-    pub settings: &'a TcpSettings,
-    /// The route's `rto_min` toward the target, when set.
-    pub route_rto_min: Option<Duration>,
-    pub delta: &'a counters::Delta,
-    pub elapsed: Duration,
-    pub embedded_server: Option<crate::server::ServerStats>,
-    pub ports_toward_target: Option<stats::PortsInUse>,
-    /// Time some task on the host waited for a CPU over the loop (`/proc/pressure/cpu`).
-    pub cpu_wait_us: Option<u64>,
-    pub cpu_waits: split::CpuWaits,
-    pub interrupted: bool,
-}
-
-/// Probe's statistics, spike classifier and findings over `records`, a load loop's
-/// (this engine's, or a caller's own loop that records probe's [`Record`]s, as the lab's
-/// report-003 client does), as [`run`] judges its own after the loop.
-pub fn judge(cfg: &Config, records: Vec<Record>, a: Around) -> ProbeResult {
-    let sig = Signatures {
-        ladder: syn_ladder(a.settings),
-        synack_ladder: SynLadder::new(
-            a.settings.tcp_synack_retries.unwrap_or(5) as u32,
-            None,
-            timers::SYN_INITIAL_RTO,
-        ),
-        rto_min: a.route_rto_min.unwrap_or_else(|| a.settings.rto_min()),
-        delack_min: timers::DELACK_MIN,
-        nodelay: cfg.nodelay,
-    };
-    let threshold = cfg
-        .spike_threshold
-        .unwrap_or_else(|| classify::default_threshold(&records));
-    let mut spikes = classify::classify(&records, threshold, &sig, a.delta);
-    let baseline = split::Baseline::of(&records, &spikes, classify::delack_seen(&sig, a.delta));
-    split::assign(&records, &mut spikes, &baseline, &a.cpu_waits);
-    let ctx = stats::Context {
-        cfg,
-        target: a.target,
-        embedded_server: a.embedded_server,
-        elapsed: a.elapsed,
-        settings: a.settings,
-        route_rto_min: a.route_rto_min,
-        threshold,
-        ports_toward_target: a.ports_toward_target,
-        cpu_wait_us: a.cpu_wait_us,
-        baseline: &baseline,
-        cpu_waits: &a.cpu_waits,
-    };
-    let summary = stats::summarize(&ctx, &records, &spikes, a.delta, &sig);
-    let findings = findings::build(&ctx, &summary, &spikes, a.delta);
-    ProbeResult {
-        summary,
-        findings,
-        interrupted: a.interrupted,
-        records,
-        spikes,
-    }
-}
-
 /// Fails when `addr` cannot be bound here (not an address of this host, or of the caller's
 /// network namespace): every connect would fail with EADDRNOTAVAIL, which is not port
 /// exhaustion.
@@ -354,21 +289,6 @@ fn ports_toward(target: SocketAddr, range: PortRange) -> Option<stats::PortsInUs
         }
     }
     Some(used)
-}
-
-/// This namespace's SYN ladder, with its `net.ipv4.tcp_rto_max_ms` (Linux 6.15+) when the
-/// kernel has it.
-fn syn_ladder(settings: &TcpSettings) -> SynLadder {
-    let rto_max = sysctl::read_u64("net.ipv4.tcp_rto_max_ms")
-        .ok()
-        .flatten()
-        .map_or(timers::RTO_MAX, Duration::from_millis);
-    SynLadder::with_rto_max(
-        settings.tcp_syn_retries as u32,
-        settings.tcp_syn_linear_timeouts.map(|v| v as u32),
-        timers::SYN_INITIAL_RTO,
-        rto_max,
-    )
 }
 
 /// Counters of this thread's network namespace: `/proc/net` follows the process's main

@@ -45,6 +45,7 @@ mod engine;
 pub mod findings;
 pub mod html;
 pub mod http;
+mod judge;
 pub mod ladder;
 mod readings;
 pub mod record;
@@ -62,7 +63,8 @@ use serde::{Deserialize, Serialize};
 use tcpdoctor_model::PortRange;
 
 pub use classify::SpikeCause;
-pub use engine::{judge, run, Around};
+pub use engine::run;
+pub use judge::{judge, Around};
 pub use record::{ErrorKind, Outcome, Phase, Record};
 pub use stats::Summary;
 
