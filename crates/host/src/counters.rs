@@ -78,6 +78,10 @@ pub struct Sampler {
 /// `TcpRetransSegs` in `/proc/net/snmp` (and after `TcpExtTCPTimeouts`, same file).
 const SYN_RESENDS: &str = "TcpExtTCPSynRetrans";
 
+/// The paired files' places in [`Sampler`]'s `paired`.
+const SNMP: usize = 0;
+const NETSTAT: usize = 1;
+
 /// How many times [`Sampler::sample`] reads the two files again when SYN resends moved
 /// while it read them. Measured under 600 connects resending SYNs (about 600 a second,
 /// `counters --watch 10ms --count 800`, twice): 7 readings of 801 were read again, none a
@@ -98,9 +102,9 @@ impl Sampler {
         let mut snap = Snapshot::default();
         for _ in 0..CONSISTENT_TRIES {
             snap = Snapshot::default();
-            let first = self.read_paired(1, &mut snap)?;
-            self.read_paired(0, &mut snap)?;
-            let last = self.read_paired(1, &mut snap)?;
+            let first = self.read_paired(NETSTAT, &mut snap)?;
+            self.read_paired(SNMP, &mut snap)?;
+            let last = self.read_paired(NETSTAT, &mut snap)?;
             if first == last {
                 break;
             }
@@ -114,7 +118,8 @@ impl Sampler {
 }
 
 impl Sampler {
-    /// Reads paired file `i` (0 snmp, 1 netstat) into `snap`; returns its SYN resends.
+    /// Reads paired file `i` ([`SNMP`] or [`NETSTAT`]) into `snap`; returns the SYN resends
+    /// read so far (netstat's).
     fn read_paired(&mut self, i: usize, snap: &mut Snapshot) -> Result<Option<u64>, Error> {
         let (path, file) = &self.paired[i];
         let text = pread_all(file, &mut self.buf, path)?;
