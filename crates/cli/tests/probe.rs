@@ -1863,3 +1863,74 @@ fn a_slow_path_is_network_latency_not_the_server() {
     assert!(headline.starts_with("TCP is fine"), "{headline}");
     assert!(headline.contains("the path took"), "{headline}");
 }
+
+/// One cause, one finding: a server with one thread and a listen backlog of 2 that takes
+/// 100 ms per request, probed by 8 workers. Its accept queue overflows (SYNs and final ACKs
+/// dropped: connects resent on the SYN ladder, requests resent on the RTO), and every
+/// request waits in its queue. Before the fold this run named accept_queue_overflow,
+/// server_response, retransmit_timeout and unanswered_syn: four findings of one cause.
+#[test]
+fn a_saturated_server_is_one_finding_its_full_accept_queue() {
+    if !support::require_root("a_saturated_server_is_one_finding_its_full_accept_queue") {
+        return;
+    }
+    let ns = Netns::new("satur");
+    let l = support::in_netns(&ns, || {
+        support::listener("127.0.0.1:5983".parse().unwrap(), 2, None)
+    });
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        // Bounded: at most 200 connections, each at most 100 ms of sleep and 2 s of reading.
+        for conn in l.incoming().take(200) {
+            let Ok(mut c) = conn else { return };
+            let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
+            let mut req = [0u8; 64];
+            if c.read_exact(&mut req).is_err() {
+                continue;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+            let _ = c.write_all(&[b'x'; 64]);
+        }
+    });
+    let (_, v, err) = probe_in(
+        &ns,
+        &[
+            "127.0.0.1:5983",
+            "--mode",
+            "crr",
+            "-c",
+            "8",
+            "-d",
+            "5s",
+            "--json",
+        ],
+    );
+    let moved = |name: &str| {
+        v["counters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .map_or(0, |c| c["delta"].as_i64().unwrap())
+    };
+    assert!(
+        moved("TcpExtListenOverflows") > 0,
+        "{err}\n{:#}",
+        v["counters"]
+    );
+    let above: Vec<&Value> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["severity"] != "info")
+        .collect();
+    assert_eq!(above.len(), 1, "{:#}", v["findings"]);
+    assert_eq!(
+        above[0]["pathology"], "accept_queue_overflow",
+        "{:#}",
+        above[0]
+    );
+    // The requests' wait for the server is the queue's: said in the one finding.
+    let summary = above[0]["summary"].as_str().unwrap();
+    assert!(summary.contains("for the server"), "{summary}");
+}

@@ -301,6 +301,14 @@ pub fn fold_resends_the_capture_explains(findings: &mut Vec<Finding>) {
 /// standing. Measured: `lab accept-overflow --duration 3s` ranked no_reply (8 requests never
 /// answered, CRITICAL) and retransmit_timeout (3 replies after ~423 ms, CRITICAL) beside the
 /// overflow (88 overflows) in 2 of 6 runs.
+///
+/// The requests a probe saw wait for the server (`server_response`) waited in the same
+/// queue: a server that takes connections more slowly than they come both keeps them queued
+/// and overflows the queue. One cause (the server cannot keep up with the offered load), so
+/// that finding folds into the overflow's whatever its count. Measured: a one-thread server
+/// (backlog 2, 100 ms per request) under `probe --mode crr -c 8` named
+/// accept_queue_overflow (CRITICAL) and server_response (48 of 59 requests waited ~401 ms,
+/// WARNING) as two findings.
 pub fn fold_overflow_consequences(
     findings: &mut Vec<Finding>,
     server_counters: &std::collections::BTreeMap<String, i64>,
@@ -329,11 +337,16 @@ pub fn fold_overflow_consequences(
         .filter(|f| consequence(f))
         .map(|f| f.impact.affected)
         .sum();
-    if touched == 0 || touched > overflows {
+    let dropped = touched > 0 && touched <= overflows;
+    let queued =
+        |f: &Finding| f.source == Source::Probe && f.pathology == Pathology::ServerResponse;
+    if !dropped && !findings.iter().any(queued) {
         return;
     }
-    for f in findings.iter_mut().filter(|f| consequence(f)) {
-        f.consequence_of = Some(Pathology::AcceptQueueOverflow);
+    for f in findings.iter_mut() {
+        if (dropped && consequence(f)) || queued(f) {
+            f.consequence_of = Some(Pathology::AcceptQueueOverflow);
+        }
     }
     fold_consequences(findings);
     crate::finding::rank(findings);
@@ -649,6 +662,23 @@ mod tests {
         let mut f = vec![no_reply(), rto(), overflow()];
         fold_overflow_consequences(&mut f, &counters(10));
         assert_eq!(f.len(), 3, "{f:#?}");
+        // The server's time is the same queue's, whatever the count.
+        let slow = Finding::new(
+            Pathology::ServerResponse,
+            Source::Probe,
+            "48 of 59 requests waited ~401ms for the server",
+            Impact::stalls(48, Some(59), Some(Duration::from_millis(800))),
+        );
+        let mut f = vec![no_reply(), rto(), overflow(), slow];
+        fold_overflow_consequences(&mut f, &counters(10));
+        assert_eq!(f.len(), 3, "{f:#?}");
+        let o = f
+            .iter()
+            .find(|f| f.pathology == Pathology::AcceptQueueOverflow);
+        assert!(
+            o.unwrap().summary.contains("~401ms for the server"),
+            "{f:#?}"
+        );
         // No overflow finding: nothing to fold into.
         let mut f = vec![no_reply(), rto()];
         fold_overflow_consequences(&mut f, &counters(88));

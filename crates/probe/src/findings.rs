@@ -87,8 +87,48 @@ pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec
     }
     syn_retransmits(s, spikes, delta, &mut out);
     transfer_holds(s, delta, &mut out);
-    fold_connects_in_their_ladder(&mut out, &in_ladder);
+    overflow_seen_by_counters(ctx, delta, &mut out);
+    fold_connects_in_their_ladder(&mut out, &in_ladder, delta);
+    // A full accept queue on this host (the probed server's, when it runs here) drops the
+    // handshake's last ACK and the request behind it: requests that then waited for their
+    // RTO or for the end of the run are its consequences, folded by the lab's rule.
+    // Measured: a one-thread server (backlog 4, 20 ms per request) under `probe --mode crr
+    // -c 32 -d 8s` named accept_queue_overflow (276 overflows), no_reply (9 requests) and
+    // retransmit_timeout (16 replies after ~266 ms) as three CRITICAL findings.
+    merge::fold_overflow_consequences(&mut out, &delta.changed);
     out
+}
+
+/// A full accept queue the counters saw on the target's own host when no request of the
+/// run completed after its drops (no slow group named it): a finding of its own, context
+/// until the requests it hurt (connects still in their SYN ladder, requests never answered
+/// or resent on their RTO, requests queued for the server) fold into it. Measured: a
+/// one-thread server (backlog 2, 100 ms per request) under `probe --mode crr -c 8 -d 5s`
+/// overflowed its queue (TcpExtListenOverflows moved) with no connect completing after a
+/// resend in 1 of 7 runs, and named unanswered_syn and server_response instead.
+fn overflow_seen_by_counters(ctx: &Context, delta: &Delta, out: &mut Vec<Finding>) {
+    let overflows = delta.get("TcpExtListenOverflows");
+    if !ctx.target_here
+        || overflows <= 0
+        || out
+            .iter()
+            .any(|f| f.pathology == Pathology::AcceptQueueOverflow)
+    {
+        return;
+    }
+    let f = Finding::new(
+        Pathology::AcceptQueueOverflow,
+        Source::Probe,
+        format!(
+            "a listener on the target's host (this one) overflowed its accept queue {overflows} times during the run"
+        ),
+        Impact::none(),
+    );
+    out.push(counter_evidence(
+        f,
+        delta,
+        &["TcpExtListenOverflows", "TcpExtListenDrops"],
+    ));
 }
 
 /// One cause, one finding: when connects of the run completed after SYN resends (a
@@ -99,12 +139,31 @@ pub fn build(ctx: &Context, s: &Summary, spikes: &[Spike], delta: &Delta) -> Vec
 /// (30% of SYNs dropped) ranked "1 connects ... got no SYN-ACK in 1.96 s ... still waiting
 /// when -d ended the run" as a CRITICAL unanswered_syn before its syn_retransmit (conformance,
 /// 1 of 7 full-suite runs).
-fn fold_connects_in_their_ladder(out: &mut Vec<Finding>, at: &[usize]) {
-    if at.is_empty() || !out.iter().any(|f| f.pathology == Pathology::SynRetransmit) {
+///
+/// Where the completed connects' resends were a full accept queue's (an
+/// `accept_queue_overflow` finding: the listener dropped SYNs, `TcpExtListenDrops`), the
+/// connects still in their ladder fold into it instead, when the listener dropped at least as
+/// many SYNs or ACKs as they are. Measured: a one-thread server (backlog 4) under `probe
+/// --mode crr -c 32 -d 8s` ranked "12 connects ... got no SYN-ACK ... still waiting when -d
+/// ended the run" (CRITICAL unanswered_syn, 217 listen drops) beside the overflow.
+fn fold_connects_in_their_ladder(out: &mut Vec<Finding>, at: &[usize], delta: &Delta) {
+    let has = |p: Pathology| out.iter().any(|f| f.pathology == p);
+    let cause = if has(Pathology::SynRetransmit) {
+        Pathology::SynRetransmit
+    } else if has(Pathology::AcceptQueueOverflow) {
+        let waiting: u64 = at.iter().map(|&i| out[i].impact.affected).sum();
+        if waiting as i64 > delta.get("TcpExtListenDrops") {
+            return;
+        }
+        Pathology::AcceptQueueOverflow
+    } else {
+        return;
+    };
+    if at.is_empty() {
         return;
     }
     for &i in at {
-        out[i].consequence_of = Some(Pathology::SynRetransmit);
+        out[i].consequence_of = Some(cause);
     }
     merge::fold_consequences(out);
 }

@@ -64,6 +64,7 @@ pub fn judge(cfg: &Config, records: Vec<Record>, a: Around) -> ProbeResult {
         cpu_wait_us: a.cpu_wait_us,
         baseline: &baseline,
         cpu_waits: &a.cpu_waits,
+        target_here: address_here(a.target.ip()),
     };
     let summary = stats::summarize(&ctx, &records, &spikes, a.delta, &sig);
     let findings = findings::build(&ctx, &summary, &spikes, a.delta);
@@ -74,6 +75,12 @@ pub fn judge(cfg: &Config, records: Vec<Record>, a: Around) -> ProbeResult {
         records,
         spikes,
     }
+}
+
+/// Whether `ip` is this namespace's own: loopback, or an address a socket can bind here
+/// (binding a non-local address fails with EADDRNOTAVAIL unless ip_nonlocal_bind is set).
+fn address_here(ip: std::net::IpAddr) -> bool {
+    ip.is_loopback() || std::net::UdpSocket::bind((ip, 0)).is_ok()
 }
 
 /// This namespace's SYN ladder, with its `net.ipv4.tcp_rto_max_ms` (Linux 6.15+) when the

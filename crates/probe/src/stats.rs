@@ -37,6 +37,9 @@ pub struct Context<'a> {
     pub baseline: &'a split::Baseline,
     /// CPU waits of the workers and of the embedded server's threads.
     pub cpu_waits: &'a split::CpuWaits,
+    /// The target's address is this namespace's own (loopback or an address of one of its
+    /// interfaces): its listener's overflows count in this namespace's counters.
+    pub target_here: bool,
 }
 
 /// Sockets toward the target whose local port lies in the range connects draw from.

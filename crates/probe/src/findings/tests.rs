@@ -92,6 +92,33 @@ pub(crate) fn findings_full(
     cpu_wait_us: Option<u64>,
     waits: &crate::split::CpuWaits,
 ) -> Vec<Finding> {
+    let at = Probed {
+        target_here: false,
+        ports_toward_target,
+        cpu_wait_us,
+    };
+    findings_at(cfg, records, delta, at, waits)
+}
+
+/// Where the probed target was and what the run saw around it.
+struct Probed {
+    target_here: bool,
+    ports_toward_target: Option<crate::stats::PortsInUse>,
+    cpu_wait_us: Option<u64>,
+}
+
+fn findings_at(
+    cfg: &Config,
+    records: &[Record],
+    delta: &Delta,
+    at: Probed,
+    waits: &crate::split::CpuWaits,
+) -> Vec<Finding> {
+    let Probed {
+        target_here,
+        ports_toward_target,
+        cpu_wait_us,
+    } = at;
     let st = settings();
     let sig = Signatures {
         ladder: SynLadder::new(6, Some(4), Duration::from_secs(1)),
@@ -117,6 +144,7 @@ pub(crate) fn findings_full(
         cpu_wait_us,
         baseline: &base,
         cpu_waits: waits,
+        target_here,
     };
     let s = summarize(&ctx, records, &spikes, delta, &sig);
     build(&ctx, &s, &spikes, delta)
@@ -439,4 +467,41 @@ fn a_connect_caught_in_its_syn_ladder_at_the_end_is_the_resends_consequence() {
     let s = &f[0].summary;
     assert!(s.contains("; consequence: "), "{s}");
     assert!(s.contains("got no SYN-ACK"), "{s}");
+}
+
+/// A saturated server on this host whose queue overflowed while no connect of the run
+/// completed after a resend: the overflow is still the finding, and the connects caught in
+/// their ladder at the end are its consequence (not an unanswered_syn of their own).
+#[test]
+fn a_local_overflow_seen_only_by_the_counters_takes_the_connects_in_their_ladder() {
+    let rs = vec![
+        rec(0, 0, Outcome::Ok),
+        rec(1, 0, Outcome::Ok),
+        cut(40, false, 1_960, 0),
+        cut(41, false, 1_950, 0),
+    ];
+    let delta = Delta {
+        changed: BTreeMap::from([
+            ("TcpExtTCPSynRetrans".to_string(), 2),
+            ("TcpExtListenOverflows".to_string(), 9),
+            ("TcpExtListenDrops".to_string(), 9),
+        ]),
+    };
+    let run = |here: bool| {
+        let at = Probed {
+            target_here: here,
+            ports_toward_target: None,
+            cpu_wait_us: None,
+        };
+        let waits = crate::split::CpuWaits::default();
+        findings_at(&short_run(), &rs, &delta, at, &waits)
+    };
+    let f = run(true);
+    let names: Vec<Pathology> = f.iter().map(|f| f.pathology).collect();
+    assert_eq!(names, [Pathology::AcceptQueueOverflow], "{f:#?}");
+    assert!(f[0].summary.contains("got no SYN-ACK"), "{}", f[0].summary);
+    assert_ne!(f[0].severity, Severity::Info, "{f:#?}");
+    // A remote target: this host's listeners say nothing about it.
+    let names: Vec<Pathology> = run(false).iter().map(|f| f.pathology).collect();
+    assert_eq!(names, [Pathology::UnansweredSyn]);
 }
