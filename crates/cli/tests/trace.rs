@@ -323,6 +323,9 @@ fn syn_dropped_by_a_firewall_names_the_drop_reason_and_the_ladder_rung() {
             "{}",
             dropped[0]
         );
+        // The connect() was traced: how long before the resend it came (the ladder's 1 s).
+        let evidence = dropped[0]["evidence"].as_str().unwrap();
+        assert!(evidence.contains("s after connect()"), "{evidence}");
     }
     // Every SYN (the first and the resends) dropped, counted per reason in the kernel.
     support::assert_traced_count(

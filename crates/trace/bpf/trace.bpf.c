@@ -722,6 +722,18 @@ int tcp_retransmit_skb(__u64 *ctx)
 	e->a = class;
 	e->b = icsk->icsk_retransmits;
 	e->err = (__s16)err;
+	if (class == R_SYN && state == TCP_SYN_SENT) {
+		/* How long since connect() (its owner record; 0: not seen). The ladder's first
+		 * resend waits the initial RTO (1 s); one within milliseconds followed an ACK the
+		 * SYN_SENT socket could not accept (tcp_rcv_synsent_state_process re-arms the timer
+		 * at TCP_TIMEOUT_MIN), whether or not that ACK was traced. */
+		struct owner copy;
+		struct owner *o = owner_get(sk, &copy);
+		if (o && o->start_ns && e->ts_ns > o->start_ns) {
+			__u64 us = (e->ts_ns - o->start_ns) / 1000;
+			e->c = us > 0xffffffff ? 0xffffffff : (us ? (__u32)us : 1);
+		}
+	}
 	if (class == R_RTO) {
 		/* How long the flow has waited: since an ACK last delivered data
 		 * (tcp_sock.delivered_mstamp, tcp_clock_us: the same clock as ktime_get_ns). */

@@ -319,7 +319,8 @@ pub enum Detail {
         class: RetransmitClass,
         /// `icsk_retransmits`: timeouts so far on this socket (1 for the first).
         attempt: u32,
-        /// For timeouts: how long since an ACK last delivered data, microseconds.
+        /// For timeouts: how long since an ACK last delivered data, microseconds. For a
+        /// connect's SYN: how long since its connect() (`None`: the trace did not see it).
         waited_us: Option<u32>,
         /// For timeouts: the peer acknowledged none of this connection's data and sent none
         /// (`tcp_sock.bytes_acked` and `bytes_received` both 0): it may never have taken the

@@ -5,6 +5,13 @@
 
 use super::*;
 
+/// A connect's SYN resent sooner than this after connect() was not resent by the SYN ladder,
+/// whose first rung is the initial RTO, 1 s (TCP_TIMEOUT_INIT, RFC 6298 section 2.1), but by
+/// the timer re-armed at TCP_TIMEOUT_MIN (2 jiffies: 8 ms at HZ=250, 20 ms at HZ=100) after
+/// an unacceptable ACK (net/ipv4/tcp_input.c, tcp_rcv_synsent_state_process). Measured here:
+/// report 003's races resend their SYN about 10 ms after connect().
+pub(super) const QUICK_RESEND: Duration = Duration::from_millis(200);
+
 /// What the evidence of a resend that sent nothing adds (the tracepoint's result).
 pub(super) fn unsent_text(errno: u16) -> String {
     match i32::from(errno) {
@@ -36,7 +43,7 @@ impl Engine {
         let unsent = unsent_errno.is_some();
         let line = match class {
             RetransmitClass::Syn if ev.state == Some(TcpState::SynSent) => {
-                Some(self.syn_resend(ev, attempt, lookup))
+                Some(self.syn_resend(ev, attempt, waited_us, lookup))
             }
             RetransmitClass::Syn => Some(self.syn_ack_resend(ev, attempt, lookup)),
             RetransmitClass::Timeout => Some(self.retransmission_timeout(
@@ -89,19 +96,63 @@ impl Engine {
     /// A connect's SYN resent: attributed to its cause ([`Self::syn_cause`]), recorded on
     /// the handshake and, for a pathology, tallied with the wait its rung of this host's SYN
     /// ladder implies.
-    fn syn_resend(&mut self, ev: &Event, attempt: u32, lookup: &mut dyn Lookup) -> Line {
+    ///
+    /// `since_connect_us`: how long after connect() it came (the trace saw the connect), which
+    /// tells two cases the handshake's own events may not: a resend within
+    /// [`QUICK_RESEND`] followed an ACK the connecting socket could not accept; a resend with
+    /// no connect traced whose ladder puts its first SYN before the trace began has a cause
+    /// the trace could not see.
+    fn syn_resend(
+        &mut self,
+        ev: &Event,
+        attempt: u32,
+        since_connect_us: Option<u32>,
+        lookup: &mut dyn Lookup,
+    ) -> Line {
         let ladder = lookup.syn_ladder(ev.netns);
-        let rung = ladder
-            .as_ref()
-            .and_then(|l| l.retransmit_at(attempt))
-            .map(|d| {
-                format!(
-                    ", rung {attempt} of this host's SYN ladder ({} s after the first SYN)",
-                    d.as_secs_f64()
-                )
-            })
-            .unwrap_or_else(|| format!(", attempt {attempt}"));
-        let (cause, evidence) = self.syn_cause(ev, attempt, &rung, lookup);
+        let known = self.handshakes.get(&ev.sk).and_then(|h| h.cause);
+        let old_ack_seen = matches!(
+            known,
+            Some(Cause::StaleAckRace | Cause::TimeWaitCollision | Cause::OldAck)
+        );
+        let quick = since_connect_us
+            .filter(|&us| !old_ack_seen && Duration::from_micros(us.into()) < QUICK_RESEND);
+        let (cause, evidence) = match quick {
+            Some(us) => self.quick_resend(ev, attempt, us),
+            None => {
+                let rung = ladder
+                    .as_ref()
+                    .and_then(|l| l.retransmit_at(attempt))
+                    .map(|d| {
+                        format!(
+                            ", rung {attempt} of this host's SYN ladder ({} s after the first SYN)",
+                            d.as_secs_f64()
+                        )
+                    })
+                    .unwrap_or_else(|| format!(", attempt {attempt}"));
+                let rung = match since_connect_us {
+                    Some(us) => format!("{rung}, {} after connect()", units::micros(us.into())),
+                    None => rung,
+                };
+                self.syn_cause(ev, attempt, &rung, lookup)
+            }
+        };
+        if cause == Cause::SynLost && since_connect_us.is_none() {
+            // Any resend on the ladder comes at least the initial RTO after the first SYN.
+            let after_first = ladder
+                .as_ref()
+                .and_then(|l| l.retransmit_at(attempt))
+                .unwrap_or(tcpdoctor_model::timers::SYN_INITIAL_RTO);
+            if ev.ts_ns < self.start_ns + after_first.as_nanos() as u64 {
+                return self.line(
+                    ev,
+                    Cause::SynLost,
+                    None,
+                    format!("SYN resent (attempt {attempt}); its connect() and first SYN came before the trace began, so what answered or dropped them is unseen: not attributed"),
+                    lookup,
+                );
+            }
+        }
         let hs = self.handshakes.entry(ev.sk).or_default();
         hs.resends += 1;
         hs.last_ts_ns = ev.ts_ns;
@@ -132,6 +183,29 @@ impl Engine {
             }
         }
         l
+    }
+
+    /// A SYN resent `since_connect_us` after connect(), sooner than any rung of the SYN
+    /// ladder: the kernel re-arms the SYN timer at TCP_TIMEOUT_MIN (2 jiffies) when the
+    /// connecting socket gets an ACK it cannot accept (tcp_rcv_synsent_state_process): an
+    /// ACK of an older connection on the 4-tuple, whose event the trace did not get. Its
+    /// cause is the old ACK's, from the peer's refusing socket when that was traced.
+    fn quick_resend(&mut self, ev: &Event, attempt: u32, since_connect_us: u32) -> (Cause, String) {
+        let peer = self
+            .tw_refused
+            .remove(&(ev.local, ev.remote))
+            .map(|(_, sub)| sub);
+        let cause = old_ack::old_ack_cause(peer, None);
+        if cause == Cause::TimeWaitCollision {
+            self.timewait_netns.insert(ev.netns);
+        }
+        (
+            cause,
+            format!(
+                "SYN resent {} after connect() (attempt {attempt}), sooner than the SYN ladder's first rung: the kernel resends this soon only after an ACK the connecting socket could not accept (an ACK of an older connection on this 4-tuple; that ACK and its reset were not traced)",
+                units::micros_in_ms(u64::from(since_connect_us))
+            ),
+        )
     }
 
     /// Why a connect's SYN was resent, and the evidence: the old ACK its handshake already

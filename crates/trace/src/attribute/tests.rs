@@ -25,11 +25,16 @@ fn engine() -> Engine {
     Engine::new(Config::default(), 0, Reasons::default())
 }
 
+/// A connect's SYN resent on its ladder: `attempt` s after the connect() the trace saw.
 fn syn(attempt: u32) -> Detail {
+    syn_after(attempt, Some(attempt * 1_000_000))
+}
+
+fn syn_after(attempt: u32, since_connect_us: Option<u32>) -> Detail {
     Detail::Retransmit {
         class: RetransmitClass::Syn,
         attempt,
-        waited_us: None,
+        waited_us: since_connect_us,
         peer_silent: false,
         unsent_errno: None,
     }
@@ -849,4 +854,70 @@ fn cause_all_lists_every_cause_once() {
         declared(Cause::ALL[0]),
         "a declared cause is missing from ALL"
     );
+}
+
+/// A SYN resent 9 ms after its connect() followed an ACK the socket could not accept, even
+/// when neither that ACK nor the reset answering it was traced (the kernel skipped the
+/// program, or their records were lost): a stale ACK, not a SYN lost on the ladder.
+#[test]
+fn a_syn_resent_within_milliseconds_of_its_connect_met_an_old_ack() {
+    let mut e = engine();
+    let l = e
+        .push(
+            ev(2_009, 1, TcpState::SynSent, C, S, syn_after(1, Some(9_000))),
+            &mut NoLookup,
+        )
+        .unwrap();
+    assert_eq!(l.cause, Cause::OldAck, "{}", l.evidence);
+    assert_eq!(l.pathology, Some(Pathology::StaleAckRace));
+    assert!(l.evidence.contains("after connect()"), "{}", l.evidence);
+    // On the ladder (1 s after connect) the same resend is a SYN with no answer seen.
+    let l = e
+        .push(
+            ev(
+                3_000,
+                2,
+                TcpState::SynSent,
+                C,
+                S,
+                syn_after(1, Some(1_000_000)),
+            ),
+            &mut NoLookup,
+        )
+        .unwrap();
+    assert_eq!(l.cause, Cause::SynLost);
+}
+
+/// A SYN resend whose connect() the trace did not see, 300 ms after the trace began: its
+/// first SYN (1 s before it on the ladder) went out before the trace, whose cause is unseen:
+/// no pathology named. The same resend 5 s into the trace (its connect's record lost) is
+/// a SYN with no answer seen, as before.
+#[test]
+fn a_syn_resend_whose_connect_came_before_the_trace_is_not_attributed() {
+    let mut e = engine();
+    let l = e
+        .push(
+            ev(300, 1, TcpState::SynSent, C, S, syn_after(1, None)),
+            &mut NoLookup,
+        )
+        .unwrap();
+    assert_eq!(l.pathology, None, "{}", l.evidence);
+    assert!(
+        l.evidence.contains("before the trace began"),
+        "{}",
+        l.evidence
+    );
+    assert!(
+        e.summary().syn_resends.is_empty(),
+        "{:?}",
+        e.summary().syn_resends
+    );
+    let l = e
+        .push(
+            ev(5_000, 2, TcpState::SynSent, C, S, syn_after(1, None)),
+            &mut NoLookup,
+        )
+        .unwrap();
+    assert_eq!(l.cause, Cause::SynLost);
+    assert_eq!(l.pathology, Some(Pathology::SynRetransmit));
 }
