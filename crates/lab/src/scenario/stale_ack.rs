@@ -689,21 +689,6 @@ impl StaleAck {
     }
 }
 
-impl driver::Record for LoopRun {
-    fn label(&self) -> &str {
-        &self.run.label
-    }
-    fn findings(&self) -> &[tcpdoctor_model::Finding] {
-        &self.run.findings
-    }
-    fn trace(&self) -> &tcpdoctor_trace::run::RunTrace {
-        &self.run.trace
-    }
-    fn trace_mut(&mut self) -> &mut tcpdoctor_trace::run::RunTrace {
-        &mut self.run.trace
-    }
-}
-
 impl Scenario for StaleAck {
     type Config = Config;
     type Run = LoopRun;
