@@ -102,15 +102,9 @@ pub struct Report {
     pub stale_ack_resends: u64,
     /// Connects probe classified as SYN retransmissions (timer).
     pub syn_timer_resends: u64,
-    pub forced: Forced,
-    /// The CPUs the loop's server and client ran on (`[server, client]`), when this host
-    /// has two to keep them apart.
-    pub loop_cpus: Option<[usize; 2]>,
-    /// The kernel the race was measured on (`/proc/sys/kernel/osrelease`). Not in the body's
-    /// JSON: the printed report's provenance carries it (`kernel_release`, the same release);
-    /// a report read back takes it from there.
-    #[serde(skip)]
-    pub kernel_release: String,
+    /// The forced check, the loop's CPUs and the kernel.
+    #[serde(flatten)]
+    pub facts: Facts,
     #[serde(flatten)]
     pub unfixed: super::Unfixed<Vec<()>>,
 }
@@ -588,9 +582,7 @@ pub fn run(s: StaleAck, common: &Common, stop: &AtomicBool) -> Result<Outcome<Re
             syn_resends_per_million,
             stale_ack_resends,
             syn_timer_resends,
-            forced: r.facts.forced,
-            loop_cpus: r.facts.loop_cpus,
-            kernel_release: r.facts.kernel_release,
+            facts: r.facts,
             unfixed: Default::default(),
         }
     }))
@@ -601,8 +593,12 @@ pub fn run(s: StaleAck, common: &Common, stop: &AtomicBool) -> Result<Outcome<Re
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Facts {
     pub forced: Forced,
+    /// The CPUs the loop's server and client ran on (`[server, client]`), when this host
+    /// has two to keep them apart.
     pub loop_cpus: Option<[usize; 2]>,
-    /// As [`Report::kernel_release`]: in the printed report's provenance.
+    /// The kernel the race was measured on (`/proc/sys/kernel/osrelease`). Not in the body's
+    /// JSON: the printed report's provenance carries it (`kernel_release`, the same release);
+    /// a report read back takes it from there.
     #[serde(skip)]
     pub kernel_release: String,
 }
