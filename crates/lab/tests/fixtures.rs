@@ -209,7 +209,7 @@ fn render_fixture(name: &str) -> Vec<String> {
         ),
         ("stale-ack-race", false) => check::<stale_ack::Report>(
             name,
-            |r| r.report.body.kernel_release = r.provenance.kernel_release.clone(),
+            |r| r.report.body.facts.kernel_release = r.provenance.kernel_release.clone(),
             |w, r| render::run_text(w, r, views::stale_ack),
             |r| render::run_page(r, views::stale_ack),
         ),

@@ -596,23 +596,7 @@ impl Worker<'_, '_> {
             return None;
         }
         let scheduled = scheduled.unwrap_or(start);
-        let mut rec = Record {
-            worker: self.id,
-            local_port: 0,
-            status: 0,
-            reused: false,
-            received_bytes: 0,
-            outcome: Outcome::Ok,
-            scheduled_ns: self.sh.ns(scheduled),
-            start_ns: self.sh.ns(start),
-            connected_ns: None,
-            tls_done_ns: None,
-            first_byte_ns: None,
-            end_ns: 0,
-            kernel_rtt_us: 0,
-            handshake_rtt_us: 0,
-            cpu_wait_us: None,
-        };
+        let mut rec = Record::started(self.id, self.sh.ns(scheduled), self.sh.ns(start));
         let result = match &self.sh.cfg.mode {
             Mode::Connect => self.connect_close(&mut rec),
             Mode::Crr => self.with_connection(&mut rec, false, Self::tcp_exchange),

@@ -65,6 +65,7 @@ use tcpdoctor_model::PortRange;
 pub use classify::SpikeCause;
 pub use engine::run;
 pub use judge::{judge, Around};
+pub use readings::SchedStat;
 pub use record::{ErrorKind, Outcome, Phase, Record};
 pub use stats::Summary;
 

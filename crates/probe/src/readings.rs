@@ -14,7 +14,7 @@ pub(crate) fn thread_run_delay_ns() -> Option<u64> {
 }
 
 /// The calling thread's schedstat, open for re-reading: `pread` at offset 0 renders it anew.
-pub(crate) struct SchedStat {
+pub struct SchedStat {
     file: std::fs::File,
     first_ns: u64,
     last_ns: u64,
@@ -22,7 +22,7 @@ pub(crate) struct SchedStat {
 
 impl SchedStat {
     /// `None` when the kernel does not keep schedstats for threads (no CONFIG_SCHED_INFO).
-    pub(crate) fn open() -> Option<SchedStat> {
+    pub fn open() -> Option<SchedStat> {
         let file = std::fs::File::open("/proc/thread-self/schedstat").ok()?;
         let mut s = SchedStat {
             file,
@@ -43,7 +43,7 @@ impl SchedStat {
     }
 
     /// The wait for a CPU since the previous reading.
-    pub(crate) fn since_last_ns(&mut self) -> Option<u64> {
+    pub fn since_last_ns(&mut self) -> Option<u64> {
         let now = self.run_delay_ns()?;
         let d = now.saturating_sub(self.last_ns);
         self.last_ns = now;
@@ -51,7 +51,7 @@ impl SchedStat {
     }
 
     /// The wait for a CPU since it was opened.
-    pub(crate) fn total_ns(&self) -> Option<u64> {
+    pub fn total_ns(&self) -> Option<u64> {
         self.run_delay_ns()
             .map(|now| now.saturating_sub(self.first_ns))
     }

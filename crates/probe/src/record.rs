@@ -54,6 +54,28 @@ pub struct Record {
 pub const DETAIL_AFTER: u64 = 1_000_000;
 
 impl Record {
+    /// A request of `worker` due at `scheduled_ns` that starts at `start_ns`: nothing read
+    /// yet, its outcome `Ok` until it fails.
+    pub fn started(worker: u16, scheduled_ns: u64, start_ns: u64) -> Record {
+        Record {
+            worker,
+            local_port: 0,
+            status: 0,
+            reused: false,
+            received_bytes: 0,
+            outcome: Outcome::Ok,
+            scheduled_ns,
+            start_ns,
+            connected_ns: None,
+            tls_done_ns: None,
+            first_byte_ns: None,
+            end_ns: 0,
+            kernel_rtt_us: 0,
+            handshake_rtt_us: 0,
+            cpu_wait_us: None,
+        }
+    }
+
     /// Handshake time (connect() call to return).
     pub fn connect_ns(&self) -> Option<u64> {
         self.connected_ns.map(|c| c.saturating_sub(self.start_ns))

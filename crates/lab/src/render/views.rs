@@ -267,58 +267,41 @@ pub fn slow_reader<B: Runs<slow_reader::Config, slow_reader::Run>>(b: &B) -> Vie
     View::new(scenario, headline, t.cells, &runs[0].findings)
 }
 
-/// What the stale-ACK race measured besides its runs: the loop's SYN resends
-/// ([`stale_ack::resends`]), the forced check, the kernel and the loop's CPUs.
-struct Race<'a> {
-    resends: (f64, u64, u64),
-    forced: &'a stale_ack::Forced,
-    kernel: &'a str,
-    cpus: Option<[usize; 2]>,
-}
-
 pub fn stale_ack(b: &stale_ack::Report) -> View<'_> {
-    let race = Race {
-        resends: (
-            b.syn_resends_per_million,
-            b.stale_ack_resends,
-            b.syn_timer_resends,
-        ),
-        forced: &b.forced,
-        kernel: &b.kernel_release,
-        cpus: b.loop_cpus,
-    };
-    stale_ack_of(&b.header, &b.config, &[&b.loop_run.run], race)
+    let resends = (
+        b.syn_resends_per_million,
+        b.stale_ack_resends,
+        b.syn_timer_resends,
+    );
+    stale_ack_of(&b.header, &b.config, &[&b.loop_run.run], resends, &b.facts)
 }
 
 pub fn stale_ack_fix(b: &Remedies<stale_ack::StaleAck>) -> View<'_> {
     let runs: Vec<&ProbeRun> = b.runs().iter().map(|r| &r.run).collect();
-    let race = Race {
-        resends: stale_ack::resends(&b.baseline.run),
-        forced: &b.facts.forced,
-        kernel: &b.facts.kernel_release,
-        cpus: b.facts.loop_cpus,
-    };
-    stale_ack_of(&b.header, &b.config, &runs, race)
+    let resends = stale_ack::resends(&b.baseline.run);
+    stale_ack_of(&b.header, &b.config, &runs, resends, &b.facts)
 }
 
+/// `resends`: the loop's SYN resends ([`stale_ack::resends`]); `race`: the forced check, the
+/// kernel and the loop's CPUs.
 fn stale_ack_of<'a>(
     header: &'a Header,
     c: &stale_ack::Config,
     runs: &[&'a ProbeRun],
-    race: Race,
+    (per_million, stale, timer): (f64, u64, u64),
+    race: &stale_ack::Facts,
 ) -> View<'a> {
     let headline = format!(
         "report 003's loop for {} s, {} loop(s), on Linux {}{}",
         c.duration_ms as f64 / 1000.0,
         c.concurrency,
-        race.kernel,
-        match race.cpus {
+        race.kernel_release,
+        match race.loop_cpus {
             Some([server, client]) => format!(", server on CPU {server}, client on CPU {client}"),
             None => ", one CPU: the server and client share it".to_string(),
         },
     );
     let mut v = probe_view("stale-ack-race", header, headline, runs);
-    let (per_million, stale, timer) = race.resends;
     v.lines.push(format!(
         "SYN resends: {per_million:.0} per million connections; classified: {stale} resent after a stale ACK, {timer} on the SYN timer"
     ));

@@ -28,21 +28,22 @@ pub trait Record {
     fn trace_mut(&mut self) -> &mut RunTrace;
 }
 
-/// [`Record`] for run types that keep their `label`, `findings` and `trace` as fields.
+/// [`Record`] for run types that keep their `label`, `findings` and `trace` as fields (`=>
+/// run`: in their field `run`).
 macro_rules! record {
-    ($($run:ty),*) => {$(
+    ($($run:ty $(=> $inner:ident)?),*) => {$(
         impl Record for $run {
             fn label(&self) -> &str {
-                &self.label
+                &self$(.$inner)?.label
             }
             fn findings(&self) -> &[Finding] {
-                &self.findings
+                &self$(.$inner)?.findings
             }
             fn trace(&self) -> &RunTrace {
-                &self.trace
+                &self$(.$inner)?.trace
             }
             fn trace_mut(&mut self) -> &mut RunTrace {
-                &mut self.trace
+                &mut self$(.$inner)?.trace
             }
         }
     )*};
@@ -52,7 +53,8 @@ record!(
     harness::ProbeRun,
     super::slow_reader::Run,
     super::timewait::Run,
-    super::incast::Run
+    super::incast::Run,
+    super::stale_ack::LoopRun => run
 );
 
 /// One variant as run: the scenario's record, the namespaces it used and, for the

@@ -401,23 +401,14 @@ fn build(common: &Common, cfg: &Config, max_senders: u32, setup: &Setup) -> Resu
         lab.addr(ns, &s_if, &subnet.cidr_of(10 + i as u32))?;
     }
     // The shallow bottleneck: the bridge's port toward the receiver.
-    lab.tc(
+    let limit = setup.limit_bytes.unwrap_or(cfg.limit_bytes);
+    let bottleneck = (cfg.rate.as_str(), cfg.burst_bytes, limit);
+    tbf(
+        &lab,
         &switch,
         "shape the receiver's port with tbf",
-        &[
-            "qdisc",
-            "add",
-            "dev",
-            &rx_port,
-            "root",
-            "tbf",
-            "rate",
-            &cfg.rate,
-            "burst",
-            &cfg.burst_bytes.to_string(),
-            "limit",
-            &setup.limit_bytes.unwrap_or(cfg.limit_bytes).to_string(),
-        ],
+        ("add", &rx_port),
+        bottleneck,
     )?;
     let cc = setup
         .congestion_control
@@ -458,29 +449,38 @@ fn set_rto_min(t: &Topology, n: u32, rto_min_us: u64) -> Result<()> {
 
 /// Puts a tbf on each of the first `n` senders' interfaces at `bits_per_s`.
 fn set_pacing(t: &Topology, cfg: &Config, n: u32, bits_per_s: f64) -> Result<()> {
-    let limit = pacing_limit_bytes(cfg).to_string();
+    let (limit, rate) = (
+        pacing_limit_bytes(cfg),
+        format!("{}bit", bits_per_s.round() as u64),
+    );
     let s_if = naming::ifname("s")?;
     for ns in t.senders.iter().take(n as usize) {
-        t.lab.tc(
+        let pace = (rate.as_str(), PACING_BURST_BYTES, limit);
+        tbf(
+            &t.lab,
             ns,
             "pace the sender with tbf",
-            &[
-                "qdisc",
-                "replace",
-                "dev",
-                &s_if,
-                "root",
-                "tbf",
-                "rate",
-                &format!("{}bit", bits_per_s.round() as u64),
-                "burst",
-                &PACING_BURST_BYTES.to_string(),
-                "limit",
-                &limit,
-            ],
+            ("replace", &s_if),
+            pace,
         )?;
     }
     Ok(())
+}
+
+/// `tc qdisc <verb> dev <dev> root tbf rate <rate> burst <burst> limit <limit>` in `ns`
+/// (`step`: what it is for).
+fn tbf(
+    lab: &Lab,
+    ns: &str,
+    step: &str,
+    (verb, dev): (&str, &str),
+    (rate, burst, limit): (&str, u64, u64),
+) -> Result<()> {
+    let (burst, limit) = (burst.to_string(), limit.to_string());
+    let args = [
+        "qdisc", verb, "dev", dev, "root", "tbf", "rate", rate, "burst", &burst, "limit", &limit,
+    ];
+    lab.tc(ns, step, &args)
 }
 
 fn bottleneck_drops(t: &Topology) -> Option<u64> {

@@ -231,43 +231,43 @@ impl<C, R, F> Runs<C, R> for RemedyReport<C, R, F> {
 
 #[cfg(test)]
 mod tests {
+    use super::driver::Scenario;
     use super::*;
+
+    /// Calls `$check::<S>()` for every scenario `S`.
+    macro_rules! each_scenario {
+        ($check:ident) => {
+            $check::<accept_overflow::AcceptOverflow>();
+            $check::<incast::Incast>();
+            $check::<port_exhaustion::PortExhaustion>();
+            $check::<slow_reader::SlowReader>();
+            $check::<stale_ack::StaleAck>();
+            $check::<syn_drop::SynDrop>();
+            $check::<timewait::Timewait>();
+        };
+    }
 
     #[test]
     fn diagnosis_headings_say_what_diagnosed_in_words_not_module_paths() {
         // Issue 24: a heading said "model::counters findings".
-        use driver::Scenario;
-        let all: [&[&str]; 7] = [
-            accept_overflow::AcceptOverflow::DIAGNOSED_BY,
-            incast::Incast::DIAGNOSED_BY,
-            port_exhaustion::PortExhaustion::DIAGNOSED_BY,
-            slow_reader::SlowReader::DIAGNOSED_BY,
-            stale_ack::StaleAck::DIAGNOSED_BY,
-            syn_drop::SynDrop::DIAGNOSED_BY,
-            timewait::Timewait::DIAGNOSED_BY,
-        ];
-        for by in all.iter().flat_map(|b| b.iter()) {
-            assert!(!by.contains("::") && !by.contains("model"), "{by}");
+        fn check<S: Scenario>() {
+            for by in S::DIAGNOSED_BY {
+                assert!(!by.contains("::") && !by.contains("model"), "{by}");
+            }
         }
+        each_scenario!(check);
     }
 
     #[test]
     fn fix_applies_remedies_of_the_scenarios_own_table() {
         // --fix is --remedies restricted to FIX: a name missing from REMEDIES would fail
         // only when run as root.
-        use driver::Scenario;
         fn check<S: Scenario>() {
             assert!(!S::FIX.is_empty(), "{}", S::NAME);
             for name in S::FIX {
                 assert!(S::REMEDIES.contains(name), "{}: {name}", S::NAME);
             }
         }
-        check::<accept_overflow::AcceptOverflow>();
-        check::<incast::Incast>();
-        check::<port_exhaustion::PortExhaustion>();
-        check::<slow_reader::SlowReader>();
-        check::<stale_ack::StaleAck>();
-        check::<syn_drop::SynDrop>();
-        check::<timewait::Timewait>();
+        each_scenario!(check);
     }
 }

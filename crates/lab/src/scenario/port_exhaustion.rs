@@ -71,18 +71,7 @@ pub fn sustainable_per_s(ports: PortRange) -> f64 {
 /// Whether a run reproduced port exhaustion: connects that failed with EADDRNOTAVAIL, as
 /// probe counted them and as the eBPF trace saw them; the cost is when the range ran out.
 pub fn reproduction(run: &ProbeRun) -> Reproduction {
-    let mut signature = vec![Event::new(
-        run.errors("EADDRNOTAVAIL"),
-        "connects failed with EADDRNOTAVAIL",
-        "probe",
-    )];
-    if run.trace.used {
-        signature.push(Event::new(
-            run.trace.eaddrnotavail,
-            "connect() calls failed with EADDRNOTAVAIL",
-            "eBPF trace",
-        ));
-    }
+    let signature = signature(run.errors("EADDRNOTAVAIL"), &run.trace);
     let cost = || {
         let first = run
             .summary
@@ -106,6 +95,24 @@ pub fn reproduction(run: &ProbeRun) -> Reproduction {
         cost,
         None,
     )
+}
+
+/// Port exhaustion's signature: `eaddrnotavail` connects that failed with EADDRNOTAVAIL as
+/// probe counted them, and as the eBPF trace saw them when it was used.
+fn signature(eaddrnotavail: u64, trace: &tcpdoctor_trace::run::RunTrace) -> Vec<Event> {
+    let mut signature = vec![Event::new(
+        eaddrnotavail,
+        "connects failed with EADDRNOTAVAIL",
+        "probe",
+    )];
+    if trace.used {
+        signature.push(Event::new(
+            trace.eaddrnotavail,
+            "connect() calls failed with EADDRNOTAVAIL",
+            "eBPF trace",
+        ));
+    }
+    signature
 }
 
 /// TIME_WAIT in whole seconds (`TCP_TIMEWAIT_LEN`).
@@ -464,18 +471,7 @@ impl Scenario for PortExhaustion {
         if let [probe] = run.probes.as_slice() {
             return reproduction(probe);
         }
-        let mut signature = vec![Event::new(
-            run.eaddrnotavail,
-            "connects failed with EADDRNOTAVAIL",
-            "probe",
-        )];
-        if let Some(t) = run.probes.first().map(|p| &p.trace).filter(|t| t.used) {
-            signature.push(Event::new(
-                t.eaddrnotavail,
-                "connect() calls failed with EADDRNOTAVAIL",
-                "eBPF trace",
-            ));
-        }
+        let signature = signature(run.eaddrnotavail, driver::Record::trace(run));
         let attempts = run
             .probes
             .iter()

@@ -102,15 +102,9 @@ pub struct Report {
     pub stale_ack_resends: u64,
     /// Connects probe classified as SYN retransmissions (timer).
     pub syn_timer_resends: u64,
-    pub forced: Forced,
-    /// The CPUs the loop's server and client ran on (`[server, client]`), when this host
-    /// has two to keep them apart.
-    pub loop_cpus: Option<[usize; 2]>,
-    /// The kernel the race was measured on (`/proc/sys/kernel/osrelease`). Not in the body's
-    /// JSON: the printed report's provenance carries it (`kernel_release`, the same release);
-    /// a report read back takes it from there.
-    #[serde(skip)]
-    pub kernel_release: String,
+    /// The forced check, the loop's CPUs and the kernel.
+    #[serde(flatten)]
+    pub facts: Facts,
     #[serde(flatten)]
     pub unfixed: super::Unfixed<Vec<()>>,
 }
@@ -353,14 +347,6 @@ fn client_003(cfg: &tcpdoctor_probe::Config, halt: &AtomicBool) -> Result<ProbeR
     )
 }
 
-/// Nanoseconds the calling thread has waited for a CPU since it started (`run_delay`, the
-/// second field of `/proc/thread-self/schedstat`, Documentation/scheduler/sched-stats.rst);
-/// `None` without schedstats.
-fn run_delay_ns() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    text.split_ascii_whitespace().nth(1)?.parse().ok()
-}
-
 /// One loop of [`client_003`]: its connections, until `end` or `halt`, and how long it
 /// waited for a CPU meanwhile. A connection of [`tcpdoctor_probe::record::DETAIL_AFTER`] or
 /// more records the wait since the previous such reading, as probe's workers do: what the
@@ -373,8 +359,8 @@ fn loop_003(
     linger0: bool,
     halt: &AtomicBool,
 ) -> (Vec<Record>, Option<u64>) {
-    let first = run_delay_ns();
-    let mut last = first;
+    // Probe's workers' reading of their wait for a CPU (schedstat `run_delay`).
+    let mut sched = tcpdoctor_probe::SchedStat::open();
     let since = |t: Instant| t.duration_since(t0).as_nanos() as u64;
     let to: socket2::SockAddr = std::net::SocketAddr::V4(target).into();
     let mut out = Vec::new();
@@ -384,31 +370,14 @@ fn loop_003(
         if start >= end {
             break;
         }
-        let mut rec = Record {
-            worker,
-            local_port: 0,
-            status: 0,
-            reused: false,
-            received_bytes: 0,
-            outcome: ProbeOutcome::Ok,
-            scheduled_ns: since(start),
-            start_ns: since(start),
-            connected_ns: None,
-            tls_done_ns: None,
-            first_byte_ns: None,
-            end_ns: 0,
-            kernel_rtt_us: 0,
-            handshake_rtt_us: 0,
-            cpu_wait_us: None,
-        };
+        let mut rec = Record::started(worker, since(start), since(start));
         let done = exchange_003(&to, linger0, &mut buf, &mut rec, &since);
         rec.end_ns = since(Instant::now());
         if rec.end_ns - rec.start_ns >= tcpdoctor_probe::record::DETAIL_AFTER {
-            let now = run_delay_ns();
-            rec.cpu_wait_us = now
-                .zip(last)
-                .map(|(n, l)| (n.saturating_sub(l) / 1_000).min(u64::from(u32::MAX)) as u32);
-            last = now;
+            rec.cpu_wait_us = sched
+                .as_mut()
+                .and_then(tcpdoctor_probe::SchedStat::since_last_ns)
+                .map(|ns| u32::try_from(ns / 1_000).unwrap_or(u32::MAX));
         }
         if let Err((e, phase)) = done {
             rec.outcome = ProbeOutcome::Error {
@@ -418,7 +387,9 @@ fn loop_003(
         }
         out.push(rec);
     }
-    let waited = run_delay_ns().zip(first).map(|(n, f)| n.saturating_sub(f));
+    let waited = sched
+        .as_ref()
+        .and_then(tcpdoctor_probe::SchedStat::total_ns);
     (out, waited)
 }
 
@@ -611,9 +582,7 @@ pub fn run(s: StaleAck, common: &Common, stop: &AtomicBool) -> Result<Outcome<Re
             syn_resends_per_million,
             stale_ack_resends,
             syn_timer_resends,
-            forced: r.facts.forced,
-            loop_cpus: r.facts.loop_cpus,
-            kernel_release: r.facts.kernel_release,
+            facts: r.facts,
             unfixed: Default::default(),
         }
     }))
@@ -624,8 +593,12 @@ pub fn run(s: StaleAck, common: &Common, stop: &AtomicBool) -> Result<Outcome<Re
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Facts {
     pub forced: Forced,
+    /// The CPUs the loop's server and client ran on (`[server, client]`), when this host
+    /// has two to keep them apart.
     pub loop_cpus: Option<[usize; 2]>,
-    /// As [`Report::kernel_release`]: in the printed report's provenance.
+    /// The kernel the race was measured on (`/proc/sys/kernel/osrelease`). Not in the body's
+    /// JSON: the printed report's provenance carries it (`kernel_release`, the same release);
+    /// a report read back takes it from there.
     #[serde(skip)]
     pub kernel_release: String,
 }
@@ -709,21 +682,6 @@ impl StaleAck {
             }
             ResendBehaviour::Failed => "the forced reconnect failed".to_string(),
         }
-    }
-}
-
-impl driver::Record for LoopRun {
-    fn label(&self) -> &str {
-        &self.run.label
-    }
-    fn findings(&self) -> &[tcpdoctor_model::Finding] {
-        &self.run.findings
-    }
-    fn trace(&self) -> &tcpdoctor_trace::run::RunTrace {
-        &self.run.trace
-    }
-    fn trace_mut(&mut self) -> &mut tcpdoctor_trace::run::RunTrace {
-        &mut self.run.trace
     }
 }
 

@@ -47,6 +47,26 @@ fn cc_available(cc: &str) -> (bool, String) {
     )
 }
 
+/// Why congestion control `cc` cannot be used, if this kernel lacks it (the list it has goes
+/// into `facts`).
+fn cc_missing(facts: &mut Facts, cc: &str) -> Option<String> {
+    let (ok, list) = cc_available(cc);
+    let why = format!("this kernel has no {cc} (tcp_available_congestion_control: {list})");
+    facts.congestion_controls_available = Some(list);
+    (!ok).then_some(why)
+}
+
+/// `lacks` (what this kernel has not), if it cannot build qdisc `kind` (tried once, the
+/// answer kept in `facts`).
+fn qdisc_missing(facts: &mut Facts, kind: &str, lacks: &str) -> Result<Option<String>> {
+    let available = qdisc_available(kind)?;
+    let ok = *facts
+        .qdiscs_available
+        .entry(kind.into())
+        .or_insert(available);
+    Ok((!ok).then(|| format!("this kernel has {lacks}")))
+}
+
 /// Whether this kernel can build qdisc `kind` (tried on the loopback of a scratch namespace).
 fn qdisc_available(kind: &str) -> Result<bool> {
     let mut lab = Lab::new()?;
@@ -194,41 +214,21 @@ impl Incast {
     /// goes into the facts).
     fn missing(&mut self, name: &str) -> Result<Option<String>> {
         let facts = &mut self.facts;
+        let not_yet = |why: &str| Some(why.to_string());
         Ok(match name {
-            "dctcp" => {
-                let (ok, list) = cc_available("dctcp");
-                facts.congestion_controls_available = Some(list.clone());
-                (!ok)
-                    .then(|| {
-                        format!(
-                            "this kernel has no dctcp (tcp_available_congestion_control: {list})"
-                        )
-                    })
-                    .or_else(|| {
-                        Some("the lab builds no ECN-marking bottleneck for DCTCP".to_string())
-                    })
+            "dctcp" => cc_missing(facts, "dctcp")
+                .or_else(|| not_yet("the lab builds no ECN-marking bottleneck for DCTCP")),
+            "red-ecn" => qdisc_missing(
+                facts,
+                "red",
+                "no sch_red (tc qdisc add ... red: unknown qdisc kind)",
+            )?
+            .or_else(|| not_yet("the lab does not build RED marking yet")),
+            "fq-codel" => {
+                qdisc_missing(facts, "fq_codel", "no sch_fq_codel (nor sch_fq, sch_codel)")?
+                    .or_else(|| not_yet("the lab does not build fq_codel at the bottleneck yet"))
             }
-            "red-ecn" => (!*facts
-                .qdiscs_available
-                .entry("red".into())
-                .or_insert(qdisc_available("red")?))
-            .then(|| {
-                "this kernel has no sch_red (tc qdisc add ... red: unknown qdisc kind)".to_string()
-            })
-            .or_else(|| Some("the lab does not build RED marking yet".to_string())),
-            "fq-codel" => (!*facts
-                .qdiscs_available
-                .entry("fq_codel".into())
-                .or_insert(qdisc_available("fq_codel")?))
-            .then(|| "this kernel has no sch_fq_codel (nor sch_fq, sch_codel)".to_string())
-            .or_else(|| Some("the lab does not build fq_codel at the bottleneck yet".to_string())),
-            "bbr" => {
-                let (ok, list) = cc_available("bbr");
-                facts.congestion_controls_available = Some(list.clone());
-                (!ok).then(|| {
-                    format!("this kernel has no bbr (tcp_available_congestion_control: {list})")
-                })
-            }
+            "bbr" => cc_missing(facts, "bbr"),
             _ => None,
         })
     }
