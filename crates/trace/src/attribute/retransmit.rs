@@ -137,21 +137,20 @@ impl Engine {
                 self.syn_cause(ev, attempt, &rung, lookup)
             }
         };
-        if cause == Cause::SynLost && since_connect_us.is_none() {
-            // Any resend on the ladder comes at least the initial RTO after the first SYN.
-            let after_first = ladder
-                .as_ref()
-                .and_then(|l| l.retransmit_at(attempt))
-                .unwrap_or(tcpdoctor_model::timers::SYN_INITIAL_RTO);
-            if ev.ts_ns < self.start_ns + after_first.as_nanos() as u64 {
-                return self.line(
-                    ev,
-                    Cause::SynLost,
-                    None,
-                    format!("SYN resent (attempt {attempt}); its connect() and first SYN came before the trace began, so what answered or dropped them is unseen: not attributed"),
-                    lookup,
-                );
-            }
+        // A ladder resend proves its SYN went unanswered for the RTO, whenever its connect()
+        // came; a resend within QUICK_RESEND of one followed an unacceptable ACK instead.
+        // With no connect() traced, a resend that soon after the trace began may be either.
+        if cause == Cause::SynLost
+            && since_connect_us.is_none()
+            && ev.ts_ns < self.start_ns + QUICK_RESEND.as_nanos() as u64
+        {
+            return self.line(
+                ev,
+                Cause::SynLost,
+                None,
+                format!("SYN resent (attempt {attempt}) {} after the trace began, its connect() before: on the SYN ladder (unanswered) or just after an old ACK (not traced), which the trace cannot tell: not attributed", units::micros_in_ms(ev.ts_ns.saturating_sub(self.start_ns) / 1000)),
+                lookup,
+            );
         }
         let hs = self.handshakes.entry(ev.sk).or_default();
         hs.resends += 1;
