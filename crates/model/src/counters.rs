@@ -248,7 +248,41 @@ pub fn findings(delta: &BTreeMap<String, i64>, window: Window) -> Vec<Finding> {
             }
             f
         })
-        .collect()
+        .collect::<Vec<Finding>>()
+        .into_iter()
+        .fold(Vec::new(), join_loss_repairs)
+}
+
+/// One cause, one finding: retransmission timeouts and retransmissions without a timeout
+/// (fast retransmit, loss probes) in one window are this host's losses repaired two ways;
+/// the counters cannot tell one loss from another, so the repairs join the timeouts'
+/// finding (the stall is the harm) as evidence, their impacts judged together. Measured: a
+/// sender of `lab incast --senders 8` named retransmit_timeout (TcpExtTCPTimeouts +2) and
+/// retransmission (TcpExtTCPFastRetrans +37) as two warnings for the bottleneck's drops.
+fn join_loss_repairs(mut out: Vec<Finding>, f: Finding) -> Vec<Finding> {
+    let pair = |a: Pathology, b: Pathology| {
+        (a == Pathology::RetransmitTimeout && b == Pathology::Retransmission)
+            || (a == Pathology::Retransmission && b == Pathology::RetransmitTimeout)
+    };
+    match out.iter().position(|g| pair(g.pathology, f.pathology)) {
+        Some(i) => {
+            let other = out.remove(i);
+            let (mut timeouts, repairs) = if f.pathology == Pathology::RetransmitTimeout {
+                (f, other)
+            } else {
+                (other, f)
+            };
+            crate::merge::absorb(
+                &mut timeouts,
+                "losses also repaired without a timeout",
+                vec![repairs],
+                crate::merge::Judge::Again,
+            );
+            out.insert(i, timeouts);
+        }
+        None => out.push(f),
+    }
+    out
 }
 
 #[cfg(test)]
@@ -278,6 +312,41 @@ mod tests {
             Some(Pathology::AcceptQueueOverflow)
         );
         assert!(info("TcpCurrEstab").unwrap().gauge);
+    }
+
+    #[test]
+    fn timeouts_and_fast_retransmits_of_one_window_are_one_finding() {
+        let d: BTreeMap<String, i64> = [
+            ("TcpRetransSegs", 50),
+            ("TcpExtTCPTimeouts", 2),
+            ("TcpExtTCPLostRetransmit", 2),
+            ("TcpExtTCPFastRetrans", 37),
+            ("TcpOutSegs", 9000),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let w = Window {
+            length: Some(Duration::from_secs(1)),
+            rto_floor: Some(Duration::from_millis(200)),
+        };
+        let f = findings(&d, w);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].pathology, Pathology::RetransmitTimeout);
+        assert!(
+            f[0].summary.contains("TcpExtTCPFastRetrans +37"),
+            "{}",
+            f[0].summary
+        );
+        assert!(f[0].evidence.iter().any(
+            |e| matches!(e, Evidence::Counter { name, .. } if name == "TcpExtTCPFastRetrans")
+        ));
+        // Without a timeout, the repairs are their own finding.
+        let mut d = d;
+        d.remove("TcpExtTCPTimeouts");
+        d.remove("TcpExtTCPLostRetransmit");
+        let ps: Vec<Pathology> = findings(&d, w).iter().map(|f| f.pathology).collect();
+        assert_eq!(ps, [Pathology::Retransmission]);
     }
 
     #[test]
