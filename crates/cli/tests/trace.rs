@@ -119,6 +119,18 @@ fn tcpext(ns: &Netns, name: &str) -> i64 {
     panic!("no TcpExt counter {name}");
 }
 
+/// Packets this host's CPUs dropped from their input backlog (`/proc/net/softnet_stat`,
+/// second column, summed; the whole host, not one namespace): a packet sent over loopback
+/// and counted by its sender can be lost there before any TCP hook sees it.
+fn softnet_dropped() -> u64 {
+    std::fs::read_to_string("/proc/net/softnet_stat")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .filter_map(|h| u64::from_str_radix(h, 16).ok())
+        .sum()
+}
+
 fn causes<'a>(events: &'a [Value], cause: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["cause"] == cause).collect()
 }
@@ -1089,6 +1101,7 @@ fn a_reader_that_stops_reading_is_named_by_its_process() {
     });
     let probes_before = tcpext(&ns, "TCPWinProbe");
     let zero_before = tcpext(&ns, "TCPToZeroWindowAdv");
+    let softnet_before = softnet_dropped();
     let trace = Trace::start(&[&ns], &[]);
     let (client, accepted) = in_netns(&ns, move || {
         let mut c = TcpStream::connect("127.0.0.1:5107").unwrap();
@@ -1131,9 +1144,14 @@ fn a_reader_that_stops_reading_is_named_by_its_process() {
     // fits (unconfirmed: those runs did not record them).
     let skipped = support::skipped(&report, "tcp_probe") as i64;
     let traced = not_reading.len() as i64;
+    // Diagnostics for the rare run that traces one probe fewer than counted with no skip
+    // reported (once in about nine full suites, never alone; cause not yet measured): the
+    // host's backlog drops and the drops the trace saw, by reason, for the next occurrence.
     assert!(
         (probes - skipped..=probes_after).contains(&traced),
-        "{traced} traced, {probes}..{probes_after} counted, {skipped} skipped: {events:#?}"
+        "{traced} traced, {probes}..{probes_after} counted, {skipped} skipped; softnet backlog drops +{}; drops traced by reason {}: {events:#?}",
+        softnet_dropped() - softnet_before,
+        report["drops_by_reason"]
     );
     let traced = causes(&events, "zero_window").len() as i64;
     assert!(
