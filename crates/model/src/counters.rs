@@ -250,39 +250,7 @@ pub fn findings(delta: &BTreeMap<String, i64>, window: Window) -> Vec<Finding> {
         })
         .collect::<Vec<Finding>>()
         .into_iter()
-        .fold(Vec::new(), join_loss_repairs)
-}
-
-/// One cause, one finding: retransmission timeouts and retransmissions without a timeout
-/// (fast retransmit, loss probes) in one window are this host's losses repaired two ways;
-/// the counters cannot tell one loss from another, so the repairs join the timeouts'
-/// finding (the stall is the harm) as evidence, their impacts judged together. Measured: a
-/// sender of `lab incast --senders 8` named retransmit_timeout (TcpExtTCPTimeouts +2) and
-/// retransmission (TcpExtTCPFastRetrans +37) as two warnings for the bottleneck's drops.
-fn join_loss_repairs(mut out: Vec<Finding>, f: Finding) -> Vec<Finding> {
-    let pair = |a: Pathology, b: Pathology| {
-        (a == Pathology::RetransmitTimeout && b == Pathology::Retransmission)
-            || (a == Pathology::Retransmission && b == Pathology::RetransmitTimeout)
-    };
-    match out.iter().position(|g| pair(g.pathology, f.pathology)) {
-        Some(i) => {
-            let other = out.remove(i);
-            let (mut timeouts, repairs) = if f.pathology == Pathology::RetransmitTimeout {
-                (f, other)
-            } else {
-                (other, f)
-            };
-            crate::merge::absorb(
-                &mut timeouts,
-                "losses also repaired without a timeout",
-                vec![repairs],
-                crate::merge::Judge::Again,
-            );
-            out.insert(i, timeouts);
-        }
-        None => out.push(f),
-    }
-    out
+        .fold(Vec::new(), crate::merge::join_loss_repairs)
 }
 
 #[cfg(test)]

@@ -352,6 +352,43 @@ pub fn fold_overflow_consequences(
     crate::finding::rank(findings);
 }
 
+/// One cause, one finding: retransmission timeouts and retransmissions without a timeout
+/// (fast retransmit, loss probes) of one source and window are one host's losses repaired
+/// two ways; that source cannot tell one loss from another, so the repairs join the
+/// timeouts' finding (the stall is the harm) as evidence, their impacts judged together.
+/// A fold step: `out` holds the findings so far, `f` is the next. Measured: a sender of
+/// `lab incast --senders 8` named retransmit_timeout (TcpExtTCPTimeouts +2) and
+/// retransmission (TcpExtTCPFastRetrans +37) as two warnings for the bottleneck's drops, in
+/// its counters and in its trace.
+pub fn join_loss_repairs(mut out: Vec<Finding>, f: Finding) -> Vec<Finding> {
+    let pair = |a: Pathology, b: Pathology| {
+        (a == Pathology::RetransmitTimeout && b == Pathology::Retransmission)
+            || (a == Pathology::Retransmission && b == Pathology::RetransmitTimeout)
+    };
+    match out
+        .iter()
+        .position(|g| g.source == f.source && pair(g.pathology, f.pathology))
+    {
+        Some(i) => {
+            let other = out.remove(i);
+            let (mut timeouts, repairs) = if f.pathology == Pathology::RetransmitTimeout {
+                (f, other)
+            } else {
+                (other, f)
+            };
+            absorb(
+                &mut timeouts,
+                "losses also repaired without a timeout",
+                vec![repairs],
+                Judge::Again,
+            );
+            out.insert(i, timeouts);
+        }
+        None => out.push(f),
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

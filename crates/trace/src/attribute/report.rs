@@ -70,7 +70,8 @@ impl Engine {
             f = self.local_refusal_advice(f, lookup);
             out.push(self.with_tally_evidence(f, p, t, lookup));
         }
-        out
+        out.into_iter()
+            .fold(Vec::new(), tcpdoctor_model::merge::join_loss_repairs)
     }
 
     /// What a pathology's tally cost and the finding's summary, or `None` when it makes no

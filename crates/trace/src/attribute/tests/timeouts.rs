@@ -197,3 +197,41 @@ fn the_incast_finding_names_its_largest_episode_apart_from_the_flows_of_all_epis
     // Harm is every flow that stalled, in any episode.
     assert_eq!(incast.impact.affected, 6);
 }
+
+/// One cause, one finding: a timeout and a fast retransmit on this host's flows are its
+/// losses repaired two ways; the trace cannot tell one loss from another, so the fast
+/// retransmit is the timeout finding's evidence, not a second finding.
+#[test]
+fn a_timeout_and_a_fast_retransmit_are_one_finding() {
+    let mut e = engine();
+    let fast = Detail::Retransmit {
+        class: RetransmitClass::Fast,
+        attempt: 0,
+        waited_us: None,
+        peer_silent: false,
+        unsent_errno: None,
+    };
+    for (ts, sk, d) in [(100, 1, timeout(210_000, false)), (150, 2, fast)] {
+        let l = e.push(
+            ev(
+                ts,
+                sk,
+                TcpState::Established,
+                "10.0.0.1:40001",
+                "10.0.0.2:80",
+                d,
+            ),
+            &mut NoLookup,
+        );
+        assert!(l.is_some());
+    }
+    let f = e.findings(10, &mut NoLookup);
+    let ps: Vec<Pathology> = f.iter().map(|f| f.pathology).collect();
+    assert_eq!(ps, [Pathology::RetransmitTimeout], "{f:#?}");
+    assert!(
+        f[0].summary
+            .contains("losses also repaired without a timeout"),
+        "{}",
+        f[0].summary
+    );
+}
