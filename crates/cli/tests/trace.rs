@@ -449,7 +449,13 @@ fn syns_refused_by_a_draining_accept_queue_are_not_called_lost() {
     let lost = causes(&events, "syn_lost");
     let synack = causes(&events, "synack_resend");
     assert!(lost.is_empty(), "{lost:#?}");
-    assert!(!full.is_empty(), "{events:#?}");
+    // Once in 8 full suites (this stop) the trace printed no event at all here: what was
+    // counted and what the trace reports of itself, for the next occurrence.
+    assert!(
+        !full.is_empty(),
+        "{events:#?}\nTCPSynRetrans +{resent}..{resent_after}, ListenOverflows +{overflows}, \
+         {accepted} accepted; the trace's report: {report:#}"
+    );
     let traced = (full.len() + synack.len()) as i64;
     let skipped = support::skipped(&report, "tcp_retransmit_skb")
         + support::skipped(&report, "tcp_retransmit_synack")
