@@ -360,14 +360,7 @@ fn syn_resends_move_both_files_alike_in_every_delta() {
         &["counters", "--json", "--watch", "10ms", "--count", "500"],
     );
     let held = flood.join().unwrap();
-    let moved = |v: &Value, name: &str| {
-        v["counters"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == name)
-            .map_or(0, |c| c["delta"].as_i64().unwrap())
-    };
+    let moved = support::counter_delta;
     let mut resent = 0;
     let mut reports = 0;
     for line in out.lines() {

@@ -1905,16 +1905,8 @@ fn a_saturated_server_is_one_finding_its_full_accept_queue() {
             "--json",
         ],
     );
-    let moved = |name: &str| {
-        v["counters"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == name)
-            .map_or(0, |c| c["delta"].as_i64().unwrap())
-    };
     assert!(
-        moved("TcpExtListenOverflows") > 0,
+        support::counter_delta(&v, "TcpExtListenOverflows") > 0,
         "{err}\n{:#}",
         v["counters"]
     );

@@ -479,3 +479,15 @@ pub fn assert_traced_count_at_edges(
 pub fn syn_at_edges(trace: &serde_json::Value) -> u64 {
     trace["syn_traced_at_edges"].as_u64().unwrap_or(0)
 }
+
+/// The delta of counter `name` in a `--json` report's `counters` list (0 when it did not
+/// move): probe's and counters' reports list the counters that moved as {name, delta}.
+#[allow(dead_code)]
+pub fn counter_delta(v: &serde_json::Value, name: &str) -> i64 {
+    v["counters"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["name"] == name)
+        .map_or(0, |c| c["delta"].as_i64().unwrap_or(0))
+}
