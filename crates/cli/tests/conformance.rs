@@ -965,10 +965,10 @@ fn run_report003(s: &Scenario) -> Option<Row> {
     let seed = support::seeds::Seed::build(support::seeds::STALE_ACK_RACE, test)?;
     let ns = Netns::new("conf3");
     let pcap = TempFile::new("r003");
-    let mut server = seed.spawn_in(&ns, "server");
+    let mut server = seed.spawn_on(&ns, "server", Some(0));
     wait_listening(&ns, 4242);
     let dump = tcpdump(&ns, "lo", pcap.path(), "tcp port 4242");
-    let mut client = seed.spawn_in(&ns, "client");
+    let mut client = seed.spawn_on(&ns, "client", Some(1));
     // Let the loop reach its pace before the windows open.
     thread::sleep(Duration::from_millis(500));
     // The ground truth: a race resends the SYN (nothing else does here); read around the
@@ -990,7 +990,7 @@ fn run_report003(s: &Scenario) -> Option<Row> {
         absent(NOT_PROBE),
         observed,
         format!(
-            "report 003's `server.c` and `client.c` built from the report as published (crates/cli/tests/support/seeds.rs) and run in one namespace over its loopback; tcpdump on `lo`; counters, doctor, trace and sockets in that namespace, windows {} ms",
+            "report 003's `server.c` and `client.c` built from the report as published (crates/cli/tests/support/seeds.rs) and run in one namespace over its loopback, the server on CPU 0 and the client on CPU 1 (taskset); tcpdump on `lo`; counters, doctor, trace and sockets in that namespace, windows {} ms",
             s.window_ms
         ),
     );

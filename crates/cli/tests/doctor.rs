@@ -537,9 +537,9 @@ fn doctor_on_seed_003s_programs_names_the_stale_ack_race_not_a_time_wait_collisi
     };
     let _bpf = support::bpf_exclusive();
     let ns = Netns::new("d003");
-    let mut server = seed.spawn_in(&ns, "server");
+    let mut server = seed.spawn_on(&ns, "server", Some(0));
     std::thread::sleep(Duration::from_millis(300));
-    let mut client = seed.spawn_in(&ns, "client");
+    let mut client = seed.spawn_on(&ns, "client", Some(1));
     // Report 003's programs as published. How often the race fires depends on how the two
     // programs are scheduled: under doctor's trace, 22 to 66 times per 15 s window in 4
     // runs on an idle machine (2 CPUs), but 0, 0, 1, 4, 15, 19 and 108 times in 7 windows

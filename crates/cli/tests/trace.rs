@@ -990,11 +990,11 @@ fn run_seed_003(
     limit: Duration,
     started: impl FnOnce(),
 ) -> (Child, Child, i64, Duration) {
-    let server = seed.spawn_in(ns, "server");
+    let server = seed.spawn_on(ns, "server", Some(0));
     std::thread::sleep(Duration::from_millis(300));
     started();
     let before = tcpext(ns, "TCPSynRetrans");
-    let client = seed.spawn_in(ns, "client");
+    let client = seed.spawn_on(ns, "client", Some(1));
     let t0 = Instant::now();
     let mut resent = 0;
     while t0.elapsed() < limit {

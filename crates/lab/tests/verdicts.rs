@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tcpdoctor_lab::scenario::driver::{self, Record, Scenario};
 use tcpdoctor_lab::scenario::{
-    accept_overflow, incast, port_exhaustion, slow_reader, stale_ack, syn_drop, timewait,
+    accept_overflow, harness, incast, port_exhaustion, slow_reader, stale_ack, syn_drop, timewait,
     RemedyReport,
 };
 
@@ -179,4 +179,52 @@ fn recorded_remedy_runs_are_judged_again_as_they_were_live() {
     }
     assert!(errors.is_empty(), "{}", errors.join("\n\n"));
     assert!(judged >= 28, "only {judged} rows judged");
+}
+
+/// A syn-drop remedy that keeps the drop is predicted the baseline's rate; its tolerance is
+/// the noise of the remedied run's own connects (a 3 s run beside a longer baseline scatters
+/// wider), not the baseline's.
+#[test]
+fn a_kept_syn_drop_is_predicted_within_its_own_runs_noise() {
+    let text = std::fs::read_to_string(dir().join("syn-drop-remedies.json")).unwrap();
+    let report: RemedyReport<syn_drop::Config, harness::ProbeRun> =
+        serde_json::from_str(&text).unwrap();
+    let mut s = syn_drop::SynDrop(report.config.clone());
+    let p = f64::from(report.config.drop_percent) / 100.0;
+    let mut checked = 0;
+    for row in &report.remedies {
+        let Some(run) = row.run.clone() else { continue };
+        let r = s.remedy(&row.remedy, &report.baseline).unwrap();
+        let again = serde_json::to_value(driver::row(
+            &s,
+            &row.remedy,
+            r,
+            run.clone(),
+            &report.baseline,
+        ))
+        .unwrap();
+        let n = run.summary.requests + run.summary.requests_cut;
+        if again["prediction"]["value"].as_f64() == Some(0.0) {
+            assert_eq!(again["prediction"]["tolerance"]["value"], 0.0, "{again:#}");
+            continue;
+        }
+        let want = 3.0 * (p / (1.0 - p).powi(2) / n as f64).sqrt();
+        let got = again["prediction"]["tolerance"]["value"].as_f64().unwrap();
+        assert!(
+            (got - want).abs() < 1e-9,
+            "{}: tolerance {got}, want {want} for {n} connects",
+            row.remedy
+        );
+        let noise = again["prediction"]["noise"].as_str().unwrap();
+        assert!(
+            noise.contains(&format!("this run's {n} connects")),
+            "{noise}"
+        );
+        assert_ne!(
+            n,
+            report.baseline.summary.requests + report.baseline.summary.requests_cut
+        );
+        checked += 1;
+    }
+    assert!(checked >= 2, "{checked}");
 }
