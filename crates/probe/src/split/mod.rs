@@ -330,8 +330,10 @@ pub fn attribute(r: &Record, base: &Baseline, spike: Option<&Spike>) -> Breakdow
     let transfer = r.transfer_ns().unwrap_or(0);
     // A held reply's transfer is the hold: the rest of a reply that fits in one flight
     // arrives within microseconds once the hold ends.
+    // Not for a stall its worker's CPU waits account for ([`unclaim_cpu_bound_timer`]).
+    let cpu_bound = spike.is_some_and(|s| s.cpu_wait_bound_ns.is_some() && !s.cause.is_tcp());
     let (transfer_ns, transfer_timer_ns) =
-        if timer_in(SlowPhase::Transfer) || base.delayed_ack_hold(r, transfer) {
+        if timer_in(SlowPhase::Transfer) || (base.delayed_ack_hold(r, transfer) && !cpu_bound) {
             (0, transfer)
         } else {
             (transfer, 0)
@@ -410,6 +412,7 @@ impl CpuWaits {
 pub fn assign(records: &[Record], spikes: &mut [Spike], base: &Baseline, waits: &CpuWaits) {
     for sp in spikes.iter_mut() {
         if let Some(r) = records.get(sp.record) {
+            unclaim_cpu_bound_timer(sp, r, waits);
             sp.split = attribute(r, base, Some(sp));
         }
     }
@@ -447,6 +450,27 @@ pub fn assign(records: &[Record], spikes: &mut [Spike], base: &Baseline, waits: 
         };
         // The CPU-wait bound (schedstat, a kernel count) is what corroborates it.
         sp.corroborated = true;
+    }
+}
+
+/// A delayed ACK or a data RTO is recognised by the stall's length alone (the namespace's
+/// counters only say that one happened somewhere during the run); when the request's worker
+/// waited for a CPU for half the stall or more, its own scheduling accounts for that length
+/// as well, and the stall goes back to unexplained (the same bound as above). A client held
+/// back by a CPU limit (a cgroup quota: up to 90 ms at a time) made two 41 ms first-byte
+/// stalls that were named delayed ACKs while the kernel counted the usual delayed ACKs of
+/// the run (probe.rs, a full suite).
+fn unclaim_cpu_bound_timer(sp: &mut Spike, r: &Record, waits: &CpuWaits) {
+    if !matches!(sp.cause, SpikeCause::DelayedAck | SpikeCause::DataRto) {
+        return;
+    }
+    let Some(bound) = waits.bound_ns(r) else {
+        return;
+    };
+    if sp.phase_us.saturating_mul(1_000) < bound.saturating_mul(SCHEDULING_MARGIN) {
+        sp.cause = SpikeCause::Unexplained;
+        sp.corroborated = false;
+        sp.cpu_wait_bound_ns = Some(bound);
     }
 }
 
@@ -714,6 +738,36 @@ pub(crate) mod tests {
         };
         assign(&rs, &mut spikes, &base, &w);
         assert!(spikes.iter().all(|s| s.cause == SpikeCause::ServerResponse));
+    }
+
+    #[test]
+    fn a_delayed_ack_its_workers_cpu_wait_accounts_for_is_not_claimed() {
+        // A 41 ms first-byte wait, in the delayed-ACK window, classified a delayed ACK.
+        let delayed = |cpu_wait_ms: Option<u32>| {
+            let mut r = rec(0, 0.05, 41.05, 0.02);
+            r.cpu_wait_us = cpu_wait_ms.map(|ms| ms * 1_000);
+            let mut sp = spike(0, &r, SlowPhase::FirstByte, SpikeCause::DelayedAck);
+            sp.phase_us = 41_050;
+            sp.corroborated = true;
+            let mut spikes = vec![sp];
+            let base = Baseline {
+                path_rtt_ns: 50_000,
+                server_ns: 50_000,
+                ..Baseline::default()
+            };
+            assign(&[r], &mut spikes, &base, &waits(&[1]));
+            spikes.remove(0)
+        };
+        // Its worker waited 40 ms for a CPU during it: its own scheduling fits the stall.
+        let held = delayed(Some(40));
+        assert_eq!(held.cause, SpikeCause::Unexplained);
+        assert!(!held.corroborated);
+        assert_eq!(held.cpu_wait_bound_ns, Some(40 * MS));
+        assert_eq!(held.split.component_ns(Component::TcpTimer), 0);
+        // 5 ms of CPU wait: it stays a delayed ACK.
+        let kept = delayed(Some(5));
+        assert_eq!(kept.cause, SpikeCause::DelayedAck);
+        assert!(kept.split.reply_timer_ns > 40 * MS);
     }
 
     /// A run of fast requests (0.05 ms handshakes, 0.2 ms replies) on worker 0, with one
