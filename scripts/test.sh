@@ -65,10 +65,8 @@ run_lane() {
   local list=$1 failed=0 dir bin name
   while read -r dir bin; do
     name=$(basename "$bin")
-    if (cd "$dir" && "$bin") >"$work/$name.log" 2>&1; then
-      echo ok >"$work/$name.rc"
-    else
-      echo failed >"$work/$name.rc"
+    if ! (cd "$dir" && "$bin") >"$work/$name.log" 2>&1; then
+      echo "$name" >>"$work/failed"
       failed=1
     fi
     flock "$work/print" sh -c 'echo "     Running $1 (in $2)"; cat "$3"' _ "$bin" "$dir" "$work/$name.log"
@@ -84,9 +82,8 @@ for pid in "${lanes[@]}"; do wait "$pid" || status=1; done
 lanes=()
 # Doc tests, last (a few seconds).
 cargo test --workspace --locked --doc -q || status=1
-failed=$(grep -l failed "$work"/*.rc 2>/dev/null | xargs -r -n1 basename | sed 's/\.rc$//')
-if [ -n "$failed" ]; then
-  echo "scripts/test.sh: failed test binaries: $(echo $failed)" >&2
+if [ -s "$work/failed" ]; then
+  echo "scripts/test.sh: failed test binaries: $(tr '\n' ' ' <"$work/failed")" >&2
   status=1
 fi
 exit $status

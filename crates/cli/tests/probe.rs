@@ -1928,3 +1928,57 @@ fn a_saturated_server_is_one_finding_its_full_accept_queue() {
     let summary = above[0]["summary"].as_str().unwrap();
     assert!(summary.contains("for the server"), "{summary}");
 }
+
+/// A full accept queue elsewhere on this host is not the target's when the target is not
+/// on this host, even where any address can be bound (`net.ipv4.ip_nonlocal_bind=1`, which
+/// made "can bind it" a wrong test for "is ours"): a probe of an address that drops its SYNs,
+/// beside a local listener overflowing its queue, does not name the overflow.
+#[test]
+fn an_overflowing_local_listener_is_not_a_remote_targets_with_nonlocal_bind() {
+    let test = "an_overflowing_local_listener_is_not_a_remote_targets_with_nonlocal_bind";
+    if !support::require_root(test) {
+        return;
+    }
+    let (a, b) = (Netns::new("nlba"), Netns::new("nlbb"));
+    let (ia, ib) = support::veth(&a, "10.93.0.1/24", &b, "10.93.0.2/24");
+    // 10.93.0.9 is nobody's: its frames go to b, which does not own it and drops them.
+    let mac = b.exec(&format!("cat /sys/class/net/{ib}/address"));
+    a.exec(&format!(
+        "sysctl -qw net.ipv4.ip_nonlocal_bind=1 && ip neigh replace 10.93.0.9 lladdr {} dev {ia} nud permanent",
+        mac.trim()
+    ));
+    // A local listener with a one-slot queue that is never accepted from: eight connects
+    // overflow it, and their SYN resends overflow it again during the probe.
+    let l = support::in_netns(&a, || {
+        support::listener("127.0.0.1:5984".parse().unwrap(), 1, None)
+    });
+    let held = support::in_netns(&a, || {
+        (0..8)
+            .map(|_| support::connect_nonblocking("127.0.0.1:5984".parse().unwrap()))
+            .collect::<Vec<_>>()
+    });
+    let (_, v, err) = probe_in(
+        &a,
+        &[
+            "10.93.0.9:5985",
+            "--mode",
+            "crr",
+            "-c",
+            "1",
+            "-d",
+            "2500ms",
+            "--json",
+        ],
+    );
+    drop((held, l));
+    assert!(
+        support::counter_delta(&v, "TcpExtListenOverflows") > 0,
+        "{err}\n{:#}",
+        v["counters"]
+    );
+    assert!(
+        !pathologies(&v).contains(&"accept_queue_overflow".to_string()),
+        "{:#}",
+        v["findings"]
+    );
+}

@@ -223,7 +223,7 @@ pub(crate) fn unexplained_split(s: &Summary, spikes: &[Spike]) -> Option<Evidenc
         _ if !considered.is_empty() => {
             let (workers_us, server_us) = cpu_wait_bounds(s, &considered).unwrap_or((0, None));
             format!(
-                "the CPU waits that could hide in the {} whose server or path was largest: their workers' {} (schedstat run_delay since each one's previous slow request){}",
+                "the CPU waits that could hide in the {} whose server, path or transfer was largest: their workers' {} (schedstat run_delay since each one's previous slow request){}",
                 considered.len(),
                 units::micros(workers_us),
                 server_us
