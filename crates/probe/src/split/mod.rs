@@ -468,15 +468,18 @@ pub fn assign(records: &[Record], spikes: &mut [Spike], base: &Baseline, waits: 
     }
 }
 
-/// A delayed ACK or a data RTO is recognised by the stall's length alone (the namespace's
+/// A delayed ACK is recognised by the stall's length alone (40 ms and up; the namespace's
 /// counters only say that one happened somewhere during the run); when the request's worker
 /// waited for a CPU for half the stall or more, its own scheduling accounts for that length
 /// as well, and the stall goes back to unexplained (the same bound as above). A client held
 /// back by a CPU limit (a cgroup quota: up to 90 ms at a time) made two 41 ms first-byte
 /// stalls that were named delayed ACKs while the kernel counted the usual delayed ACKs of
-/// the run (probe.rs, a full suite).
+/// the run (probe.rs, a full suite). Not a data RTO: its stall is the RTO floor (200 ms) or
+/// more, longer than such a hold, and the bound is loose (every wait since the worker's
+/// previous reading): applied to RTOs it unclaimed 1 of 6 requests whose first copy a test
+/// dropped, under the other lane's load.
 fn unclaim_cpu_bound_timer(sp: &mut Spike, r: &Record, waits: &CpuWaits) {
-    if !matches!(sp.cause, SpikeCause::DelayedAck | SpikeCause::DataRto) {
+    if sp.cause != SpikeCause::DelayedAck {
         return;
     }
     let Some(bound) = waits.bound_ns(r) else {
