@@ -125,21 +125,25 @@ fn a_send_buffer_smaller_than_the_path_is_the_send_buffer_naming_the_writer() {
     if !support::require_root(test) {
         return;
     }
-    // The premise, that the path takes more than the buffer, is checked at the census: once
-    // in a full suite (beside the other lane's load) the congestion window was full there
-    // (134 segments unacknowledged of 134; 54% of the busy time in flight, 45% send-buffer
-    // limited) and `sockets` said the network, as that evidence does. Such a run is judged
-    // as the network and the transfer measured again (at most three runs).
+    // The premise, that the path takes more than the buffer, is checked at the two censuses
+    // (`holding`): in full suites beside the other lane's load, a census sometimes found the
+    // congestion window full (134 segments unacknowledged of 134 at the later one, 45% of the
+    // busy time send-buffer limited; or at the earlier one, 1 s into the transfer, the later
+    // one finding 46 of 404), and `sockets` said the network, as its rule for such evidence
+    // says (any census that saw the network). Such a run is judged as the network and the
+    // transfer measured again (at most three runs).
     let mut runs = 0;
     let (v, wp) = loop {
         runs += 1;
         let (v, wp) = send_buffer_run();
         let t = transfer(&v, 5614);
-        let cwnd_full = t["unacked_segs"].as_u64() >= t["cwnd_segs"].as_u64();
-        if !cwnd_full || runs == 3 {
+        let network_seen = t["holding"]
+            .as_array()
+            .is_some_and(|h| h.iter().any(|h| h == "network"));
+        if !network_seen || runs == 3 {
             break (v, wp);
         }
-        assert_eq!(t["limit"], "network", "a full congestion window: {t:#}");
+        assert_eq!(t["limit"], "network", "a census saw the network: {t:#}");
     };
     let t = transfer(&v, 5614);
     assert_eq!(t["limit"], "send_buffer", "{t:#}");
