@@ -855,12 +855,19 @@ fn timewait_collision_is_named_and_timestamps_fix_it() {
     );
     if require_trace("timewait_collision_is_named_and_timestamps_fix_it", &v) {
         // Every SYN the client resent is one the trace attributed to the collision with the
-        // server's TIME_WAIT socket; the remedied run's own trace saw none.
+        // server's TIME_WAIT socket, but for those the kernel did not run the program for
+        // (reported as `not_traced`, support::bpf_exclusive: 1 of 2 once in a full suite);
+        // the remedied run's own trace saw none.
         let t = trace_run(&v, v["baseline"]["label"].as_str().unwrap());
-        assert_eq!(
-            t["syn_resends"]["time_wait_collision"],
-            v["baseline"]["client_counters"]["TcpExtTCPSynRetrans"],
-            "{t:#}"
+        support::assert_traced_count(
+            t["syn_resends"]["time_wait_collision"]
+                .as_i64()
+                .unwrap_or(0),
+            v["baseline"]["client_counters"]["TcpExtTCPSynRetrans"]
+                .as_i64()
+                .unwrap_or(0),
+            support::skipped(t, "tcp_retransmit_skb") + support::not_traced(t),
+            &format!("{t:#}"),
         );
         // The server's view: its TIME_WAIT socket (TIME_WAIT proper, not an orphaned
         // FIN_WAIT2 one) refused the SYNs; nothing was a stale-ACK race.
