@@ -219,6 +219,12 @@ fn a_shaped_link_is_the_network_with_its_retransmissions() {
     assert!((1 << 20..=3 << 20).contains(&acked), "{t:#}");
     let f = finding(&v, "retransmission").unwrap_or_else(|| panic!("{v:#}"));
     assert_eq!(f["source"], "sockets");
-    assert!(finding(&v, "slow_reader").is_none(), "{v:#}");
+    // The reader is fast, but a census can catch its window at zero for an instant when it
+    // waits for a CPU (once in a full suite beside the other lane: "1 at a zero window ...
+    // not yet seen persisting across censuses", info): true, and never above info here.
+    assert!(
+        finding(&v, "slow_reader").is_none_or(|f| f["severity"] == "info"),
+        "{v:#}"
+    );
     assert!(finding(&v, "send_buffer_limited").is_none(), "{v:#}");
 }
