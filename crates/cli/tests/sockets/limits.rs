@@ -140,7 +140,9 @@ fn a_send_buffer_smaller_than_the_path_is_the_send_buffer_naming_the_writer() {
         let network_seen = t["holding"]
             .as_array()
             .is_some_and(|h| h.iter().any(|h| h == "network"));
-        if !network_seen || runs == 3 {
+        // The kernel's times decide first: a census that saw the network does not matter
+        // when the send buffer held the most time (964 of 1,004 ms once).
+        if !network_seen || t["limit"] == "send_buffer" || runs == 3 {
             break (v, wp);
         }
         assert_eq!(t["limit"], "network", "a census saw the network: {t:#}");
