@@ -873,27 +873,7 @@ fn run_lab(s: &Scenario, lab_args: &[&str], observe: &str) -> Row {
 
 /// TcpInSegs of namespace `ns`.
 fn in_segs(ns: &str) -> u64 {
-    mib(ns, "/proc/net/snmp", "Tcp:", "InSegs")
-}
-
-/// Counter `name` of the `prefix` lines (`Tcp:`, `TcpExt:`) of `file` in namespace `ns`, read
-/// by `cat`: not by tcpdoctor, whose answers it judges.
-fn mib(ns: &str, file: &str, prefix: &str, name: &str) -> u64 {
-    let text = Command::new("ip")
-        .args(["netns", "exec", ns, "cat", file])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        .unwrap_or_default();
-    let mut rows = text.lines().filter(|l| l.starts_with(prefix));
-    let (Some(names), Some(values)) = (rows.next(), rows.next()) else {
-        return 0;
-    };
-    names
-        .split_whitespace()
-        .zip(values.split_whitespace())
-        .find(|(n, _)| *n == name)
-        .and_then(|(_, v)| v.parse().ok())
-        .unwrap_or(0)
+    support::mib(ns, "/proc/net/snmp", "Tcp:", "InSegs")
 }
 
 /// Waits (at most 20 s) until namespace `ns` has received at least 20 TCP segments since the
@@ -974,7 +954,7 @@ fn run_report003(s: &Scenario) -> Option<Row> {
     // The ground truth: a race resends the SYN (nothing else does here); read around the
     // windows, by cat. The race fires 0 to 108 times per 15 s window depending on the
     // machine's load (measured): a window it skipped tells nothing about the commands.
-    let resends = || mib(&ns.name, "/proc/net/netstat", "TcpExt:", "TCPSynRetrans");
+    let resends = || support::mib(&ns.name, "/proc/net/netstat", "TcpExt:", "TCPSynRetrans");
     let before = resends();
     let observed = Observers::start(&ns.name, s.window_ms, s.name).finish();
     let raced = resends() - before;

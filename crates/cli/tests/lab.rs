@@ -1120,21 +1120,7 @@ fn ctrl_c_reports_what_was_measured_and_tears_down() {
     // Interrupted once the rounds run: the receiver's namespace has taken 200 TCP segments
     // (its namespace appears well before: a fixed 2 s after it was once too early, with the
     // setup slowed by the other lane's tests, and the report rightly said 0 rounds).
-    let in_segs = || {
-        let snmp = Command::new("ip")
-            .args(["netns", "exec", &rx, "cat", "/proc/net/snmp"])
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-            .unwrap_or_default();
-        let mut tcp = snmp.lines().filter(|l| l.starts_with("Tcp:"));
-        let (names, values) = (tcp.next().unwrap_or(""), tcp.next().unwrap_or(""));
-        names
-            .split_whitespace()
-            .zip(values.split_whitespace())
-            .find(|(n, _)| *n == "InSegs")
-            .and_then(|(_, v)| v.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
+    let in_segs = || support::mib(&rx, "/proc/net/snmp", "Tcp:", "InSegs");
     let deadline = Instant::now() + Duration::from_secs(40);
     while Instant::now() < deadline && in_segs() < 200 {
         std::thread::sleep(Duration::from_millis(50));

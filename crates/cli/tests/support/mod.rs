@@ -490,3 +490,24 @@ pub fn counter_delta(v: &serde_json::Value, name: &str) -> i64 {
         .find(|c| c["name"] == name)
         .map_or(0, |c| c["delta"].as_i64().unwrap_or(0))
 }
+
+/// Counter `name` of the `prefix` lines (`Tcp:`, `TcpExt:`) of `file` in namespace `ns`, read
+/// by `cat`: not by tcpdoctor, whose answers it judges.
+#[allow(dead_code)]
+pub fn mib(ns: &str, file: &str, prefix: &str, name: &str) -> u64 {
+    let text = Command::new("ip")
+        .args(["netns", "exec", ns, "cat", file])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let mut rows = text.lines().filter(|l| l.starts_with(prefix));
+    let (Some(names), Some(values)) = (rows.next(), rows.next()) else {
+        return 0;
+    };
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .find(|(n, _)| *n == name)
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0)
+}
