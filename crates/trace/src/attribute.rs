@@ -394,7 +394,8 @@ pub struct Summary {
     /// dropped, and SYN-ACK resends).
     pub syn_resends: BTreeMap<Pathology, u64>,
     /// Data and FINs resent that the trace put down to another pathology as its consequence
-    /// (a connection a full accept queue never took), per that pathology: the events of
+    /// (a connection a full accept queue never took; a tail-loss probe repeating what the
+    /// receiver had, [`repeated_probes`]), per that pathology: the events of
     /// `TcpRetransSegs` (and, for timeouts, `TcpExtTCPTimeouts`) that are not a loss.
     pub consequence_resends: BTreeMap<Pathology, Resent>,
     /// Records that could not be decoded.
@@ -830,6 +831,7 @@ mod connect;
 mod drops;
 mod never_taken;
 mod old_ack;
+mod repeated_probes;
 mod report;
 mod retransmit;
 mod windows;

@@ -153,12 +153,26 @@ pub fn reconcile(
     out
 }
 
+/// What the resends the trace put down to `cause` were, in the counters' arithmetic.
+fn whose(cause: Pathology) -> &'static str {
+    match cause {
+        Pathology::AcceptQueueOverflow => {
+            "the resends of data or a FIN the trace found on connections this cause left without a peer"
+        }
+        Pathology::SlowReader => {
+            "the tail-loss probes the trace found repeating data a slow reader already had"
+        }
+        _ => "the resends the trace found repeating data the receiver already had",
+    }
+}
+
 /// Counter findings of data loss whose every counted event the trace explained as another
 /// finding's consequence, folded into that finding as evidence. `TcpRetransSegs` counts SYN
 /// resends and every data or FIN resend, `TcpExtTCPTimeouts` SYN resends and timer resends;
 /// when the SYN resends (`TcpExtTCPSynRetrans`) and the resends the trace put down to one cause
 /// (`resent`, [`crate::attribute::Summary::consequence_resends`]: data sent into a connection a
-/// full accept queue never took) make up the whole count, the counter's "retransmission"
+/// full accept queue never took, tail-loss probes repeating what a slow reader already had)
+/// make up the whole count, the counter's "retransmission"
 /// finding names a loss that was not one: its counters become the cause's evidence. Call after
 /// [`reconcile`], on the counter findings it left.
 pub fn consequences(
@@ -219,17 +233,21 @@ pub fn consequences(
             if *x == 0 {
                 continue;
             }
-            *g = g.clone().arithmetic(
-                format!(
-                    "{name} +{d}: {x} of them {}, the resends of data or a FIN the trace found on connections this cause left without a peer (none of them a loss of its own)",
-                    match name.as_str() {
-                        LOST_RETRANSMIT => "lost again on those connections".to_string(),
-                        TIMEOUTS => format!("{SYN} +{syn} and {timeouts} timer resend(s)"),
-                        _ => format!("{SYN} +{syn} and {timeouts} timer and {other} other resend(s)"),
-                    }
-                ),
-                *x as f64,
-            );
+            *g =
+                g.clone().arithmetic(
+                    format!(
+                        "{name} +{d}: {x} of them {}, {} (none of them a loss of its own)",
+                        match name.as_str() {
+                            LOST_RETRANSMIT => "lost again on those connections".to_string(),
+                            TIMEOUTS => format!("{SYN} +{syn} and {timeouts} timer resend(s)"),
+                            _ => format!(
+                                "{SYN} +{syn} and {timeouts} timer and {other} other resend(s)"
+                            ),
+                        },
+                        whose(cause)
+                    ),
+                    *x as f64,
+                );
             rest.insert(name.clone(), (d - x) as i64);
         }
         // What is left is judged on its own count, as the counters judge any delta.

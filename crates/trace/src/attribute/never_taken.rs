@@ -16,12 +16,14 @@ use super::*;
 #[derive(Clone, Debug, Default)]
 pub(super) struct Unfolded {
     timeouts: u64,
-    other: u64,
+    pub(super) other: u64,
+    /// Tail-loss probes (of `other`).
+    pub(super) tlp: u64,
     peer_silent: bool,
     /// The longest wait of its timeouts (us).
     worst_us: u64,
     /// The process the resends' lines named (as the tallies count it).
-    process: Option<String>,
+    pub(super) process: Option<String>,
 }
 
 /// Flows kept in [`Engine::unfolded`].
@@ -104,6 +106,7 @@ impl Engine {
             u.worst_us = u.worst_us.max(waited_us.map_or(0, u64::from));
         } else {
             u.other += 1;
+            u.tlp += u64::from(cause == Cause::TailLossProbe);
         }
         u.peer_silent |= peer_silent;
         u.process = ev
@@ -114,7 +117,8 @@ impl Engine {
 
     /// The tallies and the consequence counts with the resends kept in
     /// [`Engine::unfolded`] that the end shows were into connections a full accept queue
-    /// never took moved from the loss tallies to the overflow's.
+    /// never took moved from the loss tallies to the overflow's, and the tail-loss probes the
+    /// receiver already had moved to what they were ([`Engine::fold_repeated_probes`]).
     pub(super) fn folded_tallies(
         &self,
     ) -> (BTreeMap<Pathology, Tally>, BTreeMap<Pathology, Resent>) {
@@ -125,6 +129,7 @@ impl Engine {
         for flow in keys {
             let u = &self.unfolded[&flow];
             if self.never_taken_why(flow, u.peer_silent).is_none() {
+                self.fold_repeated_probes(&mut tallies, &mut resent, flow, u);
                 continue;
             }
             for (p, n) in [

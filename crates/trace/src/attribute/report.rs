@@ -128,6 +128,15 @@ impl Engine {
                 ),
             ),
             Pathology::SlowReader => self.slow_reader_summary(t),
+            // A probe repeating what the receiver had is the probe working as designed:
+            // named, not harm (as analyze judges the same copies in a capture).
+            Pathology::SpuriousRetransmission => (
+                Impact::none(),
+                format!(
+                    "{} tail-loss probe(s) on {flows} flow(s) repeated data the receiver already had (dropped there as TCP_OLD_DATA): not loss",
+                    t.events
+                ),
+            ),
             Pathology::PacketDrop => (
                 Impact::stalls(t.events, None, None),
                 format!("{} TCP packet(s) dropped for lack of room", t.events),

@@ -1,6 +1,7 @@
 use super::*;
 use crate::raw::ProcessSource;
 
+mod repeated_probes;
 mod timeouts;
 
 fn ev(ts_ms: u64, sk: u64, state: TcpState, local: &str, remote: &str, detail: Detail) -> Event {

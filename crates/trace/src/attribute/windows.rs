@@ -118,6 +118,12 @@ impl Windows {
         }
     }
 
+    /// Whether a window of the connection between `a` and `b` was seen shut.
+    pub fn seen_shut(&self, a: SocketAddr, b: SocketAddr) -> bool {
+        self.open
+            .contains_key(&if a <= b { (a, b) } else { (b, a) })
+    }
+
     /// The longest closed window proven so far, and its connection.
     pub fn worst(&self) -> Option<(Duration, Connection)> {
         self.worst
