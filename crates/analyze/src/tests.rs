@@ -853,6 +853,83 @@ fn dsack_reported_retransmissions_are_spurious_not_loss() {
     );
 }
 
+/// A reader whose buffer filled (a zero window) acknowledges late once it reads again, and the
+/// sender's tail-loss probe repeats data it had: the slow reader's consequence, folded into its
+/// finding; the same probe with no window shut is a spurious retransmission of its own.
+#[test]
+fn probes_into_a_receiver_that_shut_its_window_fold_into_the_slow_reader() {
+    let tp = tuple("10.0.0.1", 40000, "10.0.0.2", 5001);
+    let run = |shut: bool| {
+        let mut c = Cap::new();
+        c.handshake(0, tp, 0, 0);
+        c.flight(1_000, tp, 10, 1000);
+        // Everything taken; with `shut` the reader's buffer is full: a zero window.
+        c.pkt(
+            5_000,
+            tp,
+            false,
+            A,
+            1,
+            10_001,
+            0,
+            if shut { 0 } else { 65_000 },
+        );
+        // It read: the window opens and the writer sends the next flight.
+        c.pkt(30_000, tp, false, A, 1, 10_001, 0, 65_000);
+        for i in 0..10u32 {
+            c.pkt(
+                31_000 + u64::from(i) * 10,
+                tp,
+                true,
+                A,
+                10_001 + i * 1000,
+                1,
+                1000,
+                502,
+            );
+        }
+        // The probe: the last segment again before any ACK; the reader had it (D-SACK).
+        c.pkt(61_000, tp, true, A, 19_001, 1, 1000, 502);
+        c.pkt(61_100, tp, false, A, 1, 20_001, 0, 65_000);
+        c.with_sack(&[(19_001, 20_001)]);
+        c.run(Config::default())
+    };
+    let a = run(true);
+    assert_eq!(
+        a.details.spurious_retransmissions.tlp, 1,
+        "{:#?}",
+        a.details
+    );
+    assert!(
+        a.findings
+            .iter()
+            .all(|f| f.pathology != Pathology::SpuriousRetransmission),
+        "{:#?}",
+        a.findings
+    );
+    let slow = only(&a, Pathology::SlowReader);
+    assert!(
+        slow.summary
+            .contains("consequence: Spurious retransmissions (no loss): 1 segment(s)"),
+        "{}",
+        slow.summary
+    );
+    assert!(slow
+        .summary
+        .contains("a receiver that advertised a zero window"));
+    let a = run(false);
+    assert!(a
+        .findings
+        .iter()
+        .all(|f| f.pathology != Pathology::SlowReader));
+    let f = only(&a, Pathology::SpuriousRetransmission);
+    assert!(
+        f.summary.ends_with("1 TLP, 0 other): not loss"),
+        "{}",
+        f.summary
+    );
+}
+
 /// A timeout resend of data the receiver had already acknowledged stalled its sender only if
 /// the sender had more to send: as the sender's last word (Wireshark's http.cap: an answer
 /// resent 821 ms after the client acknowledged all of it) nobody waited, and the finding is

@@ -1,11 +1,18 @@
 //! Spurious retransmissions: data sent again although the receiver already had it: it had
 //! acknowledged the data before the copy went out, or it reported the copy back in a D-SACK
 //! (RFC 2883). Nothing was lost; a timeout among them stalled its sender for nothing.
+//!
+//! A flow whose receiver advertised a zero window and whose only spurious copies are tail-loss
+//! probes shows a slow reader's consequence: with its buffer full the reader's ACKs come late,
+//! later than the sender's probe timeout. Those copies are a finding folded into the slow
+//! reader's ([`merge::fold_consequences`]). Measured: a `lab slow-reader` capture (16 KiB
+//! receive buffer, reader at 1 MiB/s) held 54 such probes on its one flow, none once the
+//! reader kept up; they stood as a finding of their own beside the slow reader.
 
 use std::time::Duration;
 
 use serde::Serialize;
-use tcpdoctor_model::{Finding, Impact, Pathology, Source};
+use tcpdoctor_model::{merge, Finding, Impact, Pathology, Source};
 
 use super::{us, Conclusion, Context, Detector, Example, EXAMPLES};
 use crate::flow::{Conn, Dir, RetransKind};
@@ -28,6 +35,71 @@ pub struct SpuriousDetails {
 #[derive(Default)]
 pub(crate) struct Spurious {
     d: SpuriousDetails,
+    /// Of `d`, the flows whose only spurious copies were tail-loss probes into a receiver
+    /// that advertised a zero window (module docs).
+    reader: SpuriousDetails,
+}
+
+impl SpuriousDetails {
+    fn add(&mut self, c: &Conn, [rto, fast, tlp, other]: [u64; 4]) {
+        let n = rto + fast + tlp + other;
+        self.count += n;
+        self.rto += rto;
+        self.fast += fast;
+        self.tlp += tlp;
+        self.other += other;
+        self.flows += 1;
+        if rto > 0 && !held_nothing_back(c) {
+            self.max_gap_us = self.max_gap_us.max(c.rare().spurious_max_gap_ns / 1_000);
+        }
+        if self.examples.len() < EXAMPLES {
+            self.examples.push(Example {
+                flow: c.label(),
+                frames: c.rare().spurious_frames.as_slice().to_vec(),
+                description: format!(
+                    "{n} segment(s) sent again that the receiver already had ({rto} after a timeout, {fast} fast, {tlp} TLP, {other} other)"
+                ),
+            });
+        }
+    }
+
+    /// A spurious copy out of all data segments; a spurious timeout's wait is a stall. A
+    /// tail loss probe that repeats delivered data is the probe working as designed (it
+    /// resends the tail when the ACK is late, RFC 8985 section 7): named, not counted as harm.
+    fn finding(&self, ctx: &Context, what: &str) -> Finding {
+        let d = self;
+        let segments = ctx.totals.data_segments.max(d.count);
+        let stall = (d.rto > 0).then(|| Duration::from_micros(d.max_gap_us));
+        let needless = d.count - d.tlp;
+        let impact = if needless == 0 {
+            Impact::none()
+        } else {
+            Impact::stalls(needless, Some(segments), stall)
+        };
+        let mut f = Finding::new(
+            Pathology::SpuriousRetransmission,
+            Source::Analyze,
+            format!(
+                "{} segment(s) in {} flow(s) were sent again although the receiver already had them ({} after a timeout{}, {} fast, {} TLP, {} other){what}",
+                d.count,
+                d.flows,
+                d.rto,
+                match (d.rto, d.max_gap_us) {
+                    (0, _) => String::new(),
+                    (_, 0) => ", the sender's last word: it held nothing back".to_string(),
+                    (_, gap) => format!(" that waited up to {}", us(gap)),
+                },
+                d.fast,
+                d.tlp,
+                d.other
+            ),
+            impact,
+        );
+        for e in &d.examples {
+            f = f.with_evidence(e.evidence());
+        }
+        f
+    }
 }
 
 /// Whether every spurious timeout of `c` was its direction's last word: the direction's one
@@ -72,75 +144,43 @@ impl Detector for Spurious {
             };
             u64::from(c.spurious_of(i) - by_receiver)
         };
-        let n = k(RetransKind::Rto)
-            + k(RetransKind::Fast)
-            + k(RetransKind::Tlp)
-            + k(RetransKind::Other);
-        if n == 0 {
+        let kinds = [
+            k(RetransKind::Rto),
+            k(RetransKind::Fast),
+            k(RetransKind::Tlp),
+            k(RetransKind::Other),
+        ];
+        if kinds.iter().sum::<u64>() == 0 {
             return;
         }
-        let d = &mut self.d;
-        d.count += n;
-        d.rto += k(RetransKind::Rto);
-        d.fast += k(RetransKind::Fast);
-        d.tlp += k(RetransKind::Tlp);
-        d.other += k(RetransKind::Other);
-        d.flows += 1;
-        if k(RetransKind::Rto) > 0 && !held_nothing_back(c) {
-            d.max_gap_us = d.max_gap_us.max(c.rare().spurious_max_gap_ns / 1_000);
-        }
-        if d.examples.len() < EXAMPLES {
-            d.examples.push(Example {
-                flow: c.label(),
-                frames: c.rare().spurious_frames.as_slice().to_vec(),
-                description: format!(
-                    "{n} segment(s) sent again that the receiver already had ({} after a timeout, {} fast, {} TLP, {} other)",
-                    k(RetransKind::Rto),
-                    k(RetransKind::Fast),
-                    k(RetransKind::Tlp),
-                    k(RetransKind::Other)
-                ),
-            });
+        self.d.add(c, kinds);
+        // Each direction's probes into a receiver that advertised a zero window: the
+        // window of the other direction's segments.
+        let into_shut = [Dir::C2s, Dir::S2c].into_iter().all(|d| {
+            r.dir(d).spurious_by_kind[RetransKind::Tlp.index()] == 0
+                || r.dir(d.rev()).zero_window_ads > 0
+        });
+        if kinds[0] + kinds[1] + kinds[3] == 0 && into_shut {
+            self.reader.add(c, kinds);
         }
     }
 
-    /// Spurious copies out of all data segments; a spurious timeout's wait is a stall. A
-    /// tail loss probe that repeats delivered data is the probe working as designed (it
-    /// resends the tail when the ACK is late, RFC 8985 section 7): named, not counted as harm.
+    /// Copies into a slow reader (module docs) fold into its finding; the others make one.
     fn conclude(self, ctx: &Context, out: &mut Conclusion) {
-        let d = self.d;
-        if d.count > 0 {
-            let segments = ctx.totals.data_segments.max(d.count);
-            let stall = (d.rto > 0).then(|| Duration::from_micros(d.max_gap_us));
-            let needless = d.count - d.tlp;
-            let impact = if needless == 0 {
-                Impact::none()
-            } else {
-                Impact::stalls(needless, Some(segments), stall)
-            };
-            let mut f = Finding::new(
-                Pathology::SpuriousRetransmission,
-                Source::Analyze,
-                format!(
-                    "{} segment(s) in {} flow(s) were sent again although the receiver already had them ({} after a timeout{}, {} fast, {} TLP, {} other): not loss",
-                    d.count,
-                    d.flows,
-                    d.rto,
-                    match (d.rto, d.max_gap_us) {
-                        (0, _) => String::new(),
-                        (_, 0) => ", the sender's last word: it held nothing back".to_string(),
-                        (_, gap) => format!(" that waited up to {}", us(gap)),
-                    },
-                    d.fast,
-                    d.tlp,
-                    d.other
-                ),
-                impact,
-            );
-            for e in &d.examples {
-                f = f.with_evidence(e.evidence());
-            }
-            out.findings.push(f);
+        let Spurious { d, reader } = self;
+        let mut rest = d.clone();
+        rest.count -= reader.count;
+        rest.tlp -= reader.tlp;
+        rest.flows -= reader.flows;
+        rest.examples
+            .retain(|e| !reader.examples.iter().any(|r| r.flow == e.flow));
+        if rest.count > 0 {
+            out.findings.push(rest.finding(ctx, ": not loss"));
+        }
+        if reader.count > 0 {
+            let f = reader.finding(ctx, ", all tail-loss probes into a receiver that advertised a zero window: its ACKs came late while its buffer was full, not loss");
+            out.findings.push(f.consequence_of(Pathology::SlowReader));
+            merge::fold_consequences(&mut out.findings);
         }
         out.details.spurious_retransmissions = d;
     }
