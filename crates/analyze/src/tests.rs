@@ -909,14 +909,15 @@ fn probes_into_a_receiver_that_shut_its_window_fold_into_the_slow_reader() {
     );
     let slow = only(&a, Pathology::SlowReader);
     assert!(
-        slow.summary
-            .contains("consequence: Spurious retransmissions (no loss): 1 segment(s)"),
+        slow.summary.contains(
+            "consequence: Spurious retransmissions (no loss): 1 tail-loss probe(s) on 1 flow(s)"
+        ),
         "{}",
         slow.summary
     );
     assert!(slow
         .summary
-        .contains("a receiver that advertised a zero window"));
+        .contains("repeated data the reader already had"));
     let a = run(false);
     assert!(a
         .findings

@@ -63,10 +63,28 @@ impl SpuriousDetails {
         }
     }
 
+    fn summary(&self) -> String {
+        let d = self;
+        format!(
+            "{} segment(s) in {} flow(s) were sent again although the receiver already had them ({} after a timeout{}, {} fast, {} TLP, {} other): not loss",
+            d.count,
+            d.flows,
+            d.rto,
+            match (d.rto, d.max_gap_us) {
+                (0, _) => String::new(),
+                (_, 0) => ", the sender's last word: it held nothing back".to_string(),
+                (_, gap) => format!(" that waited up to {}", us(gap)),
+            },
+            d.fast,
+            d.tlp,
+            d.other
+        )
+    }
+
     /// A spurious copy out of all data segments; a spurious timeout's wait is a stall. A
     /// tail loss probe that repeats delivered data is the probe working as designed (it
     /// resends the tail when the ACK is late, RFC 8985 section 7): named, not counted as harm.
-    fn finding(&self, ctx: &Context, what: &str) -> Finding {
+    fn finding(&self, ctx: &Context, summary: String) -> Finding {
         let d = self;
         let segments = ctx.totals.data_segments.max(d.count);
         let stall = (d.rto > 0).then(|| Duration::from_micros(d.max_gap_us));
@@ -79,20 +97,7 @@ impl SpuriousDetails {
         let mut f = Finding::new(
             Pathology::SpuriousRetransmission,
             Source::Analyze,
-            format!(
-                "{} segment(s) in {} flow(s) were sent again although the receiver already had them ({} after a timeout{}, {} fast, {} TLP, {} other){what}",
-                d.count,
-                d.flows,
-                d.rto,
-                match (d.rto, d.max_gap_us) {
-                    (0, _) => String::new(),
-                    (_, 0) => ", the sender's last word: it held nothing back".to_string(),
-                    (_, gap) => format!(" that waited up to {}", us(gap)),
-                },
-                d.fast,
-                d.tlp,
-                d.other
-            ),
+            summary,
             impact,
         );
         for e in &d.examples {
@@ -175,10 +180,14 @@ impl Detector for Spurious {
         rest.examples
             .retain(|e| !reader.examples.iter().any(|r| r.flow == e.flow));
         if rest.count > 0 {
-            out.findings.push(rest.finding(ctx, ": not loss"));
+            out.findings.push(rest.finding(ctx, rest.summary()));
         }
         if reader.count > 0 {
-            let f = reader.finding(ctx, ", all tail-loss probes into a receiver that advertised a zero window: its ACKs came late while its buffer was full, not loss");
+            let summary = format!(
+                "{} tail-loss probe(s) on {} flow(s) repeated data the reader already had: its ACKs came late while its buffer was full (it had advertised a zero window), not loss",
+                reader.tlp, reader.flows
+            );
+            let f = reader.finding(ctx, summary);
             out.findings.push(f.consequence_of(Pathology::SlowReader));
             merge::fold_consequences(&mut out.findings);
         }

@@ -61,7 +61,7 @@ fn find(f: &[Finding], p: Pathology) -> Option<&Finding> {
 
 #[test]
 fn probes_a_slow_reader_already_had_are_its_evidence_not_a_loss() {
-    let mut e = traced(true, 3, 3);
+    let e = traced(true, 3, 3);
     let f = e.findings(1, &mut NoLookup);
     assert!(find(&f, Pathology::Retransmission).is_none(), "{f:#?}");
     let slow = find(&f, Pathology::SlowReader).expect("slow reader");
@@ -78,7 +78,7 @@ fn probes_a_slow_reader_already_had_are_its_evidence_not_a_loss() {
 
 #[test]
 fn probes_the_receiver_dropped_as_old_data_without_a_shut_window_are_spurious() {
-    let mut e = traced(false, 2, 2);
+    let e = traced(false, 2, 2);
     let f = e.findings(1, &mut NoLookup);
     assert!(find(&f, Pathology::Retransmission).is_none(), "{f:#?}");
     let s = find(&f, Pathology::SpuriousRetransmission).expect("spurious");
@@ -94,7 +94,7 @@ fn probes_the_receiver_dropped_as_old_data_without_a_shut_window_are_spurious() 
 fn only_as_many_probes_as_old_data_drops_leave_the_loss_tally() {
     // Three probes, one copy dropped as old data: two stay losses (the trace cannot say
     // the receiver had them).
-    let mut e = traced(true, 3, 1);
+    let e = traced(true, 3, 1);
     let f = e.findings(1, &mut NoLookup);
     let loss = find(&f, Pathology::Retransmission).expect("the probes not shown repeated");
     assert!(
@@ -110,7 +110,7 @@ fn only_as_many_probes_as_old_data_drops_leave_the_loss_tally() {
 
 #[test]
 fn probes_with_no_drop_traced_at_the_receiver_stay_losses() {
-    let mut e = traced(true, 2, 0);
+    let e = traced(true, 2, 0);
     let f = e.findings(1, &mut NoLookup);
     let loss = find(&f, Pathology::Retransmission).expect("loss");
     assert!(
