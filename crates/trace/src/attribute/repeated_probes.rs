@@ -20,12 +20,12 @@ use super::*;
 const OLD_DATA: &str = "TCP_OLD_DATA";
 
 impl Engine {
-    /// Drops of old data at the receiving end of `flow` (the writer's (local, remote)), as
-    /// that end's own records name it (local and remote swapped).
+    /// Drops of old data sent on `flow` (the writer's (local, remote)): a drop's record
+    /// names the packet's source and destination, wherever it was dropped.
     fn old_data_drops(&self, flow: (SocketAddr, SocketAddr)) -> u64 {
         self.drop_flows
             .iter()
-            .filter(|((l, r, reason, _), _)| (*l, *r) == (flow.1, flow.0) && reason == OLD_DATA)
+            .filter(|((l, r, reason, _), _)| (*l, *r) == flow && reason == OLD_DATA)
             .map(|(_, n)| n)
             .sum()
     }

@@ -45,9 +45,9 @@ fn traced(window_shut: bool, probes: u64, drops: u64) -> Engine {
             &mut NoLookup,
         );
         if i < drops {
-            // The reader's host drops the copy: its own record, local and remote swapped.
+            // The reader's host drops the copy (the record names the packet's source first).
             e.push(
-                ev(t + 1, 2, TcpState::Established, R, W, old_data()),
+                ev(t + 1, 2, TcpState::Established, W, R, old_data()),
                 &mut NoLookup,
             );
         }
