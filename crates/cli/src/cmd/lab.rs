@@ -5,7 +5,6 @@
 use anyhow::Context;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
-use tcpdoctor_lab::cleanup::{self, Scope};
 use tcpdoctor_lab::render::{self, remedies as render_remedies, views};
 
 use tcpdoctor_lab::scenario::driver::{self, Remedies, Scenario as LabScenario};
@@ -13,8 +12,9 @@ use tcpdoctor_lab::scenario::{
     self, accept_overflow, incast, port_exhaustion, slow_reader, stale_ack, syn_drop, timewait,
     Common,
 };
-use tcpdoctor_lab::subnet::LabSubnet;
 use tcpdoctor_model::{Measured, Report};
+use tcpdoctor_sandbox::cleanup::{self, Scope};
+use tcpdoctor_sandbox::subnet::LabSubnet;
 
 use crate::output;
 
@@ -483,7 +483,7 @@ type ViewOf<B> = for<'a> fn(&'a B) -> render::View<'a>;
 
 /// Runs `work`, scenario `name`'s traffic, as root with a progress line on a terminal.
 fn running<T>(name: &str, work: impl FnOnce() -> tcpdoctor_lab::Result<T>) -> anyhow::Result<T> {
-    tcpdoctor_lab::require_root()?;
+    tcpdoctor_sandbox::require_root()?;
     let bar = output::progress(None, name);
     let out = work();
     bar.finish_and_clear();
@@ -494,7 +494,7 @@ fn run_cleanup(a: CleanupArgs) -> anyhow::Result<i32> {
     let scope = match (a.pid, a.prefix) {
         (Some(pid), _) => Scope::Run(pid),
         (None, Some(p)) => {
-            if !p.starts_with(tcpdoctor_lab::naming::PREFIX) {
+            if !p.starts_with(tcpdoctor_sandbox::naming::PREFIX) {
                 anyhow::bail!(
                     "--prefix '{p}': must start with 'tdoc' (the lab only removes its own objects)"
                 );
@@ -503,7 +503,7 @@ fn run_cleanup(a: CleanupArgs) -> anyhow::Result<i32> {
         }
         (None, None) => Scope::All { force: a.force },
     };
-    tcpdoctor_lab::require_root()?;
+    tcpdoctor_sandbox::require_root()?;
     let cleaned = cleanup::cleanup(&scope);
     let report = Report::new(
         "lab",
@@ -589,7 +589,7 @@ fn tc_rate(s: &str) -> Result<String, String> {
 /// `--ports`: a client port range the lab can narrow to (1024-65535, without its server's).
 fn client_ports(s: &str) -> Result<tcpdoctor_model::PortRange, String> {
     let ports: tcpdoctor_model::PortRange = s.parse().map_err(|e| format!("{e}"))?;
-    let server = tcpdoctor_lab::traffic::SERVER_PORT;
+    let server = tcpdoctor_sandbox::traffic::SERVER_PORT;
     if ports.low < 1024 || ports.contains(server) {
         return Err(format!(
             "must lie in 1024-65535 and leave out the lab's server port {server}"

@@ -150,7 +150,10 @@ fn diagnosis(w: &mut dyn Write, h: &scenario::Header, findings: &[Finding]) -> i
 }
 
 /// The text of `lab cleanup`: what was removed, kept or could not be removed.
-pub fn cleanup(w: &mut dyn Write, r: &Report<crate::cleanup::Cleaned>) -> io::Result<()> {
+pub fn cleanup(
+    w: &mut dyn Write,
+    r: &Report<tcpdoctor_sandbox::cleanup::Cleaned>,
+) -> io::Result<()> {
     let c = &r.body;
     writeln!(
         w,
@@ -280,7 +283,7 @@ pub(crate) fn pathology_names(findings: &[Finding]) -> String {
 /// The `--pcap` line: where the capture went and what tcpdump counted.
 fn capture_line(
     w: &mut dyn Write,
-    capture: &Option<crate::capture::CaptureSummary>,
+    capture: &Option<tcpdoctor_sandbox::capture::CaptureSummary>,
 ) -> io::Result<()> {
     let Some(cap) = capture else {
         return Ok(());
@@ -484,13 +487,17 @@ fn remedy_lines(w: &mut dyn Write, checks: &[Check]) -> io::Result<()> {
 }
 
 /// Per namespace of a traced run: `client: cause=n, ...` (each namespace named in words by
-/// its role, [`crate::naming::role_words`]).
+/// its role, [`tcpdoctor_sandbox::naming::role_words`]).
 pub(crate) fn netns_lines(r: &RunTrace) -> Vec<String> {
     r.causes_by_netns
         .iter()
         .map(|(ns, m)| {
             let c: Vec<String> = m.iter().map(|(c, n)| format!("{}={n}", c.name())).collect();
-            format!("{}: {}", crate::naming::role_words(ns), c.join(", "))
+            format!(
+                "{}: {}",
+                tcpdoctor_sandbox::naming::role_words(ns),
+                c.join(", ")
+            )
         })
         .collect()
 }
@@ -565,7 +572,10 @@ mod tests {
             ..RunTrace::default()
         };
         assert_eq!(netns_lines(&traced), vec!["client: no_local_port=5"]);
-        assert_eq!(crate::naming::role_of("tdoc-lab-12-svfx"), "svfx");
-        assert_eq!(crate::naming::role_of("other"), "other");
+        assert_eq!(
+            tcpdoctor_sandbox::naming::role_of("tdoc-lab-12-svfx"),
+            "svfx"
+        );
+        assert_eq!(tcpdoctor_sandbox::naming::role_of("other"), "other");
     }
 }

@@ -199,7 +199,7 @@ pub fn timewait<B: Runs<timewait::Config, timewait::Run>>(b: &B) -> View<'_> {
         let v: Vec<&str> = r
             .connections
             .iter()
-            .filter(|c| c.outcome != crate::traffic::Outcome::Ok)
+            .filter(|c| c.outcome != tcpdoctor_sandbox::traffic::Outcome::Ok)
             .map(|c| c.outcome.name())
             .collect();
         v.join(", ")

@@ -12,8 +12,8 @@ use tcpdoctor_model::reproduce::{Reproduction, Reproductions};
 use tcpdoctor_model::{Finding, Pathology};
 
 use super::{harness, Common, Header, NoFacts, Outcome, Plain, Remedied, RemedyReport};
-use crate::capture::CaptureSummary;
 use crate::Result;
+use tcpdoctor_sandbox::capture::CaptureSummary;
 use tcpdoctor_trace::run::{LabTrace, RunTrace};
 
 /// What the driver reads of a scenario's record of one run.

@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, SocketAddrV4};
+use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,9 +20,10 @@ use tcpdoctor_probe::server::{Server, ServerConfig};
 
 use super::driver::Ran;
 use super::Common;
-use crate::topo::Lab;
-use crate::traffic::SERVER_PORT;
-use crate::{capture, naming, netns, Error, Result};
+use crate::{Error, Result};
+use tcpdoctor_sandbox::topo::Lab;
+use tcpdoctor_sandbox::traffic::SERVER_PORT;
+use tcpdoctor_sandbox::{capture, naming, netns};
 
 /// Client and server namespaces joined by one veth.
 pub struct Pair {
@@ -35,7 +37,7 @@ pub struct Pair {
     /// Whether runs in this pair are traced ([`Pair::trace`]).
     pub trace_mode: tcpdoctor_trace::run::Mode,
     /// The CPU the probe's threads run on, when a scenario places them
-    /// ([`crate::traffic::pin_thread`]); `None`: wherever the scheduler puts them.
+    /// ([`tcpdoctor_sandbox::traffic::pin_thread`]); `None`: wherever the scheduler puts them.
     pub client_cpu: Option<usize>,
 }
 
@@ -210,6 +212,18 @@ pub fn stop_capture(cap: Option<capture::Capture>) -> Result<Option<capture::Cap
         .and_then(|s| s.kept()))
 }
 
+/// Findings of `tcpdoctor analyze`'s detectors on a capture the lab made. A capture that
+/// ends in a damaged record keeps the findings so far.
+pub fn analyze_capture(path: &Path) -> Result<Vec<Finding>> {
+    let reader = tcpdoctor_capture::reader::Reader::open(path)
+        .map_err(|e| Error::invalid(format!("capture {}", path.display()), e.to_string()))?;
+    // The same two-thread path as `tcpdoctor analyze`; never stopped early.
+    let stop = AtomicBool::new(false);
+    let config = tcpdoctor_analyze::Config::default();
+    let run = tcpdoctor_analyze::pipeline::run(reader, config, &stop, |_| {});
+    Ok(run.analysis.findings)
+}
+
 /// One probe run inside the client namespace, with the server namespace's counters.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ProbeRun {
@@ -364,7 +378,7 @@ pub fn run_engines(
         let cpu = pair.client_cpu;
         workers.push(netns::spawn(&pair.client, "tdoc-probe", move || {
             if let Some(cpu) = cpu {
-                crate::traffic::pin_thread(cpu)
+                tcpdoctor_sandbox::traffic::pin_thread(cpu)
                     .map_err(|e| Error::io(format!("pin the client to CPU {cpu}"), e))?;
             }
             engine(&flag)

@@ -25,8 +25,9 @@ use tcpdoctor_model::{Finding, Pathology};
 
 use super::driver::{self, Ran, Scenario};
 use super::{Common, Header, Outcome};
-use crate::topo::Lab;
-use crate::{capture, exec, naming, Error, Result};
+use crate::{Error, Result};
+use tcpdoctor_sandbox::topo::Lab;
+use tcpdoctor_sandbox::{capture, exec, naming};
 
 mod measure;
 mod remedies;
@@ -367,7 +368,7 @@ struct Topology {
     switch: String,
     receiver: String,
     rx_addr: Ipv4Addr,
-    subnet: crate::subnet::LabSubnet,
+    subnet: tcpdoctor_sandbox::subnet::LabSubnet,
     trace_mode: tcpdoctor_trace::run::Mode,
 }
 
@@ -578,7 +579,7 @@ pub fn run(common: &Common, cfg: &Config, stop: &AtomicBool) -> Result<Outcome<R
     let mut diagnosed_by = Incast::DIAGNOSED_BY.to_vec();
     // With a capture, analyze's detectors read it too (it spans every run of this scenario).
     if let Some(path) = &common.pcap {
-        let (more, _) = capture::analyze(path)?;
+        let more = super::harness::analyze_capture(path)?;
         add_new(&mut findings, more);
         tcpdoctor_model::finding::rank(&mut findings);
         diagnosed_by.push("analyze's detectors on the receiver's capture (all runs)");

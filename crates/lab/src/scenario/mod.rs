@@ -22,8 +22,8 @@ use tcpdoctor_model::remedy;
 use tcpdoctor_model::reproduce::{self, Reproduction, Reproductions};
 use tcpdoctor_model::{Finding, Measured, Report};
 
-use crate::capture::CaptureSummary;
-use crate::subnet::LabSubnet;
+use tcpdoctor_sandbox::capture::CaptureSummary;
+use tcpdoctor_sandbox::subnet::LabSubnet;
 
 /// Options every scenario takes.
 #[derive(Clone, Debug, Default)]

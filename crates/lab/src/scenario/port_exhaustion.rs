@@ -21,7 +21,8 @@ use tcpdoctor_probe::{CloseFirst, Mode};
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::harness::{self, Pair, ProbeRun};
 use super::{Common, Header, Outcome};
-use crate::{netns, Result};
+use crate::Result;
+use tcpdoctor_sandbox::netns;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Config {
@@ -609,8 +610,8 @@ impl Scenario for PortExhaustion {
                     ),
                     format!(
                         "the server listens on {DESTINATIONS} ports ({}-{}); {DESTINATIONS} clients, one per port, {} worker(s) each",
-                        crate::traffic::SERVER_PORT,
-                        crate::traffic::SERVER_PORT + DESTINATIONS - 1,
+                        tcpdoctor_sandbox::traffic::SERVER_PORT,
+                        tcpdoctor_sandbox::traffic::SERVER_PORT + DESTINATIONS - 1,
                         (cfg.concurrency / usize::from(DESTINATIONS)).max(1)
                     ),
                 )

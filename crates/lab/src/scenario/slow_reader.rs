@@ -20,9 +20,10 @@ use tcpdoctor_model::reproduce::{Event, Reproduction};
 use tcpdoctor_model::{Finding, Pathology};
 
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
-use super::harness::Pair;
+use super::harness::{self, Pair};
 use super::Common;
-use crate::{capture, netns, traffic, Error, Result};
+use crate::{Error, Result};
+use tcpdoctor_sandbox::{capture, netns, traffic};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Config {
@@ -305,7 +306,7 @@ impl Scenario for SlowReader {
         let ((w, read, saved), trace) = (m.out, m.trace);
         let (written, stall_us) = (w.bytes, w.stall_us);
         let (reader_counters, writer_counters) = (m.server, m.client);
-        let (mut findings, _) = capture::analyze(saved.path())?;
+        let mut findings = harness::analyze_capture(saved.path())?;
         let window = tcpdoctor_model::counters::Window {
             length: Some(std::time::Duration::from_millis(cfg.duration_ms)),
             rto_floor: Some(netns::rto_floor(&pair.server, pair.client_addr())?),

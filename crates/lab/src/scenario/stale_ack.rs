@@ -6,7 +6,7 @@
 //!
 //! The race needs the server's close and the client's reset handled at the same moment on
 //! two CPUs, so the client runs on one CPU and the server on another
-//! ([`crate::traffic::pin_thread`]). Measured here (Linux 6.18, 2 CPUs, veth between two
+//! ([`tcpdoctor_sandbox::traffic::pin_thread`]). Measured here (Linux 6.18, 2 CPUs, veth between two
 //! namespaces, 003's C client and server): 10-63 races per 10 s pinned apart, 0-20
 //! unpinned. How often it fires still depends on what else the CPUs run: 0 in some runs of
 //! 4 s, up to 14 per second in others.
@@ -35,7 +35,8 @@ use tcpdoctor_probe::{CloseFirst, Mode, ProbeResult, Record};
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::harness::{self, Pair, ProbeRun};
 use super::{Common, Header, Outcome};
-use crate::{naming, netns, traffic, Error, Result};
+use crate::{Error, Result};
+use tcpdoctor_sandbox::{naming, netns, traffic};
 
 /// Source port of the forced check: below `ip_local_port_range`.
 pub const FORCED_PORT: u16 = 20002;

@@ -14,7 +14,8 @@ use tcpdoctor_model::Pathology;
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
 use super::harness::{self, Listener, ProbeRun};
 use super::Common;
-use crate::{naming, Error, Result};
+use crate::{Error, Result};
+use tcpdoctor_sandbox::naming;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Config {

@@ -25,10 +25,11 @@ use tcpdoctor_probe::server::{Protocol, ServerConfig};
 use tcpdoctor_probe::CloseFirst;
 
 use super::driver::{self, Ran, Remedy, Scenario, Tail};
-use super::harness::Pair;
+use super::harness::{self, Pair};
 use super::Common;
-use crate::traffic::{self, ConnRecord, Outcome as ConnOutcome};
-use crate::{capture, netns, Result};
+use crate::Result;
+use tcpdoctor_sandbox::traffic::{self, ConnRecord, Outcome as ConnOutcome};
+use tcpdoctor_sandbox::{capture, netns};
 
 /// Gap between reconnects of the baseline (and of the remedies), milliseconds.
 pub const BEFORE_GAP_MS: u64 = 20;
@@ -412,7 +413,7 @@ impl Scenario for Timewait {
             Ok((records?, saved?))
         })?;
         let ((records, saved), client_counters) = (m.out, m.client);
-        let (mut findings, _) = capture::analyze(saved.path())?;
+        let mut findings = harness::analyze_capture(saved.path())?;
         let window = tcpdoctor_model::counters::Window {
             length: Some(m.started.elapsed()),
             rto_floor: Some(netns::rto_floor(&pair.client, *pair.server_addr.ip())?),

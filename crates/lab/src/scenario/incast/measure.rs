@@ -12,9 +12,9 @@ use super::{
     bottleneck_drops, payload_share, Config, Run, SenderStats, SenderTcp, Topology, ROUND_TIMEOUT,
     RTO_COUNTERS, SLOW_ROUND,
 };
-use crate::netns;
-use crate::traffic::{self, SERVER_PORT};
 use crate::{Error, Result};
+use tcpdoctor_sandbox::netns;
+use tcpdoctor_sandbox::traffic::{self, SERVER_PORT};
 
 /// Runs the rounds with the first `n` senders. `pace`: each sender's tbf rate, when paced
 /// (the round at line rate is then the round at the senders' combined rate, if lower).

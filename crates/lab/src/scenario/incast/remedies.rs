@@ -16,8 +16,8 @@ use super::{
 };
 use crate::scenario::driver::{self, Ran, Remedy, Rows, Scenario, Tail};
 use crate::scenario::Common;
-use crate::topo::Lab;
 use crate::Result;
+use tcpdoctor_sandbox::topo::Lab;
 
 /// What `--remedies` measured besides the runs, when a selected remedy needed it.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]

@@ -10,7 +10,8 @@
 //! objects `tcpdoctor lab cleanup` can find by the prefix: the file, and a tcpdump re-parented
 //! to init that still writes it ([`crate::cleanup`]).
 //!
-//! A saved capture is read back by `tcpdoctor analyze`'s own detectors ([`analyze`]).
+//! The lab reads a saved capture back with `tcpdoctor analyze`'s own detectors
+//! (`tcpdoctor_lab::scenario::harness::analyze_capture`).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -216,25 +217,6 @@ fn count_before(text: &str, what: &str) -> Option<u64> {
         .find(|l| l.contains(what))
         .and_then(|l| l.split_whitespace().next())
         .and_then(|n| n.parse().ok())
-}
-
-/// Findings of `tcpdoctor analyze`'s detectors on a capture the lab made, and how many
-/// segments they read. A capture that ends in a damaged record keeps the findings so far.
-pub fn analyze(path: &Path) -> Result<(Vec<tcpdoctor_model::Finding>, u64)> {
-    let reader = tcpdoctor_capture::reader::Reader::open(path).map_err(|e| Error::Invalid {
-        what: format!("capture {}", path.display()),
-        detail: e.to_string(),
-    })?;
-    // The same two-thread path as `tcpdoctor analyze`; never stopped early.
-    let stop = std::sync::atomic::AtomicBool::new(false);
-    let run = tcpdoctor_analyze::pipeline::run(
-        reader,
-        tcpdoctor_analyze::Config::default(),
-        &stop,
-        |_| {},
-    );
-    let segments = run.analysis.totals.segments;
-    Ok((run.analysis.findings, segments))
 }
 
 #[cfg(test)]
