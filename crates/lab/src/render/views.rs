@@ -196,12 +196,7 @@ pub fn timewait<B: Runs<timewait::Config, timewait::Run>>(b: &B) -> View<'_> {
         v.join(", ")
     });
     t.row("failed", |r| {
-        let v: Vec<&str> = r
-            .connections
-            .iter()
-            .filter(|c| c.outcome != tcpdoctor_sandbox::traffic::Outcome::Ok)
-            .map(|c| c.outcome.name())
-            .collect();
+        let v: Vec<&str> = r.failures().map(|c| c.outcome.name()).collect();
         v.join(", ")
     });
     t.row("connects slower than 100 ms", |r| {

@@ -73,21 +73,20 @@ impl Run {
             .max(0) as u64
     }
 
-    /// Connections that did not complete.
-    pub fn failed(&self) -> u64 {
+    /// The connections that did not complete.
+    pub fn failures(&self) -> impl Iterator<Item = &ConnRecord> {
         self.connections
             .iter()
             .filter(|c| c.outcome != ConnOutcome::Ok)
-            .count() as u64
+    }
+
+    /// How many connections did not complete.
+    pub fn failed(&self) -> u64 {
+        self.failures().count() as u64
     }
 
     fn measured(&self, value: f64) -> tcpdoctor_model::remedy::Measured {
-        let mut errors: Vec<&str> = self
-            .connections
-            .iter()
-            .filter(|c| c.outcome != ConnOutcome::Ok)
-            .map(|c| c.outcome.name())
-            .collect();
+        let mut errors: Vec<&str> = self.failures().map(|c| c.outcome.name()).collect();
         errors.dedup();
         tcpdoctor_model::remedy::Measured {
             text: format!(
@@ -620,11 +619,7 @@ impl Scenario for Timewait {
                 format!(
                     "the server saw no collision, but {} reconnect(s) failed at the client ({}): its own TIME_WAIT holds the fixed port",
                     run.failed(),
-                    run.connections
-                        .iter()
-                        .find(|c| c.outcome != ConnOutcome::Ok)
-                        .map(|c| c.outcome.name())
-                        .unwrap_or("")
+                    run.failures().next().map_or("", |c| c.outcome.name())
                 ),
             ))
         } else {
