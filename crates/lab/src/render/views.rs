@@ -53,13 +53,7 @@ fn probe_side(runs: &[&ProbeRun]) -> Cells {
         r.summary.connections_opened.to_string()
     });
     t.row("errors", |r| {
-        let e: Vec<String> = r
-            .summary
-            .errors
-            .iter()
-            .map(|e| format!("{} x{}", e.errno, e.count))
-            .collect();
-        dash(e.join(", "))
+        times(r.summary.errors.iter().map(|e| (&e.errno, e.count)))
     });
     for phase in ["connect", "total"] {
         t.row(&format!("{phase} p50 / p99 / max"), |r| {
@@ -79,14 +73,7 @@ fn probe_side(runs: &[&ProbeRun]) -> Cells {
         });
     }
     t.row("slow connections by cause", |r| {
-        let g: Vec<String> = r
-            .summary
-            .spikes
-            .groups
-            .iter()
-            .map(|g| format!("{} x{}", g.label, g.count))
-            .collect();
-        dash(g.join(", "))
+        times(r.summary.spikes.groups.iter().map(|g| (&g.label, g.count)))
     });
     t.row("client TcpExtTCPSynRetrans", |r| {
         r.client_counter("TcpExtTCPSynRetrans").to_string()
@@ -98,11 +85,13 @@ fn probe_side(runs: &[&ProbeRun]) -> Cells {
     t.cells
 }
 
-fn dash(s: String) -> String {
-    if s.is_empty() {
+/// `name xcount, ...`; `-` when there is none.
+fn times<'a>(counts: impl Iterator<Item = (&'a String, u64)>) -> String {
+    let v: Vec<String> = counts.map(|(name, n)| format!("{name} x{n}")).collect();
+    if v.is_empty() {
         "-".into()
     } else {
-        s
+        v.join(", ")
     }
 }
 
