@@ -232,12 +232,7 @@ fn verdict<B>(w: &mut dyn Write, r: &Report<B>, checks: &[Check]) -> io::Result<
             w,
             "The verdict and exit status follow the remedied run \"{}\"{}.",
             checks[i].run,
-            match r
-                .findings
-                .iter()
-                .filter(|f| f.severity > tcpdoctor_model::Severity::Info)
-                .count()
-            {
+            match above_info(r) {
                 0 => String::new(),
                 n => format!(" ({n} finding(s) above info left in it)"),
             }
@@ -252,13 +247,9 @@ fn verdict<B>(w: &mut dyn Write, r: &Report<B>, checks: &[Check]) -> io::Result<
 /// ([`tcpdoctor_model::reproduce::verdict`]).
 fn verdict_line<B>(w: &mut dyn Write, r: &Report<B>) -> io::Result<()> {
     use tcpdoctor_report::{style, wrap};
-    let above_info = r
-        .findings
-        .iter()
-        .filter(|f| f.severity > tcpdoctor_model::Severity::Info)
-        .count();
     let layout = style::current();
-    let word = tcpdoctor_model::reproduce::verdict_word(r.verdict, &r.verdict_reason, above_info);
+    let word =
+        tcpdoctor_model::reproduce::verdict_word(r.verdict, &r.verdict_reason, above_info(r));
     let painted = layout.paint(style::verdict(r.verdict), &word);
     // "reproduced stale_ack_race: ..." reads as the verdict itself.
     let line = match r.verdict_reason.strip_prefix("reproduced ") {
@@ -266,6 +257,12 @@ fn verdict_line<B>(w: &mut dyn Write, r: &Report<B>) -> io::Result<()> {
         _ => format!("Verdict: {painted} ({})", r.verdict_reason),
     };
     writeln!(w, "{}", wrap::fill(&line, layout.width, "", "  "))
+}
+
+/// How many of the report's findings are above info.
+fn above_info<B>(r: &Report<B>) -> usize {
+    let above = |f: &&Finding| f.severity > tcpdoctor_model::Severity::Info;
+    r.findings.iter().filter(above).count()
 }
 
 /// The pathologies a run's findings name with their severity, `none` when there are none.
