@@ -529,16 +529,14 @@ pub fn reproduction(run: &LoopRun, forced: &Forced, kernel: &str) -> Reproductio
         "probe's classifier",
     ));
     let kernel_line = match forced.behaviour {
-        ResendBehaviour::QuickResend => Some(format!(
-            "Linux {kernel} resends the SYN at once after resetting the stale ACK (forced check: connect took {}), so no 1 s stall",
-            tcpdoctor_report::fmt::micros(forced.connect_us)
-        )),
-        ResendBehaviour::TimerResend => Some(format!(
-            "Linux {kernel} resends the SYN on its 1 s timer after resetting the stale ACK (forced check: connect took {})",
-            tcpdoctor_report::fmt::micros(forced.connect_us)
-        )),
+        ResendBehaviour::QuickResend => Some(("at once", ", so no 1 s stall")),
+        ResendBehaviour::TimerResend => Some(("on its 1 s timer", "")),
         ResendBehaviour::NotReproduced | ResendBehaviour::Failed => None,
-    };
+    }
+    .map(|(when, then)| {
+        let took = tcpdoctor_report::fmt::micros(forced.connect_us);
+        format!("Linux {kernel} resends the SYN {when} after resetting the stale ACK (forced check: connect took {took}){then}")
+    });
     let cost_line = kernel_line.clone();
     let cost = move || {
         let delayed = (classified > 0).then(|| {
