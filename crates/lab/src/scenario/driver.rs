@@ -124,15 +124,22 @@ pub struct Tail<F> {
     pub facts: F,
 }
 
-impl Tail<NoFacts> {
-    /// A tail with no facts beyond the runs.
-    pub fn new(baseline_label: String, notes: Vec<String>) -> Tail<NoFacts> {
+impl<F> Tail<F> {
+    /// A tail with `facts` measured besides the runs, and no SYN ladder.
+    pub fn of(baseline_label: String, notes: Vec<String>, facts: F) -> Tail<F> {
         Tail {
             baseline_label,
             notes,
             syn_ladder: None,
-            facts: NoFacts {},
+            facts,
         }
+    }
+}
+
+impl Tail<NoFacts> {
+    /// A tail with no facts beyond the runs.
+    pub fn new(baseline_label: String, notes: Vec<String>) -> Tail<NoFacts> {
+        Tail::of(baseline_label, notes, NoFacts {})
     }
 }
 

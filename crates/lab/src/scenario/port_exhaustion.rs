@@ -756,16 +756,13 @@ impl Scenario for PortExhaustion {
                 cfg.concurrency
             ));
         }
-        Tail {
-            baseline_label: format!(
-                "new connection per request to one destination, {} ports, tcp_tw_reuse=0, client closes first, {d_s:.0} s",
-                cfg.ports.len()
-            ),
-            notes,
-            syn_ladder: None,
-            facts: Facts {
-                tw_reuse_delay_ms: self.reuse_delay_ms,
-            },
-        }
+        let baseline_label = format!(
+            "new connection per request to one destination, {} ports, tcp_tw_reuse=0, client closes first, {d_s:.0} s",
+            cfg.ports.len()
+        );
+        let facts = Facts {
+            tw_reuse_delay_ms: self.reuse_delay_ms,
+        };
+        Tail::of(baseline_label, notes, facts)
     }
 }

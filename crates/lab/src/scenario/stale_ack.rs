@@ -825,19 +825,16 @@ impl Scenario for StaleAck {
                 "Each loop's server ran on CPU {server}, its client on CPU {client}: the race needs the two on different CPUs."
             ));
         }
-        Tail {
-            baseline_label: format!(
-                "connection per request with SO_LINGER 0 and TCP_NODELAY, the server closes first, {} loop(s), {} s",
-                cfg.concurrency,
-                cfg.duration_ms / 1000
-            ),
-            notes,
-            syn_ladder: None,
-            facts: Facts {
-                forced: c.forced.clone(),
-                loop_cpus: self.cpus.map(|(s, c)| [s, c]),
-                kernel_release: c.kernel.clone(),
-            },
-        }
+        let baseline_label = format!(
+            "connection per request with SO_LINGER 0 and TCP_NODELAY, the server closes first, {} loop(s), {} s",
+            cfg.concurrency,
+            cfg.duration_ms / 1000
+        );
+        let facts = Facts {
+            forced: c.forced.clone(),
+            loop_cpus: self.cpus.map(|(s, c)| [s, c]),
+            kernel_release: c.kernel.clone(),
+        };
+        Tail::of(baseline_label, notes, facts)
     }
 }

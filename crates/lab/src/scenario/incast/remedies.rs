@@ -666,21 +666,17 @@ impl Scenario for Incast {
                     .join(", ")
             ));
         }
-        Tail {
-            baseline_label: format!(
-                "{} senders, {} rounds of {} bytes, bottleneck {} (limit {} B), {}, rto_min {} ms",
-                base.senders,
-                cfg.rounds,
-                tcpdoctor_model::units::thousands(cfg.block_bytes),
-                mbit(rate),
-                cfg.limit_bytes,
-                cfg.congestion_control,
-                base_rto / 1000
-            ),
-            notes,
-            syn_ladder: None,
-            facts: self.facts.clone(),
-        }
+        let baseline_label = format!(
+            "{} senders, {} rounds of {} bytes, bottleneck {} (limit {} B), {}, rto_min {} ms",
+            base.senders,
+            cfg.rounds,
+            tcpdoctor_model::units::thousands(cfg.block_bytes),
+            mbit(rate),
+            cfg.limit_bytes,
+            cfg.congestion_control,
+            base_rto / 1000
+        );
+        Tail::of(baseline_label, notes, self.facts.clone())
     }
 }
 
