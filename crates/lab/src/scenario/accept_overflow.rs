@@ -191,12 +191,7 @@ impl Scenario for AcceptOverflow {
         let notes = vec![
             format!(
                 "The accept queue holds backlog + 1 completed connections (sk_acceptq_is_full compares with >); when it is full the kernel drops the SYN (or the final ACK), and the client resends on its SYN ladder: {} ms.",
-                ladder
-                    .ladder_ms
-                    .iter()
-                    .map(|m| m.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                super::listed(&ladder.ladder_ms)
             ),
             format!(
                 "Baseline: {} overflows (server TcpExtListenOverflows), {} SYN retransmissions on the client.",

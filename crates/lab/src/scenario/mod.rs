@@ -25,6 +25,15 @@ use tcpdoctor_model::{Finding, Measured, Report};
 use tcpdoctor_sandbox::capture::CaptureSummary;
 use tcpdoctor_sandbox::subnet::LabSubnet;
 
+/// `items` separated by commas (`1000, 3000, 7000`).
+pub fn listed<T: std::fmt::Display>(items: &[T]) -> String {
+    items
+        .iter()
+        .map(T::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Options every scenario takes.
 #[derive(Clone, Debug, Default)]
 pub struct Common {

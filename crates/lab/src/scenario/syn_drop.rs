@@ -322,12 +322,7 @@ impl Scenario for SynDrop {
             ),
             format!(
                 "SYN ladder of the client namespace: retransmissions at {} ms after the first SYN (model::timers); a connect whose first SYN is lost waits the first rung.",
-                ladder
-                    .ladder_ms
-                    .iter()
-                    .map(|m| m.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                super::listed(&ladder.ladder_ms)
             ),
         ];
         let baseline_label = format!(

@@ -635,11 +635,7 @@ impl Scenario for Incast {
         let mut notes = vec![
             format!(
                 "Baseline: {} senders, {} bytes each round split over them, bottleneck tbf {} burst {} B limit {} B; senders run {}, rto_min {} ms on their routes.",
-                cfg.senders
-                    .iter()
-                    .map(|n| n.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                crate::scenario::listed(&cfg.senders),
                 tcpdoctor_model::units::thousands(cfg.block_bytes),
                 mbit(rate),
                 cfg.burst_bytes,
