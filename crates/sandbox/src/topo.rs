@@ -128,6 +128,36 @@ impl Lab {
         run(&format!("{step} in {ns}"), "tc", &full).map(drop)
     }
 
+    /// `tc qdisc <verb> dev <dev> root tbf rate <rate> burst <burst> limit <limit>` in `ns`
+    /// (`step`: what it is for).
+    pub fn tbf(
+        &self,
+        ns: &str,
+        step: &str,
+        (verb, dev): (&str, &str),
+        (rate, burst, limit): (&str, u64, u64),
+    ) -> Result<()> {
+        let (burst, limit) = (burst.to_string(), limit.to_string());
+        let args = [
+            "qdisc", verb, "dev", dev, "root", "tbf", "rate", rate, "burst", &burst, "limit",
+            &limit,
+        ];
+        self.tc(ns, step, &args)
+    }
+
+    /// Packets the root qdisc of `dev` in `ns` dropped so far (`tc -s qdisc show`), when it
+    /// can be read.
+    pub fn qdisc_drops(&self, ns: &str, dev: &str) -> Option<u64> {
+        let text = exec::try_run("tc", &["-n", ns, "-s", "qdisc", "show", "dev", dev])?;
+        // "Sent 123 bytes 45 pkt (dropped 6, overlimits 7 requeues 0)"
+        let after = text.split("dropped ").nth(1)?;
+        after
+            .split(|c: char| !c.is_ascii_digit())
+            .next()?
+            .parse()
+            .ok()
+    }
+
     /// Runs `ip route ARGS` inside `ns`.
     pub fn route(&self, ns: &str, step: &str, args: &[&str]) -> Result<()> {
         let mut full = vec!["-n", ns, "route"];
@@ -189,6 +219,20 @@ impl Lab {
             crate::cleanup::remove_netns(&ns);
         }
     }
+}
+
+/// Whether this kernel can build qdisc `kind` (tried on the loopback of a scratch namespace,
+/// `tdoc-lab-<pid>-q<kind>`, removed on return).
+pub fn qdisc_available(kind: &str) -> Result<bool> {
+    let mut lab = Lab::new()?;
+    let ns = lab.add_ns(&format!("q{}", kind.replace('_', "")))?;
+    Ok(lab
+        .tc(
+            &ns,
+            "try a qdisc",
+            &["qdisc", "add", "dev", "lo", "root", kind],
+        )
+        .is_ok())
 }
 
 impl Drop for Lab {

@@ -12,7 +12,6 @@
 //! which overrides `net.ipv4.tcp_rto_min_us`; include/net/tcp.h `tcp_rto_min`).
 
 use std::net::Ipv4Addr;
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -27,7 +26,7 @@ use super::driver::{self, Ran, Scenario};
 use super::{Common, Header, Outcome};
 use crate::{Error, Result};
 use tcpdoctor_sandbox::topo::Lab;
-use tcpdoctor_sandbox::{capture, exec, naming};
+use tcpdoctor_sandbox::{capture, naming};
 
 mod measure;
 mod remedies;
@@ -147,22 +146,9 @@ pub struct SenderTcp {
 impl SenderTcp {
     /// Reads `TCP_INFO` of `s`; zeros when it cannot be read.
     pub fn of(s: &std::net::TcpStream) -> SenderTcp {
-        // SAFETY: tcp_info is plain data; getsockopt writes at most `len` bytes into it.
-        let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-        // SAFETY: a valid socket fd, a buffer of `len` bytes and its length.
-        let rc = unsafe {
-            libc::getsockopt(
-                s.as_raw_fd(),
-                libc::IPPROTO_TCP,
-                libc::TCP_INFO,
-                (&mut info as *mut libc::tcp_info).cast(),
-                &mut len,
-            )
-        };
-        if rc != 0 {
+        let Some(info) = tcpdoctor_sandbox::traffic::tcp_info(s) else {
             return SenderTcp::default();
-        }
+        };
         SenderTcp {
             srtt_us: info.tcpi_rtt,
             rttvar_us: info.tcpi_rttvar,
@@ -404,8 +390,7 @@ fn build(common: &Common, cfg: &Config, max_senders: u32, setup: &Setup) -> Resu
     // The shallow bottleneck: the bridge's port toward the receiver.
     let limit = setup.limit_bytes.unwrap_or(cfg.limit_bytes);
     let bottleneck = (cfg.rate.as_str(), cfg.burst_bytes, limit);
-    tbf(
-        &lab,
+    lab.tbf(
         &switch,
         "shape the receiver's port with tbf",
         ("add", &rx_port),
@@ -457,46 +442,15 @@ fn set_pacing(t: &Topology, cfg: &Config, n: u32, bits_per_s: f64) -> Result<()>
     let s_if = naming::ifname("s")?;
     for ns in t.senders.iter().take(n as usize) {
         let pace = (rate.as_str(), PACING_BURST_BYTES, limit);
-        tbf(
-            &t.lab,
-            ns,
-            "pace the sender with tbf",
-            ("replace", &s_if),
-            pace,
-        )?;
+        t.lab
+            .tbf(ns, "pace the sender with tbf", ("replace", &s_if), pace)?;
     }
     Ok(())
 }
 
-/// `tc qdisc <verb> dev <dev> root tbf rate <rate> burst <burst> limit <limit>` in `ns`
-/// (`step`: what it is for).
-fn tbf(
-    lab: &Lab,
-    ns: &str,
-    step: &str,
-    (verb, dev): (&str, &str),
-    (rate, burst, limit): (&str, u64, u64),
-) -> Result<()> {
-    let (burst, limit) = (burst.to_string(), limit.to_string());
-    let args = [
-        "qdisc", verb, "dev", dev, "root", "tbf", "rate", rate, "burst", &burst, "limit", &limit,
-    ];
-    lab.tc(ns, step, &args)
-}
-
+/// Packets the bottleneck's tbf (the switch's port toward the receiver) dropped so far.
 fn bottleneck_drops(t: &Topology) -> Option<u64> {
-    let port = naming::ifname("pr").ok()?;
-    let text = exec::try_run(
-        "tc",
-        &["-n", &t.switch, "-s", "qdisc", "show", "dev", &port],
-    )?;
-    // "Sent 123 bytes 45 pkt (dropped 6, overlimits 7 requeues 0)"
-    let after = text.split("dropped ").nth(1)?;
-    after
-        .split(|c: char| !c.is_ascii_digit())
-        .next()?
-        .parse()
-        .ok()
+    t.lab.qdisc_drops(&t.switch, &naming::ifname("pr").ok()?)
 }
 
 /// Refuses sender counts and RTO floors the lab cannot set up.

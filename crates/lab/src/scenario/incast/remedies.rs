@@ -17,7 +17,6 @@ use super::{
 use crate::scenario::driver::{self, Ran, Remedy, Rows, Scenario, Tail};
 use crate::scenario::Common;
 use crate::Result;
-use tcpdoctor_sandbox::topo::Lab;
 
 /// What `--remedies` measured besides the runs, when a selected remedy needed it.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -59,25 +58,12 @@ fn cc_missing(facts: &mut Facts, cc: &str) -> Option<String> {
 /// `lacks` (what this kernel has not), if it cannot build qdisc `kind` (tried once, the
 /// answer kept in `facts`).
 fn qdisc_missing(facts: &mut Facts, kind: &str, lacks: &str) -> Result<Option<String>> {
-    let available = qdisc_available(kind)?;
+    let available = tcpdoctor_sandbox::topo::qdisc_available(kind)?;
     let ok = *facts
         .qdiscs_available
         .entry(kind.into())
         .or_insert(available);
     Ok((!ok).then(|| format!("this kernel has {lacks}")))
-}
-
-/// Whether this kernel can build qdisc `kind` (tried on the loopback of a scratch namespace).
-fn qdisc_available(kind: &str) -> Result<bool> {
-    let mut lab = Lab::new()?;
-    let ns = lab.add_ns(&format!("q{}", kind.replace('_', "")))?;
-    Ok(lab
-        .tc(
-            &ns,
-            "try a qdisc",
-            &["qdisc", "add", "dev", "lo", "root", kind],
-        )
-        .is_ok())
 }
 
 /// How accurately a tbf on one sender holds `bits_per_s` here: one sender alone sends
