@@ -433,10 +433,19 @@ impl Answer {
         Answer {
             settings_primary: first_where(true),
             observed_primary: first_where(false),
+            // With their evidence (drop reasons, attributed resends, counters): a failure
+            // seen once in many runs must say why from its message alone.
             details: findings
                 .iter()
                 .filter(|f| f["severity"] != "info")
-                .map(|f| s(f, "summary"))
+                .map(|f| {
+                    let evidence = f["evidence"].to_string();
+                    let cut = evidence
+                        .char_indices()
+                        .nth(3000)
+                        .map_or(evidence.len(), |(i, _)| i);
+                    format!("{}; evidence: {}", s(f, "summary"), &evidence[..cut])
+                })
                 .collect(),
             exit: if only_source.is_some() {
                 None
