@@ -14,6 +14,7 @@ pub mod route;
 pub mod saved;
 pub mod sockets;
 pub mod sysctl;
+pub mod tcp_info;
 
 use std::path::PathBuf;
 

@@ -23,10 +23,11 @@ use tcpdoctor_host::{counters, pressure, route, sockets};
 use tcpdoctor_model::PortRange;
 
 use crate::judge::{judge, Around};
-use crate::readings::{cpu_some_sample, tcp_info, SchedStat};
+use crate::readings::{cpu_some_sample, SchedStat};
 use crate::record::{ErrorKind, Outcome, Phase, Record, DETAIL_AFTER};
 use crate::server::{Protocol, Server, ServerConfig};
 use crate::{http, split, stats, tls, CloseFirst, Config, Error, Mode, ProbeResult, Progress};
+use tcpdoctor_host::tcp_info;
 
 /// How often the supervisor wakes: timeout precision and progress cadence. It also wakes
 /// at the end of the duration exactly.
@@ -715,7 +716,7 @@ impl Worker<'_, '_> {
         if rec.connect_ns().unwrap_or(0) >= DETAIL_AFTER {
             // Right after the handshake the smoothed RTT is its one sample: the SYN-ACK's
             // round trip as the kernel measured it (tcp_rtt_estimator's first measurement).
-            if let Some(info) = self.conn.as_ref().and_then(|c| tcp_info(&c.sock)) {
+            if let Some(info) = self.conn.as_ref().and_then(|c| tcp_info::read(&c.sock)) {
                 rec.handshake_rtt_us = info.tcpi_rtt;
             }
         }
@@ -786,7 +787,7 @@ impl Worker<'_, '_> {
             .conn
             .as_ref()
             .filter(|_| slow)
-            .and_then(|c| tcp_info(&c.sock))
+            .and_then(|c| tcp_info::read(&c.sock))
         {
             if info.tcpi_min_rtt != u32::MAX {
                 rec.kernel_rtt_us = info.tcpi_min_rtt;

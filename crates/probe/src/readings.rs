@@ -3,8 +3,6 @@
 //! Documentation/scheduler/sched-stats.rst), the host's CPU pressure, and a connection's
 //! TCP_INFO. System calls only; no interpretation (see [`crate::split`]).
 
-use std::os::fd::AsRawFd;
-
 /// Nanoseconds the calling thread has spent runnable but waiting for a CPU since it started
 /// (`run_delay`, the second field of `/proc/thread-self/schedstat`; Documentation/scheduler/
 /// sched-stats.rst). `None` when the kernel does not keep it (no CONFIG_SCHED_INFO).
@@ -55,24 +53,6 @@ impl SchedStat {
         self.run_delay_ns()
             .map(|now| now.saturating_sub(self.first_ns))
     }
-}
-
-/// TCP_INFO of a connection (`None` when the call fails).
-pub(crate) fn tcp_info(sock: &socket2::Socket) -> Option<libc::tcp_info> {
-    // SAFETY: an all-zero tcp_info is valid; the kernel fills at most `len` bytes of it.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: valid fd, buffer and length of the documented option.
-    let rc = unsafe {
-        libc::getsockopt(
-            sock.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut len,
-        )
-    };
-    (rc == 0).then_some(info)
 }
 
 /// Appends (ns since `t0`, the host's "some" CPU pressure total in ns) when

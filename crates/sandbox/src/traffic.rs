@@ -191,25 +191,6 @@ pub fn accept_one(l: &TcpListener, stop: &AtomicBool, deadline: Instant) -> io::
     }
 }
 
-/// `TCP_INFO` of connection `s`, when it can be read.
-pub fn tcp_info(s: &TcpStream) -> Option<libc::tcp_info> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: tcp_info is plain data; getsockopt writes at most `len` bytes into it.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: a valid socket fd, a buffer of `len` bytes and its length.
-    let rc = unsafe {
-        libc::getsockopt(
-            s.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut len,
-        )
-    };
-    (rc == 0).then_some(info)
-}
-
 /// Two distinct CPUs this process may run on (the first two of its affinity mask), or `None`
 /// when it may run on one only.
 pub fn two_cpus() -> Option<(usize, usize)> {

@@ -146,7 +146,7 @@ pub struct SenderTcp {
 impl SenderTcp {
     /// Reads `TCP_INFO` of `s`; zeros when it cannot be read.
     pub fn of(s: &std::net::TcpStream) -> SenderTcp {
-        let Some(info) = tcpdoctor_sandbox::traffic::tcp_info(s) else {
+        let Some(info) = tcpdoctor_host::tcp_info::read(s) else {
             return SenderTcp::default();
         };
         SenderTcp {
