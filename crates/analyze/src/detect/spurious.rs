@@ -34,10 +34,12 @@ pub struct SpuriousDetails {
 
 #[derive(Default)]
 pub(crate) struct Spurious {
+    /// Every spurious copy: the details the analysis reports.
     d: SpuriousDetails,
-    /// Of `d`, the flows whose only spurious copies were tail-loss probes into a receiver
-    /// that advertised a zero window (module docs).
+    /// The flows whose only spurious copies were tail-loss probes into a receiver that
+    /// advertised a zero window (module docs), and the other flows: one finding each.
     reader: SpuriousDetails,
+    rest: SpuriousDetails,
 }
 
 impl SpuriousDetails {
@@ -167,18 +169,14 @@ impl Detector for Spurious {
         });
         if kinds[0] + kinds[1] + kinds[3] == 0 && into_shut {
             self.reader.add(c, kinds);
+        } else {
+            self.rest.add(c, kinds);
         }
     }
 
     /// Copies into a slow reader (module docs) fold into its finding; the others make one.
     fn conclude(self, ctx: &Context, out: &mut Conclusion) {
-        let Spurious { d, reader } = self;
-        let mut rest = d.clone();
-        rest.count -= reader.count;
-        rest.tlp -= reader.tlp;
-        rest.flows -= reader.flows;
-        rest.examples
-            .retain(|e| !reader.examples.iter().any(|r| r.flow == e.flow));
+        let Spurious { d, reader, rest } = self;
         if rest.count > 0 {
             out.findings.push(rest.finding(ctx, rest.summary()));
         }
