@@ -463,7 +463,7 @@ impl Analyzer {
         if idx as usize >= self.slots.len() {
             self.slots.resize_with(idx as usize + 1, Slot::default);
         }
-        let slot = &mut self.slots[idx as usize];
+        let slot = &self.slots[idx as usize];
         let idle_ns = self.cfg.idle_timeout.as_nanos() as u64;
         // A connection that only sent SYNs ends with its SYN ladder, whatever the idle
         // timeout; any other ends after the idle timeout.
@@ -477,11 +477,9 @@ impl Analyzer {
             }
         });
         if let Some(how) = ended {
-            let origin = self.first_ts.unwrap_or(ts);
-            if let Some(t) = self.done.retire(slot, Some(how), &self.cfg, origin) {
-                self.tombs.push_back((idx, t));
-            }
+            self.end_in_slot(idx, how, ts);
         }
+        let slot = &self.slots[idx as usize];
         let new_incarnation = match &slot.conn {
             None => true,
             Some(c) => {
@@ -495,36 +493,9 @@ impl Analyzer {
             self.totals.connection_attempts += 1;
         }
         if new_incarnation {
-            let origin = self.first_ts.unwrap_or(ts);
-            if let Some(t) = self.done.retire(slot, None, &self.cfg, origin) {
-                self.tombs.push_back((idx, t));
-            }
-            let r = roles(s, pure_syn, from_lo);
-            slot.incarnations += 1;
-            self.next_id += 1;
-            self.totals.connections += 1;
-            self.done.open += 1;
-            self.totals.peak_tracked_connections =
-                self.totals.peak_tracked_connections.max(self.done.open);
-            let (id, inc) = (self.next_id, slot.incarnations);
-            let mut conn = match self.done.pool.pop() {
-                Some(mut b) => {
-                    b.renew(id, inc, r.client, r.server, r.known, ts);
-                    b
-                }
-                None => Box::new(Conn::new(id, inc, r.client, r.server, r.known, ts)),
-            };
-            conn.first_frame = s.frame;
-            conn.client_lo = r.client_lo;
-            if pure_syn {
-                self.totals.connection_attempts += 1;
-                let forget = self.cfg.time_wait.as_nanos() as u64 + FORGET_AFTER_TIME_WAIT_NS;
-                conn.reuse = reuse_of(slot.prev, r.client_lo, ts, forget);
-                self.totals.reused_ports += u64::from(conn.reuse.is_some());
-                self.done.detectors.opened(&conn, ts);
-            }
-            slot.conn = Some(conn);
+            self.open_in_slot(idx, s, pure_syn, from_lo);
         }
+        let slot = &mut self.slots[idx as usize];
         let Some(conn) = slot.conn.as_deref_mut() else {
             return;
         };
@@ -538,6 +509,7 @@ impl Analyzer {
             conn,
             s,
             d,
+            k.fp,
             &self.cfg,
             &mut self.done.detectors,
             &mut self.totals,
@@ -562,6 +534,57 @@ impl Analyzer {
         if self.half_open.len() > HALF_OPEN_MAX {
             self.drop_half_open(ts, idx);
         }
+    }
+
+    /// Summarises the connection in slot `idx`, ended by `how` before the segment at `ts`
+    /// (its ladder ran out, or it was idle past the timeout). Out of line: rare, and
+    /// [`take`](Self::take)'s common path stays small.
+    #[cold]
+    #[inline(never)]
+    fn end_in_slot(&mut self, idx: u32, how: CloseKind, ts: u64) {
+        let origin = self.first_ts.unwrap_or(ts);
+        let slot = &mut self.slots[idx as usize];
+        if let Some(t) = self.done.retire(slot, Some(how), &self.cfg, origin) {
+            self.tombs.push_back((idx, t));
+        }
+    }
+
+    /// Starts a new incarnation in slot `idx` with segment `s`, summarising the one it
+    /// replaces. Out of line: once per connection, and [`take`](Self::take)'s common path
+    /// (a segment of a known connection) stays small.
+    #[inline(never)]
+    fn open_in_slot(&mut self, idx: u32, s: &Segment, pure_syn: bool, from_lo: bool) {
+        let ts = s.ts_ns;
+        let origin = self.first_ts.unwrap_or(ts);
+        let slot = &mut self.slots[idx as usize];
+        if let Some(t) = self.done.retire(slot, None, &self.cfg, origin) {
+            self.tombs.push_back((idx, t));
+        }
+        let r = roles(s, pure_syn, from_lo);
+        slot.incarnations += 1;
+        self.next_id += 1;
+        self.totals.connections += 1;
+        self.done.open += 1;
+        self.totals.peak_tracked_connections =
+            self.totals.peak_tracked_connections.max(self.done.open);
+        let (id, inc) = (self.next_id, slot.incarnations);
+        let mut conn = match self.done.pool.pop() {
+            Some(mut b) => {
+                b.renew(id, inc, r.client, r.server, r.known, ts);
+                b
+            }
+            None => Box::new(Conn::new(id, inc, r.client, r.server, r.known, ts)),
+        };
+        conn.first_frame = s.frame;
+        conn.client_lo = r.client_lo;
+        if pure_syn {
+            self.totals.connection_attempts += 1;
+            let forget = self.cfg.time_wait.as_nanos() as u64 + FORGET_AFTER_TIME_WAIT_NS;
+            conn.reuse = reuse_of(slot.prev, r.client_lo, ts, forget);
+            self.totals.reused_ports += u64::from(conn.reuse.is_some());
+            self.done.detectors.opened(&conn, ts);
+        }
+        slot.conn = Some(conn);
     }
 
     /// Summarises the oldest half-open connection (or drops queue entries of connections

@@ -39,15 +39,25 @@ pub const DUPLICATE_WITHIN: std::time::Duration = std::time::Duration::from_micr
 /// CRITICAL "SYNs never answered" after 2.4 ms). Pure ACKs are told apart this way too.
 pub const SAME_DATAGRAM_WITHIN: std::time::Duration = std::time::Duration::from_millis(200);
 
-/// What identifies a segment as a copy of the previous one ([`DUPLICATE_WITHIN`]).
+/// What identifies a segment as a copy of the previous one ([`DUPLICATE_WITHIN`]), sent by
+/// the low end of the flow key when `from_lo` (within one connection, its direction); 0 for
+/// a segment never told apart as a copy. Needs no connection state: the reading thread
+/// computes it ([`crate::prepare::SegKey`]).
+///
+/// Only segments that occupy sequence space (data, SYN, FIN) are told apart as copies: a
+/// duplicate ACK is an exact copy of the previous ACK by design, microseconds later. A pure
+/// ACK only when it carries an IPv4 Identification ([`SAME_DATAGRAM_WITHIN`]).
 #[inline]
-fn fingerprint(s: &Segment, d: Dir) -> u64 {
+pub(crate) fn fingerprint(s: &Segment, from_lo: bool) -> u64 {
+    if !(s.payload_len > 0 || s.flags.syn() || s.flags.fin() || s.ip_id != 0) {
+        return 0;
+    }
     let tsval = s.options.timestamps.map_or(0, |t| t.0);
     let a = (u64::from(s.seq) << 32) | u64::from(s.ack);
     let b = (u64::from(s.payload_len) << 32)
         ^ (u64::from(s.window) << 16)
         ^ (u64::from(s.flags.0) << 1)
-        ^ u64::from(d == Dir::S2c)
+        ^ u64::from(from_lo)
         ^ (u64::from(tsval) << 24)
         ^ (u64::from(s.ip_id) << 40);
     // Never 0, the value of "no segment to compare with".
@@ -55,25 +65,19 @@ fn fingerprint(s: &Segment, d: Dir) -> u64 {
 }
 
 /// Updates one incarnation with one of its segments, travelling in direction `d`, and tells
-/// the detectors about timeouts and data. Returns the kind of retransmission it was, if one.
+/// the detectors about timeouts and data. `fp` is the segment's [`fingerprint`]. Returns the
+/// kind of retransmission it was, if one.
 #[inline]
 pub(crate) fn segment(
     c: &mut Conn,
     s: &Segment,
     d: Dir,
+    fp: u64,
     cfg: &Config,
     det: &mut Detectors,
     totals: &mut Totals,
 ) -> Option<RetransKind> {
     let ts = s.ts_ns;
-    // Only segments that occupy sequence space (data, SYN, FIN) are told apart as copies: a
-    // duplicate ACK is an exact copy of the previous ACK by design, microseconds later.
-    // A pure ACK only when it carries an IPv4 Identification ([`SAME_DATAGRAM_WITHIN`]).
-    let fp = if s.payload_len > 0 || s.flags.syn() || s.flags.fin() || s.ip_id != 0 {
-        fingerprint(s, d)
-    } else {
-        0
-    };
     let within = if s.ip_id != 0 {
         SAME_DATAGRAM_WITHIN
     } else {
