@@ -888,5 +888,6 @@ mod bounds;
 mod corpus;
 mod incast;
 mod ports;
+mod predict;
 mod spurious;
 mod time;

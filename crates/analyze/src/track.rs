@@ -6,7 +6,7 @@
 //! Owns no state of its own: everything lives in the [`Conn`]. Runs for every segment of the
 //! capture, so each step reads only the fields it needs.
 
-use tcpdoctor_capture::Segment;
+use tcpdoctor_capture::{Segment, TcpFlags};
 
 use crate::detect::{Detectors, Retransmission};
 use crate::engine::{Config, Totals};
@@ -89,6 +89,12 @@ pub(crate) fn segment(
         return None;
     }
     c.last_fp = fp;
+    if predicted(c, s, d) {
+        #[cfg(test)]
+        PREDICTED.with(|n| n.set(n.get() + 1));
+        in_order(c, s, d, det, totals);
+        return None;
+    }
     let gap = ts.saturating_sub(c.last_ts);
     // What the server sends a SYN instead of a SYN-ACK (a stale ACK, a reset) belongs to
     // older state on the 4-tuple: it must not set this incarnation's sequence space, ACKs
@@ -161,6 +167,74 @@ pub(crate) fn segment(
     c.last_ts = c.last_ts.max(ts);
     c.last_frame = s.frame;
     seen.retrans
+}
+
+/// Header prediction (as a receiving stack does it, RFC 9293's fast path): the common
+/// segment of an established connection, an ACK without SYN, FIN, RST or SACK blocks whose
+/// sequence number is the sender's highest so far (new data in order, or a pure ACK), and
+/// that is no zero-window probe. For it [`handshake`], [`sequence`], [`dsack`] and [`close`]
+/// would change nothing but the highest sequence number, so [`in_order`] skips them; what
+/// [`segment`] does for every segment (counts, ACKs, windows, the detectors, the exchange)
+/// it does the same way. The test `header_prediction_changes_no_result` (on every capture in
+/// tests/data) checks that the two paths agree.
+#[inline]
+fn predicted(c: &Conn, s: &Segment, d: Dir) -> bool {
+    const ODD: u8 = TcpFlags::SYN | TcpFlags::FIN | TcpFlags::RST;
+    if s.flags.0 & ODD != 0 || !s.flags.ack() || s.options.sack_count != 0 {
+        return false;
+    }
+    if c.established_ts.is_none() {
+        return false;
+    }
+    #[cfg(test)]
+    if !PREDICT.with(std::cell::Cell::get) {
+        return false;
+    }
+    let (h, rev) = (&c.half[d], &c.half[d.rev()]);
+    // A one-byte segment at the highest sequence number into a zero window is a probe.
+    let probe = s.payload_len == 1 && rev.win_known && rev.win_raw == 0;
+    h.next_seq == Some(SeqNumber(s.seq)) && !probe
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Whether [`predicted`] may take segments off the general path on this thread (a test
+    /// turns it off to compare both paths).
+    pub(crate) static PREDICT: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+    /// Segments [`predicted`] took on this thread.
+    pub(crate) static PREDICTED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// [`segment`] for a segment [`predicted`] took: in order, nothing to repair or close.
+#[inline]
+fn in_order(c: &mut Conn, s: &Segment, d: Dir, det: &mut Detectors, totals: &mut Totals) {
+    let ts = s.ts_ns;
+    let len = s.payload_len;
+    let (h, other) = c.half.split_mut(d);
+    window_full(h, other, s);
+    h.packets += 1;
+    if len > 0 {
+        h.next_seq = Some(SeqNumber(s.seq).wrapping_add(len));
+        h.next_seq_ts = ts;
+        h.data_packets += 1;
+        h.bytes += u64::from(len);
+        h.last_data_ts = ts;
+        totals.data_segments += 1;
+        totals.payload_bytes += u64::from(len);
+    }
+    ack(h, other, s);
+    advertised(c, s, d, totals);
+    if len > 0 {
+        det.data(c, d, ts);
+    }
+    if len > 0 || (d == Dir::S2c && c.turns.phase == crate::exchange::Phase::Request) {
+        let ack = Some(s.ack);
+        if let Some(ex) = crate::exchange::segment(c, d, (ts, s.frame), len > 0, ack, len > 0) {
+            det.exchange(c, &ex);
+        }
+    }
+    c.last_ts = c.last_ts.max(ts);
+    c.last_frame = s.frame;
 }
 
 /// Records a retransmission of `kind` (already counted by [`sequence`]) in the connection:
@@ -555,20 +629,37 @@ fn ack(h: &mut Half, rev: &Half, s: &Segment) {
 }
 
 /// The receive window the segment advertises (scaled once both SYNs offered scaling,
-/// RFC 7323 section 2.2): zero-window periods and their length.
-#[inline]
+/// RFC 7323 section 2.2): zero-window periods and their length ([`zero_window`]).
+#[inline(always)]
 fn advertised(c: &mut Conn, s: &Segment, d: Dir, totals: &mut Totals) {
     let f = s.flags;
     if f.rst() {
         return;
     }
     let scaled = c.wscale_ok && !f.syn();
-    let h = &mut c.half[d];
+    let h = &c.half[d];
     let win = if scaled {
         u64::from(s.window) << h.wscale.unwrap_or(0).min(14)
     } else {
         u64::from(s.window)
     };
+    if s.window == 0 || h.zero_since.is_some() {
+        zero_window(c, s, d, totals);
+    }
+    let h = &mut c.half[d];
+    h.win_raw = s.window;
+    h.win_bytes = win;
+    h.win_known = true;
+}
+
+/// [`advertised`] for a window of zero, or the first one after it: counts the zero-window
+/// advertisements, and when the window opens again, how long it was shut. Out of line: most
+/// connections never shut their window.
+#[cold]
+#[inline(never)]
+fn zero_window(c: &mut Conn, s: &Segment, d: Dir, totals: &mut Totals) {
+    let f = s.flags;
+    let h = &mut c.half[d];
     if s.window == 0 && !f.syn() && !f.fin() {
         Rare::of(&mut c.rare).dir_mut(d).zero_window_ads += 1;
         totals.zero_window_ads += 1;
@@ -590,10 +681,6 @@ fn advertised(c: &mut Conn, s: &Segment, d: Dir, totals: &mut Totals) {
             });
         }
     }
-    let h = &mut c.half[d];
-    h.win_raw = s.window;
-    h.win_bytes = win;
-    h.win_known = true;
 }
 
 /// FINs both ways close the incarnation (the first FIN tells who holds TIME_WAIT). A reset
