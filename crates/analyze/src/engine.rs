@@ -374,18 +374,16 @@ impl Analyzer {
         const CONN_AHEAD: usize = 4;
         let n = segs.len().min(keys.len());
         let (segs, keys) = (&segs[..n], &keys[..n]);
-        // The look-ahead is checked once per segment, not per lookup: all but the last
-        // few segments of a batch take the first branch.
-        for i in 0..n.saturating_sub(SLOT_AHEAD) {
-            self.prefetch_slot(keys[i + SLOT_AHEAD].slot);
-            self.prefetch_conn(&segs[i + CONN_AHEAD], keys[i + CONN_AHEAD].slot);
-            self.take(&segs[i], keys[i]);
-        }
-        for i in n.saturating_sub(SLOT_AHEAD)..n {
+        for i in 0..n {
+            if i + SLOT_AHEAD < n {
+                self.prefetch_slot(keys[i + SLOT_AHEAD].slot);
+            }
             if i + CONN_AHEAD < n {
                 self.prefetch_conn(&segs[i + CONN_AHEAD], keys[i + CONN_AHEAD].slot);
             }
-            self.take(&segs[i], keys[i]);
+            // Inlined here (and only here): the loop sets up once what a call would set up
+            // for every segment.
+            self.take_inline(&segs[i], keys[i]);
         }
     }
 
@@ -455,7 +453,15 @@ impl Analyzer {
         }
     }
 
+    /// [`take_inline`](Self::take_inline) for one segment at a time.
+    #[inline(never)]
     fn take(&mut self, s: &Segment, k: SegKey) {
+        self.take_inline(s, k);
+    }
+
+    /// Takes one segment with its key: the engine's work for every segment.
+    #[inline(always)]
+    fn take_inline(&mut self, s: &Segment, k: SegKey) {
         let (idx, from_lo) = (k.slot, k.from_lo);
         let ts = s.ts_ns;
         self.advance_clock(ts);
