@@ -515,7 +515,7 @@ impl Analyzer {
             conn,
             s,
             d,
-            k.fp,
+            crate::track::fingerprint(s, from_lo),
             &self.cfg,
             &mut self.done.detectors,
             &mut self.totals,

@@ -15,9 +15,6 @@ use crate::flow::{KeyMap, PackedKey, WordMap};
 pub struct SegKey {
     pub(crate) slot: u32,
     pub(crate) from_lo: bool,
-    /// The segment's [`crate::track::fingerprint`], computed here to spare the engine thread
-    /// (the slower half of the pipeline) its arithmetic.
-    pub(crate) fp: u64,
 }
 
 /// A slot the [`Analyzer`] emptied (its 4-tuple forgotten) while taking segment number
@@ -94,11 +91,7 @@ impl Prepare {
             }
         };
         self.latest[slot as usize] = n;
-        SegKey {
-            slot,
-            from_lo,
-            fp: crate::track::fingerprint(s, from_lo),
-        }
+        SegKey { slot, from_lo }
     }
 
     /// Slots numbered so far (in use or free).

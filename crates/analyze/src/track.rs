@@ -41,8 +41,7 @@ pub const SAME_DATAGRAM_WITHIN: std::time::Duration = std::time::Duration::from_
 
 /// What identifies a segment as a copy of the previous one ([`DUPLICATE_WITHIN`]), sent by
 /// the low end of the flow key when `from_lo` (within one connection, its direction); 0 for
-/// a segment never told apart as a copy. Needs no connection state: the reading thread
-/// computes it ([`crate::prepare::SegKey`]).
+/// a segment never told apart as a copy.
 ///
 /// Only segments that occupy sequence space (data, SYN, FIN) are told apart as copies: a
 /// duplicate ACK is an exact copy of the previous ACK by design, microseconds later. A pure
