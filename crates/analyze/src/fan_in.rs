@@ -94,7 +94,7 @@ pub fn fan_in(o: &FanIn) -> Vec<Finding> {
     let mut out = Vec::new();
     let timing = Evidence::Timing {
         what: format!(
-            "rounds slower than {} ms (of {})",
+            "rounds slower than {} ms (of {}), 99th percentile of all rounds",
             o.slow_threshold.as_millis(),
             o.rounds
         ),

@@ -604,7 +604,7 @@ fn no_reply(s: &Summary, u: &Unanswered, delta: &Delta, heard: Unheard) -> Findi
     let f = if u.partial_replies > 0 {
         f.with_evidence(Evidence::Timing {
             what: format!(
-                "partial replies: most bytes received ({})",
+                "partial replies (most bytes received: {}), longest wait",
                 u.max_received_bytes
             ),
             count: u.partial_replies,

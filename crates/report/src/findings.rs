@@ -138,7 +138,11 @@ pub fn evidence(e: &Evidence) -> String {
             what,
             count,
             value_us,
-        } => format!("{what}: {count} x ~{}", crate::fmt::micros(*value_us)),
+        } => {
+            // The value first, then how many it was taken over: "N x ~V" read as N times
+            // V when V was the longest of N.
+            format!("{what}: ~{} ({count} seen)", crate::fmt::micros(*value_us))
+        }
         Evidence::Packets {
             flow,
             frames,
@@ -235,6 +239,22 @@ mod tests {
         );
         assert!(s.contains("counter TcpExtTCPSynRetrans +3"), "{s}");
         assert!(s.contains("what to do: 1."), "{s}");
+    }
+
+    /// A timing is the value, then how many it was taken over: the longest of 1,490 idle
+    /// gaps printed as "1490 x ~2.468s" read as 1,490 gaps of 2.468 s (bench/analyze's
+    /// capture, whose gaps were mostly 200 ms).
+    #[test]
+    fn a_timing_names_its_value_before_how_many_it_was_taken_over() {
+        let e = Evidence::Timing {
+            what: "longest idle gap before a retransmission".into(),
+            count: 1490,
+            value_us: 2_468_000,
+        };
+        assert_eq!(
+            evidence(&e),
+            "longest idle gap before a retransmission: ~2.468s (1490 seen)"
+        );
     }
 
     #[test]

@@ -225,7 +225,7 @@ fn finding(d: &SynDetails, attempts: u64) -> Option<Finding> {
         impact,
     )
     .with_evidence(Evidence::Timing {
-        what: "connect delay by SYN retransmission".into(),
+        what: "longest connect delay by SYN retransmission".into(),
         count: d.connections,
         value_us: d.max_connect_delay_us,
     });

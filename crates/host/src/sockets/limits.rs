@@ -799,7 +799,7 @@ fn receiver_finding(held: &[&Transfer], observed: u64) -> Finding {
         held_impact(held, observed, |t| t.rwnd_limited_us),
     )
     .with_evidence(Evidence::Timing {
-        what: "time a transfer's data waited for the receiver's window to open (its tcpi_rwnd_limited growth between the censuses; the kernel keeps the total, not each wait)".into(),
+        what: "longest time a transfer's data waited for the receiver's window to open (its tcpi_rwnd_limited growth between the censuses; the kernel keeps the total, not each wait)".into(),
         count: held.len() as u64,
         value_us: worst.as_micros() as u64,
     })
