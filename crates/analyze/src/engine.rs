@@ -544,7 +544,7 @@ impl Analyzer {
 
     /// Summarises the connection in slot `idx`, ended by `how` before the segment at `ts`
     /// (its ladder ran out, or it was idle past the timeout). Out of line: rare, and
-    /// [`take`](Self::take)'s common path stays small.
+    /// [`take_inline`](Self::take_inline)'s common path stays small.
     #[cold]
     #[inline(never)]
     fn end_in_slot(&mut self, idx: u32, how: CloseKind, ts: u64) {
@@ -556,7 +556,7 @@ impl Analyzer {
     }
 
     /// Starts a new incarnation in slot `idx` with segment `s`, summarising the one it
-    /// replaces. Out of line: once per connection, and [`take`](Self::take)'s common path
+    /// replaces. Out of line: once per connection, and [`take_inline`](Self::take_inline)'s common path
     /// (a segment of a known connection) stays small.
     #[inline(never)]
     fn open_in_slot(&mut self, idx: u32, s: &Segment, pure_syn: bool, from_lo: bool) {
