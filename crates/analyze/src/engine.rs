@@ -556,8 +556,8 @@ impl Analyzer {
     }
 
     /// Starts a new incarnation in slot `idx` with segment `s`, summarising the one it
-    /// replaces. Out of line: once per connection, and [`take_inline`](Self::take_inline)'s common path
-    /// (a segment of a known connection) stays small.
+    /// replaces. Out of line: once per connection, and the common path of
+    /// [`take_inline`](Self::take_inline) (a segment of a known connection) stays small.
     #[inline(never)]
     fn open_in_slot(&mut self, idx: u32, s: &Segment, pure_syn: bool, from_lo: bool) {
         let ts = s.ts_ns;
