@@ -188,6 +188,28 @@ impl Cap {
     }
 }
 
+/// Asserts that two analyses of the same segments are the same in everything they report:
+/// the JSON, the findings, the retransmission list and the timelines. `name` says which.
+#[track_caller]
+fn assert_same_analysis(a: &Analysis, b: &Analysis, name: &str) {
+    assert_eq!(
+        serde_json::to_value(a).unwrap(),
+        serde_json::to_value(b).unwrap(),
+        "{name}"
+    );
+    assert_eq!(
+        format!("{:?}", a.findings),
+        format!("{:?}", b.findings),
+        "{name}"
+    );
+    assert_eq!(a.retransmitted, b.retransmitted, "{name}");
+    assert_eq!(
+        format!("{:?}", a.worst_connections),
+        format!("{:?}", b.worst_connections),
+        "{name}"
+    );
+}
+
 fn only(a: &Analysis, p: Pathology) -> &tcpdoctor_model::Finding {
     let v: Vec<_> = a.findings.iter().filter(|f| f.pathology == p).collect();
     assert_eq!(v.len(), 1, "expected one {p} finding in {:#?}", a.findings);
@@ -767,14 +789,7 @@ fn keys_made_ahead_give_the_same_analysis_as_push() {
     let split = a.finish_prepared(prep);
     assert!(direct.totals.reused_ports > 400, "{:?}", direct.totals);
     assert_eq!(direct.totals, split.totals);
-    assert_eq!(
-        serde_json::to_value(&direct).unwrap(),
-        serde_json::to_value(&split).unwrap()
-    );
-    assert_eq!(
-        format!("{:?}", direct.findings),
-        format!("{:?}", split.findings)
-    );
+    assert_same_analysis(&direct, &split, "keys made ahead");
 }
 
 /// A segment below the highest one that comes within the reordering threshold after it is

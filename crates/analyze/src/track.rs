@@ -118,13 +118,7 @@ pub(crate) fn segment(
         r.probe_frames.push(s.frame);
         r.dir_mut(d.rev()).probes += 1;
     }
-    if s.payload_len > 0 {
-        h.data_packets += 1;
-        h.bytes += u64::from(s.payload_len);
-        h.last_data_ts = ts;
-        totals.data_segments += 1;
-        totals.payload_bytes += u64::from(s.payload_len);
-    }
+    count_data(h, s, totals);
     if !answer {
         ack(h, other, s);
         if let Some(frame) = dsack(c, s, d, totals) {
@@ -151,21 +145,40 @@ pub(crate) fn segment(
     if s.payload_len > 0 {
         det.data(c, d, ts);
     }
-    if !answer
-        && (s.payload_len > 0
-            || (d == Dir::S2c && c.turns.phase == crate::exchange::Phase::Request))
-    {
+    if !answer {
         let advanced = s.payload_len > 0 && c.half[d].next_seq != next_before;
-        let ack = s.flags.ack().then_some(s.ack);
-        let at = (ts, s.frame);
-        let payload = s.payload_len > 0;
-        if let Some(ex) = crate::exchange::segment(c, d, at, payload, ack, advanced) {
-            det.exchange(c, &ex);
-        }
+        turn(c, s, d, advanced, det);
     }
     c.last_ts = c.last_ts.max(ts);
     c.last_frame = s.frame;
     seen.retrans
+}
+
+/// Counts the payload of `s` in its sender's half `h` and the totals.
+#[inline(always)]
+fn count_data(h: &mut Half, s: &Segment, totals: &mut Totals) {
+    if s.payload_len > 0 {
+        h.data_packets += 1;
+        h.bytes += u64::from(s.payload_len);
+        h.last_data_ts = s.ts_ns;
+        totals.data_segments += 1;
+        totals.payload_bytes += u64::from(s.payload_len);
+    }
+}
+
+/// The exchange step ([`crate::exchange`]) for a segment with payload, or a server segment
+/// while a request is in progress (its ACK may cover the request); `advanced`: its payload
+/// moved the sender's highest sequence number. Tells the detectors of a finished exchange.
+#[inline(always)]
+fn turn(c: &mut Conn, s: &Segment, d: Dir, advanced: bool, det: &mut Detectors) {
+    let payload = s.payload_len > 0;
+    if payload || (d == Dir::S2c && c.turns.phase == crate::exchange::Phase::Request) {
+        let ack = s.flags.ack().then_some(s.ack);
+        let at = (s.ts_ns, s.frame);
+        if let Some(ex) = crate::exchange::segment(c, d, at, payload, ack, advanced) {
+            det.exchange(c, &ex);
+        }
+    }
 }
 
 /// Header prediction (as a receiving stack does it, RFC 9293's fast path): the common
@@ -213,25 +226,17 @@ fn in_order(c: &mut Conn, s: &Segment, d: Dir, det: &mut Detectors, totals: &mut
     window_full(h, other, s);
     h.packets += 1;
     if len > 0 {
+        // In order: the highest sequence number moves past it.
         h.next_seq = Some(SeqNumber(s.seq).wrapping_add(len));
         h.next_seq_ts = ts;
-        h.data_packets += 1;
-        h.bytes += u64::from(len);
-        h.last_data_ts = ts;
-        totals.data_segments += 1;
-        totals.payload_bytes += u64::from(len);
     }
+    count_data(h, s, totals);
     ack(h, other, s);
     advertised(c, s, d, totals);
     if len > 0 {
         det.data(c, d, ts);
     }
-    if len > 0 || (d == Dir::S2c && c.turns.phase == crate::exchange::Phase::Request) {
-        let ack = Some(s.ack);
-        if let Some(ex) = crate::exchange::segment(c, d, (ts, s.frame), len > 0, ack, len > 0) {
-            det.exchange(c, &ex);
-        }
-    }
+    turn(c, s, d, len > 0, det);
     c.last_ts = c.last_ts.max(ts);
     c.last_frame = s.frame;
 }
