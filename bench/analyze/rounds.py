@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Times the analyze benchmark's tools in interleaved rounds: `rounds.py TD CAP PRE ROUNDS`.
+"""Times the analyze benchmark's tools in interleaved rounds: `rounds.py TD CAP PRE ROUNDS READ`.
 
 Each round runs every tool on the same input it is compared on: tcpdoctor on the prefix 5
-times and on the whole file 3 times, `cat` 3 times, tshark, tcptrace and capinfos once; the
+times and on the whole file 3 times, `cat` 3 times, READ (the capture reader alone,
+`capture_count`) 3 times on each, tshark, tcptrace and capinfos once; the
 fast tools take the median of their runs in the round. A ratio is computed per round, between
 runs seconds apart, and the printed ratio is the median over rounds: on a shared machine whose
 speed drifts from minute to minute, timing one tool for a minute and then the other measures
@@ -28,7 +29,7 @@ def median_run(cmd, n):
 
 
 def main():
-    td, cap, pre, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    td, cap, pre, rounds, read = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
     tools = {
         "td_full": ([td, "analyze", cap, "--json"], 3),
         "td_pre": ([td, "analyze", pre, "--json"], 5),
@@ -37,11 +38,13 @@ def main():
         "ts": (["tshark", "-r", pre, "-Y",
                 "tcp.analysis.retransmission or tcp.analysis.reused_ports"], 1),
         "tt": (["tcptrace", "-l", pre], 1),
+        "read_full": ([read, cap], 3),
+        "read_pre": ([read, pre], 3),
     }
     for cmd, _ in tools.values():  # warm the page cache and the binaries
         once(cmd)
     per = {k: [] for k in tools}
-    ratios = {"ts_td": [], "tt_td": [], "td_cat": []}
+    ratios = {"ts_td": [], "tt_td": [], "td_cat": [], "read_td_pre": [], "read_td_full": []}
     for i in range(rounds):
         r = {k: median_run(cmd, n) for k, (cmd, n) in tools.items()}
         for k in tools:
@@ -49,6 +52,8 @@ def main():
         ratios["ts_td"].append(r["ts"][0] / r["td_pre"][0])
         ratios["tt_td"].append(r["tt"][0] / r["td_pre"][0])
         ratios["td_cat"].append(r["td_full"][0] / r["cat"][0])
+        ratios["read_td_pre"].append(r["read_pre"][0] / r["td_pre"][0])
+        ratios["read_td_full"].append(r["read_full"][0] / r["td_full"][0])
         print(f"round {i + 1}/{rounds}: tshark/tcpdoctor {ratios['ts_td'][-1]:.0f}x, "
               f"tcpdoctor/cat {ratios['td_cat'][-1]:.1f}x", file=sys.stderr)
     out = {k: {"wall": statistics.median(w for w, _ in v),

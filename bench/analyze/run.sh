@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Benchmark: `tcpdoctor analyze` side by side with tshark's retransmission/reused-port
-# analysis, `tcptrace -l`, `capinfos` and `cat`, on one capture this script records.
+# analysis, `tcptrace -l`, `capinfos`, `cat` and tcpdoctor's capture reader alone (the reading
+# floor: crates/capture/examples/capture_count.rs), on one capture this script records.
 #
 # The capture: a namespace (tdoc-bench-an-PID) whose lo has MTU 1500 and offloads off, an
 # nftables rule dropping 0.2% of TCP packets at random in the input hook (after the capture
@@ -40,7 +41,11 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 cargo build --release -p tcpdoctor >/dev/null
+# The reading floor: crates/capture's reader alone (framing and decoding every segment, one
+# thread, no analysis), the part of analyze's work that every packet costs before any state.
+cargo build --release -p tcpdoctor-capture --example capture_count >/dev/null
 TD=$ROOT/target/release/tcpdoctor
+READ=$ROOT/target/release/examples/capture_count
 mkdir -p "$OUT"
 CAP=$OUT/bench.pcap
 PRE=$OUT/prefix.pcap
@@ -116,7 +121,7 @@ SIZE=$(stat -c %s "$CAP")
 # ratios taken per round and their median reported, so the machine's drift between minutes
 # does not land on one tool only.
 echo "timing ($ROUNDS interleaved rounds; tshark/tcptrace on $NPRE packets) ..." >&2
-python3 "$ROOT/bench/analyze/rounds.py" "$TD" "$CAP" "$PRE" "$ROUNDS" > "$OUT/rounds.json"
+python3 "$ROOT/bench/analyze/rounds.py" "$TD" "$CAP" "$PRE" "$ROUNDS" "$READ" > "$OUT/rounds.json"
 
 # Agreement on the prefix: retransmissions by tcpdoctor vs tshark.
 ours=$("$TD" analyze "$PRE" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["totals"]["retransmissions"])' || true)
@@ -131,9 +136,10 @@ import sys
 import json
 N, NPRE, SIZE = $N, $NPRE, $SIZE
 t = json.load(open("$OUT/rounds.json"))
-td_full, td_pre, cat_full, cap_full, ts_pre, tt_pre = (t[k]["wall"] for k in ("td_full", "td_pre", "cat", "cap", "ts", "tt"))
-cpu = {k: t[k]["cpu"] for k in ("td_full", "td_pre", "cat", "cap", "ts", "tt")}
-rss = {k: t[k]["rss"] for k in ("td_full", "td_pre", "cat", "cap", "ts", "tt")}
+tools = ("td_full", "td_pre", "cat", "cap", "ts", "tt", "read_full", "read_pre")
+td_full, td_pre, cat_full, cap_full, ts_pre, tt_pre, read_full, read_pre = (t[k]["wall"] for k in tools)
+cpu = {k: t[k]["cpu"] for k in tools}
+rss = {k: t[k]["rss"] for k in tools}
 rt, rr = t["ratios"], t["ratios_range"]
 rate = lambda n, s: n / s if s > 0 else float("inf")
 mib = lambda k: k / 1024
@@ -152,11 +158,15 @@ rows = [
  ("tcpdoctor analyze --json", "prefix", td_pre, cpu["td_pre"], NPRE, rss["td_pre"]),
  ("tshark -Y 'tcp.analysis.retransmission or tcp.analysis.reused_ports'", "prefix", ts_pre, cpu["ts"], NPRE, rss["ts"]),
  ("tcptrace -l", "prefix", tt_pre, cpu["tt"], NPRE, rss["tt"]),
+ ("capture_count (reading floor)", "full", read_full, cpu["read_full"], N, rss["read_full"]),
+ ("capture_count (reading floor)", "prefix", read_pre, cpu["read_pre"], NPRE, rss["read_pre"]),
 ]
 for name, inp, s, c, n, r in rows:
     lines.append("| \`%s\` | %s | %.3f s | %.3f s | %.0f k | %.0f MiB |" % (name, inp, s, c, rate(n, s)/1e3, mib(r)))
 lines.append("")
-lines.append("Ratios, median over %d interleaved rounds (each round's ratio from runs seconds apart; range in brackets): tcpdoctor is **%.0fx** [%.0f-%.0f] faster than tshark and **%.0fx** [%.0f-%.0f] faster than tcptrace in wall time on the prefix (CPU: %.0fx, %.0fx); the full file takes **%.1fx** [%.1f-%.1f] the wall time of \`cat\` (CPU %.1fx); %.0f MiB peak. Goals: >= 100x tshark, >= 40x tcptrace, < 1 GiB, within 10x of cat." % (t["rounds"], rt["ts_td"], rr["ts_td"][0], rr["ts_td"][1], rt["tt_td"], rr["tt_td"][0], rr["tt_td"][1], ratio(cpu["ts"], cpu["td_pre"]), ratio(cpu["tt"], cpu["td_pre"]), rt["td_cat"], rr["td_cat"][0], rr["td_cat"][1], ratio(cpu["td_full"], cpu["cat"]), mib(rss["td_full"])))
+lines.append("Ratios, median over %d interleaved rounds (each round's ratio from runs seconds apart; range in brackets): tcpdoctor is **%.0fx** [%.0f-%.0f] faster than tshark and **%.0fx** [%.0f-%.0f] faster than tcptrace in wall time on the prefix (CPU: %.0fx, %.0fx); the full file takes **%.1fx** [%.1f-%.1f] the wall time of \`cat\` (CPU %.1fx); %.0f MiB peak. Goals (issue 22): >= 200x tshark, within 5x of cat; and >= 40x tcptrace, < 1 GiB." % (t["rounds"], rt["ts_td"], rr["ts_td"][0], rr["ts_td"][1], rt["tt_td"], rr["tt_td"][0], rr["tt_td"][1], ratio(cpu["ts"], cpu["td_pre"]), ratio(cpu["tt"], cpu["td_pre"]), rt["td_cat"], rr["td_cat"][0], rr["td_cat"][1], ratio(cpu["td_full"], cpu["cat"]), mib(rss["td_full"])))
+lines.append("")
+lines.append("The reading floor: \`capture_count\` (crates/capture/examples, the reader analyze uses, alone on one thread: framing and decoding every segment, no analysis) reads the prefix in %.3f s, **%.0f%%** of analyze's wall time on it (tshark / 200 is %.3f s: reading alone is %.0f%% of that budget), and the full file in %.3f s, %.1fx \`cat\`; analyze's second thread (connection state and detectors) runs beside it and takes the rest. Medians over rounds of per-round ratios: reading/analyze %.2f on the prefix, %.2f on the full file." % (read_pre, 100 * rt["read_td_pre"], ts_pre / 200, 100 * read_pre / (ts_pre / 200), read_full, ratio(read_full, cat_full), rt["read_td_pre"], rt["read_td_full"]))
 lines.append("")
 lines.append("Agreement on the prefix: tcpdoctor counts $ours retransmissions, \`tshark -Y tcp.analysis.retransmission\` $theirs. Full file: $summary.")
 open(sys.argv[1], "w").write("\n".join(lines) + "\n")
