@@ -34,7 +34,9 @@
 //!
 //! The matrix is written as Markdown to `$TDOC_CONFORMANCE_OUT` when set
 //! (`bench/conformance/run.sh` sets it to docs/conformance.md), else only printed in the test's
-//! output; `TDOC_CONFORMANCE_ROWS=part,part` runs only the rows whose names contain a part.
+//! output; `TDOC_CONFORMANCE_ROWS=part,part` runs only the rows whose names contain a part;
+//! `TDOC_CONFORMANCE_KEEP=DIR` keeps every command's whole output (and report 003's capture)
+//! in DIR, to diagnose a disagreement from.
 //! Root only; outside CI the test skips with a reason, with CI=true a skip fails.
 
 mod support;
@@ -622,8 +624,25 @@ impl Bg {
             );
         }
         assert!(code != 2, "{}: error exit\n{out}\n{err}", self.what);
+        keep(&self.what, "out", &out);
+        keep(&self.what, "err", &err);
         (code, out, err)
     }
+}
+
+/// With `TDOC_CONFORMANCE_KEEP=DIR`, writes a command's whole output (every JSON line of a
+/// trace, not only its report) to `DIR/<what>.<kind>`, where `what` names the command and
+/// the row: what a disagreement is diagnosed from when it does not recur on demand.
+fn keep(what: &str, kind: &str, text: &str) {
+    let Some(dir) = std::env::var_os("TDOC_CONFORMANCE_KEEP").map(PathBuf::from) else {
+        return;
+    };
+    let name: String = what
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    std::fs::create_dir_all(&dir).expect("TDOC_CONFORMANCE_KEEP directory");
+    std::fs::write(dir.join(format!("{name}.{kind}")), text).expect("write kept output");
 }
 
 /// A temporary capture file, removed on drop.
@@ -972,6 +991,10 @@ fn run_report003(s: &Scenario) -> Option<Row> {
         let _ = c.wait();
     }
     stop_tcpdump(dump);
+    if let Some(dir) = std::env::var_os("TDOC_CONFORMANCE_KEEP").map(PathBuf::from) {
+        std::fs::create_dir_all(&dir).expect("TDOC_CONFORMANCE_KEEP directory");
+        std::fs::copy(pcap.path(), dir.join("report-003.pcap")).expect("keep the capture");
+    }
     let mut row = Row::new(
         s,
         absent(NOT_LAB),
