@@ -1,5 +1,6 @@
 use super::*;
 use crate::raw::ProcessSource;
+use tcpdoctor_model::Severity;
 
 mod repeated_probes;
 mod timeouts;
@@ -891,9 +892,8 @@ fn a_syn_resent_within_milliseconds_of_its_connect_met_an_old_ack() {
 
 /// A SYN resend whose connect() the trace did not see, 100 ms after the trace began: on the
 /// ladder (its first SYN unanswered for 1 s) or 10 ms after an old ACK the trace did not
-/// see; which, the trace cannot tell: no pathology named. 300 ms after the trace began it
-/// can only be the ladder's (a quick resend's connect would have been traced): a SYN with
-/// no answer seen.
+/// see; which, the trace cannot tell: no pathology named. 300 ms after the trace began it is
+/// a SYN resent with no answer seen, its wait unknown (next test).
 #[test]
 fn a_syn_resend_whose_connect_came_before_the_trace_is_not_attributed() {
     let mut e = engine();
@@ -922,4 +922,41 @@ fn a_syn_resend_whose_connect_came_before_the_trace_is_not_attributed() {
         .unwrap();
     assert_eq!(l.cause, Cause::SynLost);
     assert_eq!(l.pathology, Some(Pathology::SynRetransmit));
+}
+
+/// This host's ladder (1 s first rung) and nothing else.
+struct Ladder;
+
+impl Lookup for Ladder {
+    fn syn_ladder(&mut self, _: u32) -> Option<SynLadder> {
+        Some(SynLadder::new(6, Some(4), Duration::from_secs(1)))
+    }
+}
+
+/// A first SYN resend without a record of its connect() may have come milliseconds after
+/// it: the record's slot can be taken by a later connect first (report 003's loop, measured).
+/// Its wait is unknown, so it is not judged as the ladder's first rung (1 s, critical); with
+/// the connect traced a second before, or as a second resend, it is.
+#[test]
+fn a_first_syn_resend_without_its_connect_record_has_no_inferred_wait() {
+    let severity = |detail: Detail| {
+        let mut e = engine();
+        let l = e
+            .push(ev(300, 2, TcpState::SynSent, C, S, detail), &mut Ladder)
+            .unwrap();
+        assert_eq!(l.cause, Cause::SynLost, "{}", l.evidence);
+        let f = e.findings(1000, &mut Ladder);
+        let f = f
+            .iter()
+            .find(|f| f.pathology == Pathology::SynRetransmit)
+            .unwrap_or_else(|| panic!("{f:#?}"));
+        (f.severity, l.evidence)
+    };
+    let (unknown, evidence) = severity(syn_after(1, None));
+    assert!(unknown < Severity::Critical, "{unknown:?}: {evidence}");
+    assert!(evidence.contains("its wait is unknown"), "{evidence}");
+    let (traced, evidence) = severity(syn_after(1, Some(1_000_000)));
+    assert_eq!(traced, Severity::Critical, "{evidence}");
+    let (second, evidence) = severity(syn_after(2, None));
+    assert_eq!(second, Severity::Critical, "{evidence}");
 }
