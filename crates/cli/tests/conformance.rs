@@ -630,18 +630,25 @@ impl Bg {
     }
 }
 
-/// With `TDOC_CONFORMANCE_KEEP=DIR`, writes a command's whole output (every JSON line of a
-/// trace, not only its report) to `DIR/<what>.<kind>`, where `what` names the command and
-/// the row: what a disagreement is diagnosed from when it does not recur on demand.
+/// The directory named by `TDOC_CONFORMANCE_KEEP` (made if missing), where the commands'
+/// whole outputs and report 003's capture are kept: what a disagreement is diagnosed from
+/// when it does not recur on demand. `None` when unset.
+fn keep_dir() -> Option<PathBuf> {
+    let dir = PathBuf::from(std::env::var_os("TDOC_CONFORMANCE_KEEP")?);
+    std::fs::create_dir_all(&dir).expect("TDOC_CONFORMANCE_KEEP directory");
+    Some(dir)
+}
+
+/// Writes a command's whole output (every JSON line of a trace, not only its report) to
+/// `DIR/<what>.<kind>` of [`keep_dir`], where `what` names the command and the row.
 fn keep(what: &str, kind: &str, text: &str) {
-    let Some(dir) = std::env::var_os("TDOC_CONFORMANCE_KEEP").map(PathBuf::from) else {
+    let Some(dir) = keep_dir() else {
         return;
     };
     let name: String = what
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect();
-    std::fs::create_dir_all(&dir).expect("TDOC_CONFORMANCE_KEEP directory");
     std::fs::write(dir.join(format!("{name}.{kind}")), text).expect("write kept output");
 }
 
@@ -991,8 +998,7 @@ fn run_report003(s: &Scenario) -> Option<Row> {
         let _ = c.wait();
     }
     stop_tcpdump(dump);
-    if let Some(dir) = std::env::var_os("TDOC_CONFORMANCE_KEEP").map(PathBuf::from) {
-        std::fs::create_dir_all(&dir).expect("TDOC_CONFORMANCE_KEEP directory");
+    if let Some(dir) = keep_dir() {
         std::fs::copy(pcap.path(), dir.join("report-003.pcap")).expect("keep the capture");
     }
     let mut row = Row::new(
